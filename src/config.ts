@@ -1,0 +1,180 @@
+/**
+ * The only reader of the environment. `loadConfig(env, flags)` maps variables
+ * (table ENV_MAP) and command-line flags onto one object, applies defaults,
+ * converts strings, validates everything against ConfigSchema and throws a
+ * ConfigError naming every bad variable and the values it accepts.
+ * Flags win over the environment. The result is frozen.
+ */
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+import { ConfigError, type ErrorDetail } from './errors.ts'
+
+const Ms = (def: number, min: number, max: number) =>
+  Type.Integer({ default: def, minimum: min, maximum: max })
+
+export const ConfigSchema = Type.Object({
+  /** postgres://… ; absent means "embedded Postgres" for `scheduler dev`, an error elsewhere. */
+  databaseUrl: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
+  logLevel: Type.Union(
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
+    { default: 'info' },
+  ),
+  db: Type.Object(
+    {
+      poolSize: Type.Integer({ default: 10, minimum: 1, maximum: 1000 }),
+      partitions: Type.Integer({ default: 16, minimum: 1, maximum: 256 }),
+    },
+    { default: {} },
+  ),
+  worker: Type.Object(
+    {
+      handlers: Type.Optional(Type.String({ minLength: 1 })),
+      queues: Type.Array(Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$' }), {
+        default: ['default'],
+        minItems: 1,
+      }),
+      concurrency: Type.Integer({ default: 10, minimum: 1, maximum: 10000 }),
+      leaseMs: Ms(30_000, 1_000, 3_600_000),
+      heartbeatMs: Ms(5_000, 100, 600_000),
+      maxHeartbeatFailures: Type.Integer({ default: 3, minimum: 1, maximum: 100 }),
+      pollIntervalMs: Ms(1_000, 10, 600_000),
+      shutdownGraceMs: Ms(30_000, 0, 3_600_000),
+      reaperIntervalMs: Ms(5_000, 100, 3_600_000),
+      reaperBatchSize: Type.Integer({ default: 1000, minimum: 1, maximum: 100000 }),
+      dispatcherIntervalMs: Ms(1_000, 50, 3_600_000),
+      dispatcherBatchSize: Type.Integer({ default: 500, minimum: 1, maximum: 100000 }),
+      retentionMs: Ms(7 * 86_400_000, 60_000, 3650 * 86_400_000),
+      pruneIntervalMs: Ms(60_000, 1_000, 86_400_000),
+      pruneBatchSize: Type.Integer({ default: 5000, minimum: 1, maximum: 1000000 }),
+      outputDir: Type.String({ default: '.pgsched/output', minLength: 1 }),
+    },
+    { default: {} },
+  ),
+  api: Type.Object(
+    {
+      port: Type.Integer({ default: 8080, minimum: 0, maximum: 65535 }),
+      host: Type.String({ default: '0.0.0.0', minLength: 1 }),
+      bodyLimitBytes: Type.Integer({ default: 1_048_576, minimum: 1024, maximum: 104_857_600 }),
+    },
+    { default: {} },
+  ),
+  dev: Type.Object(
+    {
+      dataDir: Type.String({ default: '.pgsched', minLength: 1 }),
+      pgPort: Type.Integer({ default: 54329, minimum: 1, maximum: 65535 }),
+    },
+    { default: {} },
+  ),
+})
+
+export type Config = Static<typeof ConfigSchema>
+
+/** Environment variable → dotted config path. */
+export const ENV_MAP: Readonly<Record<string, string>> = {
+  DATABASE_URL: 'databaseUrl',
+  LOG_LEVEL: 'logLevel',
+  SCHEDULER_DB_POOL_SIZE: 'db.poolSize',
+  SCHEDULER_PARTITIONS: 'db.partitions',
+  SCHEDULER_HANDLERS: 'worker.handlers',
+  SCHEDULER_QUEUES: 'worker.queues',
+  SCHEDULER_WORKER_CONCURRENCY: 'worker.concurrency',
+  SCHEDULER_LEASE_MS: 'worker.leaseMs',
+  SCHEDULER_HEARTBEAT_MS: 'worker.heartbeatMs',
+  SCHEDULER_MAX_HEARTBEAT_FAILURES: 'worker.maxHeartbeatFailures',
+  SCHEDULER_POLL_INTERVAL_MS: 'worker.pollIntervalMs',
+  SCHEDULER_SHUTDOWN_GRACE_MS: 'worker.shutdownGraceMs',
+  SCHEDULER_REAPER_INTERVAL_MS: 'worker.reaperIntervalMs',
+  SCHEDULER_DISPATCHER_INTERVAL_MS: 'worker.dispatcherIntervalMs',
+  SCHEDULER_RETENTION_MS: 'worker.retentionMs',
+  SCHEDULER_PRUNE_INTERVAL_MS: 'worker.pruneIntervalMs',
+  SCHEDULER_OUTPUT_DIR: 'worker.outputDir',
+  PORT: 'api.port',
+  HOST: 'api.host',
+  SCHEDULER_BODY_LIMIT_BYTES: 'api.bodyLimitBytes',
+  SCHEDULER_DEV_DATA_DIR: 'dev.dataDir',
+  SCHEDULER_DEV_PG_PORT: 'dev.pgPort',
+}
+
+const PATH_TO_ENV: Record<string, string> = Object.fromEntries(
+  Object.entries(ENV_MAP).map(([env, path]) => [path, env]),
+)
+
+/** Flags as parsed by the CLI: dotted config path → raw value. */
+export type ConfigFlags = Readonly<Record<string, unknown>>
+
+function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
+  const parts = path.split('.')
+  let node = target
+  for (const part of parts.slice(0, -1)) {
+    const next = node[part]
+    if (typeof next === 'object' && next !== null) node = next as Record<string, unknown>
+    else node = node[part] = {}
+  }
+  node[parts[parts.length - 1] as string] = value
+}
+
+function schemaAt(path: string): TSchema | undefined {
+  let node: TSchema | undefined = ConfigSchema
+  for (const part of path.split('.')) node = node?.properties?.[part] as TSchema | undefined
+  return node
+}
+
+/** What a config path accepts, in words, for error messages. */
+function describeAccepted(schema: TSchema | undefined): string {
+  if (!schema) return ''
+  if (schema.anyOf) return `one of ${schema.anyOf.map((s: TSchema) => JSON.stringify(s.const)).join(', ')}`
+  if (schema.type === 'integer') return `an integer from ${schema.minimum} to ${schema.maximum}`
+  if (schema.type === 'array') return 'a comma-separated list of names (letters, digits, _ . : / -)'
+  if (schema.pattern === '^postgres(ql)?://') return 'a postgres:// or postgresql:// URL'
+  return 'a non-empty string'
+}
+
+/**
+ * Builds the configuration from environment variables and flags.
+ * @throws ConfigError listing every invalid variable/flag with what it accepts.
+ */
+export function loadConfig(env: Readonly<Record<string, string | undefined>>, flags: ConfigFlags = {}): Config {
+  const raw: Record<string, unknown> = {}
+  const sourceOf: Record<string, string> = {}
+  for (const [name, path] of Object.entries(ENV_MAP)) {
+    const value = env[name]
+    if (value === undefined || value === '') continue
+    setPath(raw, path, path === 'worker.queues' ? value.split(',').map((q) => q.trim()) : value)
+    sourceOf[path] = name
+  }
+  for (const [path, value] of Object.entries(flags)) {
+    if (value === undefined) continue
+    setPath(raw, path, value)
+    sourceOf[path] = `--${path.split('.').pop()?.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
+  }
+  const value = Value.Convert(ConfigSchema, Value.Default(ConfigSchema, raw))
+  const details: ErrorDetail[] = []
+  for (const error of Value.Errors(ConfigSchema, value)) {
+    const path = error.path.replace(/^\//, '').replace(/\/\d+$/, '').replaceAll('/', '.')
+    if (details.some((d) => d.path === path)) continue
+    const source = sourceOf[path] ?? PATH_TO_ENV[path] ?? path
+    const got = JSON.stringify(error.value)
+    details.push({ path, message: `${source} must be ${describeAccepted(schemaAt(path))} (got ${got})` })
+  }
+  if (details.length === 0) {
+    const config = value as Config
+    if (config.worker.leaseMs <= 3 * config.worker.heartbeatMs) {
+      details.push({
+        path: 'worker.leaseMs',
+        message: `SCHEDULER_LEASE_MS (${config.worker.leaseMs}) must be more than 3 × SCHEDULER_HEARTBEAT_MS (${config.worker.heartbeatMs}), so a worker aborts its handlers before its lease can expire`,
+      })
+    }
+  }
+  if (details.length > 0) {
+    throw new ConfigError(`invalid configuration:\n  ${details.map((d) => d.message).join('\n  ')}`, details)
+  }
+  return deepFreeze(value as Config)
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null) {
+    for (const child of Object.values(value)) deepFreeze(child)
+    Object.freeze(value)
+  }
+  return value
+}

@@ -1,0 +1,89 @@
+/**
+ * Applies migrations/*.sql in filename order with Kysely's Migrator (its
+ * bookkeeping table pgsched.kysely_migration and its lock). Each file runs in
+ * one transaction. The whole run holds a session advisory lock, so concurrent
+ * `scheduler migrate` processes serialise and all succeed; a second run is a
+ * no-op. The partition count is passed to the first migration through the
+ * session setting `pgsched.partition_count`.
+ */
+import { readdir, readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import pg from 'pg'
+import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider } from 'kysely'
+import { packageRoot } from '../lib/package-root.ts'
+import type { Logger } from '../logger.ts'
+
+/** Arbitrary constant: the advisory lock key that serialises migrate runs. */
+const MIGRATE_LOCK_KEY = 7_215_004_317
+
+export class SqlFileMigrationProvider implements MigrationProvider {
+  private readonly dir: string
+
+  constructor(dir: string) {
+    this.dir = dir
+  }
+
+  async getMigrations(): Promise<Record<string, Migration>> {
+    const files = (await readdir(this.dir)).filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f)).sort()
+    const migrations: Record<string, Migration> = {}
+    for (const file of files) {
+      const text = await readFile(join(this.dir, file), 'utf8')
+      migrations[file.replace(/\.sql$/, '')] = {
+        up: async (db) => {
+          await sql.raw(text).execute(db)
+        },
+      }
+    }
+    return migrations
+  }
+}
+
+export interface MigrateParams {
+  databaseUrl: string
+  /** Partition count for hash-partitioned tables; used only by the first migration. */
+  partitions: number
+  log?: Logger
+  migrationsDir?: string
+}
+
+export interface MigrateResult {
+  applied: string[]
+}
+
+/**
+ * Brings the schema up to date. Safe to run concurrently and repeatedly.
+ * @throws the first failing migration's error (its transaction is rolled back).
+ */
+export async function migrate(params: MigrateParams): Promise<MigrateResult> {
+  // One connection: the advisory lock, the setting and the migrations share a session.
+  const pool = new pg.Pool({ connectionString: params.databaseUrl, max: 1, application_name: 'pgsched-migrate' })
+  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) })
+  try {
+    await sql`select pg_advisory_lock(${MIGRATE_LOCK_KEY}::bigint)`.execute(db)
+    await sql`select set_config('pgsched.partition_count', ${String(params.partitions)}::text, false)`.execute(db)
+    await sql`set client_min_messages = warning`.execute(db)
+    const migrator = new Migrator({
+      db,
+      provider: new SqlFileMigrationProvider(params.migrationsDir ?? join(packageRoot(), 'migrations')),
+      migrationTableSchema: 'pgsched',
+    })
+    const { error, results } = await migrator.migrateToLatest()
+    const applied = (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName)
+    for (const name of applied) params.log?.info({ migration: name }, 'migration applied')
+    if (error) throw error instanceof Error ? error : new Error(String(error))
+    return { applied }
+  } finally {
+    await db.destroy()
+  }
+}
+
+/** Names of migrations not yet applied (for readiness checks). */
+export async function pendingMigrations(db: Kysely<unknown>, migrationsDir?: string): Promise<string[]> {
+  const migrator = new Migrator({
+    db,
+    provider: new SqlFileMigrationProvider(migrationsDir ?? join(packageRoot(), 'migrations')),
+    migrationTableSchema: 'pgsched',
+  })
+  const all = await migrator.getMigrations()
+  return all.filter((m) => m.executedAt === undefined).map((m) => m.name)
+}

@@ -1,0 +1,125 @@
+/**
+ * Kysely table types for schema `pgsched` (snake_case rows, as stored).
+ * Row types stay inside src/db/: queries map them to domain types.
+ */
+import type { ColumnType, Generated, Insertable, Selectable } from 'kysely'
+
+type Timestamp = ColumnType<Date, Date | string, Date | string>
+type DefaultTimestamp = ColumnType<Date, Date | string | undefined, Date | string>
+type Json = ColumnType<unknown, string, string>
+
+export interface JobsTable {
+  id: ColumnType<string, string | undefined, never>
+  tenant: string
+  type: string
+  queue: Generated<string>
+  priority: Generated<number>
+  payload: Json
+  max_attempts: Generated<number>
+  backoff_base_ms: Generated<number>
+  backoff_max_ms: Generated<number>
+  timeout_ms: Generated<number>
+  idempotency_key: string | null
+  state: Generated<'active' | 'paused' | 'cancelled'>
+  created_by: string | null
+  created_at: DefaultTimestamp
+  updated_at: DefaultTimestamp
+}
+
+export interface JobIdempotencyKeysTable {
+  tenant: string
+  idempotency_key: string
+  job_id: string
+  request_hash: string
+  created_at: DefaultTimestamp
+}
+
+export type TriggerKind = 'once' | 'cron' | 'interval'
+export type MisfirePolicy = 'fire_once' | 'skip' | 'fire_all'
+export type OverlapPolicy = 'allow' | 'skip' | 'queue'
+
+export interface TriggersTable {
+  job_id: string
+  kind: TriggerKind
+  cron_expression: string | null
+  timezone: Generated<string>
+  interval_ms: ColumnType<string | null, string | number | null, string | number | null>
+  start_at: Timestamp | null
+  end_at: Timestamp | null
+  next_fire_at: Timestamp | null
+  last_fire_at: Timestamp | null
+  misfire_policy: Generated<MisfirePolicy>
+  misfire_max_runs: Generated<number>
+  overlap_policy: Generated<OverlapPolicy>
+  paused: Generated<boolean>
+  created_at: DefaultTimestamp
+  updated_at: DefaultTimestamp
+}
+
+export type ExecutionState = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled'
+
+export interface ExecutionsTable {
+  id: ColumnType<string, string | undefined, never>
+  job_id: string
+  queue: string
+  type: string
+  priority: number
+  scheduled_for: Timestamp
+  run_at: Timestamp
+  state: Generated<ExecutionState>
+  attempt: Generated<number>
+  max_attempts: number
+  timeout_ms: number
+  worker_id: string | null
+  lease_expires_at: Timestamp | null
+  started_at: Timestamp | null
+  finished_at: Timestamp | null
+  result: Json | null
+  error: Json | null
+  output_uri: string | null
+  created_at: DefaultTimestamp
+}
+
+export interface WorkersTable {
+  id: string
+  host: string
+  pid: number
+  queues: string[]
+  types: string[]
+  concurrency: number
+  started_at: DefaultTimestamp
+  last_seen_at: DefaultTimestamp
+  stopped_at: Timestamp | null
+}
+
+export interface ApiKeysTable {
+  id: ColumnType<string, string | undefined, never>
+  tenant: string
+  name: string | null
+  key_prefix: string
+  key_hash: Buffer
+  created_at: DefaultTimestamp
+  revoked_at: Timestamp | null
+}
+
+export interface SettingsTable {
+  name: string
+  value: string
+}
+
+export interface DB {
+  'pgsched.jobs': JobsTable
+  'pgsched.job_idempotency_keys': JobIdempotencyKeysTable
+  'pgsched.triggers': TriggersTable
+  'pgsched.executions': ExecutionsTable
+  'pgsched.workers': WorkersTable
+  'pgsched.api_keys': ApiKeysTable
+  'pgsched.settings': SettingsTable
+}
+
+export type JobRow = Selectable<JobsTable>
+export type TriggerRow = Selectable<TriggersTable>
+export type ExecutionRow = Selectable<ExecutionsTable>
+export type WorkerRow = Selectable<WorkersTable>
+export type ApiKeyRow = Selectable<ApiKeysTable>
+export type NewJobRow = Insertable<JobsTable>

