@@ -1,0 +1,345 @@
+/**
+ * The TypeScript client: submit, view, list, cancel, pause and resume jobs.
+ * The REST API is a thin layer over this module. Every call can run inside the
+ * caller's own transaction (a Kysely transaction or a `pg` client), so a job
+ * commits or rolls back together with the caller's data.
+ */
+import type pg from 'pg'
+import { Kysely, PostgresDialect, type Transaction } from 'kysely'
+import { v7 as uuidv7 } from 'uuid'
+import { systemClock, type Clock } from './clock.ts'
+import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from './errors.ts'
+import { normalizeSubmit, type Execution, type Job, type JobStatus, type NormalizedSubmit, type SubmitJobInput } from './core/job.ts'
+import { createDb } from './db/pool.ts'
+import type { DB } from './db/schema.ts'
+import { jobCancel, jobGetById, jobInsertMany, jobList, jobSetPaused, type JobInsertOutcome } from './db/queries/jobs.ts'
+import { executionGetById, executionListByJob } from './db/queries/executions.ts'
+
+/** Where a call runs: the client's pool (default), a Kysely transaction, or a pg client. */
+export type Executor = Kysely<DB> | Transaction<DB> | pg.ClientBase
+
+export interface CallOptions {
+  /** Run inside this transaction / on this connection. */
+  trx?: Executor
+}
+
+export interface SubmitResult {
+  job: Job
+  /** False when an earlier submit with the same idempotency key and body is returned. */
+  created: boolean
+}
+
+export interface ListJobsParams {
+  status?: JobStatus
+  type?: string
+  queue?: string
+  /** 1–500, default 50. */
+  limit?: number
+  /** `nextCursor` of the previous page. */
+  cursor?: string
+}
+
+export interface Page<T> {
+  items: T[]
+  nextCursor: string | null
+}
+
+export interface CreateClientOptions {
+  /** Either a URL (the client owns a pool; call close()) … */
+  databaseUrl?: string
+  poolSize?: number
+  /** … or an existing Kysely instance. */
+  db?: Kysely<DB>
+  /** Tenant the client acts for; default `default`. */
+  tenant?: string
+  /** Recorded in jobs.created_by. */
+  createdBy?: string
+  /** Computes cron fire times; the database clock decides everything else. */
+  clock?: Clock
+}
+
+export interface Client {
+  readonly tenant: string
+  submitJob(input: SubmitJobInput, options?: CallOptions): Promise<SubmitResult>
+  /** Submits many jobs in one statement; returns ids in input order. */
+  submitJobs(inputs: readonly SubmitJobInput[], options?: CallOptions): Promise<Array<{ id: string; created: boolean }>>
+  viewJob(id: string, options?: CallOptions): Promise<Job>
+  listJobs(params?: ListJobsParams, options?: CallOptions): Promise<Page<Job>>
+  listExecutions(jobId: string, params?: { limit?: number; cursor?: string }, options?: CallOptions): Promise<Page<Execution>>
+  viewExecution(id: string, options?: CallOptions): Promise<Execution>
+  cancelJob(id: string, options?: CallOptions): Promise<Job>
+  pauseJob(id: string, options?: CallOptions): Promise<Job>
+  resumeJob(id: string, options?: CallOptions): Promise<Job>
+  /** The same client acting for another tenant (shares the pool). */
+  withTenant(tenant: string, createdBy?: string): Client
+  /** Closes the pool if the client created it. */
+  close(): Promise<void>
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+const MAX_BATCH = 50_000
+
+function assertUuid(id: string, what: string): void {
+  if (typeof id !== 'string' || !UUID.test(id)) {
+    throw new ValidationError(`${what} must be a UUID`, [{ path: what, message: `${what} must be a UUID` }])
+  }
+}
+
+function encodeCursor(value: string): string {
+  return Buffer.from(value, 'utf8').toString('base64url')
+}
+
+function decodeCursor(cursor: string, valid: RegExp): string {
+  const value = Buffer.from(cursor, 'base64url').toString('utf8')
+  if (!valid.test(value) || encodeCursor(value) !== cursor) {
+    throw new ValidationError('cursor is invalid; pass nextCursor from the previous page', [
+      { path: 'cursor', message: 'cursor is invalid; pass nextCursor from the previous page' },
+    ])
+  }
+  return value
+}
+
+function limitOf(limit: number | undefined): number {
+  const value = limit ?? 50
+  if (!Number.isInteger(value) || value < 1 || value > 500) {
+    throw new ValidationError('limit must be an integer from 1 to 500', [{ path: 'limit', message: 'limit must be an integer from 1 to 500' }])
+  }
+  return value
+}
+
+/** A Kysely instance running every query on one pg client (the caller's connection). */
+function kyselyOnClient(client: pg.ClientBase): Kysely<DB> {
+  const connection = {
+    query: (...args: unknown[]) => (client.query as (...a: unknown[]) => unknown)(...args),
+    release: () => {},
+  }
+  return new Kysely<DB>({
+    dialect: new PostgresDialect({ pool: { connect: async () => connection, end: async () => {} } as never }),
+  })
+}
+
+function isKysely(value: Executor): value is Kysely<DB> {
+  return value instanceof Kysely
+}
+
+/** The job a fresh submit created, built from what was inserted (no read-back). */
+function newJob(n: NormalizedSubmit, id: string, executionId: string, tenant: string, createdBy: string | null, now: Date): Job {
+  const recurring = n.kind === 'cron' || n.kind === 'interval'
+  const runAt = n.runAt ?? now
+  return {
+    id,
+    tenant,
+    type: n.type,
+    queue: n.queue,
+    priority: n.priority,
+    payload: JSON.parse(n.payloadJson) as unknown,
+    maxAttempts: n.maxAttempts,
+    timeoutMs: n.timeoutMs,
+    backoffBaseMs: n.backoffBaseMs,
+    backoffMaxMs: n.backoffMaxMs,
+    idempotencyKey: n.idempotencyKey,
+    state: 'active',
+    status: 'NOT_STARTED',
+    createdAt: now,
+    createdBy,
+    schedule: recurring
+      ? {
+          kind: n.kind as 'cron' | 'interval',
+          cron: n.cron,
+          timezone: n.timezone,
+          intervalMs: n.intervalMs,
+          startAt: n.startAt,
+          endAt: n.endAt,
+          misfirePolicy: n.misfirePolicy,
+          misfireMaxRuns: n.misfireMaxRuns,
+          overlapPolicy: n.overlapPolicy,
+          paused: false,
+        }
+      : null,
+    nextRunAt: n.kind === 'cron' ? n.firstFireAt : n.kind === 'interval' ? (n.startAt && n.startAt > now ? n.startAt : now) : runAt,
+    lastExecution: recurring
+      ? null
+      : {
+          id: executionId,
+          jobId: id,
+          state: 'pending',
+          attempt: 0,
+          maxAttempts: n.maxAttempts,
+          scheduledFor: runAt,
+          runAt,
+          startedAt: null,
+          finishedAt: null,
+          workerId: null,
+          leaseExpiresAt: null,
+          result: null,
+          error: null,
+          outputUri: null,
+        },
+  }
+}
+
+export function createClient(options: CreateClientOptions): Client {
+  let owned: { db: Kysely<DB> } | undefined
+  let db: Kysely<DB>
+  if (options.db) db = options.db
+  else if (options.databaseUrl) {
+    owned = createDb({ databaseUrl: options.databaseUrl, poolSize: options.poolSize ?? 10, applicationName: 'pgsched-client' })
+    db = owned.db
+  } else throw new ValidationError('createClient needs databaseUrl or db')
+  return makeClient(db, options.tenant ?? 'default', options.createdBy ?? null, options.clock ?? systemClock, async () => {
+    await owned?.db.destroy()
+  })
+}
+
+function makeClient(db: Kysely<DB>, tenant: string, createdBy: string | null, clock: Clock, close: () => Promise<void>): Client {
+  /** Runs `fn` on the right executor; wraps multi-statement work in a transaction when asked. */
+  async function run<T>(options: CallOptions | undefined, fn: (ex: Kysely<DB>) => Promise<T>, transactional = false): Promise<T> {
+    const trx = options?.trx
+    if (trx === undefined) return transactional ? db.transaction().execute(fn) : fn(db)
+    if (isKysely(trx)) return fn(trx)
+    const onClient = kyselyOnClient(trx)
+    return fn(onClient)
+  }
+
+  async function insert(ex: Kysely<DB>, inputs: readonly NormalizedSubmit[]) {
+    const rows = inputs.map((n) => ({ ...n, id: uuidv7(), executionId: uuidv7() }))
+    const outcomes: JobInsertOutcome[] = new Array(rows.length)
+    let pending = rows.map((_, i) => i)
+    let now = new Date()
+    // An idempotency key taken by a transaction that committed after this statement's snapshot
+    // is neither inserted nor visible: retry those few rows with a fresh snapshot.
+    for (let round = 0; pending.length > 0; round++) {
+      const batch = pending.map((i) => rows[i] as (typeof rows)[number])
+      const res = await jobInsertMany(ex, { tenant, createdBy, jobs: batch })
+      now = res.now
+      const retry: number[] = []
+      res.outcomes.forEach((o, k) => {
+        const index = pending[k] as number
+        if (!o.created && o.existingJobId === null && round < 5) retry.push(index)
+        else outcomes[index] = o
+      })
+      pending = retry
+    }
+    return { rows, outcomes, now }
+  }
+
+  const conflict = (key: string | null) =>
+    new ConflictError(`idempotency key "${key}" was already used for a different job request`)
+
+  async function viewJob(id: string, options?: CallOptions): Promise<Job> {
+    assertUuid(id, 'id')
+    const job = await run(options, (ex) => jobGetById(ex, { tenant, id }))
+    if (!job) throw new NotFoundError(`job ${id} not found`)
+    return job
+  }
+
+  const client: Client = {
+    tenant,
+
+    async submitJob(input, options) {
+      const n = normalizeSubmit(input, clock.now())
+      const { rows, outcomes, now } = await run(options, (ex) => insert(ex, [n]))
+      const row = rows[0] as (typeof rows)[number]
+      const outcome = outcomes[0] as JobInsertOutcome
+      if (outcome.created) return { job: newJob(n, row.id, row.executionId, tenant, createdBy, now), created: true }
+      if (outcome.existingRequestHash !== n.requestHash || !outcome.existingJobId) throw conflict(n.idempotencyKey)
+      return { job: await viewJob(outcome.existingJobId, options), created: false }
+    },
+
+    async submitJobs(inputs, options) {
+      if (inputs.length > MAX_BATCH) throw new ValidationError(`at most ${MAX_BATCH} jobs per batch, got ${inputs.length}`)
+      const now = clock.now()
+      const normalized = inputs.map((input, i) => {
+        try {
+          return normalizeSubmit(input, now)
+        } catch (err: unknown) {
+          if (err instanceof ValidationError) {
+            throw new ValidationError(`jobs[${i}]: ${err.message}`, err.details?.map((d) => ({ ...d, path: `${i}.${d.path}` })))
+          }
+          throw err
+        }
+      })
+      if (normalized.length === 0) return []
+      return run(
+        options,
+        async (ex) => {
+          const { rows, outcomes } = await insert(ex, normalized)
+          return outcomes.map((o, i) => {
+            const n = normalized[i] as NormalizedSubmit
+            if (o.created) return { id: (rows[i] as { id: string }).id, created: true }
+            if (o.existingRequestHash !== n.requestHash || !o.existingJobId) throw conflict(n.idempotencyKey)
+            return { id: o.existingJobId, created: false }
+          })
+        },
+        true,
+      )
+    },
+
+    viewJob,
+
+    async listJobs(params = {}, options) {
+      const limit = limitOf(params.limit)
+      const beforeId = params.cursor === undefined ? undefined : decodeCursor(params.cursor, UUID)
+      const items = await run(options, (ex) =>
+        jobList(ex, { tenant, limit: limit + 1, beforeId, status: params.status, type: params.type, queue: params.queue }),
+      )
+      const page = items.slice(0, limit)
+      const last = page[page.length - 1]
+      return { items: page, nextCursor: items.length > limit && last ? encodeCursor(last.id) : null }
+    },
+
+    async listExecutions(jobId, params = {}, options) {
+      const limit = limitOf(params.limit)
+      await viewJob(jobId, options)
+      const before = params.cursor === undefined ? undefined : decodeCursor(params.cursor, /^-?\d{1,19}$/)
+      const items = await run(options, (ex) => executionListByJob(ex, { jobId, limit: limit + 1, beforeScheduledForUs: before }))
+      const page = items.slice(0, limit)
+      const last = page[page.length - 1]
+      return {
+        items: page.map(({ cursor: _cursor, ...execution }) => execution),
+        nextCursor: items.length > limit && last ? encodeCursor(last.cursor) : null,
+      }
+    },
+
+    async viewExecution(id, options) {
+      assertUuid(id, 'id')
+      const execution = await run(options, (ex) => executionGetById(ex, { id, tenant }))
+      if (!execution) throw new NotFoundError(`execution ${id} not found`)
+      return execution
+    },
+
+    async cancelJob(id, options) {
+      const job = await viewJob(id, options)
+      if (job.state === 'cancelled') return job
+      if (!job.schedule && job.lastExecution && ['succeeded', 'failed', 'cancelled'].includes(job.lastExecution.state)) {
+        throw new InvalidStateError(`job ${id} has already finished (${job.status}); nothing to cancel`)
+      }
+      await run(options, (ex) => jobCancel(ex, { tenant, id }))
+      return viewJob(id, options)
+    },
+
+    async pauseJob(id, options) {
+      return setPaused(id, true, options)
+    },
+
+    async resumeJob(id, options) {
+      return setPaused(id, false, options)
+    },
+
+    withTenant(other, by) {
+      return makeClient(db, other, by ?? createdBy, clock, async () => {})
+    },
+
+    close,
+  }
+
+  async function setPaused(id: string, paused: boolean, options?: CallOptions): Promise<Job> {
+    const job = await viewJob(id, options)
+    if (!job.schedule) throw new InvalidStateError(`job ${id} is not recurring; only recurring jobs can be paused or resumed`)
+    if (job.state === 'cancelled') throw new InvalidStateError(`job ${id} is cancelled`)
+    await run(options, (ex) => jobSetPaused(ex, { tenant, id, paused }))
+    return viewJob(id, options)
+  }
+
+  return client
+}

@@ -1,0 +1,322 @@
+/**
+ * Domain types of jobs and executions, and `normalizeSubmit`, the one place
+ * where a submit request is validated and given its defaults (used by the
+ * TypeScript client and, through it, the REST API).
+ *
+ * Execution states (ATF's machine):
+ *   pending ──claim──▶ running ──▶ succeeded | failed | cancelled
+ *      ▲                  │ retriable error / lease expired (attempts left)
+ *      └──────────────────┘
+ * The user-facing job status is derived by `jobStatus`.
+ */
+import { createHash } from 'node:crypto'
+import { ValidationError, type ErrorDetail } from '../errors.ts'
+import { cronNextFireAt, cronProblem, isValidTimeZone } from './cron.ts'
+import { parseIsoDurationMs } from './duration.ts'
+
+export type ExecutionState = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled'
+export type JobState = 'active' | 'paused' | 'cancelled'
+export type JobStatus = 'NOT_STARTED' | 'STARTED' | 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'PAUSED'
+export type MisfirePolicy = 'fire_once' | 'skip' | 'fire_all'
+export type OverlapPolicy = 'allow' | 'skip' | 'queue'
+
+export type ScheduleInput =
+  | { at: string | Date }
+  | { cron: string; timezone?: string }
+  | { every: string | number }
+
+export interface SubmitJobInput {
+  /** Handler name. */
+  type: string
+  payload?: unknown
+  /** Default `default`. */
+  queue?: string
+  /** −1000…1000, higher first; default 0. */
+  priority?: number
+  /** Absent = run now. */
+  schedule?: ScheduleInput
+  /** Attempts per execution, default 5. */
+  maxAttempts?: number
+  /** Per-attempt time limit, default 300000 (5 min). */
+  timeoutMs?: number
+  /** Retry delay = random(0, min(backoffMaxMs, backoffBaseMs · 2^(attempt−1))). Defaults 1000 / 3600000. */
+  backoffBaseMs?: number
+  backoffMaxMs?: number
+  idempotencyKey?: string
+  /** Recurring jobs: first and last possible fire time. */
+  startAt?: string | Date
+  endAt?: string | Date
+  misfirePolicy?: MisfirePolicy
+  /** Cap on catch-up runs for misfirePolicy fire_all; default 100. */
+  misfireMaxRuns?: number
+  overlapPolicy?: OverlapPolicy
+}
+
+export type ScheduleKind = 'now' | 'at' | 'cron' | 'interval'
+
+/** A submit request validated and with every default applied. */
+export interface NormalizedSubmit {
+  type: string
+  payloadJson: string
+  queue: string
+  priority: number
+  maxAttempts: number
+  timeoutMs: number
+  backoffBaseMs: number
+  backoffMaxMs: number
+  idempotencyKey: string | null
+  kind: ScheduleKind
+  runAt: Date | null
+  cron: string | null
+  timezone: string
+  intervalMs: number | null
+  startAt: Date | null
+  endAt: Date | null
+  /** First fire time of a cron schedule (interval schedules compute it in SQL). */
+  firstFireAt: Date | null
+  misfirePolicy: MisfirePolicy
+  misfireMaxRuns: number
+  overlapPolicy: OverlapPolicy
+  /** SHA-256 of the normalised request, to compare idempotent retries. */
+  requestHash: string
+}
+
+export interface Execution {
+  id: string
+  jobId: string
+  state: ExecutionState
+  attempt: number
+  maxAttempts: number
+  scheduledFor: Date
+  runAt: Date
+  startedAt: Date | null
+  finishedAt: Date | null
+  workerId: string | null
+  leaseExpiresAt: Date | null
+  result: unknown
+  error: ExecutionError | null
+  outputUri: string | null
+}
+
+export interface ExecutionError {
+  message: string
+  name?: string
+  fatal?: boolean
+  timedOut?: boolean
+  attempt?: number
+}
+
+export interface Schedule {
+  kind: 'cron' | 'interval'
+  cron: string | null
+  timezone: string
+  intervalMs: number | null
+  startAt: Date | null
+  endAt: Date | null
+  misfirePolicy: MisfirePolicy
+  misfireMaxRuns: number
+  overlapPolicy: OverlapPolicy
+  paused: boolean
+}
+
+export interface Job {
+  id: string
+  tenant: string
+  type: string
+  queue: string
+  priority: number
+  payload: unknown
+  maxAttempts: number
+  timeoutMs: number
+  backoffBaseMs: number
+  backoffMaxMs: number
+  idempotencyKey: string | null
+  state: JobState
+  /** User-facing status, derived from `state` and the latest execution. */
+  status: JobStatus
+  createdAt: Date
+  createdBy: string | null
+  schedule: Schedule | null
+  nextRunAt: Date | null
+  lastExecution: Execution | null
+}
+
+export const MAX_PAYLOAD_BYTES = 1_048_576
+const NAME = /^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$/
+const QUEUE = /^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$/
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/
+const MISFIRE: readonly MisfirePolicy[] = ['fire_once', 'skip', 'fire_all']
+const OVERLAP: readonly OverlapPolicy[] = ['allow', 'skip', 'queue']
+
+/** User-facing status of a job from its state and latest execution. */
+export function jobStatus(state: JobState, last: Pick<Execution, 'state' | 'attempt'> | null): JobStatus {
+  if (state === 'cancelled') return 'CANCELLED'
+  if (state === 'paused') return 'PAUSED'
+  if (!last) return 'NOT_STARTED'
+  switch (last.state) {
+    case 'pending':
+      return last.attempt === 0 ? 'NOT_STARTED' : 'STARTED'
+    case 'running':
+      return 'STARTED'
+    case 'succeeded':
+      return 'COMPLETED'
+    case 'failed':
+      return 'FAILED'
+    case 'cancelled':
+      return 'CANCELLED'
+  }
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
+  if (value instanceof Date) return JSON.stringify(value.toISOString())
+  if (typeof value === 'object' && value !== null) {
+    const entries = Object.entries(value)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`
+  }
+  return JSON.stringify(value) ?? 'null'
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/**
+ * Validates a submit request and applies defaults.
+ * @param now fire-time computations start here (the caller's clock).
+ * @throws ValidationError whose details name every bad field.
+ */
+export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSubmit {
+  const problems: ErrorDetail[] = []
+  const bad = (path: string, message: string) => problems.push({ path, message })
+  const int = (path: string, value: unknown, def: number, min: number, max: number): number => {
+    if (value === undefined) return def
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+      bad(path, `${path} must be an integer from ${min} to ${max}`)
+      return def
+    }
+    return value
+  }
+  const instant = (path: string, value: unknown): Date | null => {
+    if (value === undefined || value === null) return null
+    if (value instanceof Date && !Number.isNaN(value.getTime())) return value
+    if (typeof value === 'string' && ISO_INSTANT.test(value) && !Number.isNaN(Date.parse(value))) return new Date(value)
+    bad(path, `${path} must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z`)
+    return null
+  }
+
+  if (!isRecord(input)) throw new ValidationError('job must be an object', [{ path: '', message: 'job must be an object' }])
+  if (typeof input.type !== 'string' || !NAME.test(input.type)) {
+    bad('type', 'type must be 1-128 characters: letters, digits and _ . : / - (not first)')
+  }
+  const queue = input.queue ?? 'default'
+  if (typeof queue !== 'string' || !QUEUE.test(queue)) {
+    bad('queue', 'queue must be 1-64 characters: letters, digits and _ . : / - (not first)')
+  }
+  const payload = input.payload === undefined ? {} : input.payload
+  const payloadJson = JSON.stringify(payload) ?? 'null'
+  if (Buffer.byteLength(payloadJson) > MAX_PAYLOAD_BYTES) bad('payload', `payload must be at most ${MAX_PAYLOAD_BYTES} bytes as JSON`)
+  if (payloadJson.includes('\\u0000')) bad('payload', 'payload must not contain NUL characters (\\u0000)')
+  const priority = int('priority', input.priority, 0, -1000, 1000)
+  const maxAttempts = int('maxAttempts', input.maxAttempts, 5, 1, 1000)
+  const timeoutMs = int('timeoutMs', input.timeoutMs, 300_000, 1, 86_400_000)
+  const backoffBaseMs = int('backoffBaseMs', input.backoffBaseMs, 1000, 0, 86_400_000)
+  const backoffMaxMs = int('backoffMaxMs', input.backoffMaxMs, Math.max(3_600_000, backoffBaseMs), backoffBaseMs, 604_800_000)
+  const misfireMaxRuns = int('misfireMaxRuns', input.misfireMaxRuns, 100, 1, 10_000)
+  let idempotencyKey: string | null = null
+  if (input.idempotencyKey !== undefined) {
+    if (typeof input.idempotencyKey !== 'string' || input.idempotencyKey.length < 1 || input.idempotencyKey.length > 255) {
+      bad('idempotencyKey', 'idempotencyKey must be a string of 1 to 255 characters')
+    } else idempotencyKey = input.idempotencyKey
+  }
+  const misfirePolicy = input.misfirePolicy ?? 'fire_once'
+  if (!MISFIRE.includes(misfirePolicy)) bad('misfirePolicy', `misfirePolicy must be one of ${MISFIRE.join(', ')}`)
+  const overlapPolicy = input.overlapPolicy ?? 'allow'
+  if (!OVERLAP.includes(overlapPolicy)) bad('overlapPolicy', `overlapPolicy must be one of ${OVERLAP.join(', ')}`)
+  const startAt = instant('startAt', input.startAt)
+  const endAt = instant('endAt', input.endAt)
+  if (startAt && endAt && endAt <= startAt) bad('endAt', 'endAt must be after startAt')
+
+  let kind: ScheduleKind = 'now'
+  let runAt: Date | null = null
+  let cron: string | null = null
+  let timezone = 'UTC'
+  let intervalMs: number | null = null
+  let firstFireAt: Date | null = null
+  const schedule: unknown = input.schedule
+  if (schedule !== undefined && schedule !== null) {
+    if (!isRecord(schedule)) {
+      bad('schedule', 'schedule must be an object: {at}, {cron, timezone?} or {every}')
+    } else {
+      const keys = Object.keys(schedule).filter((k) => schedule[k] !== undefined)
+      const shape = keys.includes('at') ? 'at' : keys.includes('cron') ? 'cron' : keys.includes('every') ? 'every' : null
+      const allowed = shape === 'cron' ? ['cron', 'timezone'] : shape ? [shape] : []
+      const extra = keys.filter((k) => !allowed.includes(k))
+      if (!shape || extra.length > 0) {
+        bad('schedule', `schedule must be exactly one of {at}, {cron, timezone?} or {every}${extra.length ? `; unexpected: ${extra.join(', ')}` : ''}`)
+      } else if (shape === 'at') {
+        kind = 'at'
+        runAt = instant('schedule.at', schedule.at)
+      } else if (shape === 'cron') {
+        kind = 'cron'
+        if (typeof schedule.cron !== 'string') bad('schedule.cron', 'schedule.cron must be a string')
+        else {
+          const problem = cronProblem(schedule.cron)
+          if (problem) bad('schedule.cron', problem)
+          else cron = schedule.cron.trim()
+        }
+        if (schedule.timezone !== undefined) {
+          if (typeof schedule.timezone !== 'string' || !isValidTimeZone(schedule.timezone)) {
+            bad('schedule.timezone', `schedule.timezone ${JSON.stringify(schedule.timezone)} is not a known IANA time zone (such as Europe/Berlin)`)
+          } else timezone = schedule.timezone
+        }
+        if (cron) {
+          const from = startAt && startAt > now ? new Date(startAt.getTime() - 1) : now
+          firstFireAt = cronNextFireAt(cron, timezone, from)
+          if (!firstFireAt) bad('schedule.cron', `cron expression "${cron}" never fires`)
+        }
+      } else {
+        kind = 'interval'
+        const every = schedule.every
+        const ms = typeof every === 'number' ? every : typeof every === 'string' ? parseIsoDurationMs(every) : undefined
+        if (ms === undefined || !Number.isInteger(ms) || ms < 1000 || ms > 31_622_400_000) {
+          bad('schedule.every', 'schedule.every must be an ISO-8601 duration (PT5M, P1D; no years or months) or milliseconds, from 1 second to 366 days')
+        } else intervalMs = ms
+      }
+    }
+  }
+  if ((kind === 'now' || kind === 'at') && (input.startAt !== undefined || input.endAt !== undefined)) {
+    bad(input.startAt !== undefined ? 'startAt' : 'endAt', 'startAt and endAt apply only to recurring schedules ({cron} or {every})')
+  }
+  if (problems.length > 0) {
+    throw new ValidationError(problems.map((p) => p.message).join('; '), problems)
+  }
+  const normalized = {
+    type: input.type,
+    payloadJson,
+    queue,
+    priority,
+    maxAttempts,
+    timeoutMs,
+    backoffBaseMs,
+    backoffMaxMs,
+    idempotencyKey,
+    kind,
+    runAt,
+    cron,
+    timezone,
+    intervalMs,
+    startAt,
+    endAt,
+    firstFireAt,
+    misfirePolicy,
+    misfireMaxRuns,
+    overlapPolicy,
+  }
+  const requestHash = createHash('sha256')
+    .update(canonicalJson({ ...normalized, payloadJson: undefined, firstFireAt: undefined, payload }))
+    .digest('hex')
+  return { ...normalized, requestHash }
+}

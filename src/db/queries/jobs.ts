@@ -1,0 +1,342 @@
+/**
+ * SQL for jobs: batch insert (job + execution or trigger + idempotency key in
+ * one statement), view, keyset list, and the control transitions (cancel,
+ * pause, resume). Returns domain types through `toJob`.
+ */
+import { sql, type Kysely, type SqlBool, type Expression } from 'kysely'
+import type { DB } from '../schema.ts'
+import type { Execution, Job, JobStatus, NormalizedSubmit, Schedule } from '../../core/job.ts'
+import { jobStatus } from '../../core/job.ts'
+
+type Executor = Kysely<DB>
+
+export interface JobInsertManyParams {
+  tenant: string
+  createdBy: string | null
+  jobs: ReadonlyArray<NormalizedSubmit & { id: string; executionId: string }>
+}
+
+export interface JobInsertOutcome {
+  /** The id asked for. */
+  id: string
+  created: boolean
+  /** Set when the idempotency key already belonged to another job. */
+  existingJobId: string | null
+  existingRequestHash: string | null
+}
+
+/**
+ * Inserts jobs with their execution (run now / at) or trigger (cron / interval)
+ * in one statement. A job whose idempotency key is already taken is not
+ * inserted; its outcome names the existing job. Atomic on its own; runs inside
+ * the caller's transaction when given one.
+ */
+export async function jobInsertMany(db: Executor, params: JobInsertManyParams): Promise<{ outcomes: JobInsertOutcome[]; now: Date }> {
+  const j = params.jobs
+  const col = <T>(f: (x: (typeof j)[number]) => T): T[] => j.map(f)
+  const result = await sql<{ id: string; created: boolean; existing_job_id: string | null; existing_request_hash: string | null; now: Date }>`
+    with input as (
+      select *
+        from unnest(
+          ${col((x) => x.id)}::uuid[], ${col((x) => x.executionId)}::uuid[], ${col((x) => x.type)}::text[],
+          ${col((x) => x.queue)}::text[], ${col((x) => x.priority)}::int[], ${col((x) => x.payloadJson)}::text[],
+          ${col((x) => x.maxAttempts)}::int[], ${col((x) => x.timeoutMs)}::int[], ${col((x) => x.backoffBaseMs)}::int[],
+          ${col((x) => x.backoffMaxMs)}::int[], ${col((x) => x.idempotencyKey)}::text[], ${col((x) => x.requestHash)}::text[],
+          ${col((x) => x.kind)}::text[], ${col((x) => x.runAt)}::timestamptz[], ${col((x) => x.cron)}::text[],
+          ${col((x) => x.timezone)}::text[], ${col((x) => x.intervalMs)}::bigint[], ${col((x) => x.startAt)}::timestamptz[],
+          ${col((x) => x.endAt)}::timestamptz[], ${col((x) => x.firstFireAt)}::timestamptz[], ${col((x) => x.misfirePolicy)}::text[],
+          ${col((x) => x.misfireMaxRuns)}::int[], ${col((x) => x.overlapPolicy)}::text[]
+        ) with ordinality as i(id, execution_id, type, queue, priority, payload, max_attempts, timeout_ms, backoff_base_ms,
+                               backoff_max_ms, idempotency_key, request_hash, kind, run_at, cron, timezone, interval_ms,
+                               start_at, end_at, first_fire_at, misfire_policy, misfire_max_runs, overlap_policy, ord)
+    ),
+    keyed as (
+      insert into pgsched.job_idempotency_keys (tenant, idempotency_key, job_id, request_hash)
+      select ${params.tenant}::text, idempotency_key, id, request_hash
+        from input
+       where idempotency_key is not null
+      on conflict do nothing   -- waits for a concurrent insert of the same key, then skips
+      returning job_id
+    ),
+    accepted as (
+      select * from input where idempotency_key is null or id in (select job_id from keyed)
+    ),
+    new_jobs as (
+      insert into pgsched.jobs (id, tenant, type, queue, priority, payload, max_attempts, backoff_base_ms, backoff_max_ms,
+                                timeout_ms, idempotency_key, created_by)
+      select id, ${params.tenant}::text, type, queue, priority, payload::jsonb, max_attempts, backoff_base_ms, backoff_max_ms,
+             timeout_ms, idempotency_key, ${params.createdBy}::text
+        from accepted
+      returning id
+    ),
+    new_executions as (
+      insert into pgsched.executions (id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
+      select execution_id, id, queue, type, priority, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, timeout_ms
+        from accepted
+       where kind in ('now', 'at')
+    ),
+    new_triggers as (
+      insert into pgsched.triggers (job_id, kind, cron_expression, timezone, interval_ms, start_at, end_at, next_fire_at,
+                                    misfire_policy, misfire_max_runs, overlap_policy)
+      select id, kind, cron, timezone, interval_ms, start_at, end_at,
+             case when kind = 'cron' then first_fire_at else greatest(coalesce(start_at, now()), now()) end,
+             misfire_policy, misfire_max_runs, overlap_policy
+        from accepted
+       where kind in ('cron', 'interval')
+    )
+    select i.id,
+           i.id in (select id from new_jobs) as created,
+           k.job_id as existing_job_id,
+           k.request_hash as existing_request_hash,
+           now() as now
+      from input i
+      left join pgsched.job_idempotency_keys k
+        on i.idempotency_key is not null
+       and k.tenant = ${params.tenant}::text
+       and k.idempotency_key = i.idempotency_key
+     order by i.ord
+  `.execute(db)
+  return {
+    now: result.rows[0]?.now ?? new Date(),
+    outcomes: result.rows.map((r) => ({
+      id: r.id,
+      created: r.created,
+      existingJobId: r.created ? null : r.existing_job_id,
+      existingRequestHash: r.created ? null : r.existing_request_hash,
+    })),
+  }
+}
+
+interface JobViewRow {
+  id: string
+  tenant: string
+  type: string
+  queue: string
+  priority: number
+  payload: unknown
+  max_attempts: number
+  backoff_base_ms: number
+  backoff_max_ms: number
+  timeout_ms: number
+  idempotency_key: string | null
+  state: Job['state']
+  created_by: string | null
+  created_at: Date
+  trigger: Record<string, unknown> | null
+  last_execution: Record<string, unknown> | null
+}
+
+const date = (v: unknown): Date | null => (v === null || v === undefined ? null : new Date(v as string))
+
+/** Maps an executions row (or its to_jsonb form) to the domain type. */
+export function toExecution(r: Record<string, unknown>): Execution {
+  return {
+    id: r.id as string,
+    jobId: r.job_id as string,
+    state: r.state as Execution['state'],
+    attempt: Number(r.attempt),
+    maxAttempts: Number(r.max_attempts),
+    scheduledFor: date(r.scheduled_for) as Date,
+    runAt: date(r.run_at) as Date,
+    startedAt: date(r.started_at),
+    finishedAt: date(r.finished_at),
+    workerId: (r.worker_id as string | null) ?? null,
+    leaseExpiresAt: date(r.lease_expires_at),
+    result: r.result ?? null,
+    error: (r.error as Execution['error']) ?? null,
+    outputUri: (r.output_uri as string | null) ?? null,
+  }
+}
+
+function toSchedule(t: Record<string, unknown>): Schedule {
+  return {
+    kind: t.kind as Schedule['kind'],
+    cron: (t.cron_expression as string | null) ?? null,
+    timezone: t.timezone as string,
+    intervalMs: t.interval_ms === null ? null : Number(t.interval_ms),
+    startAt: date(t.start_at),
+    endAt: date(t.end_at),
+    misfirePolicy: t.misfire_policy as Schedule['misfirePolicy'],
+    misfireMaxRuns: Number(t.misfire_max_runs),
+    overlapPolicy: t.overlap_policy as Schedule['overlapPolicy'],
+    paused: Boolean(t.paused),
+  }
+}
+
+function toJob(r: JobViewRow): Job {
+  const last = r.last_execution ? toExecution(r.last_execution) : null
+  let nextRunAt: Date | null = null
+  if (r.state === 'active') {
+    if (r.trigger) {
+      const next = r.trigger.next_fire_at as string | null
+      nextRunAt = next && next !== '-infinity' ? new Date(next) : null
+    } else if (last?.state === 'pending') nextRunAt = last.runAt
+  }
+  return {
+    id: r.id,
+    tenant: r.tenant,
+    type: r.type,
+    queue: r.queue,
+    priority: r.priority,
+    payload: r.payload,
+    maxAttempts: r.max_attempts,
+    timeoutMs: r.timeout_ms,
+    backoffBaseMs: r.backoff_base_ms,
+    backoffMaxMs: r.backoff_max_ms,
+    idempotencyKey: r.idempotency_key,
+    state: r.state,
+    status: jobStatus(r.state, last),
+    createdAt: r.created_at,
+    createdBy: r.created_by,
+    schedule: r.trigger ? toSchedule(r.trigger) : null,
+    nextRunAt,
+    lastExecution: last,
+  }
+}
+
+function jobViewQuery(db: Executor) {
+  return db
+    .selectFrom('pgsched.jobs as j')
+    .leftJoin('pgsched.triggers as t', 't.job_id', 'j.id')
+    .leftJoinLateral(
+      (eb) =>
+        eb
+          .selectFrom('pgsched.executions as le')
+          .whereRef('le.job_id', '=', 'j.id')
+          .orderBy('le.scheduled_for', 'desc')
+          .limit(1)
+          .selectAll()
+          .as('e'),
+      (join) => join.onTrue(),
+    )
+    .select([
+      'j.id', 'j.tenant', 'j.type', 'j.queue', 'j.priority', 'j.payload', 'j.max_attempts', 'j.backoff_base_ms',
+      'j.backoff_max_ms', 'j.timeout_ms', 'j.idempotency_key', 'j.state', 'j.created_by', 'j.created_at',
+      sql<Record<string, unknown> | null>`case when t.job_id is null then null else to_jsonb(t) end`.as('trigger'),
+      sql<Record<string, unknown> | null>`case when e.id is null then null else to_jsonb(e) end`.as('last_execution'),
+    ])
+}
+
+export interface JobGetByIdParams {
+  tenant: string
+  id: string
+}
+
+/** The job with its schedule and latest execution; undefined when absent or another tenant's. */
+export async function jobGetById(db: Executor, params: JobGetByIdParams): Promise<Job | undefined> {
+  const row = await jobViewQuery(db).where('j.id', '=', params.id).where('j.tenant', '=', params.tenant).executeTakeFirst()
+  return row ? toJob(row as JobViewRow) : undefined
+}
+
+export interface JobListParams {
+  tenant: string
+  limit: number
+  /** Only jobs with an id below this one (the previous page's last id). */
+  beforeId?: string
+  status?: JobStatus
+  type?: string
+  queue?: string
+}
+
+function statusCondition(status: JobStatus): Expression<SqlBool> {
+  switch (status) {
+    case 'CANCELLED':
+      return sql<SqlBool>`(j.state = 'cancelled' or (j.state = 'active' and e.state = 'cancelled'))`
+    case 'PAUSED':
+      return sql<SqlBool>`j.state = 'paused'`
+    case 'NOT_STARTED':
+      return sql<SqlBool>`(j.state = 'active' and (e.id is null or (e.state = 'pending' and e.attempt = 0)))`
+    case 'STARTED':
+      return sql<SqlBool>`(j.state = 'active' and (e.state = 'running' or (e.state = 'pending' and e.attempt > 0)))`
+    case 'COMPLETED':
+      return sql<SqlBool>`(j.state = 'active' and e.state = 'succeeded')`
+    case 'FAILED':
+      return sql<SqlBool>`(j.state = 'active' and e.state = 'failed')`
+  }
+}
+
+/** One page of a tenant's jobs, newest first (keyset on the time-ordered id). */
+export async function jobList(db: Executor, params: JobListParams): Promise<Job[]> {
+  let q = jobViewQuery(db).where('j.tenant', '=', params.tenant)
+  if (params.beforeId) q = q.where('j.id', '<', params.beforeId)
+  if (params.type) q = q.where('j.type', '=', params.type)
+  if (params.queue) q = q.where('j.queue', '=', params.queue)
+  if (params.status) q = q.where(statusCondition(params.status))
+  const rows = await q.orderBy('j.id', 'desc').limit(params.limit).execute()
+  return rows.map((r) => toJob(r as JobViewRow))
+}
+
+export interface JobCancelParams {
+  tenant: string
+  id: string
+}
+
+/**
+ * Cancels a job: the job and its trigger stop, pending and running executions
+ * become cancelled (a running one's worker loses its lease and aborts the
+ * handler; a notification on `pgsched_cancel` makes that immediate).
+ * Returns the ids of executions that were running, or undefined if no such job.
+ */
+export async function jobCancel(db: Executor, params: JobCancelParams): Promise<{ runningExecutionIds: string[] } | undefined> {
+  const result = await sql<{ found: boolean; running_ids: string[] | null }>`
+    with job as (
+      update pgsched.jobs
+         set state = 'cancelled', updated_at = now()
+       where id = ${params.id}::uuid and tenant = ${params.tenant}::text
+      returning id
+    ),
+    stop_trigger as (
+      update pgsched.triggers
+         set next_fire_at = null, updated_at = now()
+       where job_id in (select id from job)
+    ),
+    running as (
+      select id from pgsched.executions
+       where job_id in (select id from job) and state = 'running'
+    ),
+    cancelled as (
+      update pgsched.executions
+         set state = 'cancelled', finished_at = now(), worker_id = null, lease_expires_at = null,
+             error = jsonb_build_object('message', 'cancelled', 'name', 'CancelledError', 'attempt', attempt)
+       where job_id in (select id from job) and state in ('pending', 'running')
+      returning id
+    ),
+    notified as (
+      select pg_notify('pgsched_cancel', json_agg(id)::text) from running having count(*) > 0
+    )
+    select exists (select 1 from job) as found,
+           (select array_agg(id) from running) as running_ids,
+           (select count(*) from notified) as notified,
+           (select count(*) from cancelled) as cancelled
+  `.execute(db)
+  const row = result.rows[0]
+  if (!row?.found) return undefined
+  return { runningExecutionIds: row.running_ids ?? [] }
+}
+
+export interface JobSetPausedParams {
+  tenant: string
+  id: string
+  paused: boolean
+}
+
+/**
+ * Pauses or resumes a recurring job (one with a trigger). Returns false when
+ * there is no such active/paused recurring job of this tenant.
+ */
+export async function jobSetPaused(db: Executor, params: JobSetPausedParams): Promise<boolean> {
+  const result = await sql<{ job_id: string }>`
+    with job as (
+      update pgsched.jobs
+         set state = case when ${params.paused}::boolean then 'paused' else 'active' end, updated_at = now()
+       where id = ${params.id}::uuid and tenant = ${params.tenant}::text and state in ('active', 'paused')
+         and exists (select 1 from pgsched.triggers t where t.job_id = ${params.id}::uuid)
+      returning id
+    )
+    update pgsched.triggers
+       set paused = ${params.paused}::boolean, updated_at = now()
+     where job_id in (select id from job)
+    returning job_id
+  `.execute(db)
+  return result.rows.length > 0
+}

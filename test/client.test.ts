@@ -1,0 +1,149 @@
+import { describe, expect, it } from 'vitest'
+import pg from 'pg'
+import { createClient } from '../src/client.ts'
+import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from '../src/errors.ts'
+import { useTestDb } from './db.ts'
+
+const t = useTestDb()
+const client = () => createClient({ db: t.db, tenant: 'acme' })
+
+async function executionsOf(jobId: string) {
+  return t.db.selectFrom('pgsched.executions').selectAll().where('job_id', '=', jobId).execute()
+}
+
+describe('client.submitJob', () => {
+  it('stores a job due now with one pending execution', async () => {
+    const { job, created } = await client().submitJob({ type: 'email.send', payload: { to: 'a@b.c' }, priority: 5 })
+    expect(created).toBe(true)
+    expect(job).toMatchObject({ type: 'email.send', queue: 'default', priority: 5, status: 'NOT_STARTED', payload: { to: 'a@b.c' } })
+    const rows = await executionsOf(job.id)
+    expect(rows).toHaveLength(1)
+    expect(rows[0]).toMatchObject({ state: 'pending', attempt: 0, priority: 5, id: job.lastExecution?.id })
+    expect(await client().viewJob(job.id)).toMatchObject({ id: job.id, status: 'NOT_STARTED', nextRunAt: rows[0]?.run_at })
+  })
+
+  it('stores a delayed job with its execution at the given instant', async () => {
+    const { job } = await client().submitJob({ type: 'report', schedule: { at: '2031-05-01T09:00:00Z' } })
+    const rows = await executionsOf(job.id)
+    expect(rows[0]?.run_at.toISOString()).toBe('2031-05-01T09:00:00.000Z')
+    expect((await client().viewJob(job.id)).nextRunAt?.toISOString()).toBe('2031-05-01T09:00:00.000Z')
+  })
+
+  it('stores a cron job as a trigger with its next fire time in the time zone', async () => {
+    const c = createClient({ db: t.db, tenant: 'acme', clock: { now: () => new Date('2030-01-01T12:00:00Z') } })
+    const { job } = await c.submitJob({ type: 'digest', schedule: { cron: '0 9 * * *', timezone: 'Europe/Berlin' } })
+    expect(await executionsOf(job.id)).toHaveLength(0)
+    const view = await c.viewJob(job.id)
+    expect(view.schedule).toMatchObject({ kind: 'cron', cron: '0 9 * * *', timezone: 'Europe/Berlin', misfirePolicy: 'fire_once' })
+    expect(view.nextRunAt?.toISOString()).toBe('2030-01-02T08:00:00.000Z')
+  })
+
+  it('returns the same job for a repeated idempotency key and body, and rejects a different body', async () => {
+    const first = await client().submitJob({ type: 'charge', payload: { cents: 100 }, idempotencyKey: 'k1' })
+    const again = await client().submitJob({ type: 'charge', payload: { cents: 100 }, idempotencyKey: 'k1' })
+    expect(again).toMatchObject({ created: false, job: { id: first.job.id } })
+    await expect(client().submitJob({ type: 'charge', payload: { cents: 200 }, idempotencyKey: 'k1' })).rejects.toBeInstanceOf(ConflictError)
+    const other = await createClient({ db: t.db, tenant: 'globex' }).submitJob({ type: 'charge', payload: { cents: 100 }, idempotencyKey: 'k1' })
+    expect(other.created).toBe(true)
+    expect(other.job.id).not.toBe(first.job.id)
+  })
+
+  it('creates one job when the same key is submitted concurrently', async () => {
+    const results = await Promise.all(
+      Array.from({ length: 8 }, () => client().submitJob({ type: 'charge', payload: { n: 1 }, idempotencyKey: 'race' })),
+    )
+    expect(new Set(results.map((r) => r.job.id)).size).toBe(1)
+    expect(results.filter((r) => r.created)).toHaveLength(1)
+  })
+
+  it('names every invalid field', async () => {
+    const err = await client()
+      .submitJob({ type: 'bad type', priority: 5000, schedule: { cron: '* * *', timezone: 'Mars/Olympus' } } as never)
+      .catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(ValidationError)
+    const paths = (err as ValidationError).details?.map((d) => d.path)
+    expect(paths).toEqual(['type', 'priority', 'schedule.cron', 'schedule.timezone'])
+    expect((err as Error).message).toContain('Mars/Olympus')
+  })
+
+  it('commits with the caller transaction and disappears when it rolls back (Kysely and pg)', async () => {
+    const kept = await t.db.transaction().execute((trx) => client().submitJob({ type: 'a' }, { trx }))
+    await expect(
+      t.db.transaction().execute(async (trx) => {
+        await client().submitJob({ type: 'b' }, { trx })
+        throw new Error('caller fails')
+      }),
+    ).rejects.toThrow('caller fails')
+    const conn = new pg.Client({ connectionString: t.url })
+    await conn.connect()
+    await conn.query('begin')
+    const rolled = await client().submitJob({ type: 'c' }, { trx: conn })
+    await conn.query('rollback')
+    await conn.end()
+    const types = (await t.db.selectFrom('pgsched.jobs').select('type').execute()).map((r) => r.type)
+    expect(types).toEqual(['a'])
+    expect(kept.job.type).toBe('a')
+    await expect(client().viewJob(rolled.job.id)).rejects.toBeInstanceOf(NotFoundError)
+  })
+})
+
+describe('client.submitJobs', () => {
+  it('inserts thousands of jobs with their executions', async () => {
+    const inputs = Array.from({ length: 5000 }, (_, i) => ({ type: 'noop', payload: { i }, priority: i % 3 }))
+    const ids = await client().submitJobs(inputs)
+    expect(ids).toHaveLength(5000)
+    const count = await t.db.selectFrom('pgsched.executions').select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirst()
+    expect(count?.n).toBe('5000')
+  })
+
+  it('rejects the whole batch, naming the index, when one job is invalid', async () => {
+    await expect(client().submitJobs([{ type: 'ok' }, { type: 'ok', priority: 2.5 }])).rejects.toThrow('jobs[1]: priority must be an integer')
+    expect(await t.db.selectFrom('pgsched.jobs').selectAll().execute()).toEqual([])
+  })
+})
+
+describe('client.listJobs', () => {
+  it('pages newest first with a cursor and filters by status, type and queue', async () => {
+    const ids = (await client().submitJobs(Array.from({ length: 7 }, (_, i) => ({ type: i % 2 ? 'odd' : 'even', queue: 'q' })))).map((r) => r.id)
+    const first = await client().listJobs({ limit: 3 })
+    const second = await client().listJobs({ limit: 3, cursor: first.nextCursor ?? undefined })
+    const third = await client().listJobs({ limit: 3, cursor: second.nextCursor ?? undefined })
+    expect([...first.items, ...second.items, ...third.items].map((j) => j.id)).toEqual([...ids].reverse())
+    expect(third.nextCursor).toBeNull()
+    expect((await client().listJobs({ type: 'odd' })).items).toHaveLength(3)
+    expect((await client().listJobs({ status: 'NOT_STARTED', queue: 'q' })).items).toHaveLength(7)
+    expect((await client().listJobs({ status: 'COMPLETED' })).items).toHaveLength(0)
+    expect((await createClient({ db: t.db, tenant: 'other' }).listJobs()).items).toHaveLength(0)
+  })
+
+  it('rejects a forged cursor', async () => {
+    await expect(client().listJobs({ cursor: 'bm90LWEtdXVpZA' })).rejects.toThrow('cursor is invalid')
+  })
+})
+
+describe('client.cancelJob / pauseJob', () => {
+  it('cancels a pending job and its execution', async () => {
+    const { job } = await client().submitJob({ type: 'x' })
+    const cancelled = await client().cancelJob(job.id)
+    expect(cancelled).toMatchObject({ status: 'CANCELLED', state: 'cancelled', nextRunAt: null })
+    expect((await executionsOf(job.id))[0]).toMatchObject({ state: 'cancelled' })
+  })
+
+  it('pauses and resumes a recurring job, and refuses to pause a one-time job', async () => {
+    const { job } = await client().submitJob({ type: 'x', schedule: { every: 'PT1M' } })
+    expect(await client().pauseJob(job.id)).toMatchObject({ status: 'PAUSED', schedule: { paused: true }, nextRunAt: null })
+    const resumed = await client().resumeJob(job.id)
+    expect(resumed).toMatchObject({ status: 'NOT_STARTED', schedule: { paused: false } })
+    expect(resumed.nextRunAt).not.toBeNull()
+    const once = await client().submitJob({ type: 'x' })
+    await expect(client().pauseJob(once.job.id)).rejects.toBeInstanceOf(InvalidStateError)
+  })
+
+  it('does not let one tenant see or cancel another tenant\'s job', async () => {
+    const { job } = await client().submitJob({ type: 'x' })
+    const other = createClient({ db: t.db, tenant: 'globex' })
+    await expect(other.viewJob(job.id)).rejects.toBeInstanceOf(NotFoundError)
+    await expect(other.cancelJob(job.id)).rejects.toBeInstanceOf(NotFoundError)
+    expect((await client().viewJob(job.id)).status).toBe('NOT_STARTED')
+  })
+})
