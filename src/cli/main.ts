@@ -8,6 +8,7 @@ import { Command, CommanderError } from 'commander'
 import { ConfigError } from '../errors.ts'
 import { registerMigrate } from './commands/migrate.ts'
 import { registerDev } from './commands/dev.ts'
+import { registerWorker } from './commands/worker.ts'
 
 export async function main(argv: string[]): Promise<void> {
   const program = new Command()
@@ -17,6 +18,7 @@ export async function main(argv: string[]): Promise<void> {
     .exitOverride()
   registerMigrate(program)
   registerDev(program)
+  registerWorker(program)
   try {
     await program.parseAsync(argv)
   } catch (err: unknown) {

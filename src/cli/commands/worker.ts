@@ -1,0 +1,56 @@
+/**
+ * `scheduler worker` (= `scheduler-worker`): runs handlers from a module.
+ * SIGTERM/SIGINT: graceful stop (finish or hand back); a second signal exits at once.
+ */
+import type { Command } from 'commander'
+import { loadConfig } from '../../config.ts'
+import { ConfigError } from '../../errors.ts'
+import { createLogger } from '../../logger.ts'
+import { createWorkerSystem } from '../../system.ts'
+import { loadHandlerModule, type Handler } from '../../worker/handlers.ts'
+import { onShutdownSignal } from '../signals.ts'
+
+interface WorkerFlags {
+  handlers?: string
+  queues?: string
+  concurrency?: string
+  leaseMs?: string
+  heartbeatMs?: string
+  pollIntervalMs?: string
+  shutdownGraceMs?: string
+}
+
+export function registerWorker(program: Command): void {
+  program
+    .command('worker')
+    .description('claim and run jobs (handlers from --handlers; the built-in "http" handler is always there)')
+    .option('--handlers <module>', 'module exporting handlers made with defineHandler (env SCHEDULER_HANDLERS)')
+    .option('--queues <list>', 'comma-separated queues to serve (env SCHEDULER_QUEUES, default "default")')
+    .option('--concurrency <n>', 'handlers run at once (env SCHEDULER_WORKER_CONCURRENCY, default 10)')
+    .option('--lease-ms <ms>', 'lease length (env SCHEDULER_LEASE_MS, default 30000)')
+    .option('--heartbeat-ms <ms>', 'heartbeat interval (env SCHEDULER_HEARTBEAT_MS, default 5000)')
+    .option('--poll-interval-ms <ms>', 'fallback poll interval (env SCHEDULER_POLL_INTERVAL_MS, default 1000)')
+    .option('--shutdown-grace-ms <ms>', 'time running handlers get on SIGTERM (env SCHEDULER_SHUTDOWN_GRACE_MS, default 30000)')
+    .action(async (flags: WorkerFlags) => {
+      const config = loadConfig(process.env, {
+        'worker.handlers': flags.handlers,
+        'worker.queues': flags.queues?.split(',').map((q) => q.trim()),
+        'worker.concurrency': flags.concurrency,
+        'worker.leaseMs': flags.leaseMs,
+        'worker.heartbeatMs': flags.heartbeatMs,
+        'worker.pollIntervalMs': flags.pollIntervalMs,
+        'worker.shutdownGraceMs': flags.shutdownGraceMs,
+      })
+      const databaseUrl = config.databaseUrl
+      if (!databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
+      const log = createLogger({ level: config.logLevel })
+      const handlers: Handler[] = config.worker.handlers ? await loadHandlerModule(config.worker.handlers) : []
+      const system = createWorkerSystem({ config: { ...config, databaseUrl }, log, handlers })
+      onShutdownSignal(async (signal) => {
+        log.info({ signal }, 'shutting down')
+        await system.stop()
+      })
+      await system.start()
+      await new Promise<never>(() => {})
+    })
+}

@@ -1,0 +1,175 @@
+/**
+ * Lease statements for running executions, each one statement per batch and
+ * each fenced by (worker id, attempt, state = running): a worker that lost its
+ * lease (reaped, cancelled, taken over) gets no row back and must stop.
+ *   heartbeat  renews leases, refreshes workers.last_seen_at
+ *   complete   running → succeeded
+ *   fail       running → pending (retry with backoff) | failed (fatal or out of attempts)
+ *   release    running → pending now, attempt not counted (graceful shutdown)
+ */
+import { sql, type Kysely } from 'kysely'
+import type { DB } from '../schema.ts'
+
+/** An execution as the worker holding it knows it. */
+export interface LeaseRef {
+  id: string
+  jobId: string
+  attempt: number
+}
+
+const ids = (refs: readonly LeaseRef[]) => refs.map((r) => r.id)
+const jobIds = (refs: readonly LeaseRef[]) => refs.map((r) => r.jobId)
+const attempts = (refs: readonly LeaseRef[]) => refs.map((r) => r.attempt)
+
+export interface ExecutionHeartbeatManyParams {
+  workerId: string
+  leases: readonly LeaseRef[]
+  leaseMs: number
+}
+
+/** Renews the leases still held; returns the ids renewed (the others are lost). */
+export async function executionHeartbeatMany(db: Kysely<DB>, params: ExecutionHeartbeatManyParams): Promise<Set<string>> {
+  const { rows } = await sql<{ id: string }>`
+    with seen as (
+      update pgsched.workers set last_seen_at = now() where id = ${params.workerId}::uuid
+    )
+    update pgsched.executions e
+       set lease_expires_at = now() + ${params.leaseMs}::int * interval '1 millisecond'
+      from unnest(${ids(params.leases)}::uuid[], ${jobIds(params.leases)}::uuid[], ${attempts(params.leases)}::int[])
+           as h(id, job_id, attempt)
+     where e.id = h.id and e.job_id = h.job_id
+       and e.attempt = h.attempt
+       and e.worker_id = ${params.workerId}::uuid
+       and e.state = 'running'
+    returning e.id
+  `.execute(db)
+  return new Set(rows.map((r) => r.id))
+}
+
+export interface Completion extends LeaseRef {
+  /** JSON text of the handler's result. */
+  resultJson: string
+  outputUri: string | null
+}
+
+export interface ExecutionCompleteManyParams {
+  workerId: string
+  completions: readonly Completion[]
+}
+
+/** Marks executions succeeded; returns the ids accepted (others had lost their lease). */
+export async function executionCompleteMany(db: Kysely<DB>, params: ExecutionCompleteManyParams): Promise<Set<string>> {
+  const c = params.completions
+  const { rows } = await sql<{ id: string }>`
+    update pgsched.executions e
+       set state = 'succeeded',
+           finished_at = now(),
+           result = d.result::jsonb,
+           output_uri = d.output_uri,
+           error = null,
+           worker_id = null,
+           lease_expires_at = null
+      from unnest(${ids(c)}::uuid[], ${jobIds(c)}::uuid[], ${attempts(c)}::int[],
+                  ${c.map((x) => x.resultJson)}::text[], ${c.map((x) => x.outputUri)}::text[])
+           as d(id, job_id, attempt, result, output_uri)
+     where e.id = d.id and e.job_id = d.job_id
+       and e.attempt = d.attempt
+       and e.worker_id = ${params.workerId}::uuid
+       and e.state = 'running'
+    returning e.id
+  `.execute(db)
+  return new Set(rows.map((r) => r.id))
+}
+
+export interface Failure extends LeaseRef {
+  /** JSON text: {message, name, …}. */
+  errorJson: string
+  /** No retry, whatever attempts remain. */
+  fatal: boolean
+  outputUri: string | null
+}
+
+export interface ExecutionFailManyParams {
+  workerId: string
+  failures: readonly Failure[]
+}
+
+export interface FailOutcome {
+  id: string
+  state: 'pending' | 'failed'
+  runAt: Date
+  /** Milliseconds from now (database clock) until a retry is due. */
+  retryInMs: number
+}
+
+/**
+ * Records failed attempts. A retriable failure with attempts left goes back to
+ * pending with run_at = now + random(0, min(max, base · 2^(attempt−1))) ms
+ * (exponential backoff, full jitter); otherwise the execution is failed.
+ */
+export async function executionFailMany(db: Kysely<DB>, params: ExecutionFailManyParams): Promise<FailOutcome[]> {
+  const f = params.failures
+  const { rows } = await sql<FailOutcome>`
+    with failed as (
+      update pgsched.executions e
+         set state = case when d.fatal or e.attempt >= e.max_attempts then 'failed' else 'pending' end,
+             run_at = case when d.fatal or e.attempt >= e.max_attempts then e.run_at
+                           else now() + floor(random() * least(j.backoff_max_ms::float8,
+                                                             j.backoff_base_ms * power(2::float8, e.attempt - 1)))
+                                        * interval '1 millisecond' end,
+             finished_at = case when d.fatal or e.attempt >= e.max_attempts then now() end,
+             error = d.error::jsonb,
+             output_uri = d.output_uri,
+             worker_id = null,
+             lease_expires_at = null
+        from unnest(${ids(f)}::uuid[], ${jobIds(f)}::uuid[], ${attempts(f)}::int[],
+                    ${f.map((x) => x.errorJson)}::text[], ${f.map((x) => x.fatal)}::bool[], ${f.map((x) => x.outputUri)}::text[])
+             as d(id, job_id, attempt, error, fatal, output_uri)
+        join pgsched.jobs j on j.id = d.job_id
+       where e.id = d.id and e.job_id = d.job_id
+         and e.attempt = d.attempt
+         and e.worker_id = ${params.workerId}::uuid
+         and e.state = 'running'
+      returning e.id, e.state, e.run_at, e.queue
+    ),
+    wake as (
+      -- tell idle workers when the earliest retry is due
+      select pg_notify('pgsched_executions', json_build_object(
+               'queues', array_agg(distinct queue),
+               'delayMs', greatest(0, floor(extract(epoch from min(run_at) - now()) * 1000))::bigint)::text)
+        from failed where state = 'pending' having count(*) > 0
+    )
+    select id, state, run_at as "runAt",
+           greatest(0, floor(extract(epoch from run_at - now()) * 1000))::float8 as "retryInMs"
+      from failed, (select count(*) from wake) as w
+  `.execute(db)
+  return rows
+}
+
+export interface ExecutionReleaseManyParams {
+  workerId: string
+  leases: readonly LeaseRef[]
+}
+
+/** Hands executions back (pending, due now, attempt not counted) and wakes other workers. */
+export async function executionReleaseMany(db: Kysely<DB>, params: ExecutionReleaseManyParams): Promise<number> {
+  const l = params.leases
+  const { rows } = await sql<{ n: string }>`
+    with released as (
+      update pgsched.executions e
+         set state = 'pending', run_at = now(), attempt = e.attempt - 1, worker_id = null, lease_expires_at = null
+        from unnest(${ids(l)}::uuid[], ${jobIds(l)}::uuid[], ${attempts(l)}::int[]) as d(id, job_id, attempt)
+       where e.id = d.id and e.job_id = d.job_id
+         and e.attempt = d.attempt
+         and e.worker_id = ${params.workerId}::uuid
+         and e.state = 'running'
+      returning e.queue
+    ),
+    wake as (
+      select pg_notify('pgsched_executions', json_build_object('queues', array_agg(distinct queue), 'delayMs', 0)::text)
+        from released having count(*) > 0
+    )
+    select count(*)::text as n from released, (select count(*) from wake) as w
+  `.execute(db)
+  return Number(rows[0]?.n ?? 0)
+}

@@ -1,0 +1,63 @@
+/**
+ * The reaper's statement: running executions whose lease expired (their
+ * worker died, froze or lost the database) go back to pending with backoff, or
+ * to failed when that was their last attempt; the lost attempt counts. Bounded
+ * by `limit` and SKIP LOCKED, so every worker can run it without double work.
+ */
+import { sql, type Kysely } from 'kysely'
+import type { DB } from '../schema.ts'
+
+export interface ExecutionRescueExpiredParams {
+  limit: number
+  now?: Date | null
+}
+
+export interface RescueOutcome {
+  retried: number
+  failed: number
+  /** Earliest retry time among the retried, if any. */
+  nextRunAt: Date | null
+}
+
+export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRescueExpiredParams): Promise<RescueOutcome> {
+  const { rows } = await sql<{ retried: string; failed: string; next_run_at: Date | null }>`
+    with expired as (
+      select id, job_id
+        from pgsched.executions
+       where state = 'running'
+         and lease_expires_at < coalesce(${params.now ?? null}::timestamptz, now())
+       order by lease_expires_at
+       limit ${params.limit}::int
+         for update skip locked
+    ),
+    rescued as (
+      update pgsched.executions e
+         set state = case when e.attempt >= e.max_attempts then 'failed' else 'pending' end,
+             run_at = case when e.attempt >= e.max_attempts then e.run_at
+                           else now() + floor(random() * least(j.backoff_max_ms::float8,
+                                                             j.backoff_base_ms * power(2::float8, e.attempt - 1)))
+                                        * interval '1 millisecond' end,
+             finished_at = case when e.attempt >= e.max_attempts then now() end,
+             error = jsonb_build_object('message', 'lease expired: worker ' || e.worker_id || ' stopped renewing it',
+                                        'name', 'LeaseExpiredError', 'attempt', e.attempt, 'workerId', e.worker_id),
+             worker_id = null,
+             lease_expires_at = null
+        from expired x
+        join pgsched.jobs j on j.id = x.job_id
+       where e.id = x.id and e.job_id = x.job_id
+      returning e.state, e.run_at, e.queue
+    ),
+    wake as (
+      select pg_notify('pgsched_executions', json_build_object(
+               'queues', array_agg(distinct queue),
+               'delayMs', greatest(0, floor(extract(epoch from min(run_at) - now()) * 1000))::bigint)::text)
+        from rescued where state = 'pending' having count(*) > 0
+    )
+    select count(*) filter (where state = 'pending')::text as retried,
+           count(*) filter (where state = 'failed')::text as failed,
+           min(run_at) filter (where state = 'pending') as next_run_at
+      from rescued, (select count(*) from wake) as w
+  `.execute(db)
+  const row = rows[0]
+  return { retried: Number(row?.retried ?? 0), failed: Number(row?.failed ?? 0), nextRunAt: row?.next_run_at ?? null }
+}

@@ -1,0 +1,14 @@
+/**
+ * The package's public entry point: the client, handler definitions, the
+ * worker system and the types callers need.
+ */
+export { createClient } from './client.ts'
+export type { Client, CreateClientOptions, CallOptions, ListJobsParams, Page, SubmitResult, Executor } from './client.ts'
+export { defineHandler, HandlerRegistry } from './worker/handlers.ts'
+export type { Handler, HandlerContext, HandlerFn } from './worker/handlers.ts'
+export { httpHandler } from './worker/http-handler.ts'
+export { FatalError, SchedulerError, ValidationError, NotFoundError, ConflictError, InvalidStateError, ConfigError } from './errors.ts'
+export type { Job, Execution, JobStatus, ExecutionState, SubmitJobInput, ScheduleInput } from './core/job.ts'
+export { createWorkerSystem } from './system.ts'
+export { loadConfig } from './config.ts'
+export { migrate } from './db/migrate.ts'

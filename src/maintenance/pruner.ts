@@ -1,0 +1,52 @@
+/**
+ * The pruner: deletes terminal executions finished longer ago than the
+ * retention (and one-time jobs left with nothing), in bounded batches.
+ */
+import type { Kysely } from 'kysely'
+import type { DB } from '../db/schema.ts'
+import { executionPruneFinished } from '../db/queries/prune.ts'
+import type { Logger } from '../logger.ts'
+import { runLoop } from '../lib/service.ts'
+
+export interface PrunerOptions {
+  db: Kysely<DB>
+  log: Logger
+  retentionMs: number
+  intervalMs: number
+  batchSize: number
+}
+
+export class Pruner {
+  private readonly o: PrunerOptions
+  private readonly log: Logger
+  private controller: AbortController | undefined
+  private loop: Promise<void> | undefined
+
+  constructor(options: PrunerOptions) {
+    this.o = options
+    this.log = options.log.child({ component: 'pruner' })
+  }
+
+  /** Deletes batches until one comes back short. */
+  async runOnce(): Promise<{ executions: number; jobs: number }> {
+    const total = { executions: 0, jobs: 0 }
+    for (;;) {
+      const r = await executionPruneFinished(this.o.db, { olderThanMs: this.o.retentionMs, limit: this.o.batchSize })
+      total.executions += r.executions
+      total.jobs += r.jobs
+      if (r.executions < this.o.batchSize) break
+    }
+    if (total.executions > 0) this.log.info(total, 'pruned finished executions')
+    return total
+  }
+
+  start(): void {
+    this.controller = new AbortController()
+    this.loop = runLoop({ name: 'pruner', intervalMs: this.o.intervalMs, signal: this.controller.signal, log: this.log, runOnce: () => this.runOnce() })
+  }
+
+  async stop(): Promise<void> {
+    this.controller?.abort()
+    await this.loop
+  }
+}

@@ -1,0 +1,52 @@
+/**
+ * The reaper: returns executions whose lease expired to pending (or failed
+ * when out of attempts), in bounded batches. Runs in every worker; SKIP LOCKED
+ * in the statement keeps concurrent reapers from doing the same work.
+ */
+import type { Kysely } from 'kysely'
+import type { DB } from '../db/schema.ts'
+import { executionRescueExpired, type RescueOutcome } from '../db/queries/rescue.ts'
+import type { Logger } from '../logger.ts'
+import { runLoop } from '../lib/service.ts'
+
+export interface ReaperOptions {
+  db: Kysely<DB>
+  log: Logger
+  intervalMs: number
+  batchSize: number
+}
+
+export class Reaper {
+  private readonly o: ReaperOptions
+  private readonly log: Logger
+  private controller: AbortController | undefined
+  private loop: Promise<void> | undefined
+
+  constructor(options: ReaperOptions) {
+    this.o = options
+    this.log = options.log.child({ component: 'reaper' })
+  }
+
+  /** One pass: repeats full batches until fewer than batchSize expired leases remain. */
+  async runOnce(now?: Date): Promise<{ retried: number; failed: number }> {
+    const total = { retried: 0, failed: 0 }
+    for (;;) {
+      const r: RescueOutcome = await executionRescueExpired(this.o.db, { limit: this.o.batchSize, now: now ?? null })
+      total.retried += r.retried
+      total.failed += r.failed
+      if (r.retried + r.failed < this.o.batchSize) break
+    }
+    if (total.retried + total.failed > 0) this.log.info(total, 'requeued executions with expired leases')
+    return total
+  }
+
+  start(): void {
+    this.controller = new AbortController()
+    this.loop = runLoop({ name: 'reaper', intervalMs: this.o.intervalMs, signal: this.controller.signal, log: this.log, runOnce: () => this.runOnce() })
+  }
+
+  async stop(): Promise<void> {
+    this.controller?.abort()
+    await this.loop
+  }
+}

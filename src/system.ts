@@ -1,0 +1,68 @@
+/**
+ * Composition root for long-running processes: builds the database pool and
+ * the services a `scheduler worker` runs (worker, reaper, pruner), starts them
+ * and stops them in order. Only this file and bin/ see the whole graph.
+ */
+import type { Config } from './config.ts'
+import type { Logger } from './logger.ts'
+import { createDb, type Database } from './db/pool.ts'
+import { HandlerRegistry, type Handler } from './worker/handlers.ts'
+import { httpHandler } from './worker/http-handler.ts'
+import { Worker } from './worker/worker.ts'
+import { Reaper } from './maintenance/reaper.ts'
+import { Pruner } from './maintenance/pruner.ts'
+
+export interface WorkerSystem {
+  worker: Worker
+  database: Database
+  start(): Promise<void>
+  /** Graceful: the worker hands back what it could not finish. Idempotent. */
+  stop(): Promise<void>
+}
+
+export interface CreateWorkerSystemParams {
+  config: Config & { databaseUrl: string }
+  log: Logger
+  handlers: readonly Handler[]
+}
+
+export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSystem {
+  const { config, log } = params
+  const w = config.worker
+  const database = createDb({ databaseUrl: config.databaseUrl, poolSize: config.db.poolSize, applicationName: 'pgsched-worker', log })
+  const registry = new HandlerRegistry([httpHandler])
+  for (const h of params.handlers) registry.add(h)
+  const worker = new Worker({
+    db: database.db,
+    databaseUrl: config.databaseUrl,
+    log,
+    handlers: registry,
+    queues: w.queues,
+    concurrency: w.concurrency,
+    leaseMs: w.leaseMs,
+    heartbeatMs: w.heartbeatMs,
+    maxHeartbeatFailures: w.maxHeartbeatFailures,
+    pollIntervalMs: w.pollIntervalMs,
+    shutdownGraceMs: w.shutdownGraceMs,
+    outputDir: w.outputDir,
+  })
+  const reaper = new Reaper({ db: database.db, log, intervalMs: w.reaperIntervalMs, batchSize: w.reaperBatchSize })
+  const pruner = new Pruner({ db: database.db, log, retentionMs: w.retentionMs, intervalMs: w.pruneIntervalMs, batchSize: w.pruneBatchSize })
+  let stopping: Promise<void> | undefined
+  return {
+    worker,
+    database,
+    async start() {
+      await worker.start()
+      reaper.start()
+      pruner.start()
+    },
+    stop() {
+      stopping ??= (async () => {
+        await Promise.all([worker.stop(), reaper.stop(), pruner.stop()])
+        await database.db.destroy()
+      })()
+      return stopping
+    },
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * Batches outcome writes: every completion and failure recorded while a write
+ * is in flight joins the next one, so under load many executions finish in one
+ * statement each for success and failure, and under light load a single
+ * outcome is written at once (no added latency).
+ */
+import type { Kysely } from 'kysely'
+import type { DB } from '../db/schema.ts'
+import {
+  executionCompleteMany,
+  executionFailMany,
+  type Completion,
+  type FailOutcome,
+  type Failure,
+} from '../db/queries/lease.ts'
+import type { Logger } from '../logger.ts'
+
+type Settle<T> = { resolve: (value: T) => void; reject: (err: unknown) => void }
+
+/** What became of an outcome: accepted, or rejected because the lease was gone. */
+export type WriteResult = { accepted: true; retry?: FailOutcome } | { accepted: false }
+
+export class Completer {
+  private completions: Array<{ item: Completion; settle: Settle<WriteResult> }> = []
+  private failures: Array<{ item: Failure; settle: Settle<WriteResult> }> = []
+  private flushing: Promise<void> | undefined
+  private readonly db: Kysely<DB>
+  private readonly workerId: string
+  private readonly log: Logger
+  private readonly maxBatch: number
+
+  constructor(params: { db: Kysely<DB>; workerId: string; log: Logger; maxBatch?: number }) {
+    this.db = params.db
+    this.workerId = params.workerId
+    this.log = params.log
+    this.maxBatch = params.maxBatch ?? 1000
+  }
+
+  complete(item: Completion): Promise<WriteResult> {
+    return new Promise((resolve, reject) => {
+      this.completions.push({ item, settle: { resolve, reject } })
+      this.kick()
+    })
+  }
+
+  fail(item: Failure): Promise<WriteResult> {
+    return new Promise((resolve, reject) => {
+      this.failures.push({ item, settle: { resolve, reject } })
+      this.kick()
+    })
+  }
+
+  /** Resolves when everything recorded so far is written. */
+  async flush(): Promise<void> {
+    while (this.flushing || this.completions.length > 0 || this.failures.length > 0) {
+      this.kick()
+      await this.flushing
+    }
+  }
+
+  private kick(): void {
+    if (this.flushing) return
+    this.flushing = this.writeAll().finally(() => {
+      this.flushing = undefined
+      if (this.completions.length > 0 || this.failures.length > 0) this.kick()
+    })
+  }
+
+  private async writeAll(): Promise<void> {
+    const done = this.completions.splice(0, this.maxBatch)
+    const failed = this.failures.splice(0, this.maxBatch)
+    await Promise.all([this.writeCompletions(done), this.writeFailures(failed)])
+  }
+
+  private async writeCompletions(batch: Array<{ item: Completion; settle: Settle<WriteResult> }>): Promise<void> {
+    if (batch.length === 0) return
+    try {
+      const accepted = await executionCompleteMany(this.db, { workerId: this.workerId, completions: batch.map((b) => b.item) })
+      for (const b of batch) b.settle.resolve(accepted.has(b.item.id) ? { accepted: true } : { accepted: false })
+    } catch (err: unknown) {
+      this.log.warn({ err, count: batch.length }, 'writing completions failed')
+      for (const b of batch) b.settle.reject(err)
+    }
+  }
+
+  private async writeFailures(batch: Array<{ item: Failure; settle: Settle<WriteResult> }>): Promise<void> {
+    if (batch.length === 0) return
+    try {
+      const outcomes = await executionFailMany(this.db, { workerId: this.workerId, failures: batch.map((b) => b.item) })
+      const byId = new Map(outcomes.map((o) => [o.id, o]))
+      for (const b of batch) {
+        const o = byId.get(b.item.id)
+        b.settle.resolve(o ? { accepted: true, retry: o } : { accepted: false })
+      }
+    } catch (err: unknown) {
+      this.log.warn({ err, count: batch.length }, 'writing failures failed')
+      for (const b of batch) b.settle.reject(err)
+    }
+  }
+}

@@ -1,0 +1,107 @@
+/**
+ * LISTEN on a dedicated connection for `pgsched_executions` (work became due
+ * or will at `delayMs`) and `pgsched_cancel` (executions to abort). On loss of
+ * the connection it reconnects with exponential backoff and reports
+ * `onReconnect`, since notifications sent meanwhile are gone.
+ */
+import pg from 'pg'
+import type { Logger } from '../logger.ts'
+
+export interface NotifierHandlers {
+  onWork(queues: string[], delayMs: number): void
+  onCancel(executionIds: string[]): void
+  onReconnect(): void
+}
+
+export class Notifier {
+  private client: pg.Client | undefined
+  private stopped = false
+  private retryMs = 100
+  private retryTimer: NodeJS.Timeout | undefined
+  private readonly databaseUrl: string
+  private readonly log: Logger
+  private readonly handlers: NotifierHandlers
+
+  constructor(params: { databaseUrl: string; log: Logger; handlers: NotifierHandlers }) {
+    this.databaseUrl = params.databaseUrl
+    this.log = params.log
+    this.handlers = params.handlers
+  }
+
+  /** Connects and listens; resolves once listening (or after the first failure, retrying in the background). */
+  async start(): Promise<void> {
+    await this.connect(false)
+  }
+
+  private async connect(isReconnect: boolean): Promise<void> {
+    if (this.stopped) return
+    const client = new pg.Client({ connectionString: this.databaseUrl, application_name: 'pgsched-listen' })
+    const lost = (err?: Error) => {
+      if (this.client !== client) return
+      this.client = undefined
+      client.removeAllListeners('notification')
+      client.end().catch(() => undefined)
+      if (this.stopped) return
+      this.log.warn({ err }, 'notification connection lost; reconnecting')
+      this.scheduleReconnect()
+    }
+    client.on('error', lost)
+    client.on('end', () => lost())
+    client.on('notification', (msg) => this.dispatch(msg))
+    try {
+      await client.connect()
+      await client.query('listen pgsched_executions')
+      await client.query('listen pgsched_cancel')
+    } catch (err: unknown) {
+      client.removeAllListeners()
+      client.on('error', () => undefined)
+      client.end().catch(() => undefined)
+      if (this.stopped) return
+      this.log.warn({ err }, 'could not listen for notifications; retrying')
+      this.scheduleReconnect()
+      return
+    }
+    if (this.stopped) {
+      await client.end().catch(() => undefined)
+      return
+    }
+    this.client = client
+    this.retryMs = 100
+    if (isReconnect) {
+      this.log.info('notification connection restored')
+      this.handlers.onReconnect()
+    }
+  }
+
+  private scheduleReconnect(): void {
+    if (this.stopped || this.retryTimer) return
+    const delay = this.retryMs
+    this.retryMs = Math.min(this.retryMs * 2, 5_000)
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined
+      void this.connect(true)
+    }, delay)
+  }
+
+  private dispatch(msg: pg.Notification): void {
+    try {
+      const payload = JSON.parse(msg.payload ?? 'null') as unknown
+      if (msg.channel === 'pgsched_executions') {
+        const p = payload as { queues?: string[]; delayMs?: number }
+        this.handlers.onWork(p.queues ?? [], Number(p.delayMs ?? 0))
+      } else if (msg.channel === 'pgsched_cancel' && Array.isArray(payload)) {
+        this.handlers.onCancel(payload as string[])
+      }
+    } catch (err: unknown) {
+      this.log.warn({ err, channel: msg.channel }, 'ignored malformed notification')
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true
+    clearTimeout(this.retryTimer)
+    const client = this.client
+    this.client = undefined
+    await client?.end().catch(() => undefined)
+  }
+}

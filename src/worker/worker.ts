@@ -1,0 +1,445 @@
+/**
+ * The worker: claims due executions and runs their handlers.
+ *
+ *   claim loop ── free slots? ──▶ executionClaimBatch(n = free slots)
+ *        ▲                             │ one task per execution
+ *        │ wake: NOTIFY, slot freed,   ▼
+ *        │ retry/delay timer, poll   handler(ctx) ──▶ Completer (batched, fenced writes)
+ *        └─────────────────────────────┘
+ *   heartbeat: every heartbeatMs one statement renews every lease held; an
+ *   execution missing from the answer lost its lease → its handler is aborted.
+ *   After maxHeartbeatFailures failed heartbeats in a row (database unreachable)
+ *   every handler is aborted, before the lease (> 3 heartbeats) can expire.
+ *
+ * Abort reasons (`ctx.signal.reason.name`): TimeoutError (recorded as a
+ * retriable failure), LeaseLostError, CancelledError, ShutdownError.
+ */
+import { hostname } from 'node:os'
+import type { Kysely } from 'kysely'
+import { v7 as uuidv7 } from 'uuid'
+import type { DB } from '../db/schema.ts'
+import { executionClaimBatch, type ClaimedExecution } from '../db/queries/claim.ts'
+import { executionHeartbeatMany, executionReleaseMany, type LeaseRef } from '../db/queries/lease.ts'
+import { workerMarkStopped, workerRegister } from '../db/queries/workers.ts'
+import { FatalError, toError } from '../errors.ts'
+import type { Logger } from '../logger.ts'
+import { abortableSleep } from '../lib/service.ts'
+import { Completer, type WriteResult } from './completer.ts'
+import type { HandlerContext, HandlerRegistry } from './handlers.ts'
+import { Notifier } from './notifier.ts'
+import { OutputFile } from './output.ts'
+
+export const MAX_RESULT_BYTES = 65_536
+
+export interface WorkerOptions {
+  db: Kysely<DB>
+  /** For the LISTEN connection. */
+  databaseUrl: string
+  log: Logger
+  handlers: HandlerRegistry
+  queues: readonly string[]
+  concurrency: number
+  leaseMs: number
+  heartbeatMs: number
+  maxHeartbeatFailures: number
+  pollIntervalMs: number
+  shutdownGraceMs: number
+  outputDir: string
+  id?: string
+}
+
+class AbortReason extends Error {
+  constructor(name: string, message: string) {
+    super(message)
+    this.name = name
+  }
+}
+
+interface InFlight {
+  ref: LeaseRef
+  controller: AbortController
+  /** Outcome handed to the completer: no longer "lost" if the heartbeat misses it. */
+  finishing: boolean
+  lost: boolean
+}
+
+export class Worker {
+  readonly id: string
+  private readonly o: WorkerOptions
+  private readonly log: Logger
+  private readonly completer: Completer
+  private readonly notifier: Notifier
+  /** Executions whose lease this worker holds (handler running or outcome being written). */
+  private readonly leases = new Map<string, InFlight>()
+  /** Handlers running (slots in use). */
+  private active = 0
+  private stopping = false
+  private started = false
+  private wakeResolve: (() => void) | undefined
+  /** A wake that arrived while the loop was busy: the next sleep returns at once. */
+  private wakePending = false
+  private wakeTimer: NodeJS.Timeout | undefined
+  private wakeAt = Infinity
+  private claimLoopDone: Promise<void> | undefined
+  private heartbeatLoopDone: Promise<void> | undefined
+  private readonly stopHeartbeat = new AbortController()
+  private heartbeatFailures = 0
+  private readonly idleWaiters: Array<() => void> = []
+  private readonly tasks = new Set<Promise<void>>()
+
+  constructor(options: WorkerOptions) {
+    this.o = options
+    this.id = options.id ?? uuidv7()
+    this.log = options.log.child({ component: 'worker', workerId: this.id })
+    this.completer = new Completer({ db: options.db, workerId: this.id, log: this.log })
+    this.notifier = new Notifier({
+      databaseUrl: options.databaseUrl,
+      log: this.log,
+      handlers: {
+        onWork: (queues, delayMs) => {
+          if (!queues.some((q) => this.o.queues.includes(q))) return
+          if (delayMs <= 0) this.wake()
+          else this.wakeIn(delayMs)
+        },
+        onCancel: (ids) => {
+          for (const id of ids) this.abortExecution(id, new AbortReason('CancelledError', 'execution cancelled'))
+        },
+        onReconnect: () => this.wake(),
+      },
+    })
+  }
+
+  /** Job types this worker claims. */
+  get types(): string[] {
+    return this.o.handlers.types()
+  }
+
+  /** Number of handlers running now. */
+  get running(): number {
+    return this.active
+  }
+
+  async start(): Promise<void> {
+    if (this.started) throw new Error('worker already started')
+    this.started = true
+    await workerRegister(this.o.db, {
+      id: this.id,
+      host: hostname(),
+      pid: process.pid,
+      queues: this.o.queues,
+      types: this.types,
+      concurrency: this.o.concurrency,
+    })
+    await this.notifier.start()
+    this.claimLoopDone = this.claimLoop()
+    this.heartbeatLoopDone = this.heartbeatLoop()
+    this.log.info({ queues: this.o.queues, types: this.types, concurrency: this.o.concurrency }, 'worker started')
+  }
+
+  /**
+   * Claims once (up to the free slots) and starts the handlers; returns how
+   * many executions were claimed. The claim loop calls this; tests may too.
+   */
+  async runOnce(): Promise<number> {
+    const free = this.o.concurrency - this.active
+    if (free <= 0 || this.stopping) return 0
+    const claimed = await executionClaimBatch(this.o.db, {
+      workerId: this.id,
+      queues: this.o.queues,
+      types: this.types,
+      limit: free,
+      leaseMs: this.o.leaseMs,
+    })
+    if (claimed.length > 0) this.log.debug({ count: claimed.length, free }, 'claimed executions')
+    for (const c of claimed) this.track(this.execute(c))
+    return claimed.length
+  }
+
+  private track(task: Promise<void>): void {
+    this.tasks.add(task)
+    void task.finally(() => this.tasks.delete(task))
+  }
+
+  private async claimLoop(): Promise<void> {
+    let errorDelayMs = 100
+    while (!this.stopping) {
+      let full = false
+      try {
+        const free = this.o.concurrency - this.active
+        const n = await this.runOnce()
+        full = free > 0 && n === free
+        errorDelayMs = 100
+      } catch (err: unknown) {
+        this.log.warn({ err }, 'claim failed; retrying')
+        await this.sleep(errorDelayMs)
+        errorDelayMs = Math.min(errorDelayMs * 2, 5_000)
+        continue
+      }
+      // A full batch means more may be waiting: claim again as soon as a slot frees.
+      if (full && this.o.concurrency - this.active > 0) continue
+      await this.sleep(this.o.pollIntervalMs)
+    }
+  }
+
+  /** Waits until woken or `ms` passes. */
+  private sleep(ms: number): Promise<void> {
+    if (this.wakePending || this.stopping) {
+      this.wakePending = false
+      return Promise.resolve()
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.wakeResolve = undefined
+        resolve()
+      }, ms)
+      this.wakeResolve = () => {
+        clearTimeout(timer)
+        this.wakeResolve = undefined
+        resolve()
+      }
+    })
+  }
+
+  private wake(): void {
+    if (this.wakeResolve) this.wakeResolve()
+    else this.wakePending = true
+  }
+
+  /** Wakes the claim loop in `delayMs` (keeps only the earliest such timer). */
+  private wakeIn(delayMs: number): void {
+    const at = Date.now() + delayMs
+    if (at >= this.wakeAt) return
+    clearTimeout(this.wakeTimer)
+    this.wakeAt = at
+    this.wakeTimer = setTimeout(() => {
+      this.wakeAt = Infinity
+      this.wakeTimer = undefined
+      this.wake()
+    }, delayMs + 1)
+  }
+
+  private abortExecution(id: string, reason: AbortReason): void {
+    const inflight = this.leases.get(id)
+    if (!inflight || inflight.finishing) return
+    inflight.lost = reason.name !== 'TimeoutError' && reason.name !== 'ShutdownError'
+    if (inflight.lost) this.leases.delete(id)
+    inflight.controller.abort(reason)
+  }
+
+  private async execute(c: ClaimedExecution): Promise<void> {
+    const ref: LeaseRef = { id: c.id, jobId: c.jobId, attempt: c.attempt }
+    const controller = new AbortController()
+    const inflight: InFlight = { ref, controller, finishing: false, lost: false }
+    this.leases.set(c.id, inflight)
+    this.active++
+    const log = this.log.child({ jobId: c.jobId, executionId: c.id, kind: c.type, attempt: c.attempt })
+    const output = new OutputFile(this.o.outputDir, c.jobId, c.id, c.attempt)
+    const timer = setTimeout(
+      () => this.abortExecution(c.id, new AbortReason('TimeoutError', `timed out after ${c.timeoutMs} ms`)),
+      c.timeoutMs,
+    )
+    const ctx: HandlerContext = {
+      payload: c.payload,
+      jobId: c.jobId,
+      executionId: c.id,
+      attempt: c.attempt,
+      maxAttempts: c.maxAttempts,
+      type: c.type,
+      queue: c.queue,
+      scheduledFor: c.scheduledFor,
+      signal: controller.signal,
+      log,
+      get output() {
+        return output.writable
+      },
+    }
+    const handler = this.o.handlers.get(c.type)
+    const settled = Promise.resolve()
+      .then(() => {
+        if (!handler) throw new FatalError(`no handler for type "${c.type}"`)
+        return handler.run(ctx)
+      })
+      .then(
+        (value) => ({ ok: true as const, value }),
+        (error: unknown) => ({ ok: false as const, error }),
+      )
+    const aborted = new Promise<'aborted'>((resolve) => {
+      if (controller.signal.aborted) resolve('aborted')
+      controller.signal.addEventListener('abort', () => resolve('aborted'), { once: true })
+    })
+    try {
+      const first = await Promise.race([settled, aborted])
+      clearTimeout(timer)
+      const reason = controller.signal.reason as AbortReason | undefined
+      if (first === 'aborted' || controller.signal.aborted) {
+        if (reason?.name === 'TimeoutError') {
+          log.warn({ timeoutMs: c.timeoutMs }, 'execution timed out')
+          await this.record(inflight, log, { kind: 'fail', error: reason, fatal: false, timedOut: true, output })
+        } else if (reason?.name === 'ShutdownError') {
+          // handed back by stop()
+        } else {
+          log.warn({ reason: reason?.message }, 'execution aborted: lease lost')
+          await output.close()
+        }
+      } else if (first.ok) {
+        const resultJson = JSON.stringify(first.value ?? null) ?? 'null'
+        if (Buffer.byteLength(resultJson) > MAX_RESULT_BYTES) {
+          const error = new FatalError(
+            `result is ${Buffer.byteLength(resultJson)} bytes as JSON, over the ${MAX_RESULT_BYTES}-byte limit; write large output to ctx.output instead`,
+          )
+          await this.record(inflight, log, { kind: 'fail', error, fatal: true, timedOut: false, output })
+        } else {
+          await this.record(inflight, log, { kind: 'complete', resultJson, output })
+        }
+      } else {
+        const error = toError(first.error)
+        await this.record(inflight, log, { kind: 'fail', error, fatal: error instanceof FatalError, timedOut: false, output })
+      }
+    } finally {
+      clearTimeout(timer)
+      // The slot is busy until the handler really returns, even if it ignored the abort.
+      await settled
+      this.active--
+      this.wake()
+      if (this.active === 0) for (const w of this.idleWaiters.splice(0)) w()
+    }
+  }
+
+  /** Writes an outcome, retrying while the database is unreachable and the lease still held. */
+  private async record(
+    inflight: InFlight,
+    log: Logger,
+    outcome:
+      | { kind: 'complete'; resultJson: string; output: OutputFile }
+      | { kind: 'fail'; error: Error; fatal: boolean; timedOut: boolean; output: OutputFile },
+  ): Promise<void> {
+    if (inflight.lost) return
+    inflight.finishing = true
+    const outputUri = await outcome.output.close()
+    const { ref } = inflight
+    let delayMs = 100
+    for (;;) {
+      let result: WriteResult
+      try {
+        result =
+          outcome.kind === 'complete'
+            ? await this.completer.complete({ ...ref, resultJson: outcome.resultJson, outputUri })
+            : await this.completer.fail({
+                ...ref,
+                fatal: outcome.fatal,
+                outputUri,
+                errorJson: JSON.stringify({
+                  message: outcome.error.message,
+                  name: outcome.error.name,
+                  fatal: outcome.fatal,
+                  timedOut: outcome.timedOut || undefined,
+                  attempt: ref.attempt,
+                  workerId: this.id,
+                  at: new Date().toISOString(),
+                }),
+              })
+      } catch {
+        if (inflight.lost || !this.leases.has(ref.id)) {
+          log.warn('outcome not recorded: lease lost while the database was unreachable')
+          return
+        }
+        await abortableSleep(delayMs, this.stopHeartbeat.signal)
+        delayMs = Math.min(delayMs * 2, 2_000)
+        continue
+      }
+      this.leases.delete(ref.id)
+      if (!result.accepted) {
+        log.warn({ outcome: outcome.kind }, 'outcome rejected: lease lost (fenced)')
+      } else if (outcome.kind === 'complete') {
+        log.debug('execution succeeded')
+      } else if (result.retry?.state === 'pending') {
+        log.warn({ err: outcome.error, retryInMs: result.retry.retryInMs }, 'execution failed; will retry')
+        this.wakeIn(result.retry.retryInMs)
+      } else {
+        log.warn({ err: outcome.error, fatal: outcome.fatal }, 'execution failed')
+      }
+      return
+    }
+  }
+
+  private async heartbeatLoop(): Promise<void> {
+    const signal = this.stopHeartbeat.signal
+    while (!signal.aborted) {
+      await abortableSleep(this.o.heartbeatMs, signal)
+      if (signal.aborted) break
+      await this.heartbeatOnce()
+    }
+  }
+
+  /** Renews every lease held; aborts handlers whose lease is gone. */
+  async heartbeatOnce(): Promise<void> {
+    const held = [...this.leases.values()]
+    try {
+      const renewed = await executionHeartbeatMany(this.o.db, {
+        workerId: this.id,
+        leases: held.map((h) => h.ref),
+        leaseMs: this.o.leaseMs,
+      })
+      this.heartbeatFailures = 0
+      for (const h of held) {
+        if (!renewed.has(h.ref.id) && this.leases.get(h.ref.id) === h && !h.finishing) {
+          this.abortExecution(h.ref.id, new AbortReason('LeaseLostError', 'lease lost: the execution was reaped, cancelled or taken over'))
+        }
+      }
+    } catch (err: unknown) {
+      this.heartbeatFailures++
+      this.log.warn({ err, failures: this.heartbeatFailures }, 'heartbeat failed')
+      if (this.heartbeatFailures >= this.o.maxHeartbeatFailures) {
+        this.log.error({ count: this.leases.size }, 'database unreachable: aborting every handler before its lease expires')
+        for (const h of [...this.leases.values()]) {
+          h.finishing = false
+          this.abortExecution(h.ref.id, new AbortReason('LeaseLostError', 'database unreachable: lease cannot be renewed'))
+        }
+      }
+    }
+  }
+
+  /**
+   * Graceful stop: no more claims; running handlers get `shutdownGraceMs` to
+   * finish; the rest are aborted and their executions handed back (pending,
+   * due now) for another worker. Resolves when nothing is held.
+   */
+  async stop(): Promise<void> {
+    if (!this.started || this.stopping) return
+    this.stopping = true
+    this.wake()
+    await this.claimLoopDone
+    clearTimeout(this.wakeTimer)
+    await this.notifier.stop()
+    if (this.active > 0) {
+      this.log.info({ running: this.active, graceMs: this.o.shutdownGraceMs }, 'waiting for running handlers')
+      await Promise.race([
+        new Promise<void>((resolve) => this.idleWaiters.push(resolve)),
+        new Promise<void>((resolve) => setTimeout(resolve, this.o.shutdownGraceMs)),
+      ])
+    }
+    await this.completer.flush()
+    const unfinished = [...this.leases.values()].filter((h) => !h.finishing)
+    for (const h of unfinished) h.controller.abort(new AbortReason('ShutdownError', 'worker shutting down'))
+    if (unfinished.length > 0) {
+      const released = await executionReleaseMany(this.o.db, { workerId: this.id, leases: unfinished.map((h) => h.ref) }).catch(
+        (err: unknown) => {
+          this.log.warn({ err }, 'could not hand back executions; the reaper will requeue them when their lease expires')
+          return 0
+        },
+      )
+      for (const h of unfinished) this.leases.delete(h.ref.id)
+      this.log.info({ count: released }, 'handed back unfinished executions')
+    }
+    await this.completer.flush()
+    this.stopHeartbeat.abort()
+    await this.heartbeatLoopDone
+    await workerMarkStopped(this.o.db, { id: this.id }).catch(() => undefined)
+    this.log.info('worker stopped')
+  }
+
+  /** Resolves when every started handler task has ended (for tests). */
+  async drained(): Promise<void> {
+    while (this.tasks.size > 0) await Promise.all([...this.tasks])
+  }
+}

@@ -1,0 +1,209 @@
+import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import pg from 'pg'
+import { Kysely, PostgresDialect, sql } from 'kysely'
+import type { DB } from '../../src/db/schema.ts'
+import { executionFailMany } from '../../src/db/queries/lease.ts'
+import { describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { FatalError } from '../../src/errors.ts'
+import { defineHandler } from '../../src/worker/handlers.ts'
+import { useTestDb } from '../db.ts'
+import { waitFor } from '../wait-for.ts'
+import { useWorkers } from './harness.ts'
+
+const t = useTestDb()
+const startWorker = useWorkers(t)
+const client = () => createClient({ db: t.db, tenant: 'acme' })
+
+async function execution(jobId: string) {
+  return t.db.selectFrom('pgsched.executions').selectAll().where('job_id', '=', jobId).executeTakeFirstOrThrow()
+}
+
+describe('Worker', () => {
+  it('runs a submitted job and stores its result', async () => {
+    await startWorker([defineHandler('add', async (ctx) => {
+      const p = ctx.payload as { a: number; b: number }
+      return { sum: p.a + p.b, attempt: ctx.attempt }
+    })])
+    const { job } = await client().submitJob({ type: 'add', payload: { a: 2, b: 3 } })
+    await waitFor(async () => (await execution(job.id)).state === 'succeeded', { what: 'job to succeed' })
+    const view = await client().viewJob(job.id)
+    expect(view).toMatchObject({ status: 'COMPLETED', lastExecution: { state: 'succeeded', attempt: 1, result: { sum: 5, attempt: 1 } } })
+    expect(view.lastExecution?.workerId).toBeNull()
+  })
+
+  it('claims only the types it has handlers for and the queues it serves', async () => {
+    await startWorker([defineHandler('mine', async () => 'ok')], { queues: ['emails'] })
+    const mine = await client().submitJob({ type: 'mine', queue: 'emails' })
+    const otherType = await client().submitJob({ type: 'theirs', queue: 'emails' })
+    const otherQueue = await client().submitJob({ type: 'mine', queue: 'reports' })
+    await waitFor(async () => (await execution(mine.job.id)).state === 'succeeded')
+    expect((await execution(otherType.job.id)).state).toBe('pending')
+    expect((await execution(otherQueue.job.id)).state).toBe('pending')
+  })
+
+  it('starts due jobs in priority order', async () => {
+    const started: number[] = []
+    const jobs = Array.from({ length: 60 }, (_, i) => ({ type: 'p', priority: (i * 37) % 11 - 5, payload: { i } }))
+    await client().submitJobs(jobs)
+    await startWorker([defineHandler('p', async (ctx) => void started.push((ctx.payload as { i: number }).i))], { concurrency: 1 })
+    await waitFor(() => started.length === 60, { what: 'all jobs to start' })
+    const priorities = started.map((i) => (jobs[i] as { priority: number }).priority)
+    expect(priorities).toEqual([...priorities].sort((a, b) => b - a))
+  })
+
+  it('retries a failing handler with growing backoff, then marks it failed when attempts run out', async () => {
+    const attempts: number[] = []
+    await startWorker([defineHandler('flaky', async (ctx) => {
+      attempts.push(ctx.attempt)
+      throw new Error(`boom ${ctx.attempt}`)
+    })])
+    const { job } = await client().submitJob({ type: 'flaky', maxAttempts: 3, backoffBaseMs: 10, backoffMaxMs: 200 })
+    await waitFor(async () => (await execution(job.id)).state === 'failed', { what: 'job to fail' })
+    expect(attempts).toEqual([1, 2, 3])
+    const row = await execution(job.id)
+    expect(row).toMatchObject({ attempt: 3, error: { message: 'boom 3', fatal: false, attempt: 3 } })
+    expect((await client().viewJob(job.id)).status).toBe('FAILED')
+  })
+
+  it('computes retry delays with full jitter under a cap that doubles per attempt', async () => {
+    // 150 running executions at each of attempts 1-3 fail through the real statement; read run_at - now().
+    const workerId = '00000000-0000-7000-8000-0000000000aa'
+    const means: number[] = []
+    for (const attempt of [1, 2, 3]) {
+      const ids = await client().submitJobs(Array.from({ length: 150 }, () => ({ type: 'x', maxAttempts: 10, backoffBaseMs: 1000, backoffMaxMs: 3_600_000 })))
+      const rows = await sql<{ id: string; job_id: string }>`
+        update pgsched.executions set state = 'running', attempt = ${attempt}::int, worker_id = ${workerId}::uuid,
+               lease_expires_at = now() + interval '1 minute'
+         where job_id = any(${ids.map((r) => r.id)}::uuid[]) returning id, job_id`.execute(t.db)
+      const outcomes = await executionFailMany(t.db, {
+        workerId,
+        failures: rows.rows.map((r) => ({ id: r.id, jobId: r.job_id, attempt, errorJson: '{"message":"x"}', fatal: false, outputUri: null })),
+      })
+      expect(outcomes).toHaveLength(150)
+      expect(outcomes.every((o) => o.state === 'pending')).toBe(true)
+      const cap = 1000 * 2 ** (attempt - 1)
+      expect(Math.max(...outcomes.map((o) => o.retryInMs))).toBeLessThanOrEqual(cap)
+      means.push(outcomes.reduce((a, o) => a + o.retryInMs, 0) / outcomes.length)
+    }
+    const [m1, m2, m3] = means as [number, number, number]
+    expect(m2 / m1).toBeGreaterThan(1.4)
+    expect(m3 / m2).toBeGreaterThan(1.4)
+  })
+
+  it('stops at once on FatalError', async () => {
+    let calls = 0
+    await startWorker([defineHandler('fatal', async () => {
+      calls++
+      throw new FatalError('bad input, do not retry')
+    })])
+    const { job } = await client().submitJob({ type: 'fatal', maxAttempts: 5 })
+    await waitFor(async () => (await execution(job.id)).state === 'failed')
+    expect(calls).toBe(1)
+    expect((await execution(job.id)).error).toMatchObject({ message: 'bad input, do not retry', fatal: true })
+  })
+
+  it('aborts a handler on timeout and counts it as a retriable failure', async () => {
+    const seen: boolean[] = []
+    await startWorker([defineHandler('slow', async (ctx) => {
+      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
+      seen.push(ctx.signal.aborted)
+      return 'too late'
+    })])
+    const { job } = await client().submitJob({ type: 'slow', timeoutMs: 100, maxAttempts: 2, backoffBaseMs: 0, backoffMaxMs: 0 })
+    await waitFor(async () => (await execution(job.id)).state === 'failed', { what: 'both attempts to time out' })
+    expect(seen).toEqual([true, true])
+    expect((await execution(job.id)).error).toMatchObject({ timedOut: true, message: 'timed out after 100 ms' })
+  })
+
+  it('rejects a result over 64 KiB with a message pointing to the output stream', async () => {
+    await startWorker([defineHandler('big', async () => 'x'.repeat(70_000))])
+    const { job } = await client().submitJob({ type: 'big' })
+    await waitFor(async () => (await execution(job.id)).state === 'failed')
+    expect(((await execution(job.id)).error as { message: string }).message).toContain('write large output to ctx.output')
+  })
+
+  it('keeps handler output in a file named by output_uri', async () => {
+    await startWorker([defineHandler('log', async (ctx) => {
+      ctx.output.write('line 1\n')
+      ctx.output.write('line 2\n')
+      return 'done'
+    })])
+    const { job } = await client().submitJob({ type: 'log' })
+    await waitFor(async () => (await execution(job.id)).state === 'succeeded')
+    const uri = (await execution(job.id)).output_uri
+    expect(uri).toMatch(/^file:\/\//)
+    expect(readFileSync(fileURLToPath(uri as string), 'utf8')).toBe('line 1\nline 2\n')
+  })
+
+  it('aborts a handler whose lease is lost and rejects its late completion', async () => {
+    let release!: () => void
+    const gate = new Promise<void>((r) => (release = r))
+    let abortedSeen = false
+    const worker = await startWorker([defineHandler('stubborn', async (ctx) => {
+      await gate
+      abortedSeen = ctx.signal.aborted
+      return 'late result'
+    })], { heartbeatMs: 100, leaseMs: 1_000 })
+    const { job } = await client().submitJob({ type: 'stubborn' })
+    await waitFor(async () => (await execution(job.id)).state === 'running')
+    // Another party takes the execution over (as the reaper would after expiry): attempt moves on.
+    await sql`update pgsched.executions set state = 'pending', worker_id = null, lease_expires_at = null where job_id = ${job.id}::uuid`.execute(t.db)
+    await sql`update pgsched.executions set state = 'running', attempt = attempt + 1, worker_id = '00000000-0000-7000-8000-000000000001',
+              lease_expires_at = now() + interval '1 hour' where job_id = ${job.id}::uuid`.execute(t.db)
+    await worker.heartbeatOnce()
+    release()
+    await worker.drained()
+    expect(abortedSeen).toBe(true)
+    const row = await execution(job.id)
+    expect(row).toMatchObject({ state: 'running', worker_id: '00000000-0000-7000-8000-000000000001', result: null })
+  })
+
+  it('aborts every handler after repeated heartbeat failures', async () => {
+    // The worker gets its own small pool; taking all its connections makes every heartbeat fail.
+    const pool = new pg.Pool({ connectionString: t.url, max: 2, connectionTimeoutMillis: 100 })
+    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })
+    let aborted: unknown
+    const worker = await startWorker([defineHandler('wait', async (ctx) => {
+      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
+      aborted = ctx.signal.reason
+    })], { db, heartbeatMs: 60_000, leaseMs: 200_000, maxHeartbeatFailures: 2, pollIntervalMs: 60_000 })
+    const { job } = await client().submitJob({ type: 'wait' })
+    await waitFor(async () => (await execution(job.id)).state === 'running')
+    const held = [await pool.connect(), await pool.connect()]
+    await worker.heartbeatOnce()
+    expect(aborted).toBeUndefined()
+    await worker.heartbeatOnce()
+    await waitFor(() => aborted !== undefined, { what: 'handler to be aborted' })
+    expect((aborted as Error).message).toContain('database unreachable')
+    for (const c of held) c.release()
+    await worker.stop()
+    await db.destroy()
+  })
+
+  it('cancels a running execution: the handler is aborted and the execution stays cancelled', async () => {
+    let reason: unknown
+    await startWorker([defineHandler('long', async (ctx) => {
+      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
+      reason = ctx.signal.reason
+      return 'finished anyway'
+    })])
+    const { job } = await client().submitJob({ type: 'long' })
+    await waitFor(async () => (await execution(job.id)).state === 'running')
+    await client().cancelJob(job.id)
+    await waitFor(() => reason !== undefined, { what: 'abort on cancel' })
+    expect((reason as Error).name).toBe('CancelledError')
+    expect((await execution(job.id)).state).toBe('cancelled')
+  })
+
+  it('hands back running executions on stop after the grace period, leaving nothing running', async () => {
+    const worker = await startWorker([defineHandler('forever', async (ctx) => {
+      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
+    })], { shutdownGraceMs: 100 })
+    const { job } = await client().submitJob({ type: 'forever' })
+    await waitFor(async () => (await execution(job.id)).state === 'running')
+    await worker.stop()
+    expect(await execution(job.id)).toMatchObject({ state: 'pending', attempt: 0, worker_id: null })
+  })
+})
