@@ -30,6 +30,12 @@ export function createDb(params: CreateDbParams): Database {
     idleTimeoutMillis: 30_000,
   })
   pool.on('error', (err) => params.log?.warn({ err }, 'idle database connection lost'))
+  // pg-pool listens for errors only on idle clients. A connection terminated in the instant
+  // between a query's end and its release would emit an unhandled 'error' and crash the
+  // process; this listener keeps it alive, and the pool discards the broken client on release.
+  pool.on('connect', (client) => {
+    client.on('error', (err) => params.log?.warn({ err }, 'database connection lost'))
+  })
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })
   return { db, pool }
 }

@@ -1,0 +1,100 @@
+import { sql } from 'kysely'
+import { describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { useTestDb } from '../db.ts'
+import { selfOverlaps, useWorkerProcesses, waitFor } from './processes.ts'
+
+const t = useTestDb()
+const { spawnWorker, ledger } = useWorkerProcesses(t)
+const client = () => createClient({ db: t.db, tenant: 'acme' })
+
+async function countByState(): Promise<Record<string, number>> {
+  const { rows } = await sql<{ state: string; n: number }>`select state, count(*)::int as n from pgsched.executions group by state`.execute(t.db)
+  return Object.fromEntries(rows.map((r) => [r.state, r.n]))
+}
+
+describe('worker processes', () => {
+  it('run 5,000 jobs across 3 processes: each exactly once, never concurrently, in priority order', { timeout: 150_000 }, async () => {
+    const jobs = Array.from({ length: 5000 }, (_, i) => ({ type: 'ledger.sleep', priority: (i * 7919) % 11 - 5, payload: { ms: 0 } }))
+    await client().submitJobs(jobs)
+    const workers = [spawnWorker(), spawnWorker(), spawnWorker()]
+    await Promise.all(workers.map((w) => w.ready))
+    await waitFor(async () => (await countByState()).succeeded === 5000, { timeoutMs: 120_000, intervalMs: 200, what: '5,000 successes' })
+    const rows = await ledger()
+    expect(rows).toHaveLength(5000)
+    expect(new Set(rows.map((r) => r.execution_id)).size).toBe(5000)
+    expect(selfOverlaps(rows)).toEqual([])
+    // Priority: no job may start while more than the in-flight capacity (3 × 10) of higher-priority jobs still wait.
+    const { rows: starts } = await sql<{ priority: number }>`
+      select priority from pgsched.executions order by started_at, priority desc`.execute(t.db)
+    const laterByPriority = new Map<number, number>()
+    let worst = 0
+    for (let i = starts.length - 1; i >= 0; i--) {
+      const p = (starts[i] as { priority: number }).priority
+      let higherLater = 0
+      for (const [q, n] of laterByPriority) if (q > p) higherLater += n
+      worst = Math.max(worst, higherLater)
+      laterByPriority.set(p, (laterByPriority.get(p) ?? 0) + 1)
+    }
+    expect(worst).toBeLessThanOrEqual(30)
+  })
+
+  it('runs a SIGKILLed worker\'s execution again on another worker after its lease expires, counting the lost attempt', async () => {
+    const env = { SCHEDULER_LEASE_MS: '2000', SCHEDULER_HEARTBEAT_MS: '500', SCHEDULER_REAPER_INTERVAL_MS: '200', SCHEDULER_POLL_INTERVAL_MS: '200' }
+    const workers = [spawnWorker({ env }), spawnWorker({ env })]
+    await Promise.all(workers.map((w) => w.ready))
+    const { job } = await client().submitJob({ type: 'ledger.sleep', payload: { ms: 1500 }, backoffBaseMs: 0, backoffMaxMs: 0 })
+    const [first] = await waitFor(async () => ((await ledger()).length > 0 ? await ledger() : null), { what: 'first attempt to start' })
+    const victim = workers.find((w) => w.pid === first?.pid)
+    expect(victim).toBeDefined()
+    victim?.child.kill('SIGKILL')
+    const killedAt = new Date()
+    await victim?.exited
+    const done = await waitFor(async () => {
+      const v = await client().viewJob(job.id)
+      return v.status === 'COMPLETED' ? v : null
+    }, { timeoutMs: 20_000, what: 'job to complete on the other worker' })
+    expect(done.lastExecution?.attempt).toBe(2)
+    const rows = await ledger()
+    expect(rows.map((r) => [r.attempt, r.pid, r.outcome])).toEqual([
+      [1, victim?.pid, null],
+      [2, workers.find((w) => w !== victim)?.pid, 'ok'],
+    ])
+    expect(selfOverlaps(rows, new Map([[victim?.pid as number, killedAt]]))).toEqual([])
+  })
+
+  it('finish everything after every database connection is terminated, twice', { timeout: 120_000 }, async () => {
+    await client().submitJobs(Array.from({ length: 2000 }, () => ({ type: 'ledger.sleep', payload: { ms: 10 }, backoffBaseMs: 10, backoffMaxMs: 100 })))
+    const workers = [spawnWorker(), spawnWorker(), spawnWorker()]
+    await Promise.all(workers.map((w) => w.ready))
+    for (const threshold of [300, 900]) {
+      await waitFor(async () => ((await countByState()).succeeded ?? 0) >= threshold, { timeoutMs: 60_000, what: `${threshold} successes` })
+      const { rows } = await sql<{ n: number }>`
+        select count(pg_terminate_backend(pid))::int as n from pg_stat_activity
+         where datname = current_database() and pid <> pg_backend_pid()`.execute(t.db)
+      expect(rows[0]?.n).toBeGreaterThan(3)
+    }
+    await waitFor(async () => (await countByState()).succeeded === 2000, { timeoutMs: 90_000, intervalMs: 200, what: 'all 2,000 to succeed' })
+    expect(await countByState()).toEqual({ succeeded: 2000 })
+    expect(workers.every((w) => w.alive())).toBe(true)
+    expect(selfOverlaps(await ledger())).toEqual([])
+  })
+
+  it('on SIGTERM lets short jobs finish, hands long ones back and exits 0 with nothing running', async () => {
+    const worker = spawnWorker({ env: { SCHEDULER_SHUTDOWN_GRACE_MS: '1500' } })
+    await worker.ready
+    await client().submitJobs([
+      ...Array.from({ length: 5 }, () => ({ type: 'ledger.sleep', priority: 1, payload: { ms: 300 } })),
+      ...Array.from({ length: 5 }, () => ({ type: 'ledger.sleep', payload: { ms: 60_000 } })),
+    ])
+    await waitFor(async () => (await ledger()).length === 10, { what: '10 handlers to start' })
+    worker.child.kill('SIGTERM')
+    expect(await worker.exited).toEqual({ code: 0, signal: null })
+    expect(await countByState()).toEqual({ succeeded: 5, pending: 5 })
+    const { rows } = await sql<{ attempt: number; run_at_due: boolean }>`
+      select attempt, run_at <= now() as run_at_due from pgsched.executions where state = 'pending'`.execute(t.db)
+    expect(rows.every((r) => r.attempt === 0 && r.run_at_due)).toBe(true)
+    const stopped = await t.db.selectFrom('pgsched.workers').select('stopped_at').executeTakeFirstOrThrow()
+    expect(stopped.stopped_at).not.toBeNull()
+  })
+})
