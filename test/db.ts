@@ -67,8 +67,9 @@ export function useTestDb(options: { truncate?: boolean } = {}): TestDb {
   })
   if (options.truncate !== false) {
     beforeEach(async () => {
-      await sql`truncate pgsched.jobs, pgsched.job_idempotency_keys, pgsched.triggers, pgsched.executions,
-                pgsched.workers, pgsched.api_keys`.execute(t.db)
+      // delete, not truncate: on a few rows it is far quicker than truncating ~20 partitions
+      await sql`delete from pgsched.executions; delete from pgsched.triggers; delete from pgsched.job_idempotency_keys;
+                delete from pgsched.jobs; delete from pgsched.workers; delete from pgsched.api_keys`.execute(t.db)
     })
   }
   afterAll(async () => {

@@ -1,0 +1,58 @@
+import { sql } from 'kysely'
+import { describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { useTestDb } from '../db.ts'
+
+const t = useTestDb()
+
+async function submit(args: string): Promise<string> {
+  const { rows } = await sql<{ id: string }>`select pgsched.submit_job(${sql.raw(args)}) as id`.execute(t.db)
+  return (rows[0] as { id: string }).id
+}
+
+describe('pgsched.submit_job', () => {
+  it('submits a job due now that the client can view', async () => {
+    const id = await submit(`'email.send', '{"to": "a@b.c"}', priority => 7, tenant => 'acme'`)
+    const job = await createClient({ db: t.db, tenant: 'acme' }).viewJob(id)
+    expect(job).toMatchObject({ type: 'email.send', priority: 7, queue: 'default', maxAttempts: 5, status: 'NOT_STARTED', payload: { to: 'a@b.c' } })
+    expect(job.createdBy).toMatch(/^sql:/)
+  })
+
+  it('submits delayed, cron and interval jobs', async () => {
+    const at = await submit(`'report', run_at => '2031-01-01 09:00+00'`)
+    const cron = await submit(`'digest', cron => '0 9 * * 1-5', timezone => 'Europe/Berlin'`)
+    const every = await submit(`'sync', every => interval '5 minutes'`)
+    const client = createClient({ db: t.db })
+    expect((await client.viewJob(at)).nextRunAt?.toISOString()).toBe('2031-01-01T09:00:00.000Z')
+    expect((await client.viewJob(cron)).schedule).toMatchObject({ kind: 'cron', cron: '0 9 * * 1-5', timezone: 'Europe/Berlin' })
+    expect((await client.viewJob(every)).schedule).toMatchObject({ kind: 'interval', intervalMs: 300_000 })
+  })
+
+  it('rolls back with the caller transaction', async () => {
+    await expect(t.db.transaction().execute(async (trx) => {
+      await sql`select pgsched.submit_job('x')`.execute(trx)
+      throw new Error('caller fails')
+    })).rejects.toThrow('caller fails')
+    expect(await t.db.selectFrom('pgsched.jobs').selectAll().execute()).toEqual([])
+  })
+
+  it('returns the same job for a repeated idempotency key and refuses a different request', async () => {
+    const a = await submit(`'charge', '{"cents": 1}', idempotency_key => 'k'`)
+    const b = await submit(`'charge', '{"cents": 1}', idempotency_key => 'k'`)
+    expect(b).toBe(a)
+    await expect(submit(`'charge', '{"cents": 2}', idempotency_key => 'k'`)).rejects.toThrow(`idempotency key 'k' was already used for a different job request`)
+  })
+
+  it.each([
+    [`'bad type'`, 'type must be 1-128 characters'],
+    [`'x', priority => 5000`, 'priority must be an integer from -1000 to 1000, got 5000'],
+    [`'x', cron => '* * *'`, `cron expression '* * *' must have 5 fields`],
+    [`'x', cron => '0 9 * * *', timezone => 'Mars/Olympus'`, `timezone 'Mars/Olympus' is not a known IANA time zone`],
+    [`'x', every => interval '10 milliseconds'`, 'every must be from 1 second to 366 days'],
+    [`'x', run_at => now(), every => interval '1 hour'`, 'give at most one of run_at, cron and every'],
+    [`'x', max_attempts => 0`, 'max_attempts must be an integer from 1 to 1000'],
+  ])('rejects %s with a message naming the problem', async (args, message) => {
+    await expect(submit(args)).rejects.toThrow(message)
+    expect(await t.db.selectFrom('pgsched.jobs').selectAll().execute()).toEqual([])
+  })
+})
