@@ -9,6 +9,8 @@ import { ConfigError } from '../errors.ts'
 import { registerMigrate } from './commands/migrate.ts'
 import { registerDev } from './commands/dev.ts'
 import { registerWorker } from './commands/worker.ts'
+import { registerApi } from './commands/api.ts'
+import { registerKeys } from './commands/keys.ts'
 
 export async function main(argv: string[]): Promise<void> {
   const program = new Command()
@@ -19,6 +21,8 @@ export async function main(argv: string[]): Promise<void> {
   registerMigrate(program)
   registerDev(program)
   registerWorker(program)
+  registerApi(program)
+  registerKeys(program)
   try {
     await program.parseAsync(argv)
   } catch (err: unknown) {

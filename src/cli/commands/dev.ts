@@ -1,13 +1,15 @@
 /**
  * `scheduler dev`: everything in one process. Without DATABASE_URL it starts
- * an embedded Postgres with data in ./.pgsched/, migrates, and runs the
- * scheduler until SIGINT/SIGTERM.
+ * an embedded Postgres with data in ./.pgsched/, migrates, serves the REST API
+ * (printing a development API key and a curl line) and runs the scheduler
+ * until SIGINT/SIGTERM.
  */
 import type { Command } from 'commander'
 import { loadConfig } from '../../config.ts'
 import { createLogger } from '../../logger.ts'
 import { migrate } from '../../db/migrate.ts'
 import { onShutdownSignal } from '../signals.ts'
+import { createDevApiKey, startApiServer } from './api.ts'
 
 export function registerDev(program: Command): void {
   program
@@ -28,7 +30,12 @@ export function registerDev(program: Command): void {
       }
       await migrate({ databaseUrl, partitions: config.db.partitions, log })
       process.stdout.write('pgsched is ready (schema migrated)\n')
+      const api = await startApiServer({ config, databaseUrl, log })
+      const devKey = await createDevApiKey(api)
+      process.stdout.write(`REST API: ${api.url}  (docs at ${api.url}/docs)\n`)
+      process.stdout.write(`development API key (tenant "dev"): ${devKey.key}\n  ${devKey.curl}\n`)
       onShutdownSignal(async () => {
+        await api.close()
         await stopPostgres?.()
       })
       await new Promise<never>(() => {})

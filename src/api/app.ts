@@ -1,0 +1,165 @@
+/**
+ * `buildApp(deps)`: the REST API as a Fastify instance, not listening (the
+ * caller listens, tests use `inject`). It wires, in order: strict request
+ * validation (validation.ts), the JSON body parser (json-body.ts), the one
+ * error handler (error-handler.ts), request ids, logging and metrics, the
+ * OpenAPI document (/openapi.json, UI at /docs, generated from the route
+ * schemas), the ops routes and, under /v1 behind API-key authentication,
+ * the job and execution routes. All job logic is the client's (client.ts);
+ * the API adds HTTP, authentication and validation only.
+ */
+import { randomUUID } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyRequest } from 'fastify'
+import swagger from '@fastify/swagger'
+import swaggerUi from '@fastify/swagger-ui'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import type { Kysely } from 'kysely'
+import { createClient, type Client } from '../client.ts'
+import type { DB } from '../db/schema.ts'
+import { SchedulerError } from '../errors.ts'
+import { packageRoot } from '../lib/package-root.ts'
+import type { Logger } from '../logger.ts'
+import { createAuthenticator } from './auth.ts'
+import { frameworkErrorHandler, registerErrorHandling } from './error-handler.ts'
+import { parseJsonBody } from './json-body.ts'
+import { createApiMetrics } from './metrics.ts'
+import { executionRoutes } from './routes/executions.ts'
+import { healthRoutes } from './routes/health.ts'
+import { jobRoutes } from './routes/jobs.ts'
+import type { RouteDeps } from './routes/deps.ts'
+import { ErrorSchema } from './schemas/error.ts'
+import { ExecutionSchema } from './schemas/execution.ts'
+import { JobSchema } from './schemas/job.ts'
+import { createValidatorCompiler } from './validation.ts'
+
+export interface AppDeps {
+  db: Kysely<DB>
+  log: Logger
+  /** Default: `createClient({ db })`; each request uses it through `withTenant`. */
+  client?: Client
+  /** Largest accepted request body; default 1 MiB. */
+  bodyLimitBytes?: number
+  /** How long a valid API key is trusted without a database lookup; default 5000 (0 = always look up). */
+  apiKeyCacheMs?: number
+  /** How long a queue depth reading is reused by /metrics; default 5000. */
+  queueDepthCacheMs?: number
+  /** For /readyz; default: the package's migrations/ folder. */
+  migrationsDir?: string
+}
+
+/** A client-supplied X-Request-Id is kept when it is short and plain; otherwise a UUID is made. */
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+/** Routes polled by machines: their request log lines go to debug. */
+const QUIET_ROUTES = new Set(['/healthz', '/readyz', '/metrics'])
+
+function packageVersion(): string {
+  try {
+    return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version
+  } catch {
+    return '0.0.0'
+  }
+}
+
+/** The API, ready to `listen()` or `inject()`. Call `close()` when done (the db stays the caller's). */
+export function buildApp(deps: AppDeps) {
+  const bodyLimitBytes = deps.bodyLimitBytes ?? 1_048_576
+  const app = Fastify({
+    loggerInstance: deps.log.child({ component: 'api' }) as FastifyBaseLogger,
+    // One line per request, written by the onResponse hook below (no headers, no bodies).
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
+    genReqId: (req) => {
+      const header = req.headers['x-request-id']
+      return typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID()
+    },
+    bodyLimit: bodyLimitBytes,
+    frameworkErrors: frameworkErrorHandler(bodyLimitBytes),
+  }).withTypeProvider<TypeBoxTypeProvider>()
+
+  app.setValidatorCompiler(createValidatorCompiler())
+  // JSON only: text/plain would otherwise reach the schemas as a string instead of a 415.
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody)
+  registerErrorHandling(app, { bodyLimitBytes })
+
+  const metrics = createApiMetrics({ db: deps.db, log: deps.log, queueDepthCacheMs: deps.queueDepthCacheMs })
+  const client = deps.client ?? createClient({ db: deps.db })
+  const authenticator = createAuthenticator(deps.db, { cacheMs: deps.apiKeyCacheMs ?? 5000 })
+
+  app.decorateRequest('identity', null)
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id)
+  })
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched'
+    const durationMs = reply.elapsedTime
+    metrics.observeRequest({ method: request.method, route, statusCode: reply.statusCode }, durationMs)
+    const fields = {
+      tenant: request.identity?.tenant,
+      method: request.method,
+      route,
+      statusCode: reply.statusCode,
+      durationMs: Math.round(durationMs * 10) / 10,
+    }
+    if (QUIET_ROUTES.has(route)) request.log.debug(fields, 'request completed')
+    else request.log.info(fields, 'request completed')
+  })
+
+  // Shared response schemas: referenced by $id from routes, components in the OpenAPI document.
+  app.addSchema(ErrorSchema)
+  app.addSchema(ExecutionSchema)
+  app.addSchema(JobSchema)
+  void app.register(swagger, {
+    refResolver: {
+      buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
+    },
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'pgsched',
+        version: packageVersion(),
+        description:
+          'Submit, view, list and control jobs of the pgsched scheduler. Every /v1 call needs `Authorization: Bearer <api key>`; ' +
+          'a key acts for one tenant, and other tenants\' jobs answer 404. Errors are `{statusCode, error, message, details?}`.',
+      },
+      tags: [
+        { name: 'jobs', description: 'Submit, view, list and control jobs' },
+        { name: 'executions', description: 'Runs of jobs' },
+        { name: 'ops', description: 'Health, readiness and metrics' },
+      ],
+      components: {
+        securitySchemes: {
+          apiKey: { type: 'http', scheme: 'bearer', description: 'An API key made by `scheduler keys create --tenant <name>`.' },
+        },
+      },
+    },
+  })
+  void app.register(swaggerUi, { routePrefix: '/docs' })
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
+
+  void app.register(healthRoutes, { db: deps.db, metrics, migrationsDir: deps.migrationsDir })
+
+  void app.register(
+    async (v1) => {
+      v1.addHook('onRequest', async (request) => {
+        request.identity = await authenticator.authenticate(request.headers.authorization)
+      })
+      const routeDeps: RouteDeps = {
+        metrics,
+        clientFor(request: FastifyRequest) {
+          const identity = request.identity
+          if (!identity) throw new SchedulerError('unauthorized', 'missing API key; send Authorization: Bearer <api key>')
+          return client.withTenant(identity.tenant, `api-key:${identity.keyId}`)
+        },
+      }
+      await v1.register(jobRoutes, routeDeps)
+      await v1.register(executionRoutes, routeDeps)
+    },
+    { prefix: '/v1' },
+  )
+
+  return app
+}
+
+export type App = ReturnType<typeof buildApp>

@@ -1,0 +1,121 @@
+/**
+ * API keys and request authentication. A key is `psk_` followed by 43
+ * base64url characters (32 random bytes); only its SHA-256 is stored, and
+ * it is shown once, when created. Each key belongs to one tenant: every
+ * request made with it acts for that tenant only (another tenant's job is a
+ * 404 through the client's tenant filter). Missing, malformed, unknown or
+ * revoked keys are a 401. Valid keys are cached for `cacheMs`, so a
+ * revocation takes effect within that time.
+ */
+import { createHash, randomBytes } from 'node:crypto'
+import type { Kysely } from 'kysely'
+import type { DB } from '../db/schema.ts'
+import { apiKeyFindByHash, apiKeyInsert, type ApiKey } from '../db/queries/api-keys.ts'
+import { SchedulerError, ValidationError } from '../errors.ts'
+
+/** Who a request acts for. */
+export interface ApiIdentity {
+  tenant: string
+  keyId: string
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by the authentication hook on /v1 routes; null elsewhere. */
+    identity: ApiIdentity | null
+  }
+}
+
+/** The shape of every key: `psk_` + base64url of 32 random bytes. */
+export const API_KEY_PATTERN = /^psk_[A-Za-z0-9_-]{43}$/
+const TENANT_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$/
+/** Shown in listings: `psk_` and 8 characters (48 of the 256 random bits). */
+const DISPLAY_PREFIX_LENGTH = 12
+const CACHE_MAX_ENTRIES = 10_000
+
+/** A new random key. */
+export function generateApiKey(): string {
+  return `psk_${randomBytes(32).toString('base64url')}`
+}
+
+/** SHA-256 of a key, as stored in api_keys.key_hash. */
+export function hashApiKey(key: string): Buffer {
+  return createHash('sha256').update(key, 'utf8').digest()
+}
+
+export interface CreateApiKeyParams {
+  tenant: string
+  name?: string | null
+}
+
+/** A created key: `key` is the secret, returned this once. */
+export interface CreatedApiKey extends ApiKey {
+  key: string
+}
+
+/**
+ * Creates a key for a tenant and returns it with its secret.
+ * @throws ValidationError for a tenant name that is not 1-128 letters, digits and _ . : @ -
+ */
+export async function createApiKey(db: Kysely<DB>, params: CreateApiKeyParams): Promise<CreatedApiKey> {
+  if (!TENANT_PATTERN.test(params.tenant)) {
+    throw new ValidationError('tenant must be 1-128 characters: letters, digits and _ . : @ - (not first)', [
+      { path: 'tenant', message: 'tenant must be 1-128 characters: letters, digits and _ . : @ - (not first)' },
+    ])
+  }
+  const name = params.name ?? null
+  if (name !== null && (name.length < 1 || name.length > 200)) {
+    throw new ValidationError('name must be 1 to 200 characters', [{ path: 'name', message: 'name must be 1 to 200 characters' }])
+  }
+  const key = generateApiKey()
+  const stored = await apiKeyInsert(db, {
+    tenant: params.tenant,
+    name,
+    keyPrefix: key.slice(0, DISPLAY_PREFIX_LENGTH),
+    keyHash: hashApiKey(key),
+  })
+  return { ...stored, key }
+}
+
+const unauthorized = (message: string) => new SchedulerError('unauthorized', message)
+
+export interface Authenticator {
+  /**
+   * The identity behind an Authorization header value.
+   * @throws SchedulerError `unauthorized` (401) when missing, malformed, unknown or revoked.
+   */
+  authenticate(authorization: string | undefined): Promise<ApiIdentity>
+}
+
+/**
+ * Authenticates Bearer keys against api_keys.
+ * @param options.cacheMs how long a valid key is trusted without a lookup (0 = always look up).
+ */
+export function createAuthenticator(db: Kysely<DB>, options: { cacheMs: number }): Authenticator {
+  const cache = new Map<string, { identity: ApiIdentity; expiresAtMs: number }>()
+  return {
+    async authenticate(authorization) {
+      if (authorization === undefined || authorization === '') {
+        throw unauthorized('missing API key; send Authorization: Bearer <api key>')
+      }
+      const match = /^Bearer +(\S+) *$/i.exec(authorization)
+      if (!match) throw unauthorized('Authorization header must be "Bearer <api key>"')
+      const key = match[1] as string
+      if (!API_KEY_PATTERN.test(key)) throw unauthorized('API key is malformed; keys look like psk_ followed by 43 characters')
+      const hash = hashApiKey(key)
+      const cacheKey = hash.toString('hex')
+      // Process-local expiry, not a scheduling decision: the wall clock is fine here.
+      const cached = cache.get(cacheKey)
+      if (cached && cached.expiresAtMs > Date.now()) return cached.identity
+      const found = await apiKeyFindByHash(db, { keyHash: hash })
+      if (!found) throw unauthorized('API key is not valid')
+      if (found.revokedAt) throw unauthorized('API key has been revoked')
+      const identity = { tenant: found.tenant, keyId: found.id }
+      if (options.cacheMs > 0) {
+        if (cache.size >= CACHE_MAX_ENTRIES) cache.clear()
+        cache.set(cacheKey, { identity, expiresAtMs: Date.now() + options.cacheMs })
+      }
+      return identity
+    },
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * Prometheus metrics of an API process (prom-client), in a registry of its
+ * own so several apps can live in one process (tests):
+ *   pgsched_http_requests_total{method,route,status_code}
+ *   pgsched_http_request_duration_seconds{method,route,status_code}  histogram
+ *   pgsched_jobs_submitted_total{queue}      jobs created (idempotent repeats excluded)
+ *   pgsched_queue_depth{queue,state}         pending/running executions, read from the
+ *                                            database at most every `queueDepthCacheMs`
+ * plus prom-client's default process metrics. `route` is the route pattern
+ * (`/v1/jobs/:id`), never the raw URL, so label values stay bounded.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import type { Kysely } from 'kysely'
+import type { DB } from '../db/schema.ts'
+import { executionCountByQueue, type QueueDepth } from '../db/queries/ops.ts'
+import type { Logger } from '../logger.ts'
+
+export interface ApiMetrics {
+  readonly registry: Registry
+  observeRequest(labels: { method: string; route: string; statusCode: number }, durationMs: number): void
+  jobSubmitted(queue: string): void
+}
+
+export interface CreateApiMetricsParams {
+  db: Kysely<DB>
+  log: Logger
+  /** How long a queue depth reading is reused; default 5000. */
+  queueDepthCacheMs?: number
+}
+
+/** The metrics of one API app, in a registry of their own. */
+export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
+  const cacheMs = params.queueDepthCacheMs ?? 5000
+  const registry = new Registry()
+  collectDefaultMetrics({ register: registry })
+  const requests = new Counter({
+    name: 'pgsched_http_requests_total',
+    help: 'HTTP requests answered, by route pattern and status.',
+    labelNames: ['method', 'route', 'status_code'] as const,
+    registers: [registry],
+  })
+  const duration = new Histogram({
+    name: 'pgsched_http_request_duration_seconds',
+    help: 'Time to answer an HTTP request, by route pattern and status.',
+    labelNames: ['method', 'route', 'status_code'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  })
+  const submitted = new Counter({
+    name: 'pgsched_jobs_submitted_total',
+    help: 'Jobs accepted by this API process (repeats of an idempotent submit excluded).',
+    labelNames: ['queue'] as const,
+    registers: [registry],
+  })
+
+  let reading: { atMs: number; rows: QueueDepth[] } | undefined
+  let inFlight: Promise<QueueDepth[]> | undefined
+  const seen = new Set<string>()
+  async function queueDepth(): Promise<QueueDepth[]> {
+    // Process-local cache age: wall-clock time is fine here.
+    if (reading && Date.now() - reading.atMs < cacheMs) return reading.rows
+    inFlight ??= executionCountByQueue(params.db)
+      .then((rows) => {
+        reading = { atMs: Date.now(), rows }
+        return rows
+      })
+      .finally(() => {
+        inFlight = undefined
+      })
+    return inFlight
+  }
+
+  new Gauge({
+    name: 'pgsched_queue_depth',
+    help: `Executions pending or running, by queue (read from the database, at most ${cacheMs} ms old).`,
+    labelNames: ['queue', 'state'] as const,
+    registers: [registry],
+    async collect() {
+      let rows: QueueDepth[]
+      try {
+        rows = await queueDepth()
+      } catch (err: unknown) {
+        params.log.warn({ err }, 'queue depth query failed; reporting the last reading')
+        return
+      }
+      // A queue that emptied reports 0 rather than vanishing from the series.
+      for (const key of seen) {
+        const [queue, state] = JSON.parse(key) as [string, string]
+        this.set({ queue, state }, 0)
+      }
+      for (const row of rows) {
+        seen.add(JSON.stringify([row.queue, row.state]))
+        this.set({ queue: row.queue, state: row.state }, row.count)
+      }
+    },
+  })
+
+  return {
+    registry,
+    observeRequest(labels, durationMs) {
+      const l = { method: labels.method, route: labels.route, status_code: String(labels.statusCode) }
+      requests.inc(l)
+      duration.observe(l, durationMs / 1000)
+    },
+    jobSubmitted(queue) {
+      submitted.inc({ queue })
+    },
+  }
+}

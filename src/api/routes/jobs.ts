@@ -1,0 +1,143 @@
+/**
+ * /v1/jobs: submit, view, list, history and control. Each handler checks
+ * nothing the client does not: it maps HTTP to a client call for the
+ * request's tenant and the result to JSON. A job is committed before the
+ * 202 is sent (the client's insert is one statement, outside any open
+ * transaction).
+ */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { ValidationError } from '../../errors.ts'
+import type { SubmitJobInput } from '../../core/job.ts'
+import { IdParams, PageQuery } from '../schemas/common.ts'
+import { CommonErrors, ErrorRef } from '../schemas/error.ts'
+import { ExecutionPageSchema, executionToJson } from '../schemas/execution.ts'
+import { JobPageSchema, JobRef, ListJobsQuery, SubmitJobBody, SubmitJobHeaders, jobToJson } from '../schemas/job.ts'
+import type { RouteDeps } from './deps.ts'
+
+const security = [{ apiKey: [] }]
+
+/** Registers the /jobs routes (mounted under /v1 behind authentication). */
+export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps) => {
+  app.post(
+    '/jobs',
+    {
+      schema: {
+        operationId: 'submitJob',
+        tags: ['jobs'],
+        summary: 'Submit a job',
+        description:
+          'Accepts a job to run now, at a time (`schedule.at`) or on a schedule (`schedule.cron` / `schedule.every`). ' +
+          'Replies 202 once the job is committed. With an idempotency key (body or `Idempotency-Key` header), ' +
+          'repeating the same request returns the same job with 200; the same key with another body is a 409.',
+        security,
+        headers: SubmitJobHeaders,
+        body: SubmitJobBody,
+        response: {
+          200: JobRef,
+          202: JobRef,
+          ...CommonErrors,
+          409: ErrorRef,
+          413: ErrorRef,
+          415: ErrorRef,
+        },
+      },
+    },
+    async (request, reply) => {
+      const headerKey = request.headers['idempotency-key']
+      const bodyKey = request.body.idempotencyKey
+      if (headerKey !== undefined && bodyKey !== undefined && headerKey !== bodyKey) {
+        const message = 'Idempotency-Key header and body idempotencyKey differ; send one of them'
+        throw new ValidationError(message, [{ path: 'idempotencyKey', message }])
+      }
+      const input: SubmitJobInput = { ...request.body }
+      const key = bodyKey ?? headerKey
+      if (key !== undefined) input.idempotencyKey = key
+      const { job, created } = await deps.clientFor(request).submitJob(input)
+      if (created) deps.metrics.jobSubmitted(job.queue)
+      return reply
+        .code(created ? 202 : 200)
+        .header('location', `/v1/jobs/${job.id}`)
+        .send(jobToJson(job))
+    },
+  )
+
+  app.get(
+    '/jobs',
+    {
+      schema: {
+        operationId: 'listJobs',
+        tags: ['jobs'],
+        summary: 'List jobs',
+        description: 'The tenant\'s jobs, newest first, filtered by status, type and queue; keyset-paginated, so pages stay stable while jobs are added.',
+        security,
+        querystring: ListJobsQuery,
+        response: { 200: JobPageSchema, ...CommonErrors },
+      },
+    },
+    async (request) => {
+      const page = await deps.clientFor(request).listJobs(request.query)
+      return { items: page.items.map(jobToJson), nextCursor: page.nextCursor }
+    },
+  )
+
+  app.get(
+    '/jobs/:id',
+    {
+      schema: {
+        operationId: 'viewJob',
+        tags: ['jobs'],
+        summary: 'View a job',
+        description: 'The job with its status, next run and latest execution.',
+        security,
+        params: IdParams,
+        response: { 200: JobRef, ...CommonErrors },
+      },
+    },
+    async (request) => jobToJson(await deps.clientFor(request).viewJob(request.params.id)),
+  )
+
+  app.get(
+    '/jobs/:id/executions',
+    {
+      schema: {
+        operationId: 'listExecutions',
+        tags: ['jobs'],
+        summary: 'A job\'s executions',
+        description: 'Runs of the job, latest fire time first, with state, attempt, times, result and error.',
+        security,
+        params: IdParams,
+        querystring: PageQuery,
+        response: { 200: ExecutionPageSchema, ...CommonErrors },
+      },
+    },
+    async (request) => {
+      const page = await deps.clientFor(request).listExecutions(request.params.id, request.query)
+      return { items: page.items.map(executionToJson), nextCursor: page.nextCursor }
+    },
+  )
+
+  const control = (action: 'cancel' | 'pause' | 'resume', summary: string, description: string) =>
+    app.post(
+      `/jobs/:id/${action}`,
+      {
+        schema: {
+          operationId: `${action}Job`,
+          tags: ['jobs'],
+          summary,
+          description,
+          security,
+          params: IdParams,
+          response: { 200: JobRef, ...CommonErrors, 409: ErrorRef, 415: ErrorRef },
+        },
+      },
+      async (request) => {
+        const client = deps.clientFor(request)
+        const id = request.params.id
+        const job = action === 'cancel' ? await client.cancelJob(id) : action === 'pause' ? await client.pauseJob(id) : await client.resumeJob(id)
+        return jobToJson(job)
+      },
+    )
+  control('cancel', 'Cancel a job', 'Cancels pending executions and signals a running one; a recurring job stops firing. 409 when the job already finished.')
+  control('pause', 'Pause a recurring job', 'Stops firing until resumed. 409 for a one-time or cancelled job.')
+  control('resume', 'Resume a recurring job', 'Fires again from the next fire time. 409 for a one-time or cancelled job.')
+}

@@ -1,0 +1,79 @@
+/**
+ * JSON form of an execution (one run of a job) and the mapping from the
+ * domain type: dates as ISO strings, plus `outputUrl`, the API link to the
+ * stored output when there is one.
+ */
+import { Type, type Static } from '@fastify/type-provider-typebox'
+import type { Execution } from '../../core/job.ts'
+import { DateTime, Nullable, Uuid } from './common.ts'
+
+export const ExecutionStateSchema = Type.Enum(['pending', 'running', 'succeeded', 'failed', 'cancelled'], {
+  description: 'pending → running → succeeded | failed | cancelled; a retriable failure returns to pending.',
+})
+
+export const ExecutionErrorSchema = Type.Object(
+  {
+    message: Type.String(),
+    name: Type.Optional(Type.String()),
+    fatal: Type.Optional(Type.Boolean()),
+    timedOut: Type.Optional(Type.Boolean()),
+    attempt: Type.Optional(Type.Integer()),
+  },
+  { description: 'Why the latest attempt failed.' },
+)
+
+/** An execution as returned (component `Execution`). */
+export const ExecutionSchema = Type.Object(
+  {
+    id: Uuid('Execution id'),
+    jobId: Uuid('Job id'),
+    state: ExecutionStateSchema,
+    attempt: Type.Integer({ description: 'Attempts started so far (0 before the first).' }),
+    maxAttempts: Type.Integer(),
+    scheduledFor: DateTime('The fire time this execution belongs to.'),
+    runAt: DateTime('When it may run next (pushed back by retries).'),
+    startedAt: Nullable(DateTime('Start of the latest attempt.')),
+    finishedAt: Nullable(DateTime('When it reached a final state.')),
+    workerId: Nullable(Type.String()),
+    leaseExpiresAt: Nullable(DateTime('End of the running attempt\'s lease.')),
+    result: Type.Unknown({ description: 'What the handler returned (JSON), or null.' }),
+    error: Nullable(ExecutionErrorSchema),
+    outputUri: Nullable(Type.String({ description: 'Where the worker stored the output (file:// URI).' })),
+    outputUrl: Nullable(Type.String({ description: 'API path that streams the stored output.' })),
+  },
+  { $id: 'Execution', description: 'One run of a job.' },
+)
+
+export type ExecutionJson = Static<typeof ExecutionSchema>
+
+/** Reference to the shared `Execution` schema. */
+export const ExecutionRef = Type.Unsafe<ExecutionJson>(Type.Ref('Execution'))
+
+/** A page of GET /v1/jobs/{id}/executions. */
+export const ExecutionPageSchema = Type.Object({
+  items: Type.Array(ExecutionRef),
+  nextCursor: Nullable(Type.String({ description: 'Pass as `cursor` for the next page; null on the last page.' })),
+})
+
+const iso = (d: Date | null): string | null => (d ? d.toISOString() : null)
+
+/** The JSON body for an execution. */
+export function executionToJson(e: Execution): ExecutionJson {
+  return {
+    id: e.id,
+    jobId: e.jobId,
+    state: e.state,
+    attempt: e.attempt,
+    maxAttempts: e.maxAttempts,
+    scheduledFor: e.scheduledFor.toISOString(),
+    runAt: e.runAt.toISOString(),
+    startedAt: iso(e.startedAt),
+    finishedAt: iso(e.finishedAt),
+    workerId: e.workerId,
+    leaseExpiresAt: iso(e.leaseExpiresAt),
+    result: e.result ?? null,
+    error: e.error,
+    outputUri: e.outputUri,
+    outputUrl: e.outputUri ? `/v1/executions/${e.id}/output` : null,
+  }
+}

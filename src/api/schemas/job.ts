@@ -1,0 +1,200 @@
+/**
+ * Route schemas for jobs: the submit body (structure and types; the
+ * semantic checks — names, cron expressions, time zones, instants,
+ * durations — stay in core/job.ts `normalizeSubmit`, reached through the
+ * client), the list query and the JSON form of a job with its mapping
+ * from the domain type.
+ */
+import { Type, type Static } from '@fastify/type-provider-typebox'
+import type { Job } from '../../core/job.ts'
+import { Cursor, DateTime, Limit, Nullable, Uuid } from './common.ts'
+import { ExecutionRef, ExecutionStateSchema, executionToJson } from './execution.ts'
+
+/** The user-facing statuses, in lifecycle order (the `status` filter of listJobs). */
+export const JOB_STATUSES = ['NOT_STARTED', 'STARTED', 'COMPLETED', 'FAILED', 'CANCELLED', 'PAUSED'] as const
+
+export const JobStatusSchema = Type.Enum(JOB_STATUSES, {
+  description: 'User-facing status, derived from the job state and its latest execution.',
+})
+
+const MisfirePolicySchema = Type.Enum(['fire_once', 'skip', 'fire_all'], {
+  description: 'After downtime: run once for all missed fire times (default), skip them, or run each (capped by misfireMaxRuns).',
+})
+const OverlapPolicySchema = Type.Enum(['allow', 'skip', 'queue'], {
+  description: 'When a fire time comes while the previous run is still going (default allow).',
+})
+
+const ms = (min: number, max: number, description: string) =>
+  Type.Integer({ minimum: min, maximum: max, 'x-expected': `an integer from ${min} to ${max}`, description })
+
+/** `schedule` of a submit: one of three shapes. */
+export const ScheduleInputSchema = Type.Union(
+  [
+    Type.Object(
+      { at: Type.String({ description: 'ISO-8601 instant with a time zone.', examples: ['2030-01-31T09:00:00Z'] }) },
+      { additionalProperties: false, title: 'At' },
+    ),
+    Type.Object(
+      {
+        cron: Type.String({ description: 'Cron expression (5 fields, or 6 with seconds).', examples: ['0 9 * * 1-5'] }),
+        timezone: Type.Optional(Type.String({ description: 'IANA time zone, default UTC.', examples: ['Europe/Berlin'] })),
+      },
+      { additionalProperties: false, title: 'Cron' },
+    ),
+    Type.Object(
+      {
+        every: Type.Unsafe<string | number>({
+          type: ['string', 'integer'],
+          'x-expected': 'an ISO-8601 duration (PT5M) or a number of milliseconds',
+          description: 'ISO-8601 duration (PT5M, P1D) or milliseconds; 1 second to 366 days.',
+          examples: ['PT5M', 60000],
+        }),
+      },
+      { additionalProperties: false, title: 'Every' },
+    ),
+  ],
+  {
+    'x-expected': 'exactly one of {at}, {cron, timezone?} or {every}',
+    description: 'Absent: run now. `{at}`: once at that instant. `{cron, timezone?}` or `{every}`: recurring.',
+  },
+)
+
+/** Body of POST /v1/jobs. */
+export const SubmitJobBody = Type.Object(
+  {
+    type: Type.String({
+      description: 'Handler name: 1-128 characters, letters, digits and _ . : / - (not first).',
+      examples: ['email.send'],
+    }),
+    payload: Type.Optional(Type.Unknown({ description: 'Any JSON value given to the handler (at most 1 MiB); default {}.' })),
+    queue: Type.Optional(Type.String({ description: 'Queue name, 1-64 characters; default `default`.' })),
+    priority: Type.Optional(
+      Type.Integer({ minimum: -1000, maximum: 1000, 'x-expected': 'an integer from -1000 to 1000', description: 'Higher runs first; default 0.' }),
+    ),
+    schedule: Type.Optional(ScheduleInputSchema),
+    maxAttempts: Type.Optional(ms(1, 1000, 'Attempts per execution; default 5.')),
+    timeoutMs: Type.Optional(ms(1, 86_400_000, 'Time limit of one attempt in milliseconds; default 300000.')),
+    backoffBaseMs: Type.Optional(ms(0, 86_400_000, 'Retry delay base in milliseconds; default 1000.')),
+    backoffMaxMs: Type.Optional(ms(0, 604_800_000, 'Retry delay cap in milliseconds; default 3600000.')),
+    idempotencyKey: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 255,
+        'x-expected': 'a string of 1 to 255 characters',
+        description: 'Same key and body → the same job (200); same key, other body → 409. Or the Idempotency-Key header.',
+      }),
+    ),
+    startAt: Type.Optional(Type.String({ description: 'Recurring jobs: first possible fire time (ISO-8601 instant).' })),
+    endAt: Type.Optional(Type.String({ description: 'Recurring jobs: last possible fire time (ISO-8601 instant).' })),
+    misfirePolicy: Type.Optional(MisfirePolicySchema),
+    misfireMaxRuns: Type.Optional(ms(1, 10_000, 'Cap on catch-up runs for misfirePolicy fire_all; default 100.')),
+    overlapPolicy: Type.Optional(OverlapPolicySchema),
+  },
+  { additionalProperties: false, description: 'A job to run now, at a time, or on a schedule.' },
+)
+
+export type SubmitJobBodyJson = Static<typeof SubmitJobBody>
+
+/** Headers of POST /v1/jobs that the API reads. */
+export const SubmitJobHeaders = Type.Object({
+  'idempotency-key': Type.Optional(
+    Type.String({ minLength: 1, maxLength: 255, 'x-expected': 'a string of 1 to 255 characters', description: 'Alternative to body `idempotencyKey`.' }),
+  ),
+})
+
+/** Query string of GET /v1/jobs. */
+export const ListJobsQuery = Type.Object(
+  {
+    status: Type.Optional(JobStatusSchema),
+    type: Type.Optional(Type.String({ minLength: 1, maxLength: 128, 'x-expected': 'a string of 1 to 128 characters' })),
+    queue: Type.Optional(Type.String({ minLength: 1, maxLength: 64, 'x-expected': 'a string of 1 to 64 characters' })),
+    limit: Type.Optional(Limit),
+    cursor: Type.Optional(Cursor),
+  },
+  { additionalProperties: false },
+)
+
+/** The schedule of a recurring job, as returned. */
+export const ScheduleSchema = Type.Object({
+  kind: Type.Enum(['cron', 'interval']),
+  cron: Nullable(Type.String()),
+  timezone: Type.String(),
+  intervalMs: Nullable(Type.Integer()),
+  startAt: Nullable(DateTime('First possible fire time.')),
+  endAt: Nullable(DateTime('Last possible fire time.')),
+  misfirePolicy: MisfirePolicySchema,
+  misfireMaxRuns: Type.Integer(),
+  overlapPolicy: OverlapPolicySchema,
+  paused: Type.Boolean(),
+})
+
+/** A job as returned (component `Job`). */
+export const JobSchema = Type.Object(
+  {
+    id: Uuid('Job id (UUIDv7, time-ordered).'),
+    tenant: Type.String(),
+    type: Type.String(),
+    queue: Type.String(),
+    priority: Type.Integer(),
+    payload: Type.Unknown(),
+    maxAttempts: Type.Integer(),
+    timeoutMs: Type.Integer(),
+    backoffBaseMs: Type.Integer(),
+    backoffMaxMs: Type.Integer(),
+    idempotencyKey: Nullable(Type.String()),
+    state: Type.Enum(['active', 'paused', 'cancelled'], { description: 'The definition\'s own state.' }),
+    status: JobStatusSchema,
+    executionStatus: Nullable(ExecutionStateSchema),
+    attempts: Type.Integer({ description: 'Attempts of the latest execution.' }),
+    createdAt: DateTime('When the job was accepted.'),
+    createdBy: Nullable(Type.String()),
+    schedule: Nullable(ScheduleSchema),
+    nextRunAt: Nullable(DateTime('When it runs next; null when nothing is due.')),
+    lastExecution: Nullable(ExecutionRef),
+  },
+  { $id: 'Job', description: 'A job with its status, next run and latest execution.' },
+)
+
+export type JobJson = Static<typeof JobSchema>
+
+/** Reference to the shared `Job` schema. */
+export const JobRef = Type.Unsafe<JobJson>(Type.Ref('Job'))
+
+/** A page of GET /v1/jobs. */
+export const JobPageSchema = Type.Object({
+  items: Type.Array(JobRef),
+  nextCursor: Nullable(Type.String({ description: 'Pass as `cursor` for the next page; null on the last page.' })),
+})
+
+/** The JSON body for a job. */
+export function jobToJson(job: Job): JobJson {
+  const last = job.lastExecution
+  return {
+    id: job.id,
+    tenant: job.tenant,
+    type: job.type,
+    queue: job.queue,
+    priority: job.priority,
+    payload: job.payload,
+    maxAttempts: job.maxAttempts,
+    timeoutMs: job.timeoutMs,
+    backoffBaseMs: job.backoffBaseMs,
+    backoffMaxMs: job.backoffMaxMs,
+    idempotencyKey: job.idempotencyKey,
+    state: job.state,
+    status: job.status,
+    executionStatus: last?.state ?? null,
+    attempts: last?.attempt ?? 0,
+    createdAt: job.createdAt.toISOString(),
+    createdBy: job.createdBy,
+    schedule: job.schedule
+      ? {
+          ...job.schedule,
+          startAt: job.schedule.startAt?.toISOString() ?? null,
+          endAt: job.schedule.endAt?.toISOString() ?? null,
+        }
+      : null,
+    nextRunAt: job.nextRunAt?.toISOString() ?? null,
+    lastExecution: last ? executionToJson(last) : null,
+  }
+}

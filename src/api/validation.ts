@@ -1,0 +1,148 @@
+/**
+ * Request validation against the route schemas. Bodies are checked as sent
+ * (no type coercion, no defaults); query strings, path parameters and
+ * headers arrive as text and are coerced. Unknown properties are rejected,
+ * never silently dropped (Fastify's default Ajv setup removes them).
+ * `validationDetails` turns Ajv errors into one ErrorDetail per problem,
+ * each naming its field; error-handler.ts sends them as a 400.
+ */
+import { Ajv, type ErrorObject } from 'ajv'
+import type { FastifySchemaCompiler } from 'fastify'
+import type { ErrorDetail } from '../errors.ts'
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i
+
+function createAjv(coerce: boolean): Ajv {
+  const ajv = new Ajv({
+    allErrors: true,
+    // Errors carry their schema, so a message can use its `x-expected` wording.
+    verbose: true,
+    coerceTypes: coerce ? 'array' : false,
+    useDefaults: coerce,
+    removeAdditional: false,
+    allowUnionTypes: true,
+  })
+  ajv.addFormat('uuid', UUID)
+  ajv.addFormat('date-time', DATE_TIME)
+  // Annotation only: how to word the error for a value that fails this schema.
+  ajv.addKeyword({ keyword: 'x-expected', schemaType: 'string' })
+  return ajv
+}
+
+/** A Fastify validator compiler: strict bodies, coerced text parts. */
+export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
+  const bodies = createAjv(false)
+  const texts = createAjv(true)
+  return ({ schema, httpPart }) => (httpPart === 'body' ? bodies : texts).compile(schema as object)
+}
+
+/** Keywords that rule a union branch out when they fail at the union's own value. */
+const SHAPE_KEYWORDS = new Set(['required', 'type', 'const', 'enum'])
+
+/**
+ * Keeps the errors worth reporting. For a failed `anyOf` (a union such as
+ * `schedule`), the branch the value was evidently meant for — the only one
+ * whose shape matches — reports its own errors (`schedule.cron must be a
+ * string`); when no single branch fits, the union reports one error.
+ */
+function selectErrors(errors: readonly ErrorObject[]): ErrorObject[] {
+  const unions = errors.filter((e) => e.keyword === 'anyOf')
+  const inside = (e: ErrorObject, union: ErrorObject) => e.schemaPath.startsWith(`${union.schemaPath}/`)
+  const outer = unions.filter((u) => !unions.some((other) => other !== u && inside(u, other)))
+  const kept = errors.filter((e) => !outer.some((u) => e === u || inside(e, u)))
+  for (const union of outer) {
+    const branches = new Map<string, ErrorObject[]>()
+    for (const e of errors) {
+      if (!inside(e, union)) continue
+      const branch = e.schemaPath.slice(union.schemaPath.length + 1).split('/')[0] ?? ''
+      branches.set(branch, [...(branches.get(branch) ?? []), e])
+    }
+    const branchCount = Array.isArray(union.schema) ? union.schema.length : branches.size
+    const viable: ErrorObject[][] = []
+    for (let i = 0; i < branchCount; i++) {
+      const errs = branches.get(String(i)) ?? []
+      if (!errs.some((e) => e.instancePath === union.instancePath && SHAPE_KEYWORDS.has(e.keyword))) viable.push(errs)
+    }
+    const only = viable.length === 1 ? viable[0] : undefined
+    if (only && only.length > 0) kept.push(...selectErrors(only))
+    else kept.push(union)
+  }
+  return kept
+}
+
+function pointerToPath(pointer: string): string {
+  return pointer
+    .split('/')
+    .slice(1)
+    .map((s) => s.replaceAll('~1', '/').replaceAll('~0', '~'))
+    .join('.')
+}
+
+const join = (path: string, name: string) => (path ? `${path}.${name}` : name)
+
+const TYPE_WORDS: Record<string, string> = {
+  object: 'a JSON object',
+  array: 'an array',
+  string: 'a string',
+  integer: 'an integer',
+  number: 'a number',
+  boolean: 'a boolean (true or false)',
+  null: 'null',
+}
+
+const FORMAT_WORDS: Record<string, string> = {
+  uuid: 'a UUID',
+  'date-time': 'an ISO-8601 date-time with a time zone',
+}
+
+/** How a request part is named in messages. */
+const PART = {
+  body: { root: 'request body', unknown: 'field', label: (p: string) => p },
+  querystring: { root: 'query string', unknown: 'query parameter', label: (p: string) => p },
+  params: { root: 'path', unknown: 'path parameter', label: (p: string) => p },
+  headers: { root: 'headers', unknown: 'header', label: (p: string) => `${p} header` },
+} as const
+
+/**
+ * One detail per problem, naming the field (`priority must be an integer
+ * from -1000 to 1000`, `unknown field "colour"`).
+ * @param part Fastify's validation context: body, querystring, params or headers.
+ */
+export function validationDetails(errors: readonly ErrorObject[], part: string): ErrorDetail[] {
+  const words = PART[part as keyof typeof PART] ?? PART.body
+  const details: ErrorDetail[] = []
+  for (const e of selectErrors(errors)) {
+    const path = pointerToPath(e.instancePath)
+    const label = path ? words.label(path) : words.root
+    const expected = (e.parentSchema as Record<string, unknown> | undefined)?.['x-expected']
+    const params = e.params as Record<string, unknown>
+    let detail: ErrorDetail
+    if (e.keyword === 'required') {
+      const field = join(path, String(params.missingProperty))
+      detail = { path: field, message: `${words.label(field)} is required` }
+    } else if (e.keyword === 'additionalProperties') {
+      const field = join(path, String(params.additionalProperty))
+      detail = { path: field, message: `unknown ${words.unknown} "${field}"` }
+    } else if (typeof expected === 'string') {
+      detail = { path, message: `${label} must be ${expected}` }
+    } else if (e.keyword === 'type') {
+      const types = String(params.type).split(',')
+      detail = { path, message: `${label} must be ${types.map((t) => TYPE_WORDS[t] ?? t).join(' or ')}` }
+    } else if (e.keyword === 'enum') {
+      const allowed = (params.allowedValues as unknown[]).map(String)
+      detail = { path, message: `${label} must be one of ${allowed.join(', ')}` }
+    } else if (e.keyword === 'format') {
+      detail = { path, message: `${label} must be ${FORMAT_WORDS[String(params.format)] ?? `in format ${String(params.format)}`}` }
+    } else if (e.keyword === 'minimum' || e.keyword === 'maximum') {
+      detail = { path, message: `${label} must be at ${e.keyword === 'minimum' ? 'least' : 'most'} ${String(params.limit)}` }
+    } else if (e.keyword === 'minLength' || e.keyword === 'maxLength') {
+      const n = Number(params.limit)
+      detail = { path, message: `${label} must be at ${e.keyword === 'minLength' ? 'least' : 'most'} ${n} character${n === 1 ? '' : 's'} long` }
+    } else {
+      detail = { path, message: `${label} ${e.message ?? 'is invalid'}` }
+    }
+    if (!details.some((d) => d.message === detail.message)) details.push(detail)
+  }
+  return details
+}

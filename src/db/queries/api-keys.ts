@@ -1,0 +1,93 @@
+/**
+ * SQL for API keys. Only the SHA-256 of a key is stored (`key_hash`, 32
+ * bytes) plus a short display prefix; the key itself never reaches the
+ * database. Revoking keeps the row (and its tenant) for the audit trail.
+ */
+import type { Kysely, Selectable } from 'kysely'
+import type { ApiKeysTable, DB } from '../schema.ts'
+
+/** An API key as listed: everything but the hash. */
+export interface ApiKey {
+  id: string
+  tenant: string
+  name: string | null
+  /** First characters of the key, enough to recognise it, not to use it. */
+  keyPrefix: string
+  createdAt: Date
+  revokedAt: Date | null
+}
+
+function toApiKey(row: Pick<Selectable<ApiKeysTable>, 'id' | 'tenant' | 'name' | 'key_prefix' | 'created_at' | 'revoked_at'>): ApiKey {
+  return {
+    id: row.id,
+    tenant: row.tenant,
+    name: row.name,
+    keyPrefix: row.key_prefix,
+    createdAt: row.created_at,
+    revokedAt: row.revoked_at,
+  }
+}
+
+const COLUMNS = ['id', 'tenant', 'name', 'key_prefix', 'created_at', 'revoked_at'] as const
+
+export interface ApiKeyInsertParams {
+  tenant: string
+  name: string | null
+  keyPrefix: string
+  /** SHA-256 of the key (32 bytes). */
+  keyHash: Buffer
+}
+
+/** Stores a new key's hash. */
+export async function apiKeyInsert(db: Kysely<DB>, params: ApiKeyInsertParams): Promise<ApiKey> {
+  const row = await db
+    .insertInto('pgsched.api_keys')
+    .values({ tenant: params.tenant, name: params.name, key_prefix: params.keyPrefix, key_hash: params.keyHash })
+    .returning(COLUMNS)
+    .executeTakeFirstOrThrow()
+  return toApiKey(row)
+}
+
+export interface ApiKeyFindByHashParams {
+  keyHash: Buffer
+}
+
+/** The key with this hash, revoked or not; undefined when there is none. */
+export async function apiKeyFindByHash(db: Kysely<DB>, params: ApiKeyFindByHashParams): Promise<ApiKey | undefined> {
+  const row = await db.selectFrom('pgsched.api_keys').select(COLUMNS).where('key_hash', '=', params.keyHash).executeTakeFirst()
+  return row ? toApiKey(row) : undefined
+}
+
+export interface ApiKeyListParams {
+  /** Only this tenant's keys. */
+  tenant?: string
+  /** Include revoked keys (default true). */
+  includeRevoked?: boolean
+}
+
+/** Keys, oldest first. */
+export async function apiKeyList(db: Kysely<DB>, params: ApiKeyListParams = {}): Promise<ApiKey[]> {
+  let q = db.selectFrom('pgsched.api_keys').select(COLUMNS)
+  if (params.tenant !== undefined) q = q.where('tenant', '=', params.tenant)
+  if (params.includeRevoked === false) q = q.where('revoked_at', 'is', null)
+  const rows = await q.orderBy('created_at').orderBy('id').execute()
+  return rows.map(toApiKey)
+}
+
+export interface ApiKeyRevokeParams {
+  id: string
+}
+
+/**
+ * Revokes a key; revoking it again keeps the first revocation time.
+ * Returns the key, or undefined when there is no such key.
+ */
+export async function apiKeyRevoke(db: Kysely<DB>, params: ApiKeyRevokeParams): Promise<ApiKey | undefined> {
+  const row = await db
+    .updateTable('pgsched.api_keys')
+    .set((eb) => ({ revoked_at: eb.fn.coalesce('revoked_at', eb.fn<Date>('now', [])) }))
+    .where('id', '=', params.id)
+    .returning(COLUMNS)
+    .executeTakeFirst()
+  return row ? toApiKey(row) : undefined
+}

@@ -1,0 +1,32 @@
+/**
+ * SQL for operations endpoints: a liveness ping and the queue depth gauge
+ * (how many executions wait or run, per queue). Both stay cheap at scale:
+ * the depth counts only pending and running rows, which the partial indexes
+ * `executions_claim_idx` and `executions_lease_idx` cover.
+ */
+import { sql, type Kysely } from 'kysely'
+import type { DB } from '../schema.ts'
+
+/** Resolves when the database answers a trivial query. */
+export async function databasePing(db: Kysely<DB>): Promise<void> {
+  await sql`select 1`.execute(db)
+}
+
+export interface QueueDepth {
+  queue: string
+  state: 'pending' | 'running'
+  count: number
+}
+
+/** Executions per queue in the states that make up a queue's depth. */
+export async function executionCountByQueue(db: Kysely<DB>): Promise<QueueDepth[]> {
+  const result = await sql<{ queue: string; state: 'pending' | 'running'; count: number }>`
+    select queue,
+           state,
+           count(*)::float8 as count   -- a gauge value; float8 cannot overflow like int4
+      from pgsched.executions
+     where state in ('pending', 'running')
+     group by queue, state
+  `.execute(db)
+  return result.rows
+}

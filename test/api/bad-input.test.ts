@@ -1,0 +1,245 @@
+import { describe, expect, it } from 'vitest'
+import { sql } from 'kysely'
+import { useTestDb } from '../db.ts'
+import { useTestApi } from './helpers.ts'
+
+const t = useTestDb()
+const api = useTestApi(t)
+
+const JSON_TYPE = { 'content-type': 'application/json' }
+const EVERY_RANGE = 'schedule.every must be an ISO-8601 duration (PT5M, P1D; no years or months) or milliseconds, from 1 second to 366 days'
+const TYPE_RULE = 'type must be 1-128 characters: letters, digits and _ . : / - (not first)'
+const ONE_SCHEDULE = 'schedule must be exactly one of {at}, {cron, timezone?} or {every}'
+const AT_FORMAT = 'schedule.at must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z'
+const LIMIT_RULE = 'limit must be an integer from 1 to 500'
+
+interface Case {
+  name: string
+  method?: 'GET' | 'POST'
+  /** Default /v1/jobs; `{job}` is replaced by an existing one-time job's id. */
+  url?: string
+  /** An object is sent as JSON; a string is sent as is. */
+  body?: unknown
+  headers?: Record<string, string>
+  status: number
+  /** The exact message, or a pattern for messages that quote a parser. */
+  message: string | RegExp
+  /** The field named in details, when the reply has details. */
+  path?: string
+}
+
+const cases: Case[] = [
+  { name: 'missing type', body: {}, status: 400, message: 'type is required', path: 'type' },
+  { name: 'type not a string', body: { type: 5 }, status: 400, message: 'type must be a string', path: 'type' },
+  { name: 'type with a space', body: { type: 'send email' }, status: 400, message: TYPE_RULE, path: 'type' },
+  { name: 'type too long', body: { type: 'x'.repeat(129) }, status: 400, message: TYPE_RULE, path: 'type' },
+  { name: 'unknown field', body: { type: 'x', colour: 'red' }, status: 400, message: 'unknown field "colour"', path: 'colour' },
+  {
+    name: 'unknown field inside schedule',
+    body: { type: 'x', schedule: { cron: '* * * * *', tz: 'UTC' } },
+    status: 400,
+    message: 'unknown field "schedule.tz"',
+    path: 'schedule.tz',
+  },
+  { name: 'priority above range', body: { type: 'x', priority: 5000 }, status: 400, message: 'priority must be an integer from -1000 to 1000', path: 'priority' },
+  { name: 'priority below range', body: { type: 'x', priority: -1001 }, status: 400, message: 'priority must be an integer from -1000 to 1000', path: 'priority' },
+  { name: 'priority not an integer', body: { type: 'x', priority: 1.5 }, status: 400, message: 'priority must be an integer from -1000 to 1000', path: 'priority' },
+  { name: 'priority as a string (no coercion)', body: { type: 'x', priority: '5' }, status: 400, message: 'priority must be an integer from -1000 to 1000', path: 'priority' },
+  { name: 'queue not a string', body: { type: 'x', queue: 5 }, status: 400, message: 'queue must be a string', path: 'queue' },
+  {
+    name: 'queue with a bad first character',
+    body: { type: 'x', queue: '-mail' },
+    status: 400,
+    message: 'queue must be 1-64 characters: letters, digits and _ . : / - (not first)',
+    path: 'queue',
+  },
+  {
+    name: 'cron with too few fields',
+    body: { type: 'x', schedule: { cron: '* * *' } },
+    status: 400,
+    message: 'cron expression "* * *" must have 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, got 3',
+    path: 'schedule.cron',
+  },
+  {
+    name: 'cron with an impossible value',
+    body: { type: 'x', schedule: { cron: '61 * * * *' } },
+    status: 400,
+    message: /^cron expression "61 \* \* \* \*" is invalid: /,
+    path: 'schedule.cron',
+  },
+  { name: 'cron not a string', body: { type: 'x', schedule: { cron: 5 } }, status: 400, message: 'schedule.cron must be a string', path: 'schedule.cron' },
+  {
+    name: 'unknown time zone',
+    body: { type: 'x', schedule: { cron: '0 9 * * *', timezone: 'Mars/Olympus' } },
+    status: 400,
+    message: 'schedule.timezone "Mars/Olympus" is not a known IANA time zone (such as Europe/Berlin)',
+    path: 'schedule.timezone',
+  },
+  { name: 'instant without T', body: { type: 'x', schedule: { at: '2030-01-01 09:00' } }, status: 400, message: AT_FORMAT, path: 'schedule.at' },
+  { name: 'instant without a time zone', body: { type: 'x', schedule: { at: '2030-01-01T09:00:00' } }, status: 400, message: AT_FORMAT, path: 'schedule.at' },
+  { name: 'instant as a number', body: { type: 'x', schedule: { at: 1893488400000 } }, status: 400, message: 'schedule.at must be a string', path: 'schedule.at' },
+  { name: 'two schedule forms', body: { type: 'x', schedule: { at: '2030-01-01T09:00:00Z', cron: '* * * * *' } }, status: 400, message: ONE_SCHEDULE, path: 'schedule' },
+  { name: 'empty schedule', body: { type: 'x', schedule: {} }, status: 400, message: ONE_SCHEDULE, path: 'schedule' },
+  { name: 'schedule as a string', body: { type: 'x', schedule: 'tomorrow' }, status: 400, message: ONE_SCHEDULE, path: 'schedule' },
+  { name: 'interval under a second', body: { type: 'x', schedule: { every: 500 } }, status: 400, message: EVERY_RANGE, path: 'schedule.every' },
+  { name: 'interval in months', body: { type: 'x', schedule: { every: 'P1M' } }, status: 400, message: EVERY_RANGE, path: 'schedule.every' },
+  {
+    name: 'interval as a fraction',
+    body: { type: 'x', schedule: { every: 1.5 } },
+    status: 400,
+    message: 'schedule.every must be an ISO-8601 duration (PT5M) or a number of milliseconds',
+    path: 'schedule.every',
+  },
+  { name: 'maxAttempts zero', body: { type: 'x', maxAttempts: 0 }, status: 400, message: 'maxAttempts must be an integer from 1 to 1000', path: 'maxAttempts' },
+  { name: 'timeoutMs negative', body: { type: 'x', timeoutMs: -1 }, status: 400, message: 'timeoutMs must be an integer from 1 to 86400000', path: 'timeoutMs' },
+  {
+    name: 'empty idempotency key',
+    body: { type: 'x', idempotencyKey: '' },
+    status: 400,
+    message: 'idempotencyKey must be a string of 1 to 255 characters',
+    path: 'idempotencyKey',
+  },
+  {
+    name: 'Idempotency-Key header too long',
+    body: { type: 'x' },
+    headers: { 'idempotency-key': 'k'.repeat(256) },
+    status: 400,
+    message: 'idempotency-key header must be a string of 1 to 255 characters',
+    path: 'idempotency-key',
+  },
+  {
+    name: 'Idempotency-Key header and body disagree',
+    body: { type: 'x', idempotencyKey: 'a' },
+    headers: { 'idempotency-key': 'b' },
+    status: 400,
+    message: 'Idempotency-Key header and body idempotencyKey differ; send one of them',
+    path: 'idempotencyKey',
+  },
+  {
+    name: 'unknown misfire policy',
+    body: { type: 'x', schedule: { every: 'PT1M' }, misfirePolicy: 'sometimes' },
+    status: 400,
+    message: 'misfirePolicy must be one of fire_once, skip, fire_all',
+    path: 'misfirePolicy',
+  },
+  {
+    name: 'startAt on a one-time job',
+    body: { type: 'x', startAt: '2030-01-01T00:00:00Z' },
+    status: 400,
+    message: 'startAt and endAt apply only to recurring schedules ({cron} or {every})',
+    path: 'startAt',
+  },
+  {
+    name: 'payload with a NUL character',
+    body: { type: 'x', payload: { text: 'a\u0000b' } },
+    status: 400,
+    message: 'payload must not contain NUL characters (\\u0000)',
+    path: 'payload',
+  },
+  {
+    name: 'several problems at once',
+    body: { type: 5, priority: 'high' },
+    status: 400,
+    message: 'type must be a string; priority must be an integer from -1000 to 1000',
+  },
+  { name: 'body is an array', body: '[]', headers: JSON_TYPE, status: 400, message: 'request body must be a JSON object', path: '' },
+  { name: 'body is null', body: 'null', headers: JSON_TYPE, status: 400, message: 'request body must be a JSON object', path: '' },
+  { name: 'empty JSON body', body: '', headers: JSON_TYPE, status: 400, message: 'request body must be a JSON object', path: '' },
+  { name: 'malformed JSON', body: '{"type": "x",', headers: JSON_TYPE, status: 400, message: /^request body is not valid JSON: / },
+  { name: 'single-quoted JSON', body: "{'type': 'x'}", headers: JSON_TYPE, status: 400, message: /^request body is not valid JSON: / },
+  {
+    name: '__proto__ key',
+    body: '{"type": "x", "payload": {"__proto__": {"admin": true}}}',
+    headers: JSON_TYPE,
+    status: 400,
+    message: 'request body must not contain the key "__proto__"',
+  },
+  { name: 'text/plain body', body: 'type=x', headers: { 'content-type': 'text/plain' }, status: 415, message: 'Content-Type "text/plain" is not supported; send application/json' },
+  {
+    name: 'form-encoded body',
+    body: 'type=x',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    status: 415,
+    message: 'Content-Type "application/x-www-form-urlencoded" is not supported; send application/json',
+  },
+  {
+    name: 'body over 1 MiB',
+    body: JSON.stringify({ type: 'x', payload: { blob: 'x'.repeat(1_100_000) } }),
+    headers: JSON_TYPE,
+    status: 413,
+    message: 'request body is larger than the limit of 1048576 bytes',
+  },
+  { name: 'malformed job id', method: 'GET', url: '/v1/jobs/12345', status: 400, message: 'id must be a UUID', path: 'id' },
+  { name: 'malformed id on cancel', method: 'POST', url: '/v1/jobs/not-a-uuid/cancel', status: 400, message: 'id must be a UUID', path: 'id' },
+  { name: 'malformed execution id', method: 'GET', url: '/v1/executions/xyz/output', status: 400, message: 'id must be a UUID', path: 'id' },
+  { name: 'malformed URL encoding', method: 'GET', url: '/v1/jobs/%zz', status: 400, message: 'URL is malformed: /v1/jobs/%zz' },
+  { name: 'limit zero', method: 'GET', url: '/v1/jobs?limit=0', status: 400, message: LIMIT_RULE, path: 'limit' },
+  { name: 'limit too large', method: 'GET', url: '/v1/jobs?limit=501', status: 400, message: LIMIT_RULE, path: 'limit' },
+  { name: 'limit not a number', method: 'GET', url: '/v1/jobs?limit=ten', status: 400, message: LIMIT_RULE, path: 'limit' },
+  { name: 'history limit too large', method: 'GET', url: '/v1/jobs/{job}/executions?limit=1000', status: 400, message: LIMIT_RULE, path: 'limit' },
+  {
+    name: 'unknown status filter',
+    method: 'GET',
+    url: '/v1/jobs?status=DONE',
+    status: 400,
+    message: 'status must be one of NOT_STARTED, STARTED, COMPLETED, FAILED, CANCELLED, PAUSED',
+    path: 'status',
+  },
+  { name: 'unknown query parameter', method: 'GET', url: '/v1/jobs?sort=asc', status: 400, message: 'unknown query parameter "sort"', path: 'sort' },
+  { name: 'empty type filter', method: 'GET', url: '/v1/jobs?type=', status: 400, message: 'type must be a string of 1 to 128 characters', path: 'type' },
+  {
+    name: 'forged cursor',
+    method: 'GET',
+    url: '/v1/jobs?cursor=Zm9yZ2Vk',
+    status: 400,
+    message: 'cursor is invalid; pass nextCursor from the previous page',
+    path: 'cursor',
+  },
+  { name: 'unknown job', method: 'GET', url: '/v1/jobs/01900000-0000-7000-8000-000000000000', status: 404, message: 'job 01900000-0000-7000-8000-000000000000 not found' },
+  {
+    name: 'pausing a one-time job',
+    method: 'POST',
+    url: '/v1/jobs/{job}/pause',
+    status: 409,
+    message: /^job [0-9a-f-]{36} is not recurring; only recurring jobs can be paused or resumed$/,
+  },
+  { name: 'unknown route', method: 'GET', url: '/v1/nothing', status: 404, message: 'no route GET /v1/nothing' },
+  { name: 'wrong method', method: 'GET', url: '/v1/jobs/{job}/cancel', status: 404, message: /^no route GET \/v1\/jobs\/[0-9a-f-]{36}\/cancel$/ },
+]
+
+async function snapshot() {
+  const rows = await sql<{ t: string; n: string }>`
+    select 'jobs' as t, count(*)::text as n from pgsched.jobs
+    union all select 'executions', count(*)::text from pgsched.executions
+    union all select 'triggers', count(*)::text from pgsched.triggers
+    union all select 'keys', count(*)::text from pgsched.job_idempotency_keys
+    union all select 'job states', string_agg(id::text || state, ',' order by id) from pgsched.jobs
+  `.execute(t.db)
+  return rows.rows
+}
+
+describe('bad input', () => {
+  it(`answers each of ${cases.length} malformed requests with its exact 4xx and a message naming the problem, changing nothing`, async () => {
+    expect(cases.length).toBeGreaterThanOrEqual(30)
+    const key = await api.keyFor('acme')
+    const existing = (await api.call(key, 'POST', '/v1/jobs', { type: 'existing' })).json().id as string
+    const before = await snapshot()
+    const failures: string[] = []
+    for (const c of cases) {
+      const body = c.body === undefined ? undefined : typeof c.body === 'string' ? c.body : JSON.stringify(c.body)
+      const headers = { ...(typeof c.body === 'object' ? JSON_TYPE : {}), ...c.headers }
+      const url = (c.url ?? '/v1/jobs').replace('{job}', existing)
+      const res = await api.call(key, c.method ?? 'POST', url, body, headers)
+      const reply = res.json() as { statusCode: number; error: string; message: string; details?: Array<{ path: string; message: string }> }
+      const problems: string[] = []
+      if (res.statusCode !== c.status) problems.push(`status ${res.statusCode}, expected ${c.status}`)
+      if (reply.statusCode !== res.statusCode || typeof reply.error !== 'string') problems.push('error shape')
+      const messageOk = typeof c.message === 'string' ? reply.message === c.message : c.message.test(reply.message)
+      if (!messageOk) problems.push(`message ${JSON.stringify(reply.message)}`)
+      if (c.path !== undefined && !reply.details?.some((d) => d.path === c.path)) problems.push(`details ${JSON.stringify(reply.details)}`)
+      if (problems.length > 0) failures.push(`${c.name}: ${problems.join('; ')}`)
+    }
+    expect(failures).toEqual([])
+    expect(await snapshot()).toEqual(before)
+  })
+})

@@ -1,0 +1,273 @@
+import { mkdtemp, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { describe, expect, it } from 'vitest'
+import { useTestDb } from '../db.ts'
+import { useTestApi } from './helpers.ts'
+
+const t = useTestDb()
+const api = useTestApi(t)
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+describe('POST /v1/jobs → GET /v1/jobs/{id} → GET /v1/jobs', () => {
+  it('accepts a job due now with 202 and Location while it has not started, then views and lists it', async () => {
+    const key = await api.keyFor('acme')
+    const res = await api.call(key, 'POST', '/v1/jobs', { type: 'email.send', payload: { to: 'a@b.c' }, priority: 7, queue: 'mail' })
+    expect(res.statusCode).toBe(202)
+    const job = res.json()
+    expect(job.id).toMatch(UUID)
+    expect(res.headers.location).toBe(`/v1/jobs/${job.id}`)
+    expect(job).toMatchObject({
+      tenant: 'acme',
+      type: 'email.send',
+      queue: 'mail',
+      priority: 7,
+      payload: { to: 'a@b.c' },
+      status: 'NOT_STARTED',
+      executionStatus: 'pending',
+      attempts: 0,
+      schedule: null,
+      lastExecution: { state: 'pending', attempt: 0, result: null, error: null, outputUrl: null },
+    })
+    // Committed before the reply: the row is there for any other connection.
+    const row = await t.db.selectFrom('pgsched.jobs').select(['id', 'tenant']).where('id', '=', job.id).executeTakeFirst()
+    expect(row).toEqual({ id: job.id, tenant: 'acme' })
+
+    const view = await api.call(key, 'GET', res.headers.location as string)
+    expect(view.statusCode).toBe(200)
+    expect(view.json()).toEqual(job)
+    expect(new Date(view.json().nextRunAt).toISOString()).toBe(view.json().nextRunAt)
+
+    const list = await api.call(key, 'GET', '/v1/jobs')
+    expect(list.statusCode).toBe(200)
+    expect(list.json()).toEqual({ items: [job], nextCursor: null })
+  })
+
+  it('stores a delayed job with its run time as nextRunAt', async () => {
+    const key = await api.keyFor('acme')
+    const res = await api.call(key, 'POST', '/v1/jobs', { type: 'report', schedule: { at: '2031-05-01T11:00:00+02:00' } })
+    expect(res.statusCode).toBe(202)
+    expect(res.json()).toMatchObject({ status: 'NOT_STARTED', nextRunAt: '2031-05-01T09:00:00.000Z', lastExecution: { runAt: '2031-05-01T09:00:00.000Z' } })
+    const view = await api.call(key, 'GET', `/v1/jobs/${res.json().id}`)
+    expect(view.json()).toMatchObject({ status: 'NOT_STARTED', executionStatus: 'pending', nextRunAt: '2031-05-01T09:00:00.000Z' })
+  })
+
+  it('stores cron and interval jobs as recurring, with no execution yet', async () => {
+    const key = await api.keyFor('acme')
+    const cron = await api.call(key, 'POST', '/v1/jobs', { type: 'digest', schedule: { cron: '0 9 * * *', timezone: 'Europe/Berlin' } })
+    expect(cron.statusCode).toBe(202)
+    expect(cron.json()).toMatchObject({
+      status: 'NOT_STARTED',
+      executionStatus: null,
+      attempts: 0,
+      lastExecution: null,
+      schedule: { kind: 'cron', cron: '0 9 * * *', timezone: 'Europe/Berlin', paused: false, misfirePolicy: 'fire_once' },
+    })
+    const next = new Date(cron.json().nextRunAt)
+    expect(next.getTime()).toBeGreaterThan(Date.now())
+    expect(new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/Berlin', hour: '2-digit', minute: '2-digit' }).format(next)).toBe('09:00')
+
+    const every = await api.call(key, 'POST', '/v1/jobs', { type: 'poll', schedule: { every: 'PT5M' } })
+    expect(every.json()).toMatchObject({ schedule: { kind: 'interval', intervalMs: 300_000 }, status: 'NOT_STARTED' })
+    const everyMs = await api.call(key, 'POST', '/v1/jobs', { type: 'poll', schedule: { every: 60_000 } })
+    expect(everyMs.json()).toMatchObject({ schedule: { kind: 'interval', intervalMs: 60_000 } })
+
+    const view = await api.call(key, 'GET', `/v1/jobs/${cron.json().id}`)
+    expect(view.json()).toEqual(cron.json())
+    const listed = await api.call(key, 'GET', '/v1/jobs?type=digest')
+    expect(listed.json().items.map((j: { id: string }) => j.id)).toEqual([cron.json().id])
+  })
+
+  it('accepts application/json with a charset parameter', async () => {
+    const key = await api.keyFor('acme')
+    const res = await api.call(key, 'POST', '/v1/jobs', JSON.stringify({ type: 'x' }), { 'content-type': 'application/json; charset=utf-8' })
+    expect(res.statusCode).toBe(202)
+  })
+
+  it('filters the list by status, type and queue', async () => {
+    const key = await api.keyFor('acme')
+    const a = (await api.call(key, 'POST', '/v1/jobs', { type: 'a', queue: 'q1' })).json()
+    const b = (await api.call(key, 'POST', '/v1/jobs', { type: 'b', queue: 'q2' })).json()
+    await api.call(key, 'POST', `/v1/jobs/${b.id}/cancel`)
+    const ids = async (query: string) => (await api.call(key, 'GET', `/v1/jobs?${query}`)).json().items.map((j: { id: string }) => j.id)
+    expect(await ids('status=NOT_STARTED')).toEqual([a.id])
+    expect(await ids('status=CANCELLED')).toEqual([b.id])
+    expect(await ids('status=COMPLETED')).toEqual([])
+    expect(await ids('type=b')).toEqual([b.id])
+    expect(await ids('queue=q1')).toEqual([a.id])
+    expect(await ids('queue=q1&type=b')).toEqual([])
+    expect(await ids('limit=1')).toEqual([b.id])
+  })
+})
+
+describe('idempotency', () => {
+  it('returns the same job with 200 for the same key and body, and 409 for another body', async () => {
+    const key = await api.keyFor('acme')
+    const body = { type: 'charge', payload: { cents: 100 }, idempotencyKey: 'order-1' }
+    const first = await api.call(key, 'POST', '/v1/jobs', body)
+    expect(first.statusCode).toBe(202)
+    const again = await api.call(key, 'POST', '/v1/jobs', body)
+    expect(again.statusCode).toBe(200)
+    expect(again.json().id).toBe(first.json().id)
+    expect(again.headers.location).toBe(`/v1/jobs/${first.json().id}`)
+    const other = await api.call(key, 'POST', '/v1/jobs', { ...body, payload: { cents: 200 } })
+    expect(other.statusCode).toBe(409)
+    expect(other.json()).toEqual({
+      statusCode: 409,
+      error: 'Conflict',
+      message: 'idempotency key "order-1" was already used for a different job request',
+    })
+    expect(await t.db.selectFrom('pgsched.jobs').select('id').execute()).toHaveLength(1)
+  })
+
+  it('takes the key from the Idempotency-Key header, equal to the same key in the body', async () => {
+    const key = await api.keyFor('acme')
+    const first = await api.call(key, 'POST', '/v1/jobs', { type: 'charge' }, { 'idempotency-key': 'h-1' })
+    expect(first.statusCode).toBe(202)
+    expect(first.json().idempotencyKey).toBe('h-1')
+    const viaHeader = await api.call(key, 'POST', '/v1/jobs', { type: 'charge' }, { 'idempotency-key': 'h-1' })
+    const viaBody = await api.call(key, 'POST', '/v1/jobs', { type: 'charge', idempotencyKey: 'h-1' })
+    expect([viaHeader.statusCode, viaBody.statusCode]).toEqual([200, 200])
+    expect(viaBody.json().id).toBe(first.json().id)
+    const conflict = await api.call(key, 'POST', '/v1/jobs', { type: 'refund' }, { 'idempotency-key': 'h-1' })
+    expect(conflict.statusCode).toBe(409)
+  })
+
+  it('scopes keys to the tenant', async () => {
+    const [acme, globex] = [await api.keyFor('acme'), await api.keyFor('globex')]
+    const a = await api.call(acme, 'POST', '/v1/jobs', { type: 'x', idempotencyKey: 'k' })
+    const g = await api.call(globex, 'POST', '/v1/jobs', { type: 'x', idempotencyKey: 'k' })
+    expect([a.statusCode, g.statusCode]).toEqual([202, 202])
+    expect(g.json().id).not.toBe(a.json().id)
+  })
+})
+
+describe('job control', () => {
+  it('cancels a pending job and its execution', async () => {
+    const key = await api.keyFor('acme')
+    const job = (await api.call(key, 'POST', '/v1/jobs', { type: 'x', schedule: { at: '2035-01-01T00:00:00Z' } })).json()
+    const res = await api.call(key, 'POST', `/v1/jobs/${job.id}/cancel`)
+    expect(res.statusCode).toBe(200)
+    expect(res.json()).toMatchObject({ id: job.id, status: 'CANCELLED', state: 'cancelled', executionStatus: 'cancelled', nextRunAt: null })
+    // Cancelling again is harmless.
+    expect((await api.call(key, 'POST', `/v1/jobs/${job.id}/cancel`)).statusCode).toBe(200)
+  })
+
+  it('accepts a control call with Content-Type: application/json and an empty body', async () => {
+    const key = await api.keyFor('acme')
+    const job = (await api.call(key, 'POST', '/v1/jobs', { type: 'x' })).json()
+    const res = await api.call(key, 'POST', `/v1/jobs/${job.id}/cancel`, '', { 'content-type': 'application/json' })
+    expect(res.statusCode).toBe(200)
+  })
+
+  it('pauses and resumes a recurring job; 409 for a one-time job', async () => {
+    const key = await api.keyFor('acme')
+    const job = (await api.call(key, 'POST', '/v1/jobs', { type: 'x', schedule: { every: 'PT1M' } })).json()
+    const paused = await api.call(key, 'POST', `/v1/jobs/${job.id}/pause`)
+    expect(paused.statusCode).toBe(200)
+    expect(paused.json()).toMatchObject({ status: 'PAUSED', schedule: { paused: true }, nextRunAt: null })
+    expect((await api.call(key, 'GET', '/v1/jobs?status=PAUSED')).json().items).toHaveLength(1)
+    const resumed = await api.call(key, 'POST', `/v1/jobs/${job.id}/resume`)
+    expect(resumed.json()).toMatchObject({ status: 'NOT_STARTED', schedule: { paused: false } })
+    expect(resumed.json().nextRunAt).not.toBeNull()
+
+    const once = (await api.call(key, 'POST', '/v1/jobs', { type: 'x' })).json()
+    const refused = await api.call(key, 'POST', `/v1/jobs/${once.id}/pause`)
+    expect(refused.statusCode).toBe(409)
+    expect(refused.json().message).toBe(`job ${once.id} is not recurring; only recurring jobs can be paused or resumed`)
+  })
+
+  it('refuses to cancel a job that already finished', async () => {
+    const key = await api.keyFor('acme')
+    const job = (await api.call(key, 'POST', '/v1/jobs', { type: 'x' })).json()
+    await t.db
+      .updateTable('pgsched.executions')
+      .set({ state: 'succeeded', attempt: 1, started_at: new Date(), finished_at: new Date(), result: '{"ok":true}' })
+      .where('job_id', '=', job.id)
+      .execute()
+    const view = (await api.call(key, 'GET', `/v1/jobs/${job.id}`)).json()
+    expect(view).toMatchObject({ status: 'COMPLETED', executionStatus: 'succeeded', attempts: 1, lastExecution: { result: { ok: true } } })
+    const res = await api.call(key, 'POST', `/v1/jobs/${job.id}/cancel`)
+    expect(res.statusCode).toBe(409)
+    expect(res.json().message).toContain('has already finished (COMPLETED)')
+  })
+})
+
+describe('GET /v1/jobs/{id}/executions and /v1/executions/{id}/output', () => {
+  it('pages a job\'s executions, latest fire time first', async () => {
+    const key = await api.keyFor('acme')
+    const job = (await api.call(key, 'POST', '/v1/jobs', { type: 'x', schedule: { every: 'PT1M' } })).json()
+    const times = ['2030-01-01T00:00:00Z', '2030-01-01T00:01:00Z', '2030-01-01T00:02:00Z']
+    await t.db
+      .insertInto('pgsched.executions')
+      .values(times.map((at) => ({ job_id: job.id, queue: 'default', type: 'x', priority: 0, scheduled_for: at, run_at: at, max_attempts: 5, timeout_ms: 1000 })))
+      .execute()
+    const first = await api.call(key, 'GET', `/v1/jobs/${job.id}/executions?limit=2`)
+    expect(first.statusCode).toBe(200)
+    expect(first.json().items.map((e: { scheduledFor: string }) => e.scheduledFor)).toEqual(['2030-01-01T00:02:00.000Z', '2030-01-01T00:01:00.000Z'])
+    expect(first.json().items[0]).toMatchObject({ jobId: job.id, state: 'pending', attempt: 0, maxAttempts: 5 })
+    const second = await api.call(key, 'GET', `/v1/jobs/${job.id}/executions?limit=2&cursor=${first.json().nextCursor}`)
+    expect(second.json().items.map((e: { scheduledFor: string }) => e.scheduledFor)).toEqual(['2030-01-01T00:00:00.000Z'])
+    expect(second.json().nextCursor).toBeNull()
+  })
+
+  it('streams the stored output of an execution, and 404s when there is none', async () => {
+    const key = await api.keyFor('acme')
+    const job = (await api.call(key, 'POST', '/v1/jobs', { type: 'x' })).json()
+    const executionId = job.lastExecution.id as string
+    const none = await api.call(key, 'GET', `/v1/executions/${executionId}/output`)
+    expect(none.statusCode).toBe(404)
+    expect(none.json().message).toBe(`execution ${executionId} has no stored output`)
+
+    const dir = await mkdtemp(join(tmpdir(), 'pgsched-output-'))
+    const file = join(dir, `${executionId}.1.log`)
+    const text = 'line one\nline two\n'.repeat(10_000)
+    await writeFile(file, text)
+    await t.db.updateTable('pgsched.executions').set({ output_uri: pathToFileURL(file).href }).where('id', '=', executionId).execute()
+    const out = await api.call(key, 'GET', `/v1/executions/${executionId}/output`)
+    expect(out.statusCode).toBe(200)
+    expect(out.headers['content-type']).toBe('text/plain; charset=utf-8')
+    expect(out.body).toBe(text)
+    const view = (await api.call(key, 'GET', `/v1/jobs/${job.id}`)).json()
+    expect(view.lastExecution.outputUrl).toBe(`/v1/executions/${executionId}/output`)
+
+    await t.db.updateTable('pgsched.executions').set({ output_uri: pathToFileURL(join(dir, 'pruned.log')).href }).where('id', '=', executionId).execute()
+    const gone = await api.call(key, 'GET', `/v1/executions/${executionId}/output`)
+    expect(gone.statusCode).toBe(404)
+    expect(gone.json().message).toBe(`output of execution ${executionId} is no longer stored`)
+  })
+})
+
+describe('tenant isolation', () => {
+  it('answers 404 to another tenant and never lists its jobs', async () => {
+    const [acme, globex] = [await api.keyFor('acme'), await api.keyFor('globex')]
+    const job = (await api.call(acme, 'POST', '/v1/jobs', { type: 'secret', schedule: { every: 'PT1H' } })).json()
+    const once = (await api.call(acme, 'POST', '/v1/jobs', { type: 'secret' })).json()
+    for (const [method, url] of [
+      ['GET', `/v1/jobs/${job.id}`],
+      ['GET', `/v1/jobs/${job.id}/executions`],
+      ['POST', `/v1/jobs/${job.id}/cancel`],
+      ['POST', `/v1/jobs/${job.id}/pause`],
+      ['POST', `/v1/jobs/${job.id}/resume`],
+      ['GET', `/v1/executions/${once.lastExecution.id}/output`],
+    ] as const) {
+      const res = await api.call(globex, method, url)
+      expect(res.statusCode, `${method} ${url}`).toBe(404)
+      expect(res.json().message).toMatch(/^(job|execution) [0-9a-f-]{36} not found$/)
+    }
+    expect((await api.call(globex, 'GET', '/v1/jobs')).json()).toEqual({ items: [], nextCursor: null })
+    expect((await api.call(globex, 'GET', '/v1/jobs?type=secret&status=NOT_STARTED')).json().items).toEqual([])
+    // Untouched: still active for its owner.
+    expect((await api.call(acme, 'GET', `/v1/jobs/${job.id}`)).json()).toMatchObject({ status: 'NOT_STARTED', state: 'active' })
+    expect((await api.call(acme, 'GET', '/v1/jobs')).json().items).toHaveLength(2)
+  })
+
+  it('404s for an id that belongs to nobody', async () => {
+    const key = await api.keyFor('acme')
+    const res = await api.call(key, 'GET', '/v1/jobs/01900000-0000-7000-8000-000000000000')
+    expect(res.statusCode).toBe(404)
+    expect(res.json()).toEqual({ statusCode: 404, error: 'Not Found', message: 'job 01900000-0000-7000-8000-000000000000 not found' })
+  })
+})

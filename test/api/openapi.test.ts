@@ -1,0 +1,83 @@
+import SwaggerParser from '@apidevtools/swagger-parser'
+import { describe, expect, it } from 'vitest'
+import { useTestDb } from '../db.ts'
+import { useTestApi } from './helpers.ts'
+
+const t = useTestDb()
+const api = useTestApi(t)
+
+type Operation = {
+  operationId?: string
+  parameters?: Array<{ name: string; in: string; schema?: unknown }>
+  requestBody?: { content: Record<string, { schema: Record<string, unknown> }> }
+  responses: Record<string, { content?: Record<string, { schema?: unknown }> }>
+  security?: unknown[]
+}
+type Doc = { openapi: string; paths: Record<string, Record<string, Operation>>; components: { schemas: Record<string, unknown> } }
+
+/** The REST contract (DESIGN.md "REST contract (v1)"): path → method → operationId. */
+const CONTRACT: Record<string, Record<string, string>> = {
+  '/v1/jobs': { post: 'submitJob', get: 'listJobs' },
+  '/v1/jobs/{id}': { get: 'viewJob' },
+  '/v1/jobs/{id}/executions': { get: 'listExecutions' },
+  '/v1/executions/{id}/output': { get: 'viewExecutionOutput' },
+  '/v1/jobs/{id}/cancel': { post: 'cancelJob' },
+  '/v1/jobs/{id}/pause': { post: 'pauseJob' },
+  '/v1/jobs/{id}/resume': { post: 'resumeJob' },
+  '/healthz': { get: 'health' },
+  '/readyz': { get: 'ready' },
+  '/metrics': { get: 'metrics' },
+}
+
+describe('GET /openapi.json', () => {
+  it('is a valid OpenAPI 3 document', async () => {
+    const res = await api.app.inject({ method: 'GET', url: '/openapi.json' })
+    expect(res.statusCode).toBe(200)
+    const doc = res.json() as Doc
+    expect(doc.openapi).toMatch(/^3\.\d+\.\d+$/)
+    await expect(SwaggerParser.validate(structuredClone(doc) as never)).resolves.toBeDefined()
+  })
+
+  it('lists every route of the contract with its schemas', async () => {
+    const doc = (await api.app.inject({ method: 'GET', url: '/openapi.json' })).json() as Doc
+    expect(Object.keys(doc.paths).sort()).toEqual(Object.keys(CONTRACT).sort())
+    for (const [path, methods] of Object.entries(CONTRACT)) {
+      for (const [method, operationId] of Object.entries(methods)) {
+        const op = doc.paths[path]?.[method]
+        expect(op, `${method} ${path}`).toBeDefined()
+        expect(op?.operationId).toBe(operationId)
+        const ok = Object.keys(op?.responses ?? {}).filter((s) => s.startsWith('2'))
+        expect(ok.length, `${method} ${path} has a success response`).toBeGreaterThan(0)
+        for (const status of ok) expect(op?.responses[status]?.content, `${method} ${path} ${status}`).toBeDefined()
+        if (path.startsWith('/v1/')) {
+          expect(op?.security).toEqual([{ apiKey: [] }])
+          expect(op?.responses['401']?.content?.['application/json']?.schema).toEqual({ $ref: '#/components/schemas/Error' })
+        }
+        if (path.includes('{id}')) {
+          expect(op?.parameters).toContainEqual(expect.objectContaining({ name: 'id', in: 'path', schema: expect.objectContaining({ format: 'uuid' }) }))
+        }
+      }
+    }
+    const submit = doc.paths['/v1/jobs']?.post
+    const body = submit?.requestBody?.content['application/json']?.schema
+    expect(body).toMatchObject({ type: 'object', required: ['type'], additionalProperties: false })
+    expect(Object.keys((body as { properties: object }).properties)).toEqual(
+      expect.arrayContaining(['type', 'payload', 'queue', 'priority', 'schedule', 'maxAttempts', 'timeoutMs', 'idempotencyKey']),
+    )
+    expect(submit?.parameters).toContainEqual(expect.objectContaining({ name: 'idempotency-key', in: 'header' }))
+    expect(Object.keys(submit?.responses ?? {})).toEqual(expect.arrayContaining(['200', '202', '400', '401', '409', '413', '415']))
+    expect(submit?.responses['202']?.content?.['application/json']?.schema).toEqual({ $ref: '#/components/schemas/Job' })
+    const list = doc.paths['/v1/jobs']?.get
+    expect(list?.parameters?.map((p) => p.name).sort()).toEqual(['cursor', 'limit', 'queue', 'status', 'type'])
+    expect(Object.keys(doc.components.schemas)).toEqual(expect.arrayContaining(['Job', 'Execution', 'Error']))
+    expect(doc.components.schemas.Job).toMatchObject({
+      properties: expect.objectContaining({ status: expect.anything(), executionStatus: expect.anything(), nextRunAt: expect.anything(), lastExecution: expect.anything() }),
+    })
+  })
+
+  it('serves the documentation UI at /docs', async () => {
+    const res = await api.app.inject({ method: 'GET', url: '/docs/' })
+    expect(res.statusCode).toBe(200)
+    expect(res.headers['content-type']).toContain('text/html')
+  })
+})

@@ -1,0 +1,110 @@
+import { execFile, spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { promisify } from 'node:util'
+import { describe, expect, it } from 'vitest'
+import { useTestDb } from '../db.ts'
+
+const run = promisify(execFile)
+const t = useTestDb()
+
+function scheduler(args: string[]) {
+  return run('node', ['bin/scheduler', ...args], { env: { ...process.env, LOG_LEVEL: 'warn', DATABASE_URL: t.url } })
+}
+
+describe('scheduler keys', () => {
+  it('creates a key printed once, lists it without the secret, and revokes it', async () => {
+    const created = await scheduler(['keys', 'create', '--tenant', 'acme', '--name', 'ci'])
+    const key = created.stdout.trim()
+    expect(key).toMatch(/^psk_[A-Za-z0-9_-]{43}$/)
+    expect(created.stderr).toContain('for tenant "acme" created. It is shown only this once')
+    const listed = await scheduler(['keys', 'list', '--json'])
+    const keys = JSON.parse(listed.stdout) as Array<{ id: string; tenant: string; name: string; keyPrefix: string; revokedAt: string | null }>
+    expect(keys).toEqual([expect.objectContaining({ tenant: 'acme', name: 'ci', keyPrefix: key.slice(0, 12), revokedAt: null })])
+    expect(listed.stdout).not.toContain(key)
+    const table = await scheduler(['keys', 'list'])
+    expect(table.stdout).toContain(keys[0]?.id)
+    expect(table.stdout).not.toContain(key)
+    const revoked = await scheduler(['keys', 'revoke', keys[0]?.id as string])
+    expect(revoked.stdout).toContain(`revoked API key ${keys[0]?.id}`)
+    const missing = await scheduler(['keys', 'revoke', '01900000-0000-7000-8000-000000000000']).catch((e: unknown) => e)
+    expect(missing).toMatchObject({ code: 1 })
+    expect((missing as { stderr: string }).stderr).toContain('no API key 01900000-0000-7000-8000-000000000000')
+    const bad = await scheduler(['keys', 'create', '--tenant', 'no spaces']).catch((e: unknown) => e)
+    expect(bad).toMatchObject({ code: 1 })
+  })
+})
+
+describe('scheduler api', () => {
+  it('serves the API on the given port and stops cleanly on SIGTERM', async () => {
+    const key = (await scheduler(['keys', 'create', '--tenant', 'acme'])).stdout.trim()
+    const child = spawn('node', ['bin/scheduler', 'api', '--port', '0', '--host', '127.0.0.1'], {
+      env: { ...process.env, LOG_LEVEL: 'info', DATABASE_URL: t.url },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    const exited = once(child, 'exit')
+    let output = ''
+    const listening = new Promise<string>((resolve) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        output += chunk.toString('utf8')
+        const match = /"url":"(http:\/\/[^"]+)","msg":"api listening"/.exec(output)
+        if (match) resolve(match[1] as string)
+      })
+    })
+    try {
+      const url = await Promise.race([listening, exited.then(() => Promise.reject(new Error(`api exited early:\n${output}`)))])
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/)
+      const submitted = await fetch(`${url}/v1/jobs`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ type: 'email.send', payload: { secret: 'do-not-log' } }),
+      })
+      expect(submitted.status).toBe(202)
+      const job = (await submitted.json()) as { id: string }
+      expect(submitted.headers.get('location')).toBe(`/v1/jobs/${job.id}`)
+      expect((await fetch(`${url}/readyz`)).status).toBe(200)
+      const unauthorized = await fetch(`${url}/v1/jobs`)
+      expect(unauthorized.status).toBe(401)
+    } finally {
+      child.kill('SIGTERM')
+    }
+    const [code] = await exited
+    expect(code).toBe(0)
+    const entries = output.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
+    expect(entries).toContainEqual(
+      expect.objectContaining({ msg: 'request completed', tenant: 'acme', method: 'POST', route: '/v1/jobs', statusCode: 202, requestId: expect.any(String) }),
+    )
+    expect(entries).toContainEqual(expect.objectContaining({ msg: 'request completed', route: '/v1/jobs', statusCode: 401 }))
+    expect(entries.map((e) => e.msg)).toContain('api stopped')
+    const log = output
+    expect(log).not.toContain(key)
+    expect(log).not.toContain('do-not-log')
+  })
+})
+
+describe('scheduler dev', () => {
+  it('serves the API and prints a development key with a curl line that works', async () => {
+    const child = spawn('node', ['bin/scheduler', 'dev'], {
+      env: { ...process.env, LOG_LEVEL: 'warn', DATABASE_URL: t.url, PORT: '0', HOST: '127.0.0.1' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    const exited = once(child, 'exit')
+    let output = ''
+    const printed = new Promise<{ key: string; url: string; body: string }>((resolve) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        output += chunk.toString('utf8')
+        const match = /curl -i -H 'Authorization: Bearer (psk_[A-Za-z0-9_-]{43})' -H 'Content-Type: application\/json' -d '([^']+)' (http:\/\/\S+)\n/.exec(output)
+        if (match) resolve({ key: match[1] as string, body: match[2] as string, url: match[3] as string })
+      })
+    })
+    try {
+      const { key, url, body } = await Promise.race([printed, exited.then(() => Promise.reject(new Error(`dev exited early:\n${output}`)))])
+      expect(output).toContain(`development API key (tenant "dev"): ${key}`)
+      const res = await fetch(url, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body })
+      expect(res.status).toBe(202)
+      expect(((await res.json()) as { tenant: string }).tenant).toBe('dev')
+    } finally {
+      child.kill('SIGTERM')
+    }
+    expect((await exited)[0]).toBe(0)
+  })
+})
