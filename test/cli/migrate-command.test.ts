@@ -20,7 +20,9 @@ describe('scheduler migrate', () => {
     await adminQuery(`create database ${name}`)
     const env = { DATABASE_URL: urlFor(name) }
     const [a, b] = await Promise.all([scheduler(['migrate'], env), scheduler(['migrate'], env)])
-    expect([a.stdout, b.stdout].sort()).toEqual(['applied 1 migration(s): 0001_init\n', 'schema is up to date\n'].sort())
+    const outputs = [a.stdout, b.stdout].sort()
+    expect(outputs[0]).toMatch(/^applied \d+ migration\(s\): 0001_init, /)
+    expect(outputs[1]).toBe('schema is up to date\n')
     const again = await scheduler(['migrate'], env)
     expect(again.stdout).toBe('schema is up to date\n')
   })
