@@ -43,6 +43,8 @@ export const ConfigSchema = Type.Object({
       reaperBatchSize: Type.Integer({ default: 1000, minimum: 1, maximum: 100000 }),
       dispatcherIntervalMs: Ms(1_000, 50, 3_600_000),
       dispatcherBatchSize: Type.Integer({ default: 500, minimum: 1, maximum: 100000 }),
+      /** A fire time handled later than this after it was due counts as missed (misfire policy applies). */
+      misfireThresholdMs: Ms(5_000, 0, 600_000),
       retentionMs: Ms(7 * 86_400_000, 60_000, 3650 * 86_400_000),
       pruneIntervalMs: Ms(60_000, 1_000, 86_400_000),
       pruneBatchSize: Type.Integer({ default: 5000, minimum: 1, maximum: 1000000 }),
@@ -85,6 +87,7 @@ export const ENV_MAP: Readonly<Record<string, string>> = {
   SCHEDULER_SHUTDOWN_GRACE_MS: 'worker.shutdownGraceMs',
   SCHEDULER_REAPER_INTERVAL_MS: 'worker.reaperIntervalMs',
   SCHEDULER_DISPATCHER_INTERVAL_MS: 'worker.dispatcherIntervalMs',
+  SCHEDULER_MISFIRE_THRESHOLD_MS: 'worker.misfireThresholdMs',
   SCHEDULER_RETENTION_MS: 'worker.retentionMs',
   SCHEDULER_PRUNE_INTERVAL_MS: 'worker.pruneIntervalMs',
   SCHEDULER_OUTPUT_DIR: 'worker.outputDir',

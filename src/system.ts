@@ -1,6 +1,6 @@
 /**
  * Composition root for long-running processes: builds the database pool and
- * the services a `scheduler worker` runs (worker, reaper, pruner), starts them
+ * the services a `scheduler worker` runs (worker, reaper, dispatcher, pruner), starts them
  * and stops them in order. Only this file and bin/ see the whole graph.
  */
 import type { Config } from './config.ts'
@@ -11,6 +11,7 @@ import { httpHandler } from './worker/http-handler.ts'
 import { Worker } from './worker/worker.ts'
 import { Reaper } from './maintenance/reaper.ts'
 import { Pruner } from './maintenance/pruner.ts'
+import { TriggerScheduler } from './maintenance/trigger-scheduler.ts'
 
 export interface WorkerSystem {
   worker: Worker
@@ -47,6 +48,13 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     outputDir: w.outputDir,
   })
   const reaper = new Reaper({ db: database.db, log, intervalMs: w.reaperIntervalMs, batchSize: w.reaperBatchSize })
+  const triggerScheduler = new TriggerScheduler({
+    db: database.db,
+    log,
+    intervalMs: w.dispatcherIntervalMs,
+    batchSize: w.dispatcherBatchSize,
+    misfireThresholdMs: w.misfireThresholdMs,
+  })
   const pruner = new Pruner({ db: database.db, log, retentionMs: w.retentionMs, intervalMs: w.pruneIntervalMs, batchSize: w.pruneBatchSize })
   let stopping: Promise<void> | undefined
   return {
@@ -55,11 +63,12 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     async start() {
       await worker.start()
       reaper.start()
+      triggerScheduler.start()
       pruner.start()
     },
     stop() {
       stopping ??= (async () => {
-        await Promise.all([worker.stop(), reaper.stop(), pruner.stop()])
+        await Promise.all([worker.stop(), reaper.stop(), triggerScheduler.stop(), pruner.stop()])
         await database.db.destroy()
       })()
       return stopping

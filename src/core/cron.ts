@@ -1,10 +1,17 @@
 /**
  * Cron expressions: the sole importer of cron-parser. Five fields
  * (minute hour day month weekday) or six with seconds first, evaluated in an
- * IANA time zone. DST rule (cron-parser's): a local time that does not exist on
- * the spring-forward day fires at the same wall time shifted forward by the gap
- * (02:30 → 03:30), once; a local time that occurs twice on the fall-back day
- * fires once, at its first occurrence.
+ * IANA time zone. DST rule (docs/recurring-jobs.md):
+ * - spring forward: a local time that does not exist fires once, at the same
+ *   wall time shifted forward by the gap (02:30 → 03:30); if that is also a
+ *   regular fire time, the two are one run;
+ * - fall back: a local time that occurs twice fires once, at its first
+ *   occurrence, when the expression names its hour; with a wildcard hour
+ *   (`30 * * * *`, `*\/15 * * * *`) it fires at both (it follows elapsed time).
+ * cron-parser alone forgets the shifted time when asked for the next fire time
+ * from inside the gap's shadow (03:00–03:30 on that day), so every search
+ * starts from before the latest DST transition when one happened recently:
+ * the answer never depends on when it is asked.
  */
 import { CronExpressionParser } from 'cron-parser'
 
@@ -35,11 +42,97 @@ export function cronProblem(expression: string): string | undefined {
   }
 }
 
-/** The first fire time strictly after `after`, or null if there is none. */
+/** Longest DST shift looked back over (real zones shift by at most 2 hours). */
+const DST_LOOKBACK_MS = 3 * 3_600_000
+
+const formatters = new Map<string, Intl.DateTimeFormat>()
+
+/** UTC offset of `timezone` at `at`, in minutes. */
+function offsetMinutes(timezone: string, at: number): number {
+  let f = formatters.get(timezone)
+  if (!f) {
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone: timezone, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric',
+      hour: 'numeric', minute: 'numeric', second: 'numeric',
+    })
+    formatters.set(timezone, f)
+  }
+  const p: Record<string, number> = {}
+  for (const part of f.formatToParts(at)) if (part.type !== 'literal') p[part.type] = Number(part.value)
+  const wall = Date.UTC(p.year ?? 0, (p.month ?? 1) - 1, p.day ?? 1, p.hour ?? 0, p.minute ?? 0, p.second ?? 0)
+  return Math.round((wall - (at - (at % 1000))) / 60_000)
+}
+
+/** The instant of the latest offset change in (at − DST_LOOKBACK_MS, at], or undefined. */
+function recentTransition(timezone: string, at: number): number | undefined {
+  let lo = at - DST_LOOKBACK_MS
+  let hi = at
+  const before = offsetMinutes(timezone, lo)
+  if (before === offsetMinutes(timezone, hi)) return undefined
+  // Binary search to the millisecond (~24 steps): hi ends on the first instant with the new offset.
+  while (hi - lo > 1) {
+    const mid = lo + Math.floor((hi - lo) / 2)
+    if (offsetMinutes(timezone, mid) === before) lo = mid
+    else hi = mid
+  }
+  return hi
+}
+
+/**
+ * Fire times strictly after `after`, in order, without end (stops when the
+ * expression never fires again). Throws on an invalid expression or zone.
+ */
+export function* cronFireTimes(expression: string, timezone: string, after: Date): Generator<Date, void, undefined> {
+  const at = after.getTime()
+  const transition = timezone === 'UTC' ? undefined : recentTransition(timezone, at)
+  const start = transition === undefined ? at : Math.min(at, transition - 1)
+  const it = CronExpressionParser.parse(expression, { tz: timezone, currentDate: new Date(start) })
+  for (;;) {
+    let next: Date
+    try {
+      next = it.next().toDate()
+    } catch {
+      return // no further fire time (e.g. a date that never comes again)
+    }
+    if (next.getTime() > at) yield next
+  }
+}
+
+/** The first fire time strictly after `after`, or null if there is none or the schedule is invalid. */
 export function cronNextFireAt(expression: string, timezone: string, after: Date): Date | null {
   try {
-    return CronExpressionParser.parse(expression, { tz: timezone, currentDate: after }).next().toDate()
+    const first = cronFireTimes(expression, timezone, after).next()
+    return first.done ? null : first.value
   } catch {
     return null
   }
+}
+
+/**
+ * The latest `max` fire times f with from ≤ f < before, oldest first, taken
+ * from the forward sequence (cron-parser's backward iteration disagrees with
+ * it around fall-back; it only picks where to start). Cost ~ max iterations,
+ * however long ago `from` is.
+ */
+export function cronLatestFireTimes(expression: string, timezone: string, from: Date, before: Date, max: number): Date[] {
+  if (max <= 0 || from >= before) return []
+  let start = from.getTime()
+  const back = CronExpressionParser.parse(expression, { tz: timezone, currentDate: before })
+  for (let i = 0; i <= max; i++) {
+    let prev: number
+    try {
+      prev = back.prev().toDate().getTime()
+    } catch {
+      break
+    }
+    if (prev < start) break
+    if (i === max) start = prev
+  }
+  const out: Date[] = []
+  for (const f of cronFireTimes(expression, timezone, new Date(start - 1))) {
+    if (f >= before) break
+    out.push(f)
+    if (out.length > max) out.shift()
+  }
+  return out
 }

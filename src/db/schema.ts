@@ -48,6 +48,8 @@ export interface TriggersTable {
   end_at: Timestamp | null
   next_fire_at: Timestamp | null
   last_fire_at: Timestamp | null
+  /** Overlap policy queue: the fire time waiting for the previous run (migration 0004). */
+  queued_fire_at: Timestamp | null
   misfire_policy: Generated<MisfirePolicy>
   misfire_max_runs: Generated<number>
   overlap_policy: Generated<OverlapPolicy>

@@ -1,0 +1,181 @@
+/**
+ * What a dispatcher pass does with one due trigger: which fire times get a
+ * run, which are dropped, and the next fire time. Pure; the dispatcher
+ * (maintenance/trigger-scheduler.ts) calls it under the trigger's row lock.
+ *
+ * Definitions (docs/recurring-jobs.md):
+ * - A fire time f is *due* at `now` when f ≤ now, and *missed* when
+ *   f < now − misfireThresholdMs (nothing dispatched it in time: deploy,
+ *   outage, pause). Due fire times that are not missed are *on time* and always
+ *   run; the misfire policy decides only about missed ones.
+ * - fire_once: if any due fire time is missed, all due fire times collapse
+ *   into one run, recorded for the latest of them.
+ * - skip: missed fire times are dropped; on-time ones run.
+ * - fire_all: the latest `misfireMaxRuns` missed fire times run (older ones are
+ *   dropped), then the on-time ones.
+ * - Overlap (applyOverlap): allow = every run; skip = a run only when the job
+ *   has no pending or running execution; queue = like skip, but one fire time
+ *   waits in the trigger's queue slot and runs when the job is idle again.
+ */
+import { cronFireTimes, cronLatestFireTimes } from './cron.ts'
+import type { MisfirePolicy, OverlapPolicy } from './job.ts'
+
+export interface TriggerSchedule {
+  kind: 'once' | 'cron' | 'interval'
+  cronExpression: string | null
+  timezone: string
+  intervalMs: number | null
+  startAt: Date | null
+  endAt: Date | null
+  misfirePolicy: MisfirePolicy
+  misfireMaxRuns: number
+}
+
+export interface FirePlan {
+  /** Fire times that get a run (before the overlap policy), oldest first. */
+  fireAt: Date[]
+  /** Whether any due fire time was missed. */
+  misfired: boolean
+  /** First fire time after `now`; null when the schedule is exhausted (end_at passed, or a one-time trigger fired). */
+  nextFireAt: Date | null
+}
+
+/** Error for a trigger whose schedule cannot be evaluated (bad cron expression or time zone from SQL). */
+export class ScheduleError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'ScheduleError'
+  }
+}
+
+/** Most fire times one pass plans for a trigger's on-time window (a guard against tiny intervals and large thresholds). */
+const MAX_ON_TIME = 10_000
+
+function cronOf(s: TriggerSchedule): string {
+  if (!s.cronExpression) throw new ScheduleError('cron trigger without cron_expression')
+  return s.cronExpression
+}
+
+/** Fire times > after, in order; interval steps are fixed and anchored at `anchor`. */
+function* forward(s: TriggerSchedule, anchor: Date, after: Date): Generator<Date, void, undefined> {
+  if (s.kind === 'cron') {
+    try {
+      yield* cronFireTimes(cronOf(s), s.timezone, after)
+    } catch (err: unknown) {
+      throw new ScheduleError(`cannot evaluate cron "${s.cronExpression}" in time zone "${s.timezone}"`, { cause: err })
+    }
+    return
+  }
+  if (s.kind === 'interval') {
+    const step = s.intervalMs
+    if (!step || step <= 0) throw new ScheduleError('interval trigger without a positive interval_ms')
+    const a = anchor.getTime()
+    // The first k with a + k·step > after.
+    let k = Math.max(0, Math.floor((after.getTime() - a) / step) + 1)
+    for (;;) yield new Date(a + step * k++)
+  }
+  if (anchor > after) yield anchor // once: the single fire time
+}
+
+function withinEnd(s: TriggerSchedule, f: Date | null): Date | null {
+  return f && (!s.endAt || f <= s.endAt) ? f : null
+}
+
+/**
+ * The first fire time of a trigger whose next_fire_at was never computed
+ * (submitted from SQL): the first one at or after max(now, startAt). Nothing
+ * fires for it in the pass that computes it.
+ */
+export function firstFireAt(s: TriggerSchedule, now: Date): Date | null {
+  const from = s.startAt && s.startAt > now ? s.startAt : now
+  if (s.kind === 'cron') return withinEnd(s, forward(s, from, new Date(from.getTime() - 1)).next().value ?? null)
+  return withinEnd(s, from)
+}
+
+/**
+ * Plans one pass over a due trigger.
+ * @param nextFireAt the stored next_fire_at (≤ now): the earliest fire time not yet handled.
+ * @param now the database time of this pass.
+ * @param misfireThresholdMs how late a fire time may be handled and still count as on time.
+ * @throws ScheduleError when the schedule cannot be evaluated.
+ */
+export function planFires(s: TriggerSchedule, nextFireAt: Date, now: Date, misfireThresholdMs: number): FirePlan {
+  const f0 = nextFireAt
+  const cutoff = new Date(now.getTime() - misfireThresholdMs)
+  const missed = f0 < cutoff
+
+  // Missed fire times the policy keeps (latest first bounded by misfireMaxRuns).
+  let keptMissed: Date[] = []
+  if (missed && s.misfirePolicy !== 'skip') {
+    const max = s.misfirePolicy === 'fire_all' ? s.misfireMaxRuns : 1
+    const missedEnd = s.endAt && s.endAt < cutoff ? new Date(s.endAt.getTime() + 1) : cutoff
+    keptMissed = latest(s, f0, missedEnd, max)
+  }
+
+  // On-time fire times: cutoff ≤ f ≤ min(now, endAt).
+  const onTime: Date[] = []
+  const from = missed ? new Date(cutoff.getTime() - 1) : new Date(f0.getTime() - 1)
+  let next: Date | null = null
+  for (const f of forward(s, f0, from)) {
+    if (s.endAt && f > s.endAt) break // exhausted: every later fire time is past endAt too
+    if (f > now) {
+      next = f
+      break
+    }
+    if (onTime.length >= MAX_ON_TIME) {
+      // Pathological window (tiny interval, huge threshold): resume after `now` rather than iterate on.
+      next = forward(s, f0, now).next().value ?? null
+      break
+    }
+    onTime.push(f)
+  }
+  if (s.kind === 'once') next = null
+
+  let fireAt: Date[]
+  if (missed && s.misfirePolicy === 'fire_once') {
+    const last = onTime[onTime.length - 1] ?? keptMissed[keptMissed.length - 1]
+    fireAt = last ? [last] : []
+  } else fireAt = [...keptMissed, ...onTime]
+  return { fireAt, misfired: missed, nextFireAt: withinEnd(s, next) }
+}
+
+/** The latest `max` fire times f with from ≤ f < before, oldest first. */
+function latest(s: TriggerSchedule, from: Date, before: Date, max: number): Date[] {
+  if (s.kind === 'once') return from < before ? [from] : []
+  if (s.kind === 'interval') {
+    const step = s.intervalMs as number
+    const a = from.getTime()
+    const count = Math.ceil((before.getTime() - a) / step) // fire times a + k·step < before
+    const out: Date[] = []
+    for (let k = Math.max(0, count - max); k < count; k++) out.push(new Date(a + step * k))
+    return out
+  }
+  try {
+    return cronLatestFireTimes(cronOf(s), s.timezone, from, before, max)
+  } catch (err: unknown) {
+    throw new ScheduleError(`cannot evaluate cron "${s.cronExpression}" in time zone "${s.timezone}"`, { cause: err })
+  }
+}
+
+export interface OverlapDecision {
+  /** Fire times that get an execution now. */
+  execute: Date[]
+  /** The trigger's queue slot after this pass (overlap policy queue only). */
+  queuedFireAt: Date | null
+  /** Fire times dropped because a run of the job was still going. */
+  dropped: number
+}
+
+/**
+ * Applies the overlap policy to the fire times of one pass.
+ * @param busy whether the job has a pending or running execution (read after the trigger was locked).
+ * @param queuedFireAt the fire time waiting in the trigger's queue slot, if any (it goes first).
+ */
+export function applyOverlap(policy: OverlapPolicy, busy: boolean, queuedFireAt: Date | null, fireAt: readonly Date[]): OverlapDecision {
+  const candidates = queuedFireAt ? [queuedFireAt, ...fireAt.filter((f) => f > queuedFireAt)] : [...fireAt]
+  if (policy === 'allow') return { execute: candidates, queuedFireAt: null, dropped: 0 }
+  const execute = busy ? [] : candidates.slice(0, 1)
+  const rest = candidates.slice(execute.length)
+  if (policy === 'skip') return { execute, queuedFireAt: null, dropped: rest.length }
+  return { execute, queuedFireAt: rest[0] ?? null, dropped: Math.max(0, rest.length - 1) }
+}

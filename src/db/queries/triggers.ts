@@ -1,0 +1,291 @@
+/**
+ * The dispatcher's statements. One pass is one transaction:
+ *   triggerClaimDue + triggerClaimQueued   lock due triggers (FOR UPDATE SKIP LOCKED)
+ *   triggerJobActivityMany                 fresh read of job state and "busy" for the overlap policy
+ *   triggerFireMany                        insert the executions (ON CONFLICT (job_id, scheduled_for) DO NOTHING)
+ *   triggerAdvanceMany                     move next_fire_at / last_fire_at / queued_fire_at on
+ * Each write is one statement for the whole batch (unnest of arrays). Exactly
+ * one execution per fire time holds twice over: a trigger row is handled by
+ * one transaction at a time (its lock), and the unique key (job_id,
+ * scheduled_for) rejects a second execution for the same fire time.
+ */
+import { sql, type Kysely, type Transaction } from 'kysely'
+import type { DB } from '../schema.ts'
+import type { MisfirePolicy, OverlapPolicy } from '../../core/job.ts'
+
+/** A locked trigger, as the dispatcher needs it. */
+export interface ClaimedTrigger {
+  jobId: string
+  kind: 'once' | 'cron' | 'interval'
+  cronExpression: string | null
+  timezone: string
+  intervalMs: number | null
+  startAt: Date | null
+  endAt: Date | null
+  /** null when next_fire_at is '-infinity' (not computed yet: submitted from SQL). */
+  nextFireAt: Date | null
+  /** next_fire_at exactly as stored (text), for the guard of triggerAdvanceMany. */
+  nextFireAtKey: string | null
+  queuedFireAt: Date | null
+  queuedFireAtKey: string | null
+  misfirePolicy: MisfirePolicy
+  misfireMaxRuns: number
+  overlapPolicy: OverlapPolicy
+}
+
+export interface TriggerClaimResult {
+  /** The time of this pass: the pinned `now`, else the transaction's now(), truncated to milliseconds. */
+  now: Date
+  triggers: ClaimedTrigger[]
+}
+
+interface ClaimedTriggerRow {
+  job_id: string
+  kind: ClaimedTrigger['kind']
+  cron_expression: string | null
+  timezone: string
+  interval_ms: string | null
+  start_at: Date | null
+  end_at: Date | null
+  next_fire_at: Date | null
+  next_fire_at_key: string | null
+  queued_fire_at: Date | null
+  queued_fire_at_key: string | null
+  misfire_policy: MisfirePolicy
+  misfire_max_runs: number
+  overlap_policy: OverlapPolicy
+  now: Date
+}
+
+function toClaimedTrigger(r: ClaimedTriggerRow): ClaimedTrigger {
+  return {
+    jobId: r.job_id,
+    kind: r.kind,
+    cronExpression: r.cron_expression,
+    timezone: r.timezone,
+    // bigint in SQL, bounded to 366 days by triggers_interval_ms_check: safe as a number.
+    intervalMs: r.interval_ms === null ? null : Number(r.interval_ms),
+    startAt: r.start_at,
+    endAt: r.end_at,
+    nextFireAt: r.next_fire_at,
+    nextFireAtKey: r.next_fire_at_key,
+    queuedFireAt: r.queued_fire_at,
+    queuedFireAtKey: r.queued_fire_at_key,
+    misfirePolicy: r.misfire_policy,
+    misfireMaxRuns: r.misfire_max_runs,
+    overlapPolicy: r.overlap_policy,
+  }
+}
+
+export interface TriggerClaimDueParams {
+  limit: number
+  /** Pinned time for tests; null = database now(). */
+  now?: Date | null
+}
+
+/**
+ * Locks up to `limit` due triggers (not paused, next_fire_at ≤ now, earliest
+ * first) for the caller's transaction; rows locked by another dispatcher are
+ * skipped. Served by triggers_due_idx. Requires a transaction: the locks are
+ * what makes one pass the only one handling these triggers.
+ */
+export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaimDueParams): Promise<TriggerClaimResult> {
+  const now = params.now ?? null
+  const { rows } = await sql<ClaimedTriggerRow>`
+    select t.job_id, t.kind, t.cron_expression, t.timezone, t.interval_ms::text as interval_ms, t.start_at, t.end_at,
+           case when t.next_fire_at = '-infinity' then null else t.next_fire_at end as next_fire_at,
+           t.next_fire_at::text as next_fire_at_key,   -- exact (microseconds, -infinity) for the guard
+           t.queued_fire_at, t.queued_fire_at::text as queued_fire_at_key,
+           t.misfire_policy, t.misfire_max_runs, t.overlap_policy,
+           -- milliseconds: fire times are computed with JavaScript dates
+           date_trunc('milliseconds', coalesce(${now}::timestamptz, now())) as now
+      from pgsched.triggers t
+     where not t.paused
+       and t.next_fire_at is not null
+       and t.next_fire_at <= date_trunc('milliseconds', coalesce(${now}::timestamptz, now()))
+     order by t.next_fire_at
+     limit ${params.limit}::int
+       for update of t skip locked
+  `.execute(trx)
+  return { now: rows[0]?.now ?? (await passNow(trx, now)), triggers: rows.map(toClaimedTrigger) }
+}
+
+async function passNow(trx: Transaction<DB>, now: Date | null): Promise<Date> {
+  const { rows } = await sql<{ now: Date }>`
+    select date_trunc('milliseconds', coalesce(${now}::timestamptz, now())) as now
+  `.execute(trx)
+  return (rows[0] as { now: Date }).now
+}
+
+export interface TriggerClaimQueuedParams {
+  limit: number
+  /** Triggers already claimed by this pass. */
+  excludeJobIds: readonly string[]
+}
+
+/**
+ * Locks up to `limit` triggers whose queue slot (overlap policy queue) holds a
+ * fire time and whose active job looks idle, so the pass can release the slot.
+ * "Looks": this statement's snapshot may predate a commit that made the job
+ * busy; the caller re-reads with triggerJobActivityMany after the lock.
+ * Served by triggers_queued_idx. Requires a transaction.
+ */
+export async function triggerClaimQueued(trx: Transaction<DB>, params: TriggerClaimQueuedParams): Promise<ClaimedTrigger[]> {
+  const { rows } = await sql<ClaimedTriggerRow>`
+    select t.job_id, t.kind, t.cron_expression, t.timezone, t.interval_ms::text as interval_ms, t.start_at, t.end_at,
+           case when t.next_fire_at = '-infinity' then null else t.next_fire_at end as next_fire_at,
+           t.next_fire_at::text as next_fire_at_key,
+           t.queued_fire_at, t.queued_fire_at::text as queued_fire_at_key,
+           t.misfire_policy, t.misfire_max_runs, t.overlap_policy, now() as now
+      from pgsched.triggers t
+      join pgsched.jobs j on j.id = t.job_id
+     where t.queued_fire_at is not null
+       and not t.paused
+       and j.state = 'active'
+       and t.job_id <> all(${params.excludeJobIds}::uuid[])
+       -- looks idle (re-checked after the lock by triggerJobActivityMany)
+       and not coalesce((select e.state in ('pending', 'running')
+                           from pgsched.executions e
+                          where e.job_id = t.job_id
+                          order by e.scheduled_for desc
+                          limit 1), false)
+     order by t.queued_fire_at
+     limit ${params.limit}::int
+       for update of t skip locked
+  `.execute(trx)
+  return rows.map(toClaimedTrigger)
+}
+
+export interface JobActivity {
+  /** jobs.state: only 'active' jobs get executions. */
+  state: 'active' | 'paused' | 'cancelled'
+  /** The job has a pending or running execution. */
+  busy: boolean
+}
+
+export interface TriggerJobActivityManyParams {
+  jobIds: readonly string[]
+}
+
+/**
+ * Job state and whether a run of the job is pending or running, for the
+ * overlap policy. Call it after the triggers are locked: a statement started
+ * after the lock sees every execution a previous holder of the lock committed.
+ * "Busy" looks at the job's latest execution only: under overlap skip/queue a
+ * new execution is created only when none is pending or running, so only the
+ * latest can be (and the lookup is one backward step of executions_fire_time_key,
+ * however long the job's history).
+ */
+export async function triggerJobActivityMany(trx: Transaction<DB>, params: TriggerJobActivityManyParams): Promise<Map<string, JobActivity>> {
+  if (params.jobIds.length === 0) return new Map()
+  const { rows } = await sql<{ id: string; state: JobActivity['state']; busy: boolean }>`
+    select j.id, j.state,
+           coalesce((select e.state in ('pending', 'running')
+                       from pgsched.executions e
+                      where e.job_id = j.id
+                      order by e.scheduled_for desc
+                      limit 1), false) as busy
+      from pgsched.jobs j
+     where j.id = any(${params.jobIds}::uuid[])
+  `.execute(trx)
+  return new Map(rows.map((r) => [r.id, { state: r.state, busy: r.busy }]))
+}
+
+export interface TriggerFireManyParams {
+  /** One entry per execution to create: (job, fire time). */
+  fires: ReadonlyArray<{ jobId: string; scheduledFor: Date }>
+}
+
+/**
+ * Creates the executions for fire times, copying queue, type, priority,
+ * max_attempts and timeout_ms from the job; run_at = the fire time. Only for
+ * jobs in state 'active'. A fire time that already has an execution is left
+ * alone (unique (job_id, scheduled_for)). Returns the number created. Runs in
+ * the dispatcher's transaction; the executions insert trigger wakes workers.
+ */
+export async function triggerFireMany(trx: Transaction<DB>, params: TriggerFireManyParams): Promise<number> {
+  if (params.fires.length === 0) return 0
+  const { rows } = await sql<{ created: string }>`
+    with fire as (
+      select *
+        from unnest(${params.fires.map((f) => f.jobId)}::uuid[], ${params.fires.map((f) => f.scheduledFor)}::timestamptz[])
+          as f(job_id, scheduled_for)
+    ),
+    created as (
+      insert into pgsched.executions (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
+      select f.job_id, j.queue, j.type, j.priority, f.scheduled_for, f.scheduled_for, j.max_attempts, j.timeout_ms
+        from fire f
+        join pgsched.jobs j on j.id = f.job_id
+       where j.state = 'active'   -- a paused or cancelled job gets no new runs
+      on conflict (job_id, scheduled_for) do nothing   -- a fire time never produces two executions
+      returning 1
+    )
+    select count(*)::text as created from created
+  `.execute(trx)
+  return Number(rows[0]?.created ?? 0)
+}
+
+export interface TriggerAdvance {
+  jobId: string
+  /** The claimed next_fire_at / queued_fire_at (their keys): the guard. */
+  expectedNextFireAtKey: string | null
+  expectedQueuedFireAtKey: string | null
+  /** New next_fire_at; null = exhausted. */
+  nextFireAt: Date | null
+  /** Latest fire time that got an execution in this pass; null = unchanged. */
+  lastFireAt: Date | null
+  queuedFireAt: Date | null
+}
+
+export interface TriggerAdvanceManyParams {
+  advances: readonly TriggerAdvance[]
+}
+
+/**
+ * Writes the outcome of a pass for each trigger, guarded by the next_fire_at
+ * and queued_fire_at the pass claimed. Returns the job ids updated; a missing
+ * one means the trigger changed under the pass (the caller rolls back).
+ */
+export async function triggerAdvanceMany(trx: Transaction<DB>, params: TriggerAdvanceManyParams): Promise<string[]> {
+  const a = params.advances
+  if (a.length === 0) return []
+  const { rows } = await sql<{ job_id: string }>`
+    update pgsched.triggers t
+       set next_fire_at = u.next_fire_at,
+           last_fire_at = coalesce(u.last_fire_at, t.last_fire_at),
+           queued_fire_at = u.queued_fire_at,
+           updated_at = now()
+      from unnest(${a.map((x) => x.jobId)}::uuid[], ${a.map((x) => x.expectedNextFireAtKey)}::text[],
+                  ${a.map((x) => x.expectedQueuedFireAtKey)}::text[], ${a.map((x) => x.nextFireAt)}::timestamptz[],
+                  ${a.map((x) => x.lastFireAt)}::timestamptz[], ${a.map((x) => x.queuedFireAt)}::timestamptz[])
+        as u(job_id, expected_next_fire_at, expected_queued_fire_at, next_fire_at, last_fire_at, queued_fire_at)
+     where t.job_id = u.job_id
+       -- guard: unchanged since this pass claimed it (text keys keep microseconds and '-infinity' exact)
+       and t.next_fire_at is not distinct from u.expected_next_fire_at::timestamptz
+       and t.queued_fire_at is not distinct from u.expected_queued_fire_at::timestamptz
+    returning t.job_id
+  `.execute(trx)
+  return rows.map((r) => r.job_id)
+}
+
+export interface TriggerNextFireDelayParams {
+  now?: Date | null
+}
+
+/**
+ * Milliseconds until the earliest next_fire_at of an unpaused trigger (0 when
+ * one is due; null when there is none). One backward step of triggers_due_idx.
+ */
+export async function triggerNextFireDelay(db: Kysely<DB>, params: TriggerNextFireDelayParams = {}): Promise<number | null> {
+  const { rows } = await sql<{ delay_ms: number | null }>`
+    select case
+             when min(next_fire_at) is null then null
+             when min(next_fire_at) = '-infinity' then 0   -- infinite timestamps cannot be subtracted
+             else greatest(0, ceil(extract(epoch from min(next_fire_at) - coalesce(${params.now ?? null}::timestamptz, now())) * 1000))
+           end::float8 as delay_ms
+      from pgsched.triggers
+     where not paused
+       and next_fire_at is not null
+  `.execute(db)
+  return rows[0]?.delay_ms ?? null
+}

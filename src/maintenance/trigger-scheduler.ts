@@ -1,0 +1,201 @@
+/**
+ * The dispatcher: turns due fire times of recurring jobs into executions.
+ * Runs in every worker process; any number may run at once.
+ *
+ *   one pass = one transaction, bounded by batchSize:
+ *     lock due triggers (SKIP LOCKED) ─▶ plan fire times in TypeScript (core/fire-times.ts:
+ *     cron in the job's time zone, misfire policy) ─▶ re-read "busy" for the overlap policy
+ *     ─▶ insert executions (unique per fire time) ─▶ advance next_fire_at   ─▶ commit
+ *
+ * The database clock decides what is due (no host clock is consulted, so skew
+ * cannot fire early); `clock` pins that time in tests. The loop sleeps until
+ * the earliest next_fire_at when that comes before the next interval tick, so
+ * fire times are met to within a few milliseconds.
+ */
+import type { Kysely, Transaction } from 'kysely'
+import type { Clock } from '../clock.ts'
+import type { DB } from '../db/schema.ts'
+import {
+  triggerAdvanceMany,
+  triggerClaimDue,
+  triggerClaimQueued,
+  triggerFireMany,
+  triggerJobActivityMany,
+  triggerNextFireDelay,
+  type ClaimedTrigger,
+  type JobActivity,
+  type TriggerAdvance,
+} from '../db/queries/triggers.ts'
+import { applyOverlap, firstFireAt, planFires } from '../core/fire-times.ts'
+import { toError } from '../errors.ts'
+import type { Logger } from '../logger.ts'
+import { abortableSleep } from '../lib/service.ts'
+
+export interface TriggerSchedulerOptions {
+  db: Kysely<DB>
+  log: Logger
+  /** Longest sleep between passes; a due fire time sooner than that wakes the loop earlier. */
+  intervalMs: number
+  /** Triggers per transaction. */
+  batchSize: number
+  /** A fire time handled later than this after it was due is missed (docs/recurring-jobs.md). */
+  misfireThresholdMs: number
+  /** Tests only: pins the time of every pass. Absent: the database's now(). */
+  clock?: Clock
+}
+
+export interface DispatchOutcome {
+  /** Triggers handled. */
+  triggers: number
+  /** Executions created. */
+  fired: number
+  /** Triggers whose pass found missed fire times (the misfire policy applied). */
+  misfired: number
+  /** Fire times dropped by the overlap policy (a run of the job was still going). */
+  dropped: number
+}
+
+interface Decision {
+  execute: Date[]
+  misfired: boolean
+  dropped: number
+  advance: TriggerAdvance
+}
+
+/** Shortest sleep between passes, so a due trigger locked by another dispatcher is not polled in a tight loop. */
+const MIN_SLEEP_MS = 10
+
+export class TriggerScheduler {
+  private readonly o: TriggerSchedulerOptions
+  private readonly log: Logger
+  private controller: AbortController | undefined
+  private loop: Promise<void> | undefined
+
+  constructor(options: TriggerSchedulerOptions) {
+    this.o = options
+    this.log = options.log.child({ component: 'trigger-scheduler' })
+  }
+
+  /** One pass: repeats full batches until fewer than batchSize due triggers remain. */
+  async runOnce(): Promise<DispatchOutcome> {
+    const total: DispatchOutcome = { triggers: 0, fired: 0, misfired: 0, dropped: 0 }
+    for (let batch = 0; ; batch++) {
+      const now = this.o.clock?.now() ?? null
+      const r = await this.o.db.transaction().execute((trx) => this.dispatchBatch(trx, now, batch === 0))
+      total.triggers += r.triggers
+      total.fired += r.fired
+      total.misfired += r.misfired
+      total.dropped += r.dropped
+      if (r.due < this.o.batchSize) break
+    }
+    if (total.triggers > 0) this.log.info(total, 'dispatched recurring jobs')
+    return total
+  }
+
+  private async dispatchBatch(trx: Transaction<DB>, now: Date | null, releaseQueued: boolean): Promise<DispatchOutcome & { due: number }> {
+    const claim = await triggerClaimDue(trx, { limit: this.o.batchSize, now })
+    const due = claim.triggers.length
+    const queued = releaseQueued
+      ? await triggerClaimQueued(trx, { limit: this.o.batchSize, excludeJobIds: claim.triggers.map((t) => t.jobId) })
+      : []
+    const triggers = [...claim.triggers, ...queued]
+    if (triggers.length === 0) return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due }
+
+    // After the locks: this statement sees every execution an earlier holder of a lock committed.
+    const activity = await triggerJobActivityMany(trx, { jobIds: triggers.map((t) => t.jobId) })
+    const fires: Array<{ jobId: string; scheduledFor: Date }> = []
+    const advances: TriggerAdvance[] = []
+    let dropped = 0
+    let misfired = 0
+    for (const t of triggers) {
+      const a = this.decide(t, claim.now, activity.get(t.jobId))
+      dropped += a.dropped
+      if (a.misfired) misfired++
+      for (const f of a.execute) fires.push({ jobId: t.jobId, scheduledFor: f })
+      advances.push(a.advance)
+    }
+    const fired = await triggerFireMany(trx, { fires })
+    const updated = new Set(await triggerAdvanceMany(trx, { advances }))
+    const lost = advances.filter((a) => !updated.has(a.jobId))
+    if (lost.length > 0) {
+      // Cannot happen while the rows are locked; roll the whole pass back rather than half-apply it.
+      throw new Error(`triggers changed during dispatch: ${lost.map((a) => a.jobId).join(', ')}`)
+    }
+    return { triggers: triggers.length, fired, misfired, dropped, due }
+  }
+
+  /** What one pass does with one locked trigger. */
+  private decide(t: ClaimedTrigger, now: Date, activity: JobActivity | undefined): Decision {
+    const advance: TriggerAdvance = {
+      jobId: t.jobId,
+      expectedNextFireAtKey: t.nextFireAtKey,
+      expectedQueuedFireAtKey: t.queuedFireAtKey,
+      nextFireAt: t.nextFireAt,
+      lastFireAt: null,
+      queuedFireAt: t.queuedFireAt,
+    }
+    try {
+      let fireAt: Date[] = []
+      let misfired = false
+      if (t.nextFireAtKey === '-infinity') {
+        // Submitted from SQL: compute the first fire time; nothing fires in this pass.
+        advance.nextFireAt = firstFireAt(t, now)
+      } else if (t.nextFireAt && t.nextFireAt <= now) {
+        const plan = planFires(t, t.nextFireAt, now, this.o.misfireThresholdMs)
+        fireAt = plan.fireAt
+        misfired = plan.misfired
+        advance.nextFireAt = plan.nextFireAt
+      }
+      if (activity?.state !== 'active') {
+        // Job paused or cancelled while its trigger was not: keep the schedule moving, run nothing.
+        return { execute: [], misfired, dropped: 0, advance }
+      }
+      const decision = applyOverlap(t.overlapPolicy, activity.busy, t.queuedFireAt, fireAt)
+      advance.queuedFireAt = decision.queuedFireAt
+      advance.lastFireAt = decision.execute[decision.execute.length - 1] ?? null
+      if (misfired) this.log.debug({ triggerId: t.jobId, jobId: t.jobId, policy: t.misfirePolicy, count: decision.execute.length }, 'fire times missed')
+      return { execute: decision.execute, misfired, dropped: decision.dropped, advance }
+    } catch (err: unknown) {
+      // A schedule that cannot be evaluated (bad cron or zone written by SQL) would block every pass: stop it.
+      this.log.error({ err: toError(err), triggerId: t.jobId, jobId: t.jobId }, 'trigger schedule cannot be evaluated; trigger stopped')
+      return { execute: [], misfired: false, dropped: 0, advance: { ...advance, nextFireAt: null, queuedFireAt: null } }
+    }
+  }
+
+  /** Milliseconds the loop may sleep: until the earliest next fire time, at most intervalMs. */
+  async sleepMs(): Promise<number> {
+    const delay = await triggerNextFireDelay(this.o.db, { now: this.o.clock?.now() ?? null })
+    return Math.max(MIN_SLEEP_MS, Math.min(this.o.intervalMs, delay ?? Infinity))
+  }
+
+  start(): void {
+    if (this.controller) throw new Error('trigger scheduler already started')
+    this.controller = new AbortController()
+    this.loop = this.run(this.controller.signal)
+    this.log.info({ intervalMs: this.o.intervalMs, misfireThresholdMs: this.o.misfireThresholdMs }, 'trigger scheduler started')
+  }
+
+  async stop(): Promise<void> {
+    this.controller?.abort()
+    await this.loop
+    this.controller = undefined
+    this.loop = undefined
+  }
+
+  private async run(signal: AbortSignal): Promise<void> {
+    let failures = 0
+    while (!signal.aborted) {
+      let sleepMs = this.o.intervalMs
+      try {
+        await this.runOnce()
+        sleepMs = await this.sleepMs()
+        failures = 0
+      } catch (err: unknown) {
+        failures++
+        const level = failures >= 5 ? 'error' : 'warn'
+        this.log[level]({ err: toError(err), failures }, 'dispatch failed; retrying')
+      }
+      await abortableSleep(sleepMs, signal)
+    }
+  }
+}

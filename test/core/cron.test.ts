@@ -1,0 +1,62 @@
+import { describe, expect, it } from 'vitest'
+import { cronFireTimes, cronLatestFireTimes, cronNextFireAt } from '../../src/core/cron.ts'
+
+/** Fire times in [from, to] as local "MM-DD HH:mm" strings of `tz`. */
+function local(expr: string, tz: string, from: string, to: string): string[] {
+  const out: string[] = []
+  for (const f of cronFireTimes(expr, tz, new Date(new Date(from).getTime() - 1))) {
+    if (f > new Date(to)) break
+    out.push(f.toLocaleString('sv-SE', { timeZone: tz }).slice(5, 16))
+  }
+  return out
+}
+
+describe('cron fire times across daylight-saving changes', () => {
+  it('fire a nonexistent spring-forward time once, shifted by the gap', () => {
+    expect(local('30 2 * * *', 'America/New_York', '2030-03-09T00:00:00Z', '2030-03-12T00:00:00Z'))
+      .toEqual(['03-09 02:30', '03-10 03:30', '03-11 02:30'])
+    expect(local('30 2 * * *', 'Europe/Berlin', '2030-03-30T00:00:00Z', '2030-04-02T00:00:00Z'))
+      .toEqual(['03-30 02:30', '03-31 03:30', '04-01 02:30'])
+  })
+
+  it('fire a repeated fall-back time once, at its first occurrence', () => {
+    const it = cronFireTimes('30 2 * * *', 'Europe/Berlin', new Date('2030-10-26T12:00:00Z'))
+    const berlin = [it.next().value, it.next().value] as Date[]
+    expect(berlin.map((d) => d.toISOString())).toEqual(['2030-10-27T00:30:00.000Z', '2030-10-28T01:30:00.000Z'])
+    expect(local('30 1 * * *', 'America/New_York', '2030-11-02T00:00:00Z', '2030-11-05T00:00:00Z'))
+      .toEqual(['11-02 01:30', '11-03 01:30', '11-04 01:30'])
+  })
+
+  it('follow elapsed time when the hour is a wildcard: 23 hourly runs in spring, 25 in autumn', () => {
+    const count = (from: string, to: string) => local('30 * * * *', 'Europe/Berlin', from, to).length
+    expect(count('2030-03-30T23:00:00Z', '2030-03-31T22:00:00Z')).toBe(23) // local 03-31 00:00–24:00
+    expect(count('2030-10-26T22:00:00Z', '2030-10-27T23:00:00Z')).toBe(25) // local 10-27 00:00–24:00
+  })
+
+  it('give the same answer whenever they are asked, also from just after a change', () => {
+    // cron-parser alone answers 03-11 from 03:00–03:29 EDT (losing the shifted 03:30) and a second
+    // 02:30 from inside the repeated hour in Berlin.
+    expect(cronNextFireAt('30 2 * * *', 'America/New_York', new Date('2030-03-10T07:10:00Z'))?.toISOString()).toBe('2030-03-10T07:30:00.000Z')
+    expect(cronNextFireAt('30 2 * * *', 'Europe/Berlin', new Date('2030-10-27T01:10:00Z'))?.toISOString()).toBe('2030-10-28T01:30:00.000Z')
+    expect(cronNextFireAt('30 1 * * *', 'America/New_York', new Date('2030-11-03T06:10:00Z'))?.toISOString()).toBe('2030-11-04T06:30:00.000Z')
+  })
+})
+
+describe('cronLatestFireTimes', () => {
+  it('returns the latest fire times before a bound, oldest first, from the forward sequence', () => {
+    const got = cronLatestFireTimes('30 2 * * *', 'Europe/Berlin', new Date('2030-10-20T00:00:00Z'), new Date('2030-10-30T00:00:00Z'), 4)
+    expect(got.map((d) => d.toISOString())).toEqual([
+      '2030-10-26T00:30:00.000Z', '2030-10-27T00:30:00.000Z', '2030-10-28T01:30:00.000Z', '2030-10-29T01:30:00.000Z',
+    ])
+  })
+
+  it('stops at `from` and costs about `max` steps however long ago `from` is', () => {
+    const few = cronLatestFireTimes('*/10 * * * * *', 'UTC', new Date('2030-01-01T00:00:00Z'), new Date('2030-01-01T00:00:35Z'), 100)
+    expect(few.map((d) => d.toISOString().slice(17, 19))).toEqual(['00', '10', '20', '30'])
+    const started = performance.now()
+    const many = cronLatestFireTimes('* * * * * *', 'Europe/Berlin', new Date('2020-01-01T00:00:00Z'), new Date('2030-06-01T00:00:00Z'), 50)
+    expect(many).toHaveLength(50)
+    expect(many[49]?.toISOString()).toBe('2030-05-31T23:59:59.000Z')
+    expect(performance.now() - started).toBeLessThan(1000)
+  })
+})

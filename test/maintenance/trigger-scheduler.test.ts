@@ -1,0 +1,363 @@
+import { sql } from 'kysely'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import type { Clock } from '../../src/clock.ts'
+import { createDb, type Database } from '../../src/db/pool.ts'
+import type { SubmitJobInput } from '../../src/core/job.ts'
+import { cronFireTimes } from '../../src/core/cron.ts'
+import { ValidationError } from '../../src/errors.ts'
+import { TriggerScheduler, type TriggerSchedulerOptions } from '../../src/maintenance/trigger-scheduler.ts'
+import { defineHandler } from '../../src/worker/handlers.ts'
+import { useTestDb } from '../db.ts'
+import { waitFor } from '../wait-for.ts'
+import { useWorkers } from '../worker/harness.ts'
+
+const t = useTestDb()
+const startWorker = useWorkers(t)
+
+/** A clock the test moves by hand: it pins the time of every dispatcher pass. */
+function manualClock(start: Date): Clock & { set(d: Date): void } {
+  let current = start
+  return { now: () => current, set: (d) => void (current = d) }
+}
+
+const started: TriggerScheduler[] = []
+const pools: Database[] = []
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((s) => s.stop()))
+  await Promise.all(pools.splice(0).map((p) => p.db.destroy()))
+})
+
+function scheduler(options: Partial<TriggerSchedulerOptions> = {}): TriggerScheduler {
+  return new TriggerScheduler({ db: t.db, log: t.log, intervalMs: 1000, batchSize: 500, misfireThresholdMs: 5000, ...options })
+}
+
+/** Submits as tenant acme with the client's clock (first cron fire time) pinned at `now`. */
+async function submit(input: SubmitJobInput, now: Date) {
+  const client = createClient({ db: t.db, tenant: 'acme', clock: { now: () => now } })
+  return (await client.submitJob(input)).job
+}
+
+const client = () => createClient({ db: t.db, tenant: 'acme' })
+
+async function fireTimes(jobId: string): Promise<string[]> {
+  const rows = await t.db.selectFrom('pgsched.executions').select('scheduled_for').where('job_id', '=', jobId).orderBy('scheduled_for').execute()
+  return rows.map((r) => r.scheduled_for.toISOString())
+}
+
+async function triggerRow(jobId: string) {
+  return t.db.selectFrom('pgsched.triggers').selectAll().where('job_id', '=', jobId).executeTakeFirstOrThrow()
+}
+
+const T0 = new Date('2030-01-01T00:00:00Z')
+const plus = (d: Date, seconds: number) => new Date(d.getTime() + seconds * 1000)
+const iso = (d: Date) => d.toISOString()
+
+describe('TriggerScheduler', () => {
+  it('creates exactly one execution per fire time with four schedulers dispatching concurrently', async () => {
+    const clock = manualClock(T0)
+    const specs: SubmitJobInput[] = []
+    for (let i = 0; i < 40; i++) {
+      const shape = i % 4
+      specs.push({
+        type: 'tick',
+        payload: { i },
+        schedule:
+          shape === 0 ? { cron: '* * * * * *' }
+          : shape === 1 ? { cron: '*/3 * * * * *', timezone: 'Europe/Berlin' }
+          : shape === 2 ? { every: 'PT2S' }
+          : { cron: '*/7 * * * * *', timezone: 'America/New_York' },
+        startAt: iso(T0),
+        misfirePolicy: i % 3 === 0 ? 'skip' : 'fire_once',
+      })
+    }
+    const jobs = []
+    for (const spec of specs) jobs.push(await submit(spec, plus(T0, -1)))
+    // Each scheduler has its own pool, so their transactions really interleave.
+    const schedulers = Array.from({ length: 4 }, () => {
+      const database = createDb({ databaseUrl: t.url, poolSize: 2 })
+      pools.push(database)
+      return scheduler({ db: database.db, batchSize: 7, clock })
+    })
+    const end = plus(T0, 90)
+    // Steps of 0.25–3.75 s: several fire times per pass, none older than the threshold.
+    for (let now = T0, step = 0; now <= end; now = new Date(now.getTime() + 250 + ((step++ * 7919) % 3500))) {
+      clock.set(now)
+      await Promise.all(schedulers.map((s) => s.runOnce()))
+    }
+    clock.set(end)
+    await Promise.all(schedulers.map((s) => s.runOnce()))
+
+    let total = 0
+    for (const [i, job] of jobs.entries()) {
+      const schedule = (specs[i] as SubmitJobInput).schedule as { cron?: string; timezone?: string; every?: string }
+      const expected: string[] = []
+      if (schedule.every) for (let s = 0; s <= 90; s += 2) expected.push(iso(plus(T0, s)))
+      else {
+        for (const f of cronFireTimes(schedule.cron as string, schedule.timezone ?? 'UTC', plus(T0, -1))) {
+          if (f > end) break
+          expected.push(iso(f))
+        }
+      }
+      expect(await fireTimes(job.id), `job ${i} ${JSON.stringify(schedule)}`).toEqual(expected)
+      total += expected.length
+    }
+    const { count } = await t.db.selectFrom('pgsched.executions').select((eb) => eb.fn.countAll<string>().as('count')).executeTakeFirstOrThrow()
+    expect(Number(count)).toBe(total)
+  })
+
+  describe('after the dispatcher was down for 60 s', () => {
+    // Every 10 s; the last pass ran at T0; the next runs at T0+67 s: 10…60 are missed
+    // (older than T0+62 with the 5 s threshold), and nothing is on time yet.
+    it.each([
+      ['fire_once', { misfirePolicy: 'fire_once' }, [60]],
+      ['skip', { misfirePolicy: 'skip' }, []],
+      ['fire_all', { misfirePolicy: 'fire_all' }, [10, 20, 30, 40, 50, 60]],
+      ['fire_all capped at 4', { misfirePolicy: 'fire_all', misfireMaxRuns: 4 }, [30, 40, 50, 60]],
+    ] as const)('%s', async (_name, policy, expected) => {
+      for (const schedule of [{ cron: '*/10 * * * * *' }, { every: 'PT10S' }]) {
+        await sql`truncate pgsched.jobs, pgsched.triggers, pgsched.executions`.execute(t.db)
+        const clock = manualClock(T0)
+        const job = await submit({ type: 'report', schedule, startAt: iso(T0), ...policy }, plus(T0, -1))
+        const dispatcher = scheduler({ clock })
+        expect(await dispatcher.runOnce()).toMatchObject({ fired: 1, misfired: 0 })
+        clock.set(plus(T0, 67))
+        expect(await dispatcher.runOnce()).toMatchObject({ fired: expected.length, misfired: 1 })
+        expect(await fireTimes(job.id)).toEqual([iso(T0), ...expected.map((s) => iso(plus(T0, s)))])
+        // Back on schedule.
+        expect((await triggerRow(job.id)).next_fire_at).toEqual(plus(T0, 70))
+        clock.set(plus(T0, 70))
+        expect(await dispatcher.runOnce()).toMatchObject({ fired: 1, misfired: 0 })
+        expect((await client().viewJob(job.id)).nextRunAt).toEqual(plus(T0, 80))
+      }
+    })
+
+    it('still runs fire times late by less than the threshold, whatever the policy', async () => {
+      const clock = manualClock(T0)
+      const job = await submit({ type: 'report', schedule: { cron: '*/10 * * * * *' }, misfirePolicy: 'skip' }, plus(T0, -1))
+      const dispatcher = scheduler({ clock })
+      await dispatcher.runOnce()
+      clock.set(plus(T0, 63)) // 60 is 3 s late: on time; 10…50 are missed and skipped
+      await dispatcher.runOnce()
+      expect(await fireTimes(job.id)).toEqual([iso(T0), iso(plus(T0, 60))])
+    })
+  })
+
+  describe('on daylight-saving days, a daily 02:30 job', () => {
+    it.each([
+      ['America/New_York', 'spring forward', '2030-03-10', '2030-03-10T03:30:00-04:00'],
+      ['America/New_York', 'fall back', '2030-11-03', '2030-11-03T02:30:00-05:00'],
+      ['Europe/Berlin', 'spring forward', '2030-03-31', '2030-03-31T03:30:00+02:00'],
+      ['Europe/Berlin', 'fall back', '2030-10-27', '2030-10-27T02:30:00+02:00'],
+    ])('in %s on the %s day (%s) runs once, at %s', async (timezone, _what, day, expectedRun) => {
+      for (const passEverySeconds of [0, 420]) {
+        await sql`truncate pgsched.jobs, pgsched.triggers, pgsched.executions`.execute(t.db)
+        const dayStart = Date.parse(`${day}T00:00:00Z`)
+        const from = new Date(dayStart - 2 * 86_400_000)
+        const until = new Date(dayStart + 2 * 86_400_000)
+        const clock = manualClock(from)
+        const job = await submit({ type: 'nightly', schedule: { cron: '30 2 * * *', timezone } }, from)
+        const dispatcher = scheduler({ clock })
+        if (passEverySeconds === 0) {
+          // A pass exactly at each fire time.
+          for (;;) {
+            const next = (await triggerRow(job.id)).next_fire_at as Date
+            if (next > until) break
+            clock.set(next)
+            await dispatcher.runOnce()
+          }
+        } else {
+          // A pass every 7 minutes: most runs are late, so they go through the misfire policy.
+          for (let now = from.getTime(); now <= until.getTime(); now += passEverySeconds * 1000) {
+            clock.set(new Date(now))
+            await dispatcher.runOnce()
+          }
+        }
+        const runs = (await fireTimes(job.id)).map((f) => new Date(f))
+        const localDay = (d: Date) => d.toLocaleDateString('sv-SE', { timeZone: timezone })
+        const dstDay = runs.filter((r) => localDay(r) === day)
+        expect(dstDay.map(iso), `pass every ${passEverySeconds}s`).toEqual([iso(new Date(expectedRun))])
+        // One run on each day around it too, at 02:30 local.
+        const days = runs.map(localDay)
+        expect(new Set(days).size).toBe(days.length)
+        expect(runs.filter((r) => localDay(r) !== day).map((r) => r.toLocaleTimeString('sv-SE', { timeZone: timezone }))).toEqual(
+          Array(runs.length - 1).fill('02:30:00'),
+        )
+        expect(runs.length).toBeGreaterThanOrEqual(3)
+      }
+    })
+  })
+
+  describe('overlap', () => {
+    it('skip: a fire time while a run is pending or running gets no execution', async () => {
+      const clock = manualClock(T0)
+      const job = await submit({ type: 'slow', schedule: { cron: '*/10 * * * * *' }, overlapPolicy: 'skip' }, plus(T0, -1))
+      const dispatcher = scheduler({ clock })
+      await dispatcher.runOnce()
+      for (const s of [10, 20]) {
+        clock.set(plus(T0, s))
+        expect(await dispatcher.runOnce()).toMatchObject({ fired: 0, dropped: 1 })
+      }
+      await sql`update pgsched.executions set state = 'succeeded', finished_at = now() where job_id = ${job.id}::uuid`.execute(t.db)
+      clock.set(plus(T0, 30))
+      expect(await dispatcher.runOnce()).toMatchObject({ fired: 1, dropped: 0 })
+      expect(await fireTimes(job.id)).toEqual([iso(T0), iso(plus(T0, 30))])
+    })
+
+    it('queue: keeps one fire time waiting and runs it once the previous run has finished', async () => {
+      const clock = manualClock(T0)
+      const job = await submit({ type: 'slow', schedule: { cron: '*/10 * * * * *' }, overlapPolicy: 'queue' }, plus(T0, -1))
+      const dispatcher = scheduler({ clock })
+      await dispatcher.runOnce()
+      clock.set(plus(T0, 10))
+      expect(await dispatcher.runOnce()).toMatchObject({ fired: 0, dropped: 0 })
+      expect((await triggerRow(job.id)).queued_fire_at).toEqual(plus(T0, 10))
+      clock.set(plus(T0, 20))
+      expect(await dispatcher.runOnce()).toMatchObject({ fired: 0, dropped: 1 }) // the slot is taken
+      await sql`update pgsched.executions set state = 'succeeded', finished_at = now() where job_id = ${job.id}::uuid`.execute(t.db)
+      clock.set(plus(T0, 21)) // nothing due: the pass only releases the slot
+      expect(await dispatcher.runOnce()).toMatchObject({ fired: 1 })
+      expect(await fireTimes(job.id)).toEqual([iso(T0), iso(plus(T0, 10))])
+      expect((await triggerRow(job.id)).queued_fire_at).toBeNull()
+      clock.set(plus(T0, 30))
+      await dispatcher.runOnce()
+      expect((await triggerRow(job.id)).queued_fire_at).toEqual(plus(T0, 30))
+    })
+
+    it('skip with a handler slower than the interval: never two runs of the job at once', async () => {
+      let running = 0
+      let maxRunning = 0
+      let finished = 0
+      await startWorker([
+        defineHandler('slow', async (ctx) => {
+          running++
+          maxRunning = Math.max(maxRunning, running)
+          try {
+            await new Promise((resolve) => setTimeout(resolve, 2200))
+          } finally {
+            running--
+            finished++
+          }
+          return ctx.scheduledFor
+        }),
+      ], { concurrency: 5 })
+      const { job } = await client().submitJob({ type: 'slow', schedule: { cron: '* * * * * *' }, overlapPolicy: 'skip' })
+      const dispatcher = scheduler({ intervalMs: 200 })
+      started.push(dispatcher)
+      dispatcher.start()
+      await waitFor(() => finished >= 3, { timeoutMs: 20_000, what: 'three slow runs to finish' })
+      await dispatcher.stop()
+      await client().pauseJob(job.id)
+      expect(maxRunning).toBe(1)
+      const rows = await t.db.selectFrom('pgsched.executions').selectAll().where('job_id', '=', job.id).orderBy('scheduled_for').execute()
+      // Fire times were skipped: about one run per 2.2 s, not one per second.
+      const span = ((rows[rows.length - 1]?.scheduled_for.getTime() ?? 0) - (rows[0]?.scheduled_for.getTime() ?? 0)) / 1000
+      expect(rows.length).toBeLessThan(span)
+      for (let i = 1; i < rows.length; i++) {
+        const previous = rows[i - 1]
+        const current = rows[i]
+        if (previous?.finished_at && current?.started_at) expect(current.started_at >= previous.finished_at).toBe(true)
+      }
+    })
+  })
+
+  describe('pause and resume', () => {
+    it.each([
+      ['fire_once', 1],
+      ['skip', 0],
+      ['fire_all', 5],
+    ] as const)('keep the schedule and apply the misfire policy (%s) to what was missed while paused', async (misfirePolicy, catchUp) => {
+      const clock = manualClock(T0)
+      const job = await submit({ type: 'minutely', schedule: { cron: '* * * * *' }, misfirePolicy }, plus(T0, -1))
+      const dispatcher = scheduler({ clock })
+      await dispatcher.runOnce()
+      expect((await client().pauseJob(job.id)).status).toBe('PAUSED')
+      clock.set(plus(T0, 300))
+      expect(await dispatcher.runOnce()).toMatchObject({ triggers: 0 })
+      expect((await client().viewJob(job.id)).nextRunAt).toBeNull()
+      const resumed = await client().resumeJob(job.id)
+      expect(resumed.nextRunAt).toEqual(plus(T0, 60)) // the schedule is kept: the first fire time not yet handled
+      clock.set(plus(T0, 330))
+      await dispatcher.runOnce()
+      const runs = await fireTimes(job.id)
+      expect(runs).toHaveLength(1 + catchUp)
+      if (catchUp > 0) expect(runs[runs.length - 1]).toBe(iso(plus(T0, 300)))
+      expect((await client().viewJob(job.id)).nextRunAt).toEqual(plus(T0, 360))
+    })
+  })
+
+  it('stops a schedule at its endAt', async () => {
+    const clock = manualClock(T0)
+    const job = await submit({ type: 'r', schedule: { every: 'PT10S' }, startAt: iso(T0), endAt: iso(plus(T0, 25)) }, T0)
+    const dispatcher = scheduler({ clock })
+    for (const s of [0, 10, 20, 30, 40]) {
+      clock.set(plus(T0, s))
+      await dispatcher.runOnce()
+    }
+    expect(await fireTimes(job.id)).toEqual([iso(T0), iso(plus(T0, 10)), iso(plus(T0, 20))])
+    expect((await triggerRow(job.id)).next_fire_at).toBeNull()
+    expect((await client().viewJob(job.id)).nextRunAt).toBeNull()
+  })
+
+  it('computes the first fire time of a job submitted from SQL without firing it, then fires on schedule', async () => {
+    const { rows } = await sql<{ id: string }>`
+      select pgsched.submit_job('r', cron => '*/10 * * * * *', timezone => 'Europe/Berlin', tenant => 'acme',
+                                start_at => ${plus(T0, 15)}::timestamptz) as id`.execute(t.db)
+    const jobId = (rows[0] as { id: string }).id
+    expect((await client().viewJob(jobId)).nextRunAt).toBeNull() // '-infinity': not computed yet
+    const clock = manualClock(plus(T0, 5))
+    const dispatcher = scheduler({ clock })
+    expect(await dispatcher.runOnce()).toMatchObject({ triggers: 1, fired: 0 })
+    expect((await client().viewJob(jobId)).nextRunAt).toEqual(plus(T0, 20)) // first fire time at or after start_at
+    clock.set(plus(T0, 20))
+    expect(await dispatcher.runOnce()).toMatchObject({ triggers: 1, fired: 1 })
+    expect(await fireTimes(jobId)).toEqual([iso(plus(T0, 20))])
+  })
+
+  it('stops a trigger whose schedule cannot be evaluated instead of failing every pass', async () => {
+    const clock = manualClock(T0)
+    const bad = await submit({ type: 'r', schedule: { cron: '*/10 * * * * *' } }, plus(T0, -1))
+    const good = await submit({ type: 'r', schedule: { cron: '*/10 * * * * *' } }, plus(T0, -1))
+    await sql`update pgsched.triggers set timezone = 'Mars/Olympus' where job_id = ${bad.id}::uuid`.execute(t.db)
+    const dispatcher = scheduler({ clock })
+    expect(await dispatcher.runOnce()).toMatchObject({ triggers: 2, fired: 1 })
+    expect((await triggerRow(bad.id)).next_fire_at).toBeNull()
+    expect(await fireTimes(good.id)).toEqual([iso(T0)])
+  })
+
+  it('creates no execution for a cancelled job', async () => {
+    const clock = manualClock(T0)
+    const job = await submit({ type: 'r', schedule: { cron: '*/10 * * * * *' } }, plus(T0, -1))
+    await client().cancelJob(job.id)
+    expect(await scheduler({ clock }).runOnce()).toMatchObject({ triggers: 0, fired: 0 })
+    expect(await fireTimes(job.id)).toEqual([])
+  })
+
+  it('fires on time when running its loop: it sleeps until the earliest next fire time', async () => {
+    const { job } = await client().submitJob({ type: 'tick', schedule: { cron: '* * * * * *' } })
+    const dispatcher = scheduler({ intervalMs: 5000 }) // the loop must not wait for the interval
+    started.push(dispatcher)
+    dispatcher.start()
+    await waitFor(async () => (await fireTimes(job.id)).length >= 4, { timeoutMs: 15_000, what: 'four runs' })
+    await dispatcher.stop()
+    const rows = await t.db.selectFrom('pgsched.executions').select(['scheduled_for', 'created_at']).where('job_id', '=', job.id).orderBy('scheduled_for').execute()
+    const seconds = rows.map((r) => r.scheduled_for.getTime() / 1000)
+    expect(seconds).toEqual(seconds.map((_, i) => (seconds[0] as number) + i))
+    // Created within a fraction of a second of the fire time (the first may wait for the first pass).
+    for (const r of rows.slice(1)) expect(r.created_at.getTime() - r.scheduled_for.getTime()).toBeLessThan(750)
+  })
+
+  it('rejects an invalid cron expression or time zone at submit, naming it', async () => {
+    await expect(client().submitJob({ type: 'x', schedule: { cron: '61 * * * *' } })).rejects.toMatchObject({
+      name: 'ValidationError',
+      message: expect.stringContaining('cron expression "61 * * * *" is invalid'),
+      details: [{ path: 'schedule.cron', message: expect.stringContaining('"61 * * * *"') }],
+    })
+    await expect(client().submitJob({ type: 'x', schedule: { cron: '0 9 * * *', timezone: 'Mars/Olympus' } })).rejects.toThrow(ValidationError)
+    await expect(client().submitJob({ type: 'x', schedule: { cron: '0 9 * * *', timezone: 'Mars/Olympus' } })).rejects.toThrow(
+      'schedule.timezone "Mars/Olympus" is not a known IANA time zone',
+    )
+    const { count } = await t.db.selectFrom('pgsched.jobs').select((eb) => eb.fn.countAll<string>().as('count')).executeTakeFirstOrThrow()
+    expect(Number(count)).toBe(0)
+  })
+})
