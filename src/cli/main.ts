@@ -9,6 +9,7 @@ import { ConfigError } from '../errors.ts'
 import { registerMigrate } from './commands/migrate.ts'
 import { registerDev } from './commands/dev.ts'
 import { registerWorker } from './commands/worker.ts'
+import { registerBench } from './commands/bench.ts'
 import { registerApi } from './commands/api.ts'
 import { registerKeys } from './commands/keys.ts'
 
@@ -21,6 +22,7 @@ export async function main(argv: string[]): Promise<void> {
   registerMigrate(program)
   registerDev(program)
   registerWorker(program)
+  registerBench(program)
   registerApi(program)
   registerKeys(program)
   try {

@@ -31,8 +31,9 @@ export interface ClaimedExecution {
   payload: unknown
 }
 
-export async function executionClaimBatch(db: Kysely<DB>, params: ExecutionClaimBatchParams): Promise<ClaimedExecution[]> {
-  const { rows } = await sql<ClaimedExecution>`
+/** The claim statement itself, unexecuted (for EXPLAIN in `scheduler bench`). */
+export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
+  return sql<ClaimedExecution>`
     with due as (
       select id, job_id
         from pgsched.executions
@@ -56,6 +57,10 @@ export async function executionClaimBatch(db: Kysely<DB>, params: ExecutionClaim
        and e.job_id = due.job_id
     returning e.id, e.job_id as "jobId", e.type, e.queue, e.priority, e.attempt, e.max_attempts as "maxAttempts",
               e.timeout_ms as "timeoutMs", e.scheduled_for as "scheduledFor", j.payload
-  `.execute(db)
+  `
+}
+
+export async function executionClaimBatch(db: Kysely<DB>, params: ExecutionClaimBatchParams): Promise<ClaimedExecution[]> {
+  const { rows } = await executionClaimBatchQuery(params).execute(db)
   return rows
 }

@@ -1,0 +1,89 @@
+/**
+ * Child processes for the benchmark: workers and an API server started from
+ * the compiled CLI, with an IPC channel for probe messages, and their peak
+ * resident memory read from /proc (Linux).
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { packageRoot } from '../lib/package-root.ts'
+import type { ProbeMessage } from './handlers.ts'
+
+export interface BenchProcess {
+  child: ChildProcess
+  ready: Promise<void>
+  /** Peak resident set size in MB (VmHWM), or NaN where /proc is absent. */
+  peakRssMb(): number
+  stop(): Promise<void>
+}
+
+function spawnScheduler(args: string[], env: Record<string, string>, readyText: string, onProbe?: (m: ProbeMessage) => void): BenchProcess {
+  const root = packageRoot()
+  const child = spawn(process.execPath, [join(root, 'bin', 'scheduler'), ...args], {
+    env: { ...process.env, LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  })
+  let output = ''
+  let exited = false
+  const exit = new Promise<void>((resolve) => child.on('exit', () => ((exited = true), resolve())))
+  const ready = new Promise<void>((resolve, reject) => {
+    child.stdout?.on('data', (chunk: Buffer) => {
+      if (output.length < 100_000) output += chunk.toString()
+      if (output.includes(readyText)) resolve()
+    })
+    child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()))
+    void exit.then(() => reject(new Error(`scheduler ${args[0]} exited before it was ready:\n${output.slice(-2000)}`)))
+  })
+  if (onProbe) child.on('message', (m) => onProbe(m as ProbeMessage))
+  return {
+    child,
+    ready,
+    peakRssMb() {
+      try {
+        const status = readFileSync(`/proc/${child.pid}/status`, 'utf8')
+        const kb = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1])
+        return kb / 1024
+      } catch {
+        return Number.NaN
+      }
+    },
+    async stop() {
+      if (!exited) child.kill('SIGTERM')
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000)
+      await exit
+      clearTimeout(timer)
+    },
+  }
+}
+
+export function spawnWorker(params: { databaseUrl: string; concurrency: number; onProbe?: (m: ProbeMessage) => void }): BenchProcess {
+  const handlers = join(packageRoot(), 'dist', 'src', 'bench', 'handlers.js')
+  return spawnScheduler(
+    ['worker', '--handlers', handlers, '--concurrency', String(params.concurrency)],
+    { DATABASE_URL: params.databaseUrl, LOG_LEVEL: 'info', SCHEDULER_DB_POOL_SIZE: '10', SCHEDULER_SHUTDOWN_GRACE_MS: '1000' },
+    '"msg":"worker started"',
+    params.onProbe,
+  )
+}
+
+/** An API process; `ready` resolves once /healthz answers (request logs are off for speed). */
+export function spawnApi(params: { databaseUrl: string; port: number }): BenchProcess {
+  const p = spawnScheduler(
+    ['api', '--port', String(params.port), '--host', '127.0.0.1'],
+    { DATABASE_URL: params.databaseUrl, LOG_LEVEL: 'warn', SCHEDULER_DB_POOL_SIZE: '10' },
+    '\u0000never',
+  )
+  const healthy = (async () => {
+    const deadline = Date.now() + 30_000
+    for (;;) {
+      try {
+        if ((await fetch(`http://127.0.0.1:${params.port}/healthz`)).ok) return
+      } catch {
+        if (Date.now() > deadline) throw new Error('API process did not answer /healthz within 30 s')
+      }
+      await new Promise((r) => setTimeout(r, 50))
+    }
+  })()
+  p.ready.catch(() => undefined)
+  return { ...p, ready: Promise.race([healthy, p.ready]) }
+}

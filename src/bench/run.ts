@@ -1,0 +1,369 @@
+/**
+ * `scheduler bench`: measures the scheduler on this machine against a scratch
+ * database, and reports each figure as the median of `reps` runs with its
+ * range, and throughput also as a share of the ceiling measured in the same
+ * run (the same claim + complete SQL driven by a bare loop).
+ *
+ * Scenarios: ceiling, burn-down (1 and 2 worker processes), submit (batch,
+ * single ×8, REST ×32 connections), latency at a steady rate, priority under
+ * load, scale (history rows), memory (peak RSS).
+ */
+import { createServer } from 'node:net'
+import { cpus, totalmem, platform, release } from 'node:os'
+import { performance } from 'node:perf_hooks'
+import { sql } from 'kysely'
+import autocannon from 'autocannon'
+import { createClient } from '../client.ts'
+import { createApiKey } from '../api/auth.ts'
+import { executionClaimBatch, executionClaimBatchQuery } from '../db/queries/claim.ts'
+import { executionCompleteMany } from '../db/queries/lease.ts'
+import type { Logger } from '../logger.ts'
+import type { ProbeMessage } from './handlers.ts'
+import { spawnApi, spawnWorker } from './processes.ts'
+import { createScratch, insertJobs, type Scratch } from './scratch.ts'
+import { figure, quantile, type Figure } from './stats.ts'
+
+export interface BenchOptions {
+  databaseUrl: string
+  quick: boolean
+  reps: number
+  historyRows: number
+  log: Logger
+  progress: (line: string) => void
+}
+
+export interface Row {
+  scenario: string
+  metric: string
+  unit: string
+  figure: Figure
+  /** Share of the ceiling (jobs/s scenarios). */
+  ofCeiling?: number
+  target?: string
+}
+
+export interface BenchReport {
+  startedAt: string
+  durationS: number
+  quick: boolean
+  machine: Record<string, string | number>
+  rows: Row[]
+  explain: string
+}
+
+const WORKER_ID = '00000000-0000-7000-8000-00000000be00'
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))))
+    })
+  })
+}
+
+async function waitUntilDrained(s: Scratch, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.executions where state in ('pending', 'running')`.execute(s.db)
+    if (rows[0]?.n === 0) return
+    if (Date.now() > deadline) throw new Error(`executions still pending after ${timeoutMs} ms`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
+/** Jobs per second between the first claim and the last completion, by database timestamps. */
+async function dbThroughput(s: Scratch): Promise<number> {
+  const { rows } = await sql<{ n: number; seconds: number }>`
+    select count(*)::int as n, extract(epoch from max(finished_at) - min(started_at))::float8 as seconds
+      from pgsched.executions where state = 'succeeded'`.execute(s.db)
+  const r = rows[0] as { n: number; seconds: number }
+  return r.n / r.seconds
+}
+
+export async function runBench(o: BenchOptions): Promise<BenchReport> {
+  const started = performance.now()
+  const rows: Row[] = []
+  const N = o.quick ? 5_000 : 100_000
+  const ceilingN = o.quick ? 5_000 : 50_000
+  const s = await createScratch(o.databaseUrl, 16)
+  const client = createClient({ db: s.db, tenant: 'bench' })
+  const submitMany = (jobs: Array<{ type: string }>) => client.submitJobs(jobs)
+  const reps = (label: string) => Array.from({ length: o.reps }, (_, i) => `${label} ${i + 1}/${o.reps}`)
+  const add = (row: Row) => {
+    rows.push(row)
+    o.progress(`  ${row.scenario} ${row.metric}: ${format(row.figure.median)} ${row.unit}`)
+  }
+  let explain = ''
+  let workerRss = Number.NaN
+  try {
+    // 1. ceiling
+    for (const batch of [100, 500]) {
+      const runs: number[] = []
+      for (const label of reps(`ceiling batch ${batch}`)) {
+        o.progress(label)
+        await s.reset()
+        await insertJobs(s.db, submitMany, ceilingN)
+        const t0 = performance.now()
+        await Promise.all([0, 1].map(async () => {
+          for (;;) {
+            const claimed = await executionClaimBatch(s.db, { workerId: WORKER_ID, queues: ['default'], types: ['bench.noop'], limit: batch, leaseMs: 60_000 })
+            if (claimed.length === 0) return
+            await executionCompleteMany(s.db, {
+              workerId: WORKER_ID,
+              completions: claimed.map((c) => ({ id: c.id, jobId: c.jobId, attempt: c.attempt, resultJson: 'null', outputUri: null })),
+            })
+          }
+        }))
+        runs.push(ceilingN / ((performance.now() - t0) / 1000))
+      }
+      add({ scenario: 'ceiling', metric: `claim+complete, batch ${batch}, 2 connections`, unit: 'jobs/s', figure: figure(runs) })
+    }
+    const ceiling = Math.max(...rows.filter((r) => r.scenario === 'ceiling').map((r) => r.figure.median))
+
+    // 2. burn-down
+    const burnDown = async (processes: number, label: string): Promise<Figure> => {
+      const runs: number[] = []
+      for (const l of reps(label)) {
+        o.progress(l)
+        await s.reset()
+        await insertJobs(s.db, submitMany, N)
+        const workers = Array.from({ length: processes }, () => spawnWorker({ databaseUrl: s.url, concurrency: 100 }))
+        await Promise.all(workers.map((w) => w.ready))
+        await waitUntilDrained(s, 600_000)
+        runs.push(await dbThroughput(s))
+        if (processes === 1) workerRss = Math.max(Number.isNaN(workerRss) ? 0 : workerRss, workers[0]?.peakRssMb() ?? Number.NaN)
+        await Promise.all(workers.map((w) => w.stop()))
+      }
+      return figure(runs)
+    }
+    for (const processes of [1, 2]) {
+      const f = await burnDown(processes, `burn-down ${processes} process(es)`)
+      add({
+        scenario: 'burn-down',
+        metric: `${N.toLocaleString('en-US')} no-op jobs, ${processes} worker process${processes > 1 ? 'es' : ''} × concurrency 100`,
+        unit: 'jobs/s',
+        figure: f,
+        ofCeiling: f.median / ceiling,
+        target: processes === 1 ? '≥ 45,000 and ≥ 80 % of ceiling' : '≥ 60,000',
+      })
+    }
+
+    // 3. submit
+    {
+      const runs: number[] = []
+      for (const l of reps('submit batch')) {
+        o.progress(l)
+        await s.reset()
+        const t0 = performance.now()
+        for (let done = 0; done < N; done += 10_000) {
+          await client.submitJobs(Array.from({ length: Math.min(10_000, N - done) }, () => ({ type: 'bench.noop' })))
+        }
+        runs.push(N / ((performance.now() - t0) / 1000))
+      }
+      add({ scenario: 'submit', metric: `batch from TypeScript (${N.toLocaleString('en-US')} jobs, 10,000 per call)`, unit: 'jobs/s', figure: figure(runs), target: '≥ 120,000' })
+    }
+    {
+      const runs: number[] = []
+      const perCaller = o.quick ? 250 : 1_000
+      for (const l of reps('submit single ×8')) {
+        o.progress(l)
+        await s.reset()
+        const t0 = performance.now()
+        await Promise.all(Array.from({ length: 8 }, async () => {
+          for (let i = 0; i < perCaller; i++) await client.submitJob({ type: 'bench.noop' })
+        }))
+        runs.push((8 * perCaller) / ((performance.now() - t0) / 1000))
+      }
+      add({ scenario: 'submit', metric: 'single submitJob from TypeScript, 8 concurrent callers', unit: 'jobs/s', figure: figure(runs), target: '≥ 4,000' })
+    }
+    let apiRss = Number.NaN
+    {
+      const runs: number[] = []
+      const p99s: number[] = []
+      const key = await createApiKey(s.db, { tenant: 'bench', name: 'bench' })
+      for (const l of reps('submit REST ×32')) {
+        o.progress(l)
+        await s.reset()
+        const port = await freePort()
+        const api = spawnApi({ databaseUrl: s.url, port })
+        await api.ready
+        const result = await autocannon({
+          url: `http://127.0.0.1:${port}/v1/jobs`,
+          method: 'POST',
+          connections: 32,
+          duration: o.quick ? 2 : 8,
+          headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ type: 'bench.noop', payload: { n: 1 } }),
+        })
+        if (result.non2xx > 0 || result.errors > 0) {
+          throw new Error(`REST submit: ${result.non2xx} non-2xx answers and ${result.errors} errors`)
+        }
+        runs.push(result.requests.average)
+        p99s.push(result.latency.p99)
+        apiRss = Math.max(Number.isNaN(apiRss) ? 0 : apiRss, api.peakRssMb())
+        await api.stop()
+      }
+      add({ scenario: 'submit', metric: 'POST /v1/jobs, one API process, 32 connections', unit: 'jobs/s', figure: figure(runs), target: '≥ 4,000' })
+      add({ scenario: 'submit', metric: 'POST /v1/jobs p99 latency', unit: 'ms', figure: figure(p99s), target: '< 50' })
+    }
+
+    // 4. latency
+    const latency = async (label: string): Promise<{ p50: number; p95: number; p99: number; max: number }> => {
+      const count = o.quick ? 300 : 2_000
+      const submittedAt = new Map<number, number>()
+      const startedAt = new Map<number, number>()
+      await s.reset()
+      const worker = spawnWorker({
+        databaseUrl: s.url,
+        concurrency: 10,
+        onProbe: (m: ProbeMessage) => startedAt.set((m.payload as { i: number }).i, m.startedAtMs),
+      })
+      await worker.ready
+      o.progress(label)
+      const t0 = performance.now()
+      const pending: Array<Promise<unknown>> = []
+      for (let i = 0; i < count; i++) {
+        const due = t0 + i * 5 // 200 per second
+        const wait = due - performance.now()
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait))
+        submittedAt.set(i, performance.timeOrigin + performance.now())
+        pending.push(client.submitJob({ type: 'bench.probe', payload: { i } }))
+      }
+      await Promise.all(pending)
+      await waitUntilDrained(s, 60_000)
+      await worker.stop()
+      const lat = [...submittedAt].map(([i, t]) => (startedAt.get(i) ?? Number.NaN) - t).filter((x) => !Number.isNaN(x))
+      if (lat.length !== count) throw new Error(`latency: ${count - lat.length} probes never reported a start`)
+      return { p50: quantile(lat, 0.5), p95: quantile(lat, 0.95), p99: quantile(lat, 0.99), max: Math.max(...lat) }
+    }
+    const latencyRuns: Array<{ p50: number; p95: number; p99: number; max: number }> = []
+    for (const l of reps('latency')) latencyRuns.push(await latency(l))
+    const addLatency = (scenario: string, runsOf: typeof latencyRuns) => {
+      add({ scenario, metric: 'submit → handler start p50 at 200 jobs/s', unit: 'ms', figure: figure(runsOf.map((r) => r.p50)), target: '≤ 1.5' })
+      add({ scenario, metric: 'submit → handler start p95', unit: 'ms', figure: figure(runsOf.map((r) => r.p95)) })
+      add({ scenario, metric: 'submit → handler start p99', unit: 'ms', figure: figure(runsOf.map((r) => r.p99)), target: '≤ 5' })
+      add({ scenario, metric: 'submit → handler start max', unit: 'ms', figure: figure(runsOf.map((r) => r.max)) })
+    }
+    addLatency('latency', latencyRuns)
+
+    // 5. priority under load
+    {
+      const runs: number[] = []
+      for (const l of reps('priority under load')) {
+        o.progress(l)
+        await s.reset()
+        const low = o.quick ? 2_000 : 10_000
+        await insertJobs(s.db, submitMany, low, (i) => ({ type: 'bench.probe', priority: 0, payload: { i, ms: 1 } }))
+        const starts: Array<{ high: boolean; t: number }> = []
+        const worker = spawnWorker({
+          databaseUrl: s.url,
+          concurrency: 10,
+          onProbe: (m) => starts.push({ high: Boolean((m.payload as { high?: boolean }).high), t: m.startedAtMs }),
+        })
+        await worker.ready
+        while (starts.length < 500) await new Promise((r) => setTimeout(r, 10))
+        const submittedAt = performance.timeOrigin + performance.now()
+        await client.submitJobs(Array.from({ length: 100 }, (_, i) => ({ type: 'bench.probe', priority: 10, payload: { i, high: true } })))
+        while (starts.filter((x) => x.high).length < 100) await new Promise((r) => setTimeout(r, 10))
+        const lastHigh = Math.max(...starts.filter((x) => x.high).map((x) => x.t))
+        runs.push(starts.filter((x) => !x.high && x.t > submittedAt && x.t < lastHigh).length)
+        await worker.stop()
+      }
+      add({ scenario: 'priority', metric: 'low-priority starts between high-priority submit and last high start (worker concurrency 10)', unit: 'jobs', figure: figure(runs), target: '< 10 (one claim batch)' })
+    }
+
+    // 6. scale
+    {
+      await s.reset()
+      o.progress(`scale: writing ${o.historyRows.toLocaleString('en-US')} terminal executions of history`)
+      const chunk = 1_000_000
+      for (let done = 0; done < o.historyRows; done += chunk) {
+        const n = Math.min(chunk, o.historyRows - done)
+        await sql`
+          insert into pgsched.executions (job_id, queue, type, priority, scheduled_for, run_at, state, attempt, max_attempts,
+                                          timeout_ms, started_at, finished_at, result)
+          select gen_random_uuid(), 'default', 'bench.noop', 0, t, t, 'succeeded', 1, 5, 300000, t, t, 'null'::jsonb
+            from (select now() - interval '1 day' - g * interval '1 millisecond' as t from generate_series(1, ${n}::int) g) x`.execute(s.db)
+        o.progress(`  history ${(done + n).toLocaleString('en-US')} / ${o.historyRows.toLocaleString('en-US')}`)
+      }
+      await sql`vacuum analyze pgsched.executions`.execute(s.db)
+      const keep = async () => {
+        await sql`delete from pgsched.executions where started_at > now() - interval '1 hour'`.execute(s.db)
+        await sql`truncate pgsched.jobs`.execute(s.db)
+      }
+      const runs: number[] = []
+      for (const l of reps('scale burn-down')) {
+        o.progress(l)
+        await keep()
+        await insertJobs(s.db, submitMany, N)
+        const worker = spawnWorker({ databaseUrl: s.url, concurrency: 100 })
+        await worker.ready
+        await waitUntilDrained(s, 600_000)
+        const { rows: r } = await sql<{ n: number; seconds: number }>`
+          select count(*)::int as n, extract(epoch from max(finished_at) - min(started_at))::float8 as seconds
+            from pgsched.executions where started_at > now() - interval '1 hour'`.execute(s.db)
+        runs.push((r[0] as { n: number }).n / (r[0] as { seconds: number }).seconds)
+        await worker.stop()
+      }
+      const base = rows.find((r) => r.scenario === 'burn-down')?.figure.median ?? Number.NaN
+      const f = figure(runs)
+      add({ scenario: 'scale', metric: `burn-down, 1 process, with ${o.historyRows.toLocaleString('en-US')} history rows`, unit: 'jobs/s', figure: f, ofCeiling: f.median / ceiling, target: `within 10 % of ${format(base)}` })
+      // EXPLAIN the claim with pending work and the history in place.
+      await keep()
+      await insertJobs(s.db, submitMany, 10_000)
+      explain = await s.db.transaction().execute(async (trx) => {
+        const q = executionClaimBatchQuery({ workerId: WORKER_ID, queues: ['default'], types: ['bench.noop'], limit: 100, leaseMs: 30_000 })
+        const { rows: plan } = await sql<{ 'QUERY PLAN': string }>`explain (analyze, buffers) ${q}`.execute(trx)
+        await sql`rollback`.execute(trx).catch(() => undefined)
+        return plan.map((p) => p['QUERY PLAN']).join('\n')
+      }).catch((err: unknown) => `EXPLAIN failed: ${String(err)}`)
+      const scaleLatency: Array<{ p50: number; p95: number; p99: number; max: number }> = []
+      for (const l of reps('scale latency')) {
+        await keep()
+        scaleLatency.push(await latency(l))
+      }
+      addLatency('scale', scaleLatency)
+    }
+
+    // 7. memory
+    add({ scenario: 'memory', metric: 'worker peak RSS at concurrency 100 (burn-down)', unit: 'MB', figure: figure([workerRss]), target: '≤ 150' })
+    add({ scenario: 'memory', metric: 'API peak RSS under REST load', unit: 'MB', figure: figure([apiRss]), target: '≤ 150' })
+  } finally {
+    await s.drop()
+  }
+  return {
+    startedAt: new Date(Date.now() - (performance.now() - started)).toISOString(),
+    durationS: (performance.now() - started) / 1000,
+    quick: o.quick,
+    machine: {
+      cpu: cpus()[0]?.model ?? 'unknown',
+      cores: cpus().length,
+      memoryGiB: Math.round(totalmem() / 2 ** 30),
+      os: `${platform()} ${release()}`,
+      node: process.version,
+    },
+    rows,
+    explain,
+  }
+}
+
+export function format(n: number): string {
+  if (Number.isNaN(n)) return 'n/a'
+  if (Math.abs(n) >= 100) return Math.round(n).toLocaleString('en-US')
+  return n.toFixed(n >= 10 ? 1 : 2)
+}
+
+/** The report as a Markdown table. */
+export function reportTable(report: BenchReport): string {
+  const lines = [
+    '| scenario | measure | median | min – max | % of ceiling | target |',
+    '|---|---|---:|---:|---:|---|',
+    ...report.rows.map(
+      (r) =>
+        `| ${r.scenario} | ${r.metric} | ${format(r.figure.median)} ${r.unit} | ${format(r.figure.min)} – ${format(r.figure.max)} | ${r.ofCeiling === undefined ? '' : `${Math.round(r.ofCeiling * 100)} %`} | ${r.target ?? ''} |`,
+    ),
+  ]
+  return lines.join('\n')
+}

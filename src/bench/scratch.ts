@@ -1,0 +1,63 @@
+/**
+ * The benchmark's scratch database: created next to the one DATABASE_URL
+ * names, migrated, emptied between repetitions, dropped at the end.
+ */
+import { randomBytes } from 'node:crypto'
+import pg from 'pg'
+import { sql, type Kysely } from 'kysely'
+import { migrate } from '../db/migrate.ts'
+import { createDb, type Database } from '../db/pool.ts'
+import type { DB } from '../db/schema.ts'
+
+export interface Scratch extends Database {
+  name: string
+  url: string
+  reset(): Promise<void>
+  drop(): Promise<void>
+}
+
+async function admin(url: string, statement: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    await client.query(statement)
+  } finally {
+    await client.end()
+  }
+}
+
+export async function createScratch(databaseUrl: string, partitions: number): Promise<Scratch> {
+  const name = `pgsched_bench_${randomBytes(4).toString('hex')}`
+  await admin(databaseUrl, `create database ${name}`)
+  const url = new URL(databaseUrl)
+  url.pathname = `/${name}`
+  const scratchUrl = url.toString()
+  await migrate({ databaseUrl: scratchUrl, partitions })
+  const database = createDb({ databaseUrl: scratchUrl, poolSize: 10, applicationName: 'pgsched-bench' })
+  return {
+    ...database,
+    name,
+    url: scratchUrl,
+    async reset() {
+      await sql`truncate pgsched.executions, pgsched.triggers, pgsched.job_idempotency_keys, pgsched.jobs, pgsched.workers`.execute(database.db)
+    },
+    async drop() {
+      await database.db.destroy()
+      await admin(databaseUrl, `drop database if exists ${name} with (force)`)
+    },
+  }
+}
+
+/** Inserts `count` no-op jobs due now, in batches through the client's batch statement. */
+export async function insertJobs(
+  db: Kysely<DB>,
+  submit: (jobs: Array<{ type: string; priority?: number; payload?: unknown }>) => Promise<unknown>,
+  count: number,
+  make: (i: number) => { type: string; priority?: number; payload?: unknown } = () => ({ type: 'bench.noop' }),
+): Promise<void> {
+  for (let done = 0; done < count; done += 10_000) {
+    const n = Math.min(10_000, count - done)
+    await submit(Array.from({ length: n }, (_, k) => make(done + k)))
+  }
+  await sql`analyze pgsched.executions, pgsched.jobs`.execute(db)
+}

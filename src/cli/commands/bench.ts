@@ -1,0 +1,78 @@
+/**
+ * `scheduler bench`: runs the benchmark scenarios against a scratch database
+ * on the DATABASE_URL server, prints the table, optionally writes JSON, and
+ * (full runs) rewrites docs/benchmarks.md with the figures.
+ */
+import { writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { Command } from 'commander'
+import { loadConfig } from '../../config.ts'
+import { ConfigError } from '../../errors.ts'
+import { createLogger } from '../../logger.ts'
+import { packageRoot } from '../../lib/package-root.ts'
+import { reportTable, runBench, type BenchReport } from '../../bench/run.ts'
+
+interface BenchFlags {
+  quick?: boolean
+  json?: string
+  reps?: string
+  historyRows?: string
+  docs?: boolean
+}
+
+function positiveInt(value: string | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback
+  const n = Number(value)
+  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`--${name} must be a positive integer (got ${JSON.stringify(value)})`)
+  return n
+}
+
+function markdown(report: BenchReport, command: string): string {
+  const m = report.machine
+  return `# Benchmarks
+
+Last run: ${report.startedAt}, ${Math.round(report.durationS)} s, with \`${command}\`.
+Machine: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, ${m.os}, Node ${m.node}; PostgreSQL on the same machine with default settings.
+Each figure is the median of the repetitions, with their range; throughput is also shown as a share of the
+**ceiling**, the same claim + complete SQL driven by a bare loop over 2 connections in the same run (the
+machine is shared and noisy: ratios hold better than absolute numbers).
+
+${reportTable(report)}
+
+## Claim plan with the history in place
+
+\`\`\`
+${report.explain}
+\`\`\`
+`
+}
+
+export function registerBench(program: Command): void {
+  program
+    .command('bench')
+    .description('measure throughput, latency, priority, scale and memory on a scratch database')
+    .option('--quick', 'small sizes and one repetition (under a minute)')
+    .option('--json <file>', 'also write the report as JSON')
+    .option('--reps <n>', 'repetitions per figure (default 3; 1 with --quick)')
+    .option('--history-rows <n>', 'terminal executions written for the scale scenario (default 2000000; 20000 with --quick)')
+    .option('--no-docs', 'do not rewrite docs/benchmarks.md after a full run')
+    .action(async (flags: BenchFlags) => {
+      const config = loadConfig(process.env)
+      if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL; a scratch database is created beside it)')
+      const quick = Boolean(flags.quick)
+      const report = await runBench({
+        databaseUrl: config.databaseUrl,
+        quick,
+        reps: positiveInt(flags.reps, 'reps', quick ? 1 : 3),
+        historyRows: positiveInt(flags.historyRows, 'history-rows', quick ? 20_000 : 2_000_000),
+        log: createLogger({ level: 'warn' }),
+        progress: (line) => process.stderr.write(`${line}\n`),
+      })
+      process.stdout.write(`${reportTable(report)}\n\nclaim plan:\n${report.explain}\n`)
+      if (flags.json) await writeFile(flags.json, JSON.stringify(report, null, 2))
+      if (!quick && flags.docs !== false) {
+        const command = ['scheduler bench', ...process.argv.slice(3)].join(' ')
+        await writeFile(join(packageRoot(), 'docs', 'benchmarks.md'), markdown(report, command))
+      }
+    })
+}
