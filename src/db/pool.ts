@@ -4,6 +4,7 @@
  * idle client (server restart, pg_terminate_backend) is logged, not thrown:
  * pg discards the client and the next query opens a new connection.
  */
+import { createHash } from 'node:crypto'
 import pg from 'pg'
 import { Kysely, PostgresDialect } from 'kysely'
 import type { DB } from './schema.ts'
@@ -36,6 +37,46 @@ export function createDb(params: CreateDbParams): Database {
   pool.on('connect', (client) => {
     client.on('error', (err) => params.log?.warn({ err }, 'database connection lost'))
   })
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) })
   return { db, pool }
+}
+
+/**
+ * Statements whose text contains this marker run as named prepared statements:
+ * parsed and planned once per connection instead of on every call. Used for
+ * the fixed-text hot statements (claim, heartbeat, complete, submit), where
+ * planning over the partitions costs more than executing.
+ */
+export const PREPARE = '/* prepare */'
+
+const names = new Map<string, string>()
+
+function statementName(text: string): string {
+  let name = names.get(text)
+  if (!name) {
+    name = `pgsched_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`
+    names.set(text, name)
+  }
+  return name
+}
+
+/** A pool for Kysely whose clients prepare marked statements. */
+function preparingPool(pool: pg.Pool) {
+  return {
+    async connect() {
+      const client = await pool.connect()
+      return {
+        query(text: unknown, values?: unknown[]) {
+          if (typeof text === 'string' && text.includes(PREPARE)) {
+            return client.query({ name: statementName(text), text, values })
+          }
+          return (client.query as (t: unknown, v?: unknown[]) => unknown)(text, values)
+        },
+        release(err?: Error | boolean) {
+          client.release(err)
+        },
+      }
+    },
+    end: () => pool.end(),
+  } as unknown as pg.Pool
 }

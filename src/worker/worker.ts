@@ -162,12 +162,19 @@ export class Worker {
 
   private async claimLoop(): Promise<void> {
     let errorDelayMs = 100
+    let backlog = false
     while (!this.stopping) {
-      let full = false
+      const free = this.o.concurrency - this.active
+      // With a backlog, refill in batches (half the slots) rather than one slot at a time:
+      // fewer, larger claims. Without one, claim as soon as anything is due (lowest latency).
+      const minBatch = backlog ? Math.max(1, Math.floor(this.o.concurrency / 2)) : 1
+      if (free < minBatch && this.active > 0) {
+        await this.sleep(this.o.pollIntervalMs)
+        continue
+      }
       try {
-        const free = this.o.concurrency - this.active
         const n = await this.runOnce()
-        full = free > 0 && n === free
+        backlog = free > 0 && n === free
         errorDelayMs = 100
       } catch (err: unknown) {
         this.log.warn({ err }, 'claim failed; retrying')
@@ -175,9 +182,7 @@ export class Worker {
         errorDelayMs = Math.min(errorDelayMs * 2, 5_000)
         continue
       }
-      // A full batch means more may be waiting: claim again as soon as a slot frees.
-      if (full && this.o.concurrency - this.active > 0) continue
-      await this.sleep(this.o.pollIntervalMs)
+      if (!backlog) await this.sleep(this.o.pollIntervalMs)
     }
   }
 

@@ -7,6 +7,7 @@
  */
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
+import { PREPARE } from '../pool.ts'
 
 export interface ExecutionClaimBatchParams {
   workerId: string
@@ -33,14 +34,19 @@ export interface ClaimedExecution {
 
 /** The claim statement itself, unexecuted (for EXPLAIN in `scheduler bench`). */
 export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
-  return sql<ClaimedExecution>`
-    with due as (
+  const now = params.now ?? null
+  // One queue: `queue = $1` lets each partition's claim index return rows already in priority
+  // order (a merge append, then LIMIT). `queue = any(...)` cannot, and sorts every due row.
+  const queueMatch =
+    params.queues.length === 1 ? sql`queue = ${params.queues[0]}::text` : sql`queue = any(${params.queues}::text[])`
+  return sql<ClaimedExecution>`${sql.raw(PREPARE)}
+    with due as materialized (
       select id, job_id
         from pgsched.executions
        where state = 'pending'
-         and queue = any(${params.queues}::text[])
+         and ${queueMatch}
          and type = any(${params.types}::text[])              -- only types this worker can run
-         and run_at <= coalesce(${params.now ?? null}::timestamptz, now())
+         and run_at <= coalesce(${now}::timestamptz, now())
        order by priority desc, run_at, id
        limit ${params.limit}::int
          for update skip locked                               -- rows other workers hold are skipped, not waited on
@@ -49,14 +55,14 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
        set state = 'running',
            attempt = e.attempt + 1,
            worker_id = ${params.workerId}::uuid,
-           lease_expires_at = coalesce(${params.now ?? null}::timestamptz, now()) + ${params.leaseMs}::int * interval '1 millisecond',
-           started_at = coalesce(${params.now ?? null}::timestamptz, now())
-      from due
-      join pgsched.jobs j on j.id = due.job_id
-     where e.id = due.id
-       and e.job_id = due.job_id
+           lease_expires_at = coalesce(${now}::timestamptz, now()) + ${params.leaseMs}::int * interval '1 millisecond',
+           started_at = coalesce(${now}::timestamptz, now())
+     -- arrays rather than a join: the planner then probes the primary keys instead of hashing every partition
+     where e.id = any(array(select id from due))
+       and e.job_id = any(array(select job_id from due))
     returning e.id, e.job_id as "jobId", e.type, e.queue, e.priority, e.attempt, e.max_attempts as "maxAttempts",
-              e.timeout_ms as "timeoutMs", e.scheduled_for as "scheduledFor", j.payload
+              e.timeout_ms as "timeoutMs", e.scheduled_for as "scheduledFor",
+              (select j.payload from pgsched.jobs j where j.id = e.job_id) as payload
   `
 }
 

@@ -5,6 +5,7 @@
  */
 import { sql, type Kysely, type SqlBool, type Expression } from 'kysely'
 import type { DB } from '../schema.ts'
+import { PREPARE } from '../pool.ts'
 import type { Execution, Job, JobStatus, NormalizedSubmit, Schedule } from '../../core/job.ts'
 import { jobStatus } from '../../core/job.ts'
 
@@ -34,7 +35,7 @@ export interface JobInsertOutcome {
 export async function jobInsertMany(db: Executor, params: JobInsertManyParams): Promise<{ outcomes: JobInsertOutcome[]; now: Date }> {
   const j = params.jobs
   const col = <T>(f: (x: (typeof j)[number]) => T): T[] => j.map(f)
-  const result = await sql<{ id: string; created: boolean; existing_job_id: string | null; existing_request_hash: string | null; now: Date }>`
+  const result = await sql<{ id: string; created: boolean; existing_job_id: string | null; existing_request_hash: string | null; now: Date }>`${sql.raw(PREPARE)}
     with input as (
       select *
         from unnest(

@@ -9,6 +9,7 @@
  */
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
+import { PREPARE } from '../pool.ts'
 
 /** An execution as the worker holding it knows it. */
 export interface LeaseRef {
@@ -29,7 +30,7 @@ export interface ExecutionHeartbeatManyParams {
 
 /** Renews the leases still held; returns the ids renewed (the others are lost). */
 export async function executionHeartbeatMany(db: Kysely<DB>, params: ExecutionHeartbeatManyParams): Promise<Set<string>> {
-  const { rows } = await sql<{ id: string }>`
+  const { rows } = await sql<{ id: string }>`${sql.raw(PREPARE)}
     with seen as (
       update pgsched.workers set last_seen_at = now() where id = ${params.workerId}::uuid
     )
@@ -37,7 +38,8 @@ export async function executionHeartbeatMany(db: Kysely<DB>, params: ExecutionHe
        set lease_expires_at = now() + ${params.leaseMs}::int * interval '1 millisecond'
       from unnest(${ids(params.leases)}::uuid[], ${jobIds(params.leases)}::uuid[], ${attempts(params.leases)}::int[])
            as h(id, job_id, attempt)
-     where e.id = h.id and e.job_id = h.job_id
+     where e.id = any(${ids(params.leases)}::uuid[]) and e.job_id = any(${jobIds(params.leases)}::uuid[])
+       and e.id = h.id
        and e.attempt = h.attempt
        and e.worker_id = ${params.workerId}::uuid
        and e.state = 'running'
@@ -60,7 +62,7 @@ export interface ExecutionCompleteManyParams {
 /** Marks executions succeeded; returns the ids accepted (others had lost their lease). */
 export async function executionCompleteMany(db: Kysely<DB>, params: ExecutionCompleteManyParams): Promise<Set<string>> {
   const c = params.completions
-  const { rows } = await sql<{ id: string }>`
+  const { rows } = await sql<{ id: string }>`${sql.raw(PREPARE)}
     update pgsched.executions e
        set state = 'succeeded',
            finished_at = now(),
@@ -72,7 +74,8 @@ export async function executionCompleteMany(db: Kysely<DB>, params: ExecutionCom
       from unnest(${ids(c)}::uuid[], ${jobIds(c)}::uuid[], ${attempts(c)}::int[],
                   ${c.map((x) => x.resultJson)}::text[], ${c.map((x) => x.outputUri)}::text[])
            as d(id, job_id, attempt, result, output_uri)
-     where e.id = d.id and e.job_id = d.job_id
+     where e.id = any(${ids(c)}::uuid[]) and e.job_id = any(${jobIds(c)}::uuid[])  -- lets the planner probe keys
+       and e.id = d.id
        and e.attempt = d.attempt
        and e.worker_id = ${params.workerId}::uuid
        and e.state = 'running'
@@ -109,7 +112,7 @@ export interface FailOutcome {
  */
 export async function executionFailMany(db: Kysely<DB>, params: ExecutionFailManyParams): Promise<FailOutcome[]> {
   const f = params.failures
-  const { rows } = await sql<FailOutcome>`
+  const { rows } = await sql<FailOutcome>`${sql.raw(PREPARE)}
     with failed as (
       update pgsched.executions e
          set state = case when d.fatal or e.attempt >= e.max_attempts then 'failed' else 'pending' end,
@@ -126,7 +129,8 @@ export async function executionFailMany(db: Kysely<DB>, params: ExecutionFailMan
                     ${f.map((x) => x.errorJson)}::text[], ${f.map((x) => x.fatal)}::bool[], ${f.map((x) => x.outputUri)}::text[])
              as d(id, job_id, attempt, error, fatal, output_uri)
         join pgsched.jobs j on j.id = d.job_id
-       where e.id = d.id and e.job_id = d.job_id
+       where e.id = any(${ids(f)}::uuid[]) and e.job_id = any(${jobIds(f)}::uuid[])
+         and e.id = d.id
          and e.attempt = d.attempt
          and e.worker_id = ${params.workerId}::uuid
          and e.state = 'running'
@@ -154,12 +158,13 @@ export interface ExecutionReleaseManyParams {
 /** Hands executions back (pending, due now, attempt not counted) and wakes other workers. */
 export async function executionReleaseMany(db: Kysely<DB>, params: ExecutionReleaseManyParams): Promise<number> {
   const l = params.leases
-  const { rows } = await sql<{ n: string }>`
+  const { rows } = await sql<{ n: string }>`${sql.raw(PREPARE)}
     with released as (
       update pgsched.executions e
          set state = 'pending', run_at = now(), attempt = e.attempt - 1, worker_id = null, lease_expires_at = null
         from unnest(${ids(l)}::uuid[], ${jobIds(l)}::uuid[], ${attempts(l)}::int[]) as d(id, job_id, attempt)
-       where e.id = d.id and e.job_id = d.job_id
+       where e.id = any(${ids(l)}::uuid[]) and e.job_id = any(${jobIds(l)}::uuid[])
+         and e.id = d.id
          and e.attempt = d.attempt
          and e.worker_id = ${params.workerId}::uuid
          and e.state = 'running'

@@ -6,6 +6,7 @@
  */
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
+import { PREPARE } from '../pool.ts'
 
 export interface ExecutionRescueExpiredParams {
   limit: number
@@ -20,7 +21,7 @@ export interface RescueOutcome {
 }
 
 export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRescueExpiredParams): Promise<RescueOutcome> {
-  const { rows } = await sql<{ retried: string; failed: string; next_run_at: Date | null }>`
+  const { rows } = await sql<{ retried: string; failed: string; next_run_at: Date | null }>`${sql.raw(PREPARE)}
     with expired as (
       select id, job_id
         from pgsched.executions
