@@ -314,7 +314,7 @@ function makeClient(db: Kysely<DB>, tenant: string, createdBy: string | null, cl
       if (!job.schedule && job.lastExecution && ['succeeded', 'failed', 'cancelled'].includes(job.lastExecution.state)) {
         throw new InvalidStateError(`job ${id} has already finished (${job.status}); nothing to cancel`)
       }
-      await run(options, (ex) => jobCancel(ex, { tenant, id }))
+      await run(options, (ex) => jobCancel(ex, { tenant, id }), true)
       return viewJob(id, options)
     },
 

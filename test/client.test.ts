@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import pg from 'pg'
+import { sql } from 'kysely'
+import { waitFor } from './wait-for.ts'
 import { createClient } from '../src/client.ts'
 import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from '../src/errors.ts'
 import { useTestDb } from './db.ts'
@@ -127,6 +129,28 @@ describe('client.cancelJob / pauseJob', () => {
     const cancelled = await client().cancelJob(job.id)
     expect(cancelled).toMatchObject({ status: 'CANCELLED', state: 'cancelled', nextRunAt: null })
     expect((await executionsOf(job.id))[0]).toMatchObject({ state: 'cancelled' })
+  })
+
+  it('also cancels the execution a dispatcher is creating at the same moment', async () => {
+    const { job } = await client().submitJob({ type: 'x', schedule: { every: 'PT1M' } })
+    const dispatcher = await t.pool.connect()
+    await dispatcher.query('begin')
+    await dispatcher.query('select job_id from pgsched.triggers where job_id = $1 for update', [job.id])
+    await dispatcher.query(
+      `insert into pgsched.executions (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
+       values ($1, 'default', 'x', 0, now(), now(), 5, 1000)`,
+      [job.id],
+    )
+    const cancelling = client().cancelJob(job.id)
+    await waitFor(async () => {
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and wait_event_type = 'Lock'`.execute(t.db)
+      return rows[0]?.n === 1
+    }, { what: 'cancel to wait for the dispatcher' })
+    await dispatcher.query('commit')
+    dispatcher.release()
+    expect((await cancelling).status).toBe('CANCELLED')
+    expect((await executionsOf(job.id)).map((e) => e.state)).toEqual(['cancelled'])
   })
 
   it('pauses and resumes a recurring job, and refuses to pause a one-time job', async () => {

@@ -279,6 +279,9 @@ export interface JobCancelParams {
  * Returns the ids of executions that were running, or undefined if no such job.
  */
 export async function jobCancel(db: Executor, params: JobCancelParams): Promise<{ runningExecutionIds: string[] } | undefined> {
+  // Wait for a dispatcher that holds this job's trigger: the statement below then starts with
+  // a snapshot that includes the execution it may just have created, and cancels that too.
+  await sql`select job_id from pgsched.triggers where job_id = ${params.id}::uuid for update`.execute(db)
   const result = await sql<{ found: boolean; running_ids: string[] | null }>`
     with job as (
       update pgsched.jobs
