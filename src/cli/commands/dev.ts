@@ -1,8 +1,9 @@
 /**
  * `scheduler dev`: everything in one process. Without DATABASE_URL it starts
  * an embedded Postgres with data in ./.pgsched/, migrates, serves the REST API
- * (printing a development API key and a curl line) and runs the scheduler
- * until SIGINT/SIGTERM.
+ * (printing a development API key and a curl line) and runs a worker (with
+ * the handlers of SCHEDULER_HANDLERS, plus the built-in http handler) until
+ * SIGINT/SIGTERM.
  */
 import type { Command } from 'commander'
 import { loadConfig } from '../../config.ts'
@@ -10,6 +11,8 @@ import { createLogger } from '../../logger.ts'
 import { migrate } from '../../db/migrate.ts'
 import { onShutdownSignal } from '../signals.ts'
 import { createDevApiKey, startApiServer } from './api.ts'
+import { createWorkerSystem } from '../../system.ts'
+import { loadHandlerModule } from '../../worker/handlers.ts'
 
 export function registerDev(program: Command): void {
   program
@@ -34,8 +37,15 @@ export function registerDev(program: Command): void {
       const devKey = await createDevApiKey(api)
       process.stdout.write(`REST API: ${api.url}  (docs at ${api.url}/docs)\n`)
       process.stdout.write(`development API key (tenant "dev"): ${devKey.key}\n  ${devKey.curl}\n`)
+      const handlers = config.worker.handlers ? await loadHandlerModule(config.worker.handlers) : []
+      const worker = createWorkerSystem({ config: { ...config, databaseUrl }, log, handlers })
+      await worker.start()
+      process.stdout.write(
+        `worker: queues ${config.worker.queues.join(', ')}; handlers ${worker.worker.types.join(', ')}` +
+          `${config.worker.handlers ? '' : ' (set SCHEDULER_HANDLERS=<module> to add your own)'}\n`,
+      )
       onShutdownSignal(async () => {
-        await api.close()
+        await Promise.all([api.close(), worker.stop()])
         await stopPostgres?.()
       })
       await new Promise<never>(() => {})
