@@ -1,0 +1,32 @@
+import { execFile } from 'node:child_process'
+import { mkdtempSync, readFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { describe, expect, it } from 'vitest'
+import { adminUrl } from '../db.ts'
+
+const run = promisify(execFile)
+
+describe('scheduler bench --quick', () => {
+  it('runs every scenario on a scratch database and reports finite figures', { timeout: 180_000 }, async () => {
+    const out = join(mkdtempSync(join(tmpdir(), 'pgsched-bench-')), 'report.json')
+    const { stdout } = await run('node', ['bin/scheduler', 'bench', '--quick', '--json', out], {
+      env: { ...process.env, DATABASE_URL: adminUrl() },
+      maxBuffer: 10 * 1024 * 1024,
+    })
+    const report = JSON.parse(readFileSync(out, 'utf8')) as {
+      rows: Array<{ scenario: string; figure: { median: number }; ofCeiling?: number }>
+      explain: string
+    }
+    const scenarios = new Set(report.rows.map((r) => r.scenario))
+    expect([...scenarios].sort()).toEqual(['burn-down', 'ceiling', 'latency', 'memory', 'priority', 'scale', 'submit'])
+    for (const row of report.rows.filter((r) => r.scenario !== 'memory')) expect(Number.isFinite(row.figure.median)).toBe(true)
+    expect(report.rows.find((r) => r.scenario === 'burn-down')?.ofCeiling).toBeGreaterThan(0)
+    expect(report.explain).toContain('Merge Append') // the claim index returns rows in priority order
+    expect(report.explain).toContain('queue_priority_run_at_id_idx')
+    expect(stdout).toContain('| scenario | measure | median |')
+    const { stdout: dbs } = await run('psql', [adminUrl(), '-Atc', "select count(*) from pg_database where datname like 'pgsched_bench_%'"])
+    expect(dbs.trim()).toBe('0')
+  })
+})
