@@ -6,7 +6,7 @@
  */
 import type pg from 'pg'
 import { Kysely, PostgresDialect, type Transaction } from 'kysely'
-import { v7 as uuidv7 } from 'uuid'
+import { uuidV7 } from './lib/uuid-v7.ts'
 import { systemClock, type Clock } from './clock.ts'
 import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from './errors.ts'
 import { normalizeSubmit, type Execution, type Job, type JobStatus, type NormalizedSubmit, type SubmitJobInput } from './core/job.ts'
@@ -202,7 +202,8 @@ function makeClient(db: Kysely<DB>, tenant: string, createdBy: string | null, cl
   }
 
   async function insert(ex: Kysely<DB>, inputs: readonly NormalizedSubmit[]) {
-    const rows = inputs.map((n) => ({ ...n, id: uuidv7(), executionId: uuidv7() }))
+    const nowMs = Date.now()
+    const rows = inputs.map((n) => ({ ...n, id: uuidV7(nowMs), executionId: uuidV7(nowMs) }))
     const outcomes: JobInsertOutcome[] = new Array(rows.length)
     let pending = rows.map((_, i) => i)
     let now = new Date()

@@ -77,8 +77,8 @@ export interface NormalizedSubmit {
   misfirePolicy: MisfirePolicy
   misfireMaxRuns: number
   overlapPolicy: OverlapPolicy
-  /** SHA-256 of the normalised request, to compare idempotent retries. */
-  requestHash: string
+  /** SHA-256 of the normalised request, to compare idempotent retries; null without an idempotency key. */
+  requestHash: string | null
 }
 
 export interface Execution {
@@ -315,8 +315,11 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSub
     misfireMaxRuns,
     overlapPolicy,
   }
-  const requestHash = createHash('sha256')
-    .update(canonicalJson({ ...normalized, payloadJson: undefined, firstFireAt: undefined, payload }))
-    .digest('hex')
+  const requestHash =
+    idempotencyKey === null
+      ? null
+      : createHash('sha256')
+          .update(canonicalJson({ ...normalized, payloadJson: undefined, firstFireAt: undefined, payload }))
+          .digest('hex')
   return { ...normalized, requestHash }
 }

@@ -10,13 +10,18 @@
  *   execution missing from the answer lost its lease → its handler is aborted.
  *   After maxHeartbeatFailures failed heartbeats in a row (database unreachable)
  *   every handler is aborted, before the lease (> 3 heartbeats) can expire.
+ *   lease guard: a heartbeat that hangs (a partition that drops packets) never
+ *   fails, and a process frozen (SIGSTOP, VM pause) sends nothing, so a timer
+ *   also aborts every handler whose lease was last confirmed more than
+ *   leaseMs − heartbeatMs ago on the monotonic clock, before the database
+ *   lease can run out and another worker start the execution.
  *
  * Abort reasons (`ctx.signal.reason.name`): TimeoutError (recorded as a
  * retriable failure), LeaseLostError, CancelledError, ShutdownError.
  */
 import { hostname } from 'node:os'
 import type { Kysely } from 'kysely'
-import { v7 as uuidv7 } from 'uuid'
+import { uuidV7 } from '../lib/uuid-v7.ts'
 import type { DB } from '../db/schema.ts'
 import { executionClaimBatch, type ClaimedExecution } from '../db/queries/claim.ts'
 import { executionHeartbeatMany, executionReleaseMany, type LeaseRef } from '../db/queries/lease.ts'
@@ -61,6 +66,8 @@ interface InFlight {
   /** Outcome handed to the completer: no longer "lost" if the heartbeat misses it. */
   finishing: boolean
   lost: boolean
+  /** Monotonic time (performance.now()) the database lease surely lasts until: when the last confirmed claim or renewal was sent, plus leaseMs. */
+  leaseSureUntilMs: number
 }
 
 export class Worker {
@@ -83,13 +90,14 @@ export class Worker {
   private claimLoopDone: Promise<void> | undefined
   private heartbeatLoopDone: Promise<void> | undefined
   private readonly stopHeartbeat = new AbortController()
+  private leaseGuard: NodeJS.Timeout | undefined
   private heartbeatFailures = 0
   private readonly idleWaiters: Array<() => void> = []
   private readonly tasks = new Set<Promise<void>>()
 
   constructor(options: WorkerOptions) {
     this.o = options
-    this.id = options.id ?? uuidv7()
+    this.id = options.id ?? uuidV7()
     this.log = options.log.child({ component: 'worker', workerId: this.id })
     this.completer = new Completer({ db: options.db, workerId: this.id, log: this.log })
     this.notifier = new Notifier({
@@ -133,6 +141,9 @@ export class Worker {
     await this.notifier.start()
     this.claimLoopDone = this.claimLoop()
     this.heartbeatLoopDone = this.heartbeatLoop()
+    // A short period: after a freeze this timer is among the first callbacks to run.
+    this.leaseGuard = setInterval(() => this.guardLeases(), Math.max(10, Math.floor(this.o.heartbeatMs / 4)))
+    this.leaseGuard.unref()
     this.log.info({ queues: this.o.queues, types: this.types, concurrency: this.o.concurrency }, 'worker started')
   }
 
@@ -143,6 +154,7 @@ export class Worker {
   async runOnce(): Promise<number> {
     const free = this.o.concurrency - this.active
     if (free <= 0 || this.stopping) return 0
+    const sentAtMs = performance.now()
     const claimed = await executionClaimBatch(this.o.db, {
       workerId: this.id,
       queues: this.o.queues,
@@ -151,7 +163,7 @@ export class Worker {
       leaseMs: this.o.leaseMs,
     })
     if (claimed.length > 0) this.log.debug({ count: claimed.length, free }, 'claimed executions')
-    for (const c of claimed) this.track(this.execute(c))
+    for (const c of claimed) this.track(this.execute(c, sentAtMs + this.o.leaseMs))
     return claimed.length
   }
 
@@ -231,10 +243,10 @@ export class Worker {
     inflight.controller.abort(reason)
   }
 
-  private async execute(c: ClaimedExecution): Promise<void> {
+  private async execute(c: ClaimedExecution, leaseSureUntilMs: number): Promise<void> {
     const ref: LeaseRef = { id: c.id, jobId: c.jobId, attempt: c.attempt }
     const controller = new AbortController()
-    const inflight: InFlight = { ref, controller, finishing: false, lost: false }
+    const inflight: InFlight = { ref, controller, finishing: false, lost: false, leaseSureUntilMs }
     this.leases.set(c.id, inflight)
     this.active++
     const log = this.log.child({ jobId: c.jobId, executionId: c.id, kind: c.type, attempt: c.attempt })
@@ -379,6 +391,7 @@ export class Worker {
   /** Renews every lease held; aborts handlers whose lease is gone. */
   async heartbeatOnce(): Promise<void> {
     const held = [...this.leases.values()]
+    const sentAtMs = performance.now()
     try {
       const renewed = await executionHeartbeatMany(this.o.db, {
         workerId: this.id,
@@ -387,7 +400,8 @@ export class Worker {
       })
       this.heartbeatFailures = 0
       for (const h of held) {
-        if (!renewed.has(h.ref.id) && this.leases.get(h.ref.id) === h && !h.finishing) {
+        if (renewed.has(h.ref.id)) h.leaseSureUntilMs = sentAtMs + this.o.leaseMs
+        else if (this.leases.get(h.ref.id) === h && !h.finishing) {
           this.abortExecution(h.ref.id, new AbortReason('LeaseLostError', 'lease lost: the execution was reaped, cancelled or taken over'))
         }
       }
@@ -401,6 +415,21 @@ export class Worker {
           this.abortExecution(h.ref.id, new AbortReason('LeaseLostError', 'database unreachable: lease cannot be renewed'))
         }
       }
+    }
+  }
+
+  /**
+   * Aborts the handlers whose lease has not been confirmed for leaseMs − heartbeatMs
+   * (monotonic clock), whatever the heartbeat is doing: stuck in a partition,
+   * or not run at all while the process was frozen. Their outcome is not written.
+   */
+  guardLeases(): void {
+    const now = performance.now()
+    const expiring = [...this.leases.values()].filter((h) => !h.finishing && now >= h.leaseSureUntilMs - this.o.heartbeatMs)
+    if (expiring.length === 0) return
+    this.log.error({ count: expiring.length }, 'leases not confirmed in time: aborting their handlers before the leases expire')
+    for (const h of expiring) {
+      this.abortExecution(h.ref.id, new AbortReason('LeaseLostError', 'lease not confirmed in time: the database did not answer the heartbeat'))
     }
   }
 
@@ -439,6 +468,7 @@ export class Worker {
     await this.completer.flush()
     this.stopHeartbeat.abort()
     await this.heartbeatLoopDone
+    clearInterval(this.leaseGuard)
     await workerMarkStopped(this.o.db, { id: this.id }).catch(() => undefined)
     this.log.info('worker stopped')
   }
