@@ -1,12 +1,24 @@
 /**
- * UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, version 7, random bits.
- * Built from Node's buffered `randomUUID()` (a v4 whose variant bits are
- * already right), which is many times faster than generating the random part
- * per call; ids sort by creation millisecond, in random order within one.
+ * UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, version 7, a 12-bit
+ * counter (RFC 9562 method 1) so ids made in one process sort in the order
+ * they were made even within a millisecond, then random bits. The random part
+ * comes from Node's buffered `randomUUID()` (a v4 whose variant bits are
+ * already right), many times faster than generating randomness per call.
+ * When the counter runs out within a millisecond, the time borrows the next one.
  */
 import { randomUUID } from 'node:crypto'
 
+let lastMs = -1
+let counter = 0
+
 export function uuidV7(nowMs: number = Date.now()): string {
-  const time = nowMs.toString(16).padStart(12, '0')
-  return `${time.slice(0, 8)}-${time.slice(8, 12)}-7${randomUUID().slice(15)}`
+  if (nowMs > lastMs) {
+    lastMs = nowMs
+    counter = Math.floor(Math.random() * 0x400) // start low: room to count up
+  } else if (++counter > 0xfff) {
+    lastMs++
+    counter = 0
+  }
+  const time = lastMs.toString(16).padStart(12, '0')
+  return `${time.slice(0, 8)}-${time.slice(8, 12)}-7${counter.toString(16).padStart(3, '0')}${randomUUID().slice(18)}`
 }
