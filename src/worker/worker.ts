@@ -94,6 +94,8 @@ export class Worker {
   private heartbeatFailures = 0
   private readonly idleWaiters: Array<() => void> = []
   private readonly tasks = new Set<Promise<void>>()
+  /** Outcome writes in progress. */
+  private readonly recordings = new Set<Promise<void>>()
 
   constructor(options: WorkerOptions) {
     this.o = options
@@ -249,7 +251,9 @@ export class Worker {
     const inflight: InFlight = { ref, controller, finishing: false, lost: false, leaseSureUntilMs }
     this.leases.set(c.id, inflight)
     this.active++
-    const log = this.log.child({ jobId: c.jobId, executionId: c.id, kind: c.type, attempt: c.attempt })
+    // Created on first use: most runs never log.
+    let childLog: Logger | undefined
+    const log = () => (childLog ??= this.log.child({ jobId: c.jobId, executionId: c.id, kind: c.type, attempt: c.attempt }))
     const output = new OutputFile(this.o.outputDir, c.jobId, c.id, c.attempt)
     const timer = setTimeout(
       () => this.abortExecution(c.id, new AbortReason('TimeoutError', `timed out after ${c.timeoutMs} ms`)),
@@ -265,7 +269,9 @@ export class Worker {
       queue: c.queue,
       scheduledFor: c.scheduledFor,
       signal: controller.signal,
-      log,
+      get log() {
+        return log()
+      },
       get output() {
         return output.writable
       },
@@ -284,18 +290,19 @@ export class Worker {
       if (controller.signal.aborted) resolve('aborted')
       controller.signal.addEventListener('abort', () => resolve('aborted'), { once: true })
     })
+    let recording: Promise<void> | undefined
     try {
       const first = await Promise.race([settled, aborted])
       clearTimeout(timer)
       const reason = controller.signal.reason as AbortReason | undefined
       if (first === 'aborted' || controller.signal.aborted) {
         if (reason?.name === 'TimeoutError') {
-          log.warn({ timeoutMs: c.timeoutMs }, 'execution timed out')
-          await this.record(inflight, log, { kind: 'fail', error: reason, fatal: false, timedOut: true, output })
+          log().warn({ timeoutMs: c.timeoutMs }, 'execution timed out')
+          recording = this.record(inflight, log, { kind: 'fail', error: reason, fatal: false, timedOut: true, output })
         } else if (reason?.name === 'ShutdownError') {
           // handed back by stop()
         } else {
-          log.warn({ reason: reason?.message }, 'execution aborted: lease lost')
+          log().warn({ reason: reason?.message }, 'execution aborted: lease lost')
           await output.close()
         }
       } else if (first.ok) {
@@ -304,13 +311,13 @@ export class Worker {
           const error = new FatalError(
             `result is ${Buffer.byteLength(resultJson)} bytes as JSON, over the ${MAX_RESULT_BYTES}-byte limit; write large output to ctx.output instead`,
           )
-          await this.record(inflight, log, { kind: 'fail', error, fatal: true, timedOut: false, output })
+          recording = this.record(inflight, log, { kind: 'fail', error, fatal: true, timedOut: false, output })
         } else {
-          await this.record(inflight, log, { kind: 'complete', resultJson, output })
+          recording = this.record(inflight, log, { kind: 'complete', resultJson, output })
         }
       } else {
         const error = toError(first.error)
-        await this.record(inflight, log, { kind: 'fail', error, fatal: error instanceof FatalError, timedOut: false, output })
+        recording = this.record(inflight, log, { kind: 'fail', error, fatal: error instanceof FatalError, timedOut: false, output })
       }
     } finally {
       clearTimeout(timer)
@@ -320,12 +327,18 @@ export class Worker {
       this.wake()
       if (this.active === 0) for (const w of this.idleWaiters.splice(0)) w()
     }
+    // The slot is free as soon as the handler returns; the outcome is written (batched) meanwhile,
+    // and the lease stays in the heartbeat until it is.
+    if (recording) {
+      this.recordings.add(recording)
+      await recording.finally(() => this.recordings.delete(recording))
+    }
   }
 
   /** Writes an outcome, retrying while the database is unreachable and the lease still held. */
   private async record(
     inflight: InFlight,
-    log: Logger,
+    log: () => Logger,
     outcome:
       | { kind: 'complete'; resultJson: string; output: OutputFile }
       | { kind: 'fail'; error: Error; fatal: boolean; timedOut: boolean; output: OutputFile },
@@ -357,7 +370,7 @@ export class Worker {
               })
       } catch {
         if (inflight.lost || !this.leases.has(ref.id)) {
-          log.warn('outcome not recorded: lease lost while the database was unreachable')
+          log().warn('outcome not recorded: lease lost while the database was unreachable')
           return
         }
         await abortableSleep(delayMs, this.stopHeartbeat.signal)
@@ -366,14 +379,14 @@ export class Worker {
       }
       this.leases.delete(ref.id)
       if (!result.accepted) {
-        log.warn({ outcome: outcome.kind }, 'outcome rejected: lease lost (fenced)')
+        log().warn({ outcome: outcome.kind }, 'outcome rejected: lease lost (fenced)')
       } else if (outcome.kind === 'complete') {
-        log.debug('execution succeeded')
+        log().debug('execution succeeded')
       } else if (result.retry?.state === 'pending') {
-        log.warn({ err: outcome.error, retryInMs: result.retry.retryInMs }, 'execution failed; will retry')
+        log().warn({ err: outcome.error, retryInMs: result.retry.retryInMs }, 'execution failed; will retry')
         this.wakeIn(result.retry.retryInMs)
       } else {
-        log.warn({ err: outcome.error, fatal: outcome.fatal }, 'execution failed')
+        log().warn({ err: outcome.error, fatal: outcome.fatal }, 'execution failed')
       }
       return
     }
@@ -452,6 +465,7 @@ export class Worker {
         new Promise<void>((resolve) => setTimeout(resolve, this.o.shutdownGraceMs)),
       ])
     }
+    await Promise.all([...this.recordings])
     await this.completer.flush()
     const unfinished = [...this.leases.values()].filter((h) => !h.finishing)
     for (const h of unfinished) h.controller.abort(new AbortReason('ShutdownError', 'worker shutting down'))
