@@ -143,8 +143,9 @@ export class Worker {
     await this.notifier.start()
     this.claimLoopDone = this.claimLoop()
     this.heartbeatLoopDone = this.heartbeatLoop()
-    // A short period: after a freeze this timer is among the first callbacks to run.
-    this.leaseGuard = setInterval(() => this.guardLeases(), Math.max(10, Math.floor(this.o.heartbeatMs / 4)))
+    // At most 50 ms apart, whatever the heartbeat: after a freeze, the timers that fell due run in
+    // order, so only a handler step due within this period of the freeze can run before the guard.
+    this.leaseGuard = setInterval(() => this.guardLeases(), Math.max(10, Math.min(50, Math.floor(this.o.heartbeatMs / 4))))
     this.leaseGuard.unref()
     this.log.info({ queues: this.o.queues, types: this.types, concurrency: this.o.concurrency }, 'worker started')
   }
