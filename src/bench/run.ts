@@ -264,14 +264,15 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         })
         await worker.ready
         while (starts.length < 500) await new Promise((r) => setTimeout(r, 10))
-        const submittedAt = performance.timeOrigin + performance.now()
         await client.submitJobs(Array.from({ length: 100 }, (_, i) => ({ type: 'bench.probe', priority: 10, payload: { i, high: true } })))
+        // The high-priority jobs are due once committed, i.e. when the submit returns.
+        const submittedAt = performance.timeOrigin + performance.now()
         while (starts.filter((x) => x.high).length < 100) await new Promise((r) => setTimeout(r, 10))
         const lastHigh = Math.max(...starts.filter((x) => x.high).map((x) => x.t))
         runs.push(starts.filter((x) => !x.high && x.t > submittedAt && x.t < lastHigh).length)
         await worker.stop()
       }
-      add({ scenario: 'priority', metric: 'low-priority starts between high-priority submit and last high start (worker concurrency 10)', unit: 'jobs', figure: figure(runs), target: '< 10 (one claim batch)' })
+      add({ scenario: 'priority', metric: 'low-priority starts after 100 high-priority jobs are committed and before the last of them starts (worker concurrency 10)', unit: 'jobs', figure: figure(runs), target: '< 10 (one claim batch)' })
     }
 
     // 6. scale
