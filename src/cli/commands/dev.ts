@@ -31,23 +31,26 @@ export function registerDev(program: Command): void {
         stopPostgres = pg.stop
         process.stdout.write(`embedded Postgres: ${databaseUrl}  (data in ${config.dev.dataDir}/pg)\n`)
       }
+      // Stop whatever has started, whenever the signal comes (even during start-up).
+      let api: Awaited<ReturnType<typeof startApiServer>> | undefined
+      let worker: ReturnType<typeof createWorkerSystem> | undefined
+      onShutdownSignal(async () => {
+        await Promise.all([api?.close(), worker?.stop()])
+        await stopPostgres?.()
+      })
       await migrate({ databaseUrl, partitions: config.db.partitions, log })
       process.stdout.write('pgsched is ready (schema migrated)\n')
-      const api = await startApiServer({ config, databaseUrl, log })
+      const handlers = config.worker.handlers ? await loadHandlerModule(config.worker.handlers) : []
+      worker = createWorkerSystem({ config: { ...config, databaseUrl }, log, handlers })
+      await worker.start()
+      api = await startApiServer({ config, databaseUrl, log })
       const devKey = await createDevApiKey(api)
       process.stdout.write(`REST API: ${api.url}  (docs at ${api.url}/docs)\n`)
       process.stdout.write(`development API key (tenant "dev"): ${devKey.key}\n  ${devKey.curl}\n`)
-      const handlers = config.worker.handlers ? await loadHandlerModule(config.worker.handlers) : []
-      const worker = createWorkerSystem({ config: { ...config, databaseUrl }, log, handlers })
-      await worker.start()
       process.stdout.write(
         `worker: queues ${config.worker.queues.join(', ')}; handlers ${worker.worker.types.join(', ')}` +
           `${config.worker.handlers ? '' : ' (set SCHEDULER_HANDLERS=<module> to add your own)'}\n`,
       )
-      onShutdownSignal(async () => {
-        await Promise.all([api.close(), worker.stop()])
-        await stopPostgres?.()
-      })
       await new Promise<never>(() => {})
     })
 }
