@@ -66,8 +66,12 @@ async function freePort(): Promise<number> {
 async function waitUntilDrained(s: Scratch, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
-    const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.executions where state in ('pending', 'running')`.execute(s.db)
-    if (rows[0]?.n === 0) return
+    // Each probe is served by a small partial index (claim, lease), not a scan of the history.
+    const { rows } = await sql<{ busy: boolean }>`
+      select exists (select 1 from pgsched.executions where state = 'pending' and queue = 'default'
+                      order by queue, priority desc, run_at, id limit 1)
+          or exists (select 1 from pgsched.executions where state = 'running' order by lease_expires_at limit 1) as busy`.execute(s.db)
+    if (rows[0]?.busy === false) return
     if (Date.now() > deadline) throw new Error(`executions still pending after ${timeoutMs} ms`)
     await new Promise((r) => setTimeout(r, 100))
   }
