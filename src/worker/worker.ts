@@ -280,6 +280,12 @@ export class Worker {
     const handler = this.o.handlers.get(c.type)
     const settled = Promise.resolve()
       .then(() => {
+        // A claim answered after the process was frozen (or starved) may already be past its safe
+        // lease time: never start such a handler; the execution is someone else's by now.
+        if (performance.now() >= inflight.leaseSureUntilMs - this.o.heartbeatMs) {
+          this.abortExecution(c.id, new AbortReason('LeaseLostError', 'lease not confirmed in time: not started'))
+          return undefined
+        }
         if (!handler) throw new FatalError(`no handler for type "${c.type}"`)
         return handler.run(ctx)
       })

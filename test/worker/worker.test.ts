@@ -207,3 +207,18 @@ describe('Worker', () => {
     expect(await execution(job.id)).toMatchObject({ state: 'pending', attempt: 0, worker_id: null })
   })
 })
+
+describe('Worker lease check before start', () => {
+  it('does not start a handler whose claim is already past its safe lease time', async () => {
+    let started = 0
+    await client().submitJob({ type: 'late' })
+    // start() sends the first claim; the loop is then blocked past lease − heartbeat before the
+    // answer is handled, as a freeze between claim and start would.
+    const worker = await startWorker([defineHandler('late', async () => void started++)], { leaseMs: 1_000, heartbeatMs: 200, pollIntervalMs: 60_000 })
+    const until = performance.now() + 900
+    while (performance.now() < until) { /* frozen */ }
+    await waitFor(async () => (await execution((await t.db.selectFrom('pgsched.jobs').select('id').executeTakeFirstOrThrow()).id)).state === 'running')
+    await worker.drained()
+    expect(started).toBe(0)
+  })
+})
