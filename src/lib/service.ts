@@ -41,3 +41,20 @@ export async function runLoop(params: RunLoopParams): Promise<void> {
     await abortableSleep(params.intervalMs, params.signal)
   }
 }
+
+/** A running loop; `stop()` aborts it and resolves when its current iteration has ended. */
+export interface LoopHandle {
+  stop(): Promise<void>
+}
+
+/** Starts `runLoop` with its own abort signal. */
+export function startLoop(params: Omit<RunLoopParams, 'signal'>): LoopHandle {
+  const controller = new AbortController()
+  const loop = runLoop({ ...params, signal: controller.signal })
+  return {
+    async stop() {
+      controller.abort()
+      await loop
+    },
+  }
+}

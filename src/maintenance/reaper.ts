@@ -7,7 +7,7 @@ import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
 import { executionRescueExpired, type RescueOutcome } from '../db/queries/rescue.ts'
 import type { Logger } from '../logger.ts'
-import { runLoop } from '../lib/service.ts'
+import { startLoop, type LoopHandle } from '../lib/service.ts'
 
 export interface ReaperOptions {
   db: Kysely<DB>
@@ -19,8 +19,7 @@ export interface ReaperOptions {
 export class Reaper {
   private readonly o: ReaperOptions
   private readonly log: Logger
-  private controller: AbortController | undefined
-  private loop: Promise<void> | undefined
+  private loop: LoopHandle | undefined
 
   constructor(options: ReaperOptions) {
     this.o = options
@@ -41,12 +40,10 @@ export class Reaper {
   }
 
   start(): void {
-    this.controller = new AbortController()
-    this.loop = runLoop({ name: 'reaper', intervalMs: this.o.intervalMs, signal: this.controller.signal, log: this.log, runOnce: () => this.runOnce() })
+    this.loop = startLoop({ name: 'reaper', intervalMs: this.o.intervalMs, log: this.log, runOnce: () => this.runOnce() })
   }
 
   async stop(): Promise<void> {
-    this.controller?.abort()
-    await this.loop
+    await this.loop?.stop()
   }
 }
