@@ -6,12 +6,22 @@
  */
 import { Command, CommanderError } from 'commander'
 import { ConfigError } from '../errors.ts'
-import { registerMigrate } from './commands/migrate.ts'
-import { registerDev } from './commands/dev.ts'
-import { registerWorker } from './commands/worker.ts'
-import { registerBench } from './commands/bench.ts'
-import { registerApi } from './commands/api.ts'
-import { registerKeys } from './commands/keys.ts'
+
+type Register = (program: Command) => void
+
+/**
+ * Each command's module, loaded only when that command runs (or for help):
+ * a worker process then never loads the HTTP server, the benchmark's load
+ * generator or the embedded Postgres, which keeps its memory down.
+ */
+const COMMANDS: Record<string, () => Promise<Register>> = {
+  migrate: async () => (await import('./commands/migrate.ts')).registerMigrate,
+  dev: async () => (await import('./commands/dev.ts')).registerDev,
+  worker: async () => (await import('./commands/worker.ts')).registerWorker,
+  bench: async () => (await import('./commands/bench.ts')).registerBench,
+  api: async () => (await import('./commands/api.ts')).registerApi,
+  keys: async () => (await import('./commands/keys.ts')).registerKeys,
+}
 
 export async function main(argv: string[]): Promise<void> {
   const program = new Command()
@@ -19,12 +29,9 @@ export async function main(argv: string[]): Promise<void> {
     .description('pgsched: a distributed job scheduler on PostgreSQL')
     .showHelpAfterError()
     .exitOverride()
-  registerMigrate(program)
-  registerDev(program)
-  registerWorker(program)
-  registerBench(program)
-  registerApi(program)
-  registerKeys(program)
+  const name = argv[2]
+  const wanted = name !== undefined && Object.hasOwn(COMMANDS, name) ? [name] : Object.keys(COMMANDS)
+  for (const register of await Promise.all(wanted.map((n) => (COMMANDS[n] as () => Promise<Register>)()))) register(program)
   try {
     await program.parseAsync(argv)
   } catch (err: unknown) {
