@@ -34,6 +34,8 @@ export const ConfigSchema = Type.Object({
         minItems: 1,
       }),
       concurrency: Type.Integer({ default: 10, minimum: 1, maximum: 10000 }),
+      /** Most executions claimed ahead of free slots while handlers are short (0 = off). */
+      prefetch: Type.Integer({ default: 400, minimum: 0, maximum: 10000 }),
       leaseMs: Ms(30_000, 1_000, 3_600_000),
       heartbeatMs: Ms(5_000, 100, 600_000),
       maxHeartbeatFailures: Type.Integer({ default: 3, minimum: 1, maximum: 100 }),
@@ -80,6 +82,7 @@ export const ENV_MAP: Readonly<Record<string, string>> = {
   SCHEDULER_HANDLERS: 'worker.handlers',
   SCHEDULER_QUEUES: 'worker.queues',
   SCHEDULER_WORKER_CONCURRENCY: 'worker.concurrency',
+  SCHEDULER_WORKER_PREFETCH: 'worker.prefetch',
   SCHEDULER_LEASE_MS: 'worker.leaseMs',
   SCHEDULER_HEARTBEAT_MS: 'worker.heartbeatMs',
   SCHEDULER_MAX_HEARTBEAT_FAILURES: 'worker.maxHeartbeatFailures',

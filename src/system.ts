@@ -40,6 +40,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     handlers: registry,
     queues: w.queues,
     concurrency: w.concurrency,
+    prefetch: w.prefetch,
     leaseMs: w.leaseMs,
     heartbeatMs: w.heartbeatMs,
     maxHeartbeatFailures: w.maxHeartbeatFailures,

@@ -8,7 +8,8 @@ import pg from 'pg'
 import type { Logger } from '../logger.ts'
 
 export interface NotifierHandlers {
-  onWork(queues: string[], delayMs: number): void
+  /** `priority`: the highest priority among the new work, when the notification says. */
+  onWork(queues: string[], delayMs: number, priority: number | undefined): void
   onCancel(executionIds: string[]): void
   onReconnect(): void
 }
@@ -87,8 +88,8 @@ export class Notifier {
     try {
       const payload = JSON.parse(msg.payload ?? 'null') as unknown
       if (msg.channel === 'pgsched_executions') {
-        const p = payload as { queues?: string[]; delayMs?: number }
-        this.handlers.onWork(p.queues ?? [], Number(p.delayMs ?? 0))
+        const p = payload as { queues?: string[]; delayMs?: number; priority?: number }
+        this.handlers.onWork(p.queues ?? [], Number(p.delayMs ?? 0), typeof p.priority === 'number' ? p.priority : undefined)
       } else if (msg.channel === 'pgsched_cancel' && Array.isArray(payload)) {
         this.handlers.onCancel(payload as string[])
       }

@@ -9,15 +9,20 @@ import { finished } from 'node:stream/promises'
 
 export class OutputFile {
   private stream: WriteStream | undefined
-  private readonly path: string
+  private path = ''
+  private readonly outputDir: string
+  private readonly name: [jobId: string, executionId: string, attempt: number]
 
   constructor(outputDir: string, jobId: string, executionId: string, attempt: number) {
-    this.path = join(resolve(outputDir), jobId, `${executionId}.${attempt}.log`)
+    this.outputDir = outputDir
+    this.name = [jobId, executionId, attempt]
   }
 
   /** The stream, opened on first use. */
   get writable(): WriteStream {
     if (!this.stream) {
+      const [jobId, executionId, attempt] = this.name
+      this.path = join(resolve(this.outputDir), jobId, `${executionId}.${attempt}.log`)
       mkdirSync(join(this.path, '..'), { recursive: true })
       this.stream = createWriteStream(this.path, { flags: 'a' })
     }

@@ -1,11 +1,18 @@
 /**
  * The worker: claims due executions and runs their handlers.
  *
- *   claim loop ── free slots? ──▶ executionClaimBatch(n = free slots)
- *        ▲                             │ one task per execution
- *        │ wake: NOTIFY, slot freed,   ▼
- *        │ retry/delay timer, poll   handler(ctx) ──▶ Completer (batched, fenced writes)
- *        └─────────────────────────────┘
+ *   claim loop ── room? ──▶ executionClaimBatch(n = free slots + prefetch room)
+ *        ▲                        │ leased, queued locally by priority
+ *        │ wake: NOTIFY, slot     ▼
+ *        │ freed, retry timer,  buffer ── slot free ──▶ handler(ctx) ──▶ Completer (batched, fenced writes)
+ *        └ poll ──────────────────┘
+ *   prefetch: while handlers are short, the worker claims ahead of its free
+ *   slots (at most what its handlers are expected to start within
+ *   PREFETCH_HORIZON_MS, capped by the prefetch option): larger, fewer claims.
+ *   Buffered executions are leased and heartbeated like running ones. When a
+ *   notification announces work of higher priority than the best buffered,
+ *   the buffer stops starting lower-priority runs until the claim it
+ *   triggers returns, so priority order holds across the buffer.
  *   heartbeat: every heartbeatMs one statement renews every lease held; an
  *   execution missing from the answer lost its lease → its handler is aborted.
  *   After maxHeartbeatFailures failed heartbeats in a row (database unreachable)
@@ -50,8 +57,13 @@ export interface WorkerOptions {
   pollIntervalMs: number
   shutdownGraceMs: number
   outputDir: string
+  /** Most executions claimed ahead of free slots (0 = claim only for free slots). Default 0. */
+  prefetch?: number
   id?: string
 }
+
+/** Prefetch holds at most what the handlers are expected to start within this time. */
+export const PREFETCH_HORIZON_MS = 100
 
 class AbortReason extends Error {
   constructor(name: string, message: string) {
@@ -62,7 +74,14 @@ class AbortReason extends Error {
 
 interface InFlight {
   ref: LeaseRef
-  controller: AbortController
+  claimed: ClaimedExecution
+  /** Claim order: ties in priority start in the order the claim returned them. */
+  seq: number
+  /** Created when the handler first reads ctx.signal, or at abort. */
+  controller: AbortController | undefined
+  abortReason: AbortReason | undefined
+  onAbort: (() => void) | undefined
+  started: boolean
   /** Outcome handed to the completer: no longer "lost" if the heartbeat misses it. */
   finishing: boolean
   lost: boolean
@@ -80,6 +99,17 @@ export class Worker {
   private readonly leases = new Map<string, InFlight>()
   /** Handlers running (slots in use). */
   private active = 0
+  /** Claimed executions waiting for a slot, highest priority first. */
+  private buffer: InFlight[] = []
+  private claimSeq = 0
+  /** Mean handler run time (ms, moving average); undefined until a run ended. */
+  private avgRunMs: number | undefined
+  /**
+   * While set, buffered runs below `priority` wait until a claim sent after the
+   * announcement (number > afterClaim) has returned with the announced work.
+   */
+  private priorityFence: { priority: number; afterClaim: number } | undefined
+  private claimsSent = 0
   private stopping = false
   private started = false
   private wakeResolve: (() => void) | undefined
@@ -106,10 +136,16 @@ export class Worker {
       databaseUrl: options.databaseUrl,
       log: this.log,
       handlers: {
-        onWork: (queues, delayMs) => {
+        onWork: (queues, delayMs, priority) => {
           if (!queues.some((q) => this.o.queues.includes(q))) return
-          if (delayMs <= 0) this.wake()
-          else this.wakeIn(delayMs)
+          if (delayMs > 0) return this.wakeIn(delayMs)
+          // Work above the best buffered priority: hold lower buffered runs until it is claimed.
+          // (An empty buffer may still be refilled by a claim sent before the announcement.)
+          const best = this.buffer[0]?.claimed.priority ?? -Infinity
+          if (priority !== undefined && priority > best) {
+            this.priorityFence = { priority: Math.max(priority, this.priorityFence?.priority ?? -Infinity), afterClaim: this.claimsSent }
+          }
+          this.wake()
         },
         onCancel: (ids) => {
           for (const id of ids) this.abortExecution(id, new AbortReason('CancelledError', 'execution cancelled'))
@@ -155,19 +191,75 @@ export class Worker {
    * many executions were claimed. The claim loop calls this; tests may too.
    */
   async runOnce(): Promise<number> {
-    const free = this.o.concurrency - this.active
-    if (free <= 0 || this.stopping) return 0
+    // A priority fence claims even with the buffer full: the announced work goes ahead of it.
+    const room = this.priorityFence === undefined ? this.room() : Math.max(this.room(), this.o.concurrency)
+    if (room <= 0 || this.stopping) {
+      this.priorityFence = undefined
+      return 0
+    }
     const sentAtMs = performance.now()
-    const claimed = await executionClaimBatch(this.o.db, {
-      workerId: this.id,
-      queues: this.o.queues,
-      types: this.types,
-      limit: free,
-      leaseMs: this.o.leaseMs,
-    })
-    if (claimed.length > 0) this.log.debug({ count: claimed.length, free }, 'claimed executions')
-    for (const c of claimed) this.track(this.execute(c, sentAtMs + this.o.leaseMs))
+    const claimNo = ++this.claimsSent
+    let claimed: ClaimedExecution[] = []
+    try {
+      claimed = await executionClaimBatch(this.o.db, {
+        workerId: this.id,
+        queues: this.o.queues,
+        types: this.types,
+        limit: room,
+        leaseMs: this.o.leaseMs,
+      })
+    } finally {
+      // The fence holds until a claim sent after the announcement reaches below its priority (the
+      // claim goes by priority) or runs out: until then more of the announced work may be waiting.
+      const fence = this.priorityFence
+      if (fence && fence.afterClaim < claimNo) {
+        if (claimed.length < room || claimed.some((c) => c.priority < fence.priority)) this.priorityFence = undefined
+        else fence.afterClaim = claimNo
+      }
+      this.pump()
+    }
+    if (claimed.length > 0) this.log.debug({ count: claimed.length, room }, 'claimed executions')
+    for (const c of claimed) {
+      const inflight: InFlight = {
+        ref: { id: c.id, jobId: c.jobId, attempt: c.attempt },
+        claimed: c,
+        seq: this.claimSeq++,
+        controller: undefined,
+        abortReason: undefined,
+        onAbort: undefined,
+        started: false,
+        finishing: false,
+        lost: false,
+        leaseSureUntilMs: sentAtMs + this.o.leaseMs,
+      }
+      this.leases.set(c.id, inflight)
+      this.buffer.push(inflight)
+    }
+    if (claimed.length > 0) this.buffer.sort(byPriority)
+    this.pump()
     return claimed.length
+  }
+
+  /** Executions claimed ahead of free slots that handlers are expected to start within the horizon. */
+  private prefetchAllowed(): number {
+    const max = this.o.prefetch ?? 0
+    if (max <= 0 || this.avgRunMs === undefined) return 0
+    return Math.min(max, Math.floor((this.o.concurrency * PREFETCH_HORIZON_MS) / Math.max(this.avgRunMs, 0.01)))
+  }
+
+  /** How many executions the next claim may take. */
+  private room(): number {
+    return this.o.concurrency - this.active + this.prefetchAllowed() - this.buffer.length
+  }
+
+  /** Starts buffered executions while slots are free (not past a priority fence). */
+  private pump(): void {
+    while (this.active < this.o.concurrency && this.buffer.length > 0 && !this.stopping) {
+      const next = this.buffer[0] as InFlight
+      if (this.priorityFence && next.claimed.priority < this.priorityFence.priority) return
+      this.buffer.shift()
+      this.track(this.execute(next))
+    }
   }
 
   private track(task: Promise<void>): void {
@@ -179,17 +271,18 @@ export class Worker {
     let errorDelayMs = 100
     let backlog = false
     while (!this.stopping) {
-      const free = this.o.concurrency - this.active
-      // With a backlog, refill in batches (half the slots) rather than one slot at a time:
+      const room = this.room()
+      // With a backlog, refill in batches (half the capacity) rather than one slot at a time:
       // fewer, larger claims. Without one, claim as soon as anything is due (lowest latency).
-      const minBatch = backlog ? Math.max(1, Math.floor(this.o.concurrency / 2)) : 1
-      if (free < minBatch && this.active > 0) {
+      // A priority fence (higher-priority work announced) claims at once.
+      const minBatch = backlog ? Math.max(1, Math.floor((this.o.concurrency + this.prefetchAllowed()) / 2)) : 1
+      if (this.priorityFence === undefined && (room <= 0 || (room < minBatch && this.active + this.buffer.length > 0))) {
         await this.sleep(this.o.pollIntervalMs)
         continue
       }
       try {
         const n = await this.runOnce()
-        backlog = free > 0 && n === free
+        backlog = room > 0 && n === room
         errorDelayMs = 100
       } catch (err: unknown) {
         this.log.warn({ err }, 'claim failed; retrying')
@@ -240,22 +333,36 @@ export class Worker {
 
   private abortExecution(id: string, reason: AbortReason): void {
     const inflight = this.leases.get(id)
-    if (!inflight || inflight.finishing) return
+    if (!inflight || inflight.finishing || inflight.abortReason) return
     inflight.lost = reason.name !== 'TimeoutError' && reason.name !== 'ShutdownError'
     if (inflight.lost) this.leases.delete(id)
-    inflight.controller.abort(reason)
+    inflight.abortReason = reason
+    if (!inflight.started) {
+      // Not started yet: just drop it from the buffer (a shutdown hands it back).
+      const at = this.buffer.indexOf(inflight)
+      if (at >= 0) this.buffer.splice(at, 1)
+      return
+    }
+    inflight.controller?.abort(reason)
+    inflight.onAbort?.()
   }
 
-  private async execute(c: ClaimedExecution, leaseSureUntilMs: number): Promise<void> {
-    const ref: LeaseRef = { id: c.id, jobId: c.jobId, attempt: c.attempt }
-    const controller = new AbortController()
-    const inflight: InFlight = { ref, controller, finishing: false, lost: false, leaseSureUntilMs }
-    this.leases.set(c.id, inflight)
+  private async execute(inflight: InFlight): Promise<void> {
+    const c = inflight.claimed
+    inflight.started = true
     this.active++
-    // Created on first use: most runs never log.
+    const startedAtMs = performance.now()
+    // Created on first use: most runs never log, write output or look at their signal.
     let childLog: Logger | undefined
     const log = () => (childLog ??= this.log.child({ jobId: c.jobId, executionId: c.id, kind: c.type, attempt: c.attempt }))
     const output = new OutputFile(this.o.outputDir, c.jobId, c.id, c.attempt)
+    const signal = () => {
+      if (!inflight.controller) {
+        inflight.controller = new AbortController()
+        if (inflight.abortReason) inflight.controller.abort(inflight.abortReason)
+      }
+      return inflight.controller.signal
+    }
     const timer = setTimeout(
       () => this.abortExecution(c.id, new AbortReason('TimeoutError', `timed out after ${c.timeoutMs} ms`)),
       c.timeoutMs,
@@ -269,7 +376,9 @@ export class Worker {
       type: c.type,
       queue: c.queue,
       scheduledFor: c.scheduledFor,
-      signal: controller.signal,
+      get signal() {
+        return signal()
+      },
       get log() {
         return log()
       },
@@ -294,15 +403,15 @@ export class Worker {
         (error: unknown) => ({ ok: false as const, error }),
       )
     const aborted = new Promise<'aborted'>((resolve) => {
-      if (controller.signal.aborted) resolve('aborted')
-      controller.signal.addEventListener('abort', () => resolve('aborted'), { once: true })
+      if (inflight.abortReason) resolve('aborted')
+      inflight.onAbort = () => resolve('aborted')
     })
     let recording: Promise<void> | undefined
     try {
       const first = await Promise.race([settled, aborted])
       clearTimeout(timer)
-      const reason = controller.signal.reason as AbortReason | undefined
-      if (first === 'aborted' || controller.signal.aborted) {
+      const reason = inflight.abortReason
+      if (first === 'aborted' || reason) {
         if (reason?.name === 'TimeoutError') {
           log().warn({ timeoutMs: c.timeoutMs }, 'execution timed out')
           recording = this.record(inflight, log, { kind: 'fail', error: reason, fatal: false, timedOut: true, output })
@@ -331,6 +440,9 @@ export class Worker {
       // The slot is busy until the handler really returns, even if it ignored the abort.
       await settled
       this.active--
+      const ranMs = performance.now() - startedAtMs
+      this.avgRunMs = this.avgRunMs === undefined ? ranMs : this.avgRunMs + (ranMs - this.avgRunMs) / 16
+      this.pump()
       this.wake()
       if (this.active === 0) for (const w of this.idleWaiters.splice(0)) w()
     }
@@ -388,7 +500,8 @@ export class Worker {
       if (!result.accepted) {
         log().warn({ outcome: outcome.kind }, 'outcome rejected: lease lost (fenced)')
       } else if (outcome.kind === 'complete') {
-        log().debug('execution succeeded')
+        // Checked first: building the run's child logger for a message nobody reads costs more than the run.
+        if (this.log.isLevelEnabled('debug')) log().debug('execution succeeded')
       } else if (result.retry?.state === 'pending') {
         log().warn({ err: outcome.error, retryInMs: result.retry.retryInMs }, 'execution failed; will retry')
         this.wakeIn(result.retry.retryInMs)
@@ -475,7 +588,7 @@ export class Worker {
     await Promise.all([...this.recordings])
     await this.completer.flush()
     const unfinished = [...this.leases.values()].filter((h) => !h.finishing)
-    for (const h of unfinished) h.controller.abort(new AbortReason('ShutdownError', 'worker shutting down'))
+    for (const h of unfinished) this.abortExecution(h.ref.id, new AbortReason('ShutdownError', 'worker shutting down'))
     if (unfinished.length > 0) {
       const released = await executionReleaseMany(this.o.db, { workerId: this.id, leases: unfinished.map((h) => h.ref) }).catch(
         (err: unknown) => {
@@ -498,4 +611,14 @@ export class Worker {
   async drained(): Promise<void> {
     while (this.tasks.size > 0) await Promise.all([...this.tasks])
   }
+
+  /** Claimed executions waiting for a slot (for tests and metrics). */
+  get buffered(): number {
+    return this.buffer.length
+  }
+}
+
+/** Buffer order: the claim's order (priority, then due time), then claim order. */
+function byPriority(a: InFlight, b: InFlight): number {
+  return b.claimed.priority - a.claimed.priority || a.claimed.runAt.getTime() - b.claimed.runAt.getTime() || a.seq - b.seq
 }

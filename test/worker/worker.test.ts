@@ -222,3 +222,62 @@ describe('Worker lease check before start', () => {
     expect(started).toBe(0)
   })
 })
+
+describe('Worker prefetch', () => {
+  it('claims ahead of its free slots once handlers are known to be short, and runs each execution once', async () => {
+    const runs = new Map<number, number>()
+    let maxBuffered = 0
+    const worker = await startWorker([defineHandler('short', async (ctx) => {
+      const i = (ctx.payload as { i: number }).i
+      runs.set(i, (runs.get(i) ?? 0) + 1)
+      maxBuffered = Math.max(maxBuffered, worker.buffered)
+    })], { concurrency: 4, prefetch: 50 })
+    await client().submitJobs(Array.from({ length: 600 }, (_, i) => ({ type: 'short', payload: { i } })))
+    await waitFor(async () => Number((await sql<{ n: string }>`select count(*) as n from pgsched.executions where state = 'succeeded'`.execute(t.db)).rows[0]?.n) === 600,
+      { what: 'all 600 to succeed', timeoutMs: 30_000 })
+    expect(runs.size).toBe(600)
+    expect([...runs.values()].every((n) => n === 1)).toBe(true)
+    expect(maxBuffered).toBeGreaterThan(4)
+    expect(maxBuffered).toBeLessThanOrEqual(50)
+  })
+
+  it('hands back buffered executions on stop: pending again, attempt not counted', async () => {
+    let release: () => void = () => undefined
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    let runs = 0
+    const worker = await startWorker([defineHandler('gated', async () => {
+      runs++
+      if (runs > 20) await gate
+    })], { concurrency: 2, prefetch: 30, shutdownGraceMs: 100 })
+    await client().submitJobs(Array.from({ length: 20 }, () => ({ type: 'gated' })))
+    await waitFor(() => runs === 20, { what: 'the first 20 runs' })
+    await client().submitJobs(Array.from({ length: 100 }, () => ({ type: 'gated' })))
+    await waitFor(() => worker.buffered > 0, { what: 'executions buffered behind the gated handlers' })
+    const stopping = worker.stop()
+    release()
+    await stopping
+    const { rows } = await sql<{ state: string; attempt: number; n: string }>`
+      select state, attempt, count(*) as n from pgsched.executions group by state, attempt order by state, attempt`.execute(t.db)
+    expect(rows.find((r) => r.state === 'running')).toBeUndefined()
+    const pending = rows.filter((r) => r.state === 'pending')
+    expect(pending.every((r) => r.attempt === 0)).toBe(true)
+    expect(pending.reduce((n, r) => n + Number(r.n), 0)).toBeGreaterThan(0)
+  })
+
+  it('starts announced higher-priority work before the lower-priority work it has buffered', async () => {
+    const started: Array<{ high: boolean; at: number }> = []
+    const worker = await startWorker([defineHandler('mixed', async (ctx) => {
+      started.push({ high: (ctx.payload as { high?: boolean }).high === true, at: performance.now() })
+      await new Promise((r) => setTimeout(r, 2))
+    })], { concurrency: 2, prefetch: 40 })
+    await client().submitJobs(Array.from({ length: 400 }, () => ({ type: 'mixed', priority: 0, payload: {} })))
+    await waitFor(() => worker.buffered >= 10, { what: 'low-priority executions buffered' })
+    await client().submitJobs(Array.from({ length: 10 }, () => ({ type: 'mixed', priority: 5, payload: { high: true } })))
+    const committedAt = performance.now()
+    await waitFor(() => started.filter((s) => s.high).length === 10, { what: 'the high-priority runs' })
+    const lastHigh = Math.max(...started.filter((s) => s.high).map((s) => s.at))
+    const lowBetween = started.filter((s) => !s.high && s.at > committedAt && s.at < lastHigh).length
+    // Without the fence, the buffer (≥ 10 low runs) would go first.
+    expect(lowBetween).toBeLessThanOrEqual(2)
+  })
+})

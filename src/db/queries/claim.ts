@@ -29,6 +29,8 @@ export interface ClaimedExecution {
   maxAttempts: number
   timeoutMs: number
   scheduledFor: Date
+  /** When it became due (the claim takes due executions by priority, then this). */
+  runAt: Date
   payload: unknown
 }
 
@@ -61,7 +63,7 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
      where e.id = any(array(select id from due))
        and e.job_id = any(array(select job_id from due))
     returning e.id, e.job_id as "jobId", e.type, e.queue, e.priority, e.attempt, e.max_attempts as "maxAttempts",
-              e.timeout_ms as "timeoutMs", e.scheduled_for as "scheduledFor",
+              e.timeout_ms as "timeoutMs", e.scheduled_for as "scheduledFor", e.run_at as "runAt",
               (select j.payload from pgsched.jobs j where j.id = e.job_id) as payload
   `
 }
