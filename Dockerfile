@@ -19,5 +19,6 @@ COPY --from=build /app/migrations ./migrations
 RUN mkdir -p /app/.pgsched/output && chown -R node:node /app/.pgsched
 USER node
 EXPOSE 8080
-ENTRYPOINT ["node", "/app/bin/scheduler"]
+# The launcher's shebang runs node with the memory settings the processes are tuned for.
+ENTRYPOINT ["/app/bin/scheduler"]
 CMD ["worker"]

@@ -19,7 +19,8 @@ export interface BenchProcess {
 
 function spawnScheduler(args: string[], env: Record<string, string>, readyText: string, onProbe?: (m: ProbeMessage) => void): BenchProcess {
   const root = packageRoot()
-  const child = spawn(process.execPath, [join(root, 'bin', 'scheduler'), ...args], {
+  // The launcher itself, as installed: its shebang carries the Node.js flags the product runs with.
+  const child = spawn(join(root, 'bin', 'scheduler'), args, {
     env: { ...process.env, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   })

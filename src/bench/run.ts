@@ -28,6 +28,8 @@ export interface BenchOptions {
   quick: boolean
   reps: number
   historyRows: number
+  /** Scenarios to run (all when absent). */
+  only?: readonly Scenario[]
   log: Logger
   progress: (line: string) => void
 }
@@ -50,6 +52,9 @@ export interface BenchReport {
   rows: Row[]
   explain: string
 }
+
+export const SCENARIOS = ['ceiling', 'burn-down', 'submit', 'latency', 'priority', 'scale', 'memory'] as const
+export type Scenario = (typeof SCENARIOS)[number]
 
 const WORKER_ID = '00000000-0000-7000-8000-00000000be00'
 
@@ -105,9 +110,10 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
   }
   let explain = ''
   let workerRss = Number.NaN
+  const want = (scenario: Scenario) => !o.only || o.only.includes(scenario)
   try {
     // 1. ceiling
-    for (const batch of [100, 500]) {
+    for (const batch of want('ceiling') ? [100, 500] : []) {
       const runs: number[] = []
       for (const label of reps(`ceiling batch ${batch}`)) {
         o.progress(label)
@@ -128,7 +134,8 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       }
       add({ scenario: 'ceiling', metric: `claim+complete, batch ${batch}, 2 connections`, unit: 'jobs/s', figure: figure(runs) })
     }
-    const ceiling = Math.max(...rows.filter((r) => r.scenario === 'ceiling').map((r) => r.figure.median))
+    const ceilings = rows.filter((r) => r.scenario === 'ceiling').map((r) => r.figure.median)
+    const ceiling = ceilings.length > 0 ? Math.max(...ceilings) : Number.NaN
 
     // 2. burn-down
     const burnDown = async (processes: number, label: string): Promise<Figure> => {
@@ -146,7 +153,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       }
       return figure(runs)
     }
-    for (const processes of [1, 2]) {
+    for (const processes of want('burn-down') || want('memory') ? [1, 2] : []) {
       const f = await burnDown(processes, `burn-down ${processes} process(es)`)
       add({
         scenario: 'burn-down',
@@ -159,7 +166,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     }
 
     // 3. submit
-    {
+    if (want('submit')) {
       const runs: number[] = []
       for (const l of reps('submit batch')) {
         o.progress(l)
@@ -172,7 +179,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       }
       add({ scenario: 'submit', metric: `batch from TypeScript (${N.toLocaleString('en-US')} jobs, 10,000 per call)`, unit: 'jobs/s', figure: figure(runs), target: '≥ 120,000' })
     }
-    {
+    if (want('submit')) {
       const runs: number[] = []
       const perCaller = o.quick ? 250 : 1_000
       for (const l of reps('submit single ×8')) {
@@ -187,7 +194,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       add({ scenario: 'submit', metric: 'single submitJob from TypeScript, 8 concurrent callers', unit: 'jobs/s', figure: figure(runs), target: '≥ 4,000' })
     }
     let apiRss = Number.NaN
-    {
+    if (want('submit') || want('memory')) {
       const runs: number[] = []
       const p99s: number[] = []
       const key = await createApiKey(s.db, { tenant: 'bench', name: 'bench' })
@@ -247,17 +254,17 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       return { p50: quantile(lat, 0.5), p95: quantile(lat, 0.95), p99: quantile(lat, 0.99), max: Math.max(...lat) }
     }
     const latencyRuns: Array<{ p50: number; p95: number; p99: number; max: number }> = []
-    for (const l of reps('latency')) latencyRuns.push(await latency(l))
+    for (const l of want('latency') ? reps('latency') : []) latencyRuns.push(await latency(l))
     const addLatency = (scenario: string, runsOf: typeof latencyRuns) => {
       add({ scenario, metric: 'submit → handler start p50 at 200 jobs/s', unit: 'ms', figure: figure(runsOf.map((r) => r.p50)), target: '≤ 1.5' })
       add({ scenario, metric: 'submit → handler start p95', unit: 'ms', figure: figure(runsOf.map((r) => r.p95)) })
       add({ scenario, metric: 'submit → handler start p99', unit: 'ms', figure: figure(runsOf.map((r) => r.p99)), target: '≤ 5' })
       add({ scenario, metric: 'submit → handler start max', unit: 'ms', figure: figure(runsOf.map((r) => r.max)) })
     }
-    addLatency('latency', latencyRuns)
+    if (latencyRuns.length > 0) addLatency('latency', latencyRuns)
 
     // 5. priority under load
-    {
+    if (want('priority')) {
       const runs: number[] = []
       for (const l of reps('priority under load')) {
         o.progress(l)
@@ -284,7 +291,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     }
 
     // 6. scale
-    {
+    if (want('scale')) {
       await s.reset()
       o.progress(`scale: writing ${o.historyRows.toLocaleString('en-US')} terminal executions of history`)
       const chunk = 1_000_000
@@ -334,8 +341,10 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     }
 
     // 7. memory
-    add({ scenario: 'memory', metric: 'worker peak RSS at concurrency 100 (burn-down)', unit: 'MB', figure: figure([workerRss]), target: '≤ 150' })
-    add({ scenario: 'memory', metric: 'API peak RSS under REST load', unit: 'MB', figure: figure([apiRss]), target: '≤ 150' })
+    if (want('memory')) {
+      add({ scenario: 'memory', metric: 'worker peak RSS at concurrency 100 (burn-down)', unit: 'MB', figure: figure([workerRss]), target: '≤ 150' })
+      add({ scenario: 'memory', metric: 'API peak RSS under REST load', unit: 'MB', figure: figure([apiRss]), target: '≤ 150' })
+    }
   } finally {
     await s.drop()
   }

@@ -10,13 +10,14 @@ import { loadConfig } from '../../config.ts'
 import { ConfigError } from '../../errors.ts'
 import { createLogger } from '../../logger.ts'
 import { packageRoot } from '../../lib/package-root.ts'
-import { reportTable, runBench, type BenchReport } from '../../bench/run.ts'
+import { reportTable, runBench, SCENARIOS, type BenchReport, type Scenario } from '../../bench/run.ts'
 
 interface BenchFlags {
   quick?: boolean
   json?: string
   reps?: string
   historyRows?: string
+  only?: string
   docs?: boolean
 }
 
@@ -55,22 +56,27 @@ export function registerBench(program: Command): void {
     .option('--json <file>', 'also write the report as JSON')
     .option('--reps <n>', 'repetitions per figure (default 3; 1 with --quick)')
     .option('--history-rows <n>', 'terminal executions written for the scale scenario (default 2000000; 20000 with --quick)')
+    .option('--only <scenarios>', `comma-separated scenarios to run (${SCENARIOS.join(', ')}); docs are not rewritten`)
     .option('--no-docs', 'do not rewrite docs/benchmarks.md after a full run')
     .action(async (flags: BenchFlags) => {
       const config = loadConfig(process.env)
       if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL; a scratch database is created beside it)')
       const quick = Boolean(flags.quick)
+      const only = flags.only?.split(',').map((x) => x.trim())
+      const unknown = only?.filter((x) => !(SCENARIOS as readonly string[]).includes(x))
+      if (unknown && unknown.length > 0) throw new ConfigError(`--only: unknown scenario ${unknown.map((x) => `"${x}"`).join(', ')}; choose from ${SCENARIOS.join(', ')}`)
       const report = await runBench({
         databaseUrl: config.databaseUrl,
         quick,
         reps: positiveInt(flags.reps, 'reps', quick ? 1 : 3),
         historyRows: positiveInt(flags.historyRows, 'history-rows', quick ? 20_000 : 2_000_000),
+        only: only as Scenario[] | undefined,
         log: createLogger({ level: 'warn' }),
         progress: (line) => process.stderr.write(`${line}\n`),
       })
       process.stdout.write(`${reportTable(report)}\n\nclaim plan:\n${report.explain}\n`)
       if (flags.json) await writeFile(flags.json, JSON.stringify(report, null, 2))
-      if (!quick && flags.docs !== false) {
+      if (!quick && !only && flags.docs !== false) {
         const command = ['scheduler bench', ...process.argv.slice(3)].join(' ')
         await writeFile(join(packageRoot(), 'docs', 'benchmarks.md'), markdown(report, command))
       }
