@@ -34,6 +34,7 @@ export interface JobInsertOutcome {
  */
 export async function jobInsertMany(db: Executor, params: JobInsertManyParams): Promise<{ outcomes: JobInsertOutcome[]; now: Date }> {
   const j = params.jobs
+  if (j.every((x) => x.idempotencyKey === null && (x.kind === 'now' || x.kind === 'at'))) return jobInsertPlain(db, params)
   const col = <T>(f: (x: (typeof j)[number]) => T): T[] => j.map(f)
   const result = await sql<{ id: string; created: boolean; existing_job_id: string | null; existing_request_hash: string | null; now: Date }>`${sql.raw(PREPARE)}
     with input as (
@@ -105,6 +106,43 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
       existingJobId: r.created ? null : r.existing_job_id,
       existingRequestHash: r.created ? null : r.existing_request_hash,
     })),
+  }
+}
+
+/**
+ * The common case, one-time jobs without idempotency keys: no key to claim and
+ * no schedule, so two plain inserts (about half the work of the general form).
+ */
+async function jobInsertPlain(db: Executor, params: JobInsertManyParams): Promise<{ outcomes: JobInsertOutcome[]; now: Date }> {
+  const j = params.jobs
+  const col = <T>(f: (x: (typeof j)[number]) => T): T[] => j.map(f)
+  const result = await sql<{ now: Date }>`${sql.raw(PREPARE)}
+    with input as (
+      select *
+        from unnest(
+          ${col((x) => x.id)}::uuid[], ${col((x) => x.executionId)}::uuid[], ${col((x) => x.type)}::text[],
+          ${col((x) => x.queue)}::text[], ${col((x) => x.priority)}::int[], ${col((x) => x.payloadJson)}::text[],
+          ${col((x) => x.maxAttempts)}::int[], ${col((x) => x.timeoutMs)}::int[], ${col((x) => x.backoffBaseMs)}::int[],
+          ${col((x) => x.backoffMaxMs)}::int[], ${col((x) => x.runAt)}::timestamptz[]
+        ) as i(id, execution_id, type, queue, priority, payload, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, run_at)
+    ),
+    new_jobs as (
+      insert into pgsched.jobs (id, tenant, type, queue, priority, payload, max_attempts, backoff_base_ms, backoff_max_ms,
+                                timeout_ms, created_by)
+      select id, ${params.tenant}::text, type, queue, priority, payload::jsonb, max_attempts, backoff_base_ms, backoff_max_ms,
+             timeout_ms, ${params.createdBy}::text
+        from input
+    ),
+    new_executions as (
+      insert into pgsched.executions (id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
+      select execution_id, id, queue, type, priority, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, timeout_ms
+        from input
+    )
+    select now() as now
+  `.execute(db)
+  return {
+    now: result.rows[0]?.now ?? new Date(),
+    outcomes: j.map((x) => ({ id: x.id, created: true, existingJobId: null, existingRequestHash: null })),
   }
 }
 
