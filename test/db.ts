@@ -69,7 +69,8 @@ export function useTestDb(options: { truncate?: boolean } = {}): TestDb {
     beforeEach(async () => {
       // delete, not truncate: on a few rows it is far quicker than truncating ~20 partitions
       await sql`delete from pgsched.executions; delete from pgsched.triggers; delete from pgsched.job_idempotency_keys;
-                delete from pgsched.jobs; delete from pgsched.workers; delete from pgsched.api_keys`.execute(t.db)
+                delete from pgsched.jobs; delete from pgsched.workers; delete from pgsched.api_keys;
+                delete from pgsched.waiting_workers`.execute(t.db)
     })
   }
   afterAll(async () => {

@@ -104,6 +104,13 @@ export interface ApiKeysTable {
   revoked_at: Timestamp | null
 }
 
+/** Workers waiting for a wake-up (migration 0006; unlogged). */
+export interface WaitingWorkersTable {
+  worker_id: string
+  queues: string[]
+  since: DefaultTimestamp
+}
+
 export interface SettingsTable {
   name: string
   value: string
@@ -115,6 +122,7 @@ export interface DB {
   'pgsched.triggers': TriggersTable
   'pgsched.executions': ExecutionsTable
   'pgsched.workers': WorkersTable
+  'pgsched.waiting_workers': WaitingWorkersTable
   'pgsched.api_keys': ApiKeysTable
   'pgsched.settings': SettingsTable
 }

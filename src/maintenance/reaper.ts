@@ -6,6 +6,10 @@
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
 import { executionRescueExpired, type RescueOutcome } from '../db/queries/rescue.ts'
+import { waitingWorkersPrune } from '../db/queries/workers.ts'
+
+/** A worker not seen for this long (over the longest heartbeat allowed) no longer waits. */
+const WAITING_STALE_MS = 3_600_000
 import type { Logger } from '../logger.ts'
 import { startLoop, type LoopHandle } from '../lib/service.ts'
 
@@ -36,6 +40,8 @@ export class Reaper {
       if (r.retried + r.failed < this.o.batchSize) break
     }
     if (total.retried + total.failed > 0) this.log.info(total, 'requeued executions with expired leases')
+    // Wait sign-ups of workers that stopped or vanished only cost wake-ups; drop them.
+    await waitingWorkersPrune(this.o.db, { staleMs: WAITING_STALE_MS })
     return total
   }
 

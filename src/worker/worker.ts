@@ -32,7 +32,7 @@ import { uuidV7 } from '../lib/uuid-v7.ts'
 import type { DB } from '../db/schema.ts'
 import { executionClaimBatch, type ClaimedExecution } from '../db/queries/claim.ts'
 import { executionHeartbeatMany, executionReleaseMany, type LeaseRef } from '../db/queries/lease.ts'
-import { workerMarkStopped, workerRegister } from '../db/queries/workers.ts'
+import { workerMarkStopped, workerRegister, workerSignOffWaiting, workerSignUpWaiting } from '../db/queries/workers.ts'
 import { FatalError, toError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { abortableSleep } from '../lib/service.ts'
@@ -61,6 +61,9 @@ export interface WorkerOptions {
   prefetch?: number
   id?: string
 }
+
+/** Retry interval of a wait sign-up refused because a submit was in flight. */
+const SIGN_UP_RETRY_MS = 20
 
 /** Prefetch holds at most what the handlers are expected to start within this time. */
 export const PREFETCH_HORIZON_MS = 100
@@ -110,6 +113,8 @@ export class Worker {
    */
   private priorityFence: { priority: number; afterClaim: number } | undefined
   private claimsSent = 0
+  /** Signed up in pgsched.waiting_workers: submits of due work notify this worker. */
+  private waiting = false
   private stopping = false
   private started = false
   private wakeResolve: (() => void) | undefined
@@ -284,6 +289,17 @@ export class Worker {
         const n = await this.runOnce()
         backlog = room > 0 && n === room
         errorDelayMs = 100
+        if (backlog && this.waiting) {
+          // Work enough to come back without a wake-up: submits need not notify.
+          this.waiting = false
+          await workerSignOffWaiting(this.o.db, { id: this.id })
+        } else if (!backlog && room > 0 && !this.waiting && !this.stopping) {
+          // Queues empty: sign up for wake-ups, then claim once more (a submit that committed
+          // before the sign-up did not notify). Refused while a submit is in flight: retry soon.
+          if (await workerSignUpWaiting(this.o.db, { id: this.id, queues: this.o.queues })) this.waiting = true
+          else await this.sleep(SIGN_UP_RETRY_MS)
+          continue
+        }
       } catch (err: unknown) {
         this.log.warn({ err }, 'claim failed; retrying')
         await this.sleep(errorDelayMs)
@@ -577,6 +593,10 @@ export class Worker {
     this.wake()
     await this.claimLoopDone
     clearTimeout(this.wakeTimer)
+    if (this.waiting) {
+      this.waiting = false
+      await workerSignOffWaiting(this.o.db, { id: this.id }).catch(() => undefined)
+    }
     await this.notifier.stop()
     if (this.active > 0) {
       this.log.info({ running: this.active, graceMs: this.o.shutdownGraceMs }, 'waiting for running handlers')

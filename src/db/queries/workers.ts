@@ -1,6 +1,7 @@
-/** SQL for the workers table: register at start, mark stopped at shutdown. */
-import type { Kysely } from 'kysely'
+/** SQL for the workers table (register at start, mark stopped at shutdown) and the waiting_workers sign-up. */
+import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
+import { PREPARE } from '../pool.ts'
 
 export interface WorkerRegisterParams {
   id: string
@@ -24,4 +25,35 @@ export async function workerMarkStopped(db: Kysely<DB>, params: { id: string }):
     .set((eb) => ({ stopped_at: eb.fn('now'), last_seen_at: eb.fn('now') }))
     .where('id', '=', params.id)
     .execute()
+}
+
+/**
+ * Signs the worker up as waiting for work on its queues (see migration
+ * 0006): only while no submit is between its insert and its commit, so none
+ * can miss both the sign-up and the claim that follows it. Never waits:
+ * returns false when a submit is in flight (try again shortly).
+ */
+export async function workerSignUpWaiting(db: Kysely<DB>, params: { id: string; queues: readonly string[] }): Promise<boolean> {
+  const { rows } = await sql<{ ok: boolean }>`${sql.raw(PREPARE)}
+    with handshake as (select pg_try_advisory_xact_lock(pgsched.wait_lock_key()) as ok)
+    insert into pgsched.waiting_workers (worker_id, queues)
+    select ${params.id}::uuid, ${[...params.queues]}::text[] from handshake where ok
+    on conflict (worker_id) do update set queues = excluded.queues, since = now()
+    returning true as ok`.execute(db)
+  return rows.length > 0
+}
+
+/** The worker has work again (or stops): submits need not wake it. */
+export async function workerSignOffWaiting(db: Kysely<DB>, params: { id: string }): Promise<void> {
+  await sql`${sql.raw(PREPARE)} delete from pgsched.waiting_workers where worker_id = ${params.id}::uuid`.execute(db)
+}
+
+/** Removes sign-ups of workers that stopped or have not been seen for `staleMs` (they would only cost wake-ups). */
+export async function waitingWorkersPrune(db: Kysely<DB>, params: { staleMs: number }): Promise<number> {
+  const result = await sql`
+    delete from pgsched.waiting_workers w
+     where not exists (select 1 from pgsched.workers k
+                        where k.id = w.worker_id and k.stopped_at is null
+                          and k.last_seen_at > now() - ${params.staleMs}::int * interval '1 millisecond')`.execute(db)
+  return Number(result.numAffectedRows ?? 0)
 }
