@@ -377,7 +377,7 @@ export function reportTable(report: BenchReport): string {
     '|---|---|---:|---:|---:|---|',
     ...report.rows.map(
       (r) =>
-        `| ${r.scenario} | ${r.metric} | ${format(r.figure.median)} ${r.unit} | ${format(r.figure.min)} – ${format(r.figure.max)} | ${r.ofCeiling === undefined ? '' : `${Math.round(r.ofCeiling * 100)} %`} | ${r.target ?? ''} |`,
+        `| ${r.scenario} | ${r.metric} | ${format(r.figure.median)} ${r.unit} | ${format(r.figure.min)} – ${format(r.figure.max)} | ${r.ofCeiling === undefined || Number.isNaN(r.ofCeiling) ? '' : `${Math.round(r.ofCeiling * 100)} %`} | ${r.target ?? ''} |`,
     ),
   ]
   return lines.join('\n')

@@ -108,6 +108,7 @@ export interface ApiKeysTable {
 export interface WaitingWorkersTable {
   worker_id: string
   queues: string[]
+  min_priority: number
   since: DefaultTimestamp
 }
 

@@ -32,7 +32,13 @@ import { uuidV7 } from '../lib/uuid-v7.ts'
 import type { DB } from '../db/schema.ts'
 import { executionClaimBatch, type ClaimedExecution } from '../db/queries/claim.ts'
 import { executionHeartbeatMany, executionReleaseMany, type LeaseRef } from '../db/queries/lease.ts'
-import { workerMarkStopped, workerRegister, workerSignOffWaiting, workerSignUpWaiting } from '../db/queries/workers.ts'
+import {
+  IDLE_MIN_PRIORITY,
+  workerMarkStopped,
+  workerRegister,
+  workerSignOffWaiting,
+  workerSignUpWaiting,
+} from '../db/queries/workers.ts'
 import { FatalError, toError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { abortableSleep } from '../lib/service.ts'
@@ -113,8 +119,12 @@ export class Worker {
    */
   private priorityFence: { priority: number; afterClaim: number } | undefined
   private claimsSent = 0
-  /** Signed up in pgsched.waiting_workers: submits of due work notify this worker. */
-  private waiting = false
+  /**
+   * This worker's min_priority in pgsched.waiting_workers (undefined: not listed): submits of due
+   * work at or above it notify this worker. IDLE_MIN_PRIORITY when its queues were empty; the best
+   * buffered priority + 1 while it holds prefetched work; not listed while it has a backlog only.
+   */
+  private listedMin: number | undefined
   private stopping = false
   private started = false
   private wakeResolve: (() => void) | undefined
@@ -281,25 +291,22 @@ export class Worker {
       // fewer, larger claims. Without one, claim as soon as anything is due (lowest latency).
       // A priority fence (higher-priority work announced) claims at once.
       const minBatch = backlog ? Math.max(1, Math.floor((this.o.concurrency + this.prefetchAllowed()) / 2)) : 1
-      if (this.priorityFence === undefined && (room <= 0 || (room < minBatch && this.active + this.buffer.length > 0))) {
-        await this.sleep(this.o.pollIntervalMs)
-        continue
-      }
       try {
+        if (this.priorityFence === undefined && (room <= 0 || (room < minBatch && this.active + this.buffer.length > 0))) {
+          await this.updateListing(true)
+          await this.sleep(this.o.pollIntervalMs)
+          continue
+        }
         const n = await this.runOnce()
         backlog = room > 0 && n === room
         errorDelayMs = 100
-        if (backlog && this.waiting) {
-          // Work enough to come back without a wake-up: submits need not notify.
-          this.waiting = false
-          await workerSignOffWaiting(this.o.db, { id: this.id })
-        } else if (!backlog && room > 0 && !this.waiting && !this.stopping) {
-          // Queues empty: sign up for wake-ups, then claim once more (a submit that committed
-          // before the sign-up did not notify). Refused while a submit is in flight: retry soon.
-          if (await workerSignUpWaiting(this.o.db, { id: this.id, queues: this.o.queues })) this.waiting = true
-          else await this.sleep(SIGN_UP_RETRY_MS)
+        if (!(await this.updateListing(backlog))) {
+          // The idle sign-up was refused (a submit in flight): claim again shortly.
+          await this.sleep(SIGN_UP_RETRY_MS)
           continue
         }
+        // Just signed up as idle: claim once more (a submit that committed before the sign-up did not notify).
+        if (!backlog && this.listedChanged) continue
       } catch (err: unknown) {
         this.log.warn({ err }, 'claim failed; retrying')
         await this.sleep(errorDelayMs)
@@ -308,6 +315,28 @@ export class Worker {
       }
       if (!backlog) await this.sleep(this.o.pollIntervalMs)
     }
+  }
+
+  private listedChanged = false
+
+  /**
+   * Brings this worker's wake-up listing up to date: idle (any due work) when
+   * the last claim found its queues drained, the best buffered priority + 1
+   * while prefetched work waits, else not listed. Returns false when the idle
+   * sign-up was refused because a submit was in flight.
+   */
+  private async updateListing(backlog: boolean): Promise<boolean> {
+    const best = this.buffer[0]?.claimed.priority
+    const desired = !backlog ? IDLE_MIN_PRIORITY : best !== undefined && best < 1000 ? best + 1 : undefined
+    this.listedChanged = desired !== this.listedMin
+    if (!this.listedChanged || this.stopping) return true
+    if (desired === undefined) {
+      await workerSignOffWaiting(this.o.db, { id: this.id })
+    } else if (!(await workerSignUpWaiting(this.o.db, { id: this.id, queues: this.o.queues, minPriority: desired }))) {
+      return false
+    }
+    this.listedMin = desired
+    return true
   }
 
   /** Waits until woken or `ms` passes. */
@@ -593,8 +622,8 @@ export class Worker {
     this.wake()
     await this.claimLoopDone
     clearTimeout(this.wakeTimer)
-    if (this.waiting) {
-      this.waiting = false
+    if (this.listedMin !== undefined) {
+      this.listedMin = undefined
       await workerSignOffWaiting(this.o.db, { id: this.id }).catch(() => undefined)
     }
     await this.notifier.stop()

@@ -54,6 +54,16 @@ describe('wake-ups', () => {
     expect(await l.before()).toEqual([{ queues: ['emails'], delayMs: 0, priority: 7 }])
   })
 
+  it('wakes a worker holding prefetched work only for work of higher priority than it holds', async () => {
+    const l = await listen()
+    // Listed as a worker whose best buffered execution has priority 4.
+    expect(await workerSignUpWaiting(t.db, { id: '00000000-0000-7000-8000-000000000004', queues: ['default'], minPriority: 5 })).toBe(true)
+    await client().submitJob({ type: 'x', priority: 4 })
+    expect(await l.before()).toEqual([])
+    await client().submitJobs([{ type: 'x', priority: 1 }, { type: 'x', priority: 9 }])
+    expect(await l.before()).toEqual([{ queues: ['default'], delayMs: 0, priority: 9 }])
+  })
+
   it('always announces work due later, with its delay', async () => {
     const l = await listen()
     await client().submitJob({ type: 'x', queue: 'emails', schedule: { at: new Date(Date.now() + 60_000).toISOString() } })

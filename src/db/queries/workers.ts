@@ -27,23 +27,33 @@ export async function workerMarkStopped(db: Kysely<DB>, params: { id: string }):
     .execute()
 }
 
+/** min_priority of a worker that found its queues empty: any due work wakes it. */
+export const IDLE_MIN_PRIORITY = -1000
+
 /**
- * Signs the worker up as waiting for work on its queues (see migration
- * 0006): only while no submit is between its insert and its commit, so none
- * can miss both the sign-up and the claim that follows it. Never waits:
- * returns false when a submit is in flight (try again shortly).
+ * Lists the worker as wanting a wake-up for due work on its queues at or above
+ * `minPriority` (see migration 0006). The idle sign-up (IDLE_MIN_PRIORITY) is
+ * taken only while no submit is between its insert and its commit, so none can
+ * miss both the sign-up and the claim that follows it; it never waits: false
+ * means a submit was in flight (try again shortly). Other levels always succeed.
  */
-export async function workerSignUpWaiting(db: Kysely<DB>, params: { id: string; queues: readonly string[] }): Promise<boolean> {
+export async function workerSignUpWaiting(
+  db: Kysely<DB>,
+  params: { id: string; queues: readonly string[]; minPriority?: number },
+): Promise<boolean> {
+  const minPriority = params.minPriority ?? IDLE_MIN_PRIORITY
   const { rows } = await sql<{ ok: boolean }>`${sql.raw(PREPARE)}
-    with handshake as (select pg_try_advisory_xact_lock(pgsched.wait_lock_key()) as ok)
-    insert into pgsched.waiting_workers (worker_id, queues)
-    select ${params.id}::uuid, ${[...params.queues]}::text[] from handshake where ok
-    on conflict (worker_id) do update set queues = excluded.queues, since = now()
+    with handshake as (
+      select ${minPriority}::int > ${IDLE_MIN_PRIORITY}::int or pg_try_advisory_xact_lock(pgsched.wait_lock_key()) as ok
+    )
+    insert into pgsched.waiting_workers (worker_id, queues, min_priority)
+    select ${params.id}::uuid, ${[...params.queues]}::text[], ${minPriority}::int from handshake where ok
+    on conflict (worker_id) do update set queues = excluded.queues, min_priority = excluded.min_priority, since = now()
     returning true as ok`.execute(db)
   return rows.length > 0
 }
 
-/** The worker has work again (or stops): submits need not wake it. */
+/** The worker has work and nothing buffered: submits need not wake it. */
 export async function workerSignOffWaiting(db: Kysely<DB>, params: { id: string }): Promise<void> {
   await sql`${sql.raw(PREPARE)} delete from pgsched.waiting_workers where worker_id = ${params.id}::uuid`.execute(db)
 }
