@@ -12,7 +12,8 @@ import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from
 import { normalizeSubmit, type Execution, type Job, type JobStatus, type NormalizedSubmit, type SubmitJobInput } from './core/job.ts'
 import { createDb } from './db/pool.ts'
 import type { DB } from './db/schema.ts'
-import { jobCancel, jobGetById, jobInsertMany, jobList, jobSetPaused, type JobInsertOutcome } from './db/queries/jobs.ts'
+import { jobCancel, jobGetById, jobList, jobSetPaused, type JobInsertOutcome } from './db/queries/jobs.ts'
+import { insertRows, SubmitBatcher, type SubmitRow } from './submit-batcher.ts'
 import { executionGetById, executionListByJob } from './db/queries/executions.ts'
 
 /** Where a call runs: the client's pool (default), a Kysely transaction, or a pg client. */
@@ -56,6 +57,11 @@ export interface CreateClientOptions {
   createdBy?: string
   /** Computes cron fire times; the database clock decides everything else. */
   clock?: Clock
+  /**
+   * Group commit: concurrent submitJob calls (outside a caller's transaction)
+   * share one insert statement while another is in flight. Default true.
+   */
+  batchSubmits?: boolean
 }
 
 export interface Client {
@@ -186,12 +192,20 @@ export function createClient(options: CreateClientOptions): Client {
     owned = createDb({ databaseUrl: options.databaseUrl, poolSize: options.poolSize ?? 10, applicationName: 'pgsched-client' })
     db = owned.db
   } else throw new ValidationError('createClient needs databaseUrl or db')
-  return makeClient(db, options.tenant ?? 'default', options.createdBy ?? null, options.clock ?? systemClock, async () => {
+  const batcher = options.batchSubmits === false ? undefined : new SubmitBatcher(db)
+  return makeClient(db, batcher, options.tenant ?? 'default', options.createdBy ?? null, options.clock ?? systemClock, async () => {
     await owned?.db.destroy()
   })
 }
 
-function makeClient(db: Kysely<DB>, tenant: string, createdBy: string | null, clock: Clock, close: () => Promise<void>): Client {
+function makeClient(
+  db: Kysely<DB>,
+  batcher: SubmitBatcher | undefined,
+  tenant: string,
+  createdBy: string | null,
+  clock: Clock,
+  close: () => Promise<void>,
+): Client {
   /** Runs `fn` on the right executor; wraps multi-statement work in a transaction when asked. */
   async function run<T>(options: CallOptions | undefined, fn: (ex: Kysely<DB>) => Promise<T>, transactional = false): Promise<T> {
     const trx = options?.trx
@@ -201,27 +215,14 @@ function makeClient(db: Kysely<DB>, tenant: string, createdBy: string | null, cl
     return fn(onClient)
   }
 
-  async function insert(ex: Kysely<DB>, inputs: readonly NormalizedSubmit[]) {
+  const withIds = (inputs: readonly NormalizedSubmit[]): SubmitRow[] => {
     const nowMs = Date.now()
-    const rows = inputs.map((n) => ({ ...n, id: uuidV7(nowMs), executionId: uuidV7(nowMs) }))
-    const outcomes: JobInsertOutcome[] = new Array(rows.length)
-    let pending = rows.map((_, i) => i)
-    let now = new Date()
-    // An idempotency key taken by a transaction that committed after this statement's snapshot
-    // is neither inserted nor visible: retry those few rows with a fresh snapshot.
-    for (let round = 0; pending.length > 0; round++) {
-      const batch = pending.map((i) => rows[i] as (typeof rows)[number])
-      const res = await jobInsertMany(ex, { tenant, createdBy, jobs: batch })
-      now = res.now
-      const retry: number[] = []
-      res.outcomes.forEach((o, k) => {
-        const index = pending[k] as number
-        if (!o.created && o.existingJobId === null && round < 5) retry.push(index)
-        else outcomes[index] = o
-      })
-      pending = retry
-    }
-    return { rows, outcomes, now }
+    return inputs.map((n) => ({ ...n, id: uuidV7(nowMs), executionId: uuidV7(nowMs) }))
+  }
+
+  async function insert(ex: Kysely<DB>, inputs: readonly NormalizedSubmit[]) {
+    const rows = withIds(inputs)
+    return { rows, ...(await insertRows(ex, tenant, createdBy, rows)) }
   }
 
   const conflict = (key: string | null) =>
@@ -239,9 +240,18 @@ function makeClient(db: Kysely<DB>, tenant: string, createdBy: string | null, cl
 
     async submitJob(input, options) {
       const n = normalizeSubmit(input, clock.now())
-      const { rows, outcomes, now } = await run(options, (ex) => insert(ex, [n]))
-      const row = rows[0] as (typeof rows)[number]
-      const outcome = outcomes[0] as JobInsertOutcome
+      let row: SubmitRow
+      let outcome: JobInsertOutcome
+      let now: Date
+      if (batcher && options?.trx === undefined) {
+        row = withIds([n])[0] as SubmitRow
+        ;({ outcome, now } = await batcher.insert(tenant, createdBy, row))
+      } else {
+        const res = await run(options, (ex) => insert(ex, [n]))
+        row = res.rows[0] as SubmitRow
+        outcome = res.outcomes[0] as JobInsertOutcome
+        now = res.now
+      }
       if (outcome.created) return { job: newJob(n, row.id, row.executionId, tenant, createdBy, now), created: true }
       if (outcome.existingRequestHash !== n.requestHash || !outcome.existingJobId) throw conflict(n.idempotencyKey)
       return { job: await viewJob(outcome.existingJobId, options), created: false }
@@ -328,7 +338,7 @@ function makeClient(db: Kysely<DB>, tenant: string, createdBy: string | null, cl
     },
 
     withTenant(other, by) {
-      return makeClient(db, other, by ?? createdBy, clock, async () => {})
+      return makeClient(db, batcher, other, by ?? createdBy, clock, async () => {})
     },
 
     close,

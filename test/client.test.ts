@@ -89,6 +89,47 @@ describe('client.submitJob', () => {
   })
 })
 
+describe('client.submitJob group commit', () => {
+  it('writes concurrent submits in fewer transactions, each with its own job', async () => {
+    const c = client()
+    const results = await Promise.all(Array.from({ length: 60 }, (_, i) => c.submitJob({ type: 'batched', payload: { i } })))
+    expect(new Set(results.map((r) => r.job.id)).size).toBe(60)
+    for (const r of results) expect(r.job).toMatchObject({ type: 'batched', status: 'NOT_STARTED' })
+    const { rows } = await sql<{ i: number }>`select (payload->>'i')::int as i from pgsched.jobs where type = 'batched' order by 1`.execute(t.db)
+    expect(rows.map((r) => r.i)).toEqual(Array.from({ length: 60 }, (_, i) => i))
+    const { rows: e } = await sql<{ n: number }>`select count(*)::int as n from pgsched.executions where job_id = any(${results.map((r) => r.job.id)}::uuid[])`.execute(t.db)
+    expect(e[0]?.n).toBe(60)
+    // Each row's xmin names the transaction that inserted it.
+    const { rows: tx } = await sql<{ n: number }>`select count(distinct xmin::text)::int as n from pgsched.jobs where type = 'batched'`.execute(t.db)
+    expect(tx[0]?.n).toBeLessThan(30)
+  })
+
+  it('keeps a submit the database refuses from failing the others written with it', async () => {
+    await sql`create function pg_temp_explode() returns trigger language plpgsql as $$
+              begin if new.payload->>'explode' = 'yes' then raise exception 'exploded on purpose'; end if; return new; end $$`.execute(t.db)
+    await sql`create trigger explode before insert on pgsched.jobs for each row execute function pg_temp_explode()`.execute(t.db)
+    try {
+      const c = client()
+      const results = await Promise.allSettled(Array.from({ length: 60 }, (_, i) =>
+        c.submitJob({ type: 'batched', payload: i === 30 ? { explode: 'yes' } : { i } })))
+      expect(results.map((r, i) => (r.status === 'rejected' ? i : -1)).filter((i) => i >= 0)).toEqual([30])
+      expect(String((results[30] as PromiseRejectedResult).reason)).toContain('exploded on purpose')
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.jobs where type = 'batched'`.execute(t.db)
+      expect(rows[0]?.n).toBe(59)
+    } finally {
+      await sql`drop trigger explode on pgsched.jobs`.execute(t.db)
+      await sql`drop function pg_temp_explode()`.execute(t.db)
+    }
+  })
+
+  it('returns the existing job to concurrent submits with the same idempotency key and body', async () => {
+    const c = client()
+    const results = await Promise.all(Array.from({ length: 10 }, () => c.submitJob({ type: 'once', idempotencyKey: 'k-1', payload: { a: 1 } })))
+    expect(new Set(results.map((r) => r.job.id)).size).toBe(1)
+    expect(results.filter((r) => r.created)).toHaveLength(1)
+  })
+})
+
 describe('client.submitJobs', () => {
   it('inserts thousands of jobs with their executions', async () => {
     const inputs = Array.from({ length: 5000 }, (_, i) => ({ type: 'noop', payload: { i }, priority: i % 3 }))

@@ -55,7 +55,7 @@ export function registerBench(program: Command): void {
     .option('--quick', 'small sizes and one repetition (under a minute)')
     .option('--json <file>', 'also write the report as JSON')
     .option('--reps <n>', 'repetitions per figure (default 3; 1 with --quick)')
-    .option('--history-rows <n>', 'terminal executions written for the scale scenario (default 2000000; 20000 with --quick)')
+    .option('--history-rows <n>', 'terminal executions written for the scale scenario (default 10000000; 20000 with --quick)')
     .option('--only <scenarios>', `comma-separated scenarios to run (${SCENARIOS.join(', ')}); docs are not rewritten`)
     .option('--no-docs', 'do not rewrite docs/benchmarks.md after a full run')
     .action(async (flags: BenchFlags) => {
@@ -69,7 +69,7 @@ export function registerBench(program: Command): void {
         databaseUrl: config.databaseUrl,
         quick,
         reps: positiveInt(flags.reps, 'reps', quick ? 1 : 3),
-        historyRows: positiveInt(flags.historyRows, 'history-rows', quick ? 20_000 : 2_000_000),
+        historyRows: positiveInt(flags.historyRows, 'history-rows', quick ? 20_000 : 10_000_000),
         only: only as Scenario[] | undefined,
         log: createLogger({ level: 'warn' }),
         progress: (line) => process.stderr.write(`${line}\n`),

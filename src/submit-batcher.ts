@@ -1,0 +1,104 @@
+/**
+ * Group commit for single submits: submitJob calls made outside a caller's
+ * transaction while an insert is in flight join the next insert, one statement
+ * and one commit for the group. With no insert in flight a submit is written at
+ * once (no added latency). A group that fails is retried one submit at a time,
+ * so one submit's error never becomes another's.
+ */
+import type { Kysely } from 'kysely'
+import type { NormalizedSubmit } from './core/job.ts'
+import type { DB } from './db/schema.ts'
+import { jobInsertMany, type JobInsertOutcome } from './db/queries/jobs.ts'
+
+export type SubmitRow = NormalizedSubmit & { id: string; executionId: string }
+
+export interface InsertedRows {
+  outcomes: JobInsertOutcome[]
+  now: Date
+}
+
+/**
+ * Inserts rows for one tenant. An idempotency key taken by a transaction that
+ * committed after the statement's snapshot is neither inserted nor visible:
+ * those few rows are retried with a fresh snapshot.
+ */
+export async function insertRows(ex: Kysely<DB>, tenant: string, createdBy: string | null, rows: readonly SubmitRow[]): Promise<InsertedRows> {
+  const outcomes: JobInsertOutcome[] = new Array(rows.length)
+  let pending = rows.map((_, i) => i)
+  let now = new Date()
+  for (let round = 0; pending.length > 0; round++) {
+    const res = await jobInsertMany(ex, { tenant, createdBy, jobs: pending.map((i) => rows[i] as SubmitRow) })
+    now = res.now
+    const retry: number[] = []
+    res.outcomes.forEach((o, k) => {
+      const index = pending[k] as number
+      if (!o.created && o.existingJobId === null && round < 5) retry.push(index)
+      else outcomes[index] = o
+    })
+    pending = retry
+  }
+  return { outcomes, now }
+}
+
+interface Entry {
+  tenant: string
+  createdBy: string | null
+  row: SubmitRow
+  resolve: (value: { outcome: JobInsertOutcome; now: Date }) => void
+  reject: (err: unknown) => void
+}
+
+export class SubmitBatcher {
+  private queue: Entry[] = []
+  private inFlight = 0
+  private readonly db: Kysely<DB>
+  private readonly maxBatch: number
+  private readonly maxInFlight: number
+
+  constructor(db: Kysely<DB>, options: { maxBatch?: number; maxInFlight?: number } = {}) {
+    this.db = db
+    this.maxBatch = options.maxBatch ?? 1000
+    this.maxInFlight = options.maxInFlight ?? 2
+  }
+
+  insert(tenant: string, createdBy: string | null, row: SubmitRow): Promise<{ outcome: JobInsertOutcome; now: Date }> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ tenant, createdBy, row, resolve, reject })
+      this.kick()
+    })
+  }
+
+  private kick(): void {
+    while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
+      const batch = this.queue.splice(0, this.maxBatch)
+      this.inFlight++
+      void this.write(batch).finally(() => {
+        this.inFlight--
+        this.kick()
+      })
+    }
+  }
+
+  private async write(batch: Entry[]): Promise<void> {
+    const groups = new Map<string, Entry[]>()
+    for (const e of batch) {
+      const key = `${e.tenant}\u0000${e.createdBy ?? ''}`
+      const group = groups.get(key)
+      if (group) group.push(e)
+      else groups.set(key, [e])
+    }
+    await Promise.all([...groups.values()].map((group) => this.writeGroup(group)))
+  }
+
+  private async writeGroup(group: Entry[]): Promise<void> {
+    const first = group[0] as Entry
+    try {
+      const { outcomes, now } = await insertRows(this.db, first.tenant, first.createdBy, group.map((e) => e.row))
+      group.forEach((e, i) => e.resolve({ outcome: outcomes[i] as JobInsertOutcome, now }))
+    } catch (err: unknown) {
+      if (group.length === 1) return first.reject(err)
+      // Alone, each submit gets its own outcome or its own error.
+      await Promise.all(group.map((e) => this.writeGroup([e])))
+    }
+  }
+}
