@@ -18,7 +18,7 @@ import { createApiKey } from '../api/auth.ts'
 import { executionClaimBatch, executionClaimBatchQuery } from '../db/queries/claim.ts'
 import { executionCompleteMany } from '../db/queries/lease.ts'
 import type { Logger } from '../logger.ts'
-import type { ProbeMessage } from './handlers.ts'
+import { monotonicMs, type ProbeMessage } from './handlers.ts'
 import { spawnApi, spawnWorker } from './processes.ts'
 import { createScratch, insertJobs, type Scratch } from './scratch.ts'
 import { figure, quantile, type Figure } from './stats.ts'
@@ -243,7 +243,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         const due = t0 + i * 5 // 200 per second
         const wait = due - performance.now()
         if (wait > 0) await new Promise((r) => setTimeout(r, wait))
-        submittedAt.set(i, performance.timeOrigin + performance.now())
+        submittedAt.set(i, monotonicMs())
         pending.push(client.submitJob({ type: 'bench.probe', payload: { i } }))
       }
       await Promise.all(pending)
@@ -281,7 +281,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         while (starts.length < 500) await new Promise((r) => setTimeout(r, 10))
         await client.submitJobs(Array.from({ length: 100 }, (_, i) => ({ type: 'bench.probe', priority: 10, payload: { i, high: true } })))
         // The high-priority jobs are due once committed, i.e. when the submit returns.
-        const submittedAt = performance.timeOrigin + performance.now()
+        const submittedAt = monotonicMs()
         while (starts.filter((x) => x.high).length < 100) await new Promise((r) => setTimeout(r, 10))
         const lastHigh = Math.max(...starts.filter((x) => x.high).map((x) => x.t))
         runs.push(starts.filter((x) => !x.high && x.t > submittedAt && x.t < lastHigh).length)

@@ -36,7 +36,8 @@ Last run: ${report.startedAt}, ${Math.round(report.durationS)} s, with \`${comma
 Machine: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, ${m.os}, Node ${m.node}; PostgreSQL on the same machine with default settings.
 Each figure is the median of the repetitions, with their range; throughput is also shown as a share of the
 **ceiling**, the same claim + complete SQL driven by a bare loop over 2 connections in the same run (the
-machine is shared and noisy: ratios hold better than absolute numbers).
+machine is shared and noisy: ratios hold better than absolute numbers). What bounds each figure, with the
+profiles and experiments behind it, is in [performance.md](performance.md).
 
 ${reportTable(report)}
 
