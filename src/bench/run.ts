@@ -312,6 +312,9 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         }
       }))
       await sql`vacuum analyze pgsched.executions`.execute(s.db)
+      // The history stands for a steady state, not a bulk load in progress: flush it before measuring
+      // (needs superuser or pg_checkpoint; without, the checkpoint of the load may overlap the runs).
+      await sql`checkpoint`.execute(s.db).catch((err: unknown) => o.progress(`  checkpoint skipped: ${String(err)}`))
       const keep = async () => {
         await sql`delete from pgsched.executions where started_at > now() - interval '1 hour'`.execute(s.db)
         await sql`truncate pgsched.jobs`.execute(s.db)
