@@ -3,6 +3,10 @@
  * is in flight joins the next one, so under load many executions finish in one
  * statement each for success and failure, and under light load a single
  * outcome is written at once (no added latency).
+ *
+ * `exclusive` runs another statement over the same worker's executions (the
+ * heartbeat) with no outcome write in flight: two statements of one worker
+ * locking overlapping rows in different orders would deadlock.
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
@@ -24,6 +28,7 @@ export class Completer {
   private completions: Array<{ item: Completion; settle: Settle<WriteResult> }> = []
   private failures: Array<{ item: Failure; settle: Settle<WriteResult> }> = []
   private flushing: Promise<void> | undefined
+  private exclusiveRun: Promise<void> | undefined
   private readonly db: Kysely<DB>
   private readonly workerId: string
   private readonly log: Logger
@@ -52,14 +57,29 @@ export class Completer {
 
   /** Resolves when everything recorded so far is written. */
   async flush(): Promise<void> {
-    while (this.flushing || this.completions.length > 0 || this.failures.length > 0) {
+    while (this.flushing || this.exclusiveRun || this.completions.length > 0 || this.failures.length > 0) {
       this.kick()
+      await (this.flushing ?? this.exclusiveRun)
+    }
+  }
+
+  /** Runs `fn` once the outcome write in flight (if any) has ended, holding back new writes until it returns. */
+  async exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    while (this.exclusiveRun) await this.exclusiveRun
+    let release: () => void = () => undefined
+    this.exclusiveRun = new Promise<void>((resolve) => (release = resolve))
+    try {
       await this.flushing
+      return await fn()
+    } finally {
+      this.exclusiveRun = undefined
+      release()
+      this.kick()
     }
   }
 
   private kick(): void {
-    if (this.flushing) return
+    if (this.flushing || this.exclusiveRun) return
     this.flushing = this.writeAll().finally(() => {
       this.flushing = undefined
       if (this.completions.length > 0 || this.failures.length > 0) this.kick()

@@ -571,12 +571,17 @@ export class Worker {
     const held = [...this.leases.values()]
     const sentAtMs = performance.now()
     try {
-      const renewed = await executionHeartbeatMany(this.o.db, {
-        workerId: this.id,
-        leases: held.map((h) => h.ref),
-        leaseMs: this.o.leaseMs,
-      })
+      // Never alongside an outcome write: both lock this worker's rows, in different orders.
+      const renewed = await this.completer.exclusive(() =>
+        executionHeartbeatMany(this.o.db, {
+          workerId: this.id,
+          leases: held.map((h) => h.ref),
+          leaseMs: this.o.leaseMs,
+        }),
+      )
       this.heartbeatFailures = 0
+      const tookMs = performance.now() - sentAtMs
+      if (tookMs > this.o.heartbeatMs) this.log.warn({ tookMs: Math.round(tookMs), leases: held.length }, 'heartbeat slower than its interval')
       for (const h of held) {
         if (renewed.has(h.ref.id)) h.leaseSureUntilMs = sentAtMs + this.o.leaseMs
         else if (this.leases.get(h.ref.id) === h && !h.finishing) {
@@ -639,7 +644,9 @@ export class Worker {
     const unfinished = [...this.leases.values()].filter((h) => !h.finishing)
     for (const h of unfinished) this.abortExecution(h.ref.id, new AbortReason('ShutdownError', 'worker shutting down'))
     if (unfinished.length > 0) {
-      const released = await executionReleaseMany(this.o.db, { workerId: this.id, leases: unfinished.map((h) => h.ref) }).catch(
+      const released = await this.completer.exclusive(() =>
+        executionReleaseMany(this.o.db, { workerId: this.id, leases: unfinished.map((h) => h.ref) }),
+      ).catch(
         (err: unknown) => {
           this.log.warn({ err }, 'could not hand back executions; the reaper will requeue them when their lease expires')
           return 0

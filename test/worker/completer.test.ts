@@ -1,0 +1,64 @@
+/**
+ * The completer keeps a worker's other statements over its own executions
+ * (heartbeat, hand-back) apart from its outcome writes: run together they lock
+ * the same rows in different orders and deadlock.
+ */
+import { sql } from 'kysely'
+import { describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { executionClaimBatch } from '../../src/db/queries/claim.ts'
+import { Completer } from '../../src/worker/completer.ts'
+import { useTestDb } from '../db.ts'
+import { waitFor } from '../wait-for.ts'
+
+const t = useTestDb()
+const WORKER = '00000000-0000-7000-8000-0000000000c0'
+
+async function claimed(n: number) {
+  await createClient({ db: t.db, tenant: 'acme' }).submitJobs(Array.from({ length: n }, () => ({ type: 'c' })))
+  return executionClaimBatch(t.db, { workerId: WORKER, queues: ['default'], types: ['c'], limit: n, leaseMs: 60_000 })
+}
+
+describe('Completer.exclusive', () => {
+  it('waits for the outcome write in flight, and holds back writes recorded meanwhile until it returns', async () => {
+    const [a, b] = await claimed(2)
+    if (!a || !b) throw new Error('claim failed')
+    const completer = new Completer({ db: t.db, workerId: WORKER, log: t.log })
+    const done = (c: typeof a) => ({ id: c.id, jobId: c.jobId, attempt: c.attempt, resultJson: 'null', outputUri: null })
+    const state = async (id: string) =>
+      (await t.db.selectFrom('pgsched.executions').select('state').where('id', '=', id).executeTakeFirstOrThrow()).state
+
+    // Block the write of `a` behind a row lock held by another connection.
+    const blocker = await t.pool.connect()
+    await blocker.query('begin')
+    await blocker.query('select 1 from pgsched.executions where id = $1 for update', [a.id])
+    const writeA = completer.complete(done(a))
+    await waitFor(async () => (await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+      where wait_event_type = 'Lock' and datname = current_database()`.execute(t.db)).rows[0]?.n === 1, { what: 'the write to wait on the lock' })
+
+    const order: string[] = []
+    let release: () => void = () => undefined
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    const exclusive = completer.exclusive(async () => {
+      order.push('exclusive starts')
+      await gate
+      order.push('exclusive ends')
+    })
+    await new Promise((r) => setTimeout(r, 50))
+    expect(order).toEqual([]) // still waiting for the write in flight
+
+    await blocker.query('commit')
+    blocker.release()
+    expect(await writeA).toEqual({ accepted: true })
+    await waitFor(() => order.length === 1, { what: 'the exclusive statement to start' })
+
+    const writeB = completer.complete(done(b))
+    await new Promise((r) => setTimeout(r, 50))
+    expect(await state(b.id)).toBe('running') // held back while the exclusive statement runs
+    release()
+    await exclusive
+    expect(await writeB).toEqual({ accepted: true })
+    expect(order).toEqual(['exclusive starts', 'exclusive ends'])
+    expect(await state(b.id)).toBe('succeeded')
+  })
+})
