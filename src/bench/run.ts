@@ -84,13 +84,13 @@ async function waitUntilDrained(s: Scratch, timeoutMs: number): Promise<void> {
 
 /**
  * Jobs per second between the first claim and the last completion, by database timestamps.
- * `recentOnly` ignores the history rows written for the scale scenario (dated a day back).
+ * `since` (database time) leaves out earlier runs and the scale scenario's history.
  */
-async function dbThroughput(s: Scratch, recentOnly = false): Promise<number> {
+async function dbThroughput(s: Scratch, since: Date | null = null): Promise<number> {
   const { rows } = await sql<{ n: number; seconds: number }>`
     select count(*)::int as n, extract(epoch from max(finished_at) - min(started_at))::float8 as seconds
       from pgsched.executions
-     where state = 'succeeded' and (not ${recentOnly}::boolean or started_at > now() - interval '1 hour')`.execute(s.db)
+     where state = 'succeeded' and (${since}::timestamptz is null or started_at >= ${since}::timestamptz)`.execute(s.db)
   const r = rows[0] as { n: number; seconds: number }
   return r.n / r.seconds
 }
@@ -225,11 +225,11 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     }
 
     // 4. latency
-    const latency = async (label: string): Promise<{ p50: number; p95: number; p99: number; max: number }> => {
+    const latency = async (label: string, prepare: () => Promise<void> = () => s.reset()): Promise<{ p50: number; p95: number; p99: number; max: number }> => {
       const count = o.quick ? 300 : 2_000
       const submittedAt = new Map<number, number>()
       const startedAt = new Map<number, number>()
-      await s.reset()
+      await prepare()
       const worker = spawnWorker({
         databaseUrl: s.url,
         concurrency: 10,
@@ -315,19 +315,23 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       // The history stands for a steady state, not a bulk load in progress: flush it before measuring
       // (needs superuser or pg_checkpoint; without, the checkpoint of the load may overlap the runs).
       await sql`checkpoint`.execute(s.db).catch((err: unknown) => o.progress(`  checkpoint skipped: ${String(err)}`))
+      // Between runs the history stays (each run's executions join it); only work left pending
+      // (the EXPLAIN's) is removed, through the claim index.
       const keep = async () => {
-        await sql`delete from pgsched.executions where started_at > now() - interval '1 hour'`.execute(s.db)
-        await sql`truncate pgsched.jobs`.execute(s.db)
+        await sql`delete from pgsched.executions where state = 'pending'`.execute(s.db)
+        await sql`truncate pgsched.jobs, pgsched.workers, pgsched.waiting_workers`.execute(s.db)
       }
+      const dbNow = async () => (await sql<{ now: Date }>`select now() as now`.execute(s.db)).rows[0]?.now ?? null
       const runs: number[] = []
       for (const l of reps('scale burn-down')) {
         o.progress(l)
         await keep()
         await insertJobs(s.db, submitMany, N)
+        const since = await dbNow()
         const worker = spawnWorker({ databaseUrl: s.url, concurrency: 100 })
         await worker.ready
         await waitUntilDrained(s, 600_000)
-        runs.push(await dbThroughput(s, true))
+        runs.push(await dbThroughput(s, since))
         await worker.stop()
       }
       const base = rows.find((r) => r.scenario === 'burn-down')?.figure.median ?? Number.NaN
@@ -343,10 +347,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         return plan.map((p) => p['QUERY PLAN']).join('\n')
       }).catch((err: unknown) => `EXPLAIN failed: ${String(err)}`)
       const scaleLatency: Array<{ p50: number; p95: number; p99: number; max: number }> = []
-      for (const l of reps('scale latency')) {
-        await keep()
-        scaleLatency.push(await latency(l))
-      }
+      for (const l of reps('scale latency')) scaleLatency.push(await latency(l, keep))
       addLatency('scale', scaleLatency)
     }
 
