@@ -27,6 +27,20 @@ export interface JobInsertOutcome {
 }
 
 /**
+ * The columns both insert forms start with, one array each (for unnest): id, execution_id, type,
+ * queue, priority, payload, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms.
+ */
+function jobArrays(j: JobInsertManyParams['jobs']) {
+  const col = <T>(f: (x: (typeof j)[number]) => T): T[] => j.map(f)
+  return sql.join([
+    sql`${col((x) => x.id)}::uuid[]`, sql`${col((x) => x.executionId)}::uuid[]`, sql`${col((x) => x.type)}::text[]`,
+    sql`${col((x) => x.queue)}::text[]`, sql`${col((x) => x.priority)}::int[]`, sql`${col((x) => x.payloadJson)}::text[]`,
+    sql`${col((x) => x.maxAttempts)}::int[]`, sql`${col((x) => x.timeoutMs)}::int[]`, sql`${col((x) => x.backoffBaseMs)}::int[]`,
+    sql`${col((x) => x.backoffMaxMs)}::int[]`,
+  ])
+}
+
+/**
  * Inserts jobs with their execution (run now / at) or trigger (cron / interval)
  * in one statement. A job whose idempotency key is already taken is not
  * inserted; its outcome names the existing job. Atomic on its own; runs inside
@@ -40,10 +54,7 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
     with input as (
       select *
         from unnest(
-          ${col((x) => x.id)}::uuid[], ${col((x) => x.executionId)}::uuid[], ${col((x) => x.type)}::text[],
-          ${col((x) => x.queue)}::text[], ${col((x) => x.priority)}::int[], ${col((x) => x.payloadJson)}::text[],
-          ${col((x) => x.maxAttempts)}::int[], ${col((x) => x.timeoutMs)}::int[], ${col((x) => x.backoffBaseMs)}::int[],
-          ${col((x) => x.backoffMaxMs)}::int[], ${col((x) => x.idempotencyKey)}::text[], ${col((x) => x.requestHash)}::text[],
+          ${jobArrays(j)}, ${col((x) => x.idempotencyKey)}::text[], ${col((x) => x.requestHash)}::text[],
           ${col((x) => x.kind)}::text[], ${col((x) => x.runAt)}::timestamptz[], ${col((x) => x.cron)}::text[],
           ${col((x) => x.timezone)}::text[], ${col((x) => x.intervalMs)}::bigint[], ${col((x) => x.startAt)}::timestamptz[],
           ${col((x) => x.endAt)}::timestamptz[], ${col((x) => x.firstFireAt)}::timestamptz[], ${col((x) => x.misfirePolicy)}::text[],
@@ -115,15 +126,11 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
  */
 async function jobInsertPlain(db: Executor, params: JobInsertManyParams): Promise<{ outcomes: JobInsertOutcome[]; now: Date }> {
   const j = params.jobs
-  const col = <T>(f: (x: (typeof j)[number]) => T): T[] => j.map(f)
   const result = await sql<{ now: Date }>`${sql.raw(PREPARE)}
     with input as (
       select *
         from unnest(
-          ${col((x) => x.id)}::uuid[], ${col((x) => x.executionId)}::uuid[], ${col((x) => x.type)}::text[],
-          ${col((x) => x.queue)}::text[], ${col((x) => x.priority)}::int[], ${col((x) => x.payloadJson)}::text[],
-          ${col((x) => x.maxAttempts)}::int[], ${col((x) => x.timeoutMs)}::int[], ${col((x) => x.backoffBaseMs)}::int[],
-          ${col((x) => x.backoffMaxMs)}::int[], ${col((x) => x.runAt)}::timestamptz[]
+          ${jobArrays(j)}, ${j.map((x) => x.runAt)}::timestamptz[]
         ) as i(id, execution_id, type, queue, priority, payload, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, run_at)
     ),
     new_jobs as (
