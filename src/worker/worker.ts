@@ -300,13 +300,14 @@ export class Worker {
         const n = await this.runOnce()
         backlog = room > 0 && n === room
         errorDelayMs = 100
-        if (!(await this.updateListing(backlog))) {
+        const listing = await this.updateListing(backlog)
+        if (listing === 'refused') {
           // The idle sign-up was refused (a submit in flight): claim again shortly.
           await this.sleep(SIGN_UP_RETRY_MS)
           continue
         }
         // Just signed up as idle: claim once more (a submit that committed before the sign-up did not notify).
-        if (!backlog && this.listedChanged) continue
+        if (!backlog && listing === 'changed') continue
       } catch (err: unknown) {
         this.log.warn({ err }, 'claim failed; retrying')
         await this.sleep(errorDelayMs)
@@ -317,26 +318,24 @@ export class Worker {
     }
   }
 
-  private listedChanged = false
-
   /**
    * Brings this worker's wake-up listing up to date: idle (any due work) when
    * the last claim found its queues drained, the best buffered priority + 1
-   * while prefetched work waits, else not listed. Returns false when the idle
-   * sign-up was refused because a submit was in flight.
+   * while prefetched work waits, else not listed. 'refused': the idle sign-up
+   * was refused because a submit was in flight.
    */
-  private async updateListing(backlog: boolean): Promise<boolean> {
+  private async updateListing(backlog: boolean): Promise<'unchanged' | 'changed' | 'refused'> {
     const best = this.buffer[0]?.claimed.priority
     const desired = !backlog ? IDLE_MIN_PRIORITY : best !== undefined && best < 1000 ? best + 1 : undefined
-    this.listedChanged = desired !== this.listedMin
-    if (!this.listedChanged || this.stopping) return true
+    if (desired === this.listedMin) return 'unchanged'
+    if (this.stopping) return 'changed'
     if (desired === undefined) {
       await workerSignOffWaiting(this.o.db, { id: this.id })
     } else if (!(await workerSignUpWaiting(this.o.db, { id: this.id, queues: this.o.queues, minPriority: desired }))) {
-      return false
+      return 'refused'
     }
     this.listedMin = desired
-    return true
+    return 'changed'
   }
 
   /** Waits until woken or `ms` passes. */

@@ -12,24 +12,17 @@
 import { sql, type Kysely, type Transaction } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { MisfirePolicy, OverlapPolicy } from '../../core/job.ts'
+import type { TriggerSchedule } from '../../core/fire-times.ts'
 
-/** A locked trigger, as the dispatcher needs it. */
-export interface ClaimedTrigger {
+/** A locked trigger, as the dispatcher needs it: its schedule, and where it stands. */
+export interface ClaimedTrigger extends TriggerSchedule {
   jobId: string
-  kind: 'once' | 'cron' | 'interval'
-  cronExpression: string | null
-  timezone: string
-  intervalMs: number | null
-  startAt: Date | null
-  endAt: Date | null
   /** null when next_fire_at is '-infinity' (not computed yet: submitted from SQL). */
   nextFireAt: Date | null
   /** next_fire_at exactly as stored (text), for the guard of triggerAdvanceMany. */
   nextFireAtKey: string | null
   queuedFireAt: Date | null
   queuedFireAtKey: string | null
-  misfirePolicy: MisfirePolicy
-  misfireMaxRuns: number
   overlapPolicy: OverlapPolicy
 }
 
