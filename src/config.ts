@@ -22,7 +22,7 @@ export const ConfigSchema = Type.Object({
   db: Type.Object(
     {
       poolSize: Type.Integer({ default: 10, minimum: 1, maximum: 1000 }),
-      partitions: Type.Integer({ default: 16, minimum: 1, maximum: 256 }),
+      partitions: Type.Integer({ default: 4, minimum: 1, maximum: 256 }),
     },
     { default: {} },
   ),

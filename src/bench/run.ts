@@ -28,6 +28,8 @@ export interface BenchOptions {
   quick: boolean
   reps: number
   historyRows: number
+  /** Hash partitions of the scratch schema (as `scheduler migrate --partitions`). */
+  partitions: number
   /** Scenarios to run (all when absent). */
   only?: readonly Scenario[]
   log: Logger
@@ -100,7 +102,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
   const rows: Row[] = []
   const N = o.quick ? 5_000 : 100_000
   const ceilingN = o.quick ? 5_000 : 50_000
-  const s = await createScratch(o.databaseUrl, 16)
+  const s = await createScratch(o.databaseUrl, o.partitions)
   const client = createClient({ db: s.db, tenant: 'bench' })
   const submitMany = (jobs: Array<{ type: string }>) => client.submitJobs(jobs)
   const reps = (label: string) => Array.from({ length: o.reps }, (_, i) => `${label} ${i + 1}/${o.reps}`)

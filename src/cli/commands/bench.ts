@@ -18,6 +18,7 @@ interface BenchFlags {
   reps?: string
   historyRows?: string
   only?: string
+  partitions?: string
   docs?: boolean
 }
 
@@ -58,9 +59,10 @@ export function registerBench(program: Command): void {
     .option('--reps <n>', 'repetitions per figure (default 3; 1 with --quick)')
     .option('--history-rows <n>', 'terminal executions written for the scale scenario (default 10000000; 20000 with --quick)')
     .option('--only <scenarios>', `comma-separated scenarios to run (${SCENARIOS.join(', ')}); docs are not rewritten`)
+    .option('--partitions <n>', 'hash partitions of the scratch schema (default: SCHEDULER_PARTITIONS or 4)')
     .option('--no-docs', 'do not rewrite docs/benchmarks.md after a full run')
     .action(async (flags: BenchFlags) => {
-      const config = loadConfig(process.env)
+      const config = loadConfig(process.env, { 'db.partitions': flags.partitions })
       if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL; a scratch database is created beside it)')
       const quick = Boolean(flags.quick)
       const only = flags.only?.split(',').map((x) => x.trim())
@@ -71,6 +73,7 @@ export function registerBench(program: Command): void {
         quick,
         reps: positiveInt(flags.reps, 'reps', quick ? 1 : 3),
         historyRows: positiveInt(flags.historyRows, 'history-rows', quick ? 20_000 : 10_000_000),
+        partitions: config.db.partitions,
         only: only as Scenario[] | undefined,
         log: createLogger({ level: 'warn' }),
         progress: (line) => process.stderr.write(`${line}\n`),

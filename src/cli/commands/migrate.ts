@@ -9,7 +9,7 @@ export function registerMigrate(program: Command): void {
   program
     .command('migrate')
     .description('apply pending migrations (safe to run repeatedly and concurrently)')
-    .option('--partitions <n>', 'partition count for new installs (default 16; fixed after the first run)')
+    .option('--partitions <n>', 'partition count for new installs (default 4; fixed after the first run)')
     .action(async (opts: { partitions?: string }) => {
       const config = loadConfig(process.env, { 'db.partitions': opts.partitions })
       if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
