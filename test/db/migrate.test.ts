@@ -44,6 +44,19 @@ describe('migrate', () => {
     expect(setting[0]?.value).toBe('8')
   })
 
+  it('sets every executions partition to vacuum after 5,000 dead rows, indexes included', async () => {
+    const url = await emptyDatabase()
+    await migrate({ databaseUrl: url, partitions: 3 })
+    const options = await query<{ reloptions: string[] }>(
+      url,
+      `select c.reloptions from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = 'pgsched.executions'::regclass`,
+    )
+    expect(options).toHaveLength(3)
+    for (const o of options) {
+      expect(o.reloptions).toEqual(expect.arrayContaining(['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=5000', 'vacuum_index_cleanup=on']))
+    }
+  })
+
   it('changes nothing when run a second time', async () => {
     const url = await emptyDatabase()
     await migrate({ databaseUrl: url, partitions: 4 })
