@@ -32,6 +32,7 @@ import { uuidV7 } from '../lib/uuid-v7.ts'
 import type { DB } from '../db/schema.ts'
 import { executionClaimBatch, type ClaimedExecution } from '../db/queries/claim.ts'
 import { executionHeartbeatMany, executionReleaseMany, type LeaseRef } from '../db/queries/lease.ts'
+import { serverAutovacuumOn } from '../db/queries/ops.ts'
 import {
   IDLE_MIN_PRIORITY,
   workerMarkStopped,
@@ -199,6 +200,12 @@ export class Worker {
     this.leaseGuard = setInterval(() => this.guardLeases(), Math.max(10, Math.min(50, Math.floor(this.o.heartbeatMs / 4))))
     this.leaseGuard.unref()
     this.log.info({ queues: this.o.queues, types: this.types, concurrency: this.o.concurrency }, 'worker started')
+    if (!(await serverAutovacuumOn(this.o.db))) {
+      this.log.warn(
+        'autovacuum is off on this server: every claim leaves a dead entry in the claim index that only VACUUM removes, ' +
+          'so claims slow down as they pile up; turn autovacuum on or run VACUUM pgsched.executions regularly',
+      )
+    }
   }
 
   /**

@@ -11,6 +11,8 @@ import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
 import { useWorkers } from './harness.ts'
+import { pino } from 'pino'
+import { serverAutovacuumOn } from '../../src/db/queries/ops.ts'
 
 const t = useTestDb()
 const startWorker = useWorkers(t)
@@ -21,6 +23,14 @@ async function execution(jobId: string) {
 }
 
 describe('Worker', () => {
+  it('warns at start exactly when the server runs without autovacuum', async () => {
+    const lines: string[] = []
+    const log = pino({ level: 'warn' }, { write: (line: string) => lines.push(line) })
+    await startWorker([defineHandler('noop', async () => null)], { log })
+    const warned = lines.some((l) => l.includes('autovacuum is off on this server'))
+    expect(warned).toBe(!(await serverAutovacuumOn(t.db)))
+  })
+
   it('runs a submitted job and stores its result', async () => {
     await startWorker([defineHandler('add', async (ctx) => {
       const p = ctx.payload as { a: number; b: number }

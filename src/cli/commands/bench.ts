@@ -34,7 +34,8 @@ function markdown(report: BenchReport, command: string): string {
   return `# Benchmarks
 
 Last run: ${report.startedAt}, ${Math.round(report.durationS)} s, with \`${command}\`.
-Machine: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, ${m.os}, Node ${m.node}; PostgreSQL on the same machine with default settings.
+Machine: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, ${m.os}, Node ${m.node}.
+Database: ${m.postgres} on the same machine; scratch schema with ${m.partitions} hash partitions.
 Each figure is the median of the repetitions, with their range; throughput is also shown as a share of the
 **ceiling**, the same claim + complete SQL driven by a bare loop over 2 connections in the same run (the
 machine is shared and noisy: ratios hold better than absolute numbers). What bounds each figure, with the

@@ -30,3 +30,9 @@ export async function executionCountByQueue(db: Kysely<DB>): Promise<QueueDepth[
   `.execute(db)
   return result.rows
 }
+
+/** Whether the server runs autovacuum (the claim index depends on it; see migration 0007). */
+export async function serverAutovacuumOn(db: Kysely<DB>): Promise<boolean> {
+  const { rows } = await sql<{ on: boolean }>`select current_setting('autovacuum')::bool as on`.execute(db)
+  return rows[0]?.on ?? true
+}
