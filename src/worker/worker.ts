@@ -111,6 +111,8 @@ export class Worker {
   private active = 0
   /** Claimed executions waiting for a slot, highest priority first. */
   private buffer: InFlight[] = []
+  /** A start of buffered runs is scheduled (see pump). */
+  private pumpScheduled = false
   private claimSeq = 0
   /** Mean handler run time (ms, moving average); undefined until a run ended. */
   private avgRunMs: number | undefined
@@ -274,8 +276,23 @@ export class Worker {
     return this.o.concurrency - this.active + this.prefetchAllowed() - this.buffer.length
   }
 
-  /** Starts buffered executions while slots are free (not past a priority fence). */
+  /**
+   * Starts buffered executions while slots are free (not past a priority fence), in the event
+   * loop's check phase: after the poll phase has delivered any notification that arrived
+   * meanwhile, so an announced higher priority fences the buffer before a freed slot takes
+   * lower-priority work from it (handlers completing in the timers phase would otherwise start
+   * their successors first).
+   */
   private pump(): void {
+    if (this.pumpScheduled) return
+    this.pumpScheduled = true
+    setImmediate(() => {
+      this.pumpScheduled = false
+      this.startBuffered()
+    })
+  }
+
+  private startBuffered(): void {
     while (this.active < this.o.concurrency && this.buffer.length > 0 && !this.stopping) {
       const next = this.buffer[0] as InFlight
       if (this.priorityFence && next.claimed.priority < this.priorityFence.priority) return
