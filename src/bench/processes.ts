@@ -17,10 +17,15 @@ export interface BenchProcess {
   stop(): Promise<void>
 }
 
-function spawnScheduler(args: string[], env: Record<string, string>, readyText: string, onProbe?: (m: ProbeMessage) => void): BenchProcess {
-  const root = packageRoot()
+function spawnScheduler(
+  launcher: 'scheduler-worker' | 'scheduler-api',
+  args: string[],
+  env: Record<string, string>,
+  readyText: string,
+  onProbe?: (m: ProbeMessage) => void,
+): BenchProcess {
   // The launcher itself, as installed: its shebang carries the Node.js flags the product runs with.
-  const child = spawn(join(root, 'bin', 'scheduler'), args, {
+  const child = spawn(join(packageRoot(), 'bin', launcher), args, {
     env: { ...process.env, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   })
@@ -33,7 +38,7 @@ function spawnScheduler(args: string[], env: Record<string, string>, readyText: 
       if (output.includes(readyText)) resolve()
     })
     child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()))
-    void exit.then(() => reject(new Error(`scheduler ${args[0]} exited before it was ready:\n${output.slice(-2000)}`)))
+    void exit.then(() => reject(new Error(`${launcher} exited before it was ready:\n${output.slice(-2000)}`)))
   })
   if (onProbe) child.on('message', (m) => onProbe(m as ProbeMessage))
   return {
@@ -60,7 +65,8 @@ function spawnScheduler(args: string[], env: Record<string, string>, readyText: 
 export function spawnWorker(params: { databaseUrl: string; concurrency: number; onProbe?: (m: ProbeMessage) => void }): BenchProcess {
   const handlers = join(packageRoot(), 'dist', 'src', 'bench', 'handlers.js')
   return spawnScheduler(
-    ['worker', '--handlers', handlers, '--concurrency', String(params.concurrency)],
+    'scheduler-worker',
+    ['--handlers', handlers, '--concurrency', String(params.concurrency)],
     { DATABASE_URL: params.databaseUrl, LOG_LEVEL: 'info', SCHEDULER_DB_POOL_SIZE: '10', SCHEDULER_SHUTDOWN_GRACE_MS: '1000' },
     '"msg":"worker started"',
     params.onProbe,
@@ -70,7 +76,8 @@ export function spawnWorker(params: { databaseUrl: string; concurrency: number; 
 /** An API process; `ready` resolves once /healthz answers (request logs are off for speed). */
 export function spawnApi(params: { databaseUrl: string; port: number }): BenchProcess {
   const p = spawnScheduler(
-    ['api', '--port', String(params.port), '--host', '127.0.0.1'],
+    'scheduler-api',
+    ['--port', String(params.port), '--host', '127.0.0.1'],
     { DATABASE_URL: params.databaseUrl, LOG_LEVEL: 'warn', SCHEDULER_DB_POOL_SIZE: '10' },
     '\u0000never',
   )
