@@ -266,13 +266,14 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     }
 
     // 4. latency
-    const latency = async (label: string, prepare: () => Promise<void> = () => s.reset()): Promise<{ p50: number; p95: number; p99: number; max: number }> => {
+    const latency = async (label: string, on: Scratch = s, prepare: () => Promise<void> = () => on.reset()): Promise<{ p50: number; p95: number; p99: number; max: number }> => {
       const count = o.quick ? 300 : 2_000
       const submittedAt = new Map<number, number>()
       const startedAt = new Map<number, number>()
+      const submitter = on === s ? client : createClient({ db: on.db, tenant: 'bench' })
       await prepare()
       const worker = spawnWorker({
-        databaseUrl: s.url,
+        databaseUrl: on.url,
         concurrency: 10,
         onProbe: (m: ProbeMessage) => startedAt.set((m.payload as { i: number }).i, m.startedAtMs),
       })
@@ -285,10 +286,10 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         const wait = due - performance.now()
         if (wait > 0) await new Promise((r) => setTimeout(r, wait))
         submittedAt.set(i, monotonicMs())
-        pending.push(client.submitJob({ type: 'bench.probe', payload: { i } }))
+        pending.push(submitter.submitJob({ type: 'bench.probe', payload: { i } }))
       }
       await Promise.all(pending)
-      await waitUntilDrained(s, 60_000)
+      await waitUntilDrained(on, 60_000)
       await worker.stop()
       const lat = [...submittedAt].map(([i, t]) => (startedAt.get(i) ?? Number.NaN) - t).filter((x) => !Number.isNaN(x))
       if (lat.length !== count) throw new Error(`latency: ${count - lat.length} probes never reported a start`)
@@ -296,8 +297,8 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     }
     const latencyRuns: Array<{ p50: number; p95: number; p99: number; max: number }> = []
     for (const l of want('latency') ? reps('latency') : []) latencyRuns.push(await latency(l))
-    const addLatency = (scenario: string, runsOf: typeof latencyRuns) => {
-      add({ scenario, metric: 'submit → handler start p50 at 200 jobs/s', unit: 'ms', figure: figure(runsOf.map((r) => r.p50)), target: '≤ 1.5' })
+    const addLatency = (scenario: string, runsOf: typeof latencyRuns, p50Target = '≤ 1.5', what = '') => {
+      add({ scenario, metric: `submit → handler start p50 at 200 jobs/s${what}`, unit: 'ms', figure: figure(runsOf.map((r) => r.p50)), target: p50Target })
       add({ scenario, metric: 'submit → handler start p95', unit: 'ms', figure: figure(runsOf.map((r) => r.p95)) })
       add({ scenario, metric: 'submit → handler start p99', unit: 'ms', figure: figure(runsOf.map((r) => r.p99)), target: '≤ 5' })
       add({ scenario, metric: 'submit → handler start max', unit: 'ms', figure: figure(runsOf.map((r) => r.max)) })
@@ -363,37 +364,65 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         await sql`truncate pgsched.jobs, pgsched.workers, pgsched.waiting_workers`.execute(s.db)
       }
       const dbNow = async () => (await sql<{ now: Date }>`select now() as now`.execute(s.db)).rows[0]?.now ?? null
-      const runs: number[] = []
-      for (const l of reps('scale burn-down')) {
-        o.progress(l)
+      // Each scale run is paired with the same run on an empty twin schema, in the same minutes: the
+      // machine's speed drifts by tens of percent within an hour, so the comparison is made run by run.
+      const twin = await createScratch(o.databaseUrl, o.partitions)
+      try {
+        const twinClient = createClient({ db: twin.db, tenant: 'bench' })
+        const burnDownOnce = async (on: Scratch, submit: typeof submitMany, prepare: () => Promise<void>): Promise<number> => {
+          await prepare()
+          await insertJobs(on.db, submit, N)
+          const since = (await sql<{ now: Date }>`select now() as now`.execute(on.db)).rows[0]?.now ?? null
+          const worker = spawnWorker({ databaseUrl: on.url, concurrency: 100 })
+          await worker.ready
+          await waitUntilDrained(on, 600_000)
+          const jobsPerS = await dbThroughput(on, since)
+          await worker.stop()
+          return jobsPerS
+        }
+        const runs: number[] = []
+        const twinRuns: number[] = []
+        for (const l of reps('scale burn-down')) {
+          o.progress(`${l}: empty tables, then history`)
+          twinRuns.push(await burnDownOnce(twin, (jobs) => twinClient.submitJobs(jobs), () => twin.reset()))
+          runs.push(await burnDownOnce(s, submitMany, keep))
+        }
+        const fTwin = figure(twinRuns)
+        const f = figure(runs)
+        add({ scenario: 'scale', metric: 'burn-down, 1 process, empty tables, paired runs', unit: 'jobs/s', figure: fTwin, ofCeiling: fTwin.median / ceiling })
+        add({
+          scenario: 'scale',
+          metric: `burn-down, 1 process, with ${o.historyRows.toLocaleString('en-US')} history rows (${change(f.median, fTwin.median)})`,
+          unit: 'jobs/s',
+          figure: f,
+          ofCeiling: f.median / ceiling,
+          target: `within 10 % of ${format(fTwin.median)}`,
+        })
+        // A burn-down leaves a dead claim-index entry per job; autovacuum clears them (migration 0007 sets
+        // per-partition thresholds). Latency is measured as in a steady state: after that vacuum.
         await keep()
-        await insertJobs(s.db, submitMany, N)
-        const since = await dbNow()
-        const worker = spawnWorker({ databaseUrl: s.url, concurrency: 100 })
-        await worker.ready
-        await waitUntilDrained(s, 600_000)
-        runs.push(await dbThroughput(s, since))
-        await worker.stop()
+        await afterAutovacuum(s, await dbNow(), o.progress)
+        const scaleLatency: Array<{ p50: number; p95: number; p99: number; max: number }> = []
+        const twinLatency: Array<{ p50: number; p95: number; p99: number; max: number }> = []
+        for (const l of reps('scale latency')) {
+          twinLatency.push(await latency(`${l}: empty tables`, twin))
+          scaleLatency.push(await latency(`${l}: history`, s, keep))
+        }
+        // EXPLAIN the claim with pending work and the history in place.
+        await keep()
+        await insertJobs(s.db, submitMany, 10_000)
+        explain = await s.db.transaction().execute(async (trx) => {
+          const q = executionClaimBatchQuery({ workerId: WORKER_ID, queues: ['default'], types: ['bench.noop'], limit: 100, leaseMs: 30_000 })
+          const { rows: plan } = await sql<{ 'QUERY PLAN': string }>`explain (analyze, buffers) ${q}`.execute(trx)
+          await sql`rollback`.execute(trx).catch(() => undefined)
+          return plan.map((p) => p['QUERY PLAN']).join('\n')
+        }).catch((err: unknown) => `EXPLAIN failed: ${String(err)}`)
+        const twinP50 = figure(twinLatency.map((r) => r.p50)).median
+        addLatency('scale', twinLatency, '', ', empty tables, paired runs')
+        addLatency('scale', scaleLatency, `within 10 % of ${format(twinP50)}`, `, with history (${change(figure(scaleLatency.map((r) => r.p50)).median, twinP50)})`)
+      } finally {
+        await twin.drop()
       }
-      const base = rows.find((r) => r.scenario === 'burn-down')?.figure.median ?? Number.NaN
-      const f = figure(runs)
-      add({ scenario: 'scale', metric: `burn-down, 1 process, with ${o.historyRows.toLocaleString('en-US')} history rows`, unit: 'jobs/s', figure: f, ofCeiling: f.median / ceiling, target: `within 10 % of ${format(base)}` })
-      // A burn-down leaves a dead claim-index entry per job; autovacuum clears them (migration 0007 sets
-      // per-partition thresholds). Latency is measured as in a steady state: after that vacuum.
-      await keep()
-      await afterAutovacuum(s, await dbNow(), o.progress)
-      const scaleLatency: Array<{ p50: number; p95: number; p99: number; max: number }> = []
-      for (const l of reps('scale latency')) scaleLatency.push(await latency(l, keep))
-      // EXPLAIN the claim with pending work and the history in place.
-      await keep()
-      await insertJobs(s.db, submitMany, 10_000)
-      explain = await s.db.transaction().execute(async (trx) => {
-        const q = executionClaimBatchQuery({ workerId: WORKER_ID, queues: ['default'], types: ['bench.noop'], limit: 100, leaseMs: 30_000 })
-        const { rows: plan } = await sql<{ 'QUERY PLAN': string }>`explain (analyze, buffers) ${q}`.execute(trx)
-        await sql`rollback`.execute(trx).catch(() => undefined)
-        return plan.map((p) => p['QUERY PLAN']).join('\n')
-      }).catch((err: unknown) => `EXPLAIN failed: ${String(err)}`)
-      addLatency('scale', scaleLatency)
     }
 
     // 7. memory
@@ -420,6 +449,12 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     rows,
     explain,
   }
+}
+
+/** Relative change of `value` against `base`, e.g. "−8 %". */
+function change(value: number, base: number): string {
+  const pct = Math.round((value / base - 1) * 100)
+  return `${pct < 0 ? '−' : '+'}${Math.abs(pct)} %`
 }
 
 export function format(n: number): string {
