@@ -159,7 +159,7 @@ export class Worker {
           if (delayMs > 0) return this.wakeIn(delayMs)
           // Work above the best buffered priority: hold lower buffered runs until it is claimed.
           // (An empty buffer may still be refilled by a claim sent before the announcement.)
-          const best = this.buffer[0]?.claimed.priority ?? -Infinity
+          const best = this.bestWaitingPriority() ?? -Infinity
           if (priority !== undefined && priority > best) {
             this.priorityFence = { priority: Math.max(priority, this.priorityFence?.priority ?? -Infinity), afterClaim: this.claimsSent }
           }
@@ -194,6 +194,8 @@ export class Worker {
       types: this.types,
       concurrency: this.o.concurrency,
     })
+    // Checked before any claim, and never a reason not to start.
+    const autovacuum = await serverAutovacuumOn(this.o.db).catch(() => true)
     await this.notifier.start()
     this.claimLoopDone = this.claimLoop()
     this.heartbeatLoopDone = this.heartbeatLoop()
@@ -202,7 +204,7 @@ export class Worker {
     this.leaseGuard = setInterval(() => this.guardLeases(), Math.max(10, Math.min(50, Math.floor(this.o.heartbeatMs / 4))))
     this.leaseGuard.unref()
     this.log.info({ queues: this.o.queues, types: this.types, concurrency: this.o.concurrency }, 'worker started')
-    if (!(await serverAutovacuumOn(this.o.db))) {
+    if (!autovacuum) {
       this.log.warn(
         'autovacuum is off on this server: every claim leaves a dead entry in the claim index that only VACUUM removes, ' +
           'so claims slow down as they pile up; turn autovacuum on or run VACUUM pgsched.executions regularly',
@@ -240,7 +242,7 @@ export class Worker {
         if (claimed.length < room || claimed.some((c) => c.priority < fence.priority)) this.priorityFence = undefined
         else fence.afterClaim = claimNo
       }
-      this.pump()
+      this.startBuffered()
     }
     if (claimed.length > 0) this.log.debug({ count: claimed.length, room }, 'claimed executions')
     for (const c of claimed) {
@@ -260,7 +262,7 @@ export class Worker {
       this.buffer.push(inflight)
     }
     if (claimed.length > 0) this.buffer.sort(byPriority)
-    this.pump()
+    this.startBuffered()
     return claimed.length
   }
 
@@ -271,17 +273,25 @@ export class Worker {
     return Math.min(max, Math.floor((this.o.concurrency * PREFETCH_HORIZON_MS) / Math.max(this.avgRunMs, 0.01)))
   }
 
+  /**
+   * The best priority among buffered executions that will still be waiting once a scheduled start
+   * (see pump) has filled the free slots.
+   */
+  private bestWaitingPriority(): number | undefined {
+    const starting = this.pumpScheduled ? Math.max(0, this.o.concurrency - this.active) : 0
+    return this.buffer[starting]?.claimed.priority
+  }
+
   /** How many executions the next claim may take. */
   private room(): number {
     return this.o.concurrency - this.active + this.prefetchAllowed() - this.buffer.length
   }
 
   /**
-   * Starts buffered executions while slots are free (not past a priority fence), in the event
-   * loop's check phase: after the poll phase has delivered any notification that arrived
-   * meanwhile, so an announced higher priority fences the buffer before a freed slot takes
-   * lower-priority work from it (handlers completing in the timers phase would otherwise start
-   * their successors first).
+   * For a freed slot: starts buffered executions in the event loop's check phase, after the
+   * poll phase has delivered any notification that arrived meanwhile, so an announced higher
+   * priority fences the buffer before the slot takes lower-priority work from it (handlers
+   * completing in the timers phase would otherwise start their successors first).
    */
   private pump(): void {
     if (this.pumpScheduled) return
@@ -292,6 +302,7 @@ export class Worker {
     })
   }
 
+  /** Starts buffered executions while slots are free (not past a priority fence). */
   private startBuffered(): void {
     while (this.active < this.o.concurrency && this.buffer.length > 0 && !this.stopping) {
       const next = this.buffer[0] as InFlight
@@ -349,7 +360,7 @@ export class Worker {
    * was refused because a submit was in flight.
    */
   private async updateListing(backlog: boolean): Promise<'unchanged' | 'changed' | 'refused'> {
-    const best = this.buffer[0]?.claimed.priority
+    const best = this.bestWaitingPriority()
     const desired = !backlog ? IDLE_MIN_PRIORITY : best !== undefined && best < 1000 ? best + 1 : undefined
     if (desired === this.listedMin) return 'unchanged'
     if (this.stopping) return 'changed'
@@ -688,7 +699,10 @@ export class Worker {
 
   /** Resolves when every started handler task has ended (for tests). */
   async drained(): Promise<void> {
-    while (this.tasks.size > 0) await Promise.all([...this.tasks])
+    while (this.tasks.size > 0 || this.pumpScheduled) {
+      if (this.tasks.size > 0) await Promise.all([...this.tasks])
+      else await new Promise((resolve) => setImmediate(resolve))
+    }
   }
 
   /** Claimed executions waiting for a slot (for tests and metrics). */

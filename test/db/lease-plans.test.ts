@@ -34,6 +34,8 @@ const HISTORY = 20_000
 
 interface PlanNode {
   'Node Type': string
+  'Relation Name'?: string
+  'Actual Rows': number
   'Actual Loops': number
   'Rows Removed by Join Filter'?: number
   Plans?: PlanNode[]
@@ -113,6 +115,12 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
       for (const scan of inputScans) expect(scan['Actual Loops']).toBe(1)
       const discarded = plan.reduce((sum, n) => sum + (n['Rows Removed by Join Filter'] ?? 0), 0)
       expect(discarded).toBeLessThan(N)
+      // every leased row found and written, each partition read through an index only
+      const update = plan.find((n) => n['Node Type'] === 'ModifyTable' && n['Relation Name'] === 'executions')
+      expect(update?.['Actual Rows']).toBe(N)
+      const reads = plan.filter((n) => n['Relation Name']?.startsWith('executions_p') && n['Node Type'] !== 'ModifyTable')
+      expect(reads.length).toBeGreaterThan(0)
+      for (const r of reads) expect(r['Node Type']).toMatch(/^Index (Only )?Scan$/)
     })
   }
 })

@@ -28,7 +28,9 @@ describe('Worker', () => {
     const log = pino({ level: 'warn' }, { write: (line: string) => lines.push(line) })
     await startWorker([defineHandler('noop', async () => null)], { log })
     const warned = lines.some((l) => l.includes('autovacuum is off on this server'))
-    expect(warned).toBe(!(await serverAutovacuumOn(t.db)))
+    const { rows } = await sql<{ setting: string }>`select setting from pg_settings where name = 'autovacuum'`.execute(t.db)
+    expect(warned).toBe(rows[0]?.setting === 'off')
+    expect(await serverAutovacuumOn(t.db)).toBe(rows[0]?.setting === 'on')
   })
 
   it('runs a submitted job and stores its result', async () => {
