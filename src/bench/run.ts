@@ -19,7 +19,7 @@ import { executionClaimBatch, executionClaimBatchQuery } from '../db/queries/cla
 import { executionCompleteMany } from '../db/queries/lease.ts'
 import type { Logger } from '../logger.ts'
 import { monotonicMs, type ProbeMessage } from './handlers.ts'
-import { spawnApi, spawnWorker } from './processes.ts'
+import { spawnApi, spawnWorker, type BenchProcess } from './processes.ts'
 import { createScratch, insertJobs, type Scratch } from './scratch.ts'
 import { figure, quantile, type Figure } from './stats.ts'
 
@@ -86,24 +86,25 @@ async function waitUntilDrained(s: Scratch, timeoutMs: number): Promise<void> {
 
 /**
  * Brings the executions partitions to the state autovacuum keeps them in: waits (up to 3 minutes)
- * until it has processed every partition since `since`, or, on a server with autovacuum off, runs
- * that vacuum itself (the partitions' own settings from migration 0007 apply to both).
+ * until it has processed, since `since`, every partition over migration 0007's threshold, or, on a
+ * server with autovacuum off, runs that vacuum itself (the partitions' settings apply to both).
  */
 async function afterAutovacuum(s: Scratch, since: Date | null, progress: (line: string) => void): Promise<void> {
   const { rows: setting } = await sql<{ on: boolean }>`select current_setting('autovacuum')::bool as on`.execute(s.db)
   if (!setting[0]?.on) {
     const t0 = performance.now()
     await sql`vacuum pgsched.executions`.execute(s.db)
-    progress(`scale: autovacuum is off on this server; ran the vacuum it would run (${Math.round(performance.now() - t0)} ms)`)
+    progress(`  autovacuum is off on this server; ran the vacuum it would run (${Math.round(performance.now() - t0)} ms)`)
     return
   }
-  progress('scale: waiting for autovacuum to process the executions partitions')
+  progress('  waiting for autovacuum to process the executions partitions')
   const deadline = performance.now() + 180_000
   for (;;) {
     const { rows } = await sql<{ done: number; total: number }>`
       select count(*) filter (where greatest(last_autovacuum, last_vacuum) >= ${since}::timestamptz)::int as done, count(*)::int as total
         from pg_stat_user_tables
-       where relid in (select inhrelid from pg_inherits where inhparent = 'pgsched.executions'::regclass)`.execute(s.db)
+       where relid in (select inhrelid from pg_inherits where inhparent = 'pgsched.executions'::regclass)
+         and (n_dead_tup >= 5000 or greatest(last_autovacuum, last_vacuum) >= ${since}::timestamptz)  -- over 0007's threshold`.execute(s.db)
     const r = rows[0]
     if (r && r.done === r.total) return
     if (performance.now() > deadline) {
@@ -144,6 +145,9 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
   let workerRss = Number.NaN
   let postgres = ''
   const want = (scenario: Scenario) => !o.only || o.only.includes(scenario)
+  // Every process started, so that none outlives a failed run.
+  const spawned = new Set<BenchProcess>()
+  const track = <P extends BenchProcess>(p: P): P => (spawned.add(p), p)
   try {
     // The server settings that move these figures most, for the report's machine description.
     const { rows: server } = await sql<{ version: string; settings: string }>`
@@ -185,7 +189,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         o.progress(l)
         await s.reset()
         await insertJobs(s.db, submitMany, N)
-        const workers = Array.from({ length: processes }, () => spawnWorker({ databaseUrl: s.url, concurrency: 100 }))
+        const workers = Array.from({ length: processes }, () => track(spawnWorker({ databaseUrl: s.url, concurrency: 100 })))
         await Promise.all(workers.map((w) => w.ready))
         await waitUntilDrained(s, 600_000)
         runs.push(await dbThroughput(s))
@@ -243,7 +247,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         o.progress(l)
         await s.reset()
         const port = await freePort()
-        const api = spawnApi({ databaseUrl: s.url, port })
+        const api = track(spawnApi({ databaseUrl: s.url, port }))
         await api.ready
         const result = await autocannon({
           url: `http://127.0.0.1:${port}/v1/jobs`,
@@ -272,11 +276,11 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       const startedAt = new Map<number, number>()
       const submitter = on === s ? client : createClient({ db: on.db, tenant: 'bench' })
       await prepare()
-      const worker = spawnWorker({
+      const worker = track(spawnWorker({
         databaseUrl: on.url,
         concurrency: 10,
         onProbe: (m: ProbeMessage) => startedAt.set((m.payload as { i: number }).i, m.startedAtMs),
-      })
+      }))
       await worker.ready
       o.progress(label)
       const t0 = performance.now()
@@ -314,11 +318,11 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         const low = o.quick ? 2_000 : 10_000
         await insertJobs(s.db, submitMany, low, (i) => ({ type: 'bench.probe', priority: 0, payload: { i, ms: 1 } }))
         const starts: Array<{ high: boolean; t: number }> = []
-        const worker = spawnWorker({
+        const worker = track(spawnWorker({
           databaseUrl: s.url,
           concurrency: 10,
           onProbe: (m) => starts.push({ high: Boolean((m.payload as { high?: boolean }).high), t: m.startedAtMs }),
-        })
+        }))
         await worker.ready
         while (starts.length < 500) await new Promise((r) => setTimeout(r, 10))
         await client.submitJobs(Array.from({ length: 100 }, (_, i) => ({ type: 'bench.probe', priority: 10, payload: { i, high: true } })))
@@ -373,19 +377,29 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
           await prepare()
           await insertJobs(on.db, submit, N)
           const since = (await sql<{ now: Date }>`select now() as now`.execute(on.db)).rows[0]?.now ?? null
-          const worker = spawnWorker({ databaseUrl: on.url, concurrency: 100 })
-          await worker.ready
-          await waitUntilDrained(on, 600_000)
-          const jobsPerS = await dbThroughput(on, since)
-          await worker.stop()
-          return jobsPerS
+          const worker = track(spawnWorker({ databaseUrl: on.url, concurrency: 100 }))
+          try {
+            await worker.ready
+            await waitUntilDrained(on, 600_000)
+            return await dbThroughput(on, since)
+          } finally {
+            await worker.stop()
+          }
+        }
+        // Each history run starts as a steady state does: after the vacuum autovacuum would have run.
+        const keepVacuumed = async () => {
+          await keep()
+          await afterAutovacuum(s, await dbNow(), o.progress)
         }
         const runs: number[] = []
         const twinRuns: number[] = []
-        for (const l of reps('scale burn-down')) {
-          o.progress(`${l}: empty tables, then history`)
-          twinRuns.push(await burnDownOnce(twin, (jobs) => twinClient.submitJobs(jobs), () => twin.reset()))
-          runs.push(await burnDownOnce(s, submitMany, keep))
+        // Pairs alternate which goes first.
+        for (const [i, l] of reps('scale burn-down').entries()) {
+          const empty = async () => twinRuns.push(await burnDownOnce(twin, (jobs) => twinClient.submitJobs(jobs), () => twin.reset()))
+          const history = async () => runs.push(await burnDownOnce(s, submitMany, keepVacuumed))
+          o.progress(`${l}: ${i % 2 === 0 ? 'empty tables, then history' : 'history, then empty tables'}`)
+          if (i % 2 === 0) await empty().then(history)
+          else await history().then(empty)
         }
         const fTwin = figure(twinRuns)
         const f = figure(runs)
@@ -400,13 +414,13 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         })
         // A burn-down leaves a dead claim-index entry per job; autovacuum clears them (migration 0007 sets
         // per-partition thresholds). Latency is measured as in a steady state: after that vacuum.
-        await keep()
-        await afterAutovacuum(s, await dbNow(), o.progress)
         const scaleLatency: Array<{ p50: number; p95: number; p99: number; max: number }> = []
         const twinLatency: Array<{ p50: number; p95: number; p99: number; max: number }> = []
-        for (const l of reps('scale latency')) {
-          twinLatency.push(await latency(`${l}: empty tables`, twin))
-          scaleLatency.push(await latency(`${l}: history`, s, keep))
+        for (const [i, l] of reps('scale latency').entries()) {
+          const empty = async () => twinLatency.push(await latency(`${l}: empty tables`, twin))
+          const history = async () => scaleLatency.push(await latency(`${l}: history`, s, keepVacuumed))
+          if (i % 2 === 0) await empty().then(history)
+          else await history().then(empty)
         }
         // EXPLAIN the claim with pending work and the history in place.
         await keep()
@@ -421,7 +435,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         addLatency('scale', twinLatency, '', ', empty tables, paired runs')
         addLatency('scale', scaleLatency, `within 10 % of ${format(twinP50)}`, `, with history (${change(figure(scaleLatency.map((r) => r.p50)).median, twinP50)})`)
       } finally {
-        await twin.drop()
+        await twin.drop().catch((err: unknown) => o.progress(`  could not drop ${twin.name}: ${String(err)}`))
       }
     }
 
@@ -431,6 +445,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       add({ scenario: 'memory', metric: 'API peak RSS under REST load', unit: 'MB', figure: figure([apiRss]), target: '≤ 150' })
     }
   } finally {
+    await Promise.all([...spawned].map((p) => p.stop().catch(() => undefined)))
     await s.drop()
   }
   return {

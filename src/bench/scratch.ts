@@ -32,7 +32,12 @@ export async function createScratch(databaseUrl: string, partitions: number): Pr
   const url = new URL(databaseUrl)
   url.pathname = `/${name}`
   const scratchUrl = url.toString()
-  await migrate({ databaseUrl: scratchUrl, partitions })
+  try {
+    await migrate({ databaseUrl: scratchUrl, partitions })
+  } catch (err) {
+    await admin(databaseUrl, `drop database if exists ${name} with (force)`).catch(() => undefined)
+    throw err
+  }
   const database = createDb({ databaseUrl: scratchUrl, poolSize: 10, applicationName: 'pgsched-bench' })
   return {
     ...database,
