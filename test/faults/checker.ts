@@ -19,6 +19,10 @@ import type { LedgerRow } from '../worker/processes.ts'
 import type { Observation } from './scenario.ts'
 
 /** Time from a fault to recovery: to the first of the affected runs restarting, and to all of them (ms). */
+
+/** How soon after SIGCONT a zombie's already-issued write may land (its lease guard runs first). */
+const ZOMBIE_LATE_WRITE_MS = 1000
+
 export interface Recovery {
   /** Faults measured. */
   count: number
@@ -228,6 +232,19 @@ export function check(obs: Observation): Report {
       const to = next.started_at.getTime()
       const killedAt = killAt.get(prev.pid)
       const frozen = freeze !== null && prev.pid === freeze.pid && from < freeze.continuedAtMs && freeze.stoppedAtMs <= to
+      // The zombie's run recorded after the new owner's: its handler had started before the freeze,
+      // but its first write (the ledger's start row, timestamped by the database) only landed on
+      // resuming, and the lease guard aborted it at once. The ledger order then puts it second.
+      const zombieRecordedLate =
+        freeze !== null &&
+        next.pid === freeze.pid &&
+        next.outcome === 'aborted' &&
+        to >= freeze.continuedAtMs &&
+        to <= freeze.continuedAtMs + ZOMBIE_LATE_WRITE_MS
+      if (zombieRecordedLate) {
+        duplicateRuns.afterFreeze++
+        continue
+      }
       if (prev.outcome === 'aborted') {
         // Aborted by its own worker: by the lease guard on resuming from the freeze, or after the
         // heartbeats failed around the wipe. (A killed process writes nothing.)
