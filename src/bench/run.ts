@@ -11,12 +11,14 @@
 import { createServer } from 'node:net'
 import { cpus, totalmem, platform, release } from 'node:os'
 import { performance } from 'node:perf_hooks'
-import { sql } from 'kysely'
+import { sql, type Kysely } from 'kysely'
 import autocannon from 'autocannon'
 import { createClient } from '../client.ts'
 import { createApiKey } from '../api/auth.ts'
 import { executionClaimBatch, executionClaimBatchQuery } from '../db/queries/claim.ts'
 import { executionCompleteMany } from '../db/queries/lease.ts'
+import { serverAutovacuumOn } from '../db/queries/ops.ts'
+import type { DB } from '../db/schema.ts'
 import type { Logger } from '../logger.ts'
 import { monotonicMs, type ProbeMessage } from './handlers.ts'
 import { spawnApi, spawnWorker, type BenchProcess } from './processes.ts'
@@ -90,8 +92,7 @@ async function waitUntilDrained(s: Scratch, timeoutMs: number): Promise<void> {
  * server with autovacuum off, runs that vacuum itself (the partitions' settings apply to both).
  */
 async function afterAutovacuum(s: Scratch, since: Date | null, progress: (line: string) => void): Promise<void> {
-  const { rows: setting } = await sql<{ on: boolean }>`select current_setting('autovacuum')::bool as on`.execute(s.db)
-  if (!setting[0]?.on) {
+  if (!(await serverAutovacuumOn(s.db))) {
     const t0 = performance.now()
     await sql`vacuum pgsched.executions`.execute(s.db)
     progress(`  autovacuum is off on this server; ran the vacuum it would run (${Math.round(performance.now() - t0)} ms)`)
@@ -113,6 +114,11 @@ async function afterAutovacuum(s: Scratch, since: Date | null, progress: (line: 
     }
     await new Promise((resolve) => setTimeout(resolve, 1000))
   }
+}
+
+/** The database's clock. */
+async function dbNow(db: Kysely<DB>): Promise<Date | null> {
+  return (await sql<{ now: Date }>`select now() as now`.execute(db)).rows[0]?.now ?? null
 }
 
 /**
@@ -183,18 +189,32 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     const ceiling = ceilings.length > 0 ? Math.max(...ceilings) : Number.NaN
 
     // 2. burn-down
+    /** One burn-down of N jobs on `on` (emptied by `prepare`): jobs/s and the first worker's peak RSS. */
+    const burnDownOnce = async (
+      on: Scratch,
+      submit: typeof submitMany,
+      prepare: () => Promise<void>,
+      processes = 1,
+    ): Promise<{ jobsPerS: number; peakRssMb: number }> => {
+      await prepare()
+      await insertJobs(on.db, submit, N)
+      const since = await dbNow(on.db)
+      const workers = Array.from({ length: processes }, () => track(spawnWorker({ databaseUrl: on.url, concurrency: 100 })))
+      try {
+        await Promise.all(workers.map((w) => w.ready))
+        await waitUntilDrained(on, 600_000)
+        return { jobsPerS: await dbThroughput(on, since), peakRssMb: workers[0]?.peakRssMb() ?? Number.NaN }
+      } finally {
+        await Promise.all(workers.map((w) => w.stop()))
+      }
+    }
     const burnDown = async (processes: number, label: string): Promise<Figure> => {
       const runs: number[] = []
       for (const l of reps(label)) {
         o.progress(l)
-        await s.reset()
-        await insertJobs(s.db, submitMany, N)
-        const workers = Array.from({ length: processes }, () => track(spawnWorker({ databaseUrl: s.url, concurrency: 100 })))
-        await Promise.all(workers.map((w) => w.ready))
-        await waitUntilDrained(s, 600_000)
-        runs.push(await dbThroughput(s))
-        if (processes === 1) workerRss = Math.max(Number.isNaN(workerRss) ? 0 : workerRss, workers[0]?.peakRssMb() ?? Number.NaN)
-        await Promise.all(workers.map((w) => w.stop()))
+        const run = await burnDownOnce(s, submitMany, () => s.reset(), processes)
+        runs.push(run.jobsPerS)
+        if (processes === 1) workerRss = Math.max(Number.isNaN(workerRss) ? 0 : workerRss, run.peakRssMb)
       }
       return figure(runs)
     }
@@ -367,36 +387,22 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         await sql`delete from pgsched.executions where state = 'pending'`.execute(s.db)
         await sql`truncate pgsched.jobs, pgsched.workers, pgsched.waiting_workers`.execute(s.db)
       }
-      const dbNow = async () => (await sql<{ now: Date }>`select now() as now`.execute(s.db)).rows[0]?.now ?? null
       // Each scale run is paired with the same run on an empty twin schema, in the same minutes: the
       // machine's speed drifts by tens of percent within an hour, so the comparison is made run by run.
       const twin = await createScratch(o.databaseUrl, o.partitions)
       try {
         const twinClient = createClient({ db: twin.db, tenant: 'bench' })
-        const burnDownOnce = async (on: Scratch, submit: typeof submitMany, prepare: () => Promise<void>): Promise<number> => {
-          await prepare()
-          await insertJobs(on.db, submit, N)
-          const since = (await sql<{ now: Date }>`select now() as now`.execute(on.db)).rows[0]?.now ?? null
-          const worker = track(spawnWorker({ databaseUrl: on.url, concurrency: 100 }))
-          try {
-            await worker.ready
-            await waitUntilDrained(on, 600_000)
-            return await dbThroughput(on, since)
-          } finally {
-            await worker.stop()
-          }
-        }
         // Each history run starts as a steady state does: after the vacuum autovacuum would have run.
         const keepVacuumed = async () => {
           await keep()
-          await afterAutovacuum(s, await dbNow(), o.progress)
+          await afterAutovacuum(s, await dbNow(s.db), o.progress)
         }
         const runs: number[] = []
         const twinRuns: number[] = []
         // Pairs alternate which goes first.
         for (const [i, l] of reps('scale burn-down').entries()) {
-          const empty = async () => twinRuns.push(await burnDownOnce(twin, (jobs) => twinClient.submitJobs(jobs), () => twin.reset()))
-          const history = async () => runs.push(await burnDownOnce(s, submitMany, keepVacuumed))
+          const empty = async () => twinRuns.push((await burnDownOnce(twin, (jobs) => twinClient.submitJobs(jobs), () => twin.reset())).jobsPerS)
+          const history = async () => runs.push((await burnDownOnce(s, submitMany, keepVacuumed)).jobsPerS)
           o.progress(`${l}: ${i % 2 === 0 ? 'empty tables, then history' : 'history, then empty tables'}`)
           if (i % 2 === 0) await empty().then(history)
           else await history().then(empty)
