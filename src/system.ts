@@ -13,6 +13,9 @@ import { Reaper } from './maintenance/reaper.ts'
 import { Pruner } from './maintenance/pruner.ts'
 import { TriggerScheduler } from './maintenance/trigger-scheduler.ts'
 
+/** Connections for registration, the wake-up listing, the reaper, the trigger scheduler and the pruner. */
+export const MAINTENANCE_POOL_SIZE = 2
+
 export interface WorkerSystem {
   worker: Worker
   database: Database
@@ -30,11 +33,15 @@ export interface CreateWorkerSystemParams {
 export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSystem {
   const { config, log } = params
   const w = config.worker
-  const database = createDb({ databaseUrl: config.databaseUrl, poolSize: config.db.poolSize, applicationName: 'pgsched-worker', log })
+  // The hot path (claim, heartbeat, outcome writes) on its own pool, planned once per connection;
+  // registration, wake-up listing and the maintenance loops on a small pool with default planning.
+  const hot = createDb({ databaseUrl: config.databaseUrl, poolSize: config.db.poolSize, applicationName: 'pgsched-worker', log, genericPlans: true })
+  const database = createDb({ databaseUrl: config.databaseUrl, poolSize: MAINTENANCE_POOL_SIZE, applicationName: 'pgsched-worker-maintenance', log })
   const registry = new HandlerRegistry([httpHandler])
   for (const h of params.handlers) registry.add(h)
   const worker = new Worker({
     db: database.db,
+    hotDb: hot.db,
     databaseUrl: config.databaseUrl,
     log,
     handlers: registry,
@@ -70,7 +77,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     stop() {
       stopping ??= (async () => {
         await Promise.all([worker.stop(), reaper.stop(), triggerScheduler.stop(), pruner.stop()])
-        await database.db.destroy()
+        await Promise.all([database.db.destroy(), hot.db.destroy()])
       })()
       return stopping
     },

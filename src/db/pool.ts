@@ -15,6 +15,12 @@ export interface CreateDbParams {
   poolSize: number
   applicationName?: string
   log?: Logger
+  /**
+   * Sessions run with `plan_cache_mode = force_generic_plan`: every parameterised statement
+   * is planned once per connection. For the worker's hot-path pool, whose statements are
+   * written (and tested) for their generic plans; see PREPARE.
+   */
+  genericPlans?: boolean
 }
 
 export interface Database {
@@ -29,6 +35,7 @@ export function createDb(params: CreateDbParams): Database {
     application_name: params.applicationName ?? 'pgsched',
     connectionTimeoutMillis: 10_000,
     idleTimeoutMillis: 30_000,
+    ...(params.genericPlans ? { options: '-c plan_cache_mode=force_generic_plan' } : {}),
   })
   pool.on('error', (err) => params.log?.warn({ err }, 'idle database connection lost'))
   // pg-pool listens for errors only on idle clients. A connection terminated in the instant
@@ -43,9 +50,13 @@ export function createDb(params: CreateDbParams): Database {
 
 /**
  * Statements whose text contains this marker run as named prepared statements:
- * parsed and planned once per connection instead of on every call. Used for
- * the fixed-text hot statements (claim, heartbeat, complete, submit), where
- * planning over the partitions costs more than executing.
+ * parsed once per connection instead of on every call. Used for the fixed-text
+ * hot statements (claim, heartbeat, complete, submit), where planning over the
+ * partitions costs more than executing. Planned once too only on a connection
+ * with generic plans forced (`genericPlans`): otherwise PostgreSQL plans each
+ * execution anew whenever it estimates a custom plan cheaper than the generic
+ * one, as it does for the heartbeat and complete once `executions` holds a
+ * large history (about 1 ms of planning per statement).
  */
 export const PREPARE = '/* prepare */'
 

@@ -6,8 +6,9 @@
  * completions). The statistics here are the ones that once led the planner
  * there: taken while nothing was running, so the lease index looked empty,
  * over a history of finished runs.
- * Each statement runs as a generic prepared plan, as the worker's named
- * statements do after their fifth execution.
+ * Each statement runs as a generic prepared plan, as the worker's hot-path
+ * pool plans every statement (plan_cache_mode = force_generic_plan). The claim
+ * is checked the same way: it must take its rows through the claim index.
  */
 import { randomBytes, randomUUID } from 'node:crypto'
 import pg from 'pg'
@@ -16,7 +17,7 @@ import { prepareValue } from 'pg/lib/utils.js'
 import { sql, type CompiledQuery, type Kysely } from 'kysely'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
-import { executionClaimBatch, type ClaimedExecution } from '../../src/db/queries/claim.ts'
+import { executionClaimBatch, executionClaimBatchQuery, type ClaimedExecution } from '../../src/db/queries/claim.ts'
 import {
   executionCompleteManyQuery,
   executionFailManyQuery,
@@ -123,4 +124,20 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
       for (const r of reads) expect(r['Node Type']).toMatch(/^Index (Only )?Scan$/)
     })
   }
+
+  it('claim: takes due executions through the claim index and finds every partition row by index', async () => {
+    // hand back what beforeEach claimed, so that N executions are pending again
+    await sql`update pgsched.executions set state = 'pending', worker_id = null, lease_expires_at = null where state = 'running'`.execute(t.db)
+    const limit = 100
+    const plan = await genericPlan(t.url, t.db, executionClaimBatchQuery({ workerId: WORKER, queues: ['default'], types: ['plans.noop'], limit, leaseMs: 60_000 }))
+    const update = plan.find((n) => n['Node Type'] === 'ModifyTable' && n['Relation Name'] === 'executions')
+    expect(update?.['Actual Rows']).toBe(limit)
+    const reads = plan.filter((n) => n['Relation Name']?.startsWith('executions_p') && n['Node Type'] !== 'ModifyTable')
+    expect(reads.length).toBeGreaterThan(0)
+    for (const r of reads) expect(r['Node Type']).toMatch(/^Index (Only )?Scan$/)
+    const claimIndexScans = plan.filter((n) => (n as { 'Index Name'?: string })['Index Name']?.endsWith('_queue_priority_run_at_id_idx'))
+    expect(claimIndexScans).toHaveLength(partitions)
+    // each partition's claim index yields at most the limit (the merge stops there), not every pending row
+    for (const scan of claimIndexScans) expect(scan['Actual Rows']).toBeLessThanOrEqual(limit)
+  })
 })
