@@ -46,7 +46,7 @@ import { abortableSleep } from '../lib/service.ts'
 import { Completer, type WriteResult } from './completer.ts'
 import type { HandlerContext, HandlerRegistry } from './handlers.ts'
 import { Notifier } from './notifier.ts'
-import { OutputFile } from './output.ts'
+import { RunContext } from './run-context.ts'
 
 export const MAX_RESULT_BYTES = 65_536
 
@@ -95,7 +95,10 @@ interface InFlight {
   /** Created when the handler first reads ctx.signal, or at abort. */
   controller: AbortController | undefined
   abortReason: AbortReason | undefined
-  onAbort: (() => void) | undefined
+  /** Set while running: ends the wait for the handler early (see execute). */
+  onAbort: ((value: 'aborted') => void) | undefined
+  /** The handler's context, once started. */
+  ctx: RunContext | undefined
   started: boolean
   /** Outcome handed to the completer: no longer "lost" if the heartbeat misses it. */
   finishing: boolean
@@ -260,6 +263,7 @@ export class Worker {
         controller: undefined,
         abortReason: undefined,
         onAbort: undefined,
+        ctx: undefined,
         started: false,
         finishing: false,
         lost: false,
@@ -430,7 +434,7 @@ export class Worker {
       return
     }
     inflight.controller?.abort(reason)
-    inflight.onAbort?.()
+    inflight.onAbort?.('aborted')
   }
 
   private async execute(inflight: InFlight): Promise<void> {
@@ -438,88 +442,47 @@ export class Worker {
     inflight.started = true
     this.active++
     const startedAtMs = performance.now()
-    // Created on first use: most runs never log, write output or look at their signal.
-    let childLog: Logger | undefined
-    const log = () => (childLog ??= this.log.child({ jobId: c.jobId, executionId: c.id, kind: c.type, attempt: c.attempt }))
-    const output = new OutputFile(this.o.outputDir, c.jobId, c.id, c.attempt)
-    const signal = () => {
-      if (!inflight.controller) {
-        inflight.controller = new AbortController()
-        if (inflight.abortReason) inflight.controller.abort(inflight.abortReason)
-      }
-      return inflight.controller.signal
-    }
-    const timer = setTimeout(
-      () => this.abortExecution(c.id, new AbortReason('TimeoutError', `timed out after ${c.timeoutMs} ms`)),
-      c.timeoutMs,
-    )
-    const ctx: HandlerContext = {
-      payload: c.payload,
-      jobId: c.jobId,
-      executionId: c.id,
-      attempt: c.attempt,
-      maxAttempts: c.maxAttempts,
-      type: c.type,
-      queue: c.queue,
-      scheduledFor: c.scheduledFor,
-      get signal() {
-        return signal()
-      },
-      get log() {
-        return log()
-      },
-      get output() {
-        return output.writable
-      },
-    }
-    const handler = this.o.handlers.get(c.type)
-    const settled = Promise.resolve()
-      .then(() => {
-        // A claim answered after the process was frozen (or starved) may already be past its safe
-        // lease time: never start such a handler; the execution is someone else's by now.
-        if (performance.now() >= inflight.leaseSureUntilMs - this.o.heartbeatMs) {
-          this.abortExecution(c.id, new AbortReason('LeaseLostError', 'lease not confirmed in time: not started'))
-          return undefined
-        }
-        if (!handler) throw new FatalError(`no handler for type "${c.type}"`)
-        return handler.run(ctx)
-      })
-      .then(
-        (value) => ({ ok: true as const, value }),
-        (error: unknown) => ({ ok: false as const, error }),
-      )
-    const aborted = new Promise<'aborted'>((resolve) => {
-      if (inflight.abortReason) resolve('aborted')
-      inflight.onAbort = () => resolve('aborted')
-    })
+    const ctx = new RunContext(c, inflight, this.log, this.o.outputDir)
+    inflight.ctx = ctx
+    const timer = setTimeout(this.timeOut, c.timeoutMs, inflight)
+    // The handler starts in a microtask: startBuffered starts every free slot's run first.
+    const settled = Promise.resolve(inflight).then(this.runHandler).then(settledOk, settledError)
+    // The first of: the handler settles, or the run is aborted (timeout, lost lease, cancel, shutdown).
+    let resolveFirst: (value: Settled | 'aborted') => void = () => undefined
+    const first = new Promise<Settled | 'aborted'>((resolve) => (resolveFirst = resolve))
+    inflight.onAbort = resolveFirst
+    if (inflight.abortReason) resolveFirst('aborted')
+    void settled.then(resolveFirst)
     let recording: Promise<void> | undefined
     try {
-      const first = await Promise.race([settled, aborted])
+      const outcome = await first
       clearTimeout(timer)
       const reason = inflight.abortReason
-      if (first === 'aborted' || reason) {
+      if (outcome === 'aborted' || reason) {
         if (reason?.name === 'TimeoutError') {
-          log().warn({ timeoutMs: c.timeoutMs }, 'execution timed out')
-          recording = this.record(inflight, log, { kind: 'fail', error: reason, fatal: false, timedOut: true, output })
+          ctx.log.warn({ timeoutMs: c.timeoutMs }, 'execution timed out')
+          recording = this.record(inflight, ctx, { kind: 'fail', error: reason, fatal: false, timedOut: true })
         } else if (reason?.name === 'ShutdownError') {
           // handed back by stop()
         } else {
-          log().warn({ reason: reason?.message }, 'execution aborted: lease lost')
-          await output.close()
+          ctx.log.warn({ reason: reason?.message }, 'execution aborted: lease lost')
+          await ctx.closeOutput()
         }
-      } else if (first.ok) {
-        const resultJson = JSON.stringify(first.value ?? null) ?? 'null'
-        if (Buffer.byteLength(resultJson) > MAX_RESULT_BYTES) {
+      } else if (outcome.ok) {
+        const resultJson = JSON.stringify(outcome.value ?? null) ?? 'null'
+        // UTF-8 is at most 3 bytes per UTF-16 unit: only a long result needs counting.
+        const bytes = resultJson.length * 3 > MAX_RESULT_BYTES ? Buffer.byteLength(resultJson) : 0
+        if (bytes > MAX_RESULT_BYTES) {
           const error = new FatalError(
-            `result is ${Buffer.byteLength(resultJson)} bytes as JSON, over the ${MAX_RESULT_BYTES}-byte limit; write large output to ctx.output instead`,
+            `result is ${bytes} bytes as JSON, over the ${MAX_RESULT_BYTES}-byte limit; write large output to ctx.output instead`,
           )
-          recording = this.record(inflight, log, { kind: 'fail', error, fatal: true, timedOut: false, output })
+          recording = this.record(inflight, ctx, { kind: 'fail', error, fatal: true, timedOut: false })
         } else {
-          recording = this.record(inflight, log, { kind: 'complete', resultJson, output })
+          recording = this.record(inflight, ctx, { kind: 'complete', resultJson })
         }
       } else {
-        const error = toError(first.error)
-        recording = this.record(inflight, log, { kind: 'fail', error, fatal: error instanceof FatalError, timedOut: false, output })
+        const error = toError(outcome.error)
+        recording = this.record(inflight, ctx, { kind: 'fail', error, fatal: error instanceof FatalError, timedOut: false })
       }
     } finally {
       clearTimeout(timer)
@@ -536,21 +499,42 @@ export class Worker {
     // and the lease stays in the heartbeat until it is.
     if (recording) {
       this.recordings.add(recording)
-      await recording.finally(() => this.recordings.delete(recording))
+      try {
+        await recording
+      } finally {
+        this.recordings.delete(recording)
+      }
     }
+  }
+
+  /** Runs the handler of a started run (shared by every run: no closure per run). */
+  private readonly runHandler = (inflight: InFlight): unknown => {
+    // A claim answered after the process was frozen (or starved) may already be past its safe
+    // lease time: never start such a handler; the execution is someone else's by now.
+    if (performance.now() >= inflight.leaseSureUntilMs - this.o.heartbeatMs) {
+      this.abortExecution(inflight.claimed.id, new AbortReason('LeaseLostError', 'lease not confirmed in time: not started'))
+      return undefined
+    }
+    const handler = this.o.handlers.get(inflight.claimed.type)
+    if (!handler) throw new FatalError(`no handler for type "${inflight.claimed.type}"`)
+    return handler.run(inflight.ctx as RunContext)
+  }
+
+  /** A run's timeout timer. */
+  private readonly timeOut = (inflight: InFlight): void => {
+    this.abortExecution(inflight.claimed.id, new AbortReason('TimeoutError', `timed out after ${inflight.claimed.timeoutMs} ms`))
   }
 
   /** Writes an outcome, retrying while the database is unreachable and the lease still held. */
   private async record(
     inflight: InFlight,
-    log: () => Logger,
-    outcome:
-      | { kind: 'complete'; resultJson: string; output: OutputFile }
-      | { kind: 'fail'; error: Error; fatal: boolean; timedOut: boolean; output: OutputFile },
+    ctx: RunContext,
+    outcome: { kind: 'complete'; resultJson: string } | { kind: 'fail'; error: Error; fatal: boolean; timedOut: boolean },
   ): Promise<void> {
     if (inflight.lost) return
     inflight.finishing = true
-    const outputUri = await outcome.output.close()
+    const closing = ctx.closeOutput()
+    const outputUri = closing === null ? null : await closing
     const { ref } = inflight
     let delayMs = 100
     for (;;) {
@@ -575,7 +559,7 @@ export class Worker {
               })
       } catch {
         if (inflight.lost || !this.leases.has(ref.id)) {
-          log().warn('outcome not recorded: lease lost while the database was unreachable')
+          ctx.log.warn('outcome not recorded: lease lost while the database was unreachable')
           return
         }
         await abortableSleep(delayMs, this.stopHeartbeat.signal)
@@ -584,15 +568,15 @@ export class Worker {
       }
       this.leases.delete(ref.id)
       if (!result.accepted) {
-        log().warn({ outcome: outcome.kind }, 'outcome rejected: lease lost (fenced)')
+        ctx.log.warn({ outcome: outcome.kind }, 'outcome rejected: lease lost (fenced)')
       } else if (outcome.kind === 'complete') {
         // Checked first: building the run's child logger for a message nobody reads costs more than the run.
-        if (this.log.isLevelEnabled('debug')) log().debug('execution succeeded')
+        if (this.log.isLevelEnabled('debug')) ctx.log.debug('execution succeeded')
       } else if (result.retry?.state === 'pending') {
-        log().warn({ err: outcome.error, retryInMs: result.retry.retryInMs }, 'execution failed; will retry')
+        ctx.log.warn({ err: outcome.error, retryInMs: result.retry.retryInMs }, 'execution failed; will retry')
         this.wakeIn(result.retry.retryInMs)
       } else {
-        log().warn({ err: outcome.error, fatal: outcome.fatal }, 'execution failed')
+        ctx.log.warn({ err: outcome.error, fatal: outcome.fatal }, 'execution failed')
       }
       return
     }
@@ -720,5 +704,10 @@ export class Worker {
 
 /** Buffer order: the claim's order (priority, then due time), then claim order. */
 function byPriority(a: InFlight, b: InFlight): number {
-  return b.claimed.priority - a.claimed.priority || a.claimed.runAt.getTime() - b.claimed.runAt.getTime() || a.seq - b.seq
+  return b.claimed.priority - a.claimed.priority || a.claimed.runAtMs - b.claimed.runAtMs || a.seq - b.seq
 }
+
+/** How a handler ended. */
+type Settled = { ok: true; value: unknown } | { ok: false; error: unknown }
+const settledOk = (value: unknown): Settled => ({ ok: true, value })
+const settledError = (error: unknown): Settled => ({ ok: false, error })

@@ -45,6 +45,34 @@ describe('Worker', () => {
     expect(view.lastExecution?.workerId).toBeNull()
   })
 
+  it("gives the handler the execution's identity, attempt, queue and fire time", async () => {
+    await startWorker([defineHandler('whoami', async (ctx) => ({
+      jobId: ctx.jobId,
+      executionId: ctx.executionId,
+      attempt: ctx.attempt,
+      maxAttempts: ctx.maxAttempts,
+      type: ctx.type,
+      queue: ctx.queue,
+      scheduledFor: ctx.scheduledFor.toISOString(),
+      payload: ctx.payload,
+    }))])
+    const runAt = new Date(Date.now() + 300)
+    const { job } = await client().submitJob({ type: 'whoami', schedule: { at: runAt }, maxAttempts: 3, payload: { k: 1 } })
+    await waitFor(async () => (await execution(job.id)).state === 'succeeded', { what: 'job to succeed' })
+    const e = await execution(job.id)
+    expect(e.result).toEqual({
+      jobId: job.id,
+      executionId: e.id,
+      attempt: 1,
+      maxAttempts: 3,
+      type: 'whoami',
+      queue: 'default',
+      scheduledFor: e.scheduled_for.toISOString(),
+      payload: { k: 1 },
+    })
+    expect(e.scheduled_for.getTime()).toBe(runAt.getTime())
+  })
+
   it('claims only the types it has handlers for and the queues it serves', async () => {
     await startWorker([defineHandler('mine', async () => 'ok')], { queues: ['emails'] })
     const mine = await client().submitJob({ type: 'mine', queue: 'emails' })
@@ -134,6 +162,16 @@ describe('Worker', () => {
     const { job } = await client().submitJob({ type: 'big' })
     await waitFor(async () => (await execution(job.id)).state === 'failed')
     expect(((await execution(job.id)).error as { message: string }).message).toContain('write large output to ctx.output')
+  })
+
+  it('counts the 64 KiB result limit in UTF-8 bytes, not characters', async () => {
+    // 33,000 two-byte characters: 66,002 bytes as JSON, in 33,002 characters
+    await startWorker([defineHandler('wide', async () => 'é'.repeat(33_000)), defineHandler('narrow', async () => 'é'.repeat(32_000))])
+    const wide = await client().submitJob({ type: 'wide' })
+    const narrow = await client().submitJob({ type: 'narrow' })
+    await waitFor(async () => (await execution(wide.job.id)).state === 'failed', { what: 'the wide result to be rejected' })
+    expect(((await execution(wide.job.id)).error as { message: string }).message).toContain('66002 bytes')
+    await waitFor(async () => (await execution(narrow.job.id)).state === 'succeeded', { what: 'the narrow result to be stored' })
   })
 
   it('keeps handler output in a file named by output_uri', async () => {

@@ -28,9 +28,10 @@ export interface ClaimedExecution {
   attempt: number
   maxAttempts: number
   timeoutMs: number
-  scheduledFor: Date
-  /** When it became due (the claim takes due executions by priority, then this). */
-  runAt: Date
+  /** The fire time (epoch ms): sent as a number, which costs less to read than a timestamp. */
+  scheduledForMs: number
+  /** When it became due (epoch ms; the claim takes due executions by priority, then this). */
+  runAtMs: number
   payload: unknown
 }
 
@@ -63,7 +64,8 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
      where e.id = any(array(select id from due))
        and e.job_id = any(array(select job_id from due))
     returning e.id, e.job_id as "jobId", e.type, e.queue, e.priority, e.attempt, e.max_attempts as "maxAttempts",
-              e.timeout_ms as "timeoutMs", e.scheduled_for as "scheduledFor", e.run_at as "runAt",
+              e.timeout_ms as "timeoutMs", (extract(epoch from e.scheduled_for) * 1000)::float8 as "scheduledForMs",
+              (extract(epoch from e.run_at) * 1000)::float8 as "runAtMs",
               (select j.payload from pgsched.jobs j where j.id = e.job_id) as payload
   `
 }

@@ -1,0 +1,68 @@
+/**
+ * The handler's view of one run (`HandlerContext`). Its signal, child logger
+ * and output file are created on first use: most runs touch none of them, and
+ * per-run allocations are most of a busy worker's garbage.
+ */
+import type { Writable } from 'node:stream'
+import type { ClaimedExecution } from '../db/queries/claim.ts'
+import type { Logger } from '../logger.ts'
+import type { HandlerContext } from './handlers.ts'
+import { OutputFile } from './output.ts'
+
+/** Where the run's abort state lives (the worker's in-flight record). */
+export interface AbortState {
+  controller: AbortController | undefined
+  abortReason: Error | undefined
+}
+
+export class RunContext implements HandlerContext {
+  readonly payload: unknown
+  readonly jobId: string
+  readonly executionId: string
+  readonly attempt: number
+  readonly maxAttempts: number
+  readonly type: string
+  readonly queue: string
+  readonly scheduledFor: Date
+  readonly #abort: AbortState
+  readonly #parentLog: Logger
+  readonly #outputDir: string
+  #log: Logger | undefined
+  #output: OutputFile | undefined
+
+  constructor(c: ClaimedExecution, abort: AbortState, parentLog: Logger, outputDir: string) {
+    this.payload = c.payload
+    this.jobId = c.jobId
+    this.executionId = c.id
+    this.attempt = c.attempt
+    this.maxAttempts = c.maxAttempts
+    this.type = c.type
+    this.queue = c.queue
+    this.scheduledFor = new Date(c.scheduledForMs)
+    this.#abort = abort
+    this.#parentLog = parentLog
+    this.#outputDir = outputDir
+  }
+
+  get signal(): AbortSignal {
+    const a = this.#abort
+    if (!a.controller) {
+      a.controller = new AbortController()
+      if (a.abortReason) a.controller.abort(a.abortReason)
+    }
+    return a.controller.signal
+  }
+
+  get log(): Logger {
+    return (this.#log ??= this.#parentLog.child({ jobId: this.jobId, executionId: this.executionId, kind: this.type, attempt: this.attempt }))
+  }
+
+  get output(): Writable {
+    return (this.#output ??= new OutputFile(this.#outputDir, this.jobId, this.executionId, this.attempt)).writable
+  }
+
+  /** Closes the output file if the handler opened one (its file:// URI); null, synchronously, if not. */
+  closeOutput(): Promise<string | null> | null {
+    return this.#output ? this.#output.close() : null
+  }
+}
