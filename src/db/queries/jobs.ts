@@ -6,6 +6,7 @@
 import { sql, type Kysely, type SqlBool, type Expression } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
+import { keyArray } from './array-literal.ts'
 import type { Execution, Job, JobStatus, NormalizedSubmit, Schedule } from '../../core/job.ts'
 import { jobStatus } from '../../core/job.ts'
 
@@ -32,11 +33,12 @@ export interface JobInsertOutcome {
  */
 function jobArrays(j: JobInsertManyParams['jobs']) {
   const col = <T>(f: (x: (typeof j)[number]) => T): T[] => j.map(f)
+  const key = (f: (x: (typeof j)[number]) => string | number): string => keyArray(j.map(f))
   return sql.join([
-    sql`${col((x) => x.id)}::uuid[]`, sql`${col((x) => x.executionId)}::uuid[]`, sql`${col((x) => x.type)}::text[]`,
-    sql`${col((x) => x.queue)}::text[]`, sql`${col((x) => x.priority)}::int[]`, sql`${col((x) => x.payloadJson)}::text[]`,
-    sql`${col((x) => x.maxAttempts)}::int[]`, sql`${col((x) => x.timeoutMs)}::int[]`, sql`${col((x) => x.backoffBaseMs)}::int[]`,
-    sql`${col((x) => x.backoffMaxMs)}::int[]`,
+    sql`${key((x) => x.id)}::uuid[]`, sql`${key((x) => x.executionId)}::uuid[]`, sql`${col((x) => x.type)}::text[]`,
+    sql`${col((x) => x.queue)}::text[]`, sql`${key((x) => x.priority)}::int[]`, sql`${col((x) => x.payloadJson)}::text[]`,
+    sql`${key((x) => x.maxAttempts)}::int[]`, sql`${key((x) => x.timeoutMs)}::int[]`, sql`${key((x) => x.backoffBaseMs)}::int[]`,
+    sql`${key((x) => x.backoffMaxMs)}::int[]`,
   ])
 }
 

@@ -11,6 +11,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
+import { keyArray } from './array-literal.ts'
 
 /** An execution as the worker holding it knows it. */
 export interface LeaseRef {
@@ -19,13 +20,9 @@ export interface LeaseRef {
   attempt: number
 }
 
-// The key columns go as array literals built here ('{a,b}'): uuids and integers need no quoting,
-// and pg's general array serialiser quotes and escapes every element, which made it one of a busy
-// worker's largest sources of garbage.
-const literal = (values: ReadonlyArray<string | number>) => `{${values.join(',')}}`
-const ids = (refs: readonly LeaseRef[]) => literal(refs.map((r) => r.id))
-const jobIds = (refs: readonly LeaseRef[]) => literal(refs.map((r) => r.jobId))
-const attempts = (refs: readonly LeaseRef[]) => literal(refs.map((r) => r.attempt))
+const ids = (refs: readonly LeaseRef[]) => keyArray(refs.map((r) => r.id))
+const jobIds = (refs: readonly LeaseRef[]) => keyArray(refs.map((r) => r.jobId))
+const attempts = (refs: readonly LeaseRef[]) => keyArray(refs.map((r) => r.attempt))
 
 /**
  * The fence "running and leased to this worker", written as one CASE so the
