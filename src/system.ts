@@ -13,7 +13,7 @@ import { Reaper } from './maintenance/reaper.ts'
 import { Pruner } from './maintenance/pruner.ts'
 import { TriggerScheduler } from './maintenance/trigger-scheduler.ts'
 
-/** Connections for registration, the wake-up listing, the reaper, the trigger scheduler and the pruner. */
+/** Connections for the reaper, the trigger scheduler and the pruner. */
 export const MAINTENANCE_POOL_SIZE = 2
 
 export interface WorkerSystem {
@@ -33,15 +33,14 @@ export interface CreateWorkerSystemParams {
 export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSystem {
   const { config, log } = params
   const w = config.worker
-  // The hot path (claim, heartbeat, outcome writes) on its own pool, planned once per connection;
-  // registration, wake-up listing and the maintenance loops on a small pool with default planning.
+  // The worker's statements (the hot path: claim, heartbeat, outcome writes) on a pool that plans each
+  // once per connection; the reaper, trigger scheduler and pruner on a small pool with default planning.
   const hot = createDb({ databaseUrl: config.databaseUrl, poolSize: config.db.poolSize, applicationName: 'pgsched-worker', log, genericPlans: true })
   const database = createDb({ databaseUrl: config.databaseUrl, poolSize: MAINTENANCE_POOL_SIZE, applicationName: 'pgsched-worker-maintenance', log })
   const registry = new HandlerRegistry([httpHandler])
   for (const h of params.handlers) registry.add(h)
   const worker = new Worker({
-    db: database.db,
-    hotDb: hot.db,
+    db: hot.db,
     databaseUrl: config.databaseUrl,
     log,
     handlers: registry,

@@ -51,12 +51,8 @@ import { RunContext } from './run-context.ts'
 export const MAX_RESULT_BYTES = 65_536
 
 export interface WorkerOptions {
+  /** The worker process gives it a pool with generic plans forced (see createDb's genericPlans). */
   db: Kysely<DB>
-  /**
-   * For the hot path (claim, heartbeat, outcome writes, hand-back); default `db`. The worker
-   * process gives it a pool with generic plans forced (see createDb's genericPlans).
-   */
-  hotDb?: Kysely<DB>
   /** For the LISTEN connection. */
   databaseUrl: string
   log: Logger
@@ -111,7 +107,6 @@ export class Worker {
   readonly id: string
   private readonly o: WorkerOptions
   private readonly log: Logger
-  private readonly hotDb: Kysely<DB>
   private readonly completer: Completer
   private readonly notifier: Notifier
   /** Executions whose lease this worker holds (handler running or outcome being written). */
@@ -158,8 +153,7 @@ export class Worker {
     this.o = options
     this.id = options.id ?? uuidV7()
     this.log = options.log.child({ component: 'worker', workerId: this.id })
-    this.hotDb = options.hotDb ?? options.db
-    this.completer = new Completer({ db: this.hotDb, workerId: this.id, log: this.log })
+    this.completer = new Completer({ db: options.db, workerId: this.id, log: this.log })
     this.notifier = new Notifier({
       databaseUrl: options.databaseUrl,
       log: this.log,
@@ -237,7 +231,7 @@ export class Worker {
     const claimNo = ++this.claimsSent
     let claimed: ClaimedExecution[] = []
     try {
-      claimed = await executionClaimBatch(this.hotDb, {
+      claimed = await executionClaimBatch(this.o.db, {
         workerId: this.id,
         queues: this.o.queues,
         types: this.types,
@@ -598,7 +592,7 @@ export class Worker {
     try {
       // Never alongside an outcome write: both lock this worker's rows, in different orders.
       const renewed = await this.completer.exclusive(() =>
-        executionHeartbeatMany(this.hotDb, {
+        executionHeartbeatMany(this.o.db, {
           workerId: this.id,
           leases: held.map((h) => h.ref),
           leaseMs: this.o.leaseMs,
@@ -670,7 +664,7 @@ export class Worker {
     for (const h of unfinished) this.abortExecution(h.ref.id, new AbortReason('ShutdownError', 'worker shutting down'))
     if (unfinished.length > 0) {
       const released = await this.completer.exclusive(() =>
-        executionReleaseMany(this.hotDb, { workerId: this.id, leases: unfinished.map((h) => h.ref) }),
+        executionReleaseMany(this.o.db, { workerId: this.id, leases: unfinished.map((h) => h.ref) }),
       ).catch(
         (err: unknown) => {
           this.log.warn({ err }, 'could not hand back executions; the reaper will requeue them when their lease expires')
