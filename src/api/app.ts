@@ -11,6 +11,7 @@
 import { randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { trackHandlers, type HandlersInFlight } from './handlers-in-flight.ts'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyRequest } from 'fastify'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
@@ -140,8 +141,10 @@ export function buildApp(deps: AppDeps) {
 
   void app.register(healthRoutes, { db: deps.db, metrics, migrationsDir: deps.migrationsDir })
 
+  const inFlight: HandlersInFlight[] = []
   void app.register(
     async (v1) => {
+      inFlight.push(trackHandlers(v1))
       v1.addHook('onRequest', async (request) => {
         request.identity = await authenticator.authenticate(request.headers.authorization)
       })
@@ -159,7 +162,18 @@ export function buildApp(deps: AppDeps) {
     { prefix: '/v1' },
   )
 
+  settledOf.set(app, { settled: (timeoutMs) => inFlight[0]?.settled(timeoutMs) ?? Promise.resolve(true) })
   return app
 }
 
 export type App = ReturnType<typeof buildApp>
+
+const settledOf = new WeakMap<object, HandlersInFlight>()
+
+/**
+ * Resolves true once no /v1 handler of `app` is running (false after `timeoutMs`): after
+ * `app.close()`, before the caller closes the pool those handlers use.
+ */
+export function apiHandlersSettled(app: App, timeoutMs: number): Promise<boolean> {
+  return settledOf.get(app)?.settled(timeoutMs) ?? Promise.resolve(true)
+}

@@ -13,7 +13,7 @@ import { createDb } from '../../db/pool.ts'
 import type { DB } from '../../db/schema.ts'
 import { apiKeyList, apiKeyRevoke } from '../../db/queries/api-keys.ts'
 import { createClient } from '../../client.ts'
-import { buildApp, type App } from '../../api/app.ts'
+import { apiHandlersSettled, buildApp, type App } from '../../api/app.ts'
 import { createApiKey } from '../../api/auth.ts'
 import { onShutdownSignal } from '../signals.ts'
 
@@ -56,12 +56,19 @@ export async function startApiServer(params: StartApiServerParams): Promise<ApiS
     close() {
       closing ??= (async () => {
         await app.close()
+        // A handler whose client hung up is still running after close(): let it finish its writes.
+        if (!(await apiHandlersSettled(app, HANDLERS_GRACE_MS))) {
+          log.warn({ graceMs: HANDLERS_GRACE_MS }, 'request handlers still running at shutdown; closing the pool under them')
+        }
         await database.db.destroy()
       })()
       return closing
     },
   }
 }
+
+/** How long a close waits for request handlers whose clients hung up. */
+const HANDLERS_GRACE_MS = 10_000
 
 const DEV_KEY_NAME = 'scheduler dev'
 

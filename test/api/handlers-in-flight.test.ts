@@ -1,0 +1,75 @@
+/**
+ * trackHandlers: a graceful close can wait for route handlers whose clients
+ * hung up (the HTTP server's close waits only for connections).
+ */
+import Fastify from 'fastify'
+import { afterEach, describe, expect, it } from 'vitest'
+import { trackHandlers } from '../../src/api/handlers-in-flight.ts'
+
+describe('trackHandlers', () => {
+  const apps: Array<ReturnType<typeof Fastify>> = []
+  afterEach(async () => {
+    await Promise.all(apps.splice(0).map((a) => a.close()))
+  })
+
+  /** An app whose /slow handler runs until released; resolves `entered` when it starts. */
+  async function slowApp() {
+    const app = Fastify()
+    apps.push(app)
+    const tracked = trackHandlers(app)
+    let release: () => void = () => undefined
+    const released = new Promise<void>((resolve) => (release = resolve))
+    let entered: () => void = () => undefined
+    const started = new Promise<void>((resolve) => (entered = resolve))
+    let finished = false
+    app.get('/slow', async () => {
+      entered()
+      await released
+      finished = true
+      return { ok: true }
+    })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const address = app.server.address()
+    const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/slow`
+    return { app, tracked, release, started, url, finished: () => finished }
+  }
+
+  it("waits, after the server has closed, for a handler whose client hung up", async () => {
+    const s = await slowApp()
+    const client = new AbortController()
+    const request = fetch(s.url, { signal: client.signal }).catch((err: unknown) => err)
+    await s.started
+    client.abort()
+    await request
+    await s.app.close() // resolves: no connection is left
+    let settled: boolean | undefined
+    const settling = s.tracked.settled(10_000).then((v) => (settled = v))
+    // The handler is still running: nothing has settled.
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(settled).toBeUndefined()
+    expect(s.finished()).toBe(false)
+    s.release()
+    await settling
+    expect(settled).toBe(true)
+    expect(s.finished()).toBe(true)
+  })
+
+  it('gives up after the timeout when a handler never returns', async () => {
+    const s = await slowApp()
+    const client = new AbortController()
+    const request = fetch(s.url, { signal: client.signal }).catch((err: unknown) => err)
+    await s.started
+    client.abort()
+    await request
+    await s.app.close()
+    expect(await s.tracked.settled(50)).toBe(false)
+    s.release()
+    expect(await s.tracked.settled(10_000)).toBe(true)
+  })
+
+  it('settles at once when no handler runs', async () => {
+    const s = await slowApp()
+    expect(await s.tracked.settled(10_000)).toBe(true)
+    s.release()
+  })
+})
