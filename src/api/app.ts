@@ -78,6 +78,8 @@ export function buildApp(deps: AppDeps) {
     frameworkErrors: frameworkErrorHandler(bodyLimitBytes),
   }).withTypeProvider<TypeBoxTypeProvider>()
 
+  // First: every request is counted from its first hook, for a graceful close.
+  settledOf.set(app, trackHandlers(app))
   app.setValidatorCompiler(createValidatorCompiler())
   // JSON only: text/plain would otherwise reach the schemas as a string instead of a 415.
   app.removeAllContentTypeParsers()
@@ -141,10 +143,8 @@ export function buildApp(deps: AppDeps) {
 
   void app.register(healthRoutes, { db: deps.db, metrics, migrationsDir: deps.migrationsDir })
 
-  const inFlight: HandlersInFlight[] = []
   void app.register(
     async (v1) => {
-      inFlight.push(trackHandlers(v1))
       v1.addHook('onRequest', async (request) => {
         request.identity = await authenticator.authenticate(request.headers.authorization)
       })
@@ -162,7 +162,6 @@ export function buildApp(deps: AppDeps) {
     { prefix: '/v1' },
   )
 
-  settledOf.set(app, { settled: (timeoutMs) => inFlight[0]?.settled(timeoutMs) ?? Promise.resolve(true) })
   return app
 }
 
@@ -171,8 +170,8 @@ export type App = ReturnType<typeof buildApp>
 const settledOf = new WeakMap<object, HandlersInFlight>()
 
 /**
- * Resolves true once no /v1 handler of `app` is running (false after `timeoutMs`): after
- * `app.close()`, before the caller closes the pool those handlers use.
+ * Resolves true once no request of `app` is in flight (false after `timeoutMs`): after
+ * `app.close()`, before the caller closes the pool its hooks and handlers use.
  */
 export function apiHandlersSettled(app: App, timeoutMs: number): Promise<boolean> {
   return settledOf.get(app)?.settled(timeoutMs) ?? Promise.resolve(true)

@@ -35,7 +35,6 @@ export function createDb(params: CreateDbParams): Database {
     application_name: params.applicationName ?? 'pgsched',
     connectionTimeoutMillis: 10_000,
     idleTimeoutMillis: 30_000,
-    ...(params.genericPlans ? { options: '-c plan_cache_mode=force_generic_plan' } : {}),
   })
   pool.on('error', (err) => params.log?.warn({ err }, 'idle database connection lost'))
   // pg-pool listens for errors only on idle clients. A connection terminated in the instant
@@ -43,6 +42,11 @@ export function createDb(params: CreateDbParams): Database {
   // process; this listener keeps it alive, and the pool discards the broken client on release.
   pool.on('connect', (client) => {
     client.on('error', (err) => params.log?.warn({ err }, 'database connection lost'))
+    // Set after connecting, not as a startup option: that would replace PGOPTIONS or the URL's
+    // `options`. Queued first, so it runs before the query the pool hands this client out for.
+    if (params.genericPlans) {
+      client.query('set plan_cache_mode = force_generic_plan').catch((err: unknown) => params.log?.warn({ err }, 'could not force generic plans'))
+    }
   })
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) })
   return { db, pool }

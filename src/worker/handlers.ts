@@ -10,6 +10,10 @@ import { pathToFileURL } from 'node:url'
 import { resolve } from 'node:path'
 import type { Logger } from '../logger.ts'
 
+/**
+ * What a handler gets for one run. `signal`, `log` and `output` are made on first use (accessors):
+ * `{ ...ctx }` does not copy them; to hand a changed context on, use `Object.create(ctx)` or name them.
+ */
 export interface HandlerContext<P = unknown> {
   payload: P
   jobId: string

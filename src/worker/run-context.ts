@@ -1,7 +1,9 @@
 /**
  * The handler's view of one run (`HandlerContext`). Its signal, child logger
  * and output file are created on first use: most runs touch none of them, and
- * per-run allocations are most of a busy worker's garbage.
+ * per-run allocations are most of a busy worker's garbage. They are accessors
+ * on the class, so `{ ...ctx }` copies only the data fields; a wrapper that
+ * passes a modified context on can use `Object.create(ctx)` or name them.
  */
 import type { Writable } from 'node:stream'
 import type { ClaimedExecution } from '../db/queries/claim.ts'
@@ -24,11 +26,11 @@ export class RunContext implements HandlerContext {
   readonly type: string
   readonly queue: string
   readonly scheduledFor: Date
-  readonly #abort: AbortState
-  readonly #parentLog: Logger
-  readonly #outputDir: string
-  #log: Logger | undefined
-  #output: OutputFile | undefined
+  private readonly abortState: AbortState
+  private readonly parentLog: Logger
+  private readonly outputDir: string
+  private childLog: Logger | undefined
+  private outputFile: OutputFile | undefined
 
   constructor(c: ClaimedExecution, abort: AbortState, parentLog: Logger, outputDir: string) {
     this.payload = c.payload
@@ -39,13 +41,13 @@ export class RunContext implements HandlerContext {
     this.type = c.type
     this.queue = c.queue
     this.scheduledFor = new Date(c.scheduledForMs)
-    this.#abort = abort
-    this.#parentLog = parentLog
-    this.#outputDir = outputDir
+    this.abortState = abort
+    this.parentLog = parentLog
+    this.outputDir = outputDir
   }
 
   get signal(): AbortSignal {
-    const a = this.#abort
+    const a = this.abortState
     if (!a.controller) {
       a.controller = new AbortController()
       if (a.abortReason) a.controller.abort(a.abortReason)
@@ -54,15 +56,15 @@ export class RunContext implements HandlerContext {
   }
 
   get log(): Logger {
-    return (this.#log ??= this.#parentLog.child({ jobId: this.jobId, executionId: this.executionId, kind: this.type, attempt: this.attempt }))
+    return (this.childLog ??= this.parentLog.child({ jobId: this.jobId, executionId: this.executionId, kind: this.type, attempt: this.attempt }))
   }
 
   get output(): Writable {
-    return (this.#output ??= new OutputFile(this.#outputDir, this.jobId, this.executionId, this.attempt)).writable
+    return (this.outputFile ??= new OutputFile(this.outputDir, this.jobId, this.executionId, this.attempt)).writable
   }
 
   /** Closes the output file if the handler opened one (its file:// URI); null, synchronously, if not. */
   closeOutput(): Promise<string | null> | null {
-    return this.#output ? this.#output.close() : null
+    return this.outputFile ? this.outputFile.close() : null
   }
 }

@@ -140,4 +140,15 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
     // each partition's claim index yields at most the limit (the merge stops there), not every pending row
     for (const scan of claimIndexScans) expect(scan['Actual Rows']).toBeLessThanOrEqual(limit)
   })
+
+  it('claim for several queues: takes due executions by index, never reading a partition whole', async () => {
+    await sql`update pgsched.executions set state = 'pending', worker_id = null, lease_expires_at = null where state = 'running'`.execute(t.db)
+    const limit = 100
+    const plan = await genericPlan(t.url, t.db, executionClaimBatchQuery({ workerId: WORKER, queues: ['default', 'other'], types: ['plans.noop'], limit, leaseMs: 60_000 }))
+    const update = plan.find((n) => n['Node Type'] === 'ModifyTable' && n['Relation Name'] === 'executions')
+    expect(update?.['Actual Rows']).toBe(limit)
+    const reads = plan.filter((n) => n['Relation Name']?.startsWith('executions_p') && n['Node Type'] !== 'ModifyTable')
+    expect(reads.length).toBeGreaterThan(0)
+    for (const r of reads) expect(r['Node Type']).toMatch(/^(Index (Only )?Scan|Bitmap Heap Scan)$/)
+  })
 })

@@ -12,12 +12,14 @@ describe('createDb', () => {
   afterAll(async () => {
     await Promise.all(opened.map((d) => d.db.destroy()))
   })
-  const planCacheMode = async (genericPlans: boolean | undefined) => {
-    const d = createDb({ databaseUrl: adminUrl(), poolSize: 1, genericPlans })
+  const settings = async (genericPlans: boolean | undefined, databaseUrl = adminUrl()) => {
+    const d = createDb({ databaseUrl, poolSize: 1, genericPlans })
     opened.push(d)
-    const { rows } = await sql<{ mode: string }>`select current_setting('plan_cache_mode') as mode`.execute(d.db)
-    return rows[0]?.mode
+    const { rows } = await sql<{ mode: string; timeout: string }>`
+      select current_setting('plan_cache_mode') as mode, current_setting('statement_timeout') as timeout`.execute(d.db)
+    return rows[0]
   }
+  const planCacheMode = async (genericPlans: boolean | undefined) => (await settings(genericPlans))?.mode
 
   it('forces generic plans on every connection of a genericPlans pool', async () => {
     expect(await planCacheMode(true)).toBe('force_generic_plan')
@@ -25,5 +27,11 @@ describe('createDb', () => {
 
   it("leaves the server's plan choice to other pools", async () => {
     expect(await planCacheMode(undefined)).toBe('auto')
+  })
+
+  it("keeps the connection's own startup options (here a statement timeout in the URL's options)", async () => {
+    const url = new URL(adminUrl())
+    url.searchParams.set('options', '-c statement_timeout=4321')
+    expect(await settings(true, url.toString())).toEqual({ mode: 'force_generic_plan', timeout: '4321ms' })
   })
 })

@@ -55,6 +55,8 @@ describe('Worker', () => {
       queue: ctx.queue,
       scheduledFor: ctx.scheduledFor.toISOString(),
       payload: ctx.payload,
+      // a wrapper handing the context on through Object.create keeps its lazy parts working
+      wrapped: ((c: typeof ctx) => c.signal instanceof AbortSignal && typeof c.log.info === 'function' && c.jobId === ctx.jobId)(Object.create(ctx)),
     }))])
     const runAt = new Date(Date.now() + 300)
     const { job } = await client().submitJob({ type: 'whoami', schedule: { at: runAt }, maxAttempts: 3, payload: { k: 1 } })
@@ -69,6 +71,7 @@ describe('Worker', () => {
       queue: 'default',
       scheduledFor: e.scheduled_for.toISOString(),
       payload: { k: 1 },
+      wrapped: true,
     })
     expect(e.scheduled_for.getTime()).toBe(runAt.getTime())
   })

@@ -56,7 +56,7 @@ export async function startApiServer(params: StartApiServerParams): Promise<ApiS
     close() {
       closing ??= (async () => {
         await app.close()
-        // A handler whose client hung up is still running after close(): let it finish its writes.
+        // A request whose client hung up may still be running after close(): let it finish its writes.
         if (!(await apiHandlersSettled(app, HANDLERS_GRACE_MS))) {
           log.warn({ graceMs: HANDLERS_GRACE_MS }, 'request handlers still running at shutdown; closing the pool under them')
         }
