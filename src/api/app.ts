@@ -11,7 +11,6 @@
 import { randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { trackHandlers, type HandlersInFlight } from './handlers-in-flight.ts'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyRequest } from 'fastify'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
@@ -34,6 +33,7 @@ import { ErrorSchema } from './schemas/error.ts'
 import { ExecutionSchema } from './schemas/execution.ts'
 import { JobSchema } from './schemas/job.ts'
 import { createValidatorCompiler } from './validation.ts'
+import { trackHandlers, type HandlersInFlight } from './handlers-in-flight.ts'
 
 export interface AppDeps {
   db: Kysely<DB>

@@ -44,7 +44,7 @@ import { FatalError, toError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { abortableSleep } from '../lib/service.ts'
 import { Completer, type WriteResult } from './completer.ts'
-import type { HandlerContext, HandlerRegistry } from './handlers.ts'
+import type { HandlerRegistry } from './handlers.ts'
 import { Notifier } from './notifier.ts'
 import { RunContext } from './run-context.ts'
 
