@@ -12,7 +12,7 @@ import { createServer } from 'node:net'
 import { cpus, totalmem, platform, release } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { sql, type Kysely } from 'kysely'
-import autocannon from 'autocannon'
+import type autocannon from 'autocannon'
 import { createClient } from '../client.ts'
 import { createApiKey } from '../api/auth.ts'
 import { executionClaimBatch, executionClaimBatchQuery } from '../db/queries/claim.ts'
@@ -134,8 +134,26 @@ async function dbThroughput(s: Scratch, since: Date | null = null): Promise<numb
   return r.n / r.seconds
 }
 
+/**
+ * Loads the HTTP load generator of the REST scenario, `autocannon`: an optional peer dependency,
+ * installed with the repository's dev dependencies but not with the package.
+ */
+async function loadAutocannon(): Promise<typeof autocannon> {
+  try {
+    return (await import('autocannon')).default
+  } catch (err: unknown) {
+    if ((err as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND') throw err
+    throw new Error('the REST submit scenario needs the optional package "autocannon" (npm install autocannon), or leave it out with --only', {
+      cause: err,
+    })
+  }
+}
+
 export async function runBench(o: BenchOptions): Promise<BenchReport> {
   const started = performance.now()
+  const wantRest = !o.only || o.only.includes('submit') || o.only.includes('memory')
+  // Before any work: a run that cannot finish should say so at once, not after minutes.
+  const loadTest = wantRest ? await loadAutocannon() : undefined
   const rows: Row[] = []
   const N = o.quick ? 5_000 : 100_000
   const ceilingN = o.quick ? 5_000 : 50_000
@@ -269,7 +287,8 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         const port = await freePort()
         const api = track(spawnApi({ databaseUrl: s.url, port }))
         await api.ready
-        const result = await autocannon({
+        if (!loadTest) throw new Error('the REST scenario ran without its load generator')
+        const result = await loadTest({
           url: `http://127.0.0.1:${port}/v1/jobs`,
           method: 'POST',
           connections: 32,
