@@ -6,7 +6,7 @@ import { defineConfig } from 'vitest/config'
 export default defineConfig({
   test: {
     globalSetup: ['test/global-setup.ts'],
-    include: ['test/faults/*.faults.ts', 'test/faults/fuzz.test.ts', 'test/faults/security.test.ts'],
+    include: ['test/faults/*.faults.ts', 'test/faults/fuzz.system.test.ts', 'test/faults/security.system.test.ts'],
     testTimeout: 600_000,
     hookTimeout: 120_000,
     pool: 'forks',

@@ -94,7 +94,7 @@ export class SubmitBatcher {
     const first = group[0] as Entry
     try {
       const { outcomes, now } = await insertRows(this.db, first.tenant, first.createdBy, group.map((e) => e.row))
-      group.forEach((e, i) => e.resolve({ outcome: outcomes[i] as JobInsertOutcome, now }))
+      for (const [i, e] of group.entries()) e.resolve({ outcome: outcomes[i] as JobInsertOutcome, now })
     } catch (err: unknown) {
       if (group.length === 1) return first.reject(err)
       // Alone, each submit gets its own outcome or its own error.

@@ -144,6 +144,7 @@ export function buildApp(deps: AppDeps) {
   void app.register(healthRoutes, { db: deps.db, metrics, migrationsDir: deps.migrationsDir })
 
   void app.register(
+    // biome-ignore lint/nursery/noMisusedPromises: an async plugin is a FastifyPluginAsync, which fastify awaits
     async (v1) => {
       v1.addHook('onRequest', async (request) => {
         request.identity = await authenticator.authenticate(request.headers.authorization)

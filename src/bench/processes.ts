@@ -31,7 +31,12 @@ function spawnScheduler(
   })
   let output = ''
   let exited = false
-  const exit = new Promise<void>((resolve) => child.on('exit', () => ((exited = true), resolve())))
+  const exit = new Promise<void>((resolve) =>
+    child.on('exit', () => {
+      exited = true
+      resolve()
+    }),
+  )
   const ready = new Promise<void>((resolve, reject) => {
     child.stdout?.on('data', (chunk: Buffer) => {
       if (output.length < 100_000) output += chunk.toString()

@@ -171,7 +171,10 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
   const want = (scenario: Scenario) => !o.only || o.only.includes(scenario)
   // Every process started, so that none outlives a failed run.
   const spawned = new Set<BenchProcess>()
-  const track = <P extends BenchProcess>(p: P): P => (spawned.add(p), p)
+  const track = <P extends BenchProcess>(p: P): P => {
+    spawned.add(p)
+    return p
+  }
   try {
     // The server settings that move these figures most, for the report's machine description.
     const { rows: server } = await sql<{ version: string; settings: string }>`

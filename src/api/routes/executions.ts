@@ -5,7 +5,7 @@
  * (pruned). The file is opened before the reply starts, so a missing file
  * is a clean 404 rather than a broken stream.
  */
-import { open } from 'node:fs/promises'
+import { type FileHandle, open } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { NotFoundError } from '../../errors.ts'
@@ -53,7 +53,7 @@ export const executionRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app,
       const execution = await deps.clientFor(request).viewExecution(id)
       const path = outputPath(execution.outputUri)
       if (!path) throw new NotFoundError(`execution ${id} has no stored output`)
-      let handle
+      let handle: FileHandle
       try {
         handle = await open(path, 'r')
       } catch (err: unknown) {
