@@ -7,6 +7,7 @@ import { sql, type Kysely, type SqlBool, type Expression } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
+import { executionErrorSql } from './fragments.ts'
 import type { Execution, Job, JobStatus, NormalizedSubmit, Schedule } from '../../core/job.ts'
 import { jobStatus } from '../../core/job.ts'
 
@@ -314,6 +315,14 @@ export async function jobList(db: Executor, params: JobListParams): Promise<Job[
   return rows.map((r) => toJob(r as JobViewRow))
 }
 
+/** The error a cancelled execution ends with (the row before the update: a running one names its worker). */
+const cancelledError = executionErrorSql({
+  message: sql`'cancelled'`,
+  name: sql`'CancelledError'`,
+  attempt: sql`attempt`,
+  workerId: sql`worker_id`,
+})
+
 export interface JobCancelParams {
   tenant: string
   id: string
@@ -348,7 +357,7 @@ export async function jobCancel(db: Executor, params: JobCancelParams): Promise<
     cancelled as (
       update pgsched.executions
          set state = 'cancelled', finished_at = now(), worker_id = null, lease_expires_at = null,
-             error = jsonb_build_object('message', 'cancelled', 'name', 'CancelledError', 'attempt', attempt)
+             error = ${cancelledError}
        where job_id in (select id from job) and state in ('pending', 'running')
       returning id
     ),
