@@ -13,6 +13,7 @@ import { createHash } from 'node:crypto'
 import { ValidationError, type ErrorDetail } from '../errors.ts'
 import { cronNextFireAt, cronProblem, isValidTimeZone } from './cron.ts'
 import { parseIsoDurationMs } from './duration.ts'
+import type { ExecutionError } from './execution-error.ts'
 
 export type ExecutionState = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled'
 export type JobState = 'active' | 'paused' | 'cancelled'
@@ -96,14 +97,6 @@ export interface Execution {
   result: unknown
   error: ExecutionError | null
   outputUri: string | null
-}
-
-export interface ExecutionError {
-  message: string
-  name?: string
-  fatal?: boolean
-  timedOut?: boolean
-  attempt?: number
 }
 
 export interface Schedule {
