@@ -1,7 +1,8 @@
 /**
  * SQL fragments shared by several statements, each written once: the retry
  * backoff, the wake-up CTE that tells idle workers about work handed back, the
- * column list of a claimed trigger, and the execution error built in SQL.
+ * column list of a claimed trigger, the first execution of a submitted job, and
+ * the execution error built in SQL.
  * Each fragment names the table aliases or CTE it expects; the statements that
  * splice it in (lease.ts, rescue.ts, triggers.ts, jobs.ts) keep those names.
  * Fragments hold no parameters, so a statement's text stays the same from call
@@ -43,6 +44,14 @@ export const claimedTriggerColumns = sql`t.job_id, t.kind, t.cron_expression, t.
            t.next_fire_at::text as next_fire_at_key,
            t.queued_fire_at, t.queued_fire_at::text as queued_fire_at_key,
            t.misfire_policy, t.misfire_max_runs, t.overlap_policy`
+
+/**
+ * The insert of the first execution of submitted one-time jobs, up to its `from`: each input row
+ * (id, execution_id, queue, type, priority, run_at, max_attempts, timeout_ms) becomes an
+ * execution due at run_at, or now when run_at is null. Used by both forms of jobInsertMany.
+ */
+export const executionsFromSubmitted = sql`insert into pgsched.executions (id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
+      select execution_id, id, queue, type, priority, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, timeout_ms`
 
 /** SQL expressions for some fields of an ExecutionError; `at` defaults to now(). */
 export type ExecutionErrorSql = { [K in keyof ExecutionError]?: RawBuilder<unknown> }

@@ -7,7 +7,7 @@ import { sql, type Kysely, type SqlBool, type Expression } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
-import { executionErrorSql } from './fragments.ts'
+import { executionErrorSql, executionsFromSubmitted } from './fragments.ts'
 import type { Execution, Job, JobStatus, NormalizedSubmit, Schedule } from '../../core/job.ts'
 import { jobStatus } from '../../core/job.ts'
 
@@ -86,8 +86,7 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
       returning id
     ),
     new_executions as (
-      insert into pgsched.executions (id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
-      select execution_id, id, queue, type, priority, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, timeout_ms
+      ${executionsFromSubmitted}
         from accepted
        where kind in ('now', 'at')
     ),
@@ -144,8 +143,7 @@ async function jobInsertPlain(db: Executor, params: JobInsertManyParams): Promis
         from input
     ),
     new_executions as (
-      insert into pgsched.executions (id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
-      select execution_id, id, queue, type, priority, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, timeout_ms
+      ${executionsFromSubmitted}
         from input
     )
     select now() as now
