@@ -8,6 +8,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { ConfigError, type ErrorDetail } from './errors.ts'
+import { PARTITION_COUNT, PARTITION_COUNT_DEFAULT, QUEUE_PATTERN } from './core/names.ts'
 
 const Ms = (def: number, min: number, max: number) =>
   Type.Integer({ default: def, minimum: min, maximum: max })
@@ -22,14 +23,14 @@ export const ConfigSchema = Type.Object({
   db: Type.Object(
     {
       poolSize: Type.Integer({ default: 10, minimum: 1, maximum: 1000 }),
-      partitions: Type.Integer({ default: 4, minimum: 1, maximum: 256 }),
+      partitions: Type.Integer({ default: PARTITION_COUNT_DEFAULT, minimum: PARTITION_COUNT.min, maximum: PARTITION_COUNT.max }),
     },
     { default: {} },
   ),
   worker: Type.Object(
     {
       handlers: Type.Optional(Type.String({ minLength: 1 })),
-      queues: Type.Array(Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$' }), {
+      queues: Type.Array(Type.String({ pattern: QUEUE_PATTERN }), {
         default: ['default'],
         minItems: 1,
       }),

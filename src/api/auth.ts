@@ -12,6 +12,7 @@ import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
 import { apiKeyFindByHash, apiKeyInsert, type ApiKey } from '../db/queries/api-keys.ts'
 import { SchedulerError, ValidationError } from '../errors.ts'
+import { TENANT_RULE, isTenantName } from '../core/names.ts'
 
 /** Who a request acts for. */
 export interface ApiIdentity {
@@ -28,7 +29,6 @@ declare module 'fastify' {
 
 /** The shape of every key: `psk_` + base64url of 32 random bytes. */
 export const API_KEY_PATTERN = /^psk_[A-Za-z0-9_-]{43}$/
-const TENANT_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$/
 /** Shown in listings: `psk_` and 8 characters (48 of the 256 random bits). */
 const DISPLAY_PREFIX_LENGTH = 12
 const CACHE_MAX_ENTRIES = 10_000
@@ -55,13 +55,11 @@ export interface CreatedApiKey extends ApiKey {
 
 /**
  * Creates a key for a tenant and returns it with its secret.
- * @throws ValidationError for a tenant name that is not 1-128 letters, digits and _ . : @ -
+ * @throws ValidationError for a tenant name that breaks TENANT_RULE (core/names.ts)
  */
 export async function createApiKey(db: Kysely<DB>, params: CreateApiKeyParams): Promise<CreatedApiKey> {
-  if (!TENANT_PATTERN.test(params.tenant)) {
-    throw new ValidationError('tenant must be 1-128 characters: letters, digits and _ . : @ - (not first)', [
-      { path: 'tenant', message: 'tenant must be 1-128 characters: letters, digits and _ . : @ - (not first)' },
-    ])
+  if (!isTenantName(params.tenant)) {
+    throw new ValidationError(`tenant must be ${TENANT_RULE}`, [{ path: 'tenant', message: `tenant must be ${TENANT_RULE}` }])
   }
   const name = params.name ?? null
   if (name !== null && (name.length < 1 || name.length > 200)) {

@@ -13,6 +13,11 @@ import { createHash } from 'node:crypto'
 import { ValidationError, type ErrorDetail } from '../errors.ts'
 import { cronNextFireAt, cronProblem, isValidTimeZone } from './cron.ts'
 import { parseIsoDurationMs } from './duration.ts'
+import type { ExecutionError } from './execution-error.ts'
+import {
+  BACKOFF_BASE_MS, BACKOFF_MAX_MS, IDEMPOTENCY_KEY_MAX_LENGTH, INTERVAL_MS, MAX_ATTEMPTS, MAX_PAYLOAD_BYTES, MISFIRE_MAX_RUNS,
+  PRIORITY, QUEUE_RULE, TIMEOUT_MS, TYPE_RULE, isQueueName, isTypeName, type IntRange,
+} from './names.ts'
 
 export type ExecutionState = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled'
 export type JobState = 'active' | 'paused' | 'cancelled'
@@ -98,14 +103,6 @@ export interface Execution {
   outputUri: string | null
 }
 
-export interface ExecutionError {
-  message: string
-  name?: string
-  fatal?: boolean
-  timedOut?: boolean
-  attempt?: number
-}
-
 export interface Schedule {
   kind: 'cron' | 'interval'
   cron: string | null
@@ -141,9 +138,6 @@ export interface Job {
   lastExecution: Execution | null
 }
 
-export const MAX_PAYLOAD_BYTES = 1_048_576
-const NAME = /^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$/
-const QUEUE = /^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$/
 const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/
 const MISFIRE: readonly MisfirePolicy[] = ['fire_once', 'skip', 'fire_all']
 const OVERLAP: readonly OverlapPolicy[] = ['allow', 'skip', 'queue']
@@ -191,7 +185,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSubmit {
   const problems: ErrorDetail[] = []
   const bad = (path: string, message: string) => problems.push({ path, message })
-  const int = (path: string, value: unknown, def: number, min: number, max: number): number => {
+  const int = (path: string, value: unknown, def: number, { min, max }: IntRange): number => {
     if (value === undefined) return def
     if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
       bad(path, `${path} must be an integer from ${min} to ${max}`)
@@ -208,27 +202,23 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSub
   }
 
   if (!isRecord(input)) throw new ValidationError('job must be an object', [{ path: '', message: 'job must be an object' }])
-  if (typeof input.type !== 'string' || !NAME.test(input.type)) {
-    bad('type', 'type must be 1-128 characters: letters, digits and _ . : / - (not first)')
-  }
+  if (!isTypeName(input.type)) bad('type', `type must be ${TYPE_RULE}`)
   const queue = input.queue ?? 'default'
-  if (typeof queue !== 'string' || !QUEUE.test(queue)) {
-    bad('queue', 'queue must be 1-64 characters: letters, digits and _ . : / - (not first)')
-  }
+  if (!isQueueName(queue)) bad('queue', `queue must be ${QUEUE_RULE}`)
   const payload = input.payload === undefined ? {} : input.payload
   const payloadJson = JSON.stringify(payload) ?? 'null'
   if (Buffer.byteLength(payloadJson) > MAX_PAYLOAD_BYTES) bad('payload', `payload must be at most ${MAX_PAYLOAD_BYTES} bytes as JSON`)
   if (payloadJson.includes('\\u0000')) bad('payload', 'payload must not contain NUL characters (\\u0000)')
-  const priority = int('priority', input.priority, 0, -1000, 1000)
-  const maxAttempts = int('maxAttempts', input.maxAttempts, 5, 1, 1000)
-  const timeoutMs = int('timeoutMs', input.timeoutMs, 300_000, 1, 86_400_000)
-  const backoffBaseMs = int('backoffBaseMs', input.backoffBaseMs, 1000, 0, 86_400_000)
-  const backoffMaxMs = int('backoffMaxMs', input.backoffMaxMs, Math.max(3_600_000, backoffBaseMs), backoffBaseMs, 604_800_000)
-  const misfireMaxRuns = int('misfireMaxRuns', input.misfireMaxRuns, 100, 1, 10_000)
+  const priority = int('priority', input.priority, 0, PRIORITY)
+  const maxAttempts = int('maxAttempts', input.maxAttempts, 5, MAX_ATTEMPTS)
+  const timeoutMs = int('timeoutMs', input.timeoutMs, 300_000, TIMEOUT_MS)
+  const backoffBaseMs = int('backoffBaseMs', input.backoffBaseMs, 1000, BACKOFF_BASE_MS)
+  const backoffMaxMs = int('backoffMaxMs', input.backoffMaxMs, Math.max(3_600_000, backoffBaseMs), { min: backoffBaseMs, max: BACKOFF_MAX_MS.max })
+  const misfireMaxRuns = int('misfireMaxRuns', input.misfireMaxRuns, 100, MISFIRE_MAX_RUNS)
   let idempotencyKey: string | null = null
   if (input.idempotencyKey !== undefined) {
-    if (typeof input.idempotencyKey !== 'string' || input.idempotencyKey.length < 1 || input.idempotencyKey.length > 255) {
-      bad('idempotencyKey', 'idempotencyKey must be a string of 1 to 255 characters')
+    if (typeof input.idempotencyKey !== 'string' || input.idempotencyKey.length < 1 || input.idempotencyKey.length > IDEMPOTENCY_KEY_MAX_LENGTH) {
+      bad('idempotencyKey', `idempotencyKey must be a string of 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} characters`)
     } else idempotencyKey = input.idempotencyKey
   }
   const misfirePolicy = input.misfirePolicy ?? 'fire_once'
@@ -281,7 +271,7 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSub
         kind = 'interval'
         const every = schedule.every
         const ms = typeof every === 'number' ? every : typeof every === 'string' ? parseIsoDurationMs(every) : undefined
-        if (ms === undefined || !Number.isInteger(ms) || ms < 1000 || ms > 31_622_400_000) {
+        if (ms === undefined || !Number.isInteger(ms) || ms < INTERVAL_MS.min || ms > INTERVAL_MS.max) {
           bad('schedule.every', 'schedule.every must be an ISO-8601 duration (PT5M, P1D; no years or months) or milliseconds, from 1 second to 366 days')
         } else intervalMs = ms
       }

@@ -4,7 +4,8 @@
  * one transaction. The whole run holds a session advisory lock, so concurrent
  * `scheduler migrate` processes serialise and all succeed; a second run is a
  * no-op. The partition count is passed to the first migration through the
- * session setting `pgsched.partition_count`.
+ * session setting `pgsched.partition_count`, always set (PARTITION_COUNT_DEFAULT
+ * when not given).
  */
 import { readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -12,6 +13,7 @@ import pg from 'pg'
 import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider } from 'kysely'
 import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
+import { PARTITION_COUNT_DEFAULT } from '../core/names.ts'
 
 /** Arbitrary constant: the advisory lock key that serialises migrate runs. */
 const MIGRATE_LOCK_KEY = 7_215_004_317
@@ -40,8 +42,11 @@ export class SqlFileMigrationProvider implements MigrationProvider {
 
 export interface MigrateParams {
   databaseUrl: string
-  /** Partition count for hash-partitioned tables; used only by the first migration. */
-  partitions: number
+  /**
+   * Partition count for hash-partitioned tables (default PARTITION_COUNT_DEFAULT, 4); used only
+   * by the first migration, fixed after it.
+   */
+  partitions?: number
   log?: Logger
   migrationsDir?: string
 }
@@ -60,7 +65,10 @@ export async function migrate(params: MigrateParams): Promise<MigrateResult> {
   const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) })
   try {
     await sql`select pg_advisory_lock(${MIGRATE_LOCK_KEY}::bigint)`.execute(db)
-    await sql`select set_config('pgsched.partition_count', ${String(params.partitions)}::text, false)`.execute(db)
+    // Always set: 0001_init.sql (frozen) falls back to 16 when the setting is unset, a default
+    // that disagrees with ours; setting it here means that fallback is never reached through migrate().
+    const partitions = params.partitions ?? PARTITION_COUNT_DEFAULT
+    await sql`select set_config('pgsched.partition_count', ${String(partitions)}::text, false)`.execute(db)
     await sql`set client_min_messages = warning`.execute(db)
     const migrator = new Migrator({
       db,

@@ -9,6 +9,7 @@ import type { Writable } from 'node:stream'
 import { pathToFileURL } from 'node:url'
 import { resolve } from 'node:path'
 import type { Logger } from '../logger.ts'
+import { TYPE_PATTERN } from '../core/names.ts'
 
 /**
  * What a handler gets for one run. `signal`, `log` and `output` are made on first use (accessors):
@@ -40,7 +41,7 @@ export interface Handler {
   readonly run: HandlerFn
 }
 
-const TYPE = /^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$/
+const TYPE = new RegExp(TYPE_PATTERN)
 
 /** Declares the handler for jobs of `type`. */
 export function defineHandler<P = unknown>(type: string, run: HandlerFn<P>): Handler {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import pg from 'pg'
 import { afterEach, describe, expect, it } from 'vitest'
 import { migrate } from '../../src/db/migrate.ts'
+import { PARTITION_COUNT_DEFAULT } from '../../src/core/names.ts'
 import { adminQuery, urlFor } from '../db.ts'
 
 const created: string[] = []
@@ -42,6 +43,15 @@ describe('migrate', () => {
     expect(parts[0]?.n).toBe('8')
     const setting = await query<{ value: string }>(url, `select value from pgsched.settings where name = 'partition_count'`)
     expect(setting[0]?.value).toBe('8')
+  })
+
+  it('creates PARTITION_COUNT_DEFAULT partitions when no count is given (never 0001\'s own fallback)', async () => {
+    const url = await emptyDatabase()
+    await migrate({ databaseUrl: url })
+    const setting = await query<{ value: string }>(url, `select value from pgsched.settings where name = 'partition_count'`)
+    expect(setting[0]?.value).toBe(String(PARTITION_COUNT_DEFAULT))
+    const parts = await query<{ n: string }>(url, `select count(*) as n from pg_inherits where inhparent = 'pgsched.executions'::regclass`)
+    expect(parts[0]?.n).toBe(String(PARTITION_COUNT_DEFAULT))
   })
 
   it('sets every executions partition to vacuum after 5,000 dead rows, indexes included', async () => {

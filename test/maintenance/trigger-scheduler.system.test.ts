@@ -33,8 +33,9 @@ describe('recurring jobs with worker processes', () => {
     // One execution for each second from the first fire time: no gap, none twice.
     expect(rows.map((r) => r.scheduled_for.getTime())).toEqual(Array.from({ length: 11 }, (_, i) => first.getTime() + i * 1000))
     expect(rows.every((r) => r.state === 'succeeded' && r.attempt === 1)).toBe(true)
-    // Dispatched on time (within the misfire threshold, or fire_once would have merged seconds).
-    for (const r of rows) expect(r.created_at.getTime() - r.scheduled_for.getTime()).toBeLessThan(2000)
+    // (Dispatched on time: a pass later than the misfire threshold would have merged seconds under
+    // fire_once, leaving a gap above.) Never early:
+    for (const r of rows) expect(r.created_at.getTime()).toBeGreaterThanOrEqual(r.scheduled_for.getTime())
     // Each ran exactly once.
     const ran = (await ledger()).filter((l) => rows.some((r) => r.id === l.execution_id))
     expect(ran.map((l) => l.execution_id).sort()).toEqual(rows.map((r) => r.id).sort())

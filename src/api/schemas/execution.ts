@@ -11,13 +11,16 @@ export const ExecutionStateSchema = Type.Enum(['pending', 'running', 'succeeded'
   description: 'pending → running → succeeded | failed | cancelled; a retriable failure returns to pending.',
 })
 
+/** `ExecutionError` of core/execution-error.ts, every field of it (a test holds them equal). */
 export const ExecutionErrorSchema = Type.Object(
   {
-    message: Type.String(),
-    name: Type.Optional(Type.String()),
-    fatal: Type.Optional(Type.Boolean()),
-    timedOut: Type.Optional(Type.Boolean()),
-    attempt: Type.Optional(Type.Integer()),
+    message: Type.String({ description: 'What went wrong.' }),
+    name: Type.String({ description: 'The error class: the handler\'s own, or FatalError, TimeoutError, LeaseExpiredError, CancelledError.' }),
+    fatal: Type.Optional(Type.Boolean({ description: 'No retry follows.' })),
+    timedOut: Type.Optional(Type.Boolean({ description: 'The attempt ran out of its timeoutMs.' })),
+    attempt: Type.Integer({ description: 'The attempt this error ended.' }),
+    workerId: Type.Optional(Type.String({ description: 'The worker that ran the attempt, when one did.' })),
+    at: Type.Optional(DateTime('When the failure was recorded.')),
   },
   { description: 'Why the latest attempt failed.' },
 )

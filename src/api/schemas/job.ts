@@ -7,6 +7,10 @@
  */
 import { Type, type Static } from '@fastify/type-provider-typebox'
 import type { Job } from '../../core/job.ts'
+import {
+  BACKOFF_BASE_MS, BACKOFF_MAX_MS, IDEMPOTENCY_KEY_MAX_LENGTH, MAX_ATTEMPTS, MAX_PAYLOAD_BYTES, MISFIRE_MAX_RUNS, PRIORITY,
+  QUEUE_MAX_LENGTH, QUEUE_RULE, TIMEOUT_MS, TYPE_MAX_LENGTH, TYPE_RULE, type IntRange,
+} from '../../core/names.ts'
 import { Cursor, DateTime, Limit, Nullable, Uuid } from './common.ts'
 import { ExecutionRef, ExecutionStateSchema, executionToJson } from './execution.ts'
 
@@ -24,8 +28,13 @@ const OverlapPolicySchema = Type.Enum(['allow', 'skip', 'queue'], {
   description: 'When a fire time comes while the previous run is still going (default allow).',
 })
 
-const ms = (min: number, max: number, description: string) =>
+/** An integer in `range`, worded for error messages. */
+const int = ({ min, max }: IntRange, description: string) =>
   Type.Integer({ minimum: min, maximum: max, 'x-expected': `an integer from ${min} to ${max}`, description })
+
+/** A string of 1 to `max` characters, worded for error messages. */
+const text = (max: number, options: { description?: string } = {}) =>
+  Type.String({ minLength: 1, maxLength: max, 'x-expected': `a string of 1 to ${max} characters`, ...options })
 
 /** `schedule` of a submit: one of three shapes. */
 export const ScheduleInputSchema = Type.Union(
@@ -63,31 +72,26 @@ export const ScheduleInputSchema = Type.Union(
 export const SubmitJobBody = Type.Object(
   {
     type: Type.String({
-      description: 'Handler name: 1-128 characters, letters, digits and _ . : / - (not first).',
+      description: `Handler name: ${TYPE_RULE}.`,
       examples: ['email.send'],
     }),
-    payload: Type.Optional(Type.Unknown({ description: 'Any JSON value given to the handler (at most 1 MiB); default {}.' })),
-    queue: Type.Optional(Type.String({ description: 'Queue name, 1-64 characters; default `default`.' })),
-    priority: Type.Optional(
-      Type.Integer({ minimum: -1000, maximum: 1000, 'x-expected': 'an integer from -1000 to 1000', description: 'Higher runs first; default 0.' }),
-    ),
+    payload: Type.Optional(Type.Unknown({ description: `Any JSON value given to the handler (at most ${MAX_PAYLOAD_BYTES} bytes as JSON); default {}.` })),
+    queue: Type.Optional(Type.String({ description: `Queue name, ${QUEUE_RULE}; default \`default\`.` })),
+    priority: Type.Optional(int(PRIORITY, 'Higher runs first; default 0.')),
     schedule: Type.Optional(ScheduleInputSchema),
-    maxAttempts: Type.Optional(ms(1, 1000, 'Attempts per execution; default 5.')),
-    timeoutMs: Type.Optional(ms(1, 86_400_000, 'Time limit of one attempt in milliseconds; default 300000.')),
-    backoffBaseMs: Type.Optional(ms(0, 86_400_000, 'Retry delay base in milliseconds; default 1000.')),
-    backoffMaxMs: Type.Optional(ms(0, 604_800_000, 'Retry delay cap in milliseconds; default 3600000.')),
+    maxAttempts: Type.Optional(int(MAX_ATTEMPTS, 'Attempts per execution; default 5.')),
+    timeoutMs: Type.Optional(int(TIMEOUT_MS, 'Time limit of one attempt in milliseconds; default 300000.')),
+    backoffBaseMs: Type.Optional(int(BACKOFF_BASE_MS, 'Retry delay base in milliseconds; default 1000.')),
+    backoffMaxMs: Type.Optional(int(BACKOFF_MAX_MS, 'Retry delay cap in milliseconds; default 3600000.')),
     idempotencyKey: Type.Optional(
-      Type.String({
-        minLength: 1,
-        maxLength: 255,
-        'x-expected': 'a string of 1 to 255 characters',
+      text(IDEMPOTENCY_KEY_MAX_LENGTH, {
         description: 'Same key and body → the same job (200); same key, other body → 409. Or the Idempotency-Key header.',
       }),
     ),
     startAt: Type.Optional(Type.String({ description: 'Recurring jobs: first possible fire time (ISO-8601 instant).' })),
     endAt: Type.Optional(Type.String({ description: 'Recurring jobs: last possible fire time (ISO-8601 instant).' })),
     misfirePolicy: Type.Optional(MisfirePolicySchema),
-    misfireMaxRuns: Type.Optional(ms(1, 10_000, 'Cap on catch-up runs for misfirePolicy fire_all; default 100.')),
+    misfireMaxRuns: Type.Optional(int(MISFIRE_MAX_RUNS, 'Cap on catch-up runs for misfirePolicy fire_all; default 100.')),
     overlapPolicy: Type.Optional(OverlapPolicySchema),
   },
   { additionalProperties: false, description: 'A job to run now, at a time, or on a schedule.' },
@@ -97,17 +101,15 @@ export type SubmitJobBodyJson = Static<typeof SubmitJobBody>
 
 /** Headers of POST /v1/jobs that the API reads. */
 export const SubmitJobHeaders = Type.Object({
-  'idempotency-key': Type.Optional(
-    Type.String({ minLength: 1, maxLength: 255, 'x-expected': 'a string of 1 to 255 characters', description: 'Alternative to body `idempotencyKey`.' }),
-  ),
+  'idempotency-key': Type.Optional(text(IDEMPOTENCY_KEY_MAX_LENGTH, { description: 'Alternative to body `idempotencyKey`.' })),
 })
 
 /** Query string of GET /v1/jobs. */
 export const ListJobsQuery = Type.Object(
   {
     status: Type.Optional(JobStatusSchema),
-    type: Type.Optional(Type.String({ minLength: 1, maxLength: 128, 'x-expected': 'a string of 1 to 128 characters' })),
-    queue: Type.Optional(Type.String({ minLength: 1, maxLength: 64, 'x-expected': 'a string of 1 to 64 characters' })),
+    type: Type.Optional(text(TYPE_MAX_LENGTH)),
+    queue: Type.Optional(text(QUEUE_MAX_LENGTH)),
     limit: Type.Optional(Limit),
     cursor: Type.Optional(Cursor),
   },

@@ -10,6 +10,7 @@ import { loadConfig } from '../../config.ts'
 import { ConfigError } from '../../errors.ts'
 import { createLogger } from '../../logger.ts'
 import { packageRoot } from '../../lib/package-root.ts'
+import { PARTITION_COUNT_DEFAULT } from '../../core/names.ts'
 import { reportTable, runBench, SCENARIOS, type BenchReport, type Scenario } from '../../bench/run.ts'
 
 interface BenchFlags {
@@ -60,7 +61,7 @@ export function registerBench(program: Command): void {
     .option('--reps <n>', 'repetitions per figure (default 3; 1 with --quick)')
     .option('--history-rows <n>', 'terminal executions written for the scale scenario (default 10000000; 20000 with --quick)')
     .option('--only <scenarios>', `comma-separated scenarios to run (${SCENARIOS.join(', ')}); docs are not rewritten`)
-    .option('--partitions <n>', 'hash partitions of the scratch schema (default: SCHEDULER_PARTITIONS or 4)')
+    .option('--partitions <n>', `hash partitions of the scratch schema (default: SCHEDULER_PARTITIONS or ${PARTITION_COUNT_DEFAULT})`)
     .option('--no-docs', 'do not rewrite docs/benchmarks.md after a full run')
     .action(async (flags: BenchFlags) => {
       const config = loadConfig(process.env, { 'db.partitions': flags.partitions })

@@ -7,6 +7,7 @@ import { sql, type Kysely, type SqlBool, type Expression } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
+import { executionErrorSql, executionsFromSubmitted } from './fragments.ts'
 import type { Execution, Job, JobStatus, NormalizedSubmit, Schedule } from '../../core/job.ts'
 import { jobStatus } from '../../core/job.ts'
 
@@ -85,8 +86,7 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
       returning id
     ),
     new_executions as (
-      insert into pgsched.executions (id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
-      select execution_id, id, queue, type, priority, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, timeout_ms
+      ${executionsFromSubmitted}
         from accepted
        where kind in ('now', 'at')
     ),
@@ -143,8 +143,7 @@ async function jobInsertPlain(db: Executor, params: JobInsertManyParams): Promis
         from input
     ),
     new_executions as (
-      insert into pgsched.executions (id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
-      select execution_id, id, queue, type, priority, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, timeout_ms
+      ${executionsFromSubmitted}
         from input
     )
     select now() as now
@@ -314,6 +313,14 @@ export async function jobList(db: Executor, params: JobListParams): Promise<Job[
   return rows.map((r) => toJob(r as JobViewRow))
 }
 
+/** The error a cancelled execution ends with (the row before the update: a running one names its worker). */
+const cancelledError = executionErrorSql({
+  message: sql`'cancelled'`,
+  name: sql`'CancelledError'`,
+  attempt: sql`attempt`,
+  workerId: sql`worker_id`,
+})
+
 export interface JobCancelParams {
   tenant: string
   id: string
@@ -348,7 +355,7 @@ export async function jobCancel(db: Executor, params: JobCancelParams): Promise<
     cancelled as (
       update pgsched.executions
          set state = 'cancelled', finished_at = now(), worker_id = null, lease_expires_at = null,
-             error = jsonb_build_object('message', 'cancelled', 'name', 'CancelledError', 'attempt', attempt)
+             error = ${cancelledError}
        where job_id in (select id from job) and state in ('pending', 'running')
       returning id
     ),

@@ -12,6 +12,7 @@ import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
+import { retryRunAt, wakeCte } from './fragments.ts'
 
 /** An execution as the worker holding it knows it. */
 export interface LeaseRef {
@@ -36,6 +37,14 @@ const attempts = (refs: readonly LeaseRef[]) => keyArray(refs.map((r) => r.attem
  */
 const leasedTo = (workerId: string) => sql`(case when e.state = 'running' then e.worker_id end) = ${workerId}::uuid`
 
+/** The leases as three arrays for unnest: ids, job ids, attempts (the first three columns of `d`). */
+const leaseArrays = (refs: readonly LeaseRef[]) => sql`${ids(refs)}::uuid[], ${jobIds(refs)}::uuid[], ${attempts(refs)}::int[]`
+
+/** The fence of every statement here: `e` is the input row `d`'s execution, at its attempt, leased to `workerId`. */
+const fencedBy = (workerId: string) => sql`e.id = d.id and e.job_id = d.job_id
+       and e.attempt = d.attempt
+       and ${leasedTo(workerId)}`
+
 export interface ExecutionHeartbeatManyParams {
   workerId: string
   leases: readonly LeaseRef[]
@@ -50,11 +59,8 @@ export function executionHeartbeatManyQuery(params: ExecutionHeartbeatManyParams
     )
     update pgsched.executions e
        set lease_expires_at = now() + ${params.leaseMs}::int * interval '1 millisecond'
-      from unnest(${ids(params.leases)}::uuid[], ${jobIds(params.leases)}::uuid[], ${attempts(params.leases)}::int[])
-           as h(id, job_id, attempt)
-     where e.id = h.id and e.job_id = h.job_id
-       and e.attempt = h.attempt
-       and ${leasedTo(params.workerId)}
+      from unnest(${leaseArrays(params.leases)}) as d(id, job_id, attempt)
+     where ${fencedBy(params.workerId)}
     returning e.id
   `
 }
@@ -88,12 +94,9 @@ export function executionCompleteManyQuery(params: ExecutionCompleteManyParams) 
            error = null,
            worker_id = null,
            lease_expires_at = null
-      from unnest(${ids(c)}::uuid[], ${jobIds(c)}::uuid[], ${attempts(c)}::int[],
-                  ${c.map((x) => x.resultJson)}::text[], ${c.map((x) => x.outputUri)}::text[])
+      from unnest(${leaseArrays(c)}, ${c.map((x) => x.resultJson)}::text[], ${c.map((x) => x.outputUri)}::text[])
            as d(id, job_id, attempt, result, output_uri)
-     where e.id = d.id and e.job_id = d.job_id
-       and e.attempt = d.attempt
-       and ${leasedTo(params.workerId)}
+     where ${fencedBy(params.workerId)}
     returning e.id
   `
 }
@@ -129,37 +132,27 @@ export interface FailOutcome {
 export function executionFailManyQuery(params: ExecutionFailManyParams) {
   const f = params.failures
   return sql<FailOutcome>`${sql.raw(PREPARE)}
-    with failed as (
+    with moved as (
       update pgsched.executions e
          set state = case when d.fatal or e.attempt >= e.max_attempts then 'failed' else 'pending' end,
              run_at = case when d.fatal or e.attempt >= e.max_attempts then e.run_at
-                           else now() + floor(random() * least(j.backoff_max_ms::float8,
-                                                             j.backoff_base_ms * power(2::float8, e.attempt - 1)))
-                                        * interval '1 millisecond' end,
+                           else ${retryRunAt} end,
              finished_at = case when d.fatal or e.attempt >= e.max_attempts then now() end,
              error = d.error::jsonb,
              output_uri = d.output_uri,
              worker_id = null,
              lease_expires_at = null
-        from unnest(${ids(f)}::uuid[], ${jobIds(f)}::uuid[], ${attempts(f)}::int[],
-                    ${f.map((x) => x.errorJson)}::text[], ${f.map((x) => x.fatal)}::bool[], ${f.map((x) => x.outputUri)}::text[])
+        from unnest(${leaseArrays(f)}, ${f.map((x) => x.errorJson)}::text[], ${f.map((x) => x.fatal)}::bool[],
+                    ${f.map((x) => x.outputUri)}::text[])
              as d(id, job_id, attempt, error, fatal, output_uri)
         join pgsched.jobs j on j.id = d.job_id
-       where e.id = d.id and e.job_id = d.job_id
-         and e.attempt = d.attempt
-         and ${leasedTo(params.workerId)}
+       where ${fencedBy(params.workerId)}
       returning e.id, e.state, e.run_at, e.queue
     ),
-    wake as (
-      -- tell idle workers when the earliest retry is due
-      select pg_notify('pgsched_executions', json_build_object(
-               'queues', array_agg(distinct queue),
-               'delayMs', greatest(0, floor(extract(epoch from min(run_at) - now()) * 1000))::bigint)::text)
-        from failed where state = 'pending' having count(*) > 0
-    )
+    ${wakeCte}
     select id, state, run_at as "runAt",
            greatest(0, floor(extract(epoch from run_at - now()) * 1000))::float8 as "retryInMs"
-      from failed, (select count(*) from wake) as w
+      from moved, (select count(*) from wake) as w
   `
 }
 
@@ -182,20 +175,15 @@ export interface ExecutionReleaseManyParams {
 export function executionReleaseManyQuery(params: ExecutionReleaseManyParams) {
   const l = params.leases
   return sql<{ n: string }>`${sql.raw(PREPARE)}
-    with released as (
+    with moved as (
       update pgsched.executions e
          set state = 'pending', run_at = now(), attempt = e.attempt - 1, worker_id = null, lease_expires_at = null
-        from unnest(${ids(l)}::uuid[], ${jobIds(l)}::uuid[], ${attempts(l)}::int[]) as d(id, job_id, attempt)
-       where e.id = d.id and e.job_id = d.job_id
-         and e.attempt = d.attempt
-         and ${leasedTo(params.workerId)}
-      returning e.queue
+        from unnest(${leaseArrays(l)}) as d(id, job_id, attempt)
+       where ${fencedBy(params.workerId)}
+      returning e.state, e.run_at, e.queue   -- all pending and due now: the wake-up says delayMs 0
     ),
-    wake as (
-      select pg_notify('pgsched_executions', json_build_object('queues', array_agg(distinct queue), 'delayMs', 0)::text)
-        from released having count(*) > 0
-    )
-    select count(*)::text as n from released, (select count(*) from wake) as w
+    ${wakeCte}
+    select count(*)::text as n from moved, (select count(*) from wake) as w
   `
 }
 

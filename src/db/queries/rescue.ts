@@ -7,6 +7,15 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
+import { executionErrorSql, retryRunAt, wakeCte } from './fragments.ts'
+
+/** The error a rescued attempt ends with; `e` = the expired execution, before the update. */
+const leaseExpiredError = executionErrorSql({
+  message: sql`'lease expired: worker ' || e.worker_id || ' stopped renewing it'`,
+  name: sql`'LeaseExpiredError'`,
+  attempt: sql`e.attempt`,
+  workerId: sql`e.worker_id`,
+})
 
 export interface ExecutionRescueExpiredParams {
   limit: number
@@ -20,6 +29,10 @@ export interface RescueOutcome {
   nextRunAt: Date | null
 }
 
+/**
+ * Rescues up to `limit` executions whose lease expired before `now` (the database clock when null):
+ * back to pending with backoff, or failed on their last attempt; wakes idle workers for the retries.
+ */
 export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRescueExpiredParams): Promise<RescueOutcome> {
   const { rows } = await sql<{ retried: string; failed: string; next_run_at: Date | null }>`${sql.raw(PREPARE)}
     with expired as (
@@ -31,16 +44,13 @@ export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRe
        limit ${params.limit}::int
          for update skip locked
     ),
-    rescued as (
+    moved as (
       update pgsched.executions e
          set state = case when e.attempt >= e.max_attempts then 'failed' else 'pending' end,
              run_at = case when e.attempt >= e.max_attempts then e.run_at
-                           else now() + floor(random() * least(j.backoff_max_ms::float8,
-                                                             j.backoff_base_ms * power(2::float8, e.attempt - 1)))
-                                        * interval '1 millisecond' end,
+                           else ${retryRunAt} end,
              finished_at = case when e.attempt >= e.max_attempts then now() end,
-             error = jsonb_build_object('message', 'lease expired: worker ' || e.worker_id || ' stopped renewing it',
-                                        'name', 'LeaseExpiredError', 'attempt', e.attempt, 'workerId', e.worker_id),
+             error = ${leaseExpiredError},
              worker_id = null,
              lease_expires_at = null
         from expired x
@@ -48,16 +58,11 @@ export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRe
        where e.id = x.id and e.job_id = x.job_id
       returning e.state, e.run_at, e.queue
     ),
-    wake as (
-      select pg_notify('pgsched_executions', json_build_object(
-               'queues', array_agg(distinct queue),
-               'delayMs', greatest(0, floor(extract(epoch from min(run_at) - now()) * 1000))::bigint)::text)
-        from rescued where state = 'pending' having count(*) > 0
-    )
+    ${wakeCte}
     select count(*) filter (where state = 'pending')::text as retried,
            count(*) filter (where state = 'failed')::text as failed,
            min(run_at) filter (where state = 'pending') as next_run_at
-      from rescued, (select count(*) from wake) as w
+      from moved, (select count(*) from wake) as w
   `.execute(db)
   const row = rows[0]
   return { retried: Number(row?.retried ?? 0), failed: Number(row?.failed ?? 0), nextRunAt: row?.next_run_at ?? null }

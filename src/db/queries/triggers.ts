@@ -13,6 +13,7 @@ import { sql, type Kysely, type Transaction } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { MisfirePolicy, OverlapPolicy } from '../../core/job.ts'
 import type { TriggerSchedule } from '../../core/fire-times.ts'
+import { claimedTriggerColumns } from './fragments.ts'
 
 /** A locked trigger, as the dispatcher needs it: its schedule, and where it stands. */
 export interface ClaimedTrigger extends TriggerSchedule {
@@ -85,11 +86,7 @@ export interface TriggerClaimDueParams {
 export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaimDueParams): Promise<TriggerClaimResult> {
   const now = params.now ?? null
   const { rows } = await sql<ClaimedTriggerRow>`
-    select t.job_id, t.kind, t.cron_expression, t.timezone, t.interval_ms::text as interval_ms, t.start_at, t.end_at,
-           case when t.next_fire_at = '-infinity' then null else t.next_fire_at end as next_fire_at,
-           t.next_fire_at::text as next_fire_at_key,   -- exact (microseconds, -infinity) for the guard
-           t.queued_fire_at, t.queued_fire_at::text as queued_fire_at_key,
-           t.misfire_policy, t.misfire_max_runs, t.overlap_policy,
+    select ${claimedTriggerColumns},
            -- milliseconds: fire times are computed with JavaScript dates
            date_trunc('milliseconds', coalesce(${now}::timestamptz, now())) as now
       from pgsched.triggers t
@@ -125,11 +122,7 @@ export interface TriggerClaimQueuedParams {
  */
 export async function triggerClaimQueued(trx: Transaction<DB>, params: TriggerClaimQueuedParams): Promise<ClaimedTrigger[]> {
   const { rows } = await sql<ClaimedTriggerRow>`
-    select t.job_id, t.kind, t.cron_expression, t.timezone, t.interval_ms::text as interval_ms, t.start_at, t.end_at,
-           case when t.next_fire_at = '-infinity' then null else t.next_fire_at end as next_fire_at,
-           t.next_fire_at::text as next_fire_at_key,
-           t.queued_fire_at, t.queued_fire_at::text as queued_fire_at_key,
-           t.misfire_policy, t.misfire_max_runs, t.overlap_policy, now() as now
+    select ${claimedTriggerColumns}, now() as now
       from pgsched.triggers t
       join pgsched.jobs j on j.id = t.job_id
      where t.queued_fire_at is not null

@@ -2,6 +2,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
+import { PRIORITY } from '../../core/names.ts'
 
 export interface WorkerRegisterParams {
   id: string
@@ -28,7 +29,7 @@ export async function workerMarkStopped(db: Kysely<DB>, params: { id: string }):
 }
 
 /** min_priority of a worker that found its queues empty: any due work wakes it. */
-export const IDLE_MIN_PRIORITY = -1000
+export const IDLE_MIN_PRIORITY = PRIORITY.min
 
 /**
  * Lists the worker as wanting a wake-up for due work on its queues at or above

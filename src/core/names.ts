@@ -1,0 +1,85 @@
+/**
+ * Names, patterns and limits of what users submit: job types (handler names),
+ * queues, tenants, idempotency keys, priorities, attempts, durations and the
+ * payload size. The one TypeScript home of these rules: config, handlers,
+ * normalizeSubmit, the API schemas and API keys import them from here. The
+ * database enforces the same rules with check constraints (migration 0001);
+ * test/core/names.test.ts probes both with boundary values so they cannot drift.
+ */
+
+/** Longest job type (handler name), in characters. */
+export const TYPE_MAX_LENGTH = 128
+/** Longest queue name, in characters. */
+export const QUEUE_MAX_LENGTH = 64
+/** Longest tenant name, in characters. */
+export const TENANT_MAX_LENGTH = 128
+/** Longest idempotency key, in characters. */
+export const IDEMPOTENCY_KEY_MAX_LENGTH = 255
+
+/** A job type: a letter or digit, then letters, digits and `_ . : / -` (jobs_type_check). */
+export const TYPE_PATTERN = `^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,${TYPE_MAX_LENGTH - 1}}$`
+/** A queue name: as a type, shorter (jobs_queue_check). */
+export const QUEUE_PATTERN = `^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,${QUEUE_MAX_LENGTH - 1}}$`
+/**
+ * A tenant name given to `keys create`: `@` allowed (e-mail-like names), `/` not. The database only
+ * bounds its length (jobs_tenant_check, api_keys_tenant_check), so SQL callers may use any 1-128 characters.
+ */
+export const TENANT_PATTERN = `^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,${TENANT_MAX_LENGTH - 1}}$`
+
+/** The rule for a type, in words, for error messages and API docs. */
+export const TYPE_RULE = `1-${TYPE_MAX_LENGTH} characters: letters, digits and _ . : / - (not first)`
+/** The rule for a queue name, in words. */
+export const QUEUE_RULE = `1-${QUEUE_MAX_LENGTH} characters: letters, digits and _ . : / - (not first)`
+/** The rule for a tenant name, in words. */
+export const TENANT_RULE = `1-${TENANT_MAX_LENGTH} characters: letters, digits and _ . : @ - (not first)`
+
+const TYPE_RE = new RegExp(TYPE_PATTERN)
+const QUEUE_RE = new RegExp(QUEUE_PATTERN)
+const TENANT_RE = new RegExp(TENANT_PATTERN)
+
+/** Whether `value` is a valid job type (handler name). */
+export function isTypeName(value: unknown): value is string {
+  return typeof value === 'string' && TYPE_RE.test(value)
+}
+
+/** Whether `value` is a valid queue name. */
+export function isQueueName(value: unknown): value is string {
+  return typeof value === 'string' && QUEUE_RE.test(value)
+}
+
+/** Whether `value` is a valid tenant name for a new API key. */
+export function isTenantName(value: unknown): value is string {
+  return typeof value === 'string' && TENANT_RE.test(value)
+}
+
+/** An inclusive integer range. */
+export interface IntRange {
+  readonly min: number
+  readonly max: number
+}
+
+/** Priority: higher runs first (jobs_priority_check, executions_priority_check). */
+export const PRIORITY: IntRange = { min: -1000, max: 1000 }
+/** Attempts per execution (jobs_max_attempts_check). */
+export const MAX_ATTEMPTS: IntRange = { min: 1, max: 1000 }
+/** Time limit of one attempt, in milliseconds: up to a day (jobs_timeout_ms_check). */
+export const TIMEOUT_MS: IntRange = { min: 1, max: 86_400_000 }
+/** Retry delay base, in milliseconds: up to a day (jobs_backoff_check). */
+export const BACKOFF_BASE_MS: IntRange = { min: 0, max: 86_400_000 }
+/** Retry delay cap, in milliseconds: at least the base, up to a week (jobs_backoff_check). */
+export const BACKOFF_MAX_MS: IntRange = { min: 0, max: 604_800_000 }
+/** Cap on catch-up runs of misfire policy fire_all (triggers_misfire_max_runs_check). */
+export const MISFIRE_MAX_RUNS: IntRange = { min: 1, max: 10_000 }
+/** Interval of an `{every}` schedule, in milliseconds: one second to 366 days (triggers_interval_ms_check). */
+export const INTERVAL_MS: IntRange = { min: 1000, max: 31_622_400_000 }
+
+/** Largest payload, in bytes of its JSON text (1 MiB). Checked by normalizeSubmit only. */
+export const MAX_PAYLOAD_BYTES = 1_048_576
+
+/** Hash partitions per large table, fixed by the first migrate (0001 checks 1..256). */
+export const PARTITION_COUNT: IntRange = { min: 1, max: 256 }
+/**
+ * Partition count of a new install when none is given: DESIGN.md's 4. Config, `migrate()`,
+ * the CLI and the bench all default to this one value.
+ */
+export const PARTITION_COUNT_DEFAULT = 4

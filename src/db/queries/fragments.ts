@@ -1,0 +1,71 @@
+/**
+ * SQL fragments shared by several statements, each written once: the retry
+ * backoff, the wake-up CTE that tells idle workers about work handed back, the
+ * column list of a claimed trigger, the first execution of a submitted job, and
+ * the execution error built in SQL.
+ * Each fragment names the table aliases or CTE it expects; the statements that
+ * splice it in (lease.ts, rescue.ts, triggers.ts, jobs.ts) keep those names.
+ * Fragments hold no parameters, so a statement's text stays the same from call
+ * to call (one prepared plan).
+ */
+import { sql, type RawBuilder } from 'kysely'
+import { EXECUTION_ERROR_FIELDS, type ExecutionError } from '../../core/execution-error.ts'
+
+/**
+ * run_at of a retry: now + random(0, min(backoff_max_ms, backoff_base_ms · 2^(attempt−1))) ms
+ * (exponential backoff, full jitter). Expects `e` = pgsched.executions (its attempt already
+ * counted) and `j` = its pgsched.jobs row.
+ */
+export const retryRunAt = sql<Date>`now() + floor(random() * least(j.backoff_max_ms::float8,
+                                                             j.backoff_base_ms * power(2::float8, e.attempt - 1)))
+                                        * interval '1 millisecond'`
+
+/**
+ * The CTE `wake`: one notification on `pgsched_executions` naming the queues that got pending
+ * work back and the delay (ms) until the earliest of it is due, or none when nothing went back to
+ * pending. Expects a CTE `moved` (the rows the statement changed) with columns state, run_at and
+ * queue; the statement must read `wake` (e.g. `(select count(*) from wake)`) for it to run.
+ */
+export const wakeCte = sql`wake as (
+      -- tell idle workers which queues got work back, and when the earliest of it is due
+      select pg_notify('pgsched_executions', json_build_object(
+               'queues', array_agg(distinct queue),
+               'delayMs', greatest(0, floor(extract(epoch from min(run_at) - now()) * 1000))::bigint)::text)
+        from moved where state = 'pending' having count(*) > 0
+    )`
+
+/**
+ * The columns of a claimed trigger (ClaimedTriggerRow without `now`). Expects `t` = pgsched.triggers.
+ * next_fire_at and queued_fire_at also come as text: exact (microseconds, '-infinity') for the guard
+ * of triggerAdvanceMany.
+ */
+export const claimedTriggerColumns = sql`t.job_id, t.kind, t.cron_expression, t.timezone, t.interval_ms::text as interval_ms, t.start_at, t.end_at,
+           case when t.next_fire_at = '-infinity' then null else t.next_fire_at end as next_fire_at,
+           t.next_fire_at::text as next_fire_at_key,
+           t.queued_fire_at, t.queued_fire_at::text as queued_fire_at_key,
+           t.misfire_policy, t.misfire_max_runs, t.overlap_policy`
+
+/**
+ * The insert of the first execution of submitted one-time jobs, up to its `from`: each input row
+ * (id, execution_id, queue, type, priority, run_at, max_attempts, timeout_ms) becomes an
+ * execution due at run_at, or now when run_at is null. Used by both forms of jobInsertMany.
+ */
+export const executionsFromSubmitted = sql`insert into pgsched.executions (id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
+      select execution_id, id, queue, type, priority, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, timeout_ms`
+
+/** SQL expressions for some fields of an ExecutionError; `at` defaults to now(). */
+export type ExecutionErrorSql = { [K in keyof ExecutionError]?: RawBuilder<unknown> }
+
+/**
+ * An ExecutionError as a jsonb expression, keyed by the field names of core/execution-error.ts
+ * (in their order) with `at` = now() unless given. Fields that are not given, or that evaluate
+ * to null, are left out (as the TypeScript writer leaves out undefined ones).
+ */
+export function executionErrorSql(fields: ExecutionErrorSql): RawBuilder<unknown> {
+  const values: ExecutionErrorSql = { at: sql`now()`, ...fields }
+  const pairs = EXECUTION_ERROR_FIELDS.flatMap((name) => {
+    const value = values[name]
+    return value === undefined ? [] : [sql`${sql.lit(name)}, ${value}`]
+  })
+  return sql`jsonb_strip_nulls(jsonb_build_object(${sql.join(pairs)}))`
+}
