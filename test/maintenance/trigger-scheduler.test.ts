@@ -19,7 +19,12 @@ const startWorker = useWorkers(t)
 /** A clock the test moves by hand: it pins the time of every dispatcher pass. */
 function manualClock(start: Date): Clock & { set(d: Date): void } {
   let current = start
-  return { now: () => current, set: (d) => void (current = d) }
+  return {
+    now: () => current,
+    set: (d) => {
+      current = d
+    },
+  }
 }
 
 const started: TriggerScheduler[] = []
