@@ -10,7 +10,8 @@ import { loadConfig } from '../../config.ts'
 import { ConfigError } from '../../errors.ts'
 import { createLogger } from '../../logger.ts'
 import { packageRoot } from '../../lib/package-root.ts'
-import { reportTable, runBench, SCENARIOS, type BenchReport, type Scenario } from '../../bench/run.ts'
+import { runBench, SCENARIOS, type Scenario } from '../../bench/run.ts'
+import { reportTable, type BenchReport } from '../../bench/report.ts'
 
 interface BenchFlags {
   quick?: boolean
