@@ -22,6 +22,7 @@ export const MAX_RESULT_BYTES = 65_536
 /** UTF-8 takes at most 3 bytes per UTF-16 unit: a result this many units long or shorter fits unmeasured. */
 const MAX_BYTES_PER_UTF16_UNIT = 3
 
+/** The executor's collaborators: handlers, where output goes, and the worker's parts it reports to. */
 export interface ExecutorParams {
   handlers: HandlerRegistry
   /** The worker's logger; each run's child logger is made from it on first use. */

@@ -27,6 +27,7 @@ const GUARD_INTERVAL_MAX_MS = 50
 /** The guard runs at most this often. */
 const GUARD_INTERVAL_MIN_MS = 10
 
+/** What the lease keeper needs; durations in ms. */
 export interface LeaseKeeperParams {
   db: Kysely<DB>
   /** Heartbeats and hand-backs run in `completer.exclusive`, never alongside an outcome write. */

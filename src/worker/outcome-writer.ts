@@ -22,6 +22,7 @@ const WRITE_RETRY_MAX_MS = 2_000
 /** How a run ended, as written: a JSON result, or an error (fatal: no retry; timedOut: ran out of its timeoutMs). */
 export type Outcome = { kind: 'complete'; resultJson: string } | { kind: 'fail'; error: Error; fatal: boolean; timedOut: boolean }
 
+/** What the writer needs: the completer, the held leases it releases, and whom to tell of a retry. */
 export interface OutcomeWriterParams {
   completer: Completer
   workerId: string

@@ -21,6 +21,7 @@ const PRIORITY_MAX = 1000
 /** What a listing update did; 'refused': the idle sign-up was refused because a submit was in flight. */
 export type ListingChange = 'unchanged' | 'changed' | 'refused'
 
+/** What WakeUp needs: the database and identity for the listing, and the loop's poll interval. */
 export interface WakeUpParams {
   db: Kysely<DB>
   workerId: string

@@ -39,6 +39,7 @@ const AUTOVACUUM_OFF =
   'autovacuum is off on this server: every claim leaves a dead entry in the claim index that only VACUUM removes, ' +
   'so claims slow down as they pile up; turn autovacuum on or run VACUUM pgsched.executions regularly'
 
+/** A worker process's scheduler side: claims, runs and records executions (see the file header). */
 export class Worker {
   readonly id: string
   private readonly o: WorkerOptions
