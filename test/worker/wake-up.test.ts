@@ -1,14 +1,16 @@
 /**
  * Wake-ups go only to waiting workers (migration 0006): a submit of due work
  * notifies when a worker serving its queue has signed up, and the sign-up
- * handshake cannot lose a submit that was in flight.
+ * handshake cannot lose a submit that was in flight. WakeUp is the worker's
+ * side of it: its sleep, wake-ups and listing.
  */
 import pg from 'pg'
 import { sql } from 'kysely'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
-import { workerSignUpWaiting } from '../../src/db/queries/workers.ts'
+import { IDLE_MIN_PRIORITY, workerSignUpWaiting } from '../../src/db/queries/workers.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
+import { WakeUp } from '../../src/worker/wake-up.ts'
 import { useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
 import { useWorkers } from './harness.ts'
@@ -113,5 +115,71 @@ describe('wake-ups', () => {
       },
       { what: 'every execution to be recorded as succeeded', timeoutMs: 5_000 },
     )
+  })
+})
+
+describe('WakeUp', () => {
+  const WORKER = '00000000-0000-7000-8000-0000000000f0'
+  const wakeUp = () => new WakeUp({ db: t.db, workerId: WORKER, queues: ['default'], pollIntervalMs: 60_000 })
+  const listing = async () =>
+    (await t.db.selectFrom('pgsched.waiting_workers').select('min_priority').where('worker_id', '=', WORKER).executeTakeFirst())?.min_priority
+
+  it('ends a sleep on wake, and keeps a wake that came while the loop was busy for the next sleep', async () => {
+    const w = wakeUp()
+    const sleeping = w.sleep(60_000)
+    w.wake()
+    await sleeping
+    w.wake()
+    await w.sleep(60_000)
+  })
+
+  it('wakes at the earliest of the delays it was given', async () => {
+    const w = wakeUp()
+    w.wakeIn(60_000)
+    w.wakeIn(5)
+    await w.sleep(60_000)
+    await w.signOff()
+  })
+
+  it('no longer sleeps once closed', async () => {
+    const w = wakeUp()
+    const sleeping = w.sleep(60_000)
+    w.close()
+    await sleeping
+    await w.sleep(60_000)
+  })
+
+  it('lists idle after a drained claim, at the best waiting priority + 1 with prefetched work, and not at all with a backlog only', async () => {
+    const w = wakeUp()
+    expect(await w.updateListing(false, undefined)).toBe('changed')
+    expect(await listing()).toBe(IDLE_MIN_PRIORITY)
+    expect(await w.updateListing(false, 3)).toBe('unchanged')
+    expect(await w.updateListing(true, 4)).toBe('changed')
+    expect(await listing()).toBe(5)
+    expect(await w.updateListing(true, undefined)).toBe('changed')
+    expect(await listing()).toBeUndefined()
+    expect(await w.updateListing(true, 1000)).toBe('unchanged') // nothing is above the top priority
+    await w.updateListing(false, undefined)
+    await w.signOff()
+    expect(await listing()).toBeUndefined()
+  })
+
+  it('retries a sign-up refused while a submit is in flight, and lists once it has committed', async () => {
+    const w = wakeUp()
+    const other = await t.pool.connect()
+    try {
+      await other.query('begin')
+      await other.query(`select pgsched.submit_job('x', '{}')`)
+      expect(await w.updateListing(false, undefined)).toBe('refused')
+      // afterClaim waits SIGN_UP_RETRY_MS (not the poll interval) after a refusal, then lets the loop claim again.
+      await w.afterClaim(false, undefined)
+      expect(await listing()).toBeUndefined()
+      await other.query('commit')
+    } finally {
+      other.release()
+    }
+    // Signed up idle: returns at once so the loop claims again.
+    await w.afterClaim(false, undefined)
+    expect(await listing()).toBe(IDLE_MIN_PRIORITY)
   })
 })

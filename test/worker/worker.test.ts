@@ -7,6 +7,7 @@ import { executionFailMany } from '../../src/db/queries/lease.ts'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { FatalError } from '../../src/errors.ts'
+import { CancelledError, LeaseLostError } from '../../src/worker/abort-reasons.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
@@ -190,30 +191,29 @@ describe('Worker', () => {
     expect(readFileSync(fileURLToPath(uri as string), 'utf8')).toBe('line 1\nline 2\n')
   })
 
-  it('aborts a handler whose lease is lost and rejects its late completion', async () => {
-    let release!: () => void
-    const gate = new Promise<void>((r) => (release = r))
-    let abortedSeen = false
-    const worker = await startWorker([defineHandler('stubborn', async (ctx) => {
-      await gate
-      abortedSeen = ctx.signal.aborted
+  it('aborts a handler whose lease is lost and writes nothing for it', async () => {
+    let reason: unknown
+    const ended: string[] = []
+    await startWorker([defineHandler('stubborn', async (ctx) => {
+      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
+      reason = ctx.signal.reason
       return 'late result'
-    })], { heartbeatMs: 100, leaseMs: 1_000 })
+    })], { heartbeatMs: 100, leaseMs: 1_000, events: { runEnded: (e) => void ended.push(e.jobId) } })
     const { job } = await client().submitJob({ type: 'stubborn' })
     await waitFor(async () => (await execution(job.id)).state === 'running')
     // Another party takes the execution over (as the reaper would after expiry): attempt moves on.
     await sql`update pgsched.executions set state = 'pending', worker_id = null, lease_expires_at = null where job_id = ${job.id}::uuid`.execute(t.db)
     await sql`update pgsched.executions set state = 'running', attempt = attempt + 1, worker_id = '00000000-0000-7000-8000-000000000001',
               lease_expires_at = now() + interval '1 hour' where job_id = ${job.id}::uuid`.execute(t.db)
-    await worker.heartbeatOnce()
-    release()
-    await worker.drained()
-    expect(abortedSeen).toBe(true)
+    // The next heartbeat misses the lease; the handler, aborted, returns a result that is not written.
+    await waitFor(() => ended.includes(job.id), { what: 'the run to end after its lease was lost' })
+    expect(reason).toBeInstanceOf(LeaseLostError)
+    expect((reason as Error).name).toBe('LeaseLostError')
     const row = await execution(job.id)
     expect(row).toMatchObject({ state: 'running', worker_id: '00000000-0000-7000-8000-000000000001', result: null })
   })
 
-  it('aborts every handler after repeated heartbeat failures', async () => {
+  it('aborts every handler once heartbeats fail maxHeartbeatFailures times in a row', async () => {
     // The worker gets its own small pool; taking all its connections makes every heartbeat fail.
     const pool = new pg.Pool({ connectionString: t.url, max: 2, connectionTimeoutMillis: 100 })
     const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })
@@ -221,14 +221,12 @@ describe('Worker', () => {
     const worker = await startWorker([defineHandler('wait', async (ctx) => {
       await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
       aborted = ctx.signal.reason
-    })], { db, heartbeatMs: 60_000, leaseMs: 200_000, maxHeartbeatFailures: 2, pollIntervalMs: 60_000 })
+    })], { db, heartbeatMs: 100, leaseMs: 200_000, maxHeartbeatFailures: 2, pollIntervalMs: 60_000 })
     const { job } = await client().submitJob({ type: 'wait' })
     await waitFor(async () => (await execution(job.id)).state === 'running')
     const held = [await pool.connect(), await pool.connect()]
-    await worker.heartbeatOnce()
-    expect(aborted).toBeUndefined()
-    await worker.heartbeatOnce()
     await waitFor(() => aborted !== undefined, { what: 'handler to be aborted' })
+    expect(aborted).toBeInstanceOf(LeaseLostError)
     expect((aborted as Error).message).toContain('database unreachable')
     for (const c of held) c.release()
     await worker.stop()
@@ -246,6 +244,7 @@ describe('Worker', () => {
     await waitFor(async () => (await execution(job.id)).state === 'running')
     await client().cancelJob(job.id)
     await waitFor(() => reason !== undefined, { what: 'abort on cancel' })
+    expect(reason).toBeInstanceOf(CancelledError)
     expect((reason as Error).name).toBe('CancelledError')
     expect((await execution(job.id)).state).toBe('cancelled')
   })
@@ -264,14 +263,16 @@ describe('Worker', () => {
 describe('Worker lease check before start', () => {
   it('does not start a handler whose claim is already past its safe lease time', async () => {
     let started = 0
+    let ended = 0
     await client().submitJob({ type: 'late' })
     // start() sends the first claim; the loop is then blocked past lease − heartbeat before the
     // answer is handled, as a freeze between claim and start would.
-    const worker = await startWorker([defineHandler('late', async () => void started++)], { leaseMs: 1_000, heartbeatMs: 200, pollIntervalMs: 60_000 })
+    await startWorker([defineHandler('late', async () => void started++)], {
+      leaseMs: 1_000, heartbeatMs: 200, pollIntervalMs: 60_000, events: { runEnded: () => void ended++ },
+    })
     const until = performance.now() + 900
     while (performance.now() < until) { /* frozen */ }
-    await waitFor(async () => (await execution((await t.db.selectFrom('pgsched.jobs').select('id').executeTakeFirstOrThrow()).id)).state === 'running')
-    await worker.drained()
+    await waitFor(() => ended === 1, { what: 'the run to end' })
     expect(started).toBe(0)
   })
 })
@@ -280,11 +281,10 @@ describe('Worker prefetch', () => {
   it('claims ahead of its free slots once handlers are known to be short, and runs each execution once', async () => {
     const runs = new Map<number, number>()
     let maxBuffered = 0
-    const worker = await startWorker([defineHandler('short', async (ctx) => {
+    await startWorker([defineHandler('short', async (ctx) => {
       const i = (ctx.payload as { i: number }).i
       runs.set(i, (runs.get(i) ?? 0) + 1)
-      maxBuffered = Math.max(maxBuffered, worker.buffered)
-    })], { concurrency: 4, prefetch: 50 })
+    })], { concurrency: 4, prefetch: 50, events: { claimed: (_, waiting) => void (maxBuffered = Math.max(maxBuffered, waiting)) } })
     await client().submitJobs(Array.from({ length: 600 }, (_, i) => ({ type: 'short', payload: { i } })))
     await waitFor(async () => Number((await sql<{ n: string }>`select count(*) as n from pgsched.executions where state = 'succeeded'`.execute(t.db)).rows[0]?.n) === 600,
       { what: 'all 600 to succeed', timeoutMs: 30_000 })
@@ -298,14 +298,15 @@ describe('Worker prefetch', () => {
     let release: () => void = () => undefined
     const gate = new Promise<void>((resolve) => (release = resolve))
     let runs = 0
+    let waiting = 0
     const worker = await startWorker([defineHandler('gated', async () => {
       runs++
       if (runs > 20) await gate
-    })], { concurrency: 2, prefetch: 30, shutdownGraceMs: 100 })
+    })], { concurrency: 2, prefetch: 30, shutdownGraceMs: 100, events: { claimed: (_, w) => void (waiting = w) } })
     await client().submitJobs(Array.from({ length: 20 }, () => ({ type: 'gated' })))
     await waitFor(() => runs === 20, { what: 'the first 20 runs' })
     await client().submitJobs(Array.from({ length: 100 }, () => ({ type: 'gated' })))
-    await waitFor(() => worker.buffered > 0, { what: 'executions buffered behind the gated handlers' })
+    await waitFor(() => waiting > 0, { what: 'executions buffered behind the gated handlers' })
     const stopping = worker.stop()
     release()
     await stopping
@@ -319,12 +320,13 @@ describe('Worker prefetch', () => {
 
   it('starts announced higher-priority work before the lower-priority work it has buffered', async () => {
     const started: Array<{ high: boolean; at: number }> = []
-    const worker = await startWorker([defineHandler('mixed', async (ctx) => {
+    let waiting = 0
+    await startWorker([defineHandler('mixed', async (ctx) => {
       started.push({ high: (ctx.payload as { high?: boolean }).high === true, at: performance.now() })
       await new Promise((r) => setTimeout(r, 2))
-    })], { concurrency: 2, prefetch: 40 })
+    })], { concurrency: 2, prefetch: 40, events: { claimed: (_, w) => void (waiting = w) } })
     await client().submitJobs(Array.from({ length: 400 }, () => ({ type: 'mixed', priority: 0, payload: {} })))
-    await waitFor(() => worker.buffered >= 10, { what: 'low-priority executions buffered' })
+    await waitFor(() => waiting >= 10, { what: 'low-priority executions buffered' })
     await client().submitJobs(Array.from({ length: 10 }, () => ({ type: 'mixed', priority: 5, payload: { high: true } })))
     const committedAt = performance.now()
     await waitFor(() => started.filter((s) => s.high).length === 10, { what: 'the high-priority runs' })

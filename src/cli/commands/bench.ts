@@ -11,7 +11,8 @@ import { ConfigError } from '../../errors.ts'
 import { createLogger } from '../../logger.ts'
 import { packageRoot } from '../../lib/package-root.ts'
 import { PARTITION_COUNT_DEFAULT } from '../../core/names.ts'
-import { reportTable, runBench, SCENARIOS, type BenchReport, type Scenario } from '../../bench/run.ts'
+import { runBench, SCENARIOS, type Scenario } from '../../bench/run.ts'
+import { reportTable, type BenchReport } from '../../bench/report.ts'
 
 interface BenchFlags {
   quick?: boolean

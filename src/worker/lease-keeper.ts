@@ -1,0 +1,177 @@
+/**
+ * Keeps the leases of the runs this worker holds (buffered, running, or with
+ * the outcome being written) and reports the ones it loses through `onLost`.
+ *   heartbeat: every heartbeatMs one statement renews every lease held; a run
+ *   missing from the answer lost its lease. After maxHeartbeatFailures failed
+ *   heartbeats in a row (database unreachable) every lease is reported lost,
+ *   before the lease (> 3 heartbeats) can expire.
+ *   guard: a heartbeat that hangs (a partition that drops packets) never fails, and a process
+ *   frozen (SIGSTOP, VM pause) sends nothing, so a timer also reports every lease last confirmed
+ *   more than leaseMs − heartbeatMs ago on the monotonic clock, before another worker can take it.
+ */
+import type { Kysely } from 'kysely'
+import type { DB } from '../db/schema.ts'
+import { executionHeartbeatMany, executionReleaseMany } from '../db/queries/lease.ts'
+import type { Logger } from '../logger.ts'
+import { abortableSleep } from '../lib/service.ts'
+import { LeaseLostError } from './abort-reasons.ts'
+import type { Completer } from './completer.ts'
+import type { Run } from './run.ts'
+
+/**
+ * The guard runs every heartbeatMs / 4, but at most this far apart whatever the heartbeat: after a
+ * freeze, the timers that fell due run in order, so only a handler step due within this period of
+ * the freeze can run before the guard.
+ */
+const GUARD_INTERVAL_MAX_MS = 50
+/** The guard runs at most this often. */
+const GUARD_INTERVAL_MIN_MS = 10
+
+/** What the lease keeper needs; durations in ms. */
+export interface LeaseKeeperParams {
+  db: Kysely<DB>
+  /** Heartbeats and hand-backs run in `completer.exclusive`, never alongside an outcome write. */
+  completer: Completer
+  workerId: string
+  log: Logger
+  leaseMs: number
+  heartbeatMs: number
+  maxHeartbeatFailures: number
+  /**
+   * A held lease is lost: the callee aborts the run and `release`s it. Runs whose outcome is being
+   * written are reported only when the database is unreachable: their writes must stop retrying.
+   */
+  onLost: (run: Run, reason: LeaseLostError) => void
+}
+
+/** The held leases, their heartbeat and their guard; see the file header. */
+export class LeaseKeeper {
+  private readonly p: LeaseKeeperParams
+  private readonly leases = new Map<string, Run>()
+  private readonly stopping = new AbortController()
+  private loopDone: Promise<void> | undefined
+  private guardTimer: NodeJS.Timeout | undefined
+  private failures = 0
+
+  constructor(params: LeaseKeeperParams) {
+    this.p = params
+  }
+
+  /** Number of leases held. */
+  get size(): number {
+    return this.leases.size
+  }
+
+  /** Starts holding a freshly claimed run's lease. */
+  hold(run: Run): void {
+    this.leases.set(run.ref.id, run)
+  }
+
+  /** The held run of an execution; undefined when this worker holds no lease on it. */
+  get(executionId: string): Run | undefined {
+    return this.leases.get(executionId)
+  }
+
+  /** True while `run`'s lease is held. */
+  holds(run: Run): boolean {
+    return this.leases.get(run.ref.id) === run
+  }
+
+  /** Stops holding `run`'s lease (outcome written, or lease gone): no more heartbeats for it. */
+  release(run: Run): void {
+    if (this.leases.get(run.ref.id) === run) this.leases.delete(run.ref.id)
+  }
+
+  /** Every run held now (a copy). */
+  held(): Run[] {
+    return [...this.leases.values()]
+  }
+
+  /**
+   * True while `run`'s lease surely outlasts one more heartbeat (monotonic clock). A claim answered
+   * after the process was frozen (or starved) may already be past it: such a run must not start.
+   */
+  isSure(run: Run): boolean {
+    return performance.now() < run.leaseSureUntilMs - this.p.heartbeatMs
+  }
+
+  /** Starts the heartbeat loop and the guard timer. */
+  start(): void {
+    if (this.loopDone) return
+    this.loopDone = this.loop()
+    this.guardTimer = setInterval(this.guard, Math.max(GUARD_INTERVAL_MIN_MS, Math.min(GUARD_INTERVAL_MAX_MS, Math.floor(this.p.heartbeatMs / 4))))
+    this.guardTimer.unref()
+  }
+
+  /** Stops the heartbeat (after its statement in flight) and the guard. Idempotent. */
+  async stop(): Promise<void> {
+    this.stopping.abort()
+    await this.loopDone
+    clearInterval(this.guardTimer)
+  }
+
+  private async loop(): Promise<void> {
+    const signal = this.stopping.signal
+    while (!signal.aborted) {
+      await abortableSleep(this.p.heartbeatMs, signal)
+      if (signal.aborted) break
+      await this.runOnce()
+    }
+  }
+
+  /** One heartbeat: renews every lease held and reports those that are gone. Never throws. */
+  async runOnce(): Promise<void> {
+    const held = [...this.leases.values()]
+    const sentAtMs = performance.now()
+    try {
+      // Never alongside an outcome write: both lock this worker's rows, in different orders.
+      const renewed = await this.p.completer.exclusive(() =>
+        executionHeartbeatMany(this.p.db, { workerId: this.p.workerId, leases: held.map((h) => h.ref), leaseMs: this.p.leaseMs }),
+      )
+      this.failures = 0
+      const tookMs = performance.now() - sentAtMs
+      if (tookMs > this.p.heartbeatMs) this.p.log.warn({ tookMs: Math.round(tookMs), leases: held.length }, 'heartbeat slower than its interval')
+      for (const h of held) {
+        if (renewed.has(h.ref.id)) h.leaseSureUntilMs = sentAtMs + this.p.leaseMs
+        else if (this.holds(h) && h.state !== 'finishing') {
+          this.p.onLost(h, new LeaseLostError('lease lost: the execution was reaped, cancelled or taken over'))
+        }
+      }
+    } catch (err: unknown) {
+      this.failures++
+      this.p.log.warn({ err, failures: this.failures }, 'heartbeat failed')
+      if (this.failures >= this.p.maxHeartbeatFailures) {
+        this.p.log.error({ count: this.leases.size }, 'database unreachable: aborting every handler before its lease expires')
+        for (const h of [...this.leases.values()]) this.p.onLost(h, new LeaseLostError('database unreachable: lease cannot be renewed'))
+      }
+    }
+  }
+
+  /**
+   * Reports the leases not confirmed for leaseMs − heartbeatMs (monotonic clock), whatever the
+   * heartbeat is doing: stuck in a partition, or not run at all while the process was frozen.
+   */
+  readonly guard = (): void => {
+    const now = performance.now()
+    const expiring = [...this.leases.values()].filter((h) => h.state !== 'finishing' && now >= h.leaseSureUntilMs - this.p.heartbeatMs)
+    if (expiring.length === 0) return
+    this.p.log.error({ count: expiring.length }, 'leases not confirmed in time: aborting their handlers before the leases expire')
+    for (const h of expiring) this.p.onLost(h, new LeaseLostError('lease not confirmed in time: the database did not answer the heartbeat'))
+  }
+
+  /**
+   * Hands `runs` back (pending, due now, attempt not counted) and stops holding them; returns how
+   * many the database took back. On failure the reaper requeues them when their lease expires.
+   */
+  async handBack(runs: readonly Run[]): Promise<number> {
+    if (runs.length === 0) return 0
+    const released = await this.p.completer
+      .exclusive(() => executionReleaseMany(this.p.db, { workerId: this.p.workerId, leases: runs.map((h) => h.ref) }))
+      .catch((err: unknown) => {
+        this.p.log.warn({ err }, 'could not hand back executions; the reaper will requeue them when their lease expires')
+        return 0
+      })
+    for (const run of runs) this.release(run)
+    return released
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * Writes each run's outcome through the Completer (batched, fenced by lease)
+ * and then releases the lease. While the database is unreachable it retries
+ * for as long as the lease is held: the lease keeper ends that (a lost lease
+ * marks the run lost) before another worker could take the execution. A failure
+ * is stored as the execution-error JSON (core/execution-error.ts). Caller: the
+ * Executor, once a handler returned or timed out; Worker.stop drains it.
+ */
+import { executionErrorJson } from '../core/execution-error.ts'
+import type { Logger } from '../logger.ts'
+import { abortableSleep } from '../lib/service.ts'
+import type { Completer, WriteResult } from './completer.ts'
+import type { LeaseKeeper } from './lease-keeper.ts'
+import type { RunContext } from './run-context.ts'
+import type { Run } from './run.ts'
+
+/** First delay before retrying a write the database did not answer; doubles per failure. */
+const WRITE_RETRY_MIN_MS = 100
+/** Longest delay between write retries. */
+const WRITE_RETRY_MAX_MS = 2_000
+
+/** How a run ended, as written: a JSON result, or an error (fatal: no retry; timedOut: ran out of its timeoutMs). */
+export type Outcome = { kind: 'complete'; resultJson: string } | { kind: 'fail'; error: Error; fatal: boolean; timedOut: boolean }
+
+/** What the writer needs: the completer, the held leases it releases, and whom to tell of a retry. */
+export interface OutcomeWriterParams {
+  completer: Completer
+  workerId: string
+  log: Logger
+  leases: Pick<LeaseKeeper, 'holds' | 'release'>
+  /** A failure was recorded and the execution will be retried in `retryInMs`. */
+  onRetryScheduled: (retryInMs: number) => void
+}
+
+/** Records outcomes; see the file header. */
+export class OutcomeWriter {
+  private readonly p: OutcomeWriterParams
+  /** Outcome writes in progress. */
+  private readonly writing = new Set<Promise<void>>()
+  private readonly stopped = new AbortController()
+
+  constructor(params: OutcomeWriterParams) {
+    this.p = params
+  }
+
+  /**
+   * Writes `outcome` for `run` (closing its output file first), then releases its lease. Nothing is
+   * written for a lost run. Never rejects.
+   */
+  async record(run: Run, ctx: RunContext, outcome: Outcome): Promise<void> {
+    const writing = this.write(run, ctx, outcome)
+    this.writing.add(writing)
+    try {
+      await writing
+    } catch (err: unknown) {
+      // Not expected; the lease is let go so the reaper requeues the execution.
+      this.p.leases.release(run)
+      ctx.log.error({ err }, 'outcome not recorded')
+    } finally {
+      this.writing.delete(writing)
+    }
+  }
+
+  /** Resolves once every write started so far has ended and the completer has flushed. */
+  async drain(): Promise<void> {
+    await Promise.all([...this.writing])
+    await this.p.completer.flush()
+  }
+
+  /** Ends the retry waits early (a write still retries until its lease is gone). */
+  stop(): void {
+    this.stopped.abort()
+  }
+
+  private async write(run: Run, ctx: RunContext, outcome: Outcome): Promise<void> {
+    if (run.state === 'lost') return
+    run.state = 'finishing'
+    const closing = ctx.closeOutput()
+    const outputUri = closing === null ? null : await closing
+    const { ref } = run
+    let delayMs = WRITE_RETRY_MIN_MS
+    for (;;) {
+      let result: WriteResult
+      try {
+        result =
+          outcome.kind === 'complete'
+            ? await this.p.completer.complete({ ...ref, resultJson: outcome.resultJson, outputUri })
+            : await this.p.completer.fail({
+                ...ref,
+                fatal: outcome.fatal,
+                outputUri,
+                errorJson: executionErrorJson({
+                  message: outcome.error.message,
+                  name: outcome.error.name,
+                  fatal: outcome.fatal,
+                  timedOut: outcome.timedOut,
+                  attempt: ref.attempt,
+                  workerId: this.p.workerId,
+                  at: new Date().toISOString(),
+                }),
+              })
+      } catch {
+        // A lost run is no longer held: the lease keeper reported it, so its writes end here.
+        if (!this.p.leases.holds(run)) {
+          ctx.log.warn('outcome not recorded: lease lost while the database was unreachable')
+          return
+        }
+        await abortableSleep(delayMs, this.stopped.signal)
+        delayMs = Math.min(delayMs * 2, WRITE_RETRY_MAX_MS)
+        continue
+      }
+      this.p.leases.release(run)
+      if (!result.accepted) {
+        ctx.log.warn({ outcome: outcome.kind }, 'outcome rejected: lease lost (fenced)')
+      } else if (outcome.kind === 'complete') {
+        // Checked first: building the run's child logger for a message nobody reads costs more than the run.
+        if (this.p.log.isLevelEnabled('debug')) ctx.log.debug('execution succeeded')
+      } else if (result.retry?.state === 'pending') {
+        ctx.log.warn({ err: outcome.error, retryInMs: result.retry.retryInMs }, 'execution failed; will retry')
+        this.p.onRetryScheduled(result.retry.retryInMs)
+      } else {
+        ctx.log.warn({ err: outcome.error, fatal: outcome.fatal }, 'execution failed')
+      }
+      return
+    }
+  }
+}

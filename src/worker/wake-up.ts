@@ -1,0 +1,140 @@
+/**
+ * How the claim loop waits and is woken, and its listing in
+ * pgsched.waiting_workers (migration 0006), which decides whether a submit
+ * notifies this worker. Listed idle (IDLE_MIN_PRIORITY: any due work) when the
+ * last claim found its queues drained; listed at the best waiting priority + 1
+ * while it holds prefetched work; not listed while it has a backlog only. The
+ * idle sign-up is refused while a submit is in flight: the loop retries it
+ * shortly, and claims once more after signing up, so no submit is missed.
+ * Callers: the Worker's claim loop, notifications, freed slots and retries.
+ */
+import type { Kysely } from 'kysely'
+import type { DB } from '../db/schema.ts'
+import { IDLE_MIN_PRIORITY, workerSignOffWaiting, workerSignUpWaiting } from '../db/queries/workers.ts'
+
+/** Retry interval of a wait sign-up refused because a submit was in flight. */
+export const SIGN_UP_RETRY_MS = 20
+
+/** The highest priority a job can have (core/job.ts): a worker holding it wants no wake-up for more. */
+const PRIORITY_MAX = 1000
+
+/** What a listing update did; 'refused': the idle sign-up was refused because a submit was in flight. */
+export type ListingChange = 'unchanged' | 'changed' | 'refused'
+
+/** What WakeUp needs: the database and identity for the listing, and the loop's poll interval. */
+export interface WakeUpParams {
+  db: Kysely<DB>
+  workerId: string
+  queues: readonly string[]
+  /** How long the loop sleeps when nothing wakes it. */
+  pollIntervalMs: number
+}
+
+/** The claim loop's sleep, its wake-ups, and its waiting-workers listing. */
+export class WakeUp {
+  private readonly p: WakeUpParams
+  /**
+   * This worker's min_priority in pgsched.waiting_workers (undefined: not listed): submits of due
+   * work at or above it notify this worker.
+   */
+  private listedMin: number | undefined
+  private closed = false
+  private wakeResolve: (() => void) | undefined
+  /** A wake that arrived while the loop was busy: the next sleep returns at once. */
+  private wakePending = false
+  private wakeTimer: NodeJS.Timeout | undefined
+  private wakeAt = Infinity
+
+  constructor(params: WakeUpParams) {
+    this.p = params
+  }
+
+  /** Waits until woken or `ms` passes; at once if a wake came meanwhile or after `close()`. */
+  sleep(ms: number): Promise<void> {
+    if (this.wakePending || this.closed) {
+      this.wakePending = false
+      return Promise.resolve()
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.wakeResolve = undefined
+        resolve()
+      }, ms)
+      this.wakeResolve = () => {
+        clearTimeout(timer)
+        this.wakeResolve = undefined
+        resolve()
+      }
+    })
+  }
+
+  /** Ends the current sleep, or the next one if the loop is busy. */
+  wake(): void {
+    if (this.wakeResolve) this.wakeResolve()
+    else this.wakePending = true
+  }
+
+  /** Wakes the loop in `delayMs` (keeps only the earliest such timer). */
+  wakeIn(delayMs: number): void {
+    const at = Date.now() + delayMs
+    if (at >= this.wakeAt) return
+    clearTimeout(this.wakeTimer)
+    this.wakeAt = at
+    this.wakeTimer = setTimeout(() => {
+      this.wakeAt = Infinity
+      this.wakeTimer = undefined
+      this.wake()
+    }, delayMs + 1)
+  }
+
+  /**
+   * Brings the listing up to date: idle (any due work) when the last claim found the queues drained
+   * (`backlog` false), `bestWaiting` + 1 while prefetched work waits, else not listed. After
+   * `close()` it writes nothing.
+   */
+  async updateListing(backlog: boolean, bestWaiting: number | undefined): Promise<ListingChange> {
+    const desired = !backlog ? IDLE_MIN_PRIORITY : bestWaiting !== undefined && bestWaiting < PRIORITY_MAX ? bestWaiting + 1 : undefined
+    if (desired === this.listedMin) return 'unchanged'
+    if (this.closed) return 'changed'
+    if (desired === undefined) {
+      await workerSignOffWaiting(this.p.db, { id: this.p.workerId })
+    } else if (!(await workerSignUpWaiting(this.p.db, { id: this.p.workerId, queues: this.p.queues, minPriority: desired }))) {
+      return 'refused'
+    }
+    this.listedMin = desired
+    return 'changed'
+  }
+
+  /**
+   * After a claim: lists as it found (`backlog`: it filled its room), then waits as the protocol
+   * needs. A refused idle sign-up is retried after SIGN_UP_RETRY_MS; having just signed up idle,
+   * it returns at once to claim again (a submit that committed before the sign-up did not notify);
+   * with a backlog it returns at once; else it sleeps the poll interval or until woken.
+   */
+  async afterClaim(backlog: boolean, bestWaiting: number | undefined): Promise<void> {
+    const listing = await this.updateListing(backlog, bestWaiting)
+    if (listing === 'refused') return this.sleep(SIGN_UP_RETRY_MS)
+    if (backlog || listing === 'changed') return
+    return this.sleep(this.p.pollIntervalMs)
+  }
+
+  /** With no room to claim: listed as holding `bestWaiting`, sleeps the poll interval or until woken. */
+  async whileFull(bestWaiting: number | undefined): Promise<void> {
+    await this.updateListing(true, bestWaiting)
+    return this.sleep(this.p.pollIntervalMs)
+  }
+
+  /** No more sleeping: ends the current sleep, and later ones return at once. */
+  close(): void {
+    this.closed = true
+    this.wake()
+  }
+
+  /** Drops the pending wake timer and leaves the listing (errors ignored: the listing is pruned anyway). */
+  async signOff(): Promise<void> {
+    clearTimeout(this.wakeTimer)
+    if (this.listedMin === undefined) return
+    this.listedMin = undefined
+    await workerSignOffWaiting(this.p.db, { id: this.p.workerId }).catch(() => undefined)
+  }
+}

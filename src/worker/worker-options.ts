@@ -1,0 +1,49 @@
+/**
+ * What a Worker is given: its database, queues, capacity, lease timing and
+ * handlers (cut from Config by system.ts), and the events it reports. Plain
+ * types; the parts it wires take their own slices of these.
+ */
+import type { Kysely } from 'kysely'
+import type { ClaimedExecution } from '../db/queries/claim.ts'
+import type { DB } from '../db/schema.ts'
+import type { Logger } from '../logger.ts'
+import type { HandlerRegistry } from './handlers.ts'
+
+/** What a worker reports as it goes (for metrics and tests); each is optional and called synchronously. */
+export interface WorkerEvents {
+  /** A claim returned `count` executions; `waiting` of those held wait for a slot once free slots took theirs. */
+  claimed?(count: number, waiting: number): void
+  /** A run took a slot (its handler starts in a microtask). */
+  runStarted?(execution: ClaimedExecution): void
+  /** A run's slot is free again: its handler returned, or it never started. `ranMs` on the monotonic clock. */
+  runEnded?(execution: ClaimedExecution, ranMs: number): void
+}
+
+/** A Worker's dependencies and settings; durations in ms. */
+export interface WorkerOptions {
+  /** The worker process gives it a pool with generic plans forced (see createDb's genericPlans). */
+  db: Kysely<DB>
+  /** For the LISTEN connection. */
+  databaseUrl: string
+  log: Logger
+  handlers: HandlerRegistry
+  queues: readonly string[]
+  /** Handlers running at once. */
+  concurrency: number
+  /** Lease length of a claim or renewal; more than 3 heartbeats. */
+  leaseMs: number
+  heartbeatMs: number
+  /** Failed heartbeats in a row after which every handler is aborted. */
+  maxHeartbeatFailures: number
+  /** Longest sleep of the claim loop when nothing wakes it. */
+  pollIntervalMs: number
+  /** How long stop() lets running handlers finish before aborting them. */
+  shutdownGraceMs: number
+  /** Where handlers' ctx.output files go. */
+  outputDir: string
+  /** Most executions claimed ahead of free slots (0 = claim only for free slots). Default 0. */
+  prefetch?: number
+  /** Default: a new UUIDv7. */
+  id?: string
+  events?: WorkerEvents
+}

@@ -1,0 +1,135 @@
+/**
+ * The lease keeper against Postgres, driven through runOnce() and guard():
+ * renewals, leases reported lost (taken away, database unreachable, not
+ * confirmed in time) and the hand-back on shutdown.
+ */
+import pg from 'pg'
+import { Kysely, PostgresDialect } from 'kysely'
+import { describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { executionClaimBatch } from '../../src/db/queries/claim.ts'
+import type { DB } from '../../src/db/schema.ts'
+import { LeaseLostError } from '../../src/worker/abort-reasons.ts'
+import { Completer } from '../../src/worker/completer.ts'
+import { LeaseKeeper } from '../../src/worker/lease-keeper.ts'
+import { createRun, type Run } from '../../src/worker/run.ts'
+import { useTestDb } from '../db.ts'
+
+const t = useTestDb()
+const WORKER = '00000000-0000-7000-8000-0000000000d0'
+const LEASE_MS = 60_000
+const client = () => createClient({ db: t.db, tenant: 'acme' })
+
+function keeper(options: { db?: Kysely<DB>; heartbeatMs?: number; maxHeartbeatFailures?: number } = {}) {
+  const db = options.db ?? t.db
+  const lost: Array<{ run: Run; reason: LeaseLostError }> = []
+  const k: LeaseKeeper = new LeaseKeeper({
+    db,
+    completer: new Completer({ db, workerId: WORKER, log: t.log }),
+    workerId: WORKER,
+    log: t.log,
+    leaseMs: LEASE_MS,
+    heartbeatMs: options.heartbeatMs ?? 5_000,
+    maxHeartbeatFailures: options.maxHeartbeatFailures ?? 3,
+    onLost: (run, reason) => {
+      lost.push({ run, reason })
+      k.release(run)
+    },
+  })
+  return { k, lost }
+}
+
+/** Submits `n` jobs, claims them for WORKER and holds their leases in `k`. */
+async function held(k: LeaseKeeper, n: number): Promise<Run[]> {
+  await client().submitJobs(Array.from({ length: n }, () => ({ type: 'k' })))
+  const sentAtMs = performance.now()
+  const claimed = await executionClaimBatch(t.db, { workerId: WORKER, queues: ['default'], types: ['k'], limit: n, leaseMs: LEASE_MS })
+  const runs = claimed.map((c) => createRun(c, sentAtMs + LEASE_MS))
+  for (const run of runs) k.hold(run)
+  return runs
+}
+
+const row = (id: string) => t.db.selectFrom('pgsched.executions').select(['state', 'attempt', 'lease_expires_at']).where('id', '=', id).executeTakeFirstOrThrow()
+
+describe('LeaseKeeper', () => {
+  it('renews every lease held and moves its sure-until time forward', async () => {
+    const { k, lost } = keeper()
+    const [run] = await held(k, 1)
+    if (!run) throw new Error('nothing claimed')
+    const before = await row(run.ref.id)
+    const sureBefore = run.leaseSureUntilMs
+    await k.runOnce()
+    expect(lost).toEqual([])
+    expect((await row(run.ref.id)).lease_expires_at!.getTime()).toBeGreaterThan(before.lease_expires_at!.getTime())
+    expect(run.leaseSureUntilMs).toBeGreaterThan(sureBefore)
+    expect(k.holds(run)).toBe(true)
+  })
+
+  it('reports a lease the heartbeat no longer finds, unless its outcome is being written', async () => {
+    const { k, lost } = keeper()
+    const [gone, finishing, kept] = await held(k, 3)
+    if (!gone || !finishing || !kept) throw new Error('nothing claimed')
+    finishing.state = 'finishing'
+    await client().cancelJob(gone.ref.jobId)
+    await client().cancelJob(finishing.ref.jobId)
+    await k.runOnce()
+    expect(lost.map((l) => l.run)).toEqual([gone])
+    expect(lost[0]?.reason).toBeInstanceOf(LeaseLostError)
+    expect(k.holds(kept)).toBe(true)
+    expect(k.holds(finishing)).toBe(true)
+  })
+
+  it('reports every lease, finishing ones too, once maxHeartbeatFailures heartbeats in a row have failed', async () => {
+    // A pool of one connection, taken: every heartbeat fails.
+    const pool = new pg.Pool({ connectionString: t.url, max: 1, connectionTimeoutMillis: 100 })
+    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })
+    try {
+      const { k, lost } = keeper({ db, maxHeartbeatFailures: 2 })
+      const [a, b] = await held(k, 2)
+      if (!a || !b) throw new Error('nothing claimed')
+      b.state = 'finishing'
+      const taken = await pool.connect()
+      await k.runOnce()
+      expect(lost).toEqual([])
+      await k.runOnce()
+      taken.release()
+      expect(lost.map((l) => l.run)).toEqual([a, b])
+      expect(lost[0]?.reason.message).toContain('database unreachable')
+      expect(k.size).toBe(0)
+    } finally {
+      await db.destroy()
+    }
+  })
+
+  it('guards: reports leases not confirmed for leaseMs − heartbeatMs, whatever the heartbeat does', async () => {
+    const { k, lost } = keeper({ heartbeatMs: 1_000 })
+    const [stale, finishing, fresh] = await held(k, 3)
+    if (!stale || !finishing || !fresh) throw new Error('nothing claimed')
+    // As if the last confirmation were leaseMs − heartbeatMs ago (a freeze, or a hung heartbeat).
+    stale.leaseSureUntilMs = performance.now() + 1_000
+    finishing.leaseSureUntilMs = performance.now() + 1_000
+    finishing.state = 'finishing'
+    expect(k.isSure(stale)).toBe(false)
+    expect(k.isSure(fresh)).toBe(true)
+    k.guard()
+    expect(lost.map((l) => l.run)).toEqual([stale])
+    expect(lost[0]?.reason.message).toContain('not confirmed in time')
+  })
+
+  it('hands leases back: pending again, attempt not counted, no longer held', async () => {
+    const { k } = keeper()
+    const runs = await held(k, 2)
+    expect(await k.handBack(runs)).toBe(2)
+    for (const run of runs) {
+      expect(await row(run.ref.id)).toMatchObject({ state: 'pending', attempt: 0 })
+      expect(k.holds(run)).toBe(false)
+    }
+  })
+
+  it('stops its heartbeat loop and guard when stopped', async () => {
+    const { k } = keeper({ heartbeatMs: 20 })
+    k.start()
+    await k.stop()
+    await k.stop()
+  })
+})

@@ -1,0 +1,171 @@
+/**
+ * The local queue is pure: these tests need no database. They pin its order,
+ * slot accounting, prefetch sizing and the priority fence.
+ */
+import { describe, expect, it } from 'vitest'
+import { LocalQueue, PREFETCH_HORIZON_MS, type Queued } from '../../src/worker/local-queue.ts'
+
+interface Item extends Queued {
+  name: string
+}
+
+const item = (name: string, priority = 0, runAtMs = 0): Item => ({ name, claimed: { priority, runAtMs }, seq: -1 })
+
+/** Takes runs for free slots until none is given. */
+function startAll(q: LocalQueue<Item>): string[] {
+  const names: string[] = []
+  for (let next = q.next(); next !== undefined; next = q.next()) names.push(next.name)
+  return names
+}
+
+describe('LocalQueue', () => {
+  it('starts waiting runs by priority, then due time, then claim order', () => {
+    const q = new LocalQueue<Item>({ concurrency: 10, prefetch: 0 })
+    q.add([item('low', -1), item('late', 3, 200), item('early', 3, 100), item('first-tie', 0, 5)])
+    q.add([item('second-tie', 0, 5)])
+    expect(startAll(q)).toEqual(['early', 'late', 'first-tie', 'second-tie', 'low'])
+  })
+
+  it('gives out at most concurrency slots and takes a slot back when a run ends', () => {
+    const q = new LocalQueue<Item>({ concurrency: 2, prefetch: 0 })
+    q.add([item('a'), item('b'), item('c')])
+    expect(startAll(q)).toEqual(['a', 'b'])
+    expect(q.running).toBe(2)
+    expect(q.waiting).toBe(1)
+    q.ended(5)
+    expect(startAll(q)).toEqual(['c'])
+    expect(q.running).toBe(2)
+  })
+
+  it('drops a waiting run and reports whether it was waiting', () => {
+    const q = new LocalQueue<Item>({ concurrency: 1, prefetch: 0 })
+    const b = item('b')
+    q.add([item('a'), b])
+    expect(q.remove(b)).toBe(true)
+    expect(q.remove(b)).toBe(false)
+    expect(startAll(q)).toEqual(['a'])
+  })
+
+  it('claims only for free slots until a run time is known, then prefetches what starts within the horizon', () => {
+    const q = new LocalQueue<Item>({ concurrency: 4, prefetch: 50 })
+    expect(q.prefetchAllowed()).toBe(0)
+    expect(q.room()).toBe(4)
+    q.add([item('a')])
+    startAll(q)
+    q.ended(20)
+    // 4 slots × 100 ms horizon / 20 ms per run = 20 runs ahead
+    expect(q.prefetchAllowed()).toBe((4 * PREFETCH_HORIZON_MS) / 20)
+    expect(q.room()).toBe(4 + 20)
+  })
+
+  it('caps prefetch at its option and follows a moving average of run time', () => {
+    const q = new LocalQueue<Item>({ concurrency: 4, prefetch: 50 })
+    q.add([item('a')])
+    startAll(q)
+    q.ended(0)
+    expect(q.prefetchAllowed()).toBe(50)
+    for (let i = 0; i < 200; i++) {
+      q.add([item('x')])
+      startAll(q)
+      q.ended(400)
+    }
+    // Converged to ~400 ms per run: 4 × 100 / 400 = 1
+    expect(q.prefetchAllowed()).toBe(1)
+  })
+
+  it('never prefetches with prefetch 0', () => {
+    const q = new LocalQueue<Item>({ concurrency: 4, prefetch: 0 })
+    q.add([item('a')])
+    startAll(q)
+    q.ended(0.001)
+    expect(q.prefetchAllowed()).toBe(0)
+    expect(q.room()).toBe(4)
+  })
+
+  it('counts waiting and running runs against the room', () => {
+    const q = new LocalQueue<Item>({ concurrency: 2, prefetch: 0 })
+    q.add([item('a'), item('b'), item('c')])
+    startAll(q)
+    expect(q.room()).toBe(2 - 2 - 1)
+  })
+
+  it('refills in batches of half the capacity while there is a backlog, at once otherwise', () => {
+    const q = new LocalQueue<Item>({ concurrency: 4, prefetch: 0 })
+    expect(q.wantsClaim(true)).toBe(true) // nothing held: claim whatever the batch
+    q.add([item('a'), item('b'), item('c')])
+    startAll(q)
+    expect(q.room()).toBe(1)
+    expect(q.wantsClaim(false)).toBe(true)
+    expect(q.wantsClaim(true)).toBe(false)
+    q.ended(1)
+    expect(q.wantsClaim(true)).toBe(true)
+    q.add([item('d'), item('e')])
+    startAll(q)
+    expect(q.wantsClaim(false)).toBe(false) // no room
+  })
+
+  it('fences lower waiting runs when higher work is announced, until a later claim has taken it', () => {
+    const q = new LocalQueue<Item>({ concurrency: 1, prefetch: 0 })
+    q.add([item('busy', 0)])
+    startAll(q)
+    q.add([item('low-1', 0), item('low-2', 0)])
+    q.announce(5)
+    expect(q.fenced).toBe(true)
+    q.ended(1)
+    expect(startAll(q)).toEqual([]) // the freed slot waits for the announced work
+    // Under the fence the claim is sized for the concurrency even with the buffer full.
+    expect(q.room()).toBeLessThanOrEqual(0)
+    const room = q.claimRoom()
+    expect(room).toBe(1)
+    const claimNo = q.claimSent()
+    q.add([item('high', 5)])
+    // The claim came back full and all at the fenced priority: more may be waiting.
+    q.claimReturned(claimNo, [{ priority: 5 }], room)
+    expect(q.fenced).toBe(true)
+    expect(startAll(q)).toEqual(['high'])
+    q.ended(1)
+    // A claim that reaches below the fenced priority lifts it.
+    q.claimReturned(q.claimSent(), [{ priority: 0 }], 1)
+    expect(q.fenced).toBe(false)
+    expect(startAll(q)).toEqual(['low-1'])
+  })
+
+  it('keeps the fence over a claim sent before the announcement, and lifts it when a later claim runs short', () => {
+    const q = new LocalQueue<Item>({ concurrency: 2, prefetch: 0 })
+    const before = q.claimSent()
+    q.announce(3)
+    q.claimReturned(before, [], 2)
+    expect(q.fenced).toBe(true)
+    q.claimReturned(q.claimSent(), [{ priority: 3 }], 2)
+    expect(q.fenced).toBe(false)
+  })
+
+  it('ignores an announcement no better than the best waiting run', () => {
+    const q = new LocalQueue<Item>({ concurrency: 1, prefetch: 0 })
+    q.add([item('busy', 0)])
+    startAll(q)
+    q.add([item('waiting', 4)])
+    q.announce(4)
+    q.announce(undefined)
+    expect(q.fenced).toBe(false)
+    q.announce(5)
+    expect(q.fenced).toBe(true)
+    q.dropFence()
+    expect(q.fenced).toBe(false)
+  })
+
+  it('reports the best waiting priority past the runs a scheduled start will take', () => {
+    const q = new LocalQueue<Item>({ concurrency: 2, prefetch: 0 })
+    q.add([item('a', 9), item('b', 7), item('c', 3)])
+    startAll(q)
+    expect(q.bestWaitingPriority()).toBe(3)
+    q.ended(1)
+    expect(q.bestWaitingPriority()).toBe(3)
+    expect(q.scheduleStart()).toBe(true)
+    expect(q.scheduleStart()).toBe(false)
+    // One slot is free and a start is scheduled: 'c' is as good as started.
+    expect(q.bestWaitingPriority()).toBeUndefined()
+    q.scheduledStartRan()
+    expect(q.bestWaitingPriority()).toBe(3)
+  })
+})

@@ -1,0 +1,83 @@
+/**
+ * The outcome writer against Postgres: completions and failures (with the
+ * execution-error JSON) reach the row, the lease is released afterwards, and a
+ * lost or fenced run leaves the row alone.
+ */
+import { describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { EXECUTION_ERROR_FIELDS } from '../../src/core/execution-error.ts'
+import { executionClaimBatch } from '../../src/db/queries/claim.ts'
+import { Completer } from '../../src/worker/completer.ts'
+import { LeaseKeeper } from '../../src/worker/lease-keeper.ts'
+import { OutcomeWriter } from '../../src/worker/outcome-writer.ts'
+import { RunContext } from '../../src/worker/run-context.ts'
+import { createRun, type Run } from '../../src/worker/run.ts'
+import { useTestDb } from '../db.ts'
+import { outputDir } from './harness.ts'
+
+const t = useTestDb()
+const WORKER = '00000000-0000-7000-8000-0000000000e0'
+const client = () => createClient({ db: t.db, tenant: 'acme' })
+
+async function setup() {
+  const completer = new Completer({ db: t.db, workerId: WORKER, log: t.log })
+  const leases = new LeaseKeeper({
+    db: t.db, completer, workerId: WORKER, log: t.log, leaseMs: 60_000, heartbeatMs: 5_000, maxHeartbeatFailures: 3, onLost: () => undefined,
+  })
+  const retries: number[] = []
+  const writer = new OutcomeWriter({ completer, workerId: WORKER, log: t.log, leases, onRetryScheduled: (ms) => void retries.push(ms) })
+  await client().submitJob({ type: 'o', maxAttempts: 2, backoffBaseMs: 10, backoffMaxMs: 10 })
+  const [c] = await executionClaimBatch(t.db, { workerId: WORKER, queues: ['default'], types: ['o'], limit: 1, leaseMs: 60_000 })
+  if (!c) throw new Error('nothing claimed')
+  const run: Run = createRun(c, performance.now() + 60_000)
+  run.state = 'running'
+  leases.hold(run)
+  const ctx = new RunContext(c, run, t.log, outputDir)
+  return { writer, leases, retries, run, ctx }
+}
+
+const row = (id: string) => t.db.selectFrom('pgsched.executions').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
+
+describe('OutcomeWriter', () => {
+  it('writes a completion, then releases the lease', async () => {
+    const s = await setup()
+    await s.writer.record(s.run, s.ctx, { kind: 'complete', resultJson: '{"a":1}' })
+    expect(await row(s.run.ref.id)).toMatchObject({ state: 'succeeded', result: { a: 1 } })
+    expect(s.run.state).toBe('finishing')
+    expect(s.leases.holds(s.run)).toBe(false)
+  })
+
+  it('writes a failure as the execution-error JSON with every field, and reports the retry', async () => {
+    const s = await setup()
+    const error = new TypeError('boom')
+    await s.writer.record(s.run, s.ctx, { kind: 'fail', error, fatal: false, timedOut: true })
+    const r = await row(s.run.ref.id)
+    expect(r.state).toBe('pending')
+    expect(Object.keys(r.error as object).sort()).toEqual([...EXECUTION_ERROR_FIELDS].sort())
+    expect(r.error).toMatchObject({ message: 'boom', name: 'TypeError', fatal: false, timedOut: true, attempt: 1, workerId: WORKER })
+    expect(s.retries).toHaveLength(1)
+    expect(s.leases.holds(s.run)).toBe(false)
+  })
+
+  it('writes nothing for a lost run', async () => {
+    const s = await setup()
+    s.run.state = 'lost'
+    await s.writer.record(s.run, s.ctx, { kind: 'complete', resultJson: '1' })
+    expect((await row(s.run.ref.id)).state).toBe('running')
+  })
+
+  it('lets the fence reject an outcome whose lease is gone, and releases the lease', async () => {
+    const s = await setup()
+    await client().cancelJob(s.run.ref.jobId)
+    await s.writer.record(s.run, s.ctx, { kind: 'complete', resultJson: '1' })
+    expect((await row(s.run.ref.id)).state).toBe('cancelled')
+    expect(s.leases.holds(s.run)).toBe(false)
+  })
+
+  it('drains: resolves once the writes started so far are written', async () => {
+    const s = await setup()
+    void s.writer.record(s.run, s.ctx, { kind: 'complete', resultJson: '2' })
+    await s.writer.drain()
+    expect((await row(s.run.ref.id)).state).toBe('succeeded')
+  })
+})
