@@ -1,13 +1,14 @@
 /**
  * Child processes for the benchmark: workers and an API server started from
- * the compiled CLI, with an IPC channel for probe messages, and their peak
- * resident memory read from /proc (Linux).
+ * the compiled CLI, with an IPC channel for probe messages, their peak resident
+ * memory read from /proc (Linux), and the HTTP load generator of the REST scenario.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { packageRoot } from '../lib/package-root.ts'
 import type { ProbeMessage } from './handlers.ts'
+import type autocannon from 'autocannon'
 
 export interface BenchProcess {
   child: ChildProcess
@@ -99,4 +100,19 @@ export function spawnApi(params: { databaseUrl: string; port: number }): BenchPr
   })()
   p.ready.catch(() => undefined)
   return { ...p, ready: Promise.race([healthy, p.ready]) }
+}
+
+/**
+ * Loads the HTTP load generator of the REST scenario, `autocannon`: an optional peer dependency,
+ * installed with the repository's dev dependencies but not with the package.
+ */
+export async function loadAutocannon(): Promise<typeof autocannon> {
+  try {
+    return (await import('autocannon')).default
+  } catch (err: unknown) {
+    if ((err as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND') throw err
+    throw new Error('the REST submit scenario needs the optional package "autocannon" (npm install autocannon), or leave it out with --only', {
+      cause: err,
+    })
+  }
 }

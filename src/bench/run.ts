@@ -11,7 +11,6 @@
 import { cpus, totalmem, platform, release } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { sql } from 'kysely'
-import type autocannon from 'autocannon'
 import { createClient } from '../client.ts'
 import { createApiKey } from '../api/auth.ts'
 import { executionClaimBatch, executionClaimBatchQuery } from '../db/queries/claim.ts'
@@ -19,7 +18,7 @@ import { executionCompleteMany } from '../db/queries/lease.ts'
 import type { Logger } from '../logger.ts'
 import { monotonicMs, type ProbeMessage } from './handlers.ts'
 import { afterAutovacuum, dbNow, dbThroughput, freePort, waitUntilDrained } from './probes.ts'
-import { spawnApi, spawnWorker, type BenchProcess } from './processes.ts'
+import { loadAutocannon, spawnApi, spawnWorker, type BenchProcess } from './processes.ts'
 import { change, format, type BenchReport, type Row } from './report.ts'
 import { createScratch, insertJobs, type Scratch } from './scratch.ts'
 import { figure, quantile, type Figure } from './stats.ts'
@@ -42,21 +41,6 @@ export type Scenario = (typeof SCENARIOS)[number]
 
 const WORKER_ID = '00000000-0000-7000-8000-00000000be00'
 
-
-/**
- * Loads the HTTP load generator of the REST scenario, `autocannon`: an optional peer dependency,
- * installed with the repository's dev dependencies but not with the package.
- */
-async function loadAutocannon(): Promise<typeof autocannon> {
-  try {
-    return (await import('autocannon')).default
-  } catch (err: unknown) {
-    if ((err as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND') throw err
-    throw new Error('the REST submit scenario needs the optional package "autocannon" (npm install autocannon), or leave it out with --only', {
-      cause: err,
-    })
-  }
-}
 
 export async function runBench(o: BenchOptions): Promise<BenchReport> {
   const started = performance.now()

@@ -65,9 +65,11 @@ export class Completer {
 
   /** Runs `fn` once the outcome write in flight (if any) has ended, holding back new writes until it returns. */
   async exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    while (this.exclusiveRun) await this.exclusiveRun
+    while (this.exclusiveRun !== undefined) await this.exclusiveRun
     let release: () => void = () => undefined
-    this.exclusiveRun = new Promise<void>((resolve) => (release = resolve))
+    this.exclusiveRun = new Promise<void>((resolve) => {
+      release = resolve
+    })
     try {
       await this.flushing
       return await fn()

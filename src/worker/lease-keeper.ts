@@ -97,7 +97,7 @@ export class LeaseKeeper {
 
   /** Starts the heartbeat loop and the guard timer. */
   start(): void {
-    if (this.loopDone) return
+    if (this.loopDone !== undefined) return
     this.loopDone = this.loop()
     this.guardTimer = setInterval(this.guard, Math.max(GUARD_INTERVAL_MIN_MS, Math.min(GUARD_INTERVAL_MAX_MS, Math.floor(this.p.heartbeatMs / 4))))
     this.guardTimer.unref()

@@ -56,11 +56,13 @@ export class RunContext implements HandlerContext {
   }
 
   get log(): Logger {
-    return (this.childLog ??= this.parentLog.child({ jobId: this.jobId, executionId: this.executionId, kind: this.type, attempt: this.attempt }))
+    this.childLog ??= this.parentLog.child({ jobId: this.jobId, executionId: this.executionId, kind: this.type, attempt: this.attempt })
+    return this.childLog
   }
 
   get output(): Writable {
-    return (this.outputFile ??= new OutputFile(this.outputDir, this.jobId, this.executionId, this.attempt)).writable
+    this.outputFile ??= new OutputFile(this.outputDir, this.jobId, this.executionId, this.attempt)
+    return this.outputFile.writable
   }
 
   /** Closes the output file if the handler opened one (its file:// URI); null, synchronously, if not. */

@@ -57,9 +57,11 @@ export class Worker {
   private readonly idleWaiters: Array<() => void> = []
 
   constructor(options: WorkerOptions) {
-    const o = (this.o = options)
+    this.o = options
+    const o = options
     this.id = o.id ?? uuidV7()
-    const log = (this.log = o.log.child({ component: 'worker', workerId: this.id }))
+    this.log = o.log.child({ component: 'worker', workerId: this.id })
+    const log = this.log
     this.completer = new Completer({ db: o.db, workerId: this.id, log })
     this.queue = new LocalQueue({ concurrency: o.concurrency, prefetch: o.prefetch ?? 0 })
     this.wakeUp = new WakeUp({ db: o.db, workerId: this.id, queues: o.queues, pollIntervalMs: o.pollIntervalMs })

@@ -41,8 +41,12 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   if (typeof address !== 'object' || !address) throw new Error('proxy has no port')
   return {
     port: address.port,
-    blackhole: () => void (dropping = true),
-    heal: () => void (dropping = false),
+    blackhole: () => {
+      dropping = true
+    },
+    heal: () => {
+      dropping = false
+    },
     close: async () => {
       for (const s of sockets) s.destroy()
       await new Promise<void>((resolve) => server.close(() => resolve()))

@@ -284,7 +284,9 @@ describe('Worker prefetch', () => {
     await startWorker([defineHandler('short', async (ctx) => {
       const i = (ctx.payload as { i: number }).i
       runs.set(i, (runs.get(i) ?? 0) + 1)
-    })], { concurrency: 4, prefetch: 50, events: { claimed: (_, waiting) => void (maxBuffered = Math.max(maxBuffered, waiting)) } })
+    })], { concurrency: 4, prefetch: 50, events: { claimed: (_, waiting) => {
+      maxBuffered = Math.max(maxBuffered, waiting)
+    } } })
     await client().submitJobs(Array.from({ length: 600 }, (_, i) => ({ type: 'short', payload: { i } })))
     await waitFor(async () => Number((await sql<{ n: string }>`select count(*) as n from pgsched.executions where state = 'succeeded'`.execute(t.db)).rows[0]?.n) === 600,
       { what: 'all 600 to succeed', timeoutMs: 30_000 })
@@ -302,7 +304,9 @@ describe('Worker prefetch', () => {
     const worker = await startWorker([defineHandler('gated', async () => {
       runs++
       if (runs > 20) await gate
-    })], { concurrency: 2, prefetch: 30, shutdownGraceMs: 100, events: { claimed: (_, w) => void (waiting = w) } })
+    })], { concurrency: 2, prefetch: 30, shutdownGraceMs: 100, events: { claimed: (_, w) => {
+      waiting = w
+    } } })
     await client().submitJobs(Array.from({ length: 20 }, () => ({ type: 'gated' })))
     await waitFor(() => runs === 20, { what: 'the first 20 runs' })
     await client().submitJobs(Array.from({ length: 100 }, () => ({ type: 'gated' })))
@@ -324,7 +328,9 @@ describe('Worker prefetch', () => {
     await startWorker([defineHandler('mixed', async (ctx) => {
       started.push({ high: (ctx.payload as { high?: boolean }).high === true, at: performance.now() })
       await new Promise((r) => setTimeout(r, 2))
-    })], { concurrency: 2, prefetch: 40, events: { claimed: (_, w) => void (waiting = w) } })
+    })], { concurrency: 2, prefetch: 40, events: { claimed: (_, w) => {
+      waiting = w
+    } } })
     await client().submitJobs(Array.from({ length: 400 }, () => ({ type: 'mixed', priority: 0, payload: {} })))
     await waitFor(() => waiting >= 10, { what: 'low-priority executions buffered' })
     await client().submitJobs(Array.from({ length: 10 }, () => ({ type: 'mixed', priority: 5, payload: { high: true } })))
