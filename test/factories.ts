@@ -250,3 +250,32 @@ export async function setExecutionState(db: Kysely<DB>, params: SetExecutionStat
     .executeTakeFirst()
   return Number(result.numUpdatedRows)
 }
+
+export interface TakeOverExecutionParams {
+  /** The job whose (single) execution another worker takes. */
+  jobId: string
+  /** The new owner. */
+  workerId: string
+  /** Default one hour. */
+  leaseMs?: number
+}
+
+/**
+ * Gives a running execution to another worker with the next attempt, as the reaper and that
+ * worker's claim would after the lease expired: the previous owner's lease is gone.
+ * Returns how many executions moved.
+ */
+export async function takeOverExecution(db: Kysely<DB>, params: TakeOverExecutionParams): Promise<number> {
+  const result = await db
+    .updateTable('pgsched.executions')
+    .set((eb) => ({
+      state: 'running',
+      attempt: eb('attempt', '+', 1),
+      worker_id: params.workerId,
+      lease_expires_at: new Date(Date.now() + (params.leaseMs ?? 3_600_000)),
+    }))
+    .where('job_id', '=', params.jobId)
+    .where('state', '=', 'running')
+    .executeTakeFirst()
+  return Number(result.numUpdatedRows)
+}

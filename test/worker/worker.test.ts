@@ -11,6 +11,7 @@ import { CancelledError, LeaseLostError } from '../../src/worker/abort-reasons.t
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
+import { insertExecutions, takeOverExecution } from '../factories.ts'
 import { useWorkers } from './harness.ts'
 import { pino } from 'pino'
 import { serverAutovacuumOn } from '../../src/db/queries/ops.ts'
@@ -116,14 +117,15 @@ describe('Worker', () => {
     const workerId = '00000000-0000-7000-8000-0000000000aa'
     const means: number[] = []
     for (const attempt of [1, 2, 3]) {
-      const ids = await client().submitJobs(Array.from({ length: 150 }, () => ({ type: 'x', maxAttempts: 10, backoffBaseMs: 1000, backoffMaxMs: 3_600_000 })))
-      const rows = await sql<{ id: string; job_id: string }>`
-        update pgsched.executions set state = 'running', attempt = ${attempt}::int, worker_id = ${workerId}::uuid,
-               lease_expires_at = now() + interval '1 minute'
-         where job_id = any(${ids.map((r) => r.id)}::uuid[]) returning id, job_id`.execute(t.db)
+      const rows = await insertExecutions(t.db, 150, {
+        state: 'running',
+        attempt,
+        workerId,
+        job: { type: 'x', maxAttempts: 10, backoffBaseMs: 1000, backoffMaxMs: 3_600_000 },
+      })
       const outcomes = await executionFailMany(t.db, {
         workerId,
-        failures: rows.rows.map((r) => ({ id: r.id, jobId: r.job_id, attempt, errorJson: '{"message":"x"}', fatal: false, outputUri: null })),
+        failures: rows.map((r) => ({ id: r.id, jobId: r.jobId, attempt, errorJson: '{"message":"x"}', fatal: false, outputUri: null })),
       })
       expect(outcomes).toHaveLength(150)
       expect(outcomes.every((o) => o.state === 'pending')).toBe(true)
@@ -202,9 +204,7 @@ describe('Worker', () => {
     const { job } = await client().submitJob({ type: 'stubborn' })
     await waitFor(async () => (await execution(job.id)).state === 'running')
     // Another party takes the execution over (as the reaper would after expiry): attempt moves on.
-    await sql`update pgsched.executions set state = 'pending', worker_id = null, lease_expires_at = null where job_id = ${job.id}::uuid`.execute(t.db)
-    await sql`update pgsched.executions set state = 'running', attempt = attempt + 1, worker_id = '00000000-0000-7000-8000-000000000001',
-              lease_expires_at = now() + interval '1 hour' where job_id = ${job.id}::uuid`.execute(t.db)
+    expect(await takeOverExecution(t.db, { jobId: job.id, workerId: '00000000-0000-7000-8000-000000000001' })).toBe(1)
     // The next heartbeat misses the lease; the handler, aborted, returns a result that is not written.
     await waitFor(() => ended.includes(job.id), { what: 'the run to end after its lease was lost' })
     expect(reason).toBeInstanceOf(LeaseLostError)
