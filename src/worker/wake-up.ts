@@ -10,13 +10,11 @@
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
+import { PRIORITY } from '../core/names.ts'
 import { IDLE_MIN_PRIORITY, workerSignOffWaiting, workerSignUpWaiting } from '../db/queries/workers.ts'
 
 /** Retry interval of a wait sign-up refused because a submit was in flight. */
 export const SIGN_UP_RETRY_MS = 20
-
-/** The highest priority a job can have (core/job.ts): a worker holding it wants no wake-up for more. */
-const PRIORITY_MAX = 1000
 
 /** What a listing update did; 'refused': the idle sign-up was refused because a submit was in flight. */
 export type ListingChange = 'unchanged' | 'changed' | 'refused'
@@ -93,7 +91,8 @@ export class WakeUp {
    * `close()` it writes nothing.
    */
   async updateListing(backlog: boolean, bestWaiting: number | undefined): Promise<ListingChange> {
-    const desired = !backlog ? IDLE_MIN_PRIORITY : bestWaiting !== undefined && bestWaiting < PRIORITY_MAX ? bestWaiting + 1 : undefined
+    // A worker holding work of the highest priority wants no wake-up: nothing can overtake it.
+    const desired = !backlog ? IDLE_MIN_PRIORITY : bestWaiting !== undefined && bestWaiting < PRIORITY.max ? bestWaiting + 1 : undefined
     if (desired === this.listedMin) return 'unchanged'
     if (this.closed) return 'changed'
     if (desired === undefined) {
