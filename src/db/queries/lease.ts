@@ -8,7 +8,7 @@
  *   fail       running → pending (retry with backoff) | failed (fatal or out of attempts)
  *   release    running → pending now, attempt not counted (graceful shutdown)
  */
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
@@ -66,9 +66,8 @@ export function executionHeartbeatManyQuery(params: ExecutionHeartbeatManyParams
 }
 
 /** Renews the leases still held; returns the ids renewed (the others are lost). */
-export async function executionHeartbeatMany(db: Kysely<DB>, params: ExecutionHeartbeatManyParams): Promise<Set<string>> {
-  const { rows } = await executionHeartbeatManyQuery(params).execute(db)
-  return new Set(rows.map((r) => r.id))
+export function executionHeartbeatMany(db: Kysely<DB>, params: ExecutionHeartbeatManyParams): Promise<Set<string>> {
+  return idsReturned(db, executionHeartbeatManyQuery(params))
 }
 
 export interface Completion extends LeaseRef {
@@ -102,8 +101,13 @@ export function executionCompleteManyQuery(params: ExecutionCompleteManyParams) 
 }
 
 /** Marks executions succeeded; returns the ids accepted (others had lost their lease). */
-export async function executionCompleteMany(db: Kysely<DB>, params: ExecutionCompleteManyParams): Promise<Set<string>> {
-  const { rows } = await executionCompleteManyQuery(params).execute(db)
+export function executionCompleteMany(db: Kysely<DB>, params: ExecutionCompleteManyParams): Promise<Set<string>> {
+  return idsReturned(db, executionCompleteManyQuery(params))
+}
+
+/** Runs a lease statement; the ids it returns are the executions whose lease it found held. */
+async function idsReturned(db: Kysely<DB>, query: RawBuilder<{ id: string }>): Promise<Set<string>> {
+  const { rows } = await query.execute(db)
   return new Set(rows.map((r) => r.id))
 }
 
