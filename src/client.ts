@@ -225,8 +225,7 @@ function makeClient(
     return { rows, ...(await insertRows(ex, tenant, createdBy, rows)) }
   }
 
-  const conflict = (key: string | null) =>
-    new ConflictError(`idempotency key "${key}" was already used for a different job request`)
+  const conflict = (key: string | null) => new ConflictError(`idempotency key "${key}" was already used for a different job request`)
 
   async function viewJob(id: string, options?: CallOptions): Promise<Job> {
     assertUuid(id, 'id')
@@ -265,7 +264,10 @@ function makeClient(
           return normalizeSubmit(input, now)
         } catch (err: unknown) {
           if (err instanceof ValidationError) {
-            throw new ValidationError(`jobs[${i}]: ${err.message}`, err.details?.map((d) => ({ ...d, path: `${i}.${d.path}` })))
+            throw new ValidationError(
+              `jobs[${i}]: ${err.message}`,
+              err.details?.map((d) => ({ ...d, path: `${i}.${d.path}` })),
+            )
           }
           throw err
         }

@@ -10,8 +10,7 @@ import { Value } from '@sinclair/typebox/value'
 import { ConfigError, type ErrorDetail } from './errors.ts'
 import { PARTITION_COUNT, PARTITION_COUNT_DEFAULT, QUEUE_PATTERN } from './core/names.ts'
 
-const Ms = (def: number, min: number, max: number) =>
-  Type.Integer({ default: def, minimum: min, maximum: max })
+const Ms = (def: number, min: number, max: number) => Type.Integer({ default: def, minimum: min, maximum: max })
 
 export const ConfigSchema = Type.Object({
   /** postgres://… ; absent means "embedded Postgres" for `scheduler dev`, an error elsewhere. */
@@ -102,9 +101,7 @@ export const ENV_MAP: Readonly<Record<string, string>> = {
   SCHEDULER_DEV_PG_PORT: 'dev.pgPort',
 }
 
-const PATH_TO_ENV: Record<string, string> = Object.fromEntries(
-  Object.entries(ENV_MAP).map(([env, path]) => [path, env]),
-)
+const PATH_TO_ENV: Record<string, string> = Object.fromEntries(Object.entries(ENV_MAP).map(([env, path]) => [path, env]))
 
 /** Flags as parsed by the CLI: dotted config path → raw value. */
 export type ConfigFlags = Readonly<Record<string, unknown>>
@@ -152,12 +149,18 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, fl
   for (const [path, value] of Object.entries(flags)) {
     if (value === undefined) continue
     setPath(raw, path, value)
-    sourceOf[path] = `--${path.split('.').pop()?.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
+    sourceOf[path] = `--${path
+      .split('.')
+      .pop()
+      ?.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
   }
   const value = Value.Convert(ConfigSchema, Value.Default(ConfigSchema, raw))
   const details: ErrorDetail[] = []
   for (const error of Value.Errors(ConfigSchema, value)) {
-    const path = error.path.replace(/^\//, '').replace(/\/\d+$/, '').replaceAll('/', '.')
+    const path = error.path
+      .replace(/^\//, '')
+      .replace(/\/\d+$/, '')
+      .replaceAll('/', '.')
     if (details.some((d) => d.path === path)) continue
     const source = sourceOf[path] ?? PATH_TO_ENV[path] ?? path
     const got = JSON.stringify(error.value)

@@ -4,14 +4,7 @@
  * prints `message` and exits non-zero.
  */
 
-export type ErrorCode =
-  | 'config_invalid'
-  | 'validation_failed'
-  | 'not_found'
-  | 'conflict'
-  | 'invalid_state'
-  | 'result_too_large'
-  | 'unauthorized'
+export type ErrorCode = 'config_invalid' | 'validation_failed' | 'not_found' | 'conflict' | 'invalid_state' | 'result_too_large' | 'unauthorized'
 
 /** Base class of every error pgsched raises on purpose. */
 export class SchedulerError extends Error {

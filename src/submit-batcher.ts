@@ -93,7 +93,12 @@ export class SubmitBatcher {
   private async writeGroup(group: Entry[]): Promise<void> {
     const first = group[0] as Entry
     try {
-      const { outcomes, now } = await insertRows(this.db, first.tenant, first.createdBy, group.map((e) => e.row))
+      const { outcomes, now } = await insertRows(
+        this.db,
+        first.tenant,
+        first.createdBy,
+        group.map((e) => e.row),
+      )
       for (const [i, e] of group.entries()) e.resolve({ outcome: outcomes[i] as JobInsertOutcome, now })
     } catch (err: unknown) {
       if (group.length === 1) return first.reject(err)

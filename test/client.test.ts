@@ -51,9 +51,7 @@ describe('client.submitJob', () => {
   })
 
   it('creates one job when the same key is submitted concurrently', async () => {
-    const results = await Promise.all(
-      Array.from({ length: 8 }, () => client().submitJob({ type: 'charge', payload: { n: 1 }, idempotencyKey: 'race' })),
-    )
+    const results = await Promise.all(Array.from({ length: 8 }, () => client().submitJob({ type: 'charge', payload: { n: 1 }, idempotencyKey: 'race' })))
     expect(new Set(results.map((r) => r.job.id)).size).toBe(1)
     expect(results.filter((r) => r.created)).toHaveLength(1)
   })
@@ -97,7 +95,9 @@ describe('client.submitJob group commit', () => {
     for (const r of results) expect(r.job).toMatchObject({ type: 'batched', status: 'NOT_STARTED' })
     const { rows } = await sql<{ i: number }>`select (payload->>'i')::int as i from pgsched.jobs where type = 'batched' order by 1`.execute(t.db)
     expect(rows.map((r) => r.i)).toEqual(Array.from({ length: 60 }, (_, i) => i))
-    const { rows: e } = await sql<{ n: number }>`select count(*)::int as n from pgsched.executions where job_id = any(${results.map((r) => r.job.id)}::uuid[])`.execute(t.db)
+    const { rows: e } = await sql<{
+      n: number
+    }>`select count(*)::int as n from pgsched.executions where job_id = any(${results.map((r) => r.job.id)}::uuid[])`.execute(t.db)
     expect(e[0]?.n).toBe(60)
     // Each row's xmin names the transaction that inserted it.
     const { rows: tx } = await sql<{ n: number }>`select count(distinct xmin::text)::int as n from pgsched.jobs where type = 'batched'`.execute(t.db)
@@ -110,8 +110,9 @@ describe('client.submitJob group commit', () => {
     await sql`create trigger explode before insert on pgsched.jobs for each row execute function pg_temp_explode()`.execute(t.db)
     try {
       const c = client()
-      const results = await Promise.allSettled(Array.from({ length: 60 }, (_, i) =>
-        c.submitJob({ type: 'batched', payload: i === 30 ? { explode: 'yes' } : { i } })))
+      const results = await Promise.allSettled(
+        Array.from({ length: 60 }, (_, i) => c.submitJob({ type: 'batched', payload: i === 30 ? { explode: 'yes' } : { i } })),
+      )
       expect(results.map((r, i) => (r.status === 'rejected' ? i : -1)).filter((i) => i >= 0)).toEqual([30])
       expect(String((results[30] as PromiseRejectedResult).reason)).toContain('exploded on purpose')
       const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.jobs where type = 'batched'`.execute(t.db)
@@ -135,7 +136,10 @@ describe('client.submitJobs', () => {
     const inputs = Array.from({ length: 5000 }, (_, i) => ({ type: 'noop', payload: { i }, priority: i % 3 }))
     const ids = await client().submitJobs(inputs)
     expect(ids).toHaveLength(5000)
-    const count = await t.db.selectFrom('pgsched.executions').select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirst()
+    const count = await t.db
+      .selectFrom('pgsched.executions')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .executeTakeFirst()
     expect(count?.n).toBe('5000')
   })
 
@@ -183,11 +187,14 @@ describe('client.cancelJob / pauseJob', () => {
       [job.id],
     )
     const cancelling = client().cancelJob(job.id)
-    await waitFor(async () => {
-      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+    await waitFor(
+      async () => {
+        const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
         where datname = current_database() and wait_event_type = 'Lock'`.execute(t.db)
-      return rows[0]?.n === 1
-    }, { what: 'cancel to wait for the dispatcher' })
+        return rows[0]?.n === 1
+      },
+      { what: 'cancel to wait for the dispatcher' },
+    )
     await dispatcher.query('commit')
     dispatcher.release()
     expect((await cancelling).status).toBe('CANCELLED')
@@ -204,7 +211,7 @@ describe('client.cancelJob / pauseJob', () => {
     await expect(client().pauseJob(once.job.id)).rejects.toBeInstanceOf(InvalidStateError)
   })
 
-  it('does not let one tenant see or cancel another tenant\'s job', async () => {
+  it("does not let one tenant see or cancel another tenant's job", async () => {
     const { job } = await client().submitJob({ type: 'x' })
     const other = createClient({ db: t.db, tenant: 'globex' })
     await expect(other.viewJob(job.id)).rejects.toBeInstanceOf(NotFoundError)

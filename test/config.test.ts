@@ -42,9 +42,7 @@ describe('loadConfig', () => {
   })
 
   it('names every invalid variable and the values it accepts', () => {
-    const err = errorOf(() =>
-      loadConfig({ PORT: '99999', LOG_LEVEL: 'loud', SCHEDULER_WORKER_CONCURRENCY: 'many', DATABASE_URL: 'mysql://x' }),
-    )
+    const err = errorOf(() => loadConfig({ PORT: '99999', LOG_LEVEL: 'loud', SCHEDULER_WORKER_CONCURRENCY: 'many', DATABASE_URL: 'mysql://x' }))
     expect(err.message).toContain('PORT must be an integer from 0 to 65535 (got 99999)')
     expect(err.message).toContain('LOG_LEVEL must be one of "fatal", "error", "warn", "info", "debug", "trace", "silent"')
     expect(err.message).toContain('SCHEDULER_WORKER_CONCURRENCY must be an integer from 1 to 10000 (got "many")')

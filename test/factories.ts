@@ -61,7 +61,15 @@ function jobValues(o: JobOverrides) {
   }
 }
 
-const toInsertedJob = (r: { id: string; tenant: string; type: string; queue: string; priority: number; max_attempts: number; timeout_ms: number }): InsertedJob => ({
+const toInsertedJob = (r: {
+  id: string
+  tenant: string
+  type: string
+  queue: string
+  priority: number
+  max_attempts: number
+  timeout_ms: number
+}): InsertedJob => ({
   id: r.id,
   tenant: r.tenant,
   type: r.type,
@@ -148,7 +156,6 @@ export async function insertExecution(db: Kysely<DB>, overrides: ExecutionOverri
   return execution as InsertedExecution
 }
 
-
 /**
  * Inserts `count` executions alike (see insertExecution), each with a job of its own, in one
  * statement (generate_series), so tens of thousands of rows of history cost well under a second.
@@ -158,11 +165,19 @@ export async function insertExecutions(db: Kysely<DB>, count: number, overrides:
   if (overrides.jobId !== undefined) {
     if (count !== 1) throw new Error('insertExecutions: one execution per call for a given jobId (give each its scheduledFor)')
     const job = await db.selectFrom('pgsched.jobs').select(JOB_COLUMNS).where('id', '=', overrides.jobId).executeTakeFirstOrThrow()
-    const row = await db.insertInto('pgsched.executions').values(executionValues(toInsertedJob(job), overrides, new Date())).returning(['id', 'job_id']).executeTakeFirstOrThrow()
+    const row = await db
+      .insertInto('pgsched.executions')
+      .values(executionValues(toInsertedJob(job), overrides, new Date()))
+      .returning(['id', 'job_id'])
+      .executeTakeFirstOrThrow()
     return [{ id: row.id, jobId: row.job_id }]
   }
   const j = jobValues(overrides.job ?? {})
-  const e = executionValues({ id: '', tenant: j.tenant, type: j.type, queue: j.queue, priority: j.priority, maxAttempts: j.max_attempts, timeoutMs: j.timeout_ms }, overrides, new Date())
+  const e = executionValues(
+    { id: '', tenant: j.tenant, type: j.type, queue: j.queue, priority: j.priority, maxAttempts: j.max_attempts, timeoutMs: j.timeout_ms },
+    overrides,
+    new Date(),
+  )
   const { rows } = await sql<{ id: string; job_id: string }>`
     with job as (
       insert into pgsched.jobs (tenant, type, queue, priority, payload, max_attempts, backoff_base_ms, backoff_max_ms,

@@ -73,7 +73,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await admin.query(`drop database if exists ${templateDb}`)
     await admin.query(`create database ${templateDb}`)
     await admin.end()
-    await migrate({ databaseUrl: databaseUrlFor(server.url, templateDb), })
+    await migrate({ databaseUrl: databaseUrlFor(server.url, templateDb) })
   } catch (err: unknown) {
     await teardown()
     throw err

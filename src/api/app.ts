@@ -124,7 +124,7 @@ export function buildApp(deps: AppDeps) {
         version: packageVersion(),
         description:
           'Submit, view, list and control jobs of the pgsched scheduler. Every /v1 call needs `Authorization: Bearer <api key>`; ' +
-          'a key acts for one tenant, and other tenants\' jobs answer 404. Errors are `{statusCode, error, message, details?}`.',
+          "a key acts for one tenant, and other tenants' jobs answer 404. Errors are `{statusCode, error, message, details?}`.",
       },
       tags: [
         { name: 'jobs', description: 'Submit, view, list and control jobs' },

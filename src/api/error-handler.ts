@@ -38,7 +38,10 @@ export function errorBody(statusCode: number, message: string, details?: readonl
 
 /** Sends an error body (for routes that answer an error without throwing, such as /readyz). */
 export function sendError(reply: FastifyReply, statusCode: number, message: string, details?: readonly ErrorDetail[]): FastifyReply {
-  return reply.code(statusCode).type('application/json; charset=utf-8').send(errorBody(statusCode, message, details))
+  return reply
+    .code(statusCode)
+    .type('application/json; charset=utf-8')
+    .send(errorBody(statusCode, message, details))
 }
 
 function codeOf(err: unknown): string | undefined {
@@ -79,9 +82,7 @@ export function errorReply(err: unknown, request: FastifyRequest, bodyLimitBytes
   switch (fe.code) {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE': {
       const type = request.headers['content-type']
-      const message = type
-        ? `Content-Type "${type}" is not supported; send application/json`
-        : 'a request body needs Content-Type: application/json'
+      const message = type ? `Content-Type "${type}" is not supported; send application/json` : 'a request body needs Content-Type: application/json'
       return { body: errorBody(415, message), unexpected: false }
     }
     case 'FST_ERR_CTP_BODY_TOO_LARGE':

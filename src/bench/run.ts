@@ -41,7 +41,6 @@ export type Scenario = (typeof SCENARIOS)[number]
 
 const WORKER_ID = '00000000-0000-7000-8000-00000000be00'
 
-
 export async function runBench(o: BenchOptions): Promise<BenchReport> {
   const started = performance.now()
   const wantRest = !o.only || o.only.includes('submit') || o.only.includes('memory')
@@ -85,16 +84,24 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         await s.reset()
         await insertJobs(s.db, submitMany, ceilingN)
         const t0 = performance.now()
-        await Promise.all([0, 1].map(async () => {
-          for (;;) {
-            const claimed = await executionClaimBatch(s.db, { workerId: WORKER_ID, queues: ['default'], types: ['bench.noop'], limit: batch, leaseMs: 60_000 })
-            if (claimed.length === 0) return
-            await executionCompleteMany(s.db, {
-              workerId: WORKER_ID,
-              completions: claimed.map((c) => ({ id: c.id, jobId: c.jobId, attempt: c.attempt, resultJson: 'null', outputUri: null })),
-            })
-          }
-        }))
+        await Promise.all(
+          [0, 1].map(async () => {
+            for (;;) {
+              const claimed = await executionClaimBatch(s.db, {
+                workerId: WORKER_ID,
+                queues: ['default'],
+                types: ['bench.noop'],
+                limit: batch,
+                leaseMs: 60_000,
+              })
+              if (claimed.length === 0) return
+              await executionCompleteMany(s.db, {
+                workerId: WORKER_ID,
+                completions: claimed.map((c) => ({ id: c.id, jobId: c.jobId, attempt: c.attempt, resultJson: 'null', outputUri: null })),
+              })
+            }
+          }),
+        )
         runs.push(ceilingN / ((performance.now() - t0) / 1000))
       }
       add({ scenario: 'ceiling', metric: `claim+complete, batch ${batch}, 2 connections`, unit: 'jobs/s', figure: figure(runs) })
@@ -156,7 +163,13 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         }
         runs.push(N / ((performance.now() - t0) / 1000))
       }
-      add({ scenario: 'submit', metric: `batch from TypeScript (${N.toLocaleString('en-US')} jobs, 10,000 per call)`, unit: 'jobs/s', figure: figure(runs), target: '≥ 120,000' })
+      add({
+        scenario: 'submit',
+        metric: `batch from TypeScript (${N.toLocaleString('en-US')} jobs, 10,000 per call)`,
+        unit: 'jobs/s',
+        figure: figure(runs),
+        target: '≥ 120,000',
+      })
     }
     if (want('submit')) {
       const runs: number[] = []
@@ -165,9 +178,11 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         o.progress(l)
         await s.reset()
         const t0 = performance.now()
-        await Promise.all(Array.from({ length: 8 }, async () => {
-          for (let i = 0; i < perCaller; i++) await client.submitJob({ type: 'bench.noop' })
-        }))
+        await Promise.all(
+          Array.from({ length: 8 }, async () => {
+            for (let i = 0; i < perCaller; i++) await client.submitJob({ type: 'bench.noop' })
+          }),
+        )
         runs.push((8 * perCaller) / ((performance.now() - t0) / 1000))
       }
       add({ scenario: 'submit', metric: 'single submitJob from TypeScript, 8 concurrent callers', unit: 'jobs/s', figure: figure(runs), target: '≥ 4,000' })
@@ -205,17 +220,23 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     }
 
     // 4. latency
-    const latency = async (label: string, on: Scratch = s, prepare: () => Promise<void> = () => on.reset()): Promise<{ p50: number; p95: number; p99: number; max: number }> => {
+    const latency = async (
+      label: string,
+      on: Scratch = s,
+      prepare: () => Promise<void> = () => on.reset(),
+    ): Promise<{ p50: number; p95: number; p99: number; max: number }> => {
       const count = o.quick ? 300 : 2_000
       const submittedAt = new Map<number, number>()
       const startedAt = new Map<number, number>()
       const submitter = on === s ? client : createClient({ db: on.db, tenant: 'bench' })
       await prepare()
-      const worker = track(spawnWorker({
-        databaseUrl: on.url,
-        concurrency: 10,
-        onProbe: (m: ProbeMessage) => startedAt.set((m.payload as { i: number }).i, m.startedAtMs),
-      }))
+      const worker = track(
+        spawnWorker({
+          databaseUrl: on.url,
+          concurrency: 10,
+          onProbe: (m: ProbeMessage) => startedAt.set((m.payload as { i: number }).i, m.startedAtMs),
+        }),
+      )
       await worker.ready
       o.progress(label)
       const t0 = performance.now()
@@ -253,11 +274,13 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         const low = o.quick ? 2_000 : 10_000
         await insertJobs(s.db, submitMany, low, (i) => ({ type: 'bench.probe', priority: 0, payload: { i, ms: 1 } }))
         const starts: Array<{ high: boolean; t: number }> = []
-        const worker = track(spawnWorker({
-          databaseUrl: s.url,
-          concurrency: 10,
-          onProbe: (m) => starts.push({ high: Boolean((m.payload as { high?: boolean }).high), t: m.startedAtMs }),
-        }))
+        const worker = track(
+          spawnWorker({
+            databaseUrl: s.url,
+            concurrency: 10,
+            onProbe: (m) => starts.push({ high: Boolean((m.payload as { high?: boolean }).high), t: m.startedAtMs }),
+          }),
+        )
         await worker.ready
         while (starts.length < 500) await new Promise((r) => setTimeout(r, 10))
         await client.submitJobs(Array.from({ length: 100 }, (_, i) => ({ type: 'bench.probe', priority: 10, payload: { i, high: true } })))
@@ -268,7 +291,13 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         runs.push(starts.filter((x) => !x.high && x.t > submittedAt && x.t < lastHigh).length)
         await worker.stop()
       }
-      add({ scenario: 'priority', metric: 'low-priority starts after 100 high-priority jobs are committed and before the last of them starts (worker concurrency 10)', unit: 'jobs', figure: figure(runs), target: '< 10 (one claim batch)' })
+      add({
+        scenario: 'priority',
+        metric: 'low-priority starts after 100 high-priority jobs are committed and before the last of them starts (worker concurrency 10)',
+        unit: 'jobs',
+        figure: figure(runs),
+        target: '< 10 (one claim batch)',
+      })
     }
 
     // 6. scale
@@ -279,19 +308,21 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       const chunk = 500_000
       let next = 0
       let written = 0
-      await Promise.all([0, 1].map(async () => {
-        while (next < o.historyRows) {
-          const n = Math.min(chunk, o.historyRows - next)
-          next += n
-          await sql`
+      await Promise.all(
+        [0, 1].map(async () => {
+          while (next < o.historyRows) {
+            const n = Math.min(chunk, o.historyRows - next)
+            next += n
+            await sql`
             insert into pgsched.executions (job_id, queue, type, priority, scheduled_for, run_at, state, attempt, max_attempts,
                                             timeout_ms, started_at, finished_at, result)
             select pgsched.uuid_v7(), 'default', 'bench.noop', 0, t, t, 'succeeded', 1, 5, 300000, t, t, 'null'::jsonb
               from (select now() - interval '1 day' - g * interval '1 millisecond' as t from generate_series(1, ${n}::int) g) x`.execute(s.db)
-          written += n
-          o.progress(`  history ${written.toLocaleString('en-US')} / ${o.historyRows.toLocaleString('en-US')}`)
-        }
-      }))
+            written += n
+            o.progress(`  history ${written.toLocaleString('en-US')} / ${o.historyRows.toLocaleString('en-US')}`)
+          }
+        }),
+      )
       await sql`vacuum analyze pgsched.executions`.execute(s.db)
       // The history stands for a steady state, not a bulk load in progress: flush it before measuring
       // (needs superuser or pg_checkpoint; without, the checkpoint of the load may overlap the runs).
@@ -316,7 +347,16 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         const twinRuns: number[] = []
         // Pairs alternate which goes first.
         for (const [i, l] of reps('scale burn-down').entries()) {
-          const empty = async () => twinRuns.push((await burnDownOnce(twin, (jobs) => twinClient.submitJobs(jobs), () => twin.reset())).jobsPerS)
+          const empty = async () =>
+            twinRuns.push(
+              (
+                await burnDownOnce(
+                  twin,
+                  (jobs) => twinClient.submitJobs(jobs),
+                  () => twin.reset(),
+                )
+              ).jobsPerS,
+            )
           const history = async () => runs.push((await burnDownOnce(s, submitMany, keepVacuumed)).jobsPerS)
           o.progress(`${l}: ${i % 2 === 0 ? 'empty tables, then history' : 'history, then empty tables'}`)
           if (i % 2 === 0) await empty().then(history)
@@ -346,15 +386,23 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         // EXPLAIN the claim with pending work and the history in place.
         await keep()
         await insertJobs(s.db, submitMany, 10_000)
-        explain = await s.db.transaction().execute(async (trx) => {
-          const q = executionClaimBatchQuery({ workerId: WORKER_ID, queues: ['default'], types: ['bench.noop'], limit: 100, leaseMs: 30_000 })
-          const { rows: plan } = await sql<{ 'QUERY PLAN': string }>`explain (analyze, buffers) ${q}`.execute(trx)
-          await sql`rollback`.execute(trx).catch(() => undefined)
-          return plan.map((p) => p['QUERY PLAN']).join('\n')
-        }).catch((err: unknown) => `EXPLAIN failed: ${String(err)}`)
+        explain = await s.db
+          .transaction()
+          .execute(async (trx) => {
+            const q = executionClaimBatchQuery({ workerId: WORKER_ID, queues: ['default'], types: ['bench.noop'], limit: 100, leaseMs: 30_000 })
+            const { rows: plan } = await sql<{ 'QUERY PLAN': string }>`explain (analyze, buffers) ${q}`.execute(trx)
+            await sql`rollback`.execute(trx).catch(() => undefined)
+            return plan.map((p) => p['QUERY PLAN']).join('\n')
+          })
+          .catch((err: unknown) => `EXPLAIN failed: ${String(err)}`)
         const twinP50 = figure(twinLatency.map((r) => r.p50)).median
         addLatency('scale', twinLatency, '', ', empty tables, paired runs')
-        addLatency('scale', scaleLatency, `within 10 % of ${format(twinP50)}`, `, with history (${change(figure(scaleLatency.map((r) => r.p50)).median, twinP50)})`)
+        addLatency(
+          'scale',
+          scaleLatency,
+          `within 10 % of ${format(twinP50)}`,
+          `, with history (${change(figure(scaleLatency.map((r) => r.p50)).median, twinP50)})`,
+        )
       } finally {
         await twin.drop().catch((err: unknown) => o.progress(`  could not drop ${twin.name}: ${String(err)}`))
       }

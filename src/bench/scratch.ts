@@ -44,7 +44,9 @@ export async function createScratch(databaseUrl: string, partitions: number): Pr
     name,
     url: scratchUrl,
     async reset() {
-      await sql`truncate pgsched.executions, pgsched.triggers, pgsched.job_idempotency_keys, pgsched.jobs, pgsched.workers, pgsched.waiting_workers`.execute(database.db)
+      await sql`truncate pgsched.executions, pgsched.triggers, pgsched.job_idempotency_keys, pgsched.jobs, pgsched.workers, pgsched.waiting_workers`.execute(
+        database.db,
+      )
     },
     async drop() {
       await database.db.destroy()

@@ -24,11 +24,7 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
 }
 
 export async function main(argv: string[]): Promise<void> {
-  const program = new Command()
-    .name('scheduler')
-    .description('pgsched: a distributed job scheduler on PostgreSQL')
-    .showHelpAfterError()
-    .exitOverride()
+  const program = new Command().name('scheduler').description('pgsched: a distributed job scheduler on PostgreSQL').showHelpAfterError().exitOverride()
   const name = argv[2]
   const wanted = name !== undefined && Object.hasOwn(COMMANDS, name) ? [name] : Object.keys(COMMANDS)
   for (const register of await Promise.all(wanted.map((n) => (COMMANDS[n] as () => Promise<Register>)()))) register(program)

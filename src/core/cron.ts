@@ -52,8 +52,14 @@ function offsetMinutes(timezone: string, at: number): number {
   let f = formatters.get(timezone)
   if (!f) {
     f = new Intl.DateTimeFormat('en-US', {
-      timeZone: timezone, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric',
-      hour: 'numeric', minute: 'numeric', second: 'numeric',
+      timeZone: timezone,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+      second: 'numeric',
     })
     formatters.set(timezone, f)
   }

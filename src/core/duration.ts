@@ -11,10 +11,6 @@ export function parseIsoDurationMs(text: string): number | undefined {
   if (!m || text === 'P' || text.endsWith('T')) return undefined
   const [, w, d, h, min, s] = m
   const ms =
-    Number(w ?? 0) * 604_800_000 +
-    Number(d ?? 0) * 86_400_000 +
-    Number(h ?? 0) * 3_600_000 +
-    Number(min ?? 0) * 60_000 +
-    Math.round(Number(s ?? 0) * 1000)
+    Number(w ?? 0) * 604_800_000 + Number(d ?? 0) * 86_400_000 + Number(h ?? 0) * 3_600_000 + Number(min ?? 0) * 60_000 + Math.round(Number(s ?? 0) * 1000)
   return ms
 }

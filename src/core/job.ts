@@ -15,8 +15,20 @@ import { cronNextFireAt, cronProblem, isValidTimeZone } from './cron.ts'
 import { parseIsoDurationMs } from './duration.ts'
 import type { ExecutionError } from './execution-error.ts'
 import {
-  BACKOFF_BASE_MS, BACKOFF_MAX_MS, IDEMPOTENCY_KEY_MAX_LENGTH, INTERVAL_MS, MAX_ATTEMPTS, MAX_PAYLOAD_BYTES, MISFIRE_MAX_RUNS,
-  PRIORITY, QUEUE_RULE, TIMEOUT_MS, TYPE_RULE, isQueueName, isTypeName, type IntRange,
+  BACKOFF_BASE_MS,
+  BACKOFF_MAX_MS,
+  IDEMPOTENCY_KEY_MAX_LENGTH,
+  INTERVAL_MS,
+  MAX_ATTEMPTS,
+  MAX_PAYLOAD_BYTES,
+  MISFIRE_MAX_RUNS,
+  PRIORITY,
+  QUEUE_RULE,
+  TIMEOUT_MS,
+  TYPE_RULE,
+  isQueueName,
+  isTypeName,
+  type IntRange,
 } from './names.ts'
 
 export type ExecutionState = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled'
@@ -25,10 +37,7 @@ export type JobStatus = 'NOT_STARTED' | 'STARTED' | 'COMPLETED' | 'FAILED' | 'CA
 export type MisfirePolicy = 'fire_once' | 'skip' | 'fire_all'
 export type OverlapPolicy = 'allow' | 'skip' | 'queue'
 
-export type ScheduleInput =
-  | { at: string | Date }
-  | { cron: string; timezone?: string }
-  | { every: string | number }
+export type ScheduleInput = { at: string | Date } | { cron: string; timezone?: string } | { every: string | number }
 
 export interface SubmitJobInput {
   /** Handler name. */

@@ -95,9 +95,7 @@ export class TriggerScheduler {
   private async dispatchBatch(trx: Transaction<DB>, now: Date | null, releaseQueued: boolean): Promise<DispatchOutcome & { due: number }> {
     const claim = await triggerClaimDue(trx, { limit: this.o.batchSize, now })
     const due = claim.triggers.length
-    const queued = releaseQueued
-      ? await triggerClaimQueued(trx, { limit: this.o.batchSize, excludeJobIds: claim.triggers.map((t) => t.jobId) })
-      : []
+    const queued = releaseQueued ? await triggerClaimQueued(trx, { limit: this.o.batchSize, excludeJobIds: claim.triggers.map((t) => t.jobId) }) : []
     const triggers = [...claim.triggers, ...queued]
     if (triggers.length === 0) return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due }
 

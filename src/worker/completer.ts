@@ -10,13 +10,7 @@
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
-import {
-  executionCompleteMany,
-  executionFailMany,
-  type Completion,
-  type FailOutcome,
-  type Failure,
-} from '../db/queries/lease.ts'
+import { executionCompleteMany, executionFailMany, type Completion, type FailOutcome, type Failure } from '../db/queries/lease.ts'
 import type { Logger } from '../logger.ts'
 
 type Settle<T> = { resolve: (value: T) => void; reject: (err: unknown) => void }

@@ -107,9 +107,7 @@ export class Executor {
     // Only a long result needs counting.
     const bytes = resultJson.length * MAX_BYTES_PER_UTF16_UNIT > MAX_RESULT_BYTES ? Buffer.byteLength(resultJson) : 0
     if (bytes > MAX_RESULT_BYTES) {
-      const error = new FatalError(
-        `result is ${bytes} bytes as JSON, over the ${MAX_RESULT_BYTES}-byte limit; write large output to ctx.output instead`,
-      )
+      const error = new FatalError(`result is ${bytes} bytes as JSON, over the ${MAX_RESULT_BYTES}-byte limit; write large output to ctx.output instead`)
       void this.p.outcomes.record(run, ctx, { kind: 'fail', error, fatal: true, timedOut: false })
     } else {
       void this.p.outcomes.record(run, ctx, { kind: 'complete', resultJson })

@@ -44,7 +44,12 @@ export const httpHandler = defineHandler('http', async (ctx) => {
     throw new Error(`request to ${p.url} failed: ${reason}`)
   }
   const text = await response.text()
-  const summary = { status: response.status, contentType: response.headers.get('content-type'), body: text.slice(0, SUMMARY_BYTES), truncated: text.length > SUMMARY_BYTES }
+  const summary = {
+    status: response.status,
+    contentType: response.headers.get('content-type'),
+    body: text.slice(0, SUMMARY_BYTES),
+    truncated: text.length > SUMMARY_BYTES,
+  }
   if (response.ok) return summary
   const message = `${p.method ?? 'GET'} ${p.url} answered ${response.status}`
   if (response.status >= 400 && response.status < 500 && response.status !== 408 && response.status !== 429) {

@@ -66,7 +66,16 @@ export class Worker {
     this.queue = new LocalQueue({ concurrency: o.concurrency, prefetch: o.prefetch ?? 0 })
     this.wakeUp = new WakeUp({ db: o.db, workerId: this.id, queues: o.queues, pollIntervalMs: o.pollIntervalMs })
     const { leaseMs, heartbeatMs, maxHeartbeatFailures } = o
-    this.leases = new LeaseKeeper({ db: o.db, completer: this.completer, workerId: this.id, log, leaseMs, heartbeatMs, maxHeartbeatFailures, onLost: this.abort })
+    this.leases = new LeaseKeeper({
+      db: o.db,
+      completer: this.completer,
+      workerId: this.id,
+      log,
+      leaseMs,
+      heartbeatMs,
+      maxHeartbeatFailures,
+      onLost: this.abort,
+    })
     const onRetryScheduled = (retryInMs: number) => this.wakeUp.wakeIn(retryInMs)
     this.outcomes = new OutcomeWriter({ completer: this.completer, workerId: this.id, log, leases: this.leases, onRetryScheduled })
     const { handlers, outputDir } = o

@@ -196,13 +196,15 @@ describe('job control', () => {
 })
 
 describe('GET /v1/jobs/{id}/executions and /v1/executions/{id}/output', () => {
-  it('pages a job\'s executions, latest fire time first', async () => {
+  it("pages a job's executions, latest fire time first", async () => {
     const key = await api.keyFor('acme')
     const job = (await api.call(key, 'POST', '/v1/jobs', { type: 'x', schedule: { every: 'PT1M' } })).json()
     const times = ['2030-01-01T00:00:00Z', '2030-01-01T00:01:00Z', '2030-01-01T00:02:00Z']
     await t.db
       .insertInto('pgsched.executions')
-      .values(times.map((at) => ({ job_id: job.id, queue: 'default', type: 'x', priority: 0, scheduled_for: at, run_at: at, max_attempts: 5, timeout_ms: 1000 })))
+      .values(
+        times.map((at) => ({ job_id: job.id, queue: 'default', type: 'x', priority: 0, scheduled_for: at, run_at: at, max_attempts: 5, timeout_ms: 1000 })),
+      )
       .execute()
     const first = await api.call(key, 'GET', `/v1/jobs/${job.id}/executions?limit=2`)
     expect(first.statusCode).toBe(200)
@@ -225,7 +227,11 @@ describe('GET /v1/jobs/{id}/executions and /v1/executions/{id}/output', () => {
     const file = join(dir, `${executionId}.1.log`)
     const text = 'line one\nline two\n'.repeat(10_000)
     await writeFile(file, text)
-    await t.db.updateTable('pgsched.executions').set({ output_uri: pathToFileURL(file).href }).where('id', '=', executionId).execute()
+    await t.db
+      .updateTable('pgsched.executions')
+      .set({ output_uri: pathToFileURL(file).href })
+      .where('id', '=', executionId)
+      .execute()
     const out = await api.call(key, 'GET', `/v1/executions/${executionId}/output`)
     expect(out.statusCode).toBe(200)
     expect(out.headers['content-type']).toBe('text/plain; charset=utf-8')
@@ -233,7 +239,11 @@ describe('GET /v1/jobs/{id}/executions and /v1/executions/{id}/output', () => {
     const view = (await api.call(key, 'GET', `/v1/jobs/${job.id}`)).json()
     expect(view.lastExecution.outputUrl).toBe(`/v1/executions/${executionId}/output`)
 
-    await t.db.updateTable('pgsched.executions').set({ output_uri: pathToFileURL(join(dir, 'pruned.log')).href }).where('id', '=', executionId).execute()
+    await t.db
+      .updateTable('pgsched.executions')
+      .set({ output_uri: pathToFileURL(join(dir, 'pruned.log')).href })
+      .where('id', '=', executionId)
+      .execute()
     const gone = await api.call(key, 'GET', `/v1/executions/${executionId}/output`)
     expect(gone.statusCode).toBe(404)
     expect(gone.json().message).toBe(`output of execution ${executionId} is no longer stored`)

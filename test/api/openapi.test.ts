@@ -71,7 +71,12 @@ describe('GET /openapi.json', () => {
     expect(list?.parameters?.map((p) => p.name).sort()).toEqual(['cursor', 'limit', 'queue', 'status', 'type'])
     expect(Object.keys(doc.components.schemas)).toEqual(expect.arrayContaining(['Job', 'Execution', 'Error']))
     expect(doc.components.schemas.Job).toMatchObject({
-      properties: expect.objectContaining({ status: expect.anything(), executionStatus: expect.anything(), nextRunAt: expect.anything(), lastExecution: expect.anything() }),
+      properties: expect.objectContaining({
+        status: expect.anything(),
+        executionStatus: expect.anything(),
+        nextRunAt: expect.anything(),
+        lastExecution: expect.anything(),
+      }),
     })
   })
 

@@ -76,7 +76,13 @@ describe('/metrics', () => {
     // A running execution counts under state="running".
     await t.db
       .updateTable('pgsched.executions')
-      .set({ state: 'running', attempt: 1, worker_id: '01900000-0000-7000-8000-0000000000aa', started_at: new Date(), lease_expires_at: new Date(Date.now() + 60_000) })
+      .set({
+        state: 'running',
+        attempt: 1,
+        worker_id: '01900000-0000-7000-8000-0000000000aa',
+        started_at: new Date(),
+        lease_expires_at: new Date(Date.now() + 60_000),
+      })
       .where('queue', '=', 'reports')
       .execute()
 

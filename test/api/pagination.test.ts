@@ -46,7 +46,10 @@ describe('GET /v1/jobs pagination', () => {
     const originalSet = new Set(original)
     expect(seen.filter((id) => originalSet.has(id))).toEqual([...original].reverse())
     expect(pages).toBeGreaterThanOrEqual(13)
-    const total = await t.db.selectFrom('pgsched.jobs').select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirst()
+    const total = await t.db
+      .selectFrom('pgsched.jobs')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .executeTakeFirst()
     expect(total?.n).toBe('1434')
   })
 

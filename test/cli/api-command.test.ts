@@ -69,7 +69,10 @@ describe('scheduler api', () => {
     }
     const [code] = await exited
     expect(code).toBe(0)
-    const entries = output.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
+    const entries = output
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
     expect(entries).toContainEqual(
       expect.objectContaining({ msg: 'request completed', tenant: 'acme', method: 'POST', route: '/v1/jobs', statusCode: 202, requestId: expect.any(String) }),
     )
@@ -92,7 +95,9 @@ describe('scheduler dev', () => {
     const printed = new Promise<{ key: string; url: string; body: string }>((resolve) => {
       child.stdout.on('data', (chunk: Buffer) => {
         output += chunk.toString('utf8')
-        const match = /curl -i -H 'Authorization: Bearer (psk_[A-Za-z0-9_-]{43})' -H 'Content-Type: application\/json' -d '([^']+)' (http:\/\/\S+)\n/.exec(output)
+        const match = /curl -i -H 'Authorization: Bearer (psk_[A-Za-z0-9_-]{43})' -H 'Content-Type: application\/json' -d '([^']+)' (http:\/\/\S+)\n/.exec(
+          output,
+        )
         if (match) resolve({ key: match[1] as string, body: match[2] as string, url: match[3] as string })
       })
     })

@@ -6,11 +6,17 @@ const at = (seconds: number) => new Date(T0 + seconds * 1000)
 const secs = (dates: readonly Date[]) => dates.map((d) => (d.getTime() - T0) / 1000)
 
 const every10s = (over: Partial<TriggerSchedule> = {}): TriggerSchedule => ({
-  kind: 'cron', cronExpression: '*/10 * * * * *', timezone: 'UTC', intervalMs: null,
-  startAt: null, endAt: null, misfirePolicy: 'fire_once', misfireMaxRuns: 100, ...over,
+  kind: 'cron',
+  cronExpression: '*/10 * * * * *',
+  timezone: 'UTC',
+  intervalMs: null,
+  startAt: null,
+  endAt: null,
+  misfirePolicy: 'fire_once',
+  misfireMaxRuns: 100,
+  ...over,
 })
-const interval10s = (over: Partial<TriggerSchedule> = {}): TriggerSchedule =>
-  every10s({ kind: 'interval', cronExpression: null, intervalMs: 10_000, ...over })
+const interval10s = (over: Partial<TriggerSchedule> = {}): TriggerSchedule => every10s({ kind: 'interval', cronExpression: null, intervalMs: 10_000, ...over })
 
 describe('planFires', () => {
   it.each([

@@ -8,8 +8,21 @@
 import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import {
-  BACKOFF_BASE_MS, BACKOFF_MAX_MS, IDEMPOTENCY_KEY_MAX_LENGTH, INTERVAL_MS, MAX_ATTEMPTS, MISFIRE_MAX_RUNS, PRIORITY,
-  QUEUE_MAX_LENGTH, TENANT_MAX_LENGTH, TIMEOUT_MS, TYPE_MAX_LENGTH, isQueueName, isTenantName, isTypeName, type IntRange,
+  BACKOFF_BASE_MS,
+  BACKOFF_MAX_MS,
+  IDEMPOTENCY_KEY_MAX_LENGTH,
+  INTERVAL_MS,
+  MAX_ATTEMPTS,
+  MISFIRE_MAX_RUNS,
+  PRIORITY,
+  QUEUE_MAX_LENGTH,
+  TENANT_MAX_LENGTH,
+  TIMEOUT_MS,
+  TYPE_MAX_LENGTH,
+  isQueueName,
+  isTenantName,
+  isTypeName,
+  type IntRange,
 } from '../../src/core/names.ts'
 import { normalizeSubmit } from '../../src/core/job.ts'
 import { useTestDb } from '../db.ts'
@@ -88,7 +101,12 @@ describe('core/names agrees with the schema', () => {
 
   /** Each end of the range is accepted, one past it rejected: through normalizeSubmit and through `write`. */
   async function probeRange(range: IntRange, name: string, toInput: (v: number) => SubmitInput, write: (v: number) => Promise<unknown>) {
-    for (const [value, ok] of [[range.min, true], [range.max, true], [range.min - 1, false], [range.max + 1, false]] as const) {
+    for (const [value, ok] of [
+      [range.min, true],
+      [range.max, true],
+      [range.min - 1, false],
+      [range.max + 1, false],
+    ] as const) {
       expect(normalizes(toInput(value)), `${name} = ${value} (TypeScript)`).toBe(ok)
       expect(await accepted(() => write(value)), `${name} = ${value} (database)`).toBe(ok)
     }
@@ -98,35 +116,60 @@ describe('core/names agrees with the schema', () => {
 
   it('priority: jobs, executions and submit_job', async () => {
     const input = (priority: number): SubmitInput => ({ type: 't', priority })
-    await probeRange(PRIORITY, 'priority', input, job((priority) => ({ priority })))
+    await probeRange(
+      PRIORITY,
+      'priority',
+      input,
+      job((priority) => ({ priority })),
+    )
     await probeRange(PRIORITY, 'priority', input, (priority) => sql`select pgsched.submit_job('t', priority => ${priority}::int)`.execute(t.db))
     const { id } = await insertJob(t.db)
-    await probeRange(PRIORITY, 'priority', input, (priority) => insertExecution(t.db, { jobId: id, priority, scheduledFor: new Date(Date.UTC(2030, 0, 1) + priority) }))
+    await probeRange(PRIORITY, 'priority', input, (priority) =>
+      insertExecution(t.db, { jobId: id, priority, scheduledFor: new Date(Date.UTC(2030, 0, 1) + priority) }),
+    )
   })
 
   it('max attempts, timeout and backoff: jobs and submit_job', async () => {
     const maxAttempts = (n: number): SubmitInput => ({ type: 't', maxAttempts: n })
-    await probeRange(MAX_ATTEMPTS, 'maxAttempts', maxAttempts, job((n) => ({ maxAttempts: n })))
+    await probeRange(
+      MAX_ATTEMPTS,
+      'maxAttempts',
+      maxAttempts,
+      job((n) => ({ maxAttempts: n })),
+    )
     await probeRange(MAX_ATTEMPTS, 'maxAttempts', maxAttempts, (n) => sql`select pgsched.submit_job('t', max_attempts => ${n}::int)`.execute(t.db))
     const timeout = (ms: number): SubmitInput => ({ type: 't', timeoutMs: ms })
-    await probeRange(TIMEOUT_MS, 'timeoutMs', timeout, job((ms) => ({ timeoutMs: ms })))
+    await probeRange(
+      TIMEOUT_MS,
+      'timeoutMs',
+      timeout,
+      job((ms) => ({ timeoutMs: ms })),
+    )
     await probeRange(TIMEOUT_MS, 'timeoutMs', timeout, (ms) => sql`select pgsched.submit_job('t', timeout_ms => ${ms}::int)`.execute(t.db))
     await probeRange(
-      BACKOFF_BASE_MS, 'backoffBaseMs',
+      BACKOFF_BASE_MS,
+      'backoffBaseMs',
       (ms) => ({ type: 't', backoffBaseMs: ms, backoffMaxMs: BACKOFF_MAX_MS.max }),
       job((ms) => ({ backoffBaseMs: ms, backoffMaxMs: BACKOFF_MAX_MS.max })),
     )
     await probeRange(
-      BACKOFF_MAX_MS, 'backoffMaxMs',
+      BACKOFF_MAX_MS,
+      'backoffMaxMs',
       (ms) => ({ type: 't', backoffBaseMs: 0, backoffMaxMs: ms }),
       job((ms) => ({ backoffBaseMs: 0, backoffMaxMs: ms })),
     )
   })
 
   it('schedules: interval and misfire cap', async () => {
-    await probeRange(INTERVAL_MS, 'every', (ms) => ({ type: 't', schedule: { every: ms } }), (ms) => insertTrigger(t.db, { kind: 'interval', intervalMs: ms }))
     await probeRange(
-      MISFIRE_MAX_RUNS, 'misfireMaxRuns',
+      INTERVAL_MS,
+      'every',
+      (ms) => ({ type: 't', schedule: { every: ms } }),
+      (ms) => insertTrigger(t.db, { kind: 'interval', intervalMs: ms }),
+    )
+    await probeRange(
+      MISFIRE_MAX_RUNS,
+      'misfireMaxRuns',
       (n) => ({ type: 't', schedule: { every: 'PT1M' }, misfireMaxRuns: n }),
       (n) => insertTrigger(t.db, { kind: 'interval', misfireMaxRuns: n }),
     )

@@ -66,7 +66,9 @@ describe('schema constraints', () => {
     const jobId = await insertJob()
     const at = new Date('2030-01-01T00:00:00Z')
     await insertExecution(jobId, { scheduled_for: at })
-    await expect(insertExecution(jobId, { scheduled_for: at })).rejects.toThrow(/duplicate key value violates unique constraint "executions_p\d+_job_id_scheduled_for_key"/)
+    await expect(insertExecution(jobId, { scheduled_for: at })).rejects.toThrow(
+      /duplicate key value violates unique constraint "executions_p\d+_job_id_scheduled_for_key"/,
+    )
   })
 
   it.each([
@@ -74,17 +76,24 @@ describe('schema constraints', () => {
     ['an interval under one second', { kind: 'interval', interval_ms: 10 }, 'triggers_interval_ms_check'],
     ['an unknown misfire policy', { kind: 'interval', interval_ms: 60000, misfire_policy: 'maybe' }, 'triggers_misfire_policy_check'],
     ['an unknown overlap policy', { kind: 'interval', interval_ms: 60000, overlap_policy: 'sometimes' }, 'triggers_overlap_policy_check'],
-    ['an end before its start', { kind: 'interval', interval_ms: 60000, start_at: new Date(2030, 1, 1), end_at: new Date(2029, 1, 1) }, 'triggers_window_check'],
+    [
+      'an end before its start',
+      { kind: 'interval', interval_ms: 60000, start_at: new Date(2030, 1, 1), end_at: new Date(2029, 1, 1) },
+      'triggers_window_check',
+    ],
   ])('rejects a trigger with %s', async (_name, overrides, constraint) => {
     const jobId = await insertJob()
     await expect(
-      t.db.insertInto('pgsched.triggers').values({ job_id: jobId, ...overrides } as never).execute(),
+      t.db
+        .insertInto('pgsched.triggers')
+        .values({ job_id: jobId, ...overrides } as never)
+        .execute(),
     ).rejects.toThrow(constraint)
   })
 
   it('rejects an API key hash that is not 32 bytes', async () => {
-    await expect(
-      sql`insert into pgsched.api_keys (tenant, key_prefix, key_hash) values ('acme', 'psk_', '\\x00'::bytea)`.execute(t.db),
-    ).rejects.toThrow('api_keys_key_hash_check')
+    await expect(sql`insert into pgsched.api_keys (tenant, key_prefix, key_hash) values ('acme', 'psk_', '\\x00'::bytea)`.execute(t.db)).rejects.toThrow(
+      'api_keys_key_hash_check',
+    )
   })
 })

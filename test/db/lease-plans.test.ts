@@ -54,12 +54,10 @@ interface PlanNode {
 const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)]
 
 /** Reads of executions partitions (the update itself aside). */
-const partitionReads = (plan: PlanNode[]) =>
-  plan.filter((n) => n['Relation Name']?.startsWith('executions_p') && n['Node Type'] !== 'ModifyTable')
+const partitionReads = (plan: PlanNode[]) => plan.filter((n) => n['Relation Name']?.startsWith('executions_p') && n['Node Type'] !== 'ModifyTable')
 
 /** Rows a node looked at: those it returned and those it threw away, over all its loops. */
-const rowsExamined = (n: PlanNode) =>
-  (n['Actual Rows'] + (n['Rows Removed by Filter'] ?? 0) + (n['Rows Removed by Index Recheck'] ?? 0)) * n['Actual Loops']
+const rowsExamined = (n: PlanNode) => (n['Actual Rows'] + (n['Rows Removed by Filter'] ?? 0) + (n['Rows Removed by Index Recheck'] ?? 0)) * n['Actual Loops']
 
 /**
  * The indexes a read went through: its own (index scans), or its bitmap's (a bitmap heap scan);
@@ -82,9 +80,7 @@ async function genericPlan(url: string, db: Kysely<DB>, query: { compile(db: Kys
     await client.query(`prepare statement_under_test as ${text}`)
     // EXECUTE takes no bind parameters: the arguments go in as literals, in pg's own text form
     const args = parameters.map((p) => (p === null ? 'null' : client.escapeLiteral(String(prepareValue(p))))).join(', ')
-    const { rows } = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
-      `explain (analyze, format json) execute statement_under_test(${args})`,
-    )
+    const { rows } = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`explain (analyze, format json) execute statement_under_test(${args})`)
     await client.query('rollback')
     const plan = rows[0]?.['QUERY PLAN'][0]?.Plan
     if (!plan) throw new Error('no plan')
@@ -121,8 +117,7 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
   const leases = () => claimed.map((c) => ({ id: c.id, jobId: c.jobId, attempt: c.attempt }))
   const statements = {
     heartbeat: () => executionHeartbeatManyQuery({ workerId: WORKER, leases: leases(), leaseMs: 60_000 }),
-    complete: () =>
-      executionCompleteManyQuery({ workerId: WORKER, completions: leases().map((l) => ({ ...l, resultJson: 'null', outputUri: null })) }),
+    complete: () => executionCompleteManyQuery({ workerId: WORKER, completions: leases().map((l) => ({ ...l, resultJson: 'null', outputUri: null })) }),
     fail: () =>
       executionFailManyQuery({
         workerId: WORKER,
@@ -156,7 +151,11 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
   it('claim: takes due executions through the claim index in priority order, reading about `limit` rows', async () => {
     await handBack()
     const limit = 100
-    const plan = await genericPlan(t.url, t.db, executionClaimBatchQuery({ workerId: WORKER, queues: ['default'], types: ['plans.noop'], limit, leaseMs: 60_000 }))
+    const plan = await genericPlan(
+      t.url,
+      t.db,
+      executionClaimBatchQuery({ workerId: WORKER, queues: ['default'], types: ['plans.noop'], limit, leaseMs: 60_000 }),
+    )
     expect(rowsUpdated(plan)).toBe(limit)
     const reads = partitionReads(plan)
     for (const r of reads) expect(indexesOf(r).length, r['Node Type']).toBeGreaterThan(0)
@@ -172,7 +171,11 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
   it('claim for several queues: takes due executions by index, reading the due rows and never the history', async () => {
     await handBack()
     const limit = 100
-    const plan = await genericPlan(t.url, t.db, executionClaimBatchQuery({ workerId: WORKER, queues: ['default', 'other'], types: ['plans.noop'], limit, leaseMs: 60_000 }))
+    const plan = await genericPlan(
+      t.url,
+      t.db,
+      executionClaimBatchQuery({ workerId: WORKER, queues: ['default', 'other'], types: ['plans.noop'], limit, leaseMs: 60_000 }),
+    )
     expect(rowsUpdated(plan)).toBe(limit)
     const reads = partitionReads(plan)
     for (const r of reads) expect(indexesOf(r).length, r['Node Type']).toBeGreaterThan(0)

@@ -45,7 +45,7 @@ describe('migrate', () => {
     expect(setting[0]?.value).toBe('8')
   })
 
-  it('creates PARTITION_COUNT_DEFAULT partitions when no count is given (never 0001\'s own fallback)', async () => {
+  it("creates PARTITION_COUNT_DEFAULT partitions when no count is given (never 0001's own fallback)", async () => {
     const url = await emptyDatabase()
     await migrate({ databaseUrl: url })
     const setting = await query<{ value: string }>(url, `select value from pgsched.settings where name = 'partition_count'`)

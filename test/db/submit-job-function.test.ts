@@ -29,10 +29,12 @@ describe('pgsched.submit_job', () => {
   })
 
   it('rolls back with the caller transaction', async () => {
-    await expect(t.db.transaction().execute(async (trx) => {
-      await sql`select pgsched.submit_job('x')`.execute(trx)
-      throw new Error('caller fails')
-    })).rejects.toThrow('caller fails')
+    await expect(
+      t.db.transaction().execute(async (trx) => {
+        await sql`select pgsched.submit_job('x')`.execute(trx)
+        throw new Error('caller fails')
+      }),
+    ).rejects.toThrow('caller fails')
     expect(await t.db.selectFrom('pgsched.jobs').selectAll().execute()).toEqual([])
   })
 

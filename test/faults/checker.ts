@@ -164,7 +164,8 @@ export function check(obs: Observation): Report {
       }
     }
     terminal++
-    if (job.status !== spec.expected) unexpectedStatus.push(`${key} (${spec.kind}): ${job.status}, expected ${spec.expected}; ${JSON.stringify(job.lastExecution?.error)}`)
+    if (job.status !== spec.expected)
+      unexpectedStatus.push(`${key} (${spec.kind}): ${job.status}, expected ${spec.expected}; ${JSON.stringify(job.lastExecution?.error)}`)
   }
 
   // --- outcomes recorded match real runs --------------------------------------------------
@@ -212,7 +213,8 @@ export function check(obs: Observation): Report {
         if (a.i !== b.i) clash = a.late || b.late ? (clash ?? 'late') : 'live'
       }
     }
-    const runsText = () => `${id}: ${runs.map((r) => `[${r.pid} a${r.attempt} ${r.started_at.toISOString()}–${r.finished_at?.toISOString() ?? 'open'} ${r.outcome}]`).join(' ')}`
+    const runsText = () =>
+      `${id}: ${runs.map((r) => `[${r.pid} a${r.attempt} ${r.started_at.toISOString()}–${r.finished_at?.toISOString() ?? 'open'} ${r.outcome}]`).join(' ')}`
     if (clash === 'live') concurrent.push(runsText())
     else if (clash === 'late') zombieLateSteps.push(runsText())
   }
@@ -284,9 +286,7 @@ export function check(obs: Observation): Report {
   }
 
   // --- runs that never finished although their process lived ------------------------------
-  const openRuns = obs.ledger
-    .filter((r) => r.finished_at === null && !killAt.has(r.pid))
-    .map((r) => `${r.execution_id} a${r.attempt} pid ${r.pid}`)
+  const openRuns = obs.ledger.filter((r) => r.finished_at === null && !killAt.has(r.pid)).map((r) => `${r.execution_id} a${r.attempt} pid ${r.pid}`)
 
   // --- the SIGSTOP zombie -----------------------------------------------------------------
   const zombie: Report['zombie'] = {
@@ -301,10 +301,7 @@ export function check(obs: Observation): Report {
   const freezeDelays: number[] = []
   if (freeze) {
     const held = obs.ledger.filter(
-      (r) =>
-        r.pid === freeze.pid &&
-        r.started_at.getTime() < freeze.continuedAtMs &&
-        (r.finished_at === null || r.finished_at.getTime() > freeze.stoppedAtMs),
+      (r) => r.pid === freeze.pid && r.started_at.getTime() < freeze.continuedAtMs && (r.finished_at === null || r.finished_at.getTime() > freeze.stoppedAtMs),
     )
     zombie.held = held.length
     let latest: number | null = null
@@ -404,7 +401,10 @@ const rec = (r: Recovery) =>
 export function formatReport(r: Report): string {
   const d = r.duplicateRuns
   const z = r.zombie
-  const afterResume = Object.entries(z.finishedAfterResume).map(([k, v]) => `${v} ${k}`).join(', ') || 'none'
+  const afterResume =
+    Object.entries(z.finishedAfterResume)
+      .map(([k, v]) => `${v} ${k}`)
+      .join(', ') || 'none'
   const rows: Array<[string, string, string]> = [
     ['jobs submitted (unique idempotency keys)', n(r.submitted), ''],
     ['accepted (202)', n(r.accepted202), ''],
@@ -421,7 +421,11 @@ export function formatReport(r: Report): string {
       'only after a fault',
     ],
     ['duplicate jobs from retried submissions', `${n(r.duplicateJobs.length)} (${n(r.repeatsAnsweredSame)} deliberate repeats answered 200, same job)`, '0'],
-    ['recurring fire times run twice (two executions)', `${r.recurring.dispatchedTwice} of ${n(r.recurring.fireTimes)} (${r.recurring.jobs} jobs, ${r.recurring.missedFireTimes} fire times skipped)`, '0'],
+    [
+      'recurring fire times run twice (two executions)',
+      `${r.recurring.dispatchedTwice} of ${n(r.recurring.fireTimes)} (${r.recurring.jobs} jobs, ${r.recurring.missedFireTimes} fire times skipped)`,
+      '0',
+    ],
     [
       'SIGSTOP zombie: a step already due on resuming, ended while the new owner ran (result refused)',
       n(r.zombieLateSteps.length),
@@ -435,12 +439,14 @@ export function formatReport(r: Report): string {
     ],
     ['runs left open by a live process', n(r.openRuns.length), '0'],
     ['API key in the API logs', r.keyInApiLogs ? 'yes' : 'no', 'no'],
-    ['recovery after SIGKILL: the victim\'s runs restarted elsewhere', rec(r.recovery.kill), ''],
-    ['recovery after SIGSTOP: the zombie\'s runs restarted elsewhere', rec(r.recovery.freeze), ''],
+    ["recovery after SIGKILL: the victim's runs restarted elsewhere", rec(r.recovery.kill), ''],
+    ["recovery after SIGSTOP: the zombie's runs restarted elsewhere", rec(r.recovery.freeze), ''],
     ['recovery after the connection wipe: each worker started a run again', rec(r.recovery.wipe), ''],
     ['recovery after the API kill: first accepted submission', rec(r.recovery.api), ''],
   ]
-  const responses = Object.entries(r.responses).map(([k, v]) => `${k}: ${n(v)}`).join(', ')
+  const responses = Object.entries(r.responses)
+    .map(([k, v]) => `${k}: ${n(v)}`)
+    .join(', ')
   return [
     '| check | result | required |',
     '|---|---|---|',
@@ -466,6 +472,12 @@ export function formatViolations(r: Report): string {
   ]
   return lists
     .filter(([, items]) => items.length > 0)
-    .map(([label, items]) => `${label} (${items.length}):\n${items.slice(0, 20).map((i) => `  ${i}`).join('\n')}`)
+    .map(
+      ([label, items]) =>
+        `${label} (${items.length}):\n${items
+          .slice(0, 20)
+          .map((i) => `  ${i}`)
+          .join('\n')}`,
+    )
     .join('\n')
 }

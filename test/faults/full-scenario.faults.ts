@@ -39,7 +39,9 @@ async function writeLastRun(obs: Observation, report: Report, verdict: string): 
 }
 
 describe('fault scenario (full)', () => {
-  it('24,000 jobs through 12+ SIGKILLs, a SIGSTOP zombie, a connection wipe and an API restart: nothing lost, nothing concurrent', { timeout: 600_000 }, async () => {
+  it('24,000 jobs through 12+ SIGKILLs, a SIGSTOP zombie, a connection wipe and an API restart: nothing lost, nothing concurrent', {
+    timeout: 600_000,
+  }, async () => {
     const obs = await run({
       seed: Number(process.env.FAULTS_SEED ?? Date.now() % 1_000_000),
       oneTimeJobs: 24_000,

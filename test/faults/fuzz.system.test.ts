@@ -25,19 +25,38 @@ async function rowCounts(): Promise<string> {
 }
 
 const iso = fc.date({ min: new Date('1900-01-01T00:00:00Z'), max: new Date('2300-01-01T00:00:00Z'), noInvalidDate: true }).map((d) => d.toISOString())
-const name = fc.oneof(fc.constantFrom('email.send', 'ledger.sleep', 'report', 'a', 'x/y:z-1'), fc.string({ maxLength: 140 }), fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,130}$/))
+const name = fc.oneof(
+  fc.constantFrom('email.send', 'ledger.sleep', 'report', 'a', 'x/y:z-1'),
+  fc.string({ maxLength: 140 }),
+  fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,130}$/),
+)
 const cron = fc.oneof(
   fc.constantFrom('* * * * *', '*/5 * * * * *', '0 9 * * 1-5', '61 * * * *', '* * *', '@daily', 'L W # ?', '0 0 31 2 *', '*/0 * * * *'),
-  fc.array(fc.constantFrom('*', '0', '59', '60', '*/2', '1-5', '5-1', 'MON', 'JAN', '?', 'L', '#', ','), { minLength: 0, maxLength: 8 }).map((a) => a.join(' ')),
+  fc
+    .array(fc.constantFrom('*', '0', '59', '60', '*/2', '1-5', '5-1', 'MON', 'JAN', '?', 'L', '#', ','), { minLength: 0, maxLength: 8 })
+    .map((a) => a.join(' ')),
   fc.string({ maxLength: 40 }),
 )
-const duration = fc.oneof(fc.constantFrom('PT1S', 'PT0S', 'P1D', 'P1Y', 'PT5M', 'P400D', 'PT0.5S', 'PT', 'P', '-PT1S'), fc.string({ maxLength: 20 }), fc.integer(), fc.double())
+const duration = fc.oneof(
+  fc.constantFrom('PT1S', 'PT0S', 'P1D', 'P1Y', 'PT5M', 'P400D', 'PT0.5S', 'PT', 'P', '-PT1S'),
+  fc.string({ maxLength: 20 }),
+  fc.integer(),
+  fc.double(),
+)
 const schedule = fc.oneof(
   fc.record({ at: fc.oneof(iso, fc.string({ maxLength: 40 }), fc.integer()) }),
-  fc.record({ cron, timezone: fc.oneof(fc.constantFrom('UTC', 'Europe/Berlin', 'America/New_York', 'Mars/Olympus', ''), fc.string({ maxLength: 40 })) }, { requiredKeys: ['cron'] }),
+  fc.record(
+    { cron, timezone: fc.oneof(fc.constantFrom('UTC', 'Europe/Berlin', 'America/New_York', 'Mars/Olympus', ''), fc.string({ maxLength: 40 })) },
+    { requiredKeys: ['cron'] },
+  ),
   fc.record({ every: duration }),
 )
-const smallInt = fc.oneof(fc.integer({ min: -2000, max: 2000 }), fc.integer(), fc.constantFrom(0, -1, 1, 2 ** 31, 2 ** 53, -(2 ** 63), 1e308, Number.MAX_SAFE_INTEGER), fc.double())
+const smallInt = fc.oneof(
+  fc.integer({ min: -2000, max: 2000 }),
+  fc.integer(),
+  fc.constantFrom(0, -1, 1, 2 ** 31, 2 ** 53, -(2 ** 63), 1e308, Number.MAX_SAFE_INTEGER),
+  fc.double(),
+)
 
 /** A body that is often valid: every field optional except type, values near and past their limits. */
 const plausibleBody = fc.record(
@@ -69,22 +88,43 @@ const mutatedBody = fc
     const keys = Object.keys(b)
     const some = keys[(JSON.stringify(value) ?? '').length % keys.length] ?? 'type'
     switch (how) {
-      case 0: delete b[some]; return b
-      case 1: b[some] = value; return b
-      case 2: b[key] = value; return b
-      case 3: return [b]
-      case 4: b.schedule = { ...(typeof b.schedule === 'object' ? b.schedule : {}), [key]: value }; return b
-      case 5: b.schedule = value; return b
-      case 6: b.payload = { [key]: [[[value]]] }; return b
-      case 7: return { ...b, constructor: { prototype: { polluted: true } } }
-      case 8: b.type = `${String(b.type)}${'\u0000\u202e\ud800'.slice(0, 1 + (keys.length % 3))}`; return b
-      case 9: b.payload = { [text]: text, nul: `a\u0000b`, lone: '\ud800' }; return b
-      default: return value
+      case 0:
+        delete b[some]
+        return b
+      case 1:
+        b[some] = value
+        return b
+      case 2:
+        b[key] = value
+        return b
+      case 3:
+        return [b]
+      case 4:
+        b.schedule = { ...(typeof b.schedule === 'object' ? b.schedule : {}), [key]: value }
+        return b
+      case 5:
+        b.schedule = value
+        return b
+      case 6:
+        b.payload = { [key]: [[[value]]] }
+        return b
+      case 7:
+        return { ...b, constructor: { prototype: { polluted: true } } }
+      case 8:
+        b.type = `${String(b.type)}${'\u0000\u202e\ud800'.slice(0, 1 + (keys.length % 3))}`
+        return b
+      case 9:
+        b.payload = { [text]: text, nul: `a\u0000b`, lone: '\ud800' }
+        return b
+      default:
+        return value
     }
   })
 
 /** A valid job whose payload is nested `depth` levels deep, as text (too deep for JSON.stringify). */
-const deeplyNested = fc.oneof(fc.integer({ min: 100, max: 5000 }), fc.integer({ min: 5000, max: 200_000 })).map((depth) => `{"type":"deep","payload":${'['.repeat(depth)}1${']'.repeat(depth)}}`)
+const deeplyNested = fc
+  .oneof(fc.integer({ min: 100, max: 5000 }), fc.integer({ min: 5000, max: 200_000 }))
+  .map((depth) => `{"type":"deep","payload":${'['.repeat(depth)}1${']'.repeat(depth)}}`)
 
 /** JSON text that may be broken: truncated, with garbage, or not JSON at all. */
 const bodyText = fc.oneof(
@@ -94,9 +134,22 @@ const bodyText = fc.oneof(
   }),
   fc.string({ maxLength: 200 }),
   deeplyNested,
-  fc.constantFrom('', ' ', 'null', 'true', '0', '"x"', '[]', '{}', '{"type":', '{"__proto__":{"x":1},"type":"a"}', '\uFEFF{"type":"a"}', '{"type":"a"}garbage', `{"type":"a","payload":${'['.repeat(100_000)}`),
+  fc.constantFrom(
+    '',
+    ' ',
+    'null',
+    'true',
+    '0',
+    '"x"',
+    '[]',
+    '{}',
+    '{"type":',
+    '{"__proto__":{"x":1},"type":"a"}',
+    '\uFEFF{"type":"a"}',
+    '{"type":"a"}garbage',
+    `{"type":"a","payload":${'['.repeat(100_000)}`,
+  ),
 )
-
 
 type Request = { body: string; contentType: string | null; idempotencyHeader: string | null }
 
@@ -107,7 +160,17 @@ const request: fc.Arbitrary<Request> = fc.record({
   ),
   contentType: fc.oneof(
     { weight: 8, arbitrary: fc.constant('application/json') },
-    { weight: 1, arbitrary: fc.constantFrom(null, 'text/plain', 'application/json; charset=latin1', 'application/x-www-form-urlencoded', 'APPLICATION/JSON', 'multipart/form-data; boundary=x') },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom(
+        null,
+        'text/plain',
+        'application/json; charset=latin1',
+        'application/x-www-form-urlencoded',
+        'APPLICATION/JSON',
+        'multipart/form-data; boundary=x',
+      ),
+    },
   ),
   idempotencyHeader: fc.oneof({ weight: 6, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: fc.stringMatching(/^[\x21-\x7e]{0,300}$/) }),
 })

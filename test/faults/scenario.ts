@@ -185,7 +185,11 @@ export function useFaultScenario() {
         workers.splice(workers.indexOf(victim), 1)
         progress(`SIGKILL worker ${victim.pid} (${faults.kills.length})`)
         // Restarted in the background, so the next kill keeps its pace.
-        restarts.push(sleep(o.restartAfterMs).then(startWorker).catch((err: unknown) => progress(`restart failed: ${String(err)}`)))
+        restarts.push(
+          sleep(o.restartAfterMs)
+            .then(startWorker)
+            .catch((err: unknown) => progress(`restart failed: ${String(err)}`)),
+        )
       }
       await Promise.all(restarts)
     })()

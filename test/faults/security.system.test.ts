@@ -58,7 +58,7 @@ describe('API keys over real processes', () => {
     }
 
     const recurring = await call(acme, 'POST', '/v1/jobs', { type: 'report', schedule: { every: 'PT1H' }, idempotencyKey: 'acme-report' })
-    const once = await call(acme, 'POST', '/v1/jobs', { type: 'email.send', payload: { to: 'someone' } }, )
+    const once = await call(acme, 'POST', '/v1/jobs', { type: 'email.send', payload: { to: 'someone' } })
     expect([recurring.status, once.status]).toEqual([202, 202])
     const id = recurring.body.id as string
 

@@ -77,9 +77,19 @@ export function buildWorkload(o: WorkloadOptions): JobSpec[] {
       const at = new Date(o.startMs + releaseAfterMs + int(1000, o.maxDelayMs)).toISOString()
       add('delayed', { type: 'ledger.sleep', payload: { ms: int(0, 50) }, priority, schedule: { at }, ...RETRY }, 'COMPLETED', releaseAfterMs)
     } else if (r < 0.9) {
-      add('flaky', { type: 'ledger.flaky', payload: { failures: int(1, 2) }, priority, maxAttempts: 10, backoffBaseMs: 50, backoffMaxMs: 500 }, 'COMPLETED', releaseAfterMs)
+      add(
+        'flaky',
+        { type: 'ledger.flaky', payload: { failures: int(1, 2) }, priority, maxAttempts: 10, backoffBaseMs: 50, backoffMaxMs: 500 },
+        'COMPLETED',
+        releaseAfterMs,
+      )
     } else if (r < 0.93) {
-      add('exhausted', { type: 'ledger.flaky', payload: { failures: 10 }, priority, maxAttempts: 3, backoffBaseMs: 50, backoffMaxMs: 200 }, 'FAILED', releaseAfterMs)
+      add(
+        'exhausted',
+        { type: 'ledger.flaky', payload: { failures: 10 }, priority, maxAttempts: 3, backoffBaseMs: 50, backoffMaxMs: 200 },
+        'FAILED',
+        releaseAfterMs,
+      )
     } else {
       add('fatal', { type: 'ledger.fatal', priority, ...RETRY }, 'FAILED', releaseAfterMs)
     }

@@ -69,10 +69,13 @@ describe('TriggerScheduler', () => {
         type: 'tick',
         payload: { i },
         schedule:
-          shape === 0 ? { cron: '* * * * * *' }
-          : shape === 1 ? { cron: '*/3 * * * * *', timezone: 'Europe/Berlin' }
-          : shape === 2 ? { every: 'PT2S' }
-          : { cron: '*/7 * * * * *', timezone: 'America/New_York' },
+          shape === 0
+            ? { cron: '* * * * * *' }
+            : shape === 1
+              ? { cron: '*/3 * * * * *', timezone: 'Europe/Berlin' }
+              : shape === 2
+                ? { every: 'PT2S' }
+                : { cron: '*/7 * * * * *', timezone: 'America/New_York' },
         startAt: iso(T0),
         misfirePolicy: i % 3 === 0 ? 'skip' : 'fire_once',
       })
@@ -108,7 +111,10 @@ describe('TriggerScheduler', () => {
       expect(await fireTimes(job.id), `job ${i} ${JSON.stringify(schedule)}`).toEqual(expected)
       total += expected.length
     }
-    const { count } = await t.db.selectFrom('pgsched.executions').select((eb) => eb.fn.countAll<string>().as('count')).executeTakeFirstOrThrow()
+    const { count } = await t.db
+      .selectFrom('pgsched.executions')
+      .select((eb) => eb.fn.countAll<string>().as('count'))
+      .executeTakeFirstOrThrow()
     expect(Number(count)).toBe(total)
   })
 
@@ -234,18 +240,21 @@ describe('TriggerScheduler', () => {
       let running = 0
       let maxRunning = 0
       const releases: Array<() => void> = []
-      await startWorker([
-        defineHandler('slow', async (ctx) => {
-          running++
-          maxRunning = Math.max(maxRunning, running)
-          try {
-            await new Promise<void>((resolve) => releases.push(resolve)) // held until the test lets it finish
-          } finally {
-            running--
-          }
-          return ctx.scheduledFor
-        }),
-      ], { concurrency: 5 })
+      await startWorker(
+        [
+          defineHandler('slow', async (ctx) => {
+            running++
+            maxRunning = Math.max(maxRunning, running)
+            try {
+              await new Promise<void>((resolve) => releases.push(resolve)) // held until the test lets it finish
+            } finally {
+              running--
+            }
+            return ctx.scheduledFor
+          }),
+        ],
+        { concurrency: 5 },
+      )
       const { job } = await client().submitJob({ type: 'slow', schedule: { cron: '* * * * * *' }, overlapPolicy: 'skip' })
       const dispatcher = scheduler({ intervalMs: 200 })
       started.push(dispatcher)
@@ -253,8 +262,12 @@ describe('TriggerScheduler', () => {
       try {
         for (let run = 1; run <= 2; run++) {
           await waitFor(() => releases.length >= run, { what: `run ${run} to start` })
-          const held = await t.db.selectFrom('pgsched.executions').select('scheduled_for')
-            .where('job_id', '=', job.id).where('state', '=', 'running').executeTakeFirstOrThrow()
+          const held = await t.db
+            .selectFrom('pgsched.executions')
+            .select('scheduled_for')
+            .where('job_id', '=', job.id)
+            .where('state', '=', 'running')
+            .executeTakeFirstOrThrow()
           // while the run is held, the dispatcher passes two more fire times by ...
           await waitFor(async () => ((await triggerRow(job.id)).next_fire_at?.getTime() ?? 0) > held.scheduled_for.getTime() + 2000, {
             what: 'two fire times to pass during the run',
@@ -357,7 +370,12 @@ describe('TriggerScheduler', () => {
     dispatcher.start()
     await waitFor(async () => (await fireTimes(job.id)).length >= 4, { timeoutMs: 15_000, what: 'four runs' })
     await dispatcher.stop()
-    const rows = await t.db.selectFrom('pgsched.executions').select(['scheduled_for', 'created_at']).where('job_id', '=', job.id).orderBy('scheduled_for').execute()
+    const rows = await t.db
+      .selectFrom('pgsched.executions')
+      .select(['scheduled_for', 'created_at'])
+      .where('job_id', '=', job.id)
+      .orderBy('scheduled_for')
+      .execute()
     const seconds = rows.map((r) => r.scheduled_for.getTime() / 1000)
     expect(seconds).toEqual(seconds.map((_, i) => (seconds[0] as number) + i))
     // Each fire time after the first got a pass of its own (created_at is the pass's transaction time),
@@ -378,7 +396,10 @@ describe('TriggerScheduler', () => {
     await expect(client().submitJob({ type: 'x', schedule: { cron: '0 9 * * *', timezone: 'Mars/Olympus' } })).rejects.toThrow(
       'schedule.timezone "Mars/Olympus" is not a known IANA time zone',
     )
-    const { count } = await t.db.selectFrom('pgsched.jobs').select((eb) => eb.fn.countAll<string>().as('count')).executeTakeFirstOrThrow()
+    const { count } = await t.db
+      .selectFrom('pgsched.jobs')
+      .select((eb) => eb.fn.countAll<string>().as('count'))
+      .executeTakeFirstOrThrow()
     expect(Number(count)).toBe(0)
   })
 })

@@ -25,16 +25,21 @@ describe('Completer.exclusive', () => {
     if (!a || !b) throw new Error('claim failed')
     const completer = new Completer({ db: t.db, workerId: WORKER, log: t.log })
     const done = (c: typeof a) => ({ id: c.id, jobId: c.jobId, attempt: c.attempt, resultJson: 'null', outputUri: null })
-    const state = async (id: string) =>
-      (await t.db.selectFrom('pgsched.executions').select('state').where('id', '=', id).executeTakeFirstOrThrow()).state
+    const state = async (id: string) => (await t.db.selectFrom('pgsched.executions').select('state').where('id', '=', id).executeTakeFirstOrThrow()).state
 
     // Block the write of `a` behind a row lock held by another connection.
     const blocker = await t.pool.connect()
     await blocker.query('begin')
     await blocker.query('select 1 from pgsched.executions where id = $1 for update', [a.id])
     const writeA = completer.complete(done(a))
-    await waitFor(async () => (await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
-      where wait_event_type = 'Lock' and datname = current_database()`.execute(t.db)).rows[0]?.n === 1, { what: 'the write to wait on the lock' })
+    await waitFor(
+      async () =>
+        (
+          await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+      where wait_event_type = 'Lock' and datname = current_database()`.execute(t.db)
+        ).rows[0]?.n === 1,
+      { what: 'the write to wait on the lock' },
+    )
 
     const order: string[] = []
     let release: () => void = () => undefined

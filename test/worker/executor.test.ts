@@ -18,8 +18,18 @@ const log = createLogger({ level: 'silent' })
 
 function claimed(overrides: Partial<ClaimedExecution> = {}): ClaimedExecution {
   return {
-    id: 'e1', jobId: 'j1', type: 't', queue: 'default', priority: 0, attempt: 1, maxAttempts: 3,
-    timeoutMs: 60_000, scheduledForMs: 0, runAtMs: 0, payload: { n: 1 }, ...overrides,
+    id: 'e1',
+    jobId: 'j1',
+    type: 't',
+    queue: 'default',
+    priority: 0,
+    attempt: 1,
+    maxAttempts: 3,
+    timeoutMs: 60_000,
+    scheduledForMs: 0,
+    runAtMs: 0,
+    payload: { n: 1 },
+    ...overrides,
   }
 }
 
@@ -98,10 +108,12 @@ describe('Executor', () => {
 
   it('aborts a handler past its timeout with a TimeoutError and records a retriable timed-out failure', async () => {
     let reason: unknown
-    const s = setup([defineHandler('t', async (ctx) => {
-      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
-      reason = ctx.signal.reason
-    })])
+    const s = setup([
+      defineHandler('t', async (ctx) => {
+        await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
+        reason = ctx.signal.reason
+      }),
+    ])
     await s.run(claimed({ timeoutMs: 20 })).done
     expect(reason).toBeInstanceOf(TimeoutError)
     expect((reason as Error).name).toBe('TimeoutError')
@@ -111,10 +123,12 @@ describe('Executor', () => {
   it('keeps the slot until an aborted handler really returns, and writes nothing for a lost lease', async () => {
     let release: () => void = () => undefined
     const gate = new Promise<void>((resolve) => (release = resolve))
-    const s = setup([defineHandler('t', async () => {
-      await gate
-      return 'late'
-    })])
+    const s = setup([
+      defineHandler('t', async () => {
+        await gate
+        return 'late'
+      }),
+    ])
     const { run, done } = s.run()
     await Promise.resolve()
     s.abort(run, new LeaseLostError('lease lost'))

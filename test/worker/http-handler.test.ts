@@ -37,10 +37,13 @@ afterAll(async () => {
 async function runToEnd(payload: Record<string, unknown>, maxAttempts = 3) {
   const client = createClient({ db: t.db })
   const { job } = await client.submitJob({ type: 'http', payload, maxAttempts, backoffBaseMs: 0, backoffMaxMs: 0 })
-  return waitFor(async () => {
-    const v = await client.viewJob(job.id)
-    return v.status === 'COMPLETED' || v.status === 'FAILED' ? v : null
-  }, { what: 'http job to finish' })
+  return waitFor(
+    async () => {
+      const v = await client.viewJob(job.id)
+      return v.status === 'COMPLETED' || v.status === 'FAILED' ? v : null
+    },
+    { what: 'http job to finish' },
+  )
 }
 
 describe('http handler', () => {
@@ -68,6 +71,9 @@ describe('http handler', () => {
   it('retries a request that times out', async () => {
     await startWorker([httpHandler])
     const job = await runToEnd({ url: `${base}/slow`, timeoutMs: 100 }, 2)
-    expect(job).toMatchObject({ status: 'FAILED', lastExecution: { attempt: 2, error: { fatal: false, message: `request to ${base}/slow failed: timed out after 100 ms` } } })
+    expect(job).toMatchObject({
+      status: 'FAILED',
+      lastExecution: { attempt: 2, error: { fatal: false, message: `request to ${base}/slow failed: timed out after 100 ms` } },
+    })
   })
 })

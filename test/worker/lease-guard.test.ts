@@ -32,12 +32,16 @@ describe('Worker lease guard', () => {
             startedAtMs = Date.now()
             await new Promise<void>((resolve) => {
               const timer = setTimeout(resolve, 20_000)
-              ctx.signal.addEventListener('abort', () => {
-                clearTimeout(timer)
-                abortedAtMs = Date.now()
-                reason = (ctx.signal.reason as Error).message
-                resolve()
-              }, { once: true })
+              ctx.signal.addEventListener(
+                'abort',
+                () => {
+                  clearTimeout(timer)
+                  abortedAtMs = Date.now()
+                  reason = (ctx.signal.reason as Error).message
+                  resolve()
+                },
+                { once: true },
+              )
             })
           }),
         ],

@@ -49,7 +49,8 @@ async function held(k: LeaseKeeper, n: number): Promise<Run[]> {
   return runs
 }
 
-const row = (id: string) => t.db.selectFrom('pgsched.executions').select(['state', 'attempt', 'lease_expires_at']).where('id', '=', id).executeTakeFirstOrThrow()
+const row = (id: string) =>
+  t.db.selectFrom('pgsched.executions').select(['state', 'attempt', 'lease_expires_at']).where('id', '=', id).executeTakeFirstOrThrow()
 
 describe('LeaseKeeper', () => {
   it('renews every lease held and moves its sure-until time forward', async () => {

@@ -22,7 +22,14 @@ const client = () => createClient({ db: t.db, tenant: 'acme' })
 async function setup() {
   const completer = new Completer({ db: t.db, workerId: WORKER, log: t.log })
   const leases = new LeaseKeeper({
-    db: t.db, completer, workerId: WORKER, log: t.log, leaseMs: 60_000, heartbeatMs: 5_000, maxHeartbeatFailures: 3, onLost: () => undefined,
+    db: t.db,
+    completer,
+    workerId: WORKER,
+    log: t.log,
+    leaseMs: 60_000,
+    heartbeatMs: 5_000,
+    maxHeartbeatFailures: 3,
+    onLost: () => undefined,
   })
   const retries: number[] = []
   const writer = new OutcomeWriter({ completer, workerId: WORKER, log: t.log, leases, onRetryScheduled: (ms) => void retries.push(ms) })

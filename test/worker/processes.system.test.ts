@@ -15,7 +15,7 @@ async function countByState(): Promise<Record<string, number>> {
 
 describe('worker processes', () => {
   it('run 5,000 jobs across 3 processes: each exactly once, never concurrently, in priority order', { timeout: 150_000 }, async () => {
-    const jobs = Array.from({ length: 5000 }, (_, i) => ({ type: 'ledger.sleep', priority: (i * 7919) % 11 - 5, payload: { ms: 0 } }))
+    const jobs = Array.from({ length: 5000 }, (_, i) => ({ type: 'ledger.sleep', priority: ((i * 7919) % 11) - 5, payload: { ms: 0 } }))
     await client().submitJobs(jobs)
     const workers = [spawnWorker(), spawnWorker(), spawnWorker()]
     await Promise.all(workers.map((w) => w.ready))
@@ -39,7 +39,7 @@ describe('worker processes', () => {
     expect(worst).toBeLessThanOrEqual(30)
   })
 
-  it('runs a SIGKILLed worker\'s execution again on another worker after its lease expires, counting the lost attempt', async () => {
+  it("runs a SIGKILLed worker's execution again on another worker after its lease expires, counting the lost attempt", async () => {
     const env = { SCHEDULER_LEASE_MS: '2000', SCHEDULER_HEARTBEAT_MS: '500', SCHEDULER_REAPER_INTERVAL_MS: '200', SCHEDULER_POLL_INTERVAL_MS: '200' }
     const workers = [spawnWorker({ env }), spawnWorker({ env })]
     await Promise.all(workers.map((w) => w.ready))
@@ -50,10 +50,13 @@ describe('worker processes', () => {
     victim?.child.kill('SIGKILL')
     const killedAt = new Date()
     await victim?.exited
-    const done = await waitFor(async () => {
-      const v = await client().viewJob(job.id)
-      return v.status === 'COMPLETED' ? v : null
-    }, { timeoutMs: 20_000, what: 'job to complete on the other worker' })
+    const done = await waitFor(
+      async () => {
+        const v = await client().viewJob(job.id)
+        return v.status === 'COMPLETED' ? v : null
+      },
+      { timeoutMs: 20_000, what: 'job to complete on the other worker' },
+    )
     expect(done.lastExecution?.attempt).toBe(2)
     const rows = await ledger()
     expect(rows.map((r) => [r.attempt, r.pid, r.outcome])).toEqual([

@@ -62,7 +62,10 @@ describe('wake-ups', () => {
     expect(await workerSignUpWaiting(t.db, { id: '00000000-0000-7000-8000-000000000004', queues: ['default'], minPriority: 5 })).toBe(true)
     await client().submitJob({ type: 'x', priority: 4 })
     expect(await l.before()).toEqual([])
-    await client().submitJobs([{ type: 'x', priority: 1 }, { type: 'x', priority: 9 }])
+    await client().submitJobs([
+      { type: 'x', priority: 1 },
+      { type: 'x', priority: 9 },
+    ])
     expect(await l.before()).toEqual([{ queues: ['default'], delayMs: 0, priority: 9 }])
   })
 
@@ -103,8 +106,7 @@ describe('wake-ups', () => {
     } finally {
       other.release()
     }
-    await waitFor(async () => (await t.db.selectFrom('pgsched.waiting_workers').select('worker_id').execute()).length === 1,
-      { what: 'the worker to sign up' })
+    await waitFor(async () => (await t.db.selectFrom('pgsched.waiting_workers').select('worker_id').execute()).length === 1, { what: 'the worker to sign up' })
     const burst = await client().submitJobs(Array.from({ length: 50 }, () => ({ type: 'x' })))
     await waitFor(() => burst.every((r) => started.includes(r.id)), { what: 'a burst to start', timeoutMs: 5_000 })
     // Started is not yet recorded: outcomes are written in batches after the handlers return.

@@ -36,10 +36,12 @@ describe('Worker', () => {
   })
 
   it('runs a submitted job and stores its result', async () => {
-    await startWorker([defineHandler('add', async (ctx) => {
-      const p = ctx.payload as { a: number; b: number }
-      return { sum: p.a + p.b, attempt: ctx.attempt }
-    })])
+    await startWorker([
+      defineHandler('add', async (ctx) => {
+        const p = ctx.payload as { a: number; b: number }
+        return { sum: p.a + p.b, attempt: ctx.attempt }
+      }),
+    ])
     const { job } = await client().submitJob({ type: 'add', payload: { a: 2, b: 3 } })
     await waitFor(async () => (await execution(job.id)).state === 'succeeded', { what: 'job to succeed' })
     const view = await client().viewJob(job.id)
@@ -48,18 +50,20 @@ describe('Worker', () => {
   })
 
   it("gives the handler the execution's identity, attempt, queue and fire time", async () => {
-    await startWorker([defineHandler('whoami', async (ctx) => ({
-      jobId: ctx.jobId,
-      executionId: ctx.executionId,
-      attempt: ctx.attempt,
-      maxAttempts: ctx.maxAttempts,
-      type: ctx.type,
-      queue: ctx.queue,
-      scheduledFor: ctx.scheduledFor.toISOString(),
-      payload: ctx.payload,
-      // a wrapper handing the context on through Object.create keeps its lazy parts working
-      wrapped: ((c: typeof ctx) => c.signal instanceof AbortSignal && typeof c.log.info === 'function' && c.jobId === ctx.jobId)(Object.create(ctx)),
-    }))])
+    await startWorker([
+      defineHandler('whoami', async (ctx) => ({
+        jobId: ctx.jobId,
+        executionId: ctx.executionId,
+        attempt: ctx.attempt,
+        maxAttempts: ctx.maxAttempts,
+        type: ctx.type,
+        queue: ctx.queue,
+        scheduledFor: ctx.scheduledFor.toISOString(),
+        payload: ctx.payload,
+        // a wrapper handing the context on through Object.create keeps its lazy parts working
+        wrapped: ((c: typeof ctx) => c.signal instanceof AbortSignal && typeof c.log.info === 'function' && c.jobId === ctx.jobId)(Object.create(ctx)),
+      })),
+    ])
     const runAt = new Date(Date.now() + 300)
     const { job } = await client().submitJob({ type: 'whoami', schedule: { at: runAt }, maxAttempts: 3, payload: { k: 1 } })
     await waitFor(async () => (await execution(job.id)).state === 'succeeded', { what: 'job to succeed' })
@@ -90,7 +94,7 @@ describe('Worker', () => {
 
   it('starts due jobs in priority order', async () => {
     const started: number[] = []
-    const jobs = Array.from({ length: 60 }, (_, i) => ({ type: 'p', priority: (i * 37) % 11 - 5, payload: { i } }))
+    const jobs = Array.from({ length: 60 }, (_, i) => ({ type: 'p', priority: ((i * 37) % 11) - 5, payload: { i } }))
     await client().submitJobs(jobs)
     await startWorker([defineHandler('p', async (ctx) => void started.push((ctx.payload as { i: number }).i))], { concurrency: 1 })
     await waitFor(() => started.length === 60, { what: 'all jobs to start' })
@@ -100,10 +104,12 @@ describe('Worker', () => {
 
   it('retries a failing handler with growing backoff, then marks it failed when attempts run out', async () => {
     const attempts: number[] = []
-    await startWorker([defineHandler('flaky', async (ctx) => {
-      attempts.push(ctx.attempt)
-      throw new Error(`boom ${ctx.attempt}`)
-    })])
+    await startWorker([
+      defineHandler('flaky', async (ctx) => {
+        attempts.push(ctx.attempt)
+        throw new Error(`boom ${ctx.attempt}`)
+      }),
+    ])
     const { job } = await client().submitJob({ type: 'flaky', maxAttempts: 3, backoffBaseMs: 10, backoffMaxMs: 200 })
     await waitFor(async () => (await execution(job.id)).state === 'failed', { what: 'job to fail' })
     expect(attempts).toEqual([1, 2, 3])
@@ -140,10 +146,12 @@ describe('Worker', () => {
 
   it('stops at once on FatalError', async () => {
     let calls = 0
-    await startWorker([defineHandler('fatal', async () => {
-      calls++
-      throw new FatalError('bad input, do not retry')
-    })])
+    await startWorker([
+      defineHandler('fatal', async () => {
+        calls++
+        throw new FatalError('bad input, do not retry')
+      }),
+    ])
     const { job } = await client().submitJob({ type: 'fatal', maxAttempts: 5 })
     await waitFor(async () => (await execution(job.id)).state === 'failed')
     expect(calls).toBe(1)
@@ -152,11 +160,13 @@ describe('Worker', () => {
 
   it('aborts a handler on timeout and counts it as a retriable failure', async () => {
     const seen: boolean[] = []
-    await startWorker([defineHandler('slow', async (ctx) => {
-      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
-      seen.push(ctx.signal.aborted)
-      return 'too late'
-    })])
+    await startWorker([
+      defineHandler('slow', async (ctx) => {
+        await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
+        seen.push(ctx.signal.aborted)
+        return 'too late'
+      }),
+    ])
     const { job } = await client().submitJob({ type: 'slow', timeoutMs: 100, maxAttempts: 2, backoffBaseMs: 0, backoffMaxMs: 0 })
     await waitFor(async () => (await execution(job.id)).state === 'failed', { what: 'both attempts to time out' })
     expect(seen).toEqual([true, true])
@@ -181,11 +191,13 @@ describe('Worker', () => {
   })
 
   it('keeps handler output in a file named by output_uri', async () => {
-    await startWorker([defineHandler('log', async (ctx) => {
-      ctx.output.write('line 1\n')
-      ctx.output.write('line 2\n')
-      return 'done'
-    })])
+    await startWorker([
+      defineHandler('log', async (ctx) => {
+        ctx.output.write('line 1\n')
+        ctx.output.write('line 2\n')
+        return 'done'
+      }),
+    ])
     const { job } = await client().submitJob({ type: 'log' })
     await waitFor(async () => (await execution(job.id)).state === 'succeeded')
     const uri = (await execution(job.id)).output_uri
@@ -196,11 +208,16 @@ describe('Worker', () => {
   it('aborts a handler whose lease is lost and writes nothing for it', async () => {
     let reason: unknown
     const ended: string[] = []
-    await startWorker([defineHandler('stubborn', async (ctx) => {
-      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
-      reason = ctx.signal.reason
-      return 'late result'
-    })], { heartbeatMs: 100, leaseMs: 1_000, events: { runEnded: (e) => void ended.push(e.jobId) } })
+    await startWorker(
+      [
+        defineHandler('stubborn', async (ctx) => {
+          await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
+          reason = ctx.signal.reason
+          return 'late result'
+        }),
+      ],
+      { heartbeatMs: 100, leaseMs: 1_000, events: { runEnded: (e) => void ended.push(e.jobId) } },
+    )
     const { job } = await client().submitJob({ type: 'stubborn' })
     await waitFor(async () => (await execution(job.id)).state === 'running')
     // Another party takes the execution over (as the reaper would after expiry): attempt moves on.
@@ -218,10 +235,15 @@ describe('Worker', () => {
     const pool = new pg.Pool({ connectionString: t.url, max: 2, connectionTimeoutMillis: 100 })
     const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })
     let aborted: unknown
-    const worker = await startWorker([defineHandler('wait', async (ctx) => {
-      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
-      aborted = ctx.signal.reason
-    })], { db, heartbeatMs: 100, leaseMs: 200_000, maxHeartbeatFailures: 2, pollIntervalMs: 60_000 })
+    const worker = await startWorker(
+      [
+        defineHandler('wait', async (ctx) => {
+          await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
+          aborted = ctx.signal.reason
+        }),
+      ],
+      { db, heartbeatMs: 100, leaseMs: 200_000, maxHeartbeatFailures: 2, pollIntervalMs: 60_000 },
+    )
     const { job } = await client().submitJob({ type: 'wait' })
     await waitFor(async () => (await execution(job.id)).state === 'running')
     const held = [await pool.connect(), await pool.connect()]
@@ -235,11 +257,13 @@ describe('Worker', () => {
 
   it('cancels a running execution: the handler is aborted and the execution stays cancelled', async () => {
     let reason: unknown
-    await startWorker([defineHandler('long', async (ctx) => {
-      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
-      reason = ctx.signal.reason
-      return 'finished anyway'
-    })])
+    await startWorker([
+      defineHandler('long', async (ctx) => {
+        await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
+        reason = ctx.signal.reason
+        return 'finished anyway'
+      }),
+    ])
     const { job } = await client().submitJob({ type: 'long' })
     await waitFor(async () => (await execution(job.id)).state === 'running')
     await client().cancelJob(job.id)
@@ -250,9 +274,14 @@ describe('Worker', () => {
   })
 
   it('hands back running executions on stop after the grace period, leaving nothing running', async () => {
-    const worker = await startWorker([defineHandler('forever', async (ctx) => {
-      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
-    })], { shutdownGraceMs: 100 })
+    const worker = await startWorker(
+      [
+        defineHandler('forever', async (ctx) => {
+          await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
+        }),
+      ],
+      { shutdownGraceMs: 100 },
+    )
     const { job } = await client().submitJob({ type: 'forever' })
     await waitFor(async () => (await execution(job.id)).state === 'running')
     await worker.stop()
@@ -268,10 +297,15 @@ describe('Worker lease check before start', () => {
     // start() sends the first claim; the loop is then blocked past lease − heartbeat before the
     // answer is handled, as a freeze between claim and start would.
     await startWorker([defineHandler('late', async () => void started++)], {
-      leaseMs: 1_000, heartbeatMs: 200, pollIntervalMs: 60_000, events: { runEnded: () => void ended++ },
+      leaseMs: 1_000,
+      heartbeatMs: 200,
+      pollIntervalMs: 60_000,
+      events: { runEnded: () => void ended++ },
     })
     const until = performance.now() + 900
-    while (performance.now() < until) { /* frozen */ }
+    while (performance.now() < until) {
+      /* frozen */
+    }
     await waitFor(() => ended === 1, { what: 'the run to end' })
     expect(started).toBe(0)
   })
@@ -281,15 +315,28 @@ describe('Worker prefetch', () => {
   it('claims ahead of its free slots once handlers are known to be short, and runs each execution once', async () => {
     const runs = new Map<number, number>()
     let maxBuffered = 0
-    await startWorker([defineHandler('short', async (ctx) => {
-      const i = (ctx.payload as { i: number }).i
-      runs.set(i, (runs.get(i) ?? 0) + 1)
-    })], { concurrency: 4, prefetch: 50, events: { claimed: (_, waiting) => {
-      maxBuffered = Math.max(maxBuffered, waiting)
-    } } })
+    await startWorker(
+      [
+        defineHandler('short', async (ctx) => {
+          const i = (ctx.payload as { i: number }).i
+          runs.set(i, (runs.get(i) ?? 0) + 1)
+        }),
+      ],
+      {
+        concurrency: 4,
+        prefetch: 50,
+        events: {
+          claimed: (_, waiting) => {
+            maxBuffered = Math.max(maxBuffered, waiting)
+          },
+        },
+      },
+    )
     await client().submitJobs(Array.from({ length: 600 }, (_, i) => ({ type: 'short', payload: { i } })))
-    await waitFor(async () => Number((await sql<{ n: string }>`select count(*) as n from pgsched.executions where state = 'succeeded'`.execute(t.db)).rows[0]?.n) === 600,
-      { what: 'all 600 to succeed', timeoutMs: 30_000 })
+    await waitFor(
+      async () => Number((await sql<{ n: string }>`select count(*) as n from pgsched.executions where state = 'succeeded'`.execute(t.db)).rows[0]?.n) === 600,
+      { what: 'all 600 to succeed', timeoutMs: 30_000 },
+    )
     expect(runs.size).toBe(600)
     expect([...runs.values()].every((n) => n === 1)).toBe(true)
     expect(maxBuffered).toBeGreaterThan(4)
@@ -301,12 +348,24 @@ describe('Worker prefetch', () => {
     const gate = new Promise<void>((resolve) => (release = resolve))
     let runs = 0
     let waiting = 0
-    const worker = await startWorker([defineHandler('gated', async () => {
-      runs++
-      if (runs > 20) await gate
-    })], { concurrency: 2, prefetch: 30, shutdownGraceMs: 100, events: { claimed: (_, w) => {
-      waiting = w
-    } } })
+    const worker = await startWorker(
+      [
+        defineHandler('gated', async () => {
+          runs++
+          if (runs > 20) await gate
+        }),
+      ],
+      {
+        concurrency: 2,
+        prefetch: 30,
+        shutdownGraceMs: 100,
+        events: {
+          claimed: (_, w) => {
+            waiting = w
+          },
+        },
+      },
+    )
     await client().submitJobs(Array.from({ length: 20 }, () => ({ type: 'gated' })))
     await waitFor(() => runs === 20, { what: 'the first 20 runs' })
     await client().submitJobs(Array.from({ length: 100 }, () => ({ type: 'gated' })))
@@ -325,12 +384,23 @@ describe('Worker prefetch', () => {
   it('starts announced higher-priority work before the lower-priority work it has buffered', async () => {
     const started: Array<{ high: boolean; at: number }> = []
     let waiting = 0
-    await startWorker([defineHandler('mixed', async (ctx) => {
-      started.push({ high: (ctx.payload as { high?: boolean }).high === true, at: performance.now() })
-      await new Promise((r) => setTimeout(r, 2))
-    })], { concurrency: 2, prefetch: 40, events: { claimed: (_, w) => {
-      waiting = w
-    } } })
+    await startWorker(
+      [
+        defineHandler('mixed', async (ctx) => {
+          started.push({ high: (ctx.payload as { high?: boolean }).high === true, at: performance.now() })
+          await new Promise((r) => setTimeout(r, 2))
+        }),
+      ],
+      {
+        concurrency: 2,
+        prefetch: 40,
+        events: {
+          claimed: (_, w) => {
+            waiting = w
+          },
+        },
+      },
+    )
     await client().submitJobs(Array.from({ length: 400 }, () => ({ type: 'mixed', priority: 0, payload: {} })))
     await waitFor(() => waiting >= 10, { what: 'low-priority executions buffered' })
     await client().submitJobs(Array.from({ length: 10 }, () => ({ type: 'mixed', priority: 5, payload: { high: true } })))

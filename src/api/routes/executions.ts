@@ -69,11 +69,13 @@ export const executionRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app,
         throw new NotFoundError(`output of execution ${id} is no longer stored`)
       }
       const text = /\.(log|txt)$/.test(path)
-      return reply
-        .type(text ? 'text/plain; charset=utf-8' : 'application/octet-stream')
-        .header('content-length', stat.size)
-        // A stream is sent as is; the response schema only documents the content types.
-        .send(handle.createReadStream() as unknown as string)
+      return (
+        reply
+          .type(text ? 'text/plain; charset=utf-8' : 'application/octet-stream')
+          .header('content-length', stat.size)
+          // A stream is sent as is; the response schema only documents the content types.
+          .send(handle.createReadStream() as unknown as string)
+      )
     },
   )
 }

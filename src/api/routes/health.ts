@@ -54,11 +54,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesDeps> = async (
     }
   }
 
-  app.get(
-    '/healthz',
-    { schema: { operationId: 'health', tags: ['ops'], summary: 'Liveness', response: { 200: Status } } },
-    async () => ({ status: 'ok' }),
-  )
+  app.get('/healthz', { schema: { operationId: 'health', tags: ['ops'], summary: 'Liveness', response: { 200: Status } } }, async () => ({ status: 'ok' }))
 
   app.get(
     '/readyz',

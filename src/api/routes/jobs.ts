@@ -68,7 +68,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
         operationId: 'listJobs',
         tags: ['jobs'],
         summary: 'List jobs',
-        description: 'The tenant\'s jobs, newest first, filtered by status, type and queue; keyset-paginated, so pages stay stable while jobs are added.',
+        description: "The tenant's jobs, newest first, filtered by status, type and queue; keyset-paginated, so pages stay stable while jobs are added.",
         security,
         querystring: ListJobsQuery,
         response: { 200: JobPageSchema, ...CommonErrors },
@@ -102,7 +102,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
       schema: {
         operationId: 'listExecutions',
         tags: ['jobs'],
-        summary: 'A job\'s executions',
+        summary: "A job's executions",
         description: 'Runs of the job, latest fire time first, with state, attempt, times, result and error.',
         security,
         params: IdParams,

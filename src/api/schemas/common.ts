@@ -22,10 +22,7 @@ export function Nullable<T extends TSchema>(schema: T) {
 }
 
 /** Path parameters of routes addressing one job or execution. */
-export const IdParams = Type.Object(
-  { id: Uuid('Job or execution id') },
-  { additionalProperties: false },
-)
+export const IdParams = Type.Object({ id: Uuid('Job or execution id') }, { additionalProperties: false })
 
 /** `limit` of paginated lists. */
 export const Limit = Type.Integer({
@@ -44,7 +41,4 @@ export const Cursor = Type.String({
 })
 
 /** Query string of paginated history. */
-export const PageQuery = Type.Object(
-  { limit: Type.Optional(Limit), cursor: Type.Optional(Cursor) },
-  { additionalProperties: false },
-)
+export const PageQuery = Type.Object({ limit: Type.Optional(Limit), cursor: Type.Optional(Cursor) }, { additionalProperties: false })

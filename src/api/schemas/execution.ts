@@ -15,7 +15,7 @@ export const ExecutionStateSchema = Type.Enum(['pending', 'running', 'succeeded'
 export const ExecutionErrorSchema = Type.Object(
   {
     message: Type.String({ description: 'What went wrong.' }),
-    name: Type.String({ description: 'The error class: the handler\'s own, or FatalError, TimeoutError, LeaseExpiredError, CancelledError.' }),
+    name: Type.String({ description: "The error class: the handler's own, or FatalError, TimeoutError, LeaseExpiredError, CancelledError." }),
     fatal: Type.Optional(Type.Boolean({ description: 'No retry follows.' })),
     timedOut: Type.Optional(Type.Boolean({ description: 'The attempt ran out of its timeoutMs.' })),
     attempt: Type.Integer({ description: 'The attempt this error ended.' }),
@@ -38,7 +38,7 @@ export const ExecutionSchema = Type.Object(
     startedAt: Nullable(DateTime('Start of the latest attempt.')),
     finishedAt: Nullable(DateTime('When it reached a final state.')),
     workerId: Nullable(Type.String()),
-    leaseExpiresAt: Nullable(DateTime('End of the running attempt\'s lease.')),
+    leaseExpiresAt: Nullable(DateTime("End of the running attempt's lease.")),
     result: Type.Unknown({ description: 'What the handler returned (JSON), or null.' }),
     error: Nullable(ExecutionErrorSchema),
     outputUri: Nullable(Type.String({ description: 'Where the worker stored the output (file:// URI).' })),

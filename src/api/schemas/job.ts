@@ -8,8 +8,19 @@
 import { Type, type Static } from '@fastify/type-provider-typebox'
 import type { Job } from '../../core/job.ts'
 import {
-  BACKOFF_BASE_MS, BACKOFF_MAX_MS, IDEMPOTENCY_KEY_MAX_LENGTH, MAX_ATTEMPTS, MAX_PAYLOAD_BYTES, MISFIRE_MAX_RUNS, PRIORITY,
-  QUEUE_MAX_LENGTH, QUEUE_RULE, TIMEOUT_MS, TYPE_MAX_LENGTH, TYPE_RULE, type IntRange,
+  BACKOFF_BASE_MS,
+  BACKOFF_MAX_MS,
+  IDEMPOTENCY_KEY_MAX_LENGTH,
+  MAX_ATTEMPTS,
+  MAX_PAYLOAD_BYTES,
+  MISFIRE_MAX_RUNS,
+  PRIORITY,
+  QUEUE_MAX_LENGTH,
+  QUEUE_RULE,
+  TIMEOUT_MS,
+  TYPE_MAX_LENGTH,
+  TYPE_RULE,
+  type IntRange,
 } from '../../core/names.ts'
 import { Cursor, DateTime, Limit, Nullable, Uuid } from './common.ts'
 import { ExecutionRef, ExecutionStateSchema, executionToJson } from './execution.ts'
@@ -144,7 +155,7 @@ export const JobSchema = Type.Object(
     backoffBaseMs: Type.Integer(),
     backoffMaxMs: Type.Integer(),
     idempotencyKey: Nullable(Type.String()),
-    state: Type.Enum(['active', 'paused', 'cancelled'], { description: 'The definition\'s own state.' }),
+    state: Type.Enum(['active', 'paused', 'cancelled'], { description: "The definition's own state." }),
     status: JobStatusSchema,
     executionStatus: Nullable(ExecutionStateSchema),
     attempts: Type.Integer({ description: 'Attempts of the latest execution.' }),

@@ -70,7 +70,8 @@ export function registerBench(program: Command): void {
       const quick = Boolean(flags.quick)
       const only = flags.only?.split(',').map((x) => x.trim())
       const unknown = only?.filter((x) => !(SCENARIOS as readonly string[]).includes(x))
-      if (unknown && unknown.length > 0) throw new ConfigError(`--only: unknown scenario ${unknown.map((x) => `"${x}"`).join(', ')}; choose from ${SCENARIOS.join(', ')}`)
+      if (unknown && unknown.length > 0)
+        throw new ConfigError(`--only: unknown scenario ${unknown.map((x) => `"${x}"`).join(', ')}; choose from ${SCENARIOS.join(', ')}`)
       const report = await runBench({
         databaseUrl: config.databaseUrl,
         quick,

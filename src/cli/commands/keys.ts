@@ -30,7 +30,14 @@ function formatTable(keys: readonly ApiKey[]): string {
     ...keys.map((k) => [k.id, k.tenant, k.name ?? '-', `${k.keyPrefix}…`, k.createdAt.toISOString(), k.revokedAt?.toISOString() ?? '-']),
   ]
   const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? []
-  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ').trimEnd()).join('\n')
+  return rows
+    .map((r) =>
+      r
+        .map((cell, i) => cell.padEnd(widths[i] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')
 }
 
 export function registerKeys(program: Command): void {
@@ -44,15 +51,13 @@ export function registerKeys(program: Command): void {
     .action(async (opts: { tenant: string; name?: string }) => {
       const created = await withDatabase(({ db }) => createApiKey(db, { tenant: opts.tenant, name: opts.name ?? null }))
       process.stdout.write(`${created.key}\n`)
-      process.stderr.write(
-        `API key ${created.id} for tenant "${created.tenant}" created. It is shown only this once; store it now.\n`,
-      )
+      process.stderr.write(`API key ${created.id} for tenant "${created.tenant}" created. It is shown only this once; store it now.\n`)
     })
 
   keys
     .command('list')
     .description('list API keys (never their secret)')
-    .option('--tenant <name>', 'only this tenant\'s keys')
+    .option('--tenant <name>', "only this tenant's keys")
     .option('--json', 'print JSON')
     .action(async (opts: { tenant?: string; json?: boolean }) => {
       const list = await withDatabase(({ db }) => apiKeyList(db, { tenant: opts.tenant }))

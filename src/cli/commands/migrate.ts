@@ -16,8 +16,6 @@ export function registerMigrate(program: Command): void {
       if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
       const log = createLogger({ level: config.logLevel })
       const { applied } = await migrate({ databaseUrl: config.databaseUrl, partitions: config.db.partitions, log })
-      process.stdout.write(
-        applied.length === 0 ? 'schema is up to date\n' : `applied ${applied.length} migration(s): ${applied.join(', ')}\n`,
-      )
+      process.stdout.write(applied.length === 0 ? 'schema is up to date\n' : `applied ${applied.length} migration(s): ${applied.join(', ')}\n`)
     })
 }

@@ -40,8 +40,7 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
   const now = params.now ?? null
   // One queue: `queue = $1` lets each partition's claim index return rows already in priority
   // order (a merge append, then LIMIT). `queue = any(...)` cannot, and sorts every due row.
-  const queueMatch =
-    params.queues.length === 1 ? sql`queue = ${params.queues[0]}::text` : sql`queue = any(${params.queues}::text[])`
+  const queueMatch = params.queues.length === 1 ? sql`queue = ${params.queues[0]}::text` : sql`queue = any(${params.queues}::text[])`
   return sql<ClaimedExecution>`${sql.raw(PREPARE)}
     with due as materialized (
       select id, job_id

@@ -15,10 +15,7 @@ export interface ExecutionListByJobParams {
 }
 
 /** A job's executions, latest fire time first. Each item carries its cursor. */
-export async function executionListByJob(
-  db: Kysely<DB>,
-  params: ExecutionListByJobParams,
-): Promise<Array<Execution & { cursor: string }>> {
+export async function executionListByJob(db: Kysely<DB>, params: ExecutionListByJobParams): Promise<Array<Execution & { cursor: string }>> {
   let q = db
     .selectFrom('pgsched.executions')
     .selectAll()

@@ -36,9 +36,15 @@ function jobArrays(j: JobInsertManyParams['jobs']) {
   const col = <T>(f: (x: (typeof j)[number]) => T): T[] => j.map(f)
   const key = (f: (x: (typeof j)[number]) => string | number): string => keyArray(j.map(f))
   return sql.join([
-    sql`${key((x) => x.id)}::uuid[]`, sql`${key((x) => x.executionId)}::uuid[]`, sql`${col((x) => x.type)}::text[]`,
-    sql`${col((x) => x.queue)}::text[]`, sql`${key((x) => x.priority)}::int[]`, sql`${col((x) => x.payloadJson)}::text[]`,
-    sql`${key((x) => x.maxAttempts)}::int[]`, sql`${key((x) => x.timeoutMs)}::int[]`, sql`${key((x) => x.backoffBaseMs)}::int[]`,
+    sql`${key((x) => x.id)}::uuid[]`,
+    sql`${key((x) => x.executionId)}::uuid[]`,
+    sql`${col((x) => x.type)}::text[]`,
+    sql`${col((x) => x.queue)}::text[]`,
+    sql`${key((x) => x.priority)}::int[]`,
+    sql`${col((x) => x.payloadJson)}::text[]`,
+    sql`${key((x) => x.maxAttempts)}::int[]`,
+    sql`${key((x) => x.timeoutMs)}::int[]`,
+    sql`${key((x) => x.backoffBaseMs)}::int[]`,
     sql`${key((x) => x.backoffMaxMs)}::int[]`,
   ])
 }
@@ -53,7 +59,13 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
   const j = params.jobs
   if (j.every((x) => x.idempotencyKey === null && (x.kind === 'now' || x.kind === 'at'))) return jobInsertPlain(db, params)
   const col = <T>(f: (x: (typeof j)[number]) => T): T[] => j.map(f)
-  const result = await sql<{ id: string; created: boolean; existing_job_id: string | null; existing_request_hash: string | null; now: Date }>`${sql.raw(PREPARE)}
+  const result = await sql<{
+    id: string
+    created: boolean
+    existing_job_id: string | null
+    existing_request_hash: string | null
+    now: Date
+  }>`${sql.raw(PREPARE)}
     with input as (
       select *
         from unnest(
@@ -246,19 +258,24 @@ function jobViewQuery(db: Executor) {
     .selectFrom('pgsched.jobs as j')
     .leftJoin('pgsched.triggers as t', 't.job_id', 'j.id')
     .leftJoinLateral(
-      (eb) =>
-        eb
-          .selectFrom('pgsched.executions as le')
-          .whereRef('le.job_id', '=', 'j.id')
-          .orderBy('le.scheduled_for', 'desc')
-          .limit(1)
-          .selectAll()
-          .as('e'),
+      (eb) => eb.selectFrom('pgsched.executions as le').whereRef('le.job_id', '=', 'j.id').orderBy('le.scheduled_for', 'desc').limit(1).selectAll().as('e'),
       (join) => join.onTrue(),
     )
     .select([
-      'j.id', 'j.tenant', 'j.type', 'j.queue', 'j.priority', 'j.payload', 'j.max_attempts', 'j.backoff_base_ms',
-      'j.backoff_max_ms', 'j.timeout_ms', 'j.idempotency_key', 'j.state', 'j.created_by', 'j.created_at',
+      'j.id',
+      'j.tenant',
+      'j.type',
+      'j.queue',
+      'j.priority',
+      'j.payload',
+      'j.max_attempts',
+      'j.backoff_base_ms',
+      'j.backoff_max_ms',
+      'j.timeout_ms',
+      'j.idempotency_key',
+      'j.state',
+      'j.created_by',
+      'j.created_at',
       sql<Record<string, unknown> | null>`case when t.job_id is null then null else to_jsonb(t) end`.as('trigger'),
       sql<Record<string, unknown> | null>`case when e.id is null then null else to_jsonb(e) end`.as('last_execution'),
     ])

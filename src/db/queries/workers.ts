@@ -38,10 +38,7 @@ export const IDLE_MIN_PRIORITY = PRIORITY.min
  * miss both the sign-up and the claim that follows it; it never waits: false
  * means a submit was in flight (try again shortly). Other levels always succeed.
  */
-export async function workerSignUpWaiting(
-  db: Kysely<DB>,
-  params: { id: string; queues: readonly string[]; minPriority?: number },
-): Promise<boolean> {
+export async function workerSignUpWaiting(db: Kysely<DB>, params: { id: string; queues: readonly string[]; minPriority?: number }): Promise<boolean> {
   const minPriority = params.minPriority ?? IDLE_MIN_PRIORITY
   const { rows } = await sql<{ ok: boolean }>`${sql.raw(PREPARE)}
     with handshake as (
