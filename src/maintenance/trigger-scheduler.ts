@@ -40,7 +40,7 @@ export interface TriggerSchedulerOptions {
   batchSize: number
   /** A fire time handled later than this after it was due is missed (docs/recurring-jobs.md). */
   misfireThresholdMs: number
-  /** Tests only: pins the time of every pass. Absent: the database's now(). */
+  /** An injected clock that pins the time of every pass (tests drive fire times with it). Absent: the database's now(). */
   clock?: Clock
 }
 

@@ -15,7 +15,7 @@ export interface ExecutionClaimBatchParams {
   types: readonly string[]
   limit: number
   leaseMs: number
-  /** Pinned time for tests; null = database now(). */
+  /** An injected time instead of the database's now() (null: now()); tests pin time with it. */
   now?: Date | null
 }
 

@@ -73,7 +73,7 @@ function toClaimedTrigger(r: ClaimedTriggerRow): ClaimedTrigger {
 
 export interface TriggerClaimDueParams {
   limit: number
-  /** Pinned time for tests; null = database now(). */
+  /** An injected time instead of the database's now() (null: now()); tests pin time with it. */
   now?: Date | null
 }
 
