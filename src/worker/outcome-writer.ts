@@ -67,7 +67,7 @@ export class OutcomeWriter {
     await this.p.completer.flush()
   }
 
-  /** Ends the retry waits early (a write still retries until its lease is gone). */
+  /** Ends the retry waits: a write that fails from now on gives up and lets its lease expire. */
   stop(): void {
     this.stopped.abort()
   }
@@ -103,6 +103,12 @@ export class OutcomeWriter {
         // A lost run is no longer held: the lease keeper reported it, so its writes end here.
         if (!this.p.leases.holds(run)) {
           ctx.log.warn('outcome not recorded: lease lost while the database was unreachable')
+          return
+        }
+        // Stopped: the heartbeat is over too, so the lease cannot be kept; the reaper requeues it.
+        if (this.stopped.signal.aborted) {
+          this.p.leases.release(run)
+          ctx.log.warn('outcome not recorded: the worker stopped while the database was unreachable')
           return
         }
         await abortableSleep(delayMs, this.stopped.signal)

@@ -47,3 +47,24 @@ export interface WorkerOptions {
   id?: string
   events?: WorkerEvents
 }
+
+/**
+ * The events with each callback guarded: one that throws is logged and the worker carries on (a
+ * throw inside the claim loop or a slot's start would otherwise leak the slot or fail the claim).
+ */
+export function guardedEvents(events: WorkerEvents, log: Logger): WorkerEvents {
+  const guard =
+    <A extends unknown[]>(name: string, fn: ((...args: A) => void) | undefined) =>
+    (...args: A): void => {
+      try {
+        fn?.(...args)
+      } catch (err: unknown) {
+        log.error({ err, event: name }, 'worker event listener threw')
+      }
+    }
+  return {
+    claimed: events.claimed && guard('claimed', events.claimed.bind(events)),
+    runStarted: events.runStarted && guard('runStarted', events.runStarted.bind(events)),
+    runEnded: events.runEnded && guard('runEnded', events.runEnded.bind(events)),
+  }
+}

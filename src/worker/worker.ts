@@ -17,7 +17,7 @@
 import { hostname } from 'node:os'
 import { uuidV7 } from '../lib/uuid-v7.ts'
 import { executionClaimBatch, type ClaimedExecution } from '../db/queries/claim.ts'
-import { serverAutovacuumOn } from '../db/queries/ops.ts'
+import { AUTOVACUUM_OFF_WARNING, serverAutovacuumOn } from '../db/queries/ops.ts'
 import { workerMarkStopped, workerRegister } from '../db/queries/workers.ts'
 import type { Logger } from '../logger.ts'
 import { CancelledError, ShutdownError, endsLease, LeaseLostError, type AbortReason } from './abort-reasons.ts'
@@ -29,15 +29,12 @@ import { Notifier } from './notifier.ts'
 import { OutcomeWriter } from './outcome-writer.ts'
 import { createRun, type Run } from './run.ts'
 import { WakeUp } from './wake-up.ts'
-import type { WorkerOptions } from './worker-options.ts'
+import { guardedEvents, type WorkerEvents, type WorkerOptions } from './worker-options.ts'
 
 /** First delay before claiming again after a failed claim; doubles per failure. */
 const CLAIM_RETRY_MIN_MS = 100
 /** Longest delay between claim retries. */
 const CLAIM_RETRY_MAX_MS = 5_000
-const AUTOVACUUM_OFF =
-  'autovacuum is off on this server: every claim leaves a dead entry in the claim index that only VACUUM removes, ' +
-  'so claims slow down as they pile up; turn autovacuum on or run VACUUM pgsched.executions regularly'
 
 /** A worker process's scheduler side: claims, runs and records executions (see the file header). */
 export class Worker {
@@ -51,31 +48,23 @@ export class Worker {
   private readonly leases: LeaseKeeper
   private readonly outcomes: OutcomeWriter
   private readonly executor: Executor
+  private readonly events: WorkerEvents | undefined
   private stopping = false
   private started = false
   private claimLoopDone: Promise<void> | undefined
   private readonly idleWaiters: Array<() => void> = []
 
-  constructor(options: WorkerOptions) {
-    this.o = options
-    const o = options
+  constructor(o: WorkerOptions) {
+    this.o = o
     this.id = o.id ?? uuidV7()
     this.log = o.log.child({ component: 'worker', workerId: this.id })
     const log = this.log
+    this.events = o.events && guardedEvents(o.events, log)
     this.completer = new Completer({ db: o.db, workerId: this.id, log })
     this.queue = new LocalQueue({ concurrency: o.concurrency, prefetch: o.prefetch ?? 0 })
     this.wakeUp = new WakeUp({ db: o.db, workerId: this.id, queues: o.queues, pollIntervalMs: o.pollIntervalMs })
-    const { leaseMs, heartbeatMs, maxHeartbeatFailures } = o
-    this.leases = new LeaseKeeper({
-      db: o.db,
-      completer: this.completer,
-      workerId: this.id,
-      log,
-      leaseMs,
-      heartbeatMs,
-      maxHeartbeatFailures,
-      onLost: this.abort,
-    })
+    // db, leaseMs, heartbeatMs and maxHeartbeatFailures from the options.
+    this.leases = new LeaseKeeper({ ...o, completer: this.completer, workerId: this.id, log, onLost: this.abort })
     const onRetryScheduled = (retryInMs: number) => this.wakeUp.wakeIn(retryInMs)
     this.outcomes = new OutcomeWriter({ completer: this.completer, workerId: this.id, log, leases: this.leases, onRetryScheduled })
     const { handlers, outputDir } = o
@@ -114,7 +103,7 @@ export class Worker {
     this.claimLoopDone = this.claimLoop()
     this.leases.start()
     this.log.info({ queues, types: this.types, concurrency }, 'worker started')
-    if (!autovacuum) this.log.warn(AUTOVACUUM_OFF)
+    if (!autovacuum) this.log.warn(AUTOVACUUM_OFF_WARNING)
   }
 
   /** Claims once (free slots + prefetch room) and starts handlers; returns how many were claimed. The claim loop calls this. */
@@ -140,7 +129,7 @@ export class Worker {
       this.queue.add(runs)
       this.startWaiting()
     }
-    this.o.events?.claimed?.(claimed.length, this.queue.waiting)
+    this.events?.claimed?.(claimed.length, this.queue.waiting)
     return claimed.length
   }
 
@@ -170,7 +159,7 @@ export class Worker {
   private startWaiting(): void {
     if (this.stopping) return
     for (let run = this.queue.next(); run !== undefined; run = this.queue.next()) {
-      this.o.events?.runStarted?.(run.claimed)
+      this.events?.runStarted?.(run.claimed)
       void this.executor.execute(run)
     }
   }
@@ -196,17 +185,18 @@ export class Worker {
     this.pump()
     this.wakeUp.wake()
     if (this.queue.running === 0) for (const w of this.idleWaiters.splice(0)) w()
-    this.o.events?.runEnded?.(run.claimed, ranMs)
+    this.events?.runEnded?.(run.claimed, ranMs)
   }
 
   /**
    * Aborts a run. A lost lease or a cancel makes it lost (its lease released, nothing written); a
    * buffered run just leaves the queue (a shutdown hands it back). A finishing run's outcome is with
-   * the writer: only the lease keeper (LeaseLostError: database unreachable) can still take it.
+   * the writer: only the lease keeper (LeaseLostError: database unreachable) can still take it, even
+   * when the run was aborted before (a timeout whose failure is being written).
    */
   private readonly abort = (run: Run, reason: AbortReason): void => {
-    if (run.abortReason !== undefined || run.state === 'lost') return
-    if (run.state === 'finishing' && !(reason instanceof LeaseLostError)) return
+    if (run.state === 'lost') return
+    if (run.state === 'finishing' ? !(reason instanceof LeaseLostError) : run.abortReason !== undefined) return
     const buffered = run.state === 'buffered'
     run.abortReason = reason
     if (endsLease(reason)) {
@@ -249,7 +239,8 @@ export class Worker {
       const released = await this.leases.handBack(unfinished)
       this.log.info({ count: released }, 'handed back unfinished executions')
     }
-    await this.completer.flush()
+    // Outcomes of handlers that returned as the grace period ended, after the first drain.
+    await this.outcomes.drain()
     this.outcomes.stop()
     await this.leases.stop()
     await workerMarkStopped(this.o.db, { id: this.id }).catch(() => undefined)

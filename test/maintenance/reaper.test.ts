@@ -42,7 +42,7 @@ describe('Reaper', () => {
         name: 'LeaseExpiredError',
         attempt: 1,
         workerId: FACTORY_WORKER_ID,
-        at: expect.any(String),
+        at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/), // as Date#toISOString writes it
       })
     }
   })

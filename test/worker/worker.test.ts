@@ -7,7 +7,7 @@ import { executionFailMany } from '../../src/db/queries/lease.ts'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { FatalError } from '../../src/errors.ts'
-import { CancelledError, LeaseLostError } from '../../src/worker/abort-reasons.ts'
+import { CancelledError, LeaseLostError, TimeoutError } from '../../src/worker/abort-reasons.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
@@ -253,6 +253,59 @@ describe('Worker', () => {
     for (const c of held) c.release()
     await worker.stop()
     await db.destroy()
+  })
+
+  it("stops retrying a timed-out run's failure write once the database is unreachable for maxHeartbeatFailures heartbeats", async () => {
+    // At the timeout, before the failure is written, the handler takes every connection of the
+    // worker's pool: the failure cannot be written and the lease cannot be renewed. The lease keeper
+    // then gives the run up, and the writer must stop retrying (it used to retry for as long as the
+    // database stayed away, and stop() waited for it).
+    const pool = new pg.Pool({ connectionString: t.url, max: 2, connectionTimeoutMillis: 100 })
+    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })
+    const lines: string[] = []
+    const log = pino({ level: 'warn' }, { write: (line: string) => lines.push(line) })
+    let reason: unknown
+    const held: Array<Promise<pg.PoolClient>> = []
+    const worker = await startWorker(
+      [
+        defineHandler('slow', async (ctx) => {
+          await new Promise<void>((resolve) => {
+            const onAbort = () => {
+              reason = ctx.signal.reason
+              held.push(pool.connect(), pool.connect())
+              resolve()
+            }
+            ctx.signal.addEventListener('abort', onAbort, { once: true })
+          })
+        }),
+      ],
+      { db, log, heartbeatMs: 100, leaseMs: 200_000, maxHeartbeatFailures: 2, pollIntervalMs: 60_000 },
+    )
+    const { job } = await client().submitJob({ type: 'slow', timeoutMs: 500 })
+    try {
+      await waitFor(() => lines.some((l) => l.includes('outcome not recorded: lease lost while the database was unreachable')), {
+        what: 'the failure write to give up',
+      })
+      expect(reason).toBeInstanceOf(TimeoutError)
+    } finally {
+      for (const c of await Promise.all(held)) c.release()
+    }
+    await worker.stop()
+    await db.destroy()
+    // Nothing was written: the execution waits, leased, for the reaper.
+    expect(await execution(job.id)).toMatchObject({ state: 'running', error: null })
+  })
+
+  it('carries on when an event listener throws: the run still starts, ends and is recorded', async () => {
+    const lines: string[] = []
+    const log = pino({ level: 'error' }, { write: (line: string) => lines.push(line) })
+    const boom = () => {
+      throw new Error('listener failed')
+    }
+    await startWorker([defineHandler('fine', async () => 'ok')], { log, events: { claimed: boom, runStarted: boom, runEnded: boom } })
+    const { job } = await client().submitJob({ type: 'fine' })
+    await waitFor(async () => (await execution(job.id)).state === 'succeeded', { what: 'the job to succeed' })
+    expect(lines.some((l) => l.includes('worker event listener threw'))).toBe(true)
   })
 
   it('cancels a running execution: the handler is aborted and the execution stays cancelled', async () => {

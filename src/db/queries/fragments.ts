@@ -53,6 +53,9 @@ export const claimedTriggerColumns = sql`t.job_id, t.kind, t.cron_expression, t.
 export const executionsFromSubmitted = sql`insert into pgsched.executions (id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
       select execution_id, id, queue, type, priority, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, timeout_ms`
 
+/** now() as the worker writes `at` (Date#toISOString: UTC, milliseconds, "Z"), whatever the session's TimeZone. */
+const NOW_ISO = sql`to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+
 /** SQL expressions for some fields of an ExecutionError; `at` defaults to now(). */
 export type ExecutionErrorSql = { [K in keyof ExecutionError]?: RawBuilder<unknown> }
 
@@ -62,7 +65,7 @@ export type ExecutionErrorSql = { [K in keyof ExecutionError]?: RawBuilder<unkno
  * to null, are left out (as the TypeScript writer leaves out undefined ones).
  */
 export function executionErrorSql(fields: ExecutionErrorSql): RawBuilder<unknown> {
-  const values: ExecutionErrorSql = { at: sql`now()`, ...fields }
+  const values: ExecutionErrorSql = { at: NOW_ISO, ...fields }
   const pairs = EXECUTION_ERROR_FIELDS.flatMap((name) => {
     const value = values[name]
     return value === undefined ? [] : [sql`${sql.lit(name)}, ${value}`]

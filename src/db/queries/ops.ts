@@ -31,6 +31,11 @@ export async function executionCountByQueue(db: Kysely<DB>): Promise<QueueDepth[
   return result.rows
 }
 
+/** What a worker logs at start when the server runs without autovacuum. */
+export const AUTOVACUUM_OFF_WARNING =
+  'autovacuum is off on this server: every claim leaves a dead entry in the claim index that only VACUUM removes, ' +
+  'so claims slow down as they pile up; turn autovacuum on or run VACUUM pgsched.executions regularly'
+
 /** Whether the server runs autovacuum (the claim index depends on it; see migration 0007). */
 export async function serverAutovacuumOn(db: Kysely<DB>): Promise<boolean> {
   const { rows } = await sql<{ on: boolean }>`select current_setting('autovacuum')::bool as on`.execute(db)
