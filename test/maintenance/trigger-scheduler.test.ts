@@ -246,7 +246,11 @@ describe('TriggerScheduler', () => {
             running++
             maxRunning = Math.max(maxRunning, running)
             try {
-              await new Promise<void>((resolve) => releases.push(resolve)) // held until the test lets it finish
+              // held until the test lets it finish (or the worker stops at the end of the test)
+              await new Promise<void>((resolve) => {
+                releases.push(resolve)
+                ctx.signal.addEventListener('abort', () => resolve(), { once: true })
+              })
             } finally {
               running--
             }
