@@ -41,29 +41,31 @@ describe('Completer.exclusive', () => {
       { what: 'the write to wait on the lock' },
     )
 
+    // Each step is recorded as it happens; the order shows who waited for whom.
     const order: string[] = []
+    void writeA.then(() => order.push('write a ends'))
     let release: () => void = () => undefined
-    const gate = new Promise<void>((resolve) => (release = resolve))
+    const gate = new Promise<void>((resolve) => {
+      release = resolve
+    })
     const exclusive = completer.exclusive(async () => {
       order.push('exclusive starts')
       await gate
-      order.push('exclusive ends')
+      order.push(`exclusive ends, b ${await state(b.id)}`)
     })
-    await new Promise((r) => setTimeout(r, 50))
-    expect(order).toEqual([]) // still waiting for the write in flight
 
     await blocker.query('commit')
     blocker.release()
     expect(await writeA).toEqual({ accepted: true })
-    await waitFor(() => order.length === 1, { what: 'the exclusive statement to start' })
+    await waitFor(() => order.includes('exclusive starts'), { what: 'the exclusive statement to start' })
 
     const writeB = completer.complete(done(b))
-    await new Promise((r) => setTimeout(r, 50))
-    expect(await state(b.id)).toBe('running') // held back while the exclusive statement runs
+    void writeB.then(() => order.push('write b ends'))
     release()
     await exclusive
     expect(await writeB).toEqual({ accepted: true })
-    expect(order).toEqual(['exclusive starts', 'exclusive ends'])
+    // The exclusive statement started only after write a ended, and b was still unwritten when it ended.
+    expect(order).toEqual(['write a ends', 'exclusive starts', 'exclusive ends, b running', 'write b ends'])
     expect(await state(b.id)).toBe('succeeded')
   })
 })
