@@ -12,7 +12,8 @@ import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from
 import { normalizeSubmit, type Execution, type Job, type JobStatus, type NormalizedSubmit, type SubmitJobInput } from './core/job.ts'
 import { createDb } from './db/pool.ts'
 import type { DB } from './db/schema.ts'
-import { jobCancel, jobGetById, jobList, jobSetPaused, type JobInsertOutcome } from './db/queries/jobs.ts'
+import { jobCancel, jobSetPaused, type JobInsertOutcome } from './db/queries/jobs.ts'
+import { jobGetById, jobList } from './db/queries/job-views.ts'
 import { insertRows, SubmitBatcher, type SubmitRow } from './submit-batcher.ts'
 import { executionGetById, executionListByJob } from './db/queries/executions.ts'
 

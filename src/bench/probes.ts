@@ -1,11 +1,13 @@
 /**
  * The bench's probes of the scratch database and the machine: a free port,
- * "the queue is drained", "autovacuum has caught up", the database clock and
- * throughput by database timestamps. Callers: runBench's scenarios.
+ * "the queue is drained", "autovacuum has caught up", the database clock,
+ * throughput by database timestamps, the server's description, the claim's
+ * plan, and the history rows of the scale scenario. Callers: runBench's scenarios.
  */
 import { createServer } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { sql, type Kysely } from 'kysely'
+import { executionClaimBatchQuery } from '../db/queries/claim.ts'
 import { serverAutovacuumOn } from '../db/queries/ops.ts'
 import type { DB } from '../db/schema.ts'
 import type { Scratch } from './scratch.ts'
@@ -82,4 +84,55 @@ export async function dbThroughput(s: Scratch, since: Date | null = null): Promi
      where state = 'succeeded' and (${since}::timestamptz is null or started_at >= ${since}::timestamptz)`.execute(s.db)
   const r = rows[0] as { n: number; seconds: number }
   return r.n / r.seconds
+}
+
+/** The server's version and the settings that move the figures most, for the report. */
+export async function serverDescription(db: Kysely<DB>): Promise<string> {
+  const { rows } = await sql<{ version: string; settings: string }>`
+    select current_setting('server_version') as version,
+           string_agg(name || ' = ' || current_setting(name), ', ' order by name) as settings
+      from pg_settings
+     where name in ('autovacuum', 'fsync', 'max_wal_size', 'shared_buffers', 'synchronous_commit', 'work_mem')`.execute(db)
+  return `PostgreSQL ${rows[0]?.version ?? '?'} (${rows[0]?.settings ?? ''})`
+}
+
+/** Writes `rows` terminal executions of history (a day old), then vacuums, analyzes and checkpoints. */
+export async function writeHistory(s: Scratch, rows: number, progress: (line: string) => void): Promise<void> {
+  progress(`scale: writing ${rows.toLocaleString('en-US')} terminal executions of history`)
+  // Chunks of 500,000 on two connections at once; job ids time-ordered (UUIDv7), as real history's are.
+  const chunk = 500_000
+  let next = 0
+  let written = 0
+  await Promise.all(
+    [0, 1].map(async () => {
+      while (next < rows) {
+        const n = Math.min(chunk, rows - next)
+        next += n
+        await sql`
+        insert into pgsched.executions (job_id, queue, type, priority, scheduled_for, run_at, state, attempt, max_attempts,
+                                        timeout_ms, started_at, finished_at, result)
+        select pgsched.uuid_v7(), 'default', 'bench.noop', 0, t, t, 'succeeded', 1, 5, 300000, t, t, 'null'::jsonb
+          from (select now() - interval '1 day' - g * interval '1 millisecond' as t from generate_series(1, ${n}::int) g) x`.execute(s.db)
+        written += n
+        progress(`  history ${written.toLocaleString('en-US')} / ${rows.toLocaleString('en-US')}`)
+      }
+    }),
+  )
+  await sql`vacuum analyze pgsched.executions`.execute(s.db)
+  // The history stands for a steady state, not a bulk load in progress: flush it before measuring
+  // (needs superuser or pg_checkpoint; without, the checkpoint of the load may overlap the runs).
+  await sql`checkpoint`.execute(s.db).catch((err: unknown) => progress(`  checkpoint skipped: ${String(err)}`))
+}
+
+/** EXPLAIN (ANALYZE, BUFFERS) of one claim of 100, rolled back; the error's text when it fails. */
+export async function explainClaim(db: Kysely<DB>, workerId: string): Promise<string> {
+  return db
+    .transaction()
+    .execute(async (trx) => {
+      const q = executionClaimBatchQuery({ workerId, queues: ['default'], types: ['bench.noop'], limit: 100, leaseMs: 30_000 })
+      const { rows: plan } = await sql<{ 'QUERY PLAN': string }>`explain (analyze, buffers) ${q}`.execute(trx)
+      await sql`rollback`.execute(trx).catch(() => undefined)
+      return plan.map((p) => p['QUERY PLAN']).join('\n')
+    })
+    .catch((err: unknown) => `EXPLAIN failed: ${String(err)}`)
 }

@@ -13,11 +13,11 @@ import { performance } from 'node:perf_hooks'
 import { sql } from 'kysely'
 import { createClient } from '../client.ts'
 import { createApiKey } from '../api/auth.ts'
-import { executionClaimBatch, executionClaimBatchQuery } from '../db/queries/claim.ts'
+import { executionClaimBatch } from '../db/queries/claim.ts'
 import { executionCompleteMany } from '../db/queries/lease.ts'
 import type { Logger } from '../logger.ts'
 import { monotonicMs, type ProbeMessage } from './handlers.ts'
-import { afterAutovacuum, dbNow, dbThroughput, freePort, waitUntilDrained } from './probes.ts'
+import { afterAutovacuum, dbNow, dbThroughput, explainClaim, freePort, serverDescription, waitUntilDrained, writeHistory } from './probes.ts'
 import { loadAutocannon, spawnApi, spawnWorker, type BenchProcess } from './processes.ts'
 import { change, format, type BenchReport, type Row } from './report.ts'
 import { createScratch, insertJobs, type Scratch } from './scratch.ts'
@@ -68,13 +68,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     return p
   }
   try {
-    // The server settings that move these figures most, for the report's machine description.
-    const { rows: server } = await sql<{ version: string; settings: string }>`
-      select current_setting('server_version') as version,
-             string_agg(name || ' = ' || current_setting(name), ', ' order by name) as settings
-        from pg_settings
-       where name in ('autovacuum', 'fsync', 'max_wal_size', 'shared_buffers', 'synchronous_commit', 'work_mem')`.execute(s.db)
-    postgres = `PostgreSQL ${server[0]?.version ?? '?'} (${server[0]?.settings ?? ''})`
+    postgres = await serverDescription(s.db)
 
     // 1. ceiling
     for (const batch of want('ceiling') ? [100, 500] : []) {
@@ -303,30 +297,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     // 6. scale
     if (want('scale')) {
       await s.reset()
-      o.progress(`scale: writing ${o.historyRows.toLocaleString('en-US')} terminal executions of history`)
-      // Chunks of 500,000 on two connections at once; job ids time-ordered (UUIDv7), as real history's are.
-      const chunk = 500_000
-      let next = 0
-      let written = 0
-      await Promise.all(
-        [0, 1].map(async () => {
-          while (next < o.historyRows) {
-            const n = Math.min(chunk, o.historyRows - next)
-            next += n
-            await sql`
-            insert into pgsched.executions (job_id, queue, type, priority, scheduled_for, run_at, state, attempt, max_attempts,
-                                            timeout_ms, started_at, finished_at, result)
-            select pgsched.uuid_v7(), 'default', 'bench.noop', 0, t, t, 'succeeded', 1, 5, 300000, t, t, 'null'::jsonb
-              from (select now() - interval '1 day' - g * interval '1 millisecond' as t from generate_series(1, ${n}::int) g) x`.execute(s.db)
-            written += n
-            o.progress(`  history ${written.toLocaleString('en-US')} / ${o.historyRows.toLocaleString('en-US')}`)
-          }
-        }),
-      )
-      await sql`vacuum analyze pgsched.executions`.execute(s.db)
-      // The history stands for a steady state, not a bulk load in progress: flush it before measuring
-      // (needs superuser or pg_checkpoint; without, the checkpoint of the load may overlap the runs).
-      await sql`checkpoint`.execute(s.db).catch((err: unknown) => o.progress(`  checkpoint skipped: ${String(err)}`))
+      await writeHistory(s, o.historyRows, o.progress)
       // Between runs the history stays (each run's executions join it); only work left pending
       // (the EXPLAIN's) is removed, through the claim index.
       const keep = async () => {
@@ -386,15 +357,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         // EXPLAIN the claim with pending work and the history in place.
         await keep()
         await insertJobs(s.db, submitMany, 10_000)
-        explain = await s.db
-          .transaction()
-          .execute(async (trx) => {
-            const q = executionClaimBatchQuery({ workerId: WORKER_ID, queues: ['default'], types: ['bench.noop'], limit: 100, leaseMs: 30_000 })
-            const { rows: plan } = await sql<{ 'QUERY PLAN': string }>`explain (analyze, buffers) ${q}`.execute(trx)
-            await sql`rollback`.execute(trx).catch(() => undefined)
-            return plan.map((p) => p['QUERY PLAN']).join('\n')
-          })
-          .catch((err: unknown) => `EXPLAIN failed: ${String(err)}`)
+        explain = await explainClaim(s.db, WORKER_ID)
         const twinP50 = figure(twinLatency.map((r) => r.p50)).median
         addLatency('scale', twinLatency, '', ', empty tables, paired runs')
         addLatency(

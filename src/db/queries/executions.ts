@@ -5,7 +5,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { Execution } from '../../core/job.ts'
-import { toExecution } from './jobs.ts'
+import { toExecution } from './job-views.ts'
 
 export interface ExecutionListByJobParams {
   jobId: string

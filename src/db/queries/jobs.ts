@@ -1,15 +1,14 @@
 /**
- * SQL for jobs: batch insert (job + execution or trigger + idempotency key in
- * one statement), view, keyset list, and the control transitions (cancel,
- * pause, resume). Returns domain types through `toJob`.
+ * SQL that writes jobs: batch insert (job + execution or trigger + idempotency
+ * key in one statement) and the control transitions (cancel, pause, resume).
+ * Reading jobs (view, keyset list) and the mapping to domain types: job-views.ts.
  */
-import { sql, type Kysely, type SqlBool, type Expression } from 'kysely'
+import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
 import { executionErrorSql, executionsFromSubmitted } from './fragments.ts'
-import type { Execution, Job, JobStatus, NormalizedSubmit, Schedule } from '../../core/job.ts'
-import { jobStatus } from '../../core/job.ts'
+import type { NormalizedSubmit } from '../../core/job.ts'
 
 type Executor = Kysely<DB>
 
@@ -164,170 +163,6 @@ async function jobInsertPlain(db: Executor, params: JobInsertManyParams): Promis
     now: result.rows[0]?.now ?? new Date(),
     outcomes: j.map((x) => ({ id: x.id, created: true, existingJobId: null, existingRequestHash: null })),
   }
-}
-
-interface JobViewRow {
-  id: string
-  tenant: string
-  type: string
-  queue: string
-  priority: number
-  payload: unknown
-  max_attempts: number
-  backoff_base_ms: number
-  backoff_max_ms: number
-  timeout_ms: number
-  idempotency_key: string | null
-  state: Job['state']
-  created_by: string | null
-  created_at: Date
-  trigger: Record<string, unknown> | null
-  last_execution: Record<string, unknown> | null
-}
-
-const date = (v: unknown): Date | null => (v === null || v === undefined ? null : new Date(v as string))
-
-/** Maps an executions row (or its to_jsonb form) to the domain type. */
-export function toExecution(r: Record<string, unknown>): Execution {
-  return {
-    id: r.id as string,
-    jobId: r.job_id as string,
-    state: r.state as Execution['state'],
-    attempt: Number(r.attempt),
-    maxAttempts: Number(r.max_attempts),
-    scheduledFor: date(r.scheduled_for) as Date,
-    runAt: date(r.run_at) as Date,
-    startedAt: date(r.started_at),
-    finishedAt: date(r.finished_at),
-    workerId: (r.worker_id as string | null) ?? null,
-    leaseExpiresAt: date(r.lease_expires_at),
-    result: r.result ?? null,
-    error: (r.error as Execution['error']) ?? null,
-    outputUri: (r.output_uri as string | null) ?? null,
-  }
-}
-
-function toSchedule(t: Record<string, unknown>): Schedule {
-  return {
-    kind: t.kind as Schedule['kind'],
-    cron: (t.cron_expression as string | null) ?? null,
-    timezone: t.timezone as string,
-    intervalMs: t.interval_ms === null ? null : Number(t.interval_ms),
-    startAt: date(t.start_at),
-    endAt: date(t.end_at),
-    misfirePolicy: t.misfire_policy as Schedule['misfirePolicy'],
-    misfireMaxRuns: Number(t.misfire_max_runs),
-    overlapPolicy: t.overlap_policy as Schedule['overlapPolicy'],
-    paused: Boolean(t.paused),
-  }
-}
-
-function toJob(r: JobViewRow): Job {
-  const last = r.last_execution ? toExecution(r.last_execution) : null
-  let nextRunAt: Date | null = null
-  if (r.state === 'active') {
-    if (r.trigger) {
-      const next = r.trigger.next_fire_at as string | null
-      nextRunAt = next && next !== '-infinity' ? new Date(next) : null
-    } else if (last?.state === 'pending') nextRunAt = last.runAt
-  }
-  return {
-    id: r.id,
-    tenant: r.tenant,
-    type: r.type,
-    queue: r.queue,
-    priority: r.priority,
-    payload: r.payload,
-    maxAttempts: r.max_attempts,
-    timeoutMs: r.timeout_ms,
-    backoffBaseMs: r.backoff_base_ms,
-    backoffMaxMs: r.backoff_max_ms,
-    idempotencyKey: r.idempotency_key,
-    state: r.state,
-    status: jobStatus(r.state, last),
-    createdAt: r.created_at,
-    createdBy: r.created_by,
-    schedule: r.trigger ? toSchedule(r.trigger) : null,
-    nextRunAt,
-    lastExecution: last,
-  }
-}
-
-function jobViewQuery(db: Executor) {
-  return db
-    .selectFrom('pgsched.jobs as j')
-    .leftJoin('pgsched.triggers as t', 't.job_id', 'j.id')
-    .leftJoinLateral(
-      (eb) => eb.selectFrom('pgsched.executions as le').whereRef('le.job_id', '=', 'j.id').orderBy('le.scheduled_for', 'desc').limit(1).selectAll().as('e'),
-      (join) => join.onTrue(),
-    )
-    .select([
-      'j.id',
-      'j.tenant',
-      'j.type',
-      'j.queue',
-      'j.priority',
-      'j.payload',
-      'j.max_attempts',
-      'j.backoff_base_ms',
-      'j.backoff_max_ms',
-      'j.timeout_ms',
-      'j.idempotency_key',
-      'j.state',
-      'j.created_by',
-      'j.created_at',
-      sql<Record<string, unknown> | null>`case when t.job_id is null then null else to_jsonb(t) end`.as('trigger'),
-      sql<Record<string, unknown> | null>`case when e.id is null then null else to_jsonb(e) end`.as('last_execution'),
-    ])
-}
-
-export interface JobGetByIdParams {
-  tenant: string
-  id: string
-}
-
-/** The job with its schedule and latest execution; undefined when absent or another tenant's. */
-export async function jobGetById(db: Executor, params: JobGetByIdParams): Promise<Job | undefined> {
-  const row = await jobViewQuery(db).where('j.id', '=', params.id).where('j.tenant', '=', params.tenant).executeTakeFirst()
-  return row ? toJob(row as JobViewRow) : undefined
-}
-
-export interface JobListParams {
-  tenant: string
-  limit: number
-  /** Only jobs with an id below this one (the previous page's last id). */
-  beforeId?: string
-  status?: JobStatus
-  type?: string
-  queue?: string
-}
-
-function statusCondition(status: JobStatus): Expression<SqlBool> {
-  switch (status) {
-    case 'CANCELLED':
-      return sql<SqlBool>`(j.state = 'cancelled' or (j.state = 'active' and e.state = 'cancelled'))`
-    case 'PAUSED':
-      return sql<SqlBool>`j.state = 'paused'`
-    case 'NOT_STARTED':
-      return sql<SqlBool>`(j.state = 'active' and (e.id is null or (e.state = 'pending' and e.attempt = 0)))`
-    case 'STARTED':
-      return sql<SqlBool>`(j.state = 'active' and (e.state = 'running' or (e.state = 'pending' and e.attempt > 0)))`
-    case 'COMPLETED':
-      return sql<SqlBool>`(j.state = 'active' and e.state = 'succeeded')`
-    case 'FAILED':
-      return sql<SqlBool>`(j.state = 'active' and e.state = 'failed')`
-  }
-}
-
-/** One page of a tenant's jobs, newest first (keyset on the time-ordered id). */
-export async function jobList(db: Executor, params: JobListParams): Promise<Job[]> {
-  let q = jobViewQuery(db).where('j.tenant', '=', params.tenant)
-  if (params.beforeId) q = q.where('j.id', '<', params.beforeId)
-  if (params.type) q = q.where('j.type', '=', params.type)
-  if (params.queue) q = q.where('j.queue', '=', params.queue)
-  if (params.status) q = q.where(statusCondition(params.status))
-  const rows = await q.orderBy('j.id', 'desc').limit(params.limit).execute()
-  return rows.map((r) => toJob(r as JobViewRow))
 }
 
 /** The error a cancelled execution ends with (the row before the update: a running one names its worker). */
