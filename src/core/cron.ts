@@ -84,23 +84,63 @@ function recentTransition(timezone: string, at: number): number | undefined {
   return hi
 }
 
+/** Restarts of cron-parser in a row that may fail to move past the last fire time before giving up. */
+const MAX_STALLED_RESTARTS = 3
+
+/** Why fire times could not be computed (the library failed, or could not move forward). */
+export class CronEvaluationError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'CronEvaluationError'
+  }
+}
+
 /**
- * Fire times strictly after `after`, in order, without end (stops when the
- * expression never fires again). Throws on an invalid expression or zone.
+ * Fire times strictly after `after`, in order, without end. Throws CronEvaluationError when the
+ * next fire time cannot be computed: an invalid expression or zone, or cron-parser failing in a
+ * zone whose DST shift is not a whole hour (it can then hit its own search limit, or return the
+ * same instant again). Each step is bounded: a repeated or earlier answer restarts the search one
+ * second after the last fire time, and MAX_STALLED_RESTARTS of those in a row end the sequence
+ * with an error, never a loop. A sequence never simply ends: an expression that could stop
+ * firing is refused when it is submitted.
  */
 export function* cronFireTimes(expression: string, timezone: string, after: Date): Generator<Date, void, undefined> {
   const at = after.getTime()
   const transition = timezone === 'UTC' ? undefined : recentTransition(timezone, at)
   const start = transition === undefined ? at : Math.min(at, transition - 1)
-  const it = CronExpressionParser.parse(expression, { tz: timezone, currentDate: new Date(start) })
-  for (;;) {
-    let next: Date
+  const parse = (from: number) => {
     try {
-      next = it.next().toDate()
-    } catch {
-      return // no further fire time (e.g. a date that never comes again)
+      return CronExpressionParser.parse(expression, { tz: timezone, currentDate: new Date(from) })
+    } catch (err: unknown) {
+      throw new CronEvaluationError(`cron "${expression}" in time zone "${timezone}" is invalid: ${String(err)}`, { cause: err })
     }
-    if (next.getTime() > at) yield next
+  }
+  let it = parse(start)
+  let last = Number.NEGATIVE_INFINITY
+  let stalled = 0
+  for (;;) {
+    let next: number
+    try {
+      next = it.next().toDate().getTime()
+    } catch (err: unknown) {
+      const from = new Date(Math.max(last, start)).toISOString()
+      throw new CronEvaluationError(`cannot compute the fire time of cron "${expression}" in time zone "${timezone}" after ${from}: ${String(err)}`, {
+        cause: err,
+      })
+    }
+    if (next <= last) {
+      // cron-parser answered the same instant again (or an earlier one): search again past it.
+      if (++stalled > MAX_STALLED_RESTARTS) {
+        throw new CronEvaluationError(
+          `cannot compute the fire time of cron "${expression}" in time zone "${timezone}" after ${new Date(last).toISOString()}: no progress`,
+        )
+      }
+      it = parse(last + 1000)
+      continue
+    }
+    stalled = 0
+    last = next
+    if (next > at) yield new Date(next)
   }
 }
 

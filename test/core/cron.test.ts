@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { cronFireTimes, cronLatestFireTimes, cronNextFireAt } from '../../src/core/cron.ts'
+import { CronEvaluationError, cronFireTimes, cronLatestFireTimes, cronNextFireAt } from '../../src/core/cron.ts'
 
 /** Fire times in [from, to] as local "MM-DD HH:mm" strings of `tz`. */
 function local(expr: string, tz: string, from: string, to: string): string[] {
@@ -58,5 +58,41 @@ describe('cronLatestFireTimes', () => {
     expect(many).toHaveLength(50)
     expect(many[0]?.toISOString()).toBe('2030-05-31T23:59:10.000Z')
     expect(many[49]?.toISOString()).toBe('2030-05-31T23:59:59.000Z')
+  })
+})
+
+/**
+ * Up to `n` fire times after `after`, and the error that ended the sequence early, if any.
+ * Every step is bounded, so this returns (it used to loop for ever on some of the cases below).
+ */
+function take(expr: string, tz: string, after: string, n: number): { times: Date[]; error: unknown } {
+  const times: Date[] = []
+  try {
+    for (const f of cronFireTimes(expr, tz, new Date(after))) {
+      times.push(f)
+      if (times.length >= n) break
+    }
+  } catch (err: unknown) {
+    return { times, error: err }
+  }
+  return { times, error: undefined }
+}
+
+describe('cron fire times in zones whose DST shift is not a whole hour on the hour', () => {
+  // Pacific/Chatham shifts at 02:45 local; Australia/Lord_Howe shifts by 30 minutes. cron-parser
+  // answers some of these with the same instant again and again, or gives up at its loop limit.
+  const cases: Array<[expr: string, tz: string, after: string]> = [
+    ['*/15 * * * *', 'Pacific/Chatham', '2025-04-05T13:00:00Z'],
+    ['*/15 * * * *', 'Pacific/Chatham', '2025-04-05T12:50:00Z'],
+    ['0 12 * * *', 'Australia/Lord_Howe', '2025-04-05T01:00:00Z'],
+    ['0 3 * * *', 'Pacific/Chatham', '2025-04-05T14:00:01Z'],
+  ]
+  it.each(cases)('%s in %s after %s: strictly later fire times, or an error that says so; never a loop, never a silent end', (expr, tz, after) => {
+    const { times, error } = take(expr, tz, after, 20)
+    for (const [i, f] of times.entries()) expect(f.getTime()).toBeGreaterThan(i === 0 ? new Date(after).getTime() : (times[i - 1] as Date).getTime())
+    if (times.length < 20) {
+      expect(error).toBeInstanceOf(CronEvaluationError)
+      expect((error as Error).message).toContain(`in time zone "${tz}"`)
+    }
   })
 })

@@ -1,4 +1,5 @@
 import { sql } from 'kysely'
+import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import type { Clock } from '../../src/clock.ts'
@@ -357,6 +358,22 @@ describe('TriggerScheduler', () => {
     expect(await dispatcher.runOnce()).toMatchObject({ triggers: 2, fired: 1 })
     expect((await triggerRow(bad.jobId)).next_fire_at).toBeNull()
     expect(await fireTimes(good.id)).toEqual([iso(T0)])
+  })
+
+  it('logs and stops a trigger whose fire times cannot be computed in its zone; the pass returns and other triggers fire', async () => {
+    // cron-parser answers this one with the same instant again and again (Chatham shifts at 02:45):
+    // the pass used to loop for ever, blocking the worker's event loop and every heartbeat with it.
+    const at = new Date('2025-04-05T13:00:00Z')
+    const clock = manualClock(at)
+    const lines: string[] = []
+    const log = pino({ level: 'error' }, { write: (line: string) => lines.push(line) })
+    const stuck = await insertTrigger(t.db, { job: { type: 'r' }, cronExpression: '*/15 * * * *', timezone: 'Pacific/Chatham', nextFireAt: at })
+    const good = await submit({ type: 'r', schedule: { cron: '*/10 * * * * *' } }, plus(at, -1))
+    expect(await scheduler({ clock, log }).runOnce()).toMatchObject({ triggers: 2 })
+    expect((await triggerRow(stuck.jobId)).next_fire_at).toBeNull()
+    expect(await fireTimes(good.id)).toEqual([iso(at)])
+    const logged = lines.map((l) => JSON.parse(l) as { msg: string; jobId: string; err: { message: string } })
+    expect(logged).toContainEqual(expect.objectContaining({ msg: 'trigger schedule cannot be evaluated; trigger stopped', jobId: stuck.jobId }))
   })
 
   it('creates no execution for a cancelled job', async () => {
