@@ -25,17 +25,83 @@ export function isValidTimeZone(timezone: string): boolean {
   }
 }
 
+/** The aliases accepted for a whole expression, and what they stand for. */
+const ALIASES: Readonly<Record<string, string>> = {
+  '@yearly': '0 0 1 1 *',
+  '@annually': '0 0 1 1 *',
+  '@monthly': '0 0 1 * *',
+  '@weekly': '0 0 * * 0',
+  '@daily': '0 0 * * *',
+  '@midnight': '0 0 * * *',
+  '@hourly': '0 * * * *',
+}
+
+/** Field names and largest values, for five fields (six: seconds first). */
+const FIELDS = [
+  { name: 'minute', max: 59 },
+  { name: 'hour', max: 23 },
+  { name: 'day-of-month', max: 31 },
+  { name: 'month', max: 12 },
+  { name: 'day-of-week', max: 7 },
+] as const
+const SECONDS = { name: 'second', max: 59 } as const
+
+/**
+ * An expression checked for what cron-parser accepts but does not mean what a crontab means, and
+ * rewritten where a common form would be refused: `H` (a random value, drawn anew at each
+ * evaluation), `@reboot` and other aliases with no fire times, and a step larger than its field's
+ * largest value (`*\/61` would act as `0`) are problems; Sunday written as both 0 and 7 (`0,7`) is
+ * one day. Returns the expression to evaluate, or the problem.
+ */
+function normalize(expression: string): { cron: string } | { problem: string } {
+  const trimmed = expression.trim()
+  if (trimmed.startsWith('@')) {
+    const cron = ALIASES[trimmed.toLowerCase()]
+    if (cron === undefined) {
+      return { problem: `cron alias "${trimmed}" is not supported; use one of ${Object.keys(ALIASES).join(', ')} or five fields` }
+    }
+    return { cron }
+  }
+  const fields = trimmed.split(/\s+/)
+  if (fields.length < 5 || fields.length > 6) {
+    return {
+      problem: `cron expression "${expression}" must have 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, got ${fields.length}`,
+    }
+  }
+  const specs = fields.length === 6 ? [SECONDS, ...FIELDS] : FIELDS
+  for (const [i, field] of fields.entries()) {
+    const spec = specs[i] as { name: string; max: number }
+    if (/(^|[,/-])H(?![a-z])/i.test(field)) {
+      return { problem: `cron expression "${expression}": "H" in the ${spec.name} field is not supported (it picks a random value); name the value` }
+    }
+    for (const step of field.matchAll(/\/(\d+)/g)) {
+      if (Number(step[1]) > spec.max) {
+        return { problem: `cron expression "${expression}": step ${step[1]} in the ${spec.name} field is larger than its largest value (${spec.max})` }
+      }
+    }
+  }
+  const dow = fields.length - 1
+  const items = (fields[dow] as string).split(',')
+  if (items.includes('0') && items.includes('7')) fields[dow] = items.filter((item) => item !== '7').join(',')
+  return { cron: fields.join(' ') }
+}
+
+/** Parses an expression after `normalize`; throws on any problem. */
+function parseCron(expression: string, options: { tz: string; currentDate: Date }) {
+  const n = normalize(expression)
+  if ('problem' in n) throw new Error(n.problem)
+  return CronExpressionParser.parse(n.cron, { ...options, strict: false })
+}
+
 /**
  * Checks a cron expression. Returns an error message naming the problem, or
  * undefined when it is valid.
  */
 export function cronProblem(expression: string): string | undefined {
-  const fields = expression.trim().split(/\s+/)
-  if (!expression.trim().startsWith('@') && (fields.length < 5 || fields.length > 6)) {
-    return `cron expression "${expression}" must have 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, got ${fields.length}`
-  }
+  const n = normalize(expression)
+  if ('problem' in n) return n.problem
   try {
-    CronExpressionParser.parse(expression, { tz: 'UTC', strict: false }).next()
+    CronExpressionParser.parse(n.cron, { tz: 'UTC', strict: false }).next()
     return undefined
   } catch (err: unknown) {
     return `cron expression "${expression}" is invalid: ${err instanceof Error ? err.message : String(err)}`
@@ -110,7 +176,7 @@ export function* cronFireTimes(expression: string, timezone: string, after: Date
   const start = transition === undefined ? at : Math.min(at, transition - 1)
   const parse = (from: number) => {
     try {
-      return CronExpressionParser.parse(expression, { tz: timezone, currentDate: new Date(from) })
+      return parseCron(expression, { tz: timezone, currentDate: new Date(from) })
     } catch (err: unknown) {
       throw new CronEvaluationError(`cron "${expression}" in time zone "${timezone}" is invalid: ${String(err)}`, { cause: err })
     }
@@ -163,7 +229,7 @@ export function cronNextFireAt(expression: string, timezone: string, after: Date
 export function cronLatestFireTimes(expression: string, timezone: string, from: Date, before: Date, max: number): Date[] {
   if (max <= 0 || from >= before) return []
   let start = from.getTime()
-  const back = CronExpressionParser.parse(expression, { tz: timezone, currentDate: before })
+  const back = parseCron(expression, { tz: timezone, currentDate: before })
   for (let i = 0; i <= max; i++) {
     let prev: number
     try {

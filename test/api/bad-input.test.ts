@@ -91,6 +91,27 @@ const cases: Case[] = [
     message: /^cron expression "61 \* \* \* \*" is invalid: /,
     path: 'schedule.cron',
   },
+  {
+    name: 'cron with H (a random value per evaluation)',
+    body: { type: 'x', schedule: { cron: 'H * * * *' } },
+    status: 400,
+    message: 'cron expression "H * * * *": "H" in the minute field is not supported (it picks a random value); name the value',
+    path: 'schedule.cron',
+  },
+  {
+    name: 'cron alias with no fire times',
+    body: { type: 'x', schedule: { cron: '@reboot' } },
+    status: 400,
+    message: /^cron alias "@reboot" is not supported; use one of @yearly/,
+    path: 'schedule.cron',
+  },
+  {
+    name: 'cron step larger than its field',
+    body: { type: 'x', schedule: { cron: '*/61 * * * *' } },
+    status: 400,
+    message: 'cron expression "*/61 * * * *": step 61 in the minute field is larger than its largest value (59)',
+    path: 'schedule.cron',
+  },
   { name: 'cron not a string', body: { type: 'x', schedule: { cron: 5 } }, status: 400, message: 'schedule.cron must be a string', path: 'schedule.cron' },
   {
     name: 'unknown time zone',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { CronEvaluationError, cronFireTimes, cronLatestFireTimes, cronNextFireAt } from '../../src/core/cron.ts'
+import { CronEvaluationError, cronFireTimes, cronLatestFireTimes, cronNextFireAt, cronProblem } from '../../src/core/cron.ts'
 
 /** Fire times in [from, to] as local "MM-DD HH:mm" strings of `tz`. */
 function local(expr: string, tz: string, from: string, to: string): string[] {
@@ -94,5 +94,30 @@ describe('cron fire times in zones whose DST shift is not a whole hour on the ho
       expect(error).toBeInstanceOf(CronEvaluationError)
       expect((error as Error).message).toContain(`in time zone "${tz}"`)
     }
+  })
+})
+
+describe('cron syntax', () => {
+  it.each([
+    ['H * * * *', '"H" in the minute field is not supported'],
+    ['0 H(0-5) * * *', '"H" in the hour field is not supported'],
+    ['@reboot', 'cron alias "@reboot" is not supported'],
+    ['*/61 * * * *', 'step 61 in the minute field is larger than its largest value (59)'],
+    ['0 */24 * * *', 'step 24 in the hour field is larger than its largest value (23)'],
+    ['*/60 * * * * *', 'step 60 in the second field is larger than its largest value (59)'],
+  ])('refuses %s, naming the problem', (expr, problem) => {
+    expect(cronProblem(expr)).toContain(problem)
+  })
+
+  it('takes Sunday written as both 0 and 7 as one day', () => {
+    expect(cronProblem('0 12 * * 0,7')).toBeUndefined()
+    expect(local('0 12 * * 0,7', 'UTC', '2025-01-01T00:00:00Z', '2025-01-20T00:00:00Z')).toEqual(['01-05 12:00', '01-12 12:00', '01-19 12:00'])
+  })
+
+  it('accepts the documented aliases and day names', () => {
+    for (const expr of ['@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly', '0 0 * * MON-FRI', '0 0 1 JAN *']) {
+      expect(cronProblem(expr)).toBeUndefined()
+    }
+    expect(local('@daily', 'UTC', '2025-01-01T00:00:00Z', '2025-01-02T00:00:00Z')).toEqual(['01-01 00:00', '01-02 00:00'])
   })
 })
