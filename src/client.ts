@@ -161,6 +161,7 @@ function newJob(n: NormalizedSubmit, id: string, executionId: string, tenant: st
           misfireMaxRuns: n.misfireMaxRuns,
           overlapPolicy: n.overlapPolicy,
           paused: false,
+          error: null,
         }
       : null,
     nextRunAt: n.kind === 'cron' ? n.firstFireAt : n.kind === 'interval' ? (n.startAt && n.startAt > now ? n.startAt : now) : runAt,

@@ -123,6 +123,8 @@ export interface Schedule {
   misfireMaxRuns: number
   overlapPolicy: OverlapPolicy
   paused: boolean
+  /** Why the dispatcher stopped the schedule (its fire times could not be computed); null while it runs. */
+  error: string | null
 }
 
 export interface Job {

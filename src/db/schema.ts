@@ -54,6 +54,8 @@ export interface TriggersTable {
   misfire_max_runs: Generated<number>
   overlap_policy: Generated<OverlapPolicy>
   paused: Generated<boolean>
+  /** Why the dispatcher stopped the schedule (migration 0009). */
+  error: Generated<string | null>
   created_at: DefaultTimestamp
   updated_at: DefaultTimestamp
 }

@@ -131,6 +131,7 @@ export class TriggerScheduler {
       nextFireAt: t.nextFireAt,
       lastFireAt: null,
       queuedFireAt: t.queuedFireAt,
+      error: null,
     }
     try {
       let fireAt: Date[] = []
@@ -156,7 +157,9 @@ export class TriggerScheduler {
     } catch (err: unknown) {
       // A schedule that cannot be evaluated (bad cron or zone written by SQL) would block every pass: stop it.
       this.log.error({ err: toError(err), triggerId: t.jobId, jobId: t.jobId }, 'trigger schedule cannot be evaluated; trigger stopped')
-      return { execute: [], misfired: false, dropped: 0, advance: { ...advance, nextFireAt: null, queuedFireAt: null } }
+      const e = toError(err)
+      const reason = e.cause === undefined ? e.message : `${e.message}: ${toError(e.cause).message}`
+      return { execute: [], misfired: false, dropped: 0, advance: { ...advance, nextFireAt: null, queuedFireAt: null, error: reason } }
     }
   }
 

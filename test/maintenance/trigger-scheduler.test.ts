@@ -374,6 +374,11 @@ describe('TriggerScheduler', () => {
     expect(await fireTimes(good.id)).toEqual([iso(at)])
     const logged = lines.map((l) => JSON.parse(l) as { msg: string; jobId: string; err: { message: string } })
     expect(logged).toContainEqual(expect.objectContaining({ msg: 'trigger schedule cannot be evaluated; trigger stopped', jobId: stuck.jobId }))
+    // The job shows why its schedule stopped (it used to end with next_fire_at null and nothing else).
+    const view = await client().viewJob(stuck.jobId)
+    expect(view.nextRunAt).toBeNull()
+    expect(view.schedule?.error).toMatch(/^cannot evaluate cron "\*\/15 \* \* \* \*" in time zone "Pacific\/Chatham": cannot compute the fire time/)
+    expect((await client().viewJob(good.id)).schedule?.error).toBeNull()
   })
 
   it('creates no execution for a cancelled job', async () => {

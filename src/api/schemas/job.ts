@@ -139,6 +139,7 @@ export const ScheduleSchema = Type.Object({
   misfireMaxRuns: Type.Integer(),
   overlapPolicy: OverlapPolicySchema,
   paused: Type.Boolean(),
+  error: Nullable(Type.String({ description: 'Why the schedule stopped: its fire times could not be computed. Null while it runs.' })),
 })
 
 /** A job as returned (component `Job`). */

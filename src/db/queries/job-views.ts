@@ -64,6 +64,7 @@ function toSchedule(t: Record<string, unknown>): Schedule {
     misfireMaxRuns: Number(t.misfire_max_runs),
     overlapPolicy: t.overlap_policy as Schedule['overlapPolicy'],
     paused: Boolean(t.paused),
+    error: (t.error as string | null | undefined) ?? null,
   }
 }
 

@@ -221,6 +221,8 @@ export interface TriggerAdvance {
   /** Latest fire time that got an execution in this pass; null = unchanged. */
   lastFireAt: Date | null
   queuedFireAt: Date | null
+  /** Why the schedule stopped (with nextFireAt null); null otherwise. */
+  error: string | null
 }
 
 export interface TriggerAdvanceManyParams {
@@ -240,11 +242,13 @@ export async function triggerAdvanceMany(trx: Transaction<DB>, params: TriggerAd
        set next_fire_at = u.next_fire_at,
            last_fire_at = coalesce(u.last_fire_at, t.last_fire_at),
            queued_fire_at = u.queued_fire_at,
+           error = u.error,
            updated_at = now()
       from unnest(${a.map((x) => x.jobId)}::uuid[], ${a.map((x) => x.expectedNextFireAtKey)}::text[],
                   ${a.map((x) => x.expectedQueuedFireAtKey)}::text[], ${a.map((x) => x.nextFireAt)}::timestamptz[],
-                  ${a.map((x) => x.lastFireAt)}::timestamptz[], ${a.map((x) => x.queuedFireAt)}::timestamptz[])
-        as u(job_id, expected_next_fire_at, expected_queued_fire_at, next_fire_at, last_fire_at, queued_fire_at)
+                  ${a.map((x) => x.lastFireAt)}::timestamptz[], ${a.map((x) => x.queuedFireAt)}::timestamptz[],
+                  ${a.map((x) => x.error)}::text[])
+        as u(job_id, expected_next_fire_at, expected_queued_fire_at, next_fire_at, last_fire_at, queued_fire_at, error)
      where t.job_id = u.job_id
        -- guard: unchanged since this pass claimed it (text keys keep microseconds and '-infinity' exact)
        and t.next_fire_at is not distinct from u.expected_next_fire_at::timestamptz
