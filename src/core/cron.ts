@@ -1,29 +1,23 @@
 /**
- * Cron expressions: the sole importer of cron-parser. Five fields
- * (minute hour day month weekday) or six with seconds first, evaluated in an
- * IANA time zone. DST rule (docs/recurring-jobs.md):
- * - spring forward: a local time that does not exist fires once, at the same
- *   wall time shifted forward by the gap (02:30 → 03:30); if that is also a
- *   regular fire time, the two are one run;
- * - fall back: a local time that occurs twice fires once, at its first
- *   occurrence, when the expression names its hour; with a wildcard hour
- *   (`30 * * * *`, `*\/15 * * * *`) it fires at both (it follows elapsed time).
- * cron-parser alone forgets the shifted time when asked for the next fire time
- * from inside the gap's shadow (03:00–03:30 on that day), so every search
- * starts from before the latest DST transition when one happened recently:
- * the answer never depends on when it is asked.
+ * Cron expressions: parsing (the sole importer of cron-parser) and fire times. Five fields
+ * (minute hour day-of-month month day-of-week) or six with seconds first, evaluated in an IANA
+ * time zone by the rule in docs/recurring-jobs.md:
+ * - a wall time that occurs once fires then;
+ * - a wall time that occurs twice (clocks turned back) fires at its first occurrence, and also at
+ *   its second when the hour field starts with `*` (the expression follows elapsed time);
+ * - a wall time that does not exist (clocks turned forward) fires at that wall time shifted
+ *   forward by the gap, i.e. read with the offset in force before the change;
+ * - equal instants are one fire time.
+ * The fire times form one fixed sequence, computed by walking the zone's offset segments
+ * (src/core/zone.ts) and matching wall times in each (src/core/cron-calendar.ts): the answer never
+ * depends on when it is asked, and each step costs work proportional to the months, days and
+ * offset changes it passes, never to the seconds elapsed.
  */
 import { CronExpressionParser } from 'cron-parser'
+import { compileCalendar, type CronCalendar, nextWallMatch } from './cron-calendar.ts'
+import { nextChange, offsetAt, previousChange } from './zone.ts'
 
-/** Whether `timezone` is an IANA zone name this runtime knows. */
-export function isValidTimeZone(timezone: string): boolean {
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: timezone })
-    return true
-  } catch {
-    return false
-  }
-}
+export { isValidTimeZone } from './zone.ts'
 
 /** The aliases accepted for a whole expression, and what they stand for. */
 const ALIASES: Readonly<Record<string, string>> = {
@@ -86,13 +80,6 @@ function normalize(expression: string): { cron: string } | { problem: string } {
   return { cron: fields.join(' ') }
 }
 
-/** Parses an expression after `normalize`; throws on any problem. */
-function parseCron(expression: string, options: { tz: string; currentDate: Date }) {
-  const n = normalize(expression)
-  if ('problem' in n) throw new Error(n.problem)
-  return CronExpressionParser.parse(n.cron, { ...options, strict: false })
-}
-
 /**
  * Checks a cron expression. Returns an error message naming the problem, or
  * undefined when it is valid.
@@ -108,52 +95,7 @@ export function cronProblem(expression: string): string | undefined {
   }
 }
 
-/** Longest DST shift looked back over (real zones shift by at most 2 hours). */
-const DST_LOOKBACK_MS = 3 * 3_600_000
-
-const formatters = new Map<string, Intl.DateTimeFormat>()
-
-/** UTC offset of `timezone` at `at`, in minutes. */
-function offsetMinutes(timezone: string, at: number): number {
-  let f = formatters.get(timezone)
-  if (!f) {
-    f = new Intl.DateTimeFormat('en-US', {
-      timeZone: timezone,
-      hourCycle: 'h23',
-      year: 'numeric',
-      month: 'numeric',
-      day: 'numeric',
-      hour: 'numeric',
-      minute: 'numeric',
-      second: 'numeric',
-    })
-    formatters.set(timezone, f)
-  }
-  const p: Record<string, number> = {}
-  for (const part of f.formatToParts(at)) if (part.type !== 'literal') p[part.type] = Number(part.value)
-  const wall = Date.UTC(p.year ?? 0, (p.month ?? 1) - 1, p.day ?? 1, p.hour ?? 0, p.minute ?? 0, p.second ?? 0)
-  return Math.round((wall - (at - (at % 1000))) / 60_000)
-}
-
-/** The instant of the latest offset change in (at − DST_LOOKBACK_MS, at], or undefined. */
-function recentTransition(timezone: string, at: number): number | undefined {
-  let lo = at - DST_LOOKBACK_MS
-  let hi = at
-  const before = offsetMinutes(timezone, lo)
-  if (before === offsetMinutes(timezone, hi)) return undefined
-  // Binary search to the millisecond (~24 steps): hi ends on the first instant with the new offset.
-  while (hi - lo > 1) {
-    const mid = lo + Math.floor((hi - lo) / 2)
-    if (offsetMinutes(timezone, mid) === before) lo = mid
-    else hi = mid
-  }
-  return hi
-}
-
-/** Restarts of cron-parser in a row that may fail to move past the last fire time before giving up. */
-const MAX_STALLED_RESTARTS = 3
-
-/** Why fire times could not be computed (the library failed, or could not move forward). */
+/** Why fire times could not be computed (an invalid expression or zone, or no fire time within the search horizon). */
 export class CronEvaluationError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options)
@@ -161,52 +103,106 @@ export class CronEvaluationError extends Error {
   }
 }
 
+interface CompiledCron {
+  calendar: CronCalendar
+  /** The hour field starts with `*`: a repeated wall time fires at both occurrences. */
+  followsElapsedTime: boolean
+}
+
+const compiledCache = new Map<string, CompiledCron>()
+const COMPILED_CACHE_SIZE = 1000
+
+function startsWild(field: string | undefined): boolean {
+  return field !== undefined && (field.startsWith('*') || field.startsWith('?'))
+}
+
+function compile(expression: string): CompiledCron {
+  let c = compiledCache.get(expression)
+  if (c) return c
+  const n = normalize(expression)
+  if ('problem' in n) throw new Error(n.problem)
+  const f = CronExpressionParser.parse(n.cron, { tz: 'UTC', strict: false }).fields
+  const fields = n.cron.split(/\s+/)
+  const at = fields.length === 6 ? 1 : 0
+  c = {
+    calendar: compileCalendar({
+      second: at === 1 ? f.second.values : [0],
+      minute: f.minute.values,
+      hour: f.hour.values,
+      dayOfMonth: f.dayOfMonth.values,
+      month: f.month.values,
+      dayOfWeek: f.dayOfWeek.values,
+      nthDay: f.dayOfWeek.nthDay,
+      bothDaysMustMatch: startsWild(fields[at + 2]) || startsWild(fields[at + 4]),
+    }),
+    followsElapsedTime: startsWild(fields[at + 1]),
+  }
+  if (compiledCache.size >= COMPILED_CACHE_SIZE) compiledCache.clear()
+  compiledCache.set(expression, c)
+  return c
+}
+
+/** Longest span looked back over for the offset change a segment starts with (the largest change on record is a day). */
+const CHANGE_LOOKBACK_MS = 2 * 86_400_000
+/** Offset segments walked for one fire time before giving up (about a century of twice-yearly changes). */
+const MAX_SEGMENTS = 250
+
+/**
+ * The first fire time at or after `from`. Walks the zone's offset segments: in the segment holding
+ * `x` (offset `o`, starting with the change at `s` from offset `before`), the candidates are the
+ * first matching wall time w ≥ x + o (at w − o, unless it is the second occurrence of a wall time
+ * and the expression does not follow elapsed time) and, just after a forward change, the first
+ * matching wall time in the gap (at w − before). A candidate past the segment's end is not valid
+ * there: the walk goes on from the next change, keeping any gap candidate found.
+ */
+function firstFireAtOrAfter(c: CompiledCron, timezone: string, from: number): number {
+  let x = Math.ceil(from / 1000) * 1000
+  let pending = Number.POSITIVE_INFINITY
+  for (let segment = 0; segment < MAX_SEGMENTS; segment++) {
+    const o = offsetAt(timezone, x)
+    const s = previousChange(timezone, x, CHANGE_LOOKBACK_MS)
+    const before = s === undefined ? o : offsetAt(timezone, s - 1)
+    if (s !== undefined && before < o) {
+      const w = nextWallMatch(c.calendar, x + before)
+      if (w < s + o) pending = Math.min(pending, w - before)
+    }
+    let w = nextWallMatch(c.calendar, x + o)
+    if (s !== undefined && before > o && !c.followsElapsedTime && w < s + before) w = nextWallMatch(c.calendar, s + before)
+    const candidate = Math.min(w - o, pending)
+    if (candidate === Number.POSITIVE_INFINITY) break
+    const end = nextChange(timezone, x, candidate)
+    if (end === undefined) return candidate
+    x = end
+  }
+  throw new Error('no fire time within the search horizon')
+}
+
 /**
  * Fire times strictly after `after`, in order, without end. Throws CronEvaluationError when the
- * next fire time cannot be computed: an invalid expression or zone, or cron-parser failing in a
- * zone whose DST shift is not a whole hour (it can then hit its own search limit, or return the
- * same instant again). Each step is bounded: a repeated or earlier answer restarts the search one
- * second after the last fire time, and MAX_STALLED_RESTARTS of those in a row end the sequence
- * with an error, never a loop. A sequence never simply ends: an expression that could stop
- * firing is refused when it is submitted.
+ * next fire time cannot be computed: an invalid expression or zone, or no fire time within the
+ * search horizon (60 years; an expression that never fires is refused when it is submitted).
  */
 export function* cronFireTimes(expression: string, timezone: string, after: Date): Generator<Date, void, undefined> {
-  const at = after.getTime()
-  const transition = timezone === 'UTC' ? undefined : recentTransition(timezone, at)
-  const start = transition === undefined ? at : Math.min(at, transition - 1)
-  const parse = (from: number) => {
-    try {
-      return parseCron(expression, { tz: timezone, currentDate: new Date(from) })
-    } catch (err: unknown) {
-      throw new CronEvaluationError(`cron "${expression}" in time zone "${timezone}" is invalid: ${String(err)}`, { cause: err })
-    }
+  let compiled: CompiledCron
+  try {
+    compiled = compile(expression)
+    offsetAt(timezone, after.getTime())
+  } catch (err: unknown) {
+    throw new CronEvaluationError(`cron "${expression}" in time zone "${timezone}" is invalid: ${String(err)}`, { cause: err })
   }
-  let it = parse(start)
-  let last = Number.NEGATIVE_INFINITY
-  let stalled = 0
+  let x = after.getTime() + 1
   for (;;) {
     let next: number
     try {
-      next = it.next().toDate().getTime()
+      next = firstFireAtOrAfter(compiled, timezone, x)
     } catch (err: unknown) {
-      const from = new Date(Math.max(last, start)).toISOString()
-      throw new CronEvaluationError(`cannot compute the fire time of cron "${expression}" in time zone "${timezone}" after ${from}: ${String(err)}`, {
-        cause: err,
-      })
+      throw new CronEvaluationError(
+        `cannot compute the fire time of cron "${expression}" in time zone "${timezone}" after ${new Date(x - 1).toISOString()}: ${String(err)}`,
+        { cause: err },
+      )
     }
-    if (next <= last) {
-      // cron-parser answered the same instant again (or an earlier one): search again past it.
-      if (++stalled > MAX_STALLED_RESTARTS) {
-        throw new CronEvaluationError(
-          `cannot compute the fire time of cron "${expression}" in time zone "${timezone}" after ${new Date(last).toISOString()}: no progress`,
-        )
-      }
-      it = parse(last + 1000)
-      continue
-    }
-    stalled = 0
-    last = next
-    if (next > at) yield new Date(next)
+    yield new Date(next)
+    x = next + 1
   }
 }
 
@@ -221,30 +217,21 @@ export function cronNextFireAt(expression: string, timezone: string, after: Date
 }
 
 /**
- * The latest `max` fire times f with from ≤ f < before, oldest first, taken
- * from the forward sequence (cron-parser's backward iteration disagrees with
- * it around fall-back; it only picks where to start). Cost ~ max iterations,
- * however long ago `from` is.
+ * The latest `max` fire times f with from ≤ f < before, oldest first. Looks back from `before`
+ * over a span that grows fourfold until it holds `max` fire times or reaches `from`, so the cost
+ * follows `max`, however long ago `from` is.
  */
 export function cronLatestFireTimes(expression: string, timezone: string, from: Date, before: Date, max: number): Date[] {
   if (max <= 0 || from >= before) return []
-  let start = from.getTime()
-  const back = parseCron(expression, { tz: timezone, currentDate: before })
-  for (let i = 0; i <= max; i++) {
-    let prev: number
-    try {
-      prev = back.prev().toDate().getTime()
-    } catch {
-      break
+  const end = before.getTime()
+  for (let span = 1000 * max; ; span *= 4) {
+    const start = Math.max(from.getTime(), end - span)
+    const out: Date[] = []
+    for (const f of cronFireTimes(expression, timezone, new Date(start - 1))) {
+      if (f.getTime() >= end) break
+      out.push(f)
+      if (out.length > 4 * max) out.splice(0, out.length - max)
     }
-    if (prev < start) break
-    if (i === max) start = prev
+    if (out.length >= max || start === from.getTime()) return out.slice(-max)
   }
-  const out: Date[] = []
-  for (const f of cronFireTimes(expression, timezone, new Date(start - 1))) {
-    if (f >= before) break
-    out.push(f)
-    if (out.length > max) out.shift()
-  }
-  return out
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { CronEvaluationError, cronFireTimes, cronLatestFireTimes, cronNextFireAt, cronProblem } from '../../src/core/cron.ts'
+import { cronFireTimes, cronLatestFireTimes, cronNextFireAt, cronProblem } from '../../src/core/cron.ts'
 
 /** Fire times in [from, to] as local "MM-DD HH:mm" strings of `tz`. */
 function local(expr: string, tz: string, from: string, to: string): string[] {
@@ -61,39 +61,128 @@ describe('cronLatestFireTimes', () => {
   })
 })
 
-/**
- * Up to `n` fire times after `after`, and the error that ended the sequence early, if any.
- * Every step is bounded, so this returns (it used to loop for ever on some of the cases below).
- */
-function take(expr: string, tz: string, after: string, n: number): { times: Date[]; error: unknown } {
-  const times: Date[] = []
-  try {
-    for (const f of cronFireTimes(expr, tz, new Date(after))) {
-      times.push(f)
-      if (times.length >= n) break
-    }
-  } catch (err: unknown) {
-    return { times, error: err }
+/** The first `n` fire times after `after`, as ISO strings. */
+function next(expr: string, tz: string, after: string, n: number): string[] {
+  const out: string[] = []
+  for (const f of cronFireTimes(expr, tz, new Date(after))) {
+    out.push(f.toISOString().replace('.000Z', 'Z'))
+    if (out.length >= n) break
   }
-  return { times, error: undefined }
+  return out
 }
 
+/** The same sequence, asked for one fire time at a time from the previous one (the dispatcher's way). */
+function stepwise(expr: string, tz: string, after: string, n: number): string[] {
+  const out: string[] = []
+  let at = new Date(after)
+  for (let i = 0; i < n; i++) {
+    at = cronNextFireAt(expr, tz, at) as Date
+    out.push(at.toISOString().replace('.000Z', 'Z'))
+  }
+  return out
+}
+
+// Australia/Lord_Howe shifts by 30 minutes (02:00 → 02:30 in October, 02:00 → 01:30 in April);
+// Pacific/Chatham shifts at 02:45 local (02:45 → 03:45 in September, 03:45 → 02:45 in April).
 describe('cron fire times in zones whose DST shift is not a whole hour on the hour', () => {
-  // Pacific/Chatham shifts at 02:45 local; Australia/Lord_Howe shifts by 30 minutes. cron-parser
-  // answers some of these with the same instant again and again, or gives up at its loop limit.
-  const cases: Array<[expr: string, tz: string, after: string]> = [
-    ['*/15 * * * *', 'Pacific/Chatham', '2025-04-05T13:00:00Z'],
-    ['*/15 * * * *', 'Pacific/Chatham', '2025-04-05T12:50:00Z'],
-    ['0 12 * * *', 'Australia/Lord_Howe', '2025-04-05T01:00:00Z'],
-    ['0 3 * * *', 'Pacific/Chatham', '2025-04-05T14:00:01Z'],
-  ]
-  it.each(cases)('%s in %s after %s: strictly later fire times, or an error that says so; never a loop, never a silent end', (expr, tz, after) => {
-    const { times, error } = take(expr, tz, after, 20)
-    for (const [i, f] of times.entries()) expect(f.getTime()).toBeGreaterThan(i === 0 ? new Date(after).getTime() : (times[i - 1] as Date).getTime())
-    if (times.length < 20) {
-      expect(error).toBeInstanceOf(CronEvaluationError)
-      expect((error as Error).message).toContain(`in time zone "${tz}"`)
+  it('*/15 in Chatham across the April change returns, firing at both occurrences of the repeated quarter hours', () => {
+    // It used to return 13:00Z again and again (the worker hung).
+    expect(next('*/15 * * * *', 'Pacific/Chatham', '2025-04-05T13:00:00Z', 6)).toEqual([
+      '2025-04-05T13:15:00Z', // 03:00 CHADT
+      '2025-04-05T13:30:00Z',
+      '2025-04-05T13:45:00Z',
+      '2025-04-05T14:00:00Z', // 02:45 CHAST, the second 02:45
+      '2025-04-05T14:15:00Z',
+      '2025-04-05T14:30:00Z',
+    ])
+    expect(next('*/15 * * * *', 'Pacific/Chatham', '2025-04-05T12:50:00Z', 2)).toEqual(['2025-04-05T13:00:00Z', '2025-04-05T13:15:00Z'])
+  })
+
+  it('every daily "m h * * *" schedule in Lord_Howe keeps one run per local day across both changes', () => {
+    // 46 of these 96 used to end silently with next_fire_at null after the April change.
+    for (let hour = 0; hour < 24; hour++) {
+      for (const minute of [0, 15, 30, 45]) {
+        const expr = `${minute} ${hour} * * *`
+        const times = next(expr, 'Australia/Lord_Howe', '2025-04-03T00:00:00Z', 6)
+        const days = times.map((t) => new Date(t).toLocaleDateString('sv-SE', { timeZone: 'Australia/Lord_Howe' }))
+        expect(new Set(days).size, expr).toBe(6)
+        const after = next(expr, 'Australia/Lord_Howe', '2025-10-02T00:00:00Z', 6)
+        expect(new Set(after.map((t) => new Date(t).toLocaleDateString('sv-SE', { timeZone: 'Australia/Lord_Howe' }))).size, expr).toBe(6)
+      }
     }
+    expect(next('0 12 * * *', 'Australia/Lord_Howe', '2025-04-05T01:00:00Z', 2)).toEqual(['2025-04-06T01:30:00Z', '2025-04-07T01:30:00Z'])
+  })
+
+  it('a nonexistent time fires once, shifted by the gap (30 minutes in Lord_Howe, an hour in Chatham)', () => {
+    // 02:00 on 5 October does not exist in Lord_Howe: it runs at 02:30 (+11), 15:30Z. It used to be skipped.
+    expect(next('0 2 * * *', 'Australia/Lord_Howe', '2025-10-04T00:00:00Z', 2)).toEqual(['2025-10-04T15:30:00Z', '2025-10-05T15:00:00Z'])
+    // 03:00 on 28 September does not exist in Chatham: it runs at 04:00 (+13:45), 14:15Z. A day used to be skipped.
+    expect(next('0 3 * * *', 'Pacific/Chatham', '2025-09-27T14:00:01Z', 2)).toEqual(['2025-09-27T14:15:00Z', '2025-09-28T13:15:00Z'])
+  })
+
+  it('a time just after the gap exists and fires at itself: 02:30 in Lord_Howe on 5 October', () => {
+    // It used to run at 03:30, as if the gap were an hour.
+    expect(next('30 2 * * *', 'Australia/Lord_Howe', '2025-10-04T00:00:00Z', 2)).toEqual(['2025-10-04T15:30:00Z', '2025-10-05T15:30:00Z'])
+  })
+
+  it('a repeated time with a named hour fires once, at its first occurrence (03:00 in Chatham on 6 April)', () => {
+    expect(next('0 3 * * *', 'Pacific/Chatham', '2025-04-05T12:00:00Z', 2)).toEqual(['2025-04-05T13:15:00Z', '2025-04-06T14:15:00Z'])
+    // Asked between the two occurrences, it used to fire the second 03:00 (14:15Z) as well.
+    expect(next('0 3 * * *', 'Pacific/Chatham', '2025-04-05T14:00:01Z', 1)).toEqual(['2025-04-06T14:15:00Z'])
+  })
+
+  it("the dispatcher's step-by-step sequence equals the one-pass sequence (monthly 03:38 on the 29th in Chatham keeps 2024-09-29)", () => {
+    const onePass = next('38 3 29 * *', 'Pacific/Chatham', '2024-08-01T00:00:00Z', 4)
+    expect(onePass).toEqual(['2024-08-28T14:53:00Z', '2024-09-28T14:53:00Z', '2024-10-28T13:53:00Z', '2024-11-28T13:53:00Z'])
+    expect(stepwise('38 3 29 * *', 'Pacific/Chatham', '2024-08-01T00:00:00Z', 4)).toEqual(onePass)
+    for (const [expr, tz] of [
+      ['*/15 * * * *', 'Pacific/Chatham'],
+      ['0 3 * * *', 'Pacific/Chatham'],
+      ['*/20 1-3 * * *', 'Australia/Lord_Howe'],
+    ] as const) {
+      expect(stepwise(expr, tz, '2025-04-04T00:00:00Z', 40), expr).toEqual(next(expr, tz, '2025-04-04T00:00:00Z', 40))
+    }
+  })
+
+  it("the day 2011-12-30 that Samoa skipped: its runs move to the next day and merge with that day's", () => {
+    expect(next('0 12 * * *', 'Pacific/Apia', '2011-12-28T00:00:00Z', 4)).toEqual([
+      '2011-12-28T22:00:00Z', // 28 Dec 12:00 (-10)
+      '2011-12-29T22:00:00Z', // 29 Dec 12:00 (-10)
+      '2011-12-30T22:00:00Z', // 31 Dec 12:00 (+14), also 30 Dec 12:00 shifted by the 24-hour gap
+      '2011-12-31T22:00:00Z', // 1 Jan 12:00
+    ])
+  })
+})
+
+describe('day-of-month and day-of-week (Vixie cron)', () => {
+  it('both must match when either field starts with * or ?', () => {
+    expect(local('0 0 1-31 * */2', 'UTC', '2030-01-01T00:00:00Z', '2030-01-09T00:00:00Z')).toEqual([
+      '01-01 00:00',
+      '01-03 00:00',
+      '01-05 00:00',
+      '01-06 00:00',
+      '01-08 00:00',
+    ])
+    expect(local('0 0 */10 * 1', 'UTC', '2030-01-01T00:00:00Z', '2030-03-01T00:00:00Z')).toEqual(['01-21 00:00', '02-11 00:00'])
+    expect(local('0 0 ? * MON', 'UTC', '2030-01-01T00:00:00Z', '2030-01-15T00:00:00Z')).toEqual(['01-07 00:00', '01-14 00:00'])
+  })
+
+  it('either may match when both are restricted', () => {
+    expect(local('0 0 1,15 * 1', 'UTC', '2030-01-01T00:00:00Z', '2030-01-22T00:00:00Z')).toEqual([
+      '01-01 00:00',
+      '01-07 00:00',
+      '01-14 00:00',
+      '01-15 00:00',
+      '01-21 00:00',
+    ])
+  })
+
+  it('L, nL and n#k', () => {
+    expect(local('0 0 L * *', 'UTC', '2028-01-01T00:00:00Z', '2028-03-31T00:00:00Z')).toEqual(['01-31 00:00', '02-29 00:00', '03-31 00:00'])
+    expect(local('0 0 * * 5L', 'UTC', '2030-01-01T00:00:00Z', '2030-02-28T00:00:00Z')).toEqual(['01-25 00:00', '02-22 00:00'])
+    expect(local('0 0 * * 1#2', 'UTC', '2030-01-01T00:00:00Z', '2030-02-28T00:00:00Z')).toEqual(['01-14 00:00', '02-11 00:00'])
+    // The fifth Monday of February: only a 29 February that is a Monday.
+    expect(next('0 0 * 2 1#5', 'UTC', '2026-01-01T00:00:00Z', 2)).toEqual(['2044-02-29T00:00:00Z', '2072-02-29T00:00:00Z'])
   })
 })
 
