@@ -12,6 +12,7 @@
  * the earliest next_fire_at when that comes before the next interval tick, so
  * fire times are met to within a few milliseconds.
  */
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises'
 import type { Kysely, Transaction } from 'kysely'
 import type { Clock } from '../clock.ts'
 import type { DB } from '../db/schema.ts'
@@ -30,6 +31,9 @@ import { applyOverlap, firstFireAt, planFires } from '../core/fire-times.ts'
 import { toError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { abortableSleep } from '../lib/service.ts'
+
+/** Longest stretch of fire-time planning before the pass lets other work of the process run. */
+const PLAN_SLICE_MS = 2
 
 export interface TriggerSchedulerOptions {
   db: Kysely<DB>
@@ -105,7 +109,13 @@ export class TriggerScheduler {
     const advances: TriggerAdvance[] = []
     let dropped = 0
     let misfired = 0
+    let slice = performance.now()
     for (const t of triggers) {
+      if (performance.now() - slice > PLAN_SLICE_MS) {
+        // Planning a large batch must not hold the event loop (and every lease heartbeat of this process).
+        await yieldToEventLoop()
+        slice = performance.now()
+      }
       const a = this.decide(t, claim.now, activity.get(t.jobId))
       dropped += a.dropped
       if (a.misfired) misfired++
