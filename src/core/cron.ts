@@ -15,69 +15,19 @@
  */
 import { CronExpressionParser } from 'cron-parser'
 import { compileCalendar, type CronCalendar, nextWallMatch } from './cron-calendar.ts'
+import { cronSyntaxNormalize } from './cron-syntax.ts'
 import { nextChange, offsetAt, previousChange } from './zone.ts'
 
 export { isValidTimeZone } from './zone.ts'
 
-/** The aliases accepted for a whole expression, and what they stand for. */
-const ALIASES: Readonly<Record<string, string>> = {
-  '@yearly': '0 0 1 1 *',
-  '@annually': '0 0 1 1 *',
-  '@monthly': '0 0 1 * *',
-  '@weekly': '0 0 * * 0',
-  '@daily': '0 0 * * *',
-  '@midnight': '0 0 * * *',
-  '@hourly': '0 * * * *',
-}
-
-/** Field names and largest values, for five fields (six: seconds first). */
-const FIELDS = [
-  { name: 'minute', max: 59 },
-  { name: 'hour', max: 23 },
-  { name: 'day-of-month', max: 31 },
-  { name: 'month', max: 12 },
-  { name: 'day-of-week', max: 7 },
-] as const
-const SECONDS = { name: 'second', max: 59 } as const
-
 /**
- * An expression checked for what cron-parser accepts but does not mean what a crontab means, and
- * rewritten where a common form would be refused: `H` (a random value, drawn anew at each
- * evaluation), `@reboot` and other aliases with no fire times, and a step larger than its field's
- * largest value (`*\/61` would act as `0`) are problems; Sunday written as both 0 and 7 (`0,7`) is
- * one day. Returns the expression to evaluate, or the problem.
+ * An expression checked against the product's grammar (core/cron-syntax.ts, the same rules as the
+ * SQL function pgsched.cron_problem) and rewritten for cron-parser: aliases expanded, upper case,
+ * values listed twice kept once (`0,7` is one Sunday). Returns the expression to evaluate, or the
+ * problem.
  */
 function normalize(expression: string): { cron: string } | { problem: string } {
-  const trimmed = expression.trim()
-  if (trimmed.startsWith('@')) {
-    const cron = ALIASES[trimmed.toLowerCase()]
-    if (cron === undefined) {
-      return { problem: `cron alias "${trimmed}" is not supported; use one of ${Object.keys(ALIASES).join(', ')} or five fields` }
-    }
-    return { cron }
-  }
-  const fields = trimmed.split(/\s+/)
-  if (fields.length < 5 || fields.length > 6) {
-    return {
-      problem: `cron expression "${expression}" must have 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, got ${fields.length}`,
-    }
-  }
-  const specs = fields.length === 6 ? [SECONDS, ...FIELDS] : FIELDS
-  for (const [i, field] of fields.entries()) {
-    const spec = specs[i] as { name: string; max: number }
-    if (/(^|[,/-])H(?![a-z])/i.test(field)) {
-      return { problem: `cron expression "${expression}": "H" in the ${spec.name} field is not supported (it picks a random value); name the value` }
-    }
-    for (const step of field.matchAll(/\/(\d+)/g)) {
-      if (Number(step[1]) > spec.max) {
-        return { problem: `cron expression "${expression}": step ${step[1]} in the ${spec.name} field is larger than its largest value (${spec.max})` }
-      }
-    }
-  }
-  const dow = fields.length - 1
-  const items = (fields[dow] as string).split(',')
-  if (items.includes('0') && items.includes('7')) fields[dow] = items.filter((item) => item !== '7').join(',')
-  return { cron: fields.join(' ') }
+  return cronSyntaxNormalize(expression)
 }
 
 /**
@@ -87,11 +37,17 @@ function normalize(expression: string): { cron: string } | { problem: string } {
 export function cronProblem(expression: string): string | undefined {
   const n = normalize(expression)
   if ('problem' in n) return n.problem
+  let compiled: CompiledCron
   try {
-    CronExpressionParser.parse(n.cron, { tz: 'UTC', strict: false }).next()
-    return undefined
+    compiled = compile(expression)
   } catch (err: unknown) {
     return `cron expression "${expression}" is invalid: ${err instanceof Error ? err.message : String(err)}`
+  }
+  try {
+    firstFireAtOrAfter(compiled, 'UTC', Date.now())
+    return undefined
+  } catch {
+    return `cron expression "${expression}" never fires`
   }
 }
 
@@ -122,7 +78,10 @@ function compile(expression: string): CompiledCron {
   const n = normalize(expression)
   if ('problem' in n) throw new Error(n.problem)
   const f = CronExpressionParser.parse(n.cron, { tz: 'UTC', strict: false }).fields
-  const fields = n.cron.split(/\s+/)
+  // Whether a field starts with `*` is read from the expression as written: normalize() may list the
+  // values of a field that repeats one (`*,5`).
+  const written = expression.trim()
+  const fields = (written.startsWith('@') ? n.cron : written).split(/\s+/)
   const at = fields.length === 6 ? 1 : 0
   c = {
     calendar: compileCalendar({

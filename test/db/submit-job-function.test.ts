@@ -48,7 +48,8 @@ describe('pgsched.submit_job', () => {
   it.each([
     [`'bad type'`, 'type must be 1-128 characters'],
     [`'x', priority => 5000`, 'priority must be an integer from -1000 to 1000, got 5000'],
-    [`'x', cron => '* * *'`, `cron expression '* * *' must have 5 fields`],
+    [`'x', cron => '* * *'`, 'cron expression "* * *" must have 5 fields'],
+    [`'x', cron => '60 * * * *'`, 'cron expression "60 * * * *": value 60 in the minute field is out of range (0-59)'],
     [`'x', cron => '0 9 * * *', timezone => 'Mars/Olympus'`, `timezone 'Mars/Olympus' is not a known IANA time zone`],
     [`'x', every => interval '10 milliseconds'`, 'every must be from 1 second to 366 days'],
     [`'x', run_at => now(), every => interval '1 hour'`, 'give at most one of run_at, cron and every'],

@@ -416,7 +416,7 @@ describe('TriggerScheduler', () => {
   it('rejects an invalid cron expression or time zone at submit, naming it', async () => {
     await expect(client().submitJob({ type: 'x', schedule: { cron: '61 * * * *' } })).rejects.toMatchObject({
       name: 'ValidationError',
-      message: expect.stringContaining('cron expression "61 * * * *" is invalid'),
+      message: expect.stringContaining('cron expression "61 * * * *": value 61 in the minute field is out of range (0-59)'),
       details: [{ path: 'schedule.cron', message: expect.stringContaining('"61 * * * *"') }],
     })
     await expect(client().submitJob({ type: 'x', schedule: { cron: '0 9 * * *', timezone: 'Mars/Olympus' } })).rejects.toThrow(ValidationError)
