@@ -9,9 +9,9 @@
  * - when the wall clock jumps forward by more than one step (a gap), each skipped wall time w that
  *   matches fires at prevInstant + (w − prevWall), i.e. w shifted forward by the gap's length;
  * - equal instants are one fire time.
- * Obviously correct over fast: the only shortcuts are a memo of Intl's answers per zone and, for
- * six fields, deriving the seconds of a minute from its start when the minute shows no offset change
- * (see wallAt). A walk is O(window / step); keep windows short.
+ * Obviously correct over fast: the only shortcuts are a memo of Intl's answers per zone and deriving
+ * the wall times within an hour (or a minute) from its start when its two ends show no offset change
+ * (see WallClock). A walk is O(window / step); keep windows short.
  */
 
 /** A parsed expression: for each field, which values match (index = value). */
@@ -172,12 +172,17 @@ export function parseReferenceCron(expression: string): ReferenceCron {
   }
 }
 
+const MINUTE_MS = 60_000
+const HOUR_MS = 3_600_000
 const DAY_MS = 86_400_000
 
 /** Whether the wall time `wallMs` (local date and time written as if UTC) matches. */
 export function referenceMatches(cron: ReferenceCron, wallMs: number): boolean {
+  // Time of day first, by arithmetic (wall times are whole seconds after 1970).
+  if (!cron.seconds[Math.floor(wallMs / 1000) % 60] || !cron.minutes[Math.floor(wallMs / MINUTE_MS) % 60] || !cron.hours[Math.floor(wallMs / HOUR_MS) % 24]) {
+    return false
+  }
   const d = new Date(wallMs)
-  if (!cron.seconds[d.getUTCSeconds()] || !cron.minutes[d.getUTCMinutes()] || !cron.hours[d.getUTCHours()]) return false
   const year = d.getUTCFullYear()
   const month = d.getUTCMonth() + 1
   if (!cron.months[month]) return false
@@ -248,23 +253,48 @@ function memoWallTime(timezone: string, at: number): number {
   return w
 }
 
-/**
- * The wall time of a whole-second instant. With `perSecondIntl` Intl is asked for every second;
- * otherwise it is asked at the minute's start and at the next minute's start, and when those are
- * exactly 60 s apart (no offset change shows within the minute) the seconds in between are derived
- * from the start; else every second of that minute is asked. (This misses only an offset change
- * undone within the same minute, which no zone has.)
- */
-function wallAt(timezone: string, at: number, perSecondIntl: boolean): number {
-  if (perSecondIntl) return intlWallTime(timezone, at)
-  const minuteStart = at - (((at % 60_000) + 60_000) % 60_000)
-  const w0 = memoWallTime(timezone, minuteStart)
-  if (at === minuteStart) return w0
-  const w1 = memoWallTime(timezone, minuteStart + 60_000)
-  return w1 - w0 === 60_000 ? w0 + (at - minuteStart) : memoWallTime(timezone, at)
+/** `at` rounded down to a multiple of `unitMs`. */
+function floorTo(at: number, unitMs: number): number {
+  return at - (((at % unitMs) + unitMs) % unitMs)
 }
 
-const HOUR_MS = 3_600_000
+/**
+ * Wall times of whole-second instants in one zone. With `askIntlEveryStep` Intl is asked for every
+ * instant. Otherwise Intl is asked at the start of the instant's hour and of the next hour: when
+ * those wall times are exactly one hour apart, no offset change shows within the hour and the wall
+ * time is derived from the hour's start; else the same is done at the minute's boundaries; else
+ * Intl is asked for the instant itself. (This misses only an offset change undone within the same
+ * hour, which no zone has; the unit test checks the shortcut against asking every step.)
+ */
+class WallClock {
+  readonly #timezone: string
+  readonly #askIntlEveryStep: boolean
+  /** The last hour looked at: its start, its start's wall time, and whether it is free of changes. */
+  #hourStart = Number.NaN
+  #hourWall = 0
+  #hourLinear = false
+
+  constructor(timezone: string, askIntlEveryStep: boolean) {
+    this.#timezone = timezone
+    this.#askIntlEveryStep = askIntlEveryStep
+  }
+
+  wallAt(at: number): number {
+    if (this.#askIntlEveryStep) return intlWallTime(this.#timezone, at)
+    const hourStart = floorTo(at, HOUR_MS)
+    if (hourStart !== this.#hourStart) {
+      this.#hourStart = hourStart
+      this.#hourWall = memoWallTime(this.#timezone, hourStart)
+      this.#hourLinear = memoWallTime(this.#timezone, hourStart + HOUR_MS) - this.#hourWall === HOUR_MS
+    }
+    if (this.#hourLinear) return this.#hourWall + (at - hourStart)
+    const minuteStart = floorTo(at, MINUTE_MS)
+    const w0 = memoWallTime(this.#timezone, minuteStart)
+    if (memoWallTime(this.#timezone, minuteStart + MINUTE_MS) - w0 === MINUTE_MS) return w0 + (at - minuteStart)
+    return memoWallTime(this.#timezone, at)
+  }
+}
+
 /** The least pre-roll: longer than any DST repeat or gap of an ordinary zone. */
 const PREROLL_MIN_MS = 3 * HOUR_MS
 /** How far back offset changes are looked for to lengthen the pre-roll (Pacific/Apia skipped 24 h). */
@@ -285,8 +315,8 @@ function prerollMs(timezone: string, from: number): number {
 }
 
 export interface ReferenceOptions {
-  /** Ask Intl for every second of a six-field walk (slow; to verify the per-minute shortcut). */
-  readonly perSecondIntl?: boolean
+  /** Ask Intl for every step of the walk (slow; to verify the shortcut of wallAt). */
+  readonly askIntlEveryStep?: boolean
 }
 
 /**
@@ -296,7 +326,7 @@ export interface ReferenceOptions {
 export function referenceFireTimes(expression: string, timezone: string, from: Date, to: Date, options: ReferenceOptions = {}): Date[] {
   const cron = parseReferenceCron(expression)
   const stepMs = cron.hasSeconds ? 1000 : 60_000
-  const perSecondIntl = options.perSecondIntl === true
+  const clock = new WallClock(timezone, options.askIntlEveryStep === true)
   const fromMs = from.getTime()
   const toMs = to.getTime()
   const begin = fromMs - prerollMs(timezone, fromMs)
@@ -304,8 +334,8 @@ export function referenceFireTimes(expression: string, timezone: string, from: D
   const seen = new Set<number>()
   let prevAt: number | undefined
   let prevWall = 0
-  for (let at = Math.floor(begin / stepMs) * stepMs; at <= toMs; at += stepMs) {
-    const wall = wallAt(timezone, at, perSecondIntl)
+  for (let at = floorTo(begin, stepMs); at <= toMs; at += stepMs) {
+    const wall = clock.wallAt(at)
     if (prevAt !== undefined && wall - prevWall > stepMs) {
       // A gap: the skipped wall times do not exist; each that matches fires shifted by the gap.
       for (let skipped = prevWall + stepMs; skipped < wall; skipped += stepMs) {
