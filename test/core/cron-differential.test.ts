@@ -2,8 +2,9 @@
  * Differential test of the cron engine (src/core/cron.ts) against the brute-force reference: a few
  * thousand seeded cases around every offset change of 2025–2027 in zones with unusual DST rules and
  * at random instants. Reproduce a failure with CRON_DIFF_SEED=<seed printed> npm test -- cron-differential.
- * The longer form is cron-differential.system.test.ts.
+ * CRON_DIFF_REPORT=<file> writes every difference found. The longer form is cron-differential.system.test.ts.
  */
+import { writeFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { cronFireTimes } from '../../src/core/cron.ts'
 import { describeSlowest, differentialCases, differentialSeed, formatDifference, runDifferential, summarizeDifferential } from './cron-differential.ts'
@@ -30,7 +31,9 @@ describe('cron fire times, differential against the reference', () => {
     })
     const report = runDifferential(cronFireTimes, cases, { stepChecksPerCase: 4, caseBudgetMs: 2_000 })
     console.info(summarizeDifferential(report, SEED))
-    const shown = report.differences.slice(0, SHOWN_DIFFERENCES).map(formatDifference).join('\n')
+    const all = report.differences.map(formatDifference)
+    if (process.env.CRON_DIFF_REPORT) writeFileSync(process.env.CRON_DIFF_REPORT, `${all.join('\n')}\n`)
+    const shown = all.slice(0, SHOWN_DIFFERENCES).join('\n')
     expect(report.differences.length, `seed ${SEED} (CRON_DIFF_SEED to reproduce); first differences:\n${shown}`).toBe(0)
     expect(report.slowestCall?.ms ?? 0, `seed ${SEED}: slowest call ${describeSlowest(report.slowestCall)}`).toBeLessThan(MAX_CALL_MS)
   })

@@ -7,7 +7,7 @@
  * when it is asked) and times every engine call. Used by cron-differential.test.ts (npm test) and
  * cron-differential.system.test.ts (the longer form).
  */
-import { intlWallTime, referenceFireTimes } from './cron-reference.ts'
+import { intlWallTime, parseReferenceCron, referenceFireTimes } from './cron-reference.ts'
 
 /** The engine under test: fire times strictly after `after`, increasing, endless. */
 export type FireTimesEngine = (expression: string, timezone: string, after: Date) => Generator<Date, void, undefined>
@@ -185,12 +185,29 @@ const FIXED_EXPRESSIONS = [
   '@annually',
 ] as const
 
-/** A random expression of the documented grammar: 5 fields, or 6 with seconds first. */
+/** Longest month lengths (February 29 in leap years). */
+const MONTH_DAYS_MAX = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31] as const
+
+/**
+ * Whether some day ever matches. Only a day-of-month that no chosen month has (`31 * 2,6`, `30 FEB`)
+ * under the "both must match" rule never fires: any weekday item recurs in every month (a fifth
+ * weekday at least in some year). Such an expression has no fire times and is refused at submit.
+ */
+export function firesSomeday(expression: string): boolean {
+  const cron = parseReferenceCron(expression)
+  if (!(cron.domStar || cron.dowStar) || cron.domLast) return true
+  return MONTH_DAYS_MAX.some((days, i) => cron.months[i + 1] && cron.dom.some((on, day) => on && day <= days))
+}
+
+/** A random expression of the documented grammar that fires someday: 5 fields, or 6 with seconds first. */
 export function randomCronExpression(r: Random, sixFields: boolean): string {
   if (!sixFields && r.chance(0.12)) return r.pick(FIXED_EXPRESSIONS)
-  const fields = [sixtyField(r, ['0', '30', '15', '45']), hourField(r), dayOfMonthField(r), monthField(r), dayOfWeekField(r)]
-  if (sixFields) fields.unshift(sixtyField(r, ['0', '30', '0,30', '*/10']))
-  return fields.join(' ')
+  for (;;) {
+    const fields = [sixtyField(r, ['0', '30', '15', '45']), hourField(r), dayOfMonthField(r), monthField(r), dayOfWeekField(r)]
+    if (sixFields) fields.unshift(sixtyField(r, ['0', '30', '0,30', '*/10']))
+    const expression = fields.join(' ')
+    if (firesSomeday(expression)) return expression
+  }
 }
 
 /** Zones with every kind of offset change the rule has to handle, and plain ones. */
