@@ -51,7 +51,9 @@ describe('cron fire times, differential against the reference (long form)', () =
       const all = report.differences.map(formatDifference)
       const out = process.env.CRON_DIFF_REPORT
       if (out) writeFileSync(`${out}.${seed}`, `${all.join('\n')}\n`)
-      expect(report.differences.length, `seed ${seed} (CRON_DIFF_SEED to reproduce); first differences:\n${all.slice(0, SHOWN_DIFFERENCES).join('\n')}`).toBe(0)
+      expect
+        .soft(report.differences.length, `seed ${seed} (CRON_DIFF_SEED to reproduce); first differences:\n${all.slice(0, SHOWN_DIFFERENCES).join('\n')}`)
+        .toBe(0)
       expect(report.slowestCall?.ms ?? 0, `seed ${seed}: slowest call ${describeSlowest(report.slowestCall)}`).toBeLessThan(MAX_CALL_MS)
     })
   }

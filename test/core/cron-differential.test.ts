@@ -34,7 +34,7 @@ describe('cron fire times, differential against the reference', () => {
     const all = report.differences.map(formatDifference)
     if (process.env.CRON_DIFF_REPORT) writeFileSync(process.env.CRON_DIFF_REPORT, `${all.join('\n')}\n`)
     const shown = all.slice(0, SHOWN_DIFFERENCES).join('\n')
-    expect(report.differences.length, `seed ${SEED} (CRON_DIFF_SEED to reproduce); first differences:\n${shown}`).toBe(0)
+    expect.soft(report.differences.length, `seed ${SEED} (CRON_DIFF_SEED to reproduce); first differences:\n${shown}`).toBe(0)
     expect(report.slowestCall?.ms ?? 0, `seed ${SEED}: slowest call ${describeSlowest(report.slowestCall)}`).toBeLessThan(MAX_CALL_MS)
   })
 })
