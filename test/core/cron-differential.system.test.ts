@@ -16,7 +16,7 @@ const FIRST_SEED = differentialSeed(1_001)
 const SEEDS = [FIRST_SEED, FIRST_SEED + 1, FIRST_SEED + 2, FIRST_SEED + 3]
 const CASES_PER_SEED = 4_000
 /** Not a benchmark: catches an engine that loops or searches without bound (see the npm-test form). */
-const MAX_CALL_MS = 100
+const MAX_CALL_MS = 250
 const SHOWN_DIFFERENCES = 10
 
 const HISTORICAL = [

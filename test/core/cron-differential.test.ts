@@ -13,10 +13,10 @@ const SEED = differentialSeed(20_250_406)
 /** Cases per run: ~10 s of work on a 2-core machine (the reference walk dominates). */
 const CASES = 2_500
 /**
- * No single engine call may take longer. Not a benchmark (the engine's p99 is far below): it is
+ * No single engine call may take longer. Not a benchmark (the engine's p99 is about 1 ms, a cold zone about 10 ms): it is
  * there to catch an engine that loops or searches without bound.
  */
-const MAX_CALL_MS = 100
+const MAX_CALL_MS = 250
 const SHOWN_DIFFERENCES = 10
 
 describe('cron fire times, differential against the reference', () => {

@@ -7,7 +7,7 @@
  * when it is asked) and times every engine call. Used by cron-differential.test.ts (npm test) and
  * cron-differential.system.test.ts (the longer form).
  */
-import { intlWallTime, parseReferenceCron, referenceFireTimes } from './cron-reference.ts'
+import { intlWallTime, parseReferenceCron, referenceFireTimes, referenceMatches } from './cron-reference.ts'
 
 /** The engine under test: fire times strictly after `after`, increasing, endless. */
 export type FireTimesEngine = (expression: string, timezone: string, after: Date) => Generator<Date, void, undefined>
@@ -185,18 +185,19 @@ const FIXED_EXPRESSIONS = [
   '@annually',
 ] as const
 
-/** Longest month lengths (February 29 in leap years). */
-const MONTH_DAYS_MAX = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31] as const
-
 /**
- * Whether some day ever matches. Only a day-of-month that no chosen month has (`31 * 2,6`, `30 FEB`)
- * under the "both must match" rule never fires: any weekday item recurs in every month (a fifth
- * weekday at least in some year). Such an expression has no fire times and is refused at submit.
+ * Whether some day ever matches, by brute force with the reference's own matcher: every local day
+ * of 2024–2084 (each month starts on each weekday in that span, February with 28 and with 29 days),
+ * at the first hour, minute and second the expression names. An expression that never fires is
+ * refused at submit, so it is not a case.
  */
 export function firesSomeday(expression: string): boolean {
   const cron = parseReferenceCron(expression)
-  if (!(cron.domStar || cron.dowStar) || cron.domLast) return true
-  return MONTH_DAYS_MAX.some((days, i) => cron.months[i + 1] && cron.dom.some((on, day) => on && day <= days))
+  const [hour, minute, second] = [cron.hours, cron.minutes, cron.seconds].map((values) => values.indexOf(true)) as [number, number, number]
+  for (let day = Date.UTC(2024, 0, 1); day < Date.UTC(2085, 0, 1); day += 86_400_000) {
+    if (referenceMatches(cron, day + ((hour * 60 + minute) * 60 + Math.max(second, 0)) * 1000)) return true
+  }
+  return false
 }
 
 /** A random expression of the documented grammar that fires someday: 5 fields, or 6 with seconds first. */
