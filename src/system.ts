@@ -33,10 +33,16 @@ export interface CreateWorkerSystemParams {
 export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSystem {
   const { config, log } = params
   const w = config.worker
-  // The worker's statements (the hot path: claim, heartbeat, outcome writes) on a pool that plans each
-  // once per connection; the reaper, trigger scheduler and pruner on a small pool with default planning.
+  // The worker's statements (the hot path: claim, heartbeat, outcome writes) on one pool, the reaper,
+  // dispatcher and pruner on a small one; both plan each prepared statement once per connection.
   const hot = createDb({ databaseUrl: config.databaseUrl, poolSize: config.db.poolSize, applicationName: 'pgsched-worker', log, genericPlans: true })
-  const database = createDb({ databaseUrl: config.databaseUrl, poolSize: MAINTENANCE_POOL_SIZE, applicationName: 'pgsched-worker-maintenance', log })
+  const database = createDb({
+    databaseUrl: config.databaseUrl,
+    poolSize: MAINTENANCE_POOL_SIZE,
+    applicationName: 'pgsched-worker-maintenance',
+    log,
+    genericPlans: true,
+  })
   const registry = new HandlerRegistry([httpHandler])
   for (const h of params.handlers) registry.add(h)
   const worker = new Worker({

@@ -5,11 +5,14 @@
  * plan, and the history rows of the scale scenario. Callers: runBench's scenarios.
  */
 import { createServer } from 'node:net'
+import { cpus, platform, release, totalmem } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { sql, type Kysely } from 'kysely'
-import { executionClaimBatchQuery } from '../db/queries/claim.ts'
+import { executionClaimBatch, executionClaimBatchQuery } from '../db/queries/claim.ts'
+import { executionCompleteMany } from '../db/queries/lease.ts'
 import { serverAutovacuumOn } from '../db/queries/ops.ts'
 import type { DB } from '../db/schema.ts'
+import type { BenchReport } from './report.ts'
 import type { Scratch } from './scratch.ts'
 
 /** A TCP port free on 127.0.0.1 now. */
@@ -135,4 +138,33 @@ export async function explainClaim(db: Kysely<DB>, workerId: string): Promise<st
       return plan.map((p) => p['QUERY PLAN']).join('\n')
     })
     .catch((err: unknown) => `EXPLAIN failed: ${String(err)}`)
+}
+
+/** The machine the bench ran on, for the report. */
+export function machineDescription(postgres: string, partitions: number): BenchReport['machine'] {
+  return {
+    cpu: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    os: `${platform()} ${release()}`,
+    node: process.version,
+    postgres,
+    partitions,
+  }
+}
+
+/** The ceiling's loop: two connections claiming `batch` jobs and completing them, until none is left. */
+export async function drainWithBareLoop(db: Kysely<DB>, workerId: string, batch: number): Promise<void> {
+  await Promise.all(
+    [0, 1].map(async () => {
+      for (;;) {
+        const claimed = await executionClaimBatch(db, { workerId, queues: ['default'], types: ['bench.noop'], limit: batch, leaseMs: 60_000 })
+        if (claimed.length === 0) return
+        await executionCompleteMany(db, {
+          workerId,
+          completions: claimed.map((c) => ({ id: c.id, jobId: c.jobId, attempt: c.attempt, resultJson: 'null', outputUri: null })),
+        })
+      }
+    }),
+  )
 }

@@ -6,20 +6,29 @@
  *
  * Scenarios: ceiling, burn-down (1 and 2 worker processes), submit (batch,
  * single ×8, REST ×32 connections), latency at a steady rate, priority under
- * load, scale (history rows), memory (peak RSS).
+ * load, scale (history rows), memory (peak RSS), recurring (CPU of dispatching).
  */
-import { cpus, totalmem, platform, release } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { sql } from 'kysely'
 import { createClient } from '../client.ts'
 import { createApiKey } from '../api/auth.ts'
-import { executionClaimBatch } from '../db/queries/claim.ts'
-import { executionCompleteMany } from '../db/queries/lease.ts'
 import type { Logger } from '../logger.ts'
 import { monotonicMs, type ProbeMessage } from './handlers.ts'
-import { afterAutovacuum, dbNow, dbThroughput, explainClaim, freePort, serverDescription, waitUntilDrained, writeHistory } from './probes.ts'
+import {
+  afterAutovacuum,
+  dbNow,
+  dbThroughput,
+  explainClaim,
+  freePort,
+  drainWithBareLoop,
+  machineDescription,
+  serverDescription,
+  waitUntilDrained,
+  writeHistory,
+} from './probes.ts'
 import { loadAutocannon, spawnApi, spawnWorker, type BenchProcess } from './processes.ts'
 import { change, format, type BenchReport, type Row } from './report.ts'
+import { addRecurringRows } from './recurring.ts'
 import { createScratch, insertJobs, type Scratch } from './scratch.ts'
 import { figure, quantile, type Figure } from './stats.ts'
 
@@ -36,7 +45,7 @@ export interface BenchOptions {
   progress: (line: string) => void
 }
 
-export const SCENARIOS = ['ceiling', 'burn-down', 'submit', 'latency', 'priority', 'scale', 'memory'] as const
+export const SCENARIOS = ['ceiling', 'burn-down', 'submit', 'latency', 'priority', 'scale', 'memory', 'recurring'] as const
 export type Scenario = (typeof SCENARIOS)[number]
 
 const WORKER_ID = '00000000-0000-7000-8000-00000000be00'
@@ -78,24 +87,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         await s.reset()
         await insertJobs(s.db, submitMany, ceilingN)
         const t0 = performance.now()
-        await Promise.all(
-          [0, 1].map(async () => {
-            for (;;) {
-              const claimed = await executionClaimBatch(s.db, {
-                workerId: WORKER_ID,
-                queues: ['default'],
-                types: ['bench.noop'],
-                limit: batch,
-                leaseMs: 60_000,
-              })
-              if (claimed.length === 0) return
-              await executionCompleteMany(s.db, {
-                workerId: WORKER_ID,
-                completions: claimed.map((c) => ({ id: c.id, jobId: c.jobId, attempt: c.attempt, resultJson: 'null', outputUri: null })),
-              })
-            }
-          }),
-        )
+        await drainWithBareLoop(s.db, WORKER_ID, batch)
         runs.push(ceilingN / ((performance.now() - t0) / 1000))
       }
       add({ scenario: 'ceiling', metric: `claim+complete, batch ${batch}, 2 connections`, unit: 'jobs/s', figure: figure(runs) })
@@ -376,6 +368,8 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       add({ scenario: 'memory', metric: 'worker peak RSS at concurrency 100 (burn-down)', unit: 'MB', figure: figure([workerRss]), target: '≤ 150' })
       add({ scenario: 'memory', metric: 'API peak RSS under REST load', unit: 'MB', figure: figure([apiRss]), target: '≤ 150' })
     }
+    // 8. recurring jobs: dispatch and run cost in a steady state
+    if (want('recurring')) await addRecurringRows(s, o, track, add)
   } finally {
     await Promise.all([...spawned].map((p) => p.stop().catch(() => undefined)))
     await s.drop()
@@ -384,15 +378,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     startedAt: new Date(Date.now() - (performance.now() - started)).toISOString(),
     durationS: (performance.now() - started) / 1000,
     quick: o.quick,
-    machine: {
-      cpu: cpus()[0]?.model ?? 'unknown',
-      cores: cpus().length,
-      memoryGiB: Math.round(totalmem() / 2 ** 30),
-      os: `${platform()} ${release()}`,
-      node: process.version,
-      postgres,
-      partitions: o.partitions,
-    },
+    machine: machineDescription(postgres, o.partitions),
     rows,
     explain,
   }

@@ -1,11 +1,13 @@
 /**
  * The dispatcher: turns due fire times of recurring jobs into executions.
- * Runs in every worker process; any number may run at once.
+ * Runs in every worker process; one per database works at a time (the dispatch lock), the others
+ * stand by and take over within intervalMs. Correctness does not rest on that lock: any number may
+ * run at once (exclusive: false), each taking other triggers.
  *
  *   one pass = one transaction, bounded by batchSize:
- *     lock due triggers (SKIP LOCKED) ─▶ plan fire times in TypeScript (core/fire-times.ts:
+ *     dispatch lock (else stand by) ─▶ lock due triggers (SKIP LOCKED) ─▶ plan fire times in TypeScript (core/fire-times.ts:
  *     cron in the job's time zone, misfire policy) ─▶ re-read "busy" for the overlap policy
- *     ─▶ insert executions (unique per fire time) ─▶ advance next_fire_at   ─▶ commit
+ *     ─▶ insert executions (unique per fire time) and advance next_fire_at  ─▶ commit
  *
  * The database clock decides what is due (no host clock is consulted, so skew
  * cannot fire early); `clock` pins that time in tests. The loop sleeps until
@@ -17,12 +19,12 @@ import type { Kysely, Transaction } from 'kysely'
 import type { Clock } from '../clock.ts'
 import type { DB } from '../db/schema.ts'
 import {
-  triggerAdvanceMany,
   triggerClaimDue,
   triggerClaimQueued,
-  triggerFireMany,
+  triggerFireAndAdvance,
   triggerJobActivityMany,
   triggerNextFireDelay,
+  triggerTryDispatchLock,
   type ClaimedTrigger,
   type JobActivity,
   type TriggerAdvance,
@@ -40,6 +42,12 @@ export interface TriggerSchedulerOptions {
   log: Logger
   /** Longest sleep between passes; a due fire time sooner than that wakes the loop earlier. */
   intervalMs: number
+  /**
+   * One dispatcher per database works at a time (default true): a pass that finds another one
+   * mid-pass does nothing, and its loop stands by for intervalMs instead of waking at every fire
+   * time, ready to take over. False: dispatch alongside the others (each takes other triggers).
+   */
+  exclusive?: boolean
   /** Triggers per transaction. */
   batchSize: number
   /** A fire time handled later than this after it was due is missed (docs/recurring-jobs.md). */
@@ -57,6 +65,8 @@ export interface DispatchOutcome {
   misfired: number
   /** Fire times dropped by the overlap policy (a run of the job was still going). */
   dropped: number
+  /** Another dispatcher held the dispatch lock: this pass did nothing (exclusive mode). */
+  standby?: boolean
 }
 
 interface Decision {
@@ -74,22 +84,32 @@ export class TriggerScheduler {
   private readonly log: Logger
   private controller: AbortController | undefined
   private loop: Promise<void> | undefined
+  /** When the last pass looked for queue slots to release (performance.now()). */
+  private queuedCheckedAt = Number.NEGATIVE_INFINITY
 
   constructor(options: TriggerSchedulerOptions) {
     this.o = options
     this.log = options.log.child({ component: 'trigger-scheduler' })
   }
 
-  /** One pass: repeats full batches until fewer than batchSize due triggers remain. */
-  async runOnce(): Promise<DispatchOutcome> {
+  /**
+   * One pass: repeats full batches until fewer than batchSize due triggers remain. With
+   * `releaseQueued`, the first batch also takes the queue slots (overlap policy queue) whose job
+   * has become idle.
+   */
+  async runOnce(releaseQueued = true): Promise<DispatchOutcome> {
     const total: DispatchOutcome = { triggers: 0, fired: 0, misfired: 0, dropped: 0 }
     for (let batch = 0; ; batch++) {
       const now = this.o.clock?.now() ?? null
-      const r = await this.o.db.transaction().execute((trx) => this.dispatchBatch(trx, now, batch === 0))
+      const r = await this.o.db.transaction().execute((trx) => this.dispatchBatch(trx, now, releaseQueued && batch === 0))
       total.triggers += r.triggers
       total.fired += r.fired
       total.misfired += r.misfired
       total.dropped += r.dropped
+      if (r.standby) {
+        if (batch === 0) total.standby = true
+        break
+      }
       if (r.due < this.o.batchSize) break
     }
     if (total.triggers > 0) this.log.info(total, 'dispatched recurring jobs')
@@ -97,11 +117,17 @@ export class TriggerScheduler {
   }
 
   private async dispatchBatch(trx: Transaction<DB>, now: Date | null, releaseQueued: boolean): Promise<DispatchOutcome & { due: number }> {
+    if (this.o.exclusive !== false && !(await triggerTryDispatchLock(trx))) {
+      return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due: 0, standby: true }
+    }
     const claim = await triggerClaimDue(trx, { limit: this.o.batchSize, now })
     const due = claim.triggers.length
-    const queued = releaseQueued ? await triggerClaimQueued(trx, { limit: this.o.batchSize, excludeJobIds: claim.triggers.map((t) => t.jobId) }) : []
-    const triggers = [...claim.triggers, ...queued]
-    if (triggers.length === 0) return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due }
+    const queued = releaseQueued
+      ? await triggerClaimQueued(trx, { limit: this.o.batchSize, excludeJobIds: claim.triggers.map((t) => t.jobId) })
+      : { now: null, triggers: [] }
+    const triggers = [...claim.triggers, ...queued.triggers]
+    const passNow = claim.now ?? now ?? queued.now
+    if (triggers.length === 0 || passNow === null) return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due }
 
     // After the locks: this statement sees every execution an earlier holder of a lock committed.
     const activity = await triggerJobActivityMany(trx, { jobIds: triggers.map((t) => t.jobId) })
@@ -116,14 +142,14 @@ export class TriggerScheduler {
         await yieldToEventLoop()
         slice = performance.now()
       }
-      const a = this.decide(t, claim.now, activity.get(t.jobId))
+      const a = this.decide(t, passNow, activity.get(t.jobId))
       dropped += a.dropped
       if (a.misfired) misfired++
       for (const f of a.execute) fires.push({ jobId: t.jobId, scheduledFor: f })
       advances.push(a.advance)
     }
-    const fired = await triggerFireMany(trx, { fires })
-    const updated = new Set(await triggerAdvanceMany(trx, { advances }))
+    const { fired, advanced } = await triggerFireAndAdvance(trx, { fires, advances })
+    const updated = new Set(advanced)
     const lost = advances.filter((a) => !updated.has(a.jobId))
     if (lost.length > 0) {
       // Cannot happen while the rows are locked; roll the whole pass back rather than half-apply it.
@@ -198,8 +224,13 @@ export class TriggerScheduler {
     while (!signal.aborted) {
       let sleepMs = this.o.intervalMs
       try {
-        await this.runOnce()
-        sleepMs = await this.sleepMs()
+        // Queue slots are looked at once per interval, not at every pass a fire time wakes
+        // (the docs promise their release within SCHEDULER_DISPATCHER_INTERVAL_MS).
+        const releaseQueued = performance.now() - this.queuedCheckedAt >= this.o.intervalMs
+        if (releaseQueued) this.queuedCheckedAt = performance.now()
+        const outcome = await this.runOnce(releaseQueued)
+        // Standing by: another dispatcher is working; look again after the interval, not at every fire time.
+        sleepMs = outcome.standby ? this.o.intervalMs : await this.sleepMs()
         failures = 0
       } catch (err: unknown) {
         failures++

@@ -7,6 +7,7 @@ import { createDb, type Database } from '../../src/db/pool.ts'
 import type { SubmitJobInput } from '../../src/core/job.ts'
 import { cronFireTimes } from '../../src/core/cron.ts'
 import { ValidationError } from '../../src/errors.ts'
+import { triggerTryDispatchLock } from '../../src/db/queries/triggers.ts'
 import { TriggerScheduler, type TriggerSchedulerOptions } from '../../src/maintenance/trigger-scheduler.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
@@ -61,7 +62,7 @@ const plus = (d: Date, seconds: number) => new Date(d.getTime() + seconds * 1000
 const iso = (d: Date) => d.toISOString()
 
 describe('TriggerScheduler', () => {
-  it('creates exactly one execution per fire time with four schedulers dispatching concurrently', async () => {
+  it('creates exactly one execution per fire time with four non-exclusive schedulers dispatching concurrently', async () => {
     const clock = manualClock(T0)
     const specs: SubmitJobInput[] = []
     for (let i = 0; i < 40; i++) {
@@ -87,7 +88,8 @@ describe('TriggerScheduler', () => {
     const schedulers = Array.from({ length: 4 }, () => {
       const database = createDb({ databaseUrl: t.url, poolSize: 2 })
       pools.push(database)
-      return scheduler({ db: database.db, batchSize: 7, clock })
+      // Not exclusive: their transactions really interleave (exclusive ones take turns).
+      return scheduler({ db: database.db, batchSize: 7, clock, exclusive: false })
     })
     const end = plus(T0, 90)
     // Steps of 0.25–3.75 s: several fire times per pass, none older than the threshold.
@@ -117,6 +119,30 @@ describe('TriggerScheduler', () => {
       .select((eb) => eb.fn.countAll<string>().as('count'))
       .executeTakeFirstOrThrow()
     expect(Number(count)).toBe(total)
+  })
+
+  it('stands by while another dispatcher holds the dispatch lock, and takes over once it is released', async () => {
+    const clock = manualClock(T0)
+    const job = await submit({ type: 'r', schedule: { cron: '*/10 * * * * *' } }, plus(T0, -1))
+    const other = createDb({ databaseUrl: t.url, poolSize: 1 })
+    pools.push(other)
+    let release: () => void = () => undefined
+    const released = new Promise<void>((resolve) => (release = resolve))
+    const locked = new Promise<void>((resolve) => {
+      // Another dispatcher mid-pass: a transaction holding the dispatch lock.
+      void other.db.transaction().execute(async (trx) => {
+        expect(await triggerTryDispatchLock(trx)).toBe(true)
+        resolve()
+        await released
+      })
+    })
+    await locked
+    const dispatcher = scheduler({ clock })
+    expect(await dispatcher.runOnce()).toMatchObject({ triggers: 0, fired: 0, standby: true })
+    expect(await fireTimes(job.id)).toEqual([])
+    release()
+    await waitFor(async () => (await dispatcher.runOnce()).standby !== true, { timeoutMs: 5000, what: 'the dispatch lock released' })
+    expect(await fireTimes(job.id)).toEqual([iso(T0)])
   })
 
   describe('after the dispatcher was down for 60 s', () => {

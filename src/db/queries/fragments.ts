@@ -37,7 +37,7 @@ export const wakeCte = sql`wake as (
 /**
  * The columns of a claimed trigger (ClaimedTriggerRow without `now`). Expects `t` = pgsched.triggers.
  * next_fire_at and queued_fire_at also come as text: exact (microseconds, '-infinity') for the guard
- * of triggerAdvanceMany.
+ * of triggerFireAndAdvance.
  */
 export const claimedTriggerColumns = sql`t.job_id, t.kind, t.cron_expression, t.timezone, t.interval_ms::text as interval_ms, t.start_at, t.end_at,
            case when t.next_fire_at = '-infinity' then null else t.next_fire_at end as next_fire_at,

@@ -1,9 +1,10 @@
 /**
  * The dispatcher's statements. One pass is one transaction:
+ *   triggerTryDispatchLock                 one dispatcher works at a time (the others stand by)
  *   triggerClaimDue + triggerClaimQueued   lock due triggers (FOR UPDATE SKIP LOCKED)
  *   triggerJobActivityMany                 fresh read of job state and "busy" for the overlap policy
- *   triggerFireMany                        insert the executions (ON CONFLICT (job_id, scheduled_for) DO NOTHING)
- *   triggerAdvanceMany                     move next_fire_at / last_fire_at / queued_fire_at on
+ *   triggerFireAndAdvance                  insert the executions (ON CONFLICT (job_id, scheduled_for) DO NOTHING)
+ *                                          and move next_fire_at / last_fire_at / queued_fire_at on
  * Each write is one statement for the whole batch (unnest of arrays). Exactly
  * one execution per fire time holds twice over: a trigger row is handled by
  * one transaction at a time (its lock), and the unique key (job_id,
@@ -13,6 +14,7 @@ import { sql, type Kysely, type Transaction } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { MisfirePolicy, OverlapPolicy } from '../../core/job.ts'
 import type { TriggerSchedule } from '../../core/fire-times.ts'
+import { PREPARE } from '../pool.ts'
 import { claimedTriggerColumns } from './fragments.ts'
 
 /** A locked trigger, as the dispatcher needs it: its schedule, and where it stands. */
@@ -20,7 +22,7 @@ export interface ClaimedTrigger extends TriggerSchedule {
   jobId: string
   /** null when next_fire_at is '-infinity' (not computed yet: submitted from SQL). */
   nextFireAt: Date | null
-  /** next_fire_at exactly as stored (text), for the guard of triggerAdvanceMany. */
+  /** next_fire_at exactly as stored (text), for the guard of triggerFireAndAdvance. */
   nextFireAtKey: string | null
   queuedFireAt: Date | null
   queuedFireAtKey: string | null
@@ -28,8 +30,11 @@ export interface ClaimedTrigger extends TriggerSchedule {
 }
 
 export interface TriggerClaimResult {
-  /** The time of this pass: the pinned `now`, else the transaction's now(), truncated to milliseconds. */
-  now: Date
+  /**
+   * The time of this pass: the pinned `now`, else the transaction's now(), truncated to
+   * milliseconds; null when nothing was claimed (the statement returned no row to carry it).
+   */
+  now: Date | null
   triggers: ClaimedTrigger[]
 }
 
@@ -71,6 +76,20 @@ function toClaimedTrigger(r: ClaimedTriggerRow): ClaimedTrigger {
   }
 }
 
+/** Advisory lock key (per database) that one dispatcher at a time holds for its pass. */
+const DISPATCH_LOCK_KEY = 7_411_730_296_012_556_001n
+
+/**
+ * Takes the dispatch lock for the caller's transaction if no other dispatcher holds it; returns
+ * whether it did. One dispatcher does the work at a time; the others stand by.
+ */
+export async function triggerTryDispatchLock(trx: Transaction<DB>): Promise<boolean> {
+  const { rows } = await sql<{ held: boolean }>`${sql.raw(PREPARE)}
+    select pg_try_advisory_xact_lock(${DISPATCH_LOCK_KEY.toString()}::bigint) as held
+  `.execute(trx)
+  return rows[0]?.held === true
+}
+
 export interface TriggerClaimDueParams {
   limit: number
   /** An injected time instead of the database's now() (null: now()); tests pin time with it. */
@@ -85,7 +104,7 @@ export interface TriggerClaimDueParams {
  */
 export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaimDueParams): Promise<TriggerClaimResult> {
   const now = params.now ?? null
-  const { rows } = await sql<ClaimedTriggerRow>`
+  const { rows } = await sql<ClaimedTriggerRow>`${sql.raw(PREPARE)}
     select ${claimedTriggerColumns},
            -- milliseconds: fire times are computed with JavaScript dates
            date_trunc('milliseconds', coalesce(${now}::timestamptz, now())) as now
@@ -97,14 +116,7 @@ export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaim
      limit ${params.limit}::int
        for update of t skip locked
   `.execute(trx)
-  return { now: rows[0]?.now ?? (await passNow(trx, now)), triggers: rows.map(toClaimedTrigger) }
-}
-
-async function passNow(trx: Transaction<DB>, now: Date | null): Promise<Date> {
-  const { rows } = await sql<{ now: Date }>`
-    select date_trunc('milliseconds', coalesce(${now}::timestamptz, now())) as now
-  `.execute(trx)
-  return (rows[0] as { now: Date }).now
+  return { now: rows[0]?.now ?? now, triggers: rows.map(toClaimedTrigger) }
 }
 
 export interface TriggerClaimQueuedParams {
@@ -120,15 +132,16 @@ export interface TriggerClaimQueuedParams {
  * busy; the caller re-reads with triggerJobActivityMany after the lock.
  * Served by triggers_queued_idx. Requires a transaction.
  */
-export async function triggerClaimQueued(trx: Transaction<DB>, params: TriggerClaimQueuedParams): Promise<ClaimedTrigger[]> {
-  const { rows } = await sql<ClaimedTriggerRow>`
-    select ${claimedTriggerColumns}, now() as now
+export async function triggerClaimQueued(trx: Transaction<DB>, params: TriggerClaimQueuedParams): Promise<TriggerClaimResult> {
+  // Driven by triggers_queued_idx (usually empty): the job is looked up per queued trigger, never
+  // the other way round, whatever the statistics say.
+  const { rows } = await sql<ClaimedTriggerRow>`${sql.raw(PREPARE)}
+    select ${claimedTriggerColumns}, date_trunc('milliseconds', now()) as now
       from pgsched.triggers t
-      join pgsched.jobs j on j.id = t.job_id
      where t.queued_fire_at is not null
        and not t.paused
-       and j.state = 'active'
        and t.job_id <> all(${params.excludeJobIds}::uuid[])
+       and exists (select 1 from pgsched.jobs j where j.id = t.job_id and j.state = 'active')
        -- looks idle (re-checked after the lock by triggerJobActivityMany)
        and not coalesce((select e.state in ('pending', 'running')
                            from pgsched.executions e
@@ -139,7 +152,7 @@ export async function triggerClaimQueued(trx: Transaction<DB>, params: TriggerCl
      limit ${params.limit}::int
        for update of t skip locked
   `.execute(trx)
-  return rows.map(toClaimedTrigger)
+  return { now: rows[0]?.now ?? null, triggers: rows.map(toClaimedTrigger) }
 }
 
 export interface JobActivity {
@@ -164,7 +177,7 @@ export interface TriggerJobActivityManyParams {
  */
 export async function triggerJobActivityMany(trx: Transaction<DB>, params: TriggerJobActivityManyParams): Promise<Map<string, JobActivity>> {
   if (params.jobIds.length === 0) return new Map()
-  const { rows } = await sql<{ id: string; state: JobActivity['state']; busy: boolean }>`
+  const { rows } = await sql<{ id: string; state: JobActivity['state']; busy: boolean }>`${sql.raw(PREPARE)}
     select j.id, j.state,
            coalesce((select e.state in ('pending', 'running')
                        from pgsched.executions e
@@ -175,40 +188,6 @@ export async function triggerJobActivityMany(trx: Transaction<DB>, params: Trigg
      where j.id = any(${params.jobIds}::uuid[])
   `.execute(trx)
   return new Map(rows.map((r) => [r.id, { state: r.state, busy: r.busy }]))
-}
-
-export interface TriggerFireManyParams {
-  /** One entry per execution to create: (job, fire time). */
-  fires: ReadonlyArray<{ jobId: string; scheduledFor: Date }>
-}
-
-/**
- * Creates the executions for fire times, copying queue, type, priority,
- * max_attempts and timeout_ms from the job; run_at = the fire time. Only for
- * jobs in state 'active'. A fire time that already has an execution is left
- * alone (unique (job_id, scheduled_for)). Returns the number created. Runs in
- * the dispatcher's transaction; the executions insert trigger wakes workers.
- */
-export async function triggerFireMany(trx: Transaction<DB>, params: TriggerFireManyParams): Promise<number> {
-  if (params.fires.length === 0) return 0
-  const { rows } = await sql<{ created: string }>`
-    with fire as (
-      select *
-        from unnest(${params.fires.map((f) => f.jobId)}::uuid[], ${params.fires.map((f) => f.scheduledFor)}::timestamptz[])
-          as f(job_id, scheduled_for)
-    ),
-    created as (
-      insert into pgsched.executions (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
-      select f.job_id, j.queue, j.type, j.priority, f.scheduled_for, f.scheduled_for, j.max_attempts, j.timeout_ms
-        from fire f
-        join pgsched.jobs j on j.id = f.job_id
-       where j.state = 'active'   -- a paused or cancelled job gets no new runs
-      on conflict (job_id, scheduled_for) do nothing   -- a fire time never produces two executions
-      returning 1
-    )
-    select count(*)::text as created from created
-  `.execute(trx)
-  return Number(rows[0]?.created ?? 0)
 }
 
 export interface TriggerAdvance {
@@ -225,37 +204,60 @@ export interface TriggerAdvance {
   error: string | null
 }
 
-export interface TriggerAdvanceManyParams {
+export interface TriggerFireAndAdvanceParams {
+  /** One entry per execution to create: (job, fire time). */
+  fires: ReadonlyArray<{ jobId: string; scheduledFor: Date }>
+  /** One entry per trigger the pass handled. */
   advances: readonly TriggerAdvance[]
 }
 
 /**
- * Writes the outcome of a pass for each trigger, guarded by the next_fire_at
- * and queued_fire_at the pass claimed. Returns the job ids updated; a missing
+ * The writes of a pass, in one statement:
+ * - creates the executions for fire times, copying queue, type, priority, max_attempts and
+ *   timeout_ms from the job; run_at = the fire time. Only for jobs in state 'active'. A fire time
+ *   that already has an execution is left alone (unique (job_id, scheduled_for)). The executions
+ *   insert trigger wakes workers.
+ * - writes the outcome of the pass for each trigger, guarded by the next_fire_at and
+ *   queued_fire_at the pass claimed.
+ * Returns the number of executions created and the job ids whose trigger was updated; a missing
  * one means the trigger changed under the pass (the caller rolls back).
  */
-export async function triggerAdvanceMany(trx: Transaction<DB>, params: TriggerAdvanceManyParams): Promise<string[]> {
+export async function triggerFireAndAdvance(trx: Transaction<DB>, params: TriggerFireAndAdvanceParams): Promise<{ fired: number; advanced: string[] }> {
+  const f = params.fires
   const a = params.advances
-  if (a.length === 0) return []
-  const { rows } = await sql<{ job_id: string }>`
-    update pgsched.triggers t
-       set next_fire_at = u.next_fire_at,
-           last_fire_at = coalesce(u.last_fire_at, t.last_fire_at),
-           queued_fire_at = u.queued_fire_at,
-           error = u.error,
-           updated_at = now()
-      from unnest(${a.map((x) => x.jobId)}::uuid[], ${a.map((x) => x.expectedNextFireAtKey)}::text[],
-                  ${a.map((x) => x.expectedQueuedFireAtKey)}::text[], ${a.map((x) => x.nextFireAt)}::timestamptz[],
-                  ${a.map((x) => x.lastFireAt)}::timestamptz[], ${a.map((x) => x.queuedFireAt)}::timestamptz[],
-                  ${a.map((x) => x.error)}::text[])
-        as u(job_id, expected_next_fire_at, expected_queued_fire_at, next_fire_at, last_fire_at, queued_fire_at, error)
-     where t.job_id = u.job_id
-       -- guard: unchanged since this pass claimed it (text keys keep microseconds and '-infinity' exact)
-       and t.next_fire_at is not distinct from u.expected_next_fire_at::timestamptz
-       and t.queued_fire_at is not distinct from u.expected_queued_fire_at::timestamptz
-    returning t.job_id
+  if (f.length === 0 && a.length === 0) return { fired: 0, advanced: [] }
+  const { rows } = await sql<{ created: string; advanced: string[] }>`${sql.raw(PREPARE)}
+    with created as (
+      insert into pgsched.executions (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
+      select f.job_id, j.queue, j.type, j.priority, f.scheduled_for, f.scheduled_for, j.max_attempts, j.timeout_ms
+        from unnest(${f.map((x) => x.jobId)}::uuid[], ${f.map((x) => x.scheduledFor)}::timestamptz[]) as f(job_id, scheduled_for)
+        join pgsched.jobs j on j.id = f.job_id
+       where j.state = 'active'   -- a paused or cancelled job gets no new runs
+      on conflict (job_id, scheduled_for) do nothing   -- a fire time never produces two executions
+      returning 1
+    ),
+    advanced as (
+      update pgsched.triggers t
+         set next_fire_at = u.next_fire_at,
+             last_fire_at = coalesce(u.last_fire_at, t.last_fire_at),
+             queued_fire_at = u.queued_fire_at,
+             error = u.error,
+             updated_at = now()
+        from unnest(${a.map((x) => x.jobId)}::uuid[], ${a.map((x) => x.expectedNextFireAtKey)}::text[],
+                    ${a.map((x) => x.expectedQueuedFireAtKey)}::text[], ${a.map((x) => x.nextFireAt)}::timestamptz[],
+                    ${a.map((x) => x.lastFireAt)}::timestamptz[], ${a.map((x) => x.queuedFireAt)}::timestamptz[],
+                    ${a.map((x) => x.error)}::text[])
+          as u(job_id, expected_next_fire_at, expected_queued_fire_at, next_fire_at, last_fire_at, queued_fire_at, error)
+       where t.job_id = u.job_id
+         -- guard: unchanged since this pass claimed it (text keys keep microseconds and '-infinity' exact)
+         and t.next_fire_at is not distinct from u.expected_next_fire_at::timestamptz
+         and t.queued_fire_at is not distinct from u.expected_queued_fire_at::timestamptz
+      returning t.job_id
+    )
+    select (select count(*) from created)::text as created, array(select job_id from advanced)::text[] as advanced
   `.execute(trx)
-  return rows.map((r) => r.job_id)
+  const r = rows[0] as { created: string; advanced: string[] }
+  return { fired: Number(r.created), advanced: r.advanced }
 }
 
 export interface TriggerNextFireDelayParams {
@@ -267,7 +269,7 @@ export interface TriggerNextFireDelayParams {
  * one is due; null when there is none). One backward step of triggers_due_idx.
  */
 export async function triggerNextFireDelay(db: Kysely<DB>, params: TriggerNextFireDelayParams = {}): Promise<number | null> {
-  const { rows } = await sql<{ delay_ms: number | null }>`
+  const { rows } = await sql<{ delay_ms: number | null }>`${sql.raw(PREPARE)}
     select case
              when min(next_fire_at) is null then null
              when min(next_fire_at) = '-infinity' then 0   -- infinite timestamps cannot be subtracted
