@@ -6,7 +6,8 @@
  *
  * Scenarios: ceiling, burn-down (1 and 2 worker processes), submit (batch,
  * single ×8, REST ×32 connections), latency at a steady rate, priority under
- * load, scale (history rows), memory (peak RSS), recurring (CPU of dispatching).
+ * load, scale (history rows), memory (peak RSS), recurring and steady (CPU per execution at a steady
+ * load).
  */
 import { performance } from 'node:perf_hooks'
 import { sql } from 'kysely'
@@ -28,8 +29,8 @@ import {
 } from './probes.ts'
 import { loadAutocannon, spawnApi, spawnWorker, type BenchProcess } from './processes.ts'
 import { change, format, type BenchReport, type Row } from './report.ts'
-import { addRecurringRows } from './recurring.ts'
 import { createScratch, insertJobs, type Scratch } from './scratch.ts'
+import { addRecurringRows, addSteadyRows } from './steady.ts'
 import { figure, quantile, type Figure } from './stats.ts'
 
 export interface BenchOptions {
@@ -45,14 +46,14 @@ export interface BenchOptions {
   progress: (line: string) => void
 }
 
-export const SCENARIOS = ['ceiling', 'burn-down', 'submit', 'latency', 'priority', 'scale', 'memory', 'recurring'] as const
+export const SCENARIOS = ['ceiling', 'burn-down', 'submit', 'latency', 'priority', 'scale', 'memory', 'recurring', 'steady'] as const
 export type Scenario = (typeof SCENARIOS)[number]
 
 const WORKER_ID = '00000000-0000-7000-8000-00000000be00'
 
 export async function runBench(o: BenchOptions): Promise<BenchReport> {
   const started = performance.now()
-  const wantRest = !o.only || o.only.includes('submit') || o.only.includes('memory')
+  const wantRest = !o.only || o.only.includes('submit') || o.only.includes('memory') || o.only.includes('steady')
   // Before any work: a run that cannot finish should say so at once, not after minutes.
   const loadTest = wantRest ? await loadAutocannon() : undefined
   const rows: Row[] = []
@@ -368,8 +369,9 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       add({ scenario: 'memory', metric: 'worker peak RSS at concurrency 100 (burn-down)', unit: 'MB', figure: figure([workerRss]), target: '≤ 150' })
       add({ scenario: 'memory', metric: 'API peak RSS under REST load', unit: 'MB', figure: figure([apiRss]), target: '≤ 150' })
     }
-    // 8. recurring jobs: dispatch and run cost in a steady state
+    // 8–9. steady states: recurring jobs alone, and REST submits beside recurring jobs (CPU per execution)
     if (want('recurring')) await addRecurringRows(s, o, track, add)
+    if (want('steady')) await addSteadyRows(s, o, track, add)
   } finally {
     await Promise.all([...spawned].map((p) => p.stop().catch(() => undefined)))
     await s.drop()

@@ -20,7 +20,7 @@ describe('scheduler bench --quick', () => {
       explain: string
     }
     const scenarios = new Set(report.rows.map((r) => r.scenario))
-    expect([...scenarios].sort()).toEqual(['burn-down', 'ceiling', 'latency', 'memory', 'priority', 'recurring', 'scale', 'submit'])
+    expect([...scenarios].sort()).toEqual(['burn-down', 'ceiling', 'latency', 'memory', 'priority', 'recurring', 'scale', 'steady', 'submit'])
     for (const row of report.rows.filter((r) => r.scenario !== 'memory')) expect(Number.isFinite(row.figure.median)).toBe(true)
     expect(report.rows.find((r) => r.scenario === 'burn-down')?.ofCeiling).toBeGreaterThan(0)
     expect(report.explain).toContain('Merge Append') // the claim index returns rows in priority order

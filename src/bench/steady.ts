@@ -1,0 +1,209 @@
+/**
+ * Steady-state scenarios: work arriving at a steady rate, run by two worker processes, measured
+ * after a warm-up over a window, with the CPU every part uses (from /proc): each worker process, the
+ * API process and every `postgres` process.
+ * - recurring: `jobs` recurring jobs, each every 1–10 s (a random interval, phases spread over it),
+ *   nothing else.
+ * - steady: one-time jobs submitted over REST at a fixed rate (open loop) beside 200 recurring jobs.
+ * Lag is the time from when an execution became due (run_at: the fire time, or the submit) to its
+ * claim (started_at), both on the database clock.
+ */
+import { setTimeout as sleep } from 'node:timers/promises'
+import { sql } from 'kysely'
+import { createApiKey } from '../api/auth.ts'
+import { createClient } from '../client.ts'
+import { cpuMeter } from './cpu.ts'
+import { freePort } from './probes.ts'
+import { loadAutocannon, spawnApi, spawnWorker, type BenchProcess } from './processes.ts'
+import type { Row } from './report.ts'
+import type { Scratch } from './scratch.ts'
+import { figure } from './stats.ts'
+
+export interface SteadyOptions {
+  recurringJobs: number
+  /** One-time jobs per second over REST (0: none, and no API process). */
+  restRate: number
+  warmupMs: number
+  windowMs: number
+  /** Called with each process started, so the caller can stop it on failure. */
+  spawned: (p: BenchProcess) => void
+}
+
+export interface SteadyResult {
+  /** Executions that became due in the window, per second. */
+  executionsPerS: number
+  /** CPU as a percentage of one core. */
+  workersPct: number
+  apiPct: number
+  postgresPct: number
+  /** CPU per execution, µs. */
+  workersUs: number
+  apiUs: number
+  postgresUs: number
+  lagP50Ms: number
+  lagP99Ms: number
+}
+
+/** Deterministic pseudo-random numbers (mulberry32), so every run submits the same schedules. */
+function random(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let r = Math.imul(a ^ (a >>> 15), 1 | a)
+    r = (r + Math.imul(r ^ (r >>> 7), 61 | r)) ^ r
+    return ((r ^ (r >>> 14)) >>> 0) / 4_294_967_296
+  }
+}
+
+async function dbNow(s: Scratch): Promise<Date> {
+  const { rows } = await sql<{ now: Date }>`select now()`.execute(s.db)
+  return (rows[0] as { now: Date }).now
+}
+
+export async function measureSteady(s: Scratch, o: SteadyOptions): Promise<SteadyResult> {
+  const loadTest = o.restRate > 0 ? await loadAutocannon() : undefined
+  await s.reset()
+  const client = createClient({ db: s.db, tenant: 'bench' })
+  const rand = random(42)
+  const start = Date.now() + 2_000
+  for (let i = 0; i < o.recurringJobs; i++) {
+    const every = 1_000 + Math.floor(rand() * 9_000)
+    await client.submitJob({ type: 'bench.noop', schedule: { every }, startAt: new Date(start + Math.floor(rand() * every)) })
+  }
+  const workers = [spawnWorker({ databaseUrl: s.url, concurrency: 50 }), spawnWorker({ databaseUrl: s.url, concurrency: 50 })]
+  for (const w of workers) o.spawned(w)
+  let api: BenchProcess | undefined
+  let load: Promise<{ non2xx: number; errors: number }> | undefined
+  if (loadTest) {
+    const key = await createApiKey(s.db, { tenant: 'bench', name: `steady-${Date.now()}` })
+    const port = await freePort()
+    api = spawnApi({ databaseUrl: s.url, port })
+    o.spawned(api)
+    await api.ready
+    await Promise.all(workers.map((w) => w.ready))
+    load = loadTest({
+      url: `http://127.0.0.1:${port}/v1/jobs`,
+      method: 'POST',
+      connections: 16,
+      overallRate: o.restRate,
+      duration: Math.ceil((o.warmupMs + o.windowMs) / 1000) + 1,
+      headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ type: 'bench.noop', payload: { n: 1 } }),
+    })
+  } else {
+    await Promise.all(workers.map((w) => w.ready))
+  }
+  await sleep(o.warmupMs)
+  const meter = cpuMeter({ w1: workers[0]?.child.pid, w2: workers[1]?.child.pid, api: api?.child.pid })
+  const t0 = await dbNow(s)
+  await sleep(o.windowMs)
+  const cpu = meter.read()
+  const t1 = await dbNow(s)
+  const result = await load
+  if (result && (result.non2xx > 0 || result.errors > 0)) {
+    throw new Error(`steady REST load: ${result.non2xx} non-2xx answers and ${result.errors} errors`)
+  }
+  // Executions due in the window, with their lag; those not claimed yet count with the time until t1.
+  const { rows } = await sql<{ n: string; p50: number | null; p99: number | null }>`
+    select count(*)::text as n,
+           percentile_cont(0.5) within group (order by lag) as p50,
+           percentile_cont(0.99) within group (order by lag) as p99
+      from (select extract(epoch from coalesce(started_at, ${t1}::timestamptz) - run_at) * 1000 as lag
+              from pgsched.executions
+             where run_at >= ${t0}::timestamptz and run_at < ${t1}::timestamptz) x`.execute(s.db)
+  await Promise.all([...workers, ...(api ? [api] : [])].map((p) => p.stop()))
+  const r = rows[0] as { n: string; p50: number | null; p99: number | null }
+  const n = Number(r.n)
+  const workerS = (cpu.processes.w1 ?? Number.NaN) + (cpu.processes.w2 ?? Number.NaN)
+  const apiS = api ? (cpu.processes.api ?? Number.NaN) : 0
+  const pct = (seconds: number) => (100 * seconds) / cpu.elapsedS
+  const us = (seconds: number) => (1e6 * seconds) / n
+  return {
+    executionsPerS: n / ((t1.getTime() - t0.getTime()) / 1000),
+    workersPct: pct(workerS),
+    apiPct: pct(apiS),
+    postgresPct: pct(cpu.postgres),
+    workersUs: us(workerS),
+    apiUs: us(apiS),
+    postgresUs: us(cpu.postgres),
+    lagP50Ms: r.p50 ?? Number.NaN,
+    lagP99Ms: r.p99 ?? Number.NaN,
+  }
+}
+
+async function runs(
+  s: Scratch,
+  o: { reps: number; progress: (line: string) => void },
+  label: string,
+  options: SteadyOptions,
+): Promise<(pick: (r: SteadyResult) => number) => ReturnType<typeof figure>> {
+  const results: SteadyResult[] = []
+  for (let i = 1; i <= o.reps; i++) {
+    o.progress(`  ${label} ${i}/${o.reps}`)
+    results.push(await measureSteady(s, options))
+  }
+  return (pick) => figure(results.map(pick))
+}
+
+/** The recurring scenario: 1,000 recurring jobs every 1–10 s (100 with --quick), nothing else. */
+export async function addRecurringRows(
+  s: Scratch,
+  o: { quick: boolean; reps: number; progress: (line: string) => void },
+  spawned: (p: BenchProcess) => void,
+  add: (row: Row) => void,
+): Promise<void> {
+  const jobs = o.quick ? 100 : 1_000
+  const what = `${jobs} recurring jobs every 1–10 s, 2 worker processes`
+  const of = await runs(s, o, `recurring: ${what}`, {
+    recurringJobs: jobs,
+    restRate: 0,
+    warmupMs: o.quick ? 3_000 : 10_000,
+    windowMs: o.quick ? 5_000 : 30_000,
+    spawned,
+  })
+  add({ scenario: 'recurring', metric: `fire times per second, ${what}`, unit: 'fires/s', figure: of((r) => r.executionsPerS) })
+  add({ scenario: 'recurring', metric: 'CPU of the 2 workers, share of one core', unit: '%', figure: of((r) => r.workersPct) })
+  add({ scenario: 'recurring', metric: 'CPU of PostgreSQL, share of one core', unit: '%', figure: of((r) => r.postgresPct) })
+  add({
+    scenario: 'recurring',
+    metric: 'CPU in total (workers + PostgreSQL), share of one core',
+    unit: '%',
+    figure: of((r) => r.workersPct + r.postgresPct),
+    target: o.quick ? undefined : '< 10',
+  })
+  add({ scenario: 'recurring', metric: 'CPU per fire time (workers + PostgreSQL)', unit: 'µs', figure: of((r) => r.workersUs + r.postgresUs) })
+  add({ scenario: 'recurring', metric: 'fire time → claim p50', unit: 'ms', figure: of((r) => r.lagP50Ms) })
+  add({ scenario: 'recurring', metric: 'fire time → claim p99', unit: 'ms', figure: of((r) => r.lagP99Ms) })
+}
+
+/** The steady scenario: one-time jobs over REST at 600/s (100/s with --quick) beside 200 recurring jobs. */
+export async function addSteadyRows(
+  s: Scratch,
+  o: { quick: boolean; reps: number; progress: (line: string) => void },
+  spawned: (p: BenchProcess) => void,
+  add: (row: Row) => void,
+): Promise<void> {
+  const rate = o.quick ? 100 : 600
+  const what = `POST /v1/jobs at ${rate}/s + 200 recurring jobs, 1 API and 2 worker processes`
+  const of = await runs(s, o, `steady: ${what}`, {
+    recurringJobs: 200,
+    restRate: rate,
+    warmupMs: o.quick ? 3_000 : 10_000,
+    windowMs: o.quick ? 5_000 : 30_000,
+    spawned,
+  })
+  add({ scenario: 'steady', metric: `executions per second, ${what}`, unit: 'executions/s', figure: of((r) => r.executionsPerS) })
+  add({ scenario: 'steady', metric: 'CPU per execution: API', unit: 'µs', figure: of((r) => r.apiUs) })
+  add({ scenario: 'steady', metric: 'CPU per execution: the 2 workers', unit: 'µs', figure: of((r) => r.workersUs) })
+  add({ scenario: 'steady', metric: 'CPU per execution: PostgreSQL', unit: 'µs', figure: of((r) => r.postgresUs) })
+  add({
+    scenario: 'steady',
+    metric: 'CPU per execution: total',
+    unit: 'µs',
+    figure: of((r) => r.apiUs + r.workersUs + r.postgresUs),
+    target: o.quick ? undefined : '≤ 400',
+  })
+  add({ scenario: 'steady', metric: 'CPU in total, share of one core', unit: '%', figure: of((r) => r.apiPct + r.workersPct + r.postgresPct) })
+  add({ scenario: 'steady', metric: 'due → claim p50', unit: 'ms', figure: of((r) => r.lagP50Ms) })
+  add({ scenario: 'steady', metric: 'due → claim p99', unit: 'ms', figure: of((r) => r.lagP99Ms) })
+}
