@@ -35,7 +35,14 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
   const w = config.worker
   // The worker's statements (the hot path: claim, heartbeat, outcome writes) on one pool, the reaper,
   // dispatcher and pruner on a small one; both plan each prepared statement once per connection.
-  const hot = createDb({ databaseUrl: config.databaseUrl, poolSize: config.db.poolSize, applicationName: 'pgsched-worker', log, genericPlans: true })
+  const hot = createDb({
+    databaseUrl: config.databaseUrl,
+    poolSize: config.db.poolSize,
+    applicationName: 'pgsched-worker',
+    log,
+    genericPlans: true,
+    indexPlans: true,
+  })
   const database = createDb({
     databaseUrl: config.databaseUrl,
     poolSize: MAINTENANCE_POOL_SIZE,

@@ -21,6 +21,12 @@ export interface CreateDbParams {
    * written (and tested) for their generic plans; see PREPARE.
    */
   genericPlans?: boolean
+  /**
+   * With genericPlans: sessions also run with `enable_seqscan = off`, so a generic plan made while
+   * the tables are empty still probes the indexes. For the hot path, whose every statement is an
+   * index lookup.
+   */
+  indexPlans?: boolean
 }
 
 export interface Database {
@@ -45,7 +51,13 @@ export function createDb(params: CreateDbParams): Database {
     // Set after connecting, not as a startup option: that would replace PGOPTIONS or the URL's
     // `options`. Queued first, so it runs before the query the pool hands this client out for.
     if (params.genericPlans) {
-      client.query('set plan_cache_mode = force_generic_plan').catch((err: unknown) => params.log?.warn({ err }, 'could not force generic plans'))
+      // A generic plan is made once per connection, often when the tables are still empty (a new
+      // database, a worker started before the first jobs). With `indexPlans`, no seq scan is on
+      // offer: the plan is the index plan the statements are written for, not a scan that reads
+      // every row of a partition once the tables have filled.
+      client
+        .query(`set plan_cache_mode = force_generic_plan${params.indexPlans ? '; set enable_seqscan = off' : ''}`)
+        .catch((err: unknown) => params.log?.warn({ err }, 'could not force generic plans'))
     }
   })
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) })

@@ -1,0 +1,63 @@
+/**
+ * A worker started on an empty database (a new install, or before the first jobs) makes its
+ * generic plans on empty tables, and keeps them for the life of each connection. Those plans must
+ * still find rows by index once the tables fill: the hot-path pool runs with seq scans off
+ * (createDb's indexPlans). Without it, the claim read each job's payload by scanning a `jobs`
+ * partition, and a steady load (600 jobs/s over REST) read millions of rows a minute.
+ */
+import { randomUUID } from 'node:crypto'
+import { sql, type Kysely } from 'kysely'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { executionClaimBatch } from '../../src/db/queries/claim.ts'
+import { executionCompleteMany } from '../../src/db/queries/lease.ts'
+import { createDb, type Database } from '../../src/db/pool.ts'
+import type { DB } from '../../src/db/schema.ts'
+import { useTestDb } from '../db.ts'
+
+const t = useTestDb()
+const pools: Database[] = []
+afterEach(async () => {
+  await Promise.all(pools.splice(0).map((p) => p.db.destroy()))
+})
+
+const WORKER = randomUUID()
+
+/** Seq scans of the executions and jobs partitions so far (statistics flushed by the caller's session). */
+async function seqScans(db: Kysely<DB>): Promise<number> {
+  const { rows } = await sql<{ n: string }>`
+    select coalesce(sum(seq_scan), 0)::text as n from pg_stat_user_tables
+     where schemaname = 'pgsched' and (relname like 'executions_p%' or relname like 'jobs_p%')`.execute(db)
+  return Number(rows[0]?.n)
+}
+
+/** Claims and completes `n` executions on the pool's one connection; returns the seq scans it caused. */
+async function claimAndComplete(hot: Kysely<DB>, n: number): Promise<number> {
+  const before = await seqScans(t.db)
+  const claimed = await executionClaimBatch(hot, { workerId: WORKER, queues: ['default'], types: ['x'], limit: n, leaseMs: 60_000 })
+  await executionCompleteMany(hot, {
+    workerId: WORKER,
+    completions: claimed.map((c) => ({ id: c.id, jobId: c.jobId, attempt: c.attempt, resultJson: 'null', outputUri: null })),
+  })
+  // Statistics reach the shared view when a session flushes them: force it for the pool's session.
+  await sql`select pg_stat_force_next_flush()`.execute(hot)
+  await sql`select 1`.execute(hot)
+  await sql`select pg_stat_clear_snapshot()`.execute(t.db)
+  return (await seqScans(t.db)) - before
+}
+
+describe('generic plans made on empty tables', () => {
+  it.each([
+    { indexPlans: true, seqScans: 'none' },
+    { indexPlans: false, seqScans: 'some' },
+  ])('indexPlans $indexPlans: claim and complete on a filled table do $seqScans seq scans', async ({ indexPlans, seqScans: expected }) => {
+    const hot = createDb({ databaseUrl: t.url, poolSize: 1, genericPlans: true, indexPlans })
+    pools.push(hot)
+    // Plans made now, on empty tables, and kept by the connection.
+    await claimAndComplete(hot.db, 10)
+    await createClient({ db: t.db, tenant: 'acme' }).submitJobs(Array.from({ length: 2_000 }, () => ({ type: 'x' })))
+    const scans = await claimAndComplete(hot.db, 10)
+    if (expected === 'none') expect(scans).toBe(0)
+    else expect(scans).toBeGreaterThan(0)
+  })
+})
