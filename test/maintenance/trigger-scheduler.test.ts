@@ -408,6 +408,23 @@ describe('TriggerScheduler', () => {
     expect((await client().viewJob(good.id)).schedule?.error).toBeNull()
   })
 
+  it('catches up across the Chatham April change after two hours down: every quarter hour once, both occurrences of the repeated ones', async () => {
+    // The catch-up across this change used to run for more than 70 s, blocking the worker.
+    const down = new Date('2025-04-05T13:00:00Z') // 02:00 CHADT; at 14:00Z clocks go back from 03:45 to 02:45
+    const clock = manualClock(new Date('2025-04-05T15:00:00Z'))
+    const trigger = await insertTrigger(t.db, {
+      job: { type: 'r' },
+      cronExpression: '*/15 * * * *',
+      timezone: 'Pacific/Chatham',
+      nextFireAt: down,
+      misfirePolicy: 'fire_all',
+    })
+    expect(await scheduler({ clock }).runOnce()).toMatchObject({ triggers: 1, fired: 9 })
+    const expected = Array.from({ length: 9 }, (_, i) => iso(new Date(down.getTime() + i * 15 * 60_000)))
+    expect(await fireTimes(trigger.jobId)).toEqual(expected)
+    expect((await triggerRow(trigger.jobId)).next_fire_at).toEqual(new Date('2025-04-05T15:15:00Z'))
+  })
+
   it('creates no execution for a cancelled job', async () => {
     const clock = manualClock(T0)
     const job = await submit({ type: 'r', schedule: { cron: '*/10 * * * * *' } }, plus(T0, -1))
