@@ -43,8 +43,16 @@ export function isValidTimeZone(timezone: string): boolean {
   }
 }
 
+let lookups = 0
+
+/** How many times the zone database has been asked so far (the work the caches save; for diagnostics and tests). */
+export function zoneLookups(): number {
+  return lookups
+}
+
 /** The offset Intl reports at `at` ("GMT", "GMT+13:45", "GMT-04:56:02"), in ms. */
 function askOffset(z: ZoneCache, at: number): number {
+  lookups++
   const text = z.format.format(at)
   const m = /GMT(?:([+-])(\d{2}):(\d{2})(?::(\d{2}))?)?$/.exec(text)
   if (!m) throw new Error(`unexpected time zone offset "${text}"`)

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { cronFireTimes, cronLatestFireTimes, cronNextFireAt, cronProblem } from '../../src/core/cron.ts'
+import { zoneLookups } from '../../src/core/zone.ts'
 
 /** Fire times in [from, to] as local "MM-DD HH:mm" strings of `tz`. */
 function local(expr: string, tz: string, from: string, to: string): string[] {
@@ -151,6 +152,23 @@ describe('cron fire times in zones whose DST shift is not a whole hour on the ho
       '2011-12-30T22:00:00Z', // 31 Dec 12:00 (+14), also 30 Dec 12:00 shifted by the 24-hour gap
       '2011-12-31T22:00:00Z', // 1 Jan 12:00
     ])
+  })
+})
+
+describe('bounded work', () => {
+  it('a per-second schedule just after a DST change asks the zone database a bounded number of times, not once per second', () => {
+    // Asked afresh from 1,000 instants in the 3 hours after the change, then for 3,600 fire times in
+    // a row: the old search rescanned every second since the change (200–490 ms per call).
+    const change = Date.parse('2031-03-30T01:00:00Z') // Europe/Berlin, CET → CEST
+    const before = zoneLookups()
+    for (let i = 0; i < 1_000; i++) {
+      const after = new Date(change + i * 10_800)
+      expect(cronNextFireAt('* * * * * *', 'Europe/Berlin', after)?.getTime()).toBe(Math.floor(after.getTime() / 1000) * 1000 + 1000)
+    }
+    const seq = cronFireTimes('* * * * * *', 'Europe/Berlin', new Date(change))
+    for (let i = 1; i <= 3_600; i++) expect(seq.next().value?.getTime()).toBe(change + i * 1000)
+    // A few days of daily samples around the change and one bisection (17 steps) to find it.
+    expect(zoneLookups() - before).toBeLessThan(60)
   })
 })
 
