@@ -5,9 +5,10 @@
  * run at once (exclusive: false), each taking other triggers.
  *
  *   one pass = one transaction, bounded by batchSize:
- *     dispatch lock (else stand by) ─▶ lock due triggers (SKIP LOCKED) ─▶ plan fire times in TypeScript (core/fire-times.ts:
- *     cron in the job's time zone, misfire policy) ─▶ re-read "busy" for the overlap policy
- *     ─▶ insert executions (unique per fire time) and advance next_fire_at  ─▶ commit
+ *     dispatch lock (else stand by) and due triggers (SKIP LOCKED) ─▶ plan fire times in TypeScript
+ *     (core/fire-times.ts: cron in the job's time zone, misfire policy) ─▶ re-read "busy" for the
+ *     overlap policies skip and queue ─▶ insert executions (unique per fire time) and advance
+ *     next_fire_at ─▶ commit
  *
  * The database clock decides what is due (no host clock is consulted, so skew
  * cannot fire early); `clock` pins that time in tests. The loop sleeps until
@@ -23,8 +24,6 @@ import {
   triggerClaimQueued,
   triggerFireAndAdvance,
   triggerJobActivityMany,
-  triggerNextFireDelay,
-  triggerTryDispatchLock,
   type ClaimedTrigger,
   type JobActivity,
   type TriggerAdvance,
@@ -33,6 +32,9 @@ import { applyOverlap, firstFireAt, planFires } from '../core/fire-times.ts'
 import { toError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { abortableSleep } from '../lib/service.ts'
+
+/** What the passes assume of a job whose activity they did not read (every trigger of the batch is overlap allow). */
+const ALLOW_ONLY: JobActivity = { state: 'active', busy: false }
 
 /** Longest stretch of fire-time planning before the pass lets other work of the process run. */
 const PLAN_SLICE_MS = 2
@@ -67,6 +69,8 @@ export interface DispatchOutcome {
   dropped: number
   /** Another dispatcher held the dispatch lock: this pass did nothing (exclusive mode). */
   standby?: boolean
+  /** Milliseconds from the pass until the earliest next fire time it knows of (null: none known). */
+  nextFireInMs?: number | null
 }
 
 interface Decision {
@@ -106,31 +110,34 @@ export class TriggerScheduler {
       total.fired += r.fired
       total.misfired += r.misfired
       total.dropped += r.dropped
+      total.nextFireInMs = r.nextFireInMs
       if (r.standby) {
         if (batch === 0) total.standby = true
         break
       }
       if (r.due < this.o.batchSize) break
+      total.nextFireInMs = 0 // more are due: the next batch runs at once
     }
     if (total.triggers > 0) this.log.info(total, 'dispatched recurring jobs')
     return total
   }
 
   private async dispatchBatch(trx: Transaction<DB>, now: Date | null, releaseQueued: boolean): Promise<DispatchOutcome & { due: number }> {
-    if (this.o.exclusive !== false && !(await triggerTryDispatchLock(trx))) {
-      return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due: 0, standby: true }
-    }
-    const claim = await triggerClaimDue(trx, { limit: this.o.batchSize, now })
+    const claim = await triggerClaimDue(trx, { limit: this.o.batchSize, now, exclusive: this.o.exclusive !== false })
+    if (!claim.held) return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due: 0, standby: true }
+    const passNow = claim.now
     const due = claim.triggers.length
     const queued = releaseQueued
       ? await triggerClaimQueued(trx, { limit: this.o.batchSize, excludeJobIds: claim.triggers.map((t) => t.jobId) })
       : { now: null, triggers: [] }
     const triggers = [...claim.triggers, ...queued.triggers]
-    const passNow = claim.now ?? now ?? queued.now
-    if (triggers.length === 0 || passNow === null) return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due }
+    const inMs = (at: Date | null) => (at === null ? null : at.getTime() - passNow.getTime())
+    if (triggers.length === 0) return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due, nextFireInMs: inMs(claim.nextFireAt) }
 
-    // After the locks: this statement sees every execution an earlier holder of a lock committed.
-    const activity = await triggerJobActivityMany(trx, { jobIds: triggers.map((t) => t.jobId) })
+    // Only the overlap policies skip and queue need to know whether a run of the job is going.
+    // Read after the locks: this statement sees every execution an earlier holder of a lock
+    // committed. Under allow, a paused or cancelled job gets no execution from the insert itself.
+    const activity = triggers.some((t) => t.overlapPolicy !== 'allow') ? await triggerJobActivityMany(trx, { jobIds: triggers.map((t) => t.jobId) }) : undefined
     const fires: Array<{ jobId: string; scheduledFor: Date }> = []
     const advances: TriggerAdvance[] = []
     let dropped = 0
@@ -142,7 +149,7 @@ export class TriggerScheduler {
         await yieldToEventLoop()
         slice = performance.now()
       }
-      const a = this.decide(t, passNow, activity.get(t.jobId))
+      const a = this.decide(t, passNow, activity ? activity.get(t.jobId) : ALLOW_ONLY)
       dropped += a.dropped
       if (a.misfired) misfired++
       for (const f of a.execute) fires.push({ jobId: t.jobId, scheduledFor: f })
@@ -155,7 +162,10 @@ export class TriggerScheduler {
       // Cannot happen while the rows are locked; roll the whole pass back rather than half-apply it.
       throw new Error(`triggers changed during dispatch: ${lost.map((a) => a.jobId).join(', ')}`)
     }
-    return { triggers: triggers.length, fired, misfired, dropped, due }
+    // The next wake-up: the earliest of the triggers not due at the claim and of the new fire times.
+    let next = claim.nextFireAt
+    for (const a of advances) if (a.nextFireAt !== null && (next === null || a.nextFireAt < next)) next = a.nextFireAt
+    return { triggers: triggers.length, fired, misfired, dropped, due, nextFireInMs: inMs(next) }
   }
 
   /** What one pass does with one locked trigger. */
@@ -165,7 +175,6 @@ export class TriggerScheduler {
       expectedNextFireAtKey: t.nextFireAtKey,
       expectedQueuedFireAtKey: t.queuedFireAtKey,
       nextFireAt: t.nextFireAt,
-      lastFireAt: null,
       queuedFireAt: t.queuedFireAt,
       error: null,
     }
@@ -187,7 +196,6 @@ export class TriggerScheduler {
       }
       const decision = applyOverlap(t.overlapPolicy, activity.busy, t.queuedFireAt, fireAt)
       advance.queuedFireAt = decision.queuedFireAt
-      advance.lastFireAt = decision.execute[decision.execute.length - 1] ?? null
       if (misfired) this.log.debug({ triggerId: t.jobId, jobId: t.jobId, policy: t.misfirePolicy, count: decision.execute.length }, 'fire times missed')
       return { execute: decision.execute, misfired, dropped: decision.dropped, advance }
     } catch (err: unknown) {
@@ -199,10 +207,11 @@ export class TriggerScheduler {
     }
   }
 
-  /** Milliseconds the loop may sleep: until the earliest next fire time, at most intervalMs. */
-  async sleepMs(): Promise<number> {
-    const delay = await triggerNextFireDelay(this.o.db, { now: this.o.clock?.now() ?? null })
-    return Math.max(MIN_SLEEP_MS, Math.min(this.o.intervalMs, delay ?? Infinity))
+  /** Milliseconds the loop may sleep after a pass: until the earliest next fire time, at most intervalMs. */
+  private sleepAfter(outcome: DispatchOutcome): number {
+    // Standing by: another dispatcher is working; look again after the interval, not at every fire time.
+    if (outcome.standby) return this.o.intervalMs
+    return Math.max(MIN_SLEEP_MS, Math.min(this.o.intervalMs, outcome.nextFireInMs ?? Number.POSITIVE_INFINITY))
   }
 
   start(): void {
@@ -228,9 +237,7 @@ export class TriggerScheduler {
         // (the docs promise their release within SCHEDULER_DISPATCHER_INTERVAL_MS).
         const releaseQueued = performance.now() - this.queuedCheckedAt >= this.o.intervalMs
         if (releaseQueued) this.queuedCheckedAt = performance.now()
-        const outcome = await this.runOnce(releaseQueued)
-        // Standing by: another dispatcher is working; look again after the interval, not at every fire time.
-        sleepMs = outcome.standby ? this.o.intervalMs : await this.sleepMs()
+        sleepMs = this.sleepAfter(await this.runOnce(releaseQueued))
         failures = 0
       } catch (err: unknown) {
         failures++

@@ -7,7 +7,7 @@ import { createDb, type Database } from '../../src/db/pool.ts'
 import type { SubmitJobInput } from '../../src/core/job.ts'
 import { cronFireTimes } from '../../src/core/cron.ts'
 import { ValidationError } from '../../src/errors.ts'
-import { triggerTryDispatchLock } from '../../src/db/queries/triggers.ts'
+import { triggerClaimDue, triggerTryDispatchLock } from '../../src/db/queries/triggers.ts'
 import { TriggerScheduler, type TriggerSchedulerOptions } from '../../src/maintenance/trigger-scheduler.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
@@ -121,6 +121,18 @@ describe('TriggerScheduler', () => {
     expect(Number(count)).toBe(total)
   })
 
+  it('knows after each pass how long until the next fire time: of the triggers it advanced and of those not due yet', async () => {
+    const clock = manualClock(T0)
+    await submit({ type: 'r', schedule: { cron: '*/10 * * * * *' } }, plus(T0, -1)) // due at T0, then T0+10
+    await submit({ type: 'r', schedule: { every: 'PT3S' }, startAt: iso(plus(T0, 4)) }, plus(T0, -1)) // first at T0+4
+    const dispatcher = scheduler({ clock })
+    expect(await dispatcher.runOnce()).toMatchObject({ triggers: 1, fired: 1, nextFireInMs: 4000 })
+    clock.set(plus(T0, 4))
+    expect(await dispatcher.runOnce()).toMatchObject({ triggers: 1, fired: 1, nextFireInMs: 3000 }) // T0+7, before T0+10
+    clock.set(plus(T0, 7.5))
+    expect(await dispatcher.runOnce()).toMatchObject({ triggers: 1, fired: 1, nextFireInMs: 2500 }) // T0+10
+  })
+
   it('stands by while another dispatcher holds the dispatch lock, and takes over once it is released', async () => {
     const clock = manualClock(T0)
     const job = await submit({ type: 'r', schedule: { cron: '*/10 * * * * *' } }, plus(T0, -1))
@@ -137,6 +149,13 @@ describe('TriggerScheduler', () => {
       })
     })
     await locked
+    // A standby claim reads and locks no trigger: another session can still lock the row.
+    await t.db.transaction().execute(async (trx) => {
+      expect(await triggerClaimDue(trx, { limit: 10, now: T0 })).toMatchObject({ held: false, triggers: [] })
+      const third = createDb({ databaseUrl: t.url, poolSize: 1 })
+      pools.push(third)
+      await expect(sql`select job_id from pgsched.triggers for update nowait`.execute(third.db)).resolves.toBeDefined()
+    })
     const dispatcher = scheduler({ clock })
     expect(await dispatcher.runOnce()).toMatchObject({ triggers: 0, fired: 0, standby: true })
     expect(await fireTimes(job.id)).toEqual([])
@@ -422,7 +441,20 @@ describe('TriggerScheduler', () => {
     expect(await scheduler({ clock }).runOnce()).toMatchObject({ triggers: 1, fired: 9 })
     const expected = Array.from({ length: 9 }, (_, i) => iso(new Date(down.getTime() + i * 15 * 60_000)))
     expect(await fireTimes(trigger.jobId)).toEqual(expected)
-    expect((await triggerRow(trigger.jobId)).next_fire_at).toEqual(new Date('2025-04-05T15:15:00Z'))
+    expect(await triggerRow(trigger.jobId)).toMatchObject({
+      next_fire_at: new Date('2025-04-05T15:15:00Z'),
+      last_fire_at: new Date('2025-04-05T15:00:00Z'), // the latest fire time that got an execution
+    })
+  })
+
+  it('keeps the schedule of a job paused while its trigger was not moving, and runs nothing for it', async () => {
+    const clock = manualClock(T0)
+    const job = await submit({ type: 'r', schedule: { cron: '*/10 * * * * *' } }, plus(T0, -1))
+    // The job row paused, the trigger row not (as between the two writes of a pause by another session).
+    await sql`update pgsched.jobs set state = 'paused' where id = ${job.id}::uuid`.execute(t.db)
+    expect(await scheduler({ clock }).runOnce()).toMatchObject({ triggers: 1, fired: 0 })
+    expect(await fireTimes(job.id)).toEqual([])
+    expect(await triggerRow(job.id)).toMatchObject({ next_fire_at: plus(T0, 10), last_fire_at: null })
   })
 
   it('creates no execution for a cancelled job', async () => {

@@ -1,8 +1,10 @@
 /**
  * The dispatcher's statements. One pass is one transaction:
- *   triggerTryDispatchLock                 one dispatcher works at a time (the others stand by)
- *   triggerClaimDue + triggerClaimQueued   lock due triggers (FOR UPDATE SKIP LOCKED)
- *   triggerJobActivityMany                 fresh read of job state and "busy" for the overlap policy
+ *   triggerClaimDue                        the dispatch lock (one dispatcher works at a time, the
+ *                                          others stand by), the due triggers (FOR UPDATE SKIP
+ *                                          LOCKED) and the next fire time not due yet
+ *   triggerClaimQueued                     queue slots to release (once per interval)
+ *   triggerJobActivityMany                 fresh read of job state and "busy" (overlap skip/queue)
  *   triggerFireAndAdvance                  insert the executions (ON CONFLICT (job_id, scheduled_for) DO NOTHING)
  *                                          and move next_fire_at / last_fire_at / queued_fire_at on
  * Each write is one statement for the whole batch (unnest of arrays). Exactly
@@ -10,7 +12,7 @@
  * one transaction at a time (its lock), and the unique key (job_id,
  * scheduled_for) rejects a second execution for the same fire time.
  */
-import { sql, type Kysely, type Transaction } from 'kysely'
+import { sql, type Transaction } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { MisfirePolicy, OverlapPolicy } from '../../core/job.ts'
 import type { TriggerSchedule } from '../../core/fire-times.ts'
@@ -81,7 +83,7 @@ const DISPATCH_LOCK_KEY = 7_411_730_296_012_556_001n
 
 /**
  * Takes the dispatch lock for the caller's transaction if no other dispatcher holds it; returns
- * whether it did. One dispatcher does the work at a time; the others stand by.
+ * whether it did (triggerClaimDue takes it itself; this is for holding it apart from a pass).
  */
 export async function triggerTryDispatchLock(trx: Transaction<DB>): Promise<boolean> {
   const { rows } = await sql<{ held: boolean }>`${sql.raw(PREPARE)}
@@ -94,29 +96,59 @@ export interface TriggerClaimDueParams {
   limit: number
   /** An injected time instead of the database's now() (null: now()); tests pin time with it. */
   now?: Date | null
+  /** Take the dispatch lock first, and claim nothing if another dispatcher holds it (default true). */
+  exclusive?: boolean
+}
+
+export interface TriggerClaimDueResult {
+  /** The time of this pass: the pinned `now`, else the transaction's now(), truncated to milliseconds. */
+  now: Date
+  /** False: another dispatcher holds the dispatch lock, and nothing was claimed. */
+  held: boolean
+  /** The earliest next_fire_at of an unpaused trigger that is not due yet (null: none). */
+  nextFireAt: Date | null
+  triggers: ClaimedTrigger[]
 }
 
 /**
- * Locks up to `limit` due triggers (not paused, next_fire_at ≤ now, earliest
- * first) for the caller's transaction; rows locked by another dispatcher are
- * skipped. Served by triggers_due_idx. Requires a transaction: the locks are
- * what makes one pass the only one handling these triggers.
+ * In one statement: takes the dispatch lock (when `exclusive`), locks up to `limit` due triggers
+ * (not paused, next_fire_at ≤ now, earliest first) for the caller's transaction, skipping rows
+ * another dispatcher holds, and reads when the next trigger not due yet is due, for the loop's
+ * sleep. Without the dispatch lock no trigger is read, let alone locked (a one-time filter).
+ * Served by triggers_due_idx. Requires a transaction: the locks are what makes one pass the only
+ * one handling these triggers.
  */
-export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaimDueParams): Promise<TriggerClaimResult> {
+export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaimDueParams): Promise<TriggerClaimDueResult> {
   const now = params.now ?? null
-  const { rows } = await sql<ClaimedTriggerRow>`${sql.raw(PREPARE)}
-    select ${claimedTriggerColumns},
-           -- milliseconds: fire times are computed with JavaScript dates
-           date_trunc('milliseconds', coalesce(${now}::timestamptz, now())) as now
-      from pgsched.triggers t
-     where not t.paused
-       and t.next_fire_at is not null
-       and t.next_fire_at <= date_trunc('milliseconds', coalesce(${now}::timestamptz, now()))
-     order by t.next_fire_at
-     limit ${params.limit}::int
-       for update of t skip locked
+  const { rows } = await sql<ClaimedTriggerRow & { held: boolean; next_fire_at_after: Date | null }>`${sql.raw(PREPARE)}
+    with pass as materialized (
+      select date_trunc('milliseconds', coalesce(${now}::timestamptz, now())) as now,   -- fire times are JavaScript dates
+             (not ${params.exclusive !== false}::bool or pg_try_advisory_xact_lock(${DISPATCH_LOCK_KEY.toString()}::bigint)) as held
+    ),
+    claimed as (
+      select ${claimedTriggerColumns}
+        from pgsched.triggers t
+       where (select held from pass)
+         and not t.paused
+         and t.next_fire_at is not null
+         and t.next_fire_at <= (select now from pass)
+       order by t.next_fire_at
+       limit ${params.limit}::int
+         for update of t skip locked
+    )
+    select c.*, pass.now, pass.held,
+           (select min(f.next_fire_at) from pgsched.triggers f
+             where not f.paused and f.next_fire_at is not null and f.next_fire_at > pass.now) as next_fire_at_after
+      from pass
+      left join claimed c on true
   `.execute(trx)
-  return { now: rows[0]?.now ?? now, triggers: rows.map(toClaimedTrigger) }
+  const first = rows[0] as { now: Date; held: boolean; next_fire_at_after: Date | null }
+  return {
+    now: first.now,
+    held: first.held,
+    nextFireAt: first.next_fire_at_after,
+    triggers: rows.filter((r) => r.job_id !== null).map(toClaimedTrigger),
+  }
 }
 
 export interface TriggerClaimQueuedParams {
@@ -197,8 +229,6 @@ export interface TriggerAdvance {
   expectedQueuedFireAtKey: string | null
   /** New next_fire_at; null = exhausted. */
   nextFireAt: Date | null
-  /** Latest fire time that got an execution in this pass; null = unchanged. */
-  lastFireAt: Date | null
   queuedFireAt: Date | null
   /** Why the schedule stopped (with nextFireAt null); null otherwise. */
   error: string | null
@@ -234,20 +264,20 @@ export async function triggerFireAndAdvance(trx: Transaction<DB>, params: Trigge
         join pgsched.jobs j on j.id = f.job_id
        where j.state = 'active'   -- a paused or cancelled job gets no new runs
       on conflict (job_id, scheduled_for) do nothing   -- a fire time never produces two executions
-      returning 1
+      returning job_id, scheduled_for
     ),
     advanced as (
       update pgsched.triggers t
          set next_fire_at = u.next_fire_at,
-             last_fire_at = coalesce(u.last_fire_at, t.last_fire_at),
+             -- the latest fire time that got an execution in this pass
+             last_fire_at = coalesce((select max(c.scheduled_for) from created c where c.job_id = t.job_id), t.last_fire_at),
              queued_fire_at = u.queued_fire_at,
              error = u.error,
              updated_at = now()
         from unnest(${a.map((x) => x.jobId)}::uuid[], ${a.map((x) => x.expectedNextFireAtKey)}::text[],
                     ${a.map((x) => x.expectedQueuedFireAtKey)}::text[], ${a.map((x) => x.nextFireAt)}::timestamptz[],
-                    ${a.map((x) => x.lastFireAt)}::timestamptz[], ${a.map((x) => x.queuedFireAt)}::timestamptz[],
-                    ${a.map((x) => x.error)}::text[])
-          as u(job_id, expected_next_fire_at, expected_queued_fire_at, next_fire_at, last_fire_at, queued_fire_at, error)
+                    ${a.map((x) => x.queuedFireAt)}::timestamptz[], ${a.map((x) => x.error)}::text[])
+          as u(job_id, expected_next_fire_at, expected_queued_fire_at, next_fire_at, queued_fire_at, error)
        where t.job_id = u.job_id
          -- guard: unchanged since this pass claimed it (text keys keep microseconds and '-infinity' exact)
          and t.next_fire_at is not distinct from u.expected_next_fire_at::timestamptz
@@ -258,26 +288,4 @@ export async function triggerFireAndAdvance(trx: Transaction<DB>, params: Trigge
   `.execute(trx)
   const r = rows[0] as { created: string; advanced: string[] }
   return { fired: Number(r.created), advanced: r.advanced }
-}
-
-export interface TriggerNextFireDelayParams {
-  now?: Date | null
-}
-
-/**
- * Milliseconds until the earliest next_fire_at of an unpaused trigger (0 when
- * one is due; null when there is none). One backward step of triggers_due_idx.
- */
-export async function triggerNextFireDelay(db: Kysely<DB>, params: TriggerNextFireDelayParams = {}): Promise<number | null> {
-  const { rows } = await sql<{ delay_ms: number | null }>`${sql.raw(PREPARE)}
-    select case
-             when min(next_fire_at) is null then null
-             when min(next_fire_at) = '-infinity' then 0   -- infinite timestamps cannot be subtracted
-             else greatest(0, ceil(extract(epoch from min(next_fire_at) - coalesce(${params.now ?? null}::timestamptz, now())) * 1000))
-           end::float8 as delay_ms
-      from pgsched.triggers
-     where not paused
-       and next_fire_at is not null
-  `.execute(db)
-  return rows[0]?.delay_ms ?? null
 }
