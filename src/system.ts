@@ -15,6 +15,8 @@ import { TriggerScheduler } from './maintenance/trigger-scheduler.ts'
 
 /** Connections for the reaper, the trigger scheduler and the pruner. */
 export const MAINTENANCE_POOL_SIZE = 2
+/** Longest a maintenance transaction may sit idle (a frozen process, a vanished host) before the server ends it. */
+export const DISPATCH_IDLE_TIMEOUT_MS = 10_000
 
 export interface WorkerSystem {
   worker: Worker
@@ -49,6 +51,9 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     applicationName: 'pgsched-worker-maintenance',
     log,
     genericPlans: true,
+    // A dispatcher pass holds the dispatch lock for its transaction: if its process freezes or its
+    // host vanishes mid-pass, the server ends the session, and a standby takes over.
+    idleInTransactionTimeoutMs: DISPATCH_IDLE_TIMEOUT_MS,
   })
   const registry = new HandlerRegistry([httpHandler])
   for (const h of params.handlers) registry.add(h)

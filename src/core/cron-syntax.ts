@@ -161,6 +161,13 @@ function parseField(field: string, spec: FieldSpec, at: string): { text: string;
 
 type ParsedField = { values: Set<number>; specials: Set<string> }
 
+/** A field as the list of its values (`n#k` as itself): the same field, at most about 170 characters. */
+function valuesOf(p: ParsedField): string {
+  const nth = [...p.specials].find((x) => x.startsWith('#'))
+  if (nth !== undefined) return `${[...p.values][0]}${nth}`
+  return [...[...p.values].sort((a, b) => a - b), ...[...p.specials].sort()].join(',')
+}
+
 /**
  * Whether any day of any year matches the day fields (Vixie cron: both must match when either
  * field starts with * or ?, otherwise either may). Whether a day matches depends only on its month,
@@ -223,7 +230,10 @@ export function cronSyntaxNormalize(expression: string): { cron: string } | { pr
   if (!someDayMatches(dom, month, dow, bothDaysMustMatch)) {
     return { problem: `cron expression "${expression}" never fires: no day matches its day-of-month, month and day-of-week fields together` }
   }
-  return { cron: parsed.map((p) => p.text).join(' ') }
+  const cron = parsed.map((p) => p.text).join(' ')
+  // Listing a field's values can take an accepted expression past cron-parser's length limit (a long
+  // value beside a field that repeats one): then every field is given as its values, which always fits.
+  return { cron: cron.length <= MAX_EXPRESSION_CHARS ? cron : parsed.map(valuesOf).join(' ') }
 }
 
 /**

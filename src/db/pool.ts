@@ -27,6 +27,8 @@ export interface CreateDbParams {
    * index lookup.
    */
   indexPlans?: boolean
+  /** Sessions run with `idle_in_transaction_session_timeout` set to this (ms). */
+  idleInTransactionTimeoutMs?: number
 }
 
 export interface Database {
@@ -50,6 +52,11 @@ export function createDb(params: CreateDbParams): Database {
     client.on('error', (err) => params.log?.warn({ err }, 'database connection lost'))
     // Set after connecting, not as a startup option: that would replace PGOPTIONS or the URL's
     // `options`. Queued first, so it runs before the query the pool hands this client out for.
+    if (params.idleInTransactionTimeoutMs !== undefined) {
+      client
+        .query(`set idle_in_transaction_session_timeout = ${Math.floor(params.idleInTransactionTimeoutMs)}`)
+        .catch((err: unknown) => params.log?.warn({ err }, 'could not set idle_in_transaction_session_timeout'))
+    }
     if (params.genericPlans) {
       // A generic plan is made once per connection, often when the tables are still empty (a new
       // database, a worker started before the first jobs). With `indexPlans`, no seq scan is on

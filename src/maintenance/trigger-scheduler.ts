@@ -105,12 +105,14 @@ export class TriggerScheduler {
     const total: DispatchOutcome = { triggers: 0, fired: 0, misfired: 0, dropped: 0 }
     for (let batch = 0; ; batch++) {
       const now = this.o.clock?.now() ?? null
+      const started = performance.now()
       const r = await this.o.db.transaction().execute((trx) => this.dispatchBatch(trx, now, releaseQueued && batch === 0))
       total.triggers += r.triggers
       total.fired += r.fired
       total.misfired += r.misfired
       total.dropped += r.dropped
-      total.nextFireInMs = r.nextFireInMs
+      // Counted from the start of the pass's transaction: take off the time the pass itself took.
+      total.nextFireInMs = r.nextFireInMs == null ? r.nextFireInMs : r.nextFireInMs - (performance.now() - started)
       if (r.standby) {
         if (batch === 0) total.standby = true
         break

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { cronProblem } from '../../src/core/cron.ts'
+import { cronNextFireAt, cronProblem } from '../../src/core/cron.ts'
 import { cronSyntaxNormalize, cronSyntaxProblem } from '../../src/core/cron-syntax.ts'
 
 const FIELDS = '(minute hour day-of-month month day-of-week) or 6 with seconds first'
@@ -108,5 +108,17 @@ describe('cronSyntaxNormalize', () => {
     ['@weekly', '0 0 * * 0'],
   ])('gives cron-parser %j as %j: one space, upper case, values listed twice kept once', (expr, cron) => {
     expect(cronSyntaxNormalize(expr)).toEqual({ cron })
+  })
+})
+
+describe('long expressions', () => {
+  it('an accepted expression that listing a repeated field would take past 1024 characters is still evaluated', () => {
+    // A long value (leading zeros) beside a field that repeats a value: listing that field's values
+    // used to take the text given to cron-parser past its limit, after the grammar (and SQL) accepted it.
+    const expr = `${'0'.repeat(990)}5 *,0 * * *`
+    expect(expr.length).toBeLessThanOrEqual(1024)
+    expect(cronSyntaxProblem(expr)).toBeUndefined()
+    expect(cronProblem(expr)).toBeUndefined()
+    expect(cronNextFireAt(expr, 'UTC', new Date('2030-01-01T00:00:00Z'))?.toISOString()).toBe('2030-01-01T00:05:00.000Z')
   })
 })

@@ -121,16 +121,50 @@ describe('TriggerScheduler', () => {
     expect(Number(count)).toBe(total)
   })
 
+  it('takes over from a dispatcher frozen mid-pass once the server ends its idle transaction', async () => {
+    const clock = manualClock(T0)
+    const job = await submit({ type: 'r', schedule: { cron: '*/10 * * * * *' } }, plus(T0, -1))
+    // The worker's maintenance pool sets idle_in_transaction_session_timeout (10 s); 300 ms here.
+    const frozen = createDb({ databaseUrl: t.url, poolSize: 1, idleInTransactionTimeoutMs: 300 })
+    pools.push(frozen)
+    let thaw: () => void = () => undefined
+    const thawed = new Promise<void>((resolve) => (thaw = resolve))
+    let took: () => void = () => undefined
+    const taken = new Promise<void>((resolve) => (took = resolve))
+    // A pass that took the dispatch lock and then stopped (SIGSTOP, a vanished host).
+    const pass = frozen.db.transaction().execute(async (trx) => {
+      expect(await triggerTryDispatchLock(trx)).toBe(true)
+      took()
+      await thawed
+      await sql`select 1`.execute(trx)
+    })
+    await taken
+    const dispatcher = scheduler({ clock })
+    expect(await dispatcher.runOnce()).toMatchObject({ standby: true })
+    await waitFor(async () => (await dispatcher.runOnce()).standby !== true, { timeoutMs: 10_000, what: 'the frozen session ended' })
+    expect(await fireTimes(job.id)).toEqual([iso(T0)])
+    thaw()
+    await expect(pass).rejects.toThrow() // its session is gone: the pass rolls back
+  })
+
   it('knows after each pass how long until the next fire time: of the triggers it advanced and of those not due yet', async () => {
     const clock = manualClock(T0)
     await submit({ type: 'r', schedule: { cron: '*/10 * * * * *' } }, plus(T0, -1)) // due at T0, then T0+10
     await submit({ type: 'r', schedule: { every: 'PT3S' }, startAt: iso(plus(T0, 4)) }, plus(T0, -1)) // first at T0+4
     const dispatcher = scheduler({ clock })
-    expect(await dispatcher.runOnce()).toMatchObject({ triggers: 1, fired: 1, nextFireInMs: 4000 })
+    // Counted from the pass's (pinned) time, less the time the pass itself took.
+    const nextIn = async (ms: number) => {
+      const started = performance.now()
+      const outcome = await dispatcher.runOnce()
+      expect(outcome).toMatchObject({ triggers: 1, fired: 1 })
+      expect(outcome.nextFireInMs).toBeLessThanOrEqual(ms)
+      expect(outcome.nextFireInMs).toBeGreaterThanOrEqual(ms - (performance.now() - started))
+    }
+    await nextIn(4000)
     clock.set(plus(T0, 4))
-    expect(await dispatcher.runOnce()).toMatchObject({ triggers: 1, fired: 1, nextFireInMs: 3000 }) // T0+7, before T0+10
+    await nextIn(3000) // T0+7, before T0+10
     clock.set(plus(T0, 7.5))
-    expect(await dispatcher.runOnce()).toMatchObject({ triggers: 1, fired: 1, nextFireInMs: 2500 }) // T0+10
+    await nextIn(2500) // T0+10
   })
 
   it('stands by while another dispatcher holds the dispatch lock, and takes over once it is released', async () => {

@@ -135,11 +135,15 @@ export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaim
        order by t.next_fire_at
        limit ${params.limit}::int
          for update of t skip locked
+    ),
+    upcoming as (
+      select min(f.next_fire_at) as next_fire_at_after
+        from pgsched.triggers f
+       where not f.paused and f.next_fire_at is not null and f.next_fire_at > (select now from pass)
     )
-    select c.*, pass.now, pass.held,
-           (select min(f.next_fire_at) from pgsched.triggers f
-             where not f.paused and f.next_fire_at is not null and f.next_fire_at > pass.now) as next_fire_at_after
+    select c.*, pass.now, pass.held, upcoming.next_fire_at_after
       from pass
+     cross join upcoming   -- one row, computed once
       left join claimed c on true
   `.execute(trx)
   const first = rows[0] as { now: Date; held: boolean; next_fire_at_after: Date | null }
