@@ -18,6 +18,7 @@ import { loadAutocannon, spawnApi, spawnWorker, type BenchProcess } from './proc
 import type { Row } from './report.ts'
 import type { Scratch } from './scratch.ts'
 import { figure } from './stats.ts'
+import { seededRandom } from '../lib/seeded-random.ts'
 
 export interface SteadyOptions {
   recurringJobs: number
@@ -44,17 +45,6 @@ export interface SteadyResult {
   lagP99Ms: number
 }
 
-/** Deterministic pseudo-random numbers (mulberry32), so every run submits the same schedules. */
-function random(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let r = Math.imul(a ^ (a >>> 15), 1 | a)
-    r = (r + Math.imul(r ^ (r >>> 7), 61 | r)) ^ r
-    return ((r ^ (r >>> 14)) >>> 0) / 4_294_967_296
-  }
-}
-
 async function dbNow(s: Scratch): Promise<Date> {
   const { rows } = await sql<{ now: Date }>`select now()`.execute(s.db)
   return (rows[0] as { now: Date }).now
@@ -64,7 +54,7 @@ export async function measureSteady(s: Scratch, o: SteadyOptions): Promise<Stead
   const loadTest = o.restRate > 0 ? await loadAutocannon() : undefined
   await s.reset()
   const client = createClient({ db: s.db, tenant: 'bench' })
-  const rand = random(42)
+  const rand = seededRandom(42)
   const start = Date.now() + 2_000
   for (let i = 0; i < o.recurringJobs; i++) {
     const every = 1_000 + Math.floor(rand() * 9_000)

@@ -21,21 +21,11 @@ import { nextChange, offsetAt, previousChange } from './zone.ts'
 export { isValidTimeZone } from './zone.ts'
 
 /**
- * An expression checked against the product's grammar (core/cron-syntax.ts, the same rules as the
- * SQL function pgsched.cron_problem) and rewritten for cron-parser: aliases expanded, upper case,
- * values listed twice kept once (`0,7` is one Sunday). Returns the expression to evaluate, or the
- * problem.
- */
-function normalize(expression: string): { cron: string } | { problem: string } {
-  return cronSyntaxNormalize(expression)
-}
-
-/**
  * Checks a cron expression. Returns an error message naming the problem, or
  * undefined when it is valid.
  */
 export function cronProblem(expression: string): string | undefined {
-  const n = normalize(expression)
+  const n = cronSyntaxNormalize(expression)
   if ('problem' in n) return n.problem
   let compiled: CompiledCron
   try {
@@ -75,10 +65,10 @@ function startsWild(field: string | undefined): boolean {
 function compile(expression: string): CompiledCron {
   let c = compiledCache.get(expression)
   if (c) return c
-  const n = normalize(expression)
+  const n = cronSyntaxNormalize(expression)
   if ('problem' in n) throw new Error(n.problem)
   const f = CronExpressionParser.parse(n.cron, { tz: 'UTC', strict: false }).fields
-  // Whether a field starts with `*` is read from the expression as written: normalize() may list the
+  // Whether a field starts with `*` is read from the expression as written: cronSyntaxNormalize may list the
   // values of a field that repeats one (`*,5`).
   const written = expression.trim()
   const fields = (written.startsWith('@') ? n.cron : written).split(/\s+/)

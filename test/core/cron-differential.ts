@@ -7,28 +7,17 @@
  * when it is asked) and times every engine call. Used by cron-differential.test.ts (npm test) and
  * cron-differential.system.test.ts (the longer form).
  */
+import { seededRandom } from '../../src/lib/seeded-random.ts'
 import { intlWallTime, parseReferenceCron, referenceFireTimes, referenceMatches } from './cron-reference.ts'
 
 /** The engine under test: fire times strictly after `after`, increasing, endless. */
 export type FireTimesEngine = (expression: string, timezone: string, after: Date) => Generator<Date, void, undefined>
 
-/** mulberry32: a tiny seeded PRNG, uniform in [0, 1). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
-  }
-}
-
 /** Helpers over one PRNG stream. */
 export class Random {
   readonly #next: () => number
   constructor(seed: number) {
-    this.#next = mulberry32(seed)
+    this.#next = seededRandom(seed)
   }
   /** Uniform in [0, 1). */
   float(): number {

@@ -9,6 +9,7 @@ import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { cronProblem } from '../../src/core/cron.ts'
 import { cronSyntaxProblem } from '../../src/core/cron-syntax.ts'
+import { seededRandom } from '../../src/lib/seeded-random.ts'
 import { useTestDb } from '../db.ts'
 
 const t = useTestDb()
@@ -72,17 +73,6 @@ const INVALID = [
   // never fires: both day fields must match (one starts with * or ?) and no day matches both
   '0 0 */17 * 1#5', '* 7 */17 06/8 WEDL', '0 0 ?/10 2 0#5', '0 0 */15 * 1#2', '0 0 */20 * 5L',
 ]
-
-/** Deterministic PRNG (mulberry32), so a failure reproduces. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let r = Math.imul(a ^ (a >>> 15), 1 | a)
-    r = (r + Math.imul(r ^ (r >>> 7), 61 | r)) ^ r
-    return ((r ^ (r >>> 14)) >>> 0) / 4_294_967_296
-  }
-}
 
 const MONTHS = ['JAN', 'FEB', 'MAR', 'APR', 'MAY', 'JUN', 'JUL', 'AUG', 'SEP', 'OCT', 'NOV', 'DEC']
 const DAYS = ['SUN', 'MON', 'TUE', 'WED', 'THU', 'FRI', 'SAT']
@@ -210,7 +200,7 @@ describe('pgsched.cron_problem', () => {
   })
 
   it('answers thousands of generated and mangled expressions as the client does (seeded fuzz)', async () => {
-    const rand = prng(20_301)
+    const rand = seededRandom(20_301)
     const exprs: string[] = []
     for (let i = 0; i < 2500; i++) exprs.push(generate(rand))
     for (let i = 0; i < 1500; i++) exprs.push(mutate(rand, generate(rand)))

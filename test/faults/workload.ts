@@ -6,6 +6,7 @@
  * must end in. Bodies are fixed up front: a retried submission must send the
  * same body, or the API would rightly answer 409.
  */
+import { seededRandom } from '../../src/lib/seeded-random.ts'
 
 export type JobKind = 'immediate' | 'long' | 'delayed' | 'flaky' | 'exhausted' | 'fatal' | 'every' | 'cron'
 
@@ -36,17 +37,8 @@ export interface WorkloadOptions {
   maxDelayMs: number
 }
 
-/** A small seeded PRNG (mulberry32), so a failing run can be repeated. */
-export function createRandom(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+/** A small seeded PRNG, so a failing run can be repeated. */
+export const createRandom = seededRandom
 
 // Ten attempts: a job meant to complete must not run out of them because faults cut its runs short.
 const RETRY = { maxAttempts: 10, backoffBaseMs: 100, backoffMaxMs: 1000 }

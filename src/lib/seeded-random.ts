@@ -1,0 +1,15 @@
+/**
+ * A small seeded pseudo-random number generator (mulberry32), uniform in [0, 1): the same seed gives
+ * the same sequence, so a benchmark submits the same work every run and a failing test can be
+ * repeated. Not for anything that must be unpredictable.
+ */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
+  }
+}
