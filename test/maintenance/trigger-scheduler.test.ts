@@ -7,7 +7,7 @@ import { createDb, type Database } from '../../src/db/pool.ts'
 import type { SubmitJobInput } from '../../src/core/job.ts'
 import { cronFireTimes } from '../../src/core/cron.ts'
 import { ValidationError } from '../../src/errors.ts'
-import { triggerClaimDue, triggerTryDispatchLock } from '../../src/db/queries/triggers.ts'
+import { triggerClaimDue } from '../../src/db/queries/triggers.ts'
 import { TriggerScheduler, type TriggerSchedulerOptions } from '../../src/maintenance/trigger-scheduler.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
@@ -133,7 +133,7 @@ describe('TriggerScheduler', () => {
     const taken = new Promise<void>((resolve) => (took = resolve))
     // A pass that took the dispatch lock and then stopped (SIGSTOP, a vanished host).
     const pass = frozen.db.transaction().execute(async (trx) => {
-      expect(await triggerTryDispatchLock(trx)).toBe(true)
+      expect((await triggerClaimDue(trx, { limit: 0 })).held).toBe(true)
       took()
       await thawed
       await sql`select 1`.execute(trx)
@@ -177,7 +177,7 @@ describe('TriggerScheduler', () => {
     const locked = new Promise<void>((resolve) => {
       // Another dispatcher mid-pass: a transaction holding the dispatch lock.
       void other.db.transaction().execute(async (trx) => {
-        expect(await triggerTryDispatchLock(trx)).toBe(true)
+        expect((await triggerClaimDue(trx, { limit: 0 })).held).toBe(true)
         resolve()
         await released
       })

@@ -81,17 +81,6 @@ function toClaimedTrigger(r: ClaimedTriggerRow): ClaimedTrigger {
 /** Advisory lock key (per database) that one dispatcher at a time holds for its pass. */
 const DISPATCH_LOCK_KEY = 7_411_730_296_012_556_001n
 
-/**
- * Takes the dispatch lock for the caller's transaction if no other dispatcher holds it; returns
- * whether it did (triggerClaimDue takes it itself; this is for holding it apart from a pass).
- */
-export async function triggerTryDispatchLock(trx: Transaction<DB>): Promise<boolean> {
-  const { rows } = await sql<{ held: boolean }>`${sql.raw(PREPARE)}
-    select pg_try_advisory_xact_lock(${DISPATCH_LOCK_KEY.toString()}::bigint) as held
-  `.execute(trx)
-  return rows[0]?.held === true
-}
-
 export interface TriggerClaimDueParams {
   limit: number
   /** An injected time instead of the database's now() (null: now()); tests pin time with it. */
