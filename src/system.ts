@@ -51,6 +51,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     applicationName: 'pgsched-worker-maintenance',
     log,
     genericPlans: true,
+    indexPlans: true,
     // A dispatcher pass holds the dispatch lock for its transaction: if its process freezes or its
     // host vanishes mid-pass, the server ends the session, and a standby takes over.
     idleInTransactionTimeoutMs: DISPATCH_IDLE_TIMEOUT_MS,

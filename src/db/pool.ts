@@ -22,9 +22,9 @@ export interface CreateDbParams {
    */
   genericPlans?: boolean
   /**
-   * With genericPlans: sessions also run with `enable_seqscan = off`, so a generic plan made while
-   * the tables are empty still probes the indexes. For the hot path, whose every statement is an
-   * index lookup.
+   * With genericPlans: sessions also run with seq scans, hash joins and merge joins off, so a
+   * generic plan made while the tables are empty (or small) still probes the indexes, and with
+   * JIT off (see createDb). For pools whose every statement is an index lookup.
    */
   indexPlans?: boolean
   /** Sessions run with `idle_in_transaction_session_timeout` set to this (ms). */
@@ -61,10 +61,14 @@ export function createDb(params: CreateDbParams): Database {
       // A generic plan is made once per connection, often when the tables are still empty (a new
       // database, a worker started before the first jobs). With `indexPlans`, no seq scan is on
       // offer: the plan is the index plan the statements are written for, not a scan that reads
-      // every row of a partition once the tables have filled.
-      client
-        .query(`set plan_cache_mode = force_generic_plan${params.indexPlans ? '; set enable_seqscan = off' : ''}`)
-        .catch((err: unknown) => params.log?.warn({ err }, 'could not force generic plans'))
+      // every row of a partition once the tables have filled. Nor is a hash or merge join: input
+      // arrays joined to a table probe its index row by row (a generic plan made after an ANALYZE
+      // of small tables hashed a one-row array against a full index scan of jobs: 10 ms). A seq
+      // scan that remains (a table with no usable index, e.g. waiting_workers in the insert
+      // trigger) then costs more than jit_above_cost: JIT is off, or it compiles for tens of
+      // milliseconds on a statement that runs for microseconds.
+      const indexOnly = params.indexPlans ? '; set enable_seqscan = off; set enable_hashjoin = off; set enable_mergejoin = off; set jit = off' : ''
+      client.query(`set plan_cache_mode = force_generic_plan${indexOnly}`).catch((err: unknown) => params.log?.warn({ err }, 'could not force generic plans'))
     }
   })
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) })
