@@ -106,10 +106,12 @@ export interface ApiKeysTable {
   revoked_at: Timestamp | null
 }
 
-/** Workers waiting for a wake-up (migration 0006; unlogged). */
+/** Workers waiting for a wake-up (migrations 0006 and 0011; unlogged). */
 export interface WaitingWorkersTable {
   worker_id: string
   queues: string[]
+  /** null: any type. */
+  types: string[] | null
   min_priority: number
   since: DefaultTimestamp
 }

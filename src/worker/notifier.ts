@@ -1,6 +1,6 @@
 /**
- * LISTEN on a dedicated connection for `pgsched_executions` (work became due
- * or will at `delayMs`) and `pgsched_cancel` (executions to abort). On loss of
+ * LISTEN on a dedicated connection for `pgsched_executions` (work became due,
+ * for the workers it names, or will at `delayMs`) and `pgsched_cancel` (executions to abort). On loss of
  * the connection it reconnects with exponential backoff and reports
  * `onReconnect`, since notifications sent meanwhile are gone.
  */
@@ -8,8 +8,11 @@ import pg from 'pg'
 import type { Logger } from '../logger.ts'
 
 export interface NotifierHandlers {
-  /** `priority`: the highest priority among the new work, when the notification says. */
-  onWork(queues: string[], delayMs: number, priority: number | undefined): void
+  /**
+   * `priority`: the highest priority among the new work, when the notification says. `workers`:
+   * the workers meant to claim it (migration 0011); undefined: every worker of the queues.
+   */
+  onWork(queues: string[], delayMs: number, priority: number | undefined, workers: string[] | undefined): void
   onCancel(executionIds: string[]): void
   onReconnect(): void
 }
@@ -88,8 +91,9 @@ export class Notifier {
     try {
       const payload = JSON.parse(msg.payload ?? 'null') as unknown
       if (msg.channel === 'pgsched_executions') {
-        const p = payload as { queues?: string[]; delayMs?: number; priority?: number }
-        this.handlers.onWork(p.queues ?? [], Number(p.delayMs ?? 0), typeof p.priority === 'number' ? p.priority : undefined)
+        const p = payload as { queues?: string[]; delayMs?: number; priority?: number; workers?: string[] | null }
+        const priority = typeof p.priority === 'number' ? p.priority : undefined
+        this.handlers.onWork(p.queues ?? [], Number(p.delayMs ?? 0), priority, Array.isArray(p.workers) ? p.workers : undefined)
       } else if (msg.channel === 'pgsched_cancel' && Array.isArray(payload)) {
         this.handlers.onCancel(payload as string[])
       }

@@ -24,6 +24,8 @@ export interface WakeUpParams {
   db: Kysely<DB>
   workerId: string
   queues: readonly string[]
+  /** Job types it claims: a submit names it only for work of these types. */
+  types: readonly string[]
   /** How long the loop sleeps when nothing wakes it. */
   pollIntervalMs: number
 }
@@ -97,7 +99,7 @@ export class WakeUp {
     if (this.closed) return 'changed'
     if (desired === undefined) {
       await workerSignOffWaiting(this.p.db, { id: this.p.workerId })
-    } else if (!(await workerSignUpWaiting(this.p.db, { id: this.p.workerId, queues: this.p.queues, minPriority: desired }))) {
+    } else if (!(await workerSignUpWaiting(this.p.db, { id: this.p.workerId, queues: this.p.queues, types: this.p.types, minPriority: desired }))) {
       return 'refused'
     }
     this.listedMin = desired

@@ -62,7 +62,7 @@ export class Worker {
     this.events = o.events && guardedEvents(o.events, log)
     this.completer = new Completer({ db: o.db, workerId: this.id, log })
     this.queue = new LocalQueue({ concurrency: o.concurrency, prefetch: o.prefetch ?? 0 })
-    this.wakeUp = new WakeUp({ db: o.db, workerId: this.id, queues: o.queues, pollIntervalMs: o.pollIntervalMs })
+    this.wakeUp = new WakeUp({ db: o.db, workerId: this.id, queues: o.queues, types: o.handlers.types(), pollIntervalMs: o.pollIntervalMs })
     // db, leaseMs, heartbeatMs and maxHeartbeatFailures from the options.
     this.leases = new LeaseKeeper({ ...o, completer: this.completer, workerId: this.id, log, onLost: this.abort })
     const onRetryScheduled = (retryInMs: number) => this.wakeUp.wakeIn(retryInMs)
@@ -73,8 +73,8 @@ export class Worker {
       databaseUrl: o.databaseUrl,
       log,
       handlers: {
-        onWork: (queues, delayMs, priority) => {
-          if (!queues.some((q) => o.queues.includes(q))) return
+        onWork: (queues, delayMs, priority, workers) => {
+          if (!queues.some((q) => o.queues.includes(q)) || (workers && !workers.includes(this.id))) return
           if (delayMs > 0) return this.wakeUp.wakeIn(delayMs)
           this.queue.announce(priority)
           this.wakeUp.wake()

@@ -83,9 +83,7 @@ describe('generic plans made on small, analyzed tables', () => {
   ])('indexPlans $indexPlans: a dispatcher pass firing one job reads $reads of jobs', async ({ indexPlans, reads }) => {
     const pool = createDb({ databaseUrl: t.url, poolSize: 1, genericPlans: true, indexPlans })
     pools.push(pool)
-    const jobs = await createClient({ db: t.db, tenant: 'acme' }).submitJobs(
-      Array.from({ length: 1_000 }, () => ({ type: 'x', schedule: { every: 'PT1H' } })),
-    )
+    const jobs = await createClient({ db: t.db, tenant: 'acme' }).submitJobs(Array.from({ length: 1_000 }, () => ({ type: 'x', schedule: { every: 'PT1H' } })))
     await sql`analyze pgsched.jobs`.execute(t.db)
     const fire = (jobId: string, scheduledFor: Date) =>
       pool.db.transaction().execute((trx) => triggerFireAndAdvance(trx, { fires: [{ jobId, scheduledFor }], advances: [] }))

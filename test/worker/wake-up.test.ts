@@ -1,7 +1,9 @@
 /**
  * Wake-ups go only to waiting workers (migration 0006): a submit of due work
  * notifies when a worker serving its queue has signed up, and the sign-up
- * handshake cannot lose a submit that was in flight. WakeUp is the worker's
+ * handshake cannot lose a submit that was in flight. The notification names one
+ * waiting worker per (queue, type) of the new work (migration 0011), so one
+ * worker claims it, not every waiting one. WakeUp is the worker's
  * side of it: its sleep, wake-ups and listing.
  */
 import pg from 'pg'
@@ -28,7 +30,7 @@ async function listen() {
   const c = new pg.Client({ connectionString: t.url })
   await c.connect()
   listeners.push(c)
-  const seen: Array<{ queues: string[]; delayMs: number; priority?: number } | 'sentinel'> = []
+  const seen: Array<{ queues: string[]; delayMs: number; priority?: number; workers?: string[] | null } | 'sentinel'> = []
   c.on('notification', (m) => seen.push(m.payload === 'sentinel' ? 'sentinel' : JSON.parse(m.payload ?? 'null')))
   await c.query('listen pgsched_executions')
   return {
@@ -53,7 +55,7 @@ describe('wake-ups', () => {
 
     expect(await workerSignUpWaiting(t.db, { id: '00000000-0000-7000-8000-000000000002', queues: ['emails', 'other'] })).toBe(true)
     await client().submitJob({ type: 'x', queue: 'emails', priority: 7 })
-    expect(await l.before()).toEqual([{ queues: ['emails'], delayMs: 0, priority: 7 }])
+    expect(await l.before()).toEqual([{ queues: ['emails'], delayMs: 0, priority: 7, workers: ['00000000-0000-7000-8000-000000000002'] }])
   })
 
   it('wakes a worker holding prefetched work only for work of higher priority than it holds', async () => {
@@ -66,7 +68,65 @@ describe('wake-ups', () => {
       { type: 'x', priority: 1 },
       { type: 'x', priority: 9 },
     ])
-    expect(await l.before()).toEqual([{ queues: ['default'], delayMs: 0, priority: 9 }])
+    expect(await l.before()).toEqual([{ queues: ['default'], delayMs: 0, priority: 9, workers: ['00000000-0000-7000-8000-000000000004'] }])
+  })
+
+  it('names one waiting worker per queue and type: idle before holding work, then the one listed longest', async () => {
+    const l = await listen()
+    const id = (n: number) => `00000000-0000-7000-8000-0000000001${String(n).padStart(2, '0')}`
+    const signUp = async (n: number, queues: string[], types: string[] | null, minPriority?: number) =>
+      expect(await workerSignUpWaiting(t.db, { id: id(n), queues, types, minPriority })).toBe(true)
+    await signUp(1, ['default'], ['a'], 5) // holds prefetched work of priority 4
+    await signUp(2, ['default'], ['b']) // idle, other type
+    await signUp(3, ['default'], ['a', 'b']) // idle, listed before 4
+    await signUp(4, ['default'], ['a'])
+    await client().submitJob({ type: 'a', priority: 9 })
+    expect(await l.before()).toEqual([{ queues: ['default'], delayMs: 0, priority: 9, workers: [id(3)] }])
+
+    // One statement of two types, another queue: one worker each.
+    await signUp(5, ['other'], null)
+    await client().submitJobs([{ type: 'a' }, { type: 'a' }, { type: 'c', queue: 'other' }])
+    const [n] = await l.before()
+    expect(n).toMatchObject({ queues: ['default', 'other'], delayMs: 0, priority: 0 })
+    expect([...((n as { workers: string[] }).workers ?? [])].sort()).toEqual([id(3), id(5)])
+
+    // No waiting worker serves the type: no wake-up at all.
+    await client().submitJob({ type: 'z' })
+    expect(await l.before()).toEqual([])
+  })
+
+  it('wakes every worker (names none) when the new work needs more than 64 of them', async () => {
+    const l = await listen()
+    const types = Array.from({ length: 65 }, (_, i) => `t${i}`)
+    for (const [i, type] of types.entries()) {
+      const id = `00000000-0000-7000-8000-0000000002${String(i).padStart(2, '0')}`
+      expect(await workerSignUpWaiting(t.db, { id, queues: ['default'], types: [type] })).toBe(true)
+    }
+    await client().submitJobs(types.map((type) => ({ type })))
+    expect(await l.before()).toEqual([{ queues: ['default'], delayMs: 0, priority: 0, workers: null }])
+  })
+
+  it('two idle workers of different types: each starts the work it is named for, without polling, and the other does not claim', async () => {
+    const started: Array<[string, string]> = []
+    const claims = { a: 0, b: 0 }
+    for (const type of ['a', 'b'] as const) {
+      await startWorker([defineHandler(type, async (ctx) => void started.push([type, ctx.jobId]))], {
+        pollIntervalMs: 60_000, // only a wake-up can start the work
+        events: { claimed: () => void claims[type]++ },
+      })
+    }
+    await waitFor(async () => (await t.db.selectFrom('pgsched.waiting_workers').select('worker_id').execute()).length === 2, {
+      what: 'both workers to sign up',
+    })
+    const claimsOfA = claims.a
+    const submitAndStart = async (type: string) => {
+      const { job } = await client().submitJob({ type })
+      await waitFor(() => started.some(([, jobId]) => jobId === job.id), { what: `the ${type} job to start`, timeoutMs: 5_000 })
+    }
+    for (const type of ['b', 'b', 'b']) await submitAndStart(type)
+    expect(claims.a).toBe(claimsOfA) // not woken for work named for b
+    for (const type of ['a', 'a']) await submitAndStart(type)
+    expect(started.map(([type]) => type)).toEqual(['b', 'b', 'b', 'a', 'a'])
   })
 
   it('always announces work due later, with its delay', async () => {
@@ -122,7 +182,7 @@ describe('wake-ups', () => {
 
 describe('WakeUp', () => {
   const WORKER = '00000000-0000-7000-8000-0000000000f0'
-  const wakeUp = () => new WakeUp({ db: t.db, workerId: WORKER, queues: ['default'], pollIntervalMs: 60_000 })
+  const wakeUp = () => new WakeUp({ db: t.db, workerId: WORKER, queues: ['default'], types: ['x'], pollIntervalMs: 60_000 })
   const listing = async () =>
     (await t.db.selectFrom('pgsched.waiting_workers').select('min_priority').where('worker_id', '=', WORKER).executeTakeFirst())?.min_priority
 

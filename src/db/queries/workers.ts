@@ -32,21 +32,26 @@ export async function workerMarkStopped(db: Kysely<DB>, params: { id: string }):
 export const IDLE_MIN_PRIORITY = PRIORITY.min
 
 /**
- * Lists the worker as wanting a wake-up for due work on its queues at or above
- * `minPriority` (see migration 0006). The idle sign-up (IDLE_MIN_PRIORITY) is
+ * Lists the worker as wanting a wake-up for due work of its types (null: any) on its
+ * queues at or above `minPriority` (see migrations 0006 and 0011). The idle sign-up (IDLE_MIN_PRIORITY) is
  * taken only while no submit is between its insert and its commit, so none can
  * miss both the sign-up and the claim that follows it; it never waits: false
  * means a submit was in flight (try again shortly). Other levels always succeed.
  */
-export async function workerSignUpWaiting(db: Kysely<DB>, params: { id: string; queues: readonly string[]; minPriority?: number }): Promise<boolean> {
+export async function workerSignUpWaiting(
+  db: Kysely<DB>,
+  params: { id: string; queues: readonly string[]; types?: readonly string[] | null; minPriority?: number },
+): Promise<boolean> {
   const minPriority = params.minPriority ?? IDLE_MIN_PRIORITY
   const { rows } = await sql<{ ok: boolean }>`${sql.raw(PREPARE)}
     with handshake as (
       select ${minPriority}::int > ${IDLE_MIN_PRIORITY}::int or pg_try_advisory_xact_lock(pgsched.wait_lock_key()) as ok
     )
-    insert into pgsched.waiting_workers (worker_id, queues, min_priority)
-    select ${params.id}::uuid, ${[...params.queues]}::text[], ${minPriority}::int from handshake where ok
-    on conflict (worker_id) do update set queues = excluded.queues, min_priority = excluded.min_priority, since = now()
+    insert into pgsched.waiting_workers (worker_id, queues, types, min_priority)
+    select ${params.id}::uuid, ${[...params.queues]}::text[], ${params.types ? [...params.types] : null}::text[], ${minPriority}::int
+      from handshake where ok
+    on conflict (worker_id) do update
+       set queues = excluded.queues, types = excluded.types, min_priority = excluded.min_priority, since = now()
     returning true as ok`.execute(db)
   return rows.length > 0
 }
