@@ -74,6 +74,15 @@ export class WakeUp {
     else this.wakePending = true
   }
 
+  /**
+   * A slot came free: wakes the loop unless it is listed idle. Listed idle, its last claim drained
+   * its queues, and new due work notifies it; a claim now would find nothing (at a trickle it was
+   * one empty claim per execution).
+   */
+  roomFreed(): void {
+    if (this.listedMin !== IDLE_MIN_PRIORITY) this.wake()
+  }
+
   /** Wakes the loop in `delayMs` (keeps only the earliest such timer). */
   wakeIn(delayMs: number): void {
     const at = Date.now() + delayMs

@@ -183,7 +183,7 @@ export class Worker {
   private readonly runEnded = (run: Run, ranMs: number): void => {
     this.queue.ended(ranMs)
     this.pump()
-    this.wakeUp.wake()
+    this.wakeUp.roomFreed()
     if (this.queue.running === 0) for (const w of this.idleWaiters.splice(0)) w()
     this.events?.runEnded?.(run.claimed, ranMs)
   }

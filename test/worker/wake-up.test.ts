@@ -129,6 +129,40 @@ describe('wake-ups', () => {
     expect(started.map(([type]) => type)).toEqual(['b', 'b', 'b', 'a', 'a'])
   })
 
+  it('an idle worker claims once per wake-up, not again when its runs end; with a backlog it claims as slots free', async () => {
+    const started: string[] = []
+    let claims = 0
+    let release: () => void = () => undefined
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    await startWorker(
+      [
+        defineHandler('x', async (ctx) => void started.push(ctx.jobId)),
+        defineHandler('slow', async () => gate),
+      ],
+      { pollIntervalMs: 60_000, concurrency: 2, prefetch: 0, events: { claimed: () => void claims++ } },
+    )
+    await waitFor(async () => (await t.db.selectFrom('pgsched.waiting_workers').select('worker_id').execute()).length === 1, {
+      what: 'the worker to sign up idle',
+    })
+    const runOne = async () => {
+      const { job } = await client().submitJob({ type: 'x' })
+      await waitFor(() => started.includes(job.id), { what: 'the job to start', timeoutMs: 5_000 })
+      await waitFor(async () => (await client().viewJob(job.id)).status === 'COMPLETED', { what: 'the job to complete', timeoutMs: 5_000 })
+    }
+    await runOne() // by now the claim that follows the sign-up has run too
+    const before = claims
+    for (let i = 0; i < 4; i++) await runOne()
+    expect(claims - before).toBe(4)
+
+    // Three jobs for two slots: the claim fills its room (a backlog), and the slot freed by the
+    // first run's end claims the third without any wake-up.
+    const slow = await client().submitJobs([{ type: 'slow' }, { type: 'slow' }])
+    const third = await client().submitJob({ type: 'x', priority: -1 })
+    await waitFor(async () => (await client().viewJob(slow[0]?.id as string)).status === 'STARTED', { what: 'the slow jobs to start' })
+    release()
+    await waitFor(() => started.includes(third.job.id), { what: 'the third job to start once a slot is free', timeoutMs: 5_000 })
+  })
+
   it('always announces work due later, with its delay', async () => {
     const l = await listen()
     await client().submitJob({ type: 'x', queue: 'emails', schedule: { at: new Date(Date.now() + 60_000).toISOString() } })
