@@ -134,13 +134,12 @@ describe('wake-ups', () => {
     let claims = 0
     let release: () => void = () => undefined
     const gate = new Promise<void>((resolve) => (release = resolve))
-    await startWorker(
-      [
-        defineHandler('x', async (ctx) => void started.push(ctx.jobId)),
-        defineHandler('slow', async () => gate),
-      ],
-      { pollIntervalMs: 60_000, concurrency: 2, prefetch: 0, events: { claimed: () => void claims++ } },
-    )
+    await startWorker([defineHandler('x', async (ctx) => void started.push(ctx.jobId)), defineHandler('slow', async () => gate)], {
+      pollIntervalMs: 60_000,
+      concurrency: 2,
+      prefetch: 0,
+      events: { claimed: () => void claims++ },
+    })
     await waitFor(async () => (await t.db.selectFrom('pgsched.waiting_workers').select('worker_id').execute()).length === 1, {
       what: 'the worker to sign up idle',
     })
