@@ -78,6 +78,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     db: database.db,
     log,
     intervalMs: w.dispatcherIntervalMs,
+    windowMs: w.dispatcherWindowMs,
     batchSize: w.dispatcherBatchSize,
     misfireThresholdMs: w.misfireThresholdMs,
   })

@@ -45,6 +45,13 @@ export interface TriggerSchedulerOptions {
   /** Longest sleep between passes; a due fire time sooner than that wakes the loop earlier. */
   intervalMs: number
   /**
+   * Fire times due within this many ms after the earliest next one share its pass (default
+   * DISPATCH_WINDOW_MS): the loop sleeps until the last of them, so under load a pass serves several
+   * fire times (the earliest up to this much late) instead of one each, while a fire time with none
+   * close behind it is met at once.
+   */
+  windowMs?: number
+  /**
    * One dispatcher per database works at a time (default true): a pass that finds another one
    * mid-pass does nothing, and its loop stands by for intervalMs instead of waking at every fire
    * time, ready to take over. False: dispatch alongside the others (each takes other triggers).
@@ -82,6 +89,12 @@ interface Decision {
 
 /** Shortest sleep between passes, so a due trigger locked by another dispatcher is not polled in a tight loop. */
 const MIN_SLEEP_MS = 10
+
+/** Added to the sleep until a fire time (see sleepAfter). */
+const WAKE_SLACK_MS = 2
+
+/** Default of `windowMs` (SCHEDULER_DISPATCHER_WINDOW_MS); docs/recurring-jobs.md has its measurements. */
+export const DISPATCH_WINDOW_MS = 50
 
 export class TriggerScheduler {
   private readonly o: TriggerSchedulerOptions
@@ -134,7 +147,7 @@ export class TriggerScheduler {
       : { now: null, triggers: [] }
     const triggers = [...claim.triggers, ...queued.triggers]
     const inMs = (at: Date | null) => (at === null ? null : at.getTime() - passNow.getTime())
-    if (triggers.length === 0) return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due, nextFireInMs: inMs(claim.nextFireAt) }
+    if (triggers.length === 0) return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due, nextFireInMs: inMs(this.nextPassAt(claim.upcoming)) }
 
     // Only the overlap policies skip and queue need to know whether a run of the job is going.
     // Read after the locks: this statement sees every execution an earlier holder of a lock
@@ -164,10 +177,20 @@ export class TriggerScheduler {
       // Cannot happen while the rows are locked; roll the whole pass back rather than half-apply it.
       throw new Error(`triggers changed during dispatch: ${lost.map((a) => a.jobId).join(', ')}`)
     }
-    // The next wake-up: the earliest of the triggers not due at the claim and of the new fire times.
-    let next = claim.nextFireAt
-    for (const a of advances) if (a.nextFireAt !== null && (next === null || a.nextFireAt < next)) next = a.nextFireAt
-    return { triggers: triggers.length, fired, misfired, dropped, due, nextFireInMs: inMs(next) }
+    // The next wake-up, from the triggers not due at the claim and the new fire times of this pass.
+    const known = [...claim.upcoming]
+    for (const a of advances) if (a.nextFireAt !== null) known.push(a.nextFireAt)
+    return { triggers: triggers.length, fired, misfired, dropped, due, nextFireInMs: inMs(this.nextPassAt(known)) }
+  }
+
+  /** When the next pass should run: at the last of the known fire times within the window after the earliest. */
+  private nextPassAt(fireTimes: readonly Date[]): Date | null {
+    if (fireTimes.length === 0) return null
+    const first = Math.min(...fireTimes.map((d) => d.getTime()))
+    const windowEnd = first + (this.o.windowMs ?? DISPATCH_WINDOW_MS)
+    let last = first
+    for (const d of fireTimes) if (d.getTime() <= windowEnd && d.getTime() > last) last = d.getTime()
+    return new Date(last)
   }
 
   /** What one pass does with one locked trigger. */
@@ -209,11 +232,14 @@ export class TriggerScheduler {
     }
   }
 
-  /** Milliseconds the loop may sleep after a pass: until the earliest next fire time, at most intervalMs. */
+  /** Milliseconds the loop may sleep after a pass: until the next pass's fire times are due, at most intervalMs. */
   private sleepAfter(outcome: DispatchOutcome): number {
     // Standing by: another dispatcher is working; look again after the interval, not at every fire time.
     if (outcome.standby) return this.o.intervalMs
-    return Math.max(MIN_SLEEP_MS, Math.min(this.o.intervalMs, outcome.nextFireInMs ?? Number.POSITIVE_INFINITY))
+    // + WAKE_SLACK_MS: the delay is counted from before the pass's now() was read, so the loop would wake
+    // a little before the fire time and find it not yet due (then meet it MIN_SLEEP_MS late).
+    const untilDue = (outcome.nextFireInMs ?? Number.POSITIVE_INFINITY) + WAKE_SLACK_MS
+    return Math.max(MIN_SLEEP_MS, Math.min(this.o.intervalMs, untilDue))
   }
 
   start(): void {

@@ -522,6 +522,33 @@ describe('TriggerScheduler', () => {
     expect(new Set(later.map((r) => r.created_at.getTime())).size).toBe(later.length)
   })
 
+  it('fire times within the window after the earliest share its pass; none is dispatched early', async () => {
+    // Two schedules 200 ms apart, every second: with a 400 ms window each second's two fire times are
+    // dispatched together; with none each gets a pass of its own.
+    const passesPerFireTime = async (windowMs: number) => {
+      const start = Date.now() + 500
+      const jobs = [
+        (await client().submitJob({ type: 'tick', schedule: { every: 'PT1S' }, startAt: new Date(start) })).job.id,
+        (await client().submitJob({ type: 'tick', schedule: { every: 'PT1S' }, startAt: new Date(start + 200) })).job.id,
+      ]
+      const dispatcher = scheduler({ intervalMs: 5000, windowMs })
+      started.push(dispatcher)
+      dispatcher.start()
+      const rows = async () =>
+        t.db.selectFrom('pgsched.executions').select(['job_id', 'scheduled_for', 'created_at']).where('job_id', 'in', jobs).orderBy('scheduled_for').execute()
+      await waitFor(async () => (await rows()).length >= 8, { timeoutMs: 15_000, what: 'four runs of each' })
+      await dispatcher.stop()
+      const all = await rows()
+      for (const r of all) expect(r.created_at.getTime()).toBeGreaterThanOrEqual(r.scheduled_for.getTime())
+      // After the first second (the loop's first pass may start between them): passes per fire time.
+      const later = all.filter((r) => r.scheduled_for.getTime() >= start + 1000)
+      await sql`delete from pgsched.triggers`.execute(t.db)
+      return new Set(later.map((r) => r.created_at.getTime())).size / later.length
+    }
+    expect(await passesPerFireTime(400)).toBe(0.5)
+    expect(await passesPerFireTime(0)).toBe(1)
+  })
+
   it('rejects an invalid cron expression or time zone at submit, naming it', async () => {
     await expect(client().submitJob({ type: 'x', schedule: { cron: '61 * * * *' } })).rejects.toMatchObject({
       name: 'ValidationError',

@@ -94,22 +94,25 @@ export interface TriggerClaimDueResult {
   now: Date
   /** False: another dispatcher holds the dispatch lock, and nothing was claimed. */
   held: boolean
-  /** The earliest next_fire_at of an unpaused trigger that is not due yet (null: none). */
-  nextFireAt: Date | null
+  /** The earliest next_fire_at values of unpaused triggers not due yet, earliest first (at most UPCOMING_LIMIT). */
+  upcoming: Date[]
   triggers: ClaimedTrigger[]
 }
+
+/** How many of the next fire times not due yet a claim reads (for the loop's sleep). */
+export const UPCOMING_LIMIT = 64
 
 /**
  * In one statement: takes the dispatch lock (when `exclusive`), locks up to `limit` due triggers
  * (not paused, next_fire_at ≤ now, earliest first) for the caller's transaction, skipping rows
- * another dispatcher holds, and reads when the next trigger not due yet is due, for the loop's
- * sleep. Without the dispatch lock no trigger is read, let alone locked (a one-time filter).
+ * another dispatcher holds, and reads the next fire times not due yet (UPCOMING_LIMIT, earliest
+ * first), for the loop's sleep. Without the dispatch lock no trigger is read, let alone locked (a one-time filter).
  * Served by triggers_due_idx. Requires a transaction: the locks are what makes one pass the only
  * one handling these triggers.
  */
 export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaimDueParams): Promise<TriggerClaimDueResult> {
   const now = params.now ?? null
-  const { rows } = await sql<ClaimedTriggerRow & { held: boolean; next_fire_at_after: Date | null }>`${sql.raw(PREPARE)}
+  const { rows } = await sql<ClaimedTriggerRow & { held: boolean; upcoming: Date[] }>`${sql.raw(PREPARE)}
     with pass as materialized (
       select date_trunc('milliseconds', coalesce(${now}::timestamptz, now())) as now,   -- fire times are JavaScript dates
              (not ${params.exclusive !== false}::bool or pg_try_advisory_xact_lock(${DISPATCH_LOCK_KEY.toString()}::bigint)) as held
@@ -126,20 +129,22 @@ export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaim
          for update of t skip locked
     ),
     upcoming as (
-      select min(f.next_fire_at) as next_fire_at_after
-        from pgsched.triggers f
-       where not f.paused and f.next_fire_at is not null and f.next_fire_at > (select now from pass)
+      select array(select f.next_fire_at
+                     from pgsched.triggers f
+                    where not f.paused and f.next_fire_at is not null and f.next_fire_at > (select now from pass)
+                    order by f.next_fire_at
+                    limit ${UPCOMING_LIMIT}::int) as upcoming
     )
-    select c.*, pass.now, pass.held, upcoming.next_fire_at_after
+    select c.*, pass.now, pass.held, upcoming.upcoming
       from pass
      cross join upcoming   -- one row, computed once
       left join claimed c on true
   `.execute(trx)
-  const first = rows[0] as { now: Date; held: boolean; next_fire_at_after: Date | null }
+  const first = rows[0] as { now: Date; held: boolean; upcoming: Date[] }
   return {
     now: first.now,
     held: first.held,
-    nextFireAt: first.next_fire_at_after,
+    upcoming: first.upcoming,
     triggers: rows.filter((r) => r.job_id !== null).map(toClaimedTrigger),
   }
 }
