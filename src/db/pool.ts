@@ -37,42 +37,49 @@ export interface Database {
 }
 
 export function createDb(params: CreateDbParams): Database {
+  const settings = sessionSettings(params)
   const pool = new pg.Pool({
     connectionString: params.databaseUrl,
     max: params.poolSize,
     application_name: params.applicationName ?? 'pgsched',
     connectionTimeoutMillis: 10_000,
     idleTimeoutMillis: 30_000,
+    // Runs before the pool hands a new connection out.
+    onConnect: async (client) => {
+      // pg-pool listens for errors only on idle clients. A connection terminated in the instant
+      // between a query's end and its release would emit an unhandled 'error' and crash the
+      // process; this listener keeps it alive, and the pool discards the broken client on release.
+      client.on('error', (err) => params.log?.warn({ err }, 'database connection lost'))
+      // Set after connecting, not as a startup option: that would replace PGOPTIONS or the URL's
+      // `options`. A failure is logged, and the session keeps the server's defaults.
+      if (settings) await client.query(settings).catch((err: unknown) => params.log?.warn({ err, settings }, 'could not apply session settings'))
+    },
   })
   pool.on('error', (err) => params.log?.warn({ err }, 'idle database connection lost'))
-  // pg-pool listens for errors only on idle clients. A connection terminated in the instant
-  // between a query's end and its release would emit an unhandled 'error' and crash the
-  // process; this listener keeps it alive, and the pool discards the broken client on release.
-  pool.on('connect', (client) => {
-    client.on('error', (err) => params.log?.warn({ err }, 'database connection lost'))
-    // Set after connecting, not as a startup option: that would replace PGOPTIONS or the URL's
-    // `options`. Queued first, so it runs before the query the pool hands this client out for.
-    if (params.idleInTransactionTimeoutMs !== undefined) {
-      client
-        .query(`set idle_in_transaction_session_timeout = ${Math.floor(params.idleInTransactionTimeoutMs)}`)
-        .catch((err: unknown) => params.log?.warn({ err }, 'could not set idle_in_transaction_session_timeout'))
-    }
-    if (params.genericPlans) {
-      // A generic plan is made once per connection, often when the tables are still empty (a new
-      // database, a worker started before the first jobs). With `indexPlans`, no seq scan is on
-      // offer: the plan is the index plan the statements are written for, not a scan that reads
-      // every row of a partition once the tables have filled. Nor is a hash or merge join: input
-      // arrays joined to a table probe its index row by row (a generic plan made after an ANALYZE
-      // of small tables hashed a one-row array against a full index scan of jobs: 10 ms). A seq
-      // scan that remains (a table with no usable index, e.g. waiting_workers in the insert
-      // trigger) then costs more than jit_above_cost: JIT is off, or it compiles for tens of
-      // milliseconds on a statement that runs for microseconds.
-      const indexOnly = params.indexPlans ? '; set enable_seqscan = off; set enable_hashjoin = off; set enable_mergejoin = off; set jit = off' : ''
-      client.query(`set plan_cache_mode = force_generic_plan${indexOnly}`).catch((err: unknown) => params.log?.warn({ err }, 'could not force generic plans'))
-    }
-  })
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) })
   return { db, pool }
+}
+
+/** The `set` statements a new session of the pool runs (undefined: none). */
+function sessionSettings(params: CreateDbParams): string | undefined {
+  const sets: string[] = []
+  if (params.idleInTransactionTimeoutMs !== undefined) {
+    sets.push(`set idle_in_transaction_session_timeout = ${Math.floor(params.idleInTransactionTimeoutMs)}`)
+  }
+  if (params.genericPlans) {
+    // A generic plan is made once per connection, often when the tables are still empty (a new
+    // database, a worker started before the first jobs). With `indexPlans`, no seq scan is on
+    // offer: the plan is the index plan the statements are written for, not a scan that reads
+    // every row of a partition once the tables have filled. Nor is a hash or merge join: input
+    // arrays joined to a table probe its index row by row (a generic plan made after an ANALYZE
+    // of small tables hashed a one-row array against a full index scan of jobs: 10 ms). A seq
+    // scan that remains (a table with no usable index, e.g. waiting_workers in the insert
+    // trigger) then costs more than jit_above_cost: JIT is off, or it compiles for tens of
+    // milliseconds on a statement that runs for microseconds.
+    sets.push('set plan_cache_mode = force_generic_plan')
+    if (params.indexPlans) sets.push('set enable_seqscan = off', 'set enable_hashjoin = off', 'set enable_mergejoin = off', 'set jit = off')
+  }
+  return sets.length > 0 ? sets.join('; ') : undefined
 }
 
 /**
