@@ -38,6 +38,9 @@ export interface BenchOptions {
   quick: boolean
   reps: number
   historyRows: number
+  /** The steady scenario: jobs per second over REST, and the measured window (s). */
+  steadyRate: number
+  steadySeconds: number
   /** Hash partitions of the scratch schema (as `scheduler migrate --partitions`). */
   partitions: number
   /** Scenarios to run (all when absent). */

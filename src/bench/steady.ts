@@ -43,6 +43,15 @@ export interface SteadyResult {
   postgresUs: number
   lagP50Ms: number
   lagP99Ms: number
+  /** Executions due and not claimed at the end of the window minus those at its start. */
+  backlogGrowth: number
+}
+
+/** Executions due and not claimed yet (pending, run_at passed). */
+async function dueBacklog(s: Scratch): Promise<number> {
+  const { rows } = await sql<{ n: string }>`
+    select count(*)::text as n from pgsched.executions where state = 'pending' and run_at <= now()`.execute(s.db)
+  return Number(rows[0]?.n)
 }
 
 async function dbNow(s: Scratch): Promise<Date> {
@@ -86,9 +95,11 @@ export async function measureSteady(s: Scratch, o: SteadyOptions): Promise<Stead
   await sleep(o.warmupMs)
   const meter = cpuMeter({ w1: workers[0]?.child.pid, w2: workers[1]?.child.pid, api: api?.child.pid })
   const t0 = await dbNow(s)
+  const backlogBefore = await dueBacklog(s)
   await sleep(o.windowMs)
   const cpu = meter.read()
   const t1 = await dbNow(s)
+  const backlogGrowth = (await dueBacklog(s)) - backlogBefore
   const result = await load
   if (result && (result.non2xx > 0 || result.errors > 0)) {
     throw new Error(`steady REST load: ${result.non2xx} non-2xx answers and ${result.errors} errors`)
@@ -118,6 +129,7 @@ export async function measureSteady(s: Scratch, o: SteadyOptions): Promise<Stead
     postgresUs: us(cpu.postgres),
     lagP50Ms: r.p50 ?? Number.NaN,
     lagP99Ms: r.p99 ?? Number.NaN,
+    backlogGrowth,
   }
 }
 
@@ -166,20 +178,21 @@ export async function addRecurringRows(
   add({ scenario: 'recurring', metric: 'fire time → claim p99', unit: 'ms', figure: of((r) => r.lagP99Ms) })
 }
 
-/** The steady scenario: one-time jobs over REST at 600/s (100/s with --quick) beside 200 recurring jobs. */
+/** The steady scenario: one-time jobs over REST at `steadyRate` per second beside 200 recurring jobs. */
 export async function addSteadyRows(
   s: Scratch,
-  o: { quick: boolean; reps: number; progress: (line: string) => void },
+  o: { quick: boolean; reps: number; steadyRate: number; steadySeconds: number; progress: (line: string) => void },
   spawned: (p: BenchProcess) => void,
   add: (row: Row) => void,
 ): Promise<void> {
-  const rate = o.quick ? 100 : 600
-  const what = `POST /v1/jobs at ${rate}/s + 200 recurring jobs, 1 API and 2 worker processes`
+  const rate = o.steadyRate
+  const window = o.steadySeconds === 30 ? '' : `, ${o.steadySeconds} s window`
+  const what = `POST /v1/jobs at ${rate}/s + 200 recurring jobs, 1 API and 2 worker processes${window}`
   const of = await runs(s, o, `steady: ${what}`, {
     recurringJobs: 200,
     restRate: rate,
     warmupMs: o.quick ? 3_000 : 10_000,
-    windowMs: o.quick ? 5_000 : 30_000,
+    windowMs: o.steadySeconds * 1000,
     spawned,
   })
   add({ scenario: 'steady', metric: `executions per second, ${what}`, unit: 'executions/s', figure: of((r) => r.executionsPerS) })
@@ -196,4 +209,5 @@ export async function addSteadyRows(
   add({ scenario: 'steady', metric: 'CPU in total, share of one core', unit: '%', figure: of((r) => r.apiPct + r.workersPct + r.postgresPct) })
   add({ scenario: 'steady', metric: 'due → claim p50', unit: 'ms', figure: of((r) => r.lagP50Ms) })
   add({ scenario: 'steady', metric: 'due → claim p99', unit: 'ms', figure: of((r) => r.lagP99Ms) })
+  add({ scenario: 'steady', metric: 'backlog growth over the window (due, not claimed)', unit: 'executions', figure: of((r) => r.backlogGrowth) })
 }

@@ -21,6 +21,8 @@ interface BenchFlags {
   historyRows?: string
   only?: string
   partitions?: string
+  steadyRate?: string
+  steadySeconds?: string
   docs?: boolean
 }
 
@@ -63,6 +65,8 @@ export function registerBench(program: Command): void {
     .option('--history-rows <n>', 'terminal executions written for the scale scenario (default 10000000; 20000 with --quick)')
     .option('--only <scenarios>', `comma-separated scenarios to run (${SCENARIOS.join(', ')}); docs are not rewritten`)
     .option('--partitions <n>', `hash partitions of the scratch schema (default: SCHEDULER_PARTITIONS or ${PARTITION_COUNT_DEFAULT})`)
+    .option('--steady-rate <n>', 'jobs per second the steady scenario submits over REST (default 600; 100 with --quick)')
+    .option('--steady-seconds <n>', 'measured window of the steady scenario, after 10 s of warm-up (default 30; 5 with --quick)')
     .option('--no-docs', 'do not rewrite docs/benchmarks.md after a full run')
     .action(async (flags: BenchFlags) => {
       const config = loadConfig(process.env, { 'db.partitions': flags.partitions })
@@ -77,6 +81,8 @@ export function registerBench(program: Command): void {
         quick,
         reps: positiveInt(flags.reps, 'reps', quick ? 1 : 3),
         historyRows: positiveInt(flags.historyRows, 'history-rows', quick ? 20_000 : 10_000_000),
+        steadyRate: positiveInt(flags.steadyRate, 'steady-rate', quick ? 100 : 600),
+        steadySeconds: positiveInt(flags.steadySeconds, 'steady-seconds', quick ? 5 : 30),
         partitions: config.db.partitions,
         only: only as Scenario[] | undefined,
         log: createLogger({ level: 'warn' }),
