@@ -14,6 +14,8 @@ export interface NotifierHandlers {
    */
   onWork(queues: string[], delayMs: number, priority: number | undefined, workers: string[] | undefined): void
   onCancel(executionIds: string[]): void
+  /** The connection is lost: notifications are not heard until onReconnect. */
+  onLost(): void
   onReconnect(): void
 }
 
@@ -47,6 +49,7 @@ export class Notifier {
       client.end().catch(() => undefined)
       if (this.stopped) return
       this.log.warn({ err }, 'notification connection lost; reconnecting')
+      this.handlers.onLost()
       this.scheduleReconnect()
     }
     client.on('error', lost)

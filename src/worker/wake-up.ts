@@ -38,6 +38,16 @@ export class WakeUp {
    * work at or above it notify this worker.
    */
   private listedMin: number | undefined
+  /**
+   * False when the table may not hold listedMin: the unlogged table is empty after a crash and on a
+   * promoted standby, and a worker that looked stale may have been pruned. The next update writes
+   * the listing whatever it is.
+   */
+  private listingKnown = true
+  /** The LISTEN connection is down: a listing would name a worker that cannot hear (not listed meanwhile). */
+  private deaf = false
+  /** The sign-off `deafened` started. */
+  private leaving: Promise<void> = Promise.resolve()
   private closed = false
   private wakeResolve: (() => void) | undefined
   /** A wake that arrived while the loop was busy: the next sleep returns at once. */
@@ -49,22 +59,48 @@ export class WakeUp {
     this.p = params
   }
 
-  /** Waits until woken or `ms` passes; at once if a wake came meanwhile or after `close()`. */
-  sleep(ms: number): Promise<void> {
+  /**
+   * Waits until woken or `ms` passes; at once if a wake came meanwhile or after `close()`. Resolves
+   * true when woken, false when the time ran out.
+   */
+  sleep(ms: number): Promise<boolean> {
     if (this.wakePending || this.closed) {
       this.wakePending = false
-      return Promise.resolve()
+      return Promise.resolve(true)
     }
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.wakeResolve = undefined
-        resolve()
+        resolve(false)
       }, ms)
       this.wakeResolve = () => {
         clearTimeout(timer)
         this.wakeResolve = undefined
-        resolve()
+        resolve(true)
       }
+    })
+  }
+
+  /**
+   * The LISTEN connection is lost: leaves the listing (best effort; the database may be the thing
+   * that is gone) and lists nothing until `listening()`, so no submit names a worker that cannot hear.
+   */
+  deafened(): Promise<void> {
+    this.deaf = true
+    this.listingKnown = false
+    this.leaving = workerSignOffWaiting(this.p.db, { id: this.p.workerId }).catch(() => undefined)
+    return this.leaving
+  }
+
+  /**
+   * The LISTEN connection is back: once the sign-off of `deafened` has ended, the listing is
+   * written again (the loop is woken for it).
+   */
+  listening(): Promise<void> {
+    return this.leaving.then(() => {
+      this.deaf = false
+      this.listingKnown = false
+      this.wake()
     })
   }
 
@@ -103,8 +139,9 @@ export class WakeUp {
    */
   async updateListing(backlog: boolean, bestWaiting: number | undefined): Promise<ListingChange> {
     // A worker holding work of the highest priority wants no wake-up: nothing can overtake it.
-    const desired = !backlog ? IDLE_MIN_PRIORITY : bestWaiting !== undefined && bestWaiting < PRIORITY.max ? bestWaiting + 1 : undefined
-    if (desired === this.listedMin) return 'unchanged'
+    const wanted = !backlog ? IDLE_MIN_PRIORITY : bestWaiting !== undefined && bestWaiting < PRIORITY.max ? bestWaiting + 1 : undefined
+    const desired = this.deaf ? undefined : wanted
+    if (desired === this.listedMin && this.listingKnown) return 'unchanged'
     if (this.closed) return 'changed'
     if (desired === undefined) {
       await workerSignOffWaiting(this.p.db, { id: this.p.workerId })
@@ -112,6 +149,7 @@ export class WakeUp {
       return 'refused'
     }
     this.listedMin = desired
+    this.listingKnown = true
     return 'changed'
   }
 
@@ -123,15 +161,27 @@ export class WakeUp {
    */
   async afterClaim(backlog: boolean, bestWaiting: number | undefined): Promise<void> {
     const listing = await this.updateListing(backlog, bestWaiting)
-    if (listing === 'refused') return this.sleep(SIGN_UP_RETRY_MS)
+    if (listing === 'refused') {
+      await this.sleep(SIGN_UP_RETRY_MS)
+      return
+    }
     if (backlog || listing === 'changed') return
-    return this.sleep(this.p.pollIntervalMs)
+    await this.poll()
   }
 
   /** With no room to claim: listed as holding `bestWaiting`, sleeps the poll interval or until woken. */
   async whileFull(bestWaiting: number | undefined): Promise<void> {
     await this.updateListing(true, bestWaiting)
-    return this.sleep(this.p.pollIntervalMs)
+    await this.poll()
+  }
+
+  /**
+   * Sleeps the poll interval or until woken. A poll interval without a wake-up writes the listing
+   * again at the next update: a listing lost without the LISTEN connection noticing (a pruned
+   * sign-up, an emptied table) costs at most one poll interval of wake-ups.
+   */
+  private async poll(): Promise<void> {
+    if (!(await this.sleep(this.p.pollIntervalMs))) this.listingKnown = false
   }
 
   /** No more sleeping: ends the current sleep, and later ones return at once. */

@@ -82,7 +82,9 @@ export class Worker {
         onCancel: (ids) => {
           for (const run of ids.map((id) => this.leases.get(id))) if (run) this.abort(run, new CancelledError('execution cancelled'))
         },
-        onReconnect: () => this.wakeUp.wake(),
+        // Not listed while deaf (no submit names it), listed again once it hears.
+        onLost: () => void this.wakeUp.deafened(),
+        onReconnect: () => void this.wakeUp.listening(),
       },
     })
   }

@@ -162,6 +162,27 @@ describe('wake-ups', () => {
     await waitFor(() => started.includes(third.job.id), { what: 'the third job to start once a slot is free', timeoutMs: 5_000 })
   })
 
+  it('a worker lists itself again within a poll interval when its listing is gone (the table emptied by a crash)', async () => {
+    const worker = await startWorker([defineHandler('x', async () => undefined)]) // polls every 200 ms
+    const listed = async () => (await t.db.selectFrom('pgsched.waiting_workers').select('worker_id').execute()).map((r) => r.worker_id)
+    await waitFor(async () => (await listed()).includes(worker.id), { what: 'the worker to sign up' })
+    await sql`delete from pgsched.waiting_workers`.execute(t.db)
+    await waitFor(async () => (await listed()).includes(worker.id), { what: 'the worker to sign up again', timeoutMs: 5_000 })
+  })
+
+  it('a worker whose LISTEN connection is lost lists itself again once it reconnects, and is woken by the next submit', async () => {
+    const started: string[] = []
+    const worker = await startWorker([defineHandler('x', async (ctx) => void started.push(ctx.jobId))], { pollIntervalMs: 60_000 })
+    const listed = async () => (await t.db.selectFrom('pgsched.waiting_workers').select('worker_id').execute()).map((r) => r.worker_id)
+    await waitFor(async () => (await listed()).includes(worker.id), { what: 'the worker to sign up' })
+    // What a server crash does to a worker: its LISTEN connection drops and the unlogged listing is gone.
+    await sql`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'pgsched-listen'`.execute(t.db)
+    await sql`delete from pgsched.waiting_workers`.execute(t.db)
+    await waitFor(async () => (await listed()).includes(worker.id), { what: 'the worker to sign up after reconnecting', timeoutMs: 5_000 })
+    const { job } = await client().submitJob({ type: 'x' })
+    await waitFor(() => started.includes(job.id), { what: 'the job to start without polling', timeoutMs: 5_000 })
+  })
+
   it('always announces work due later, with its delay', async () => {
     const l = await listen()
     await client().submitJob({ type: 'x', queue: 'emails', schedule: { at: new Date(Date.now() + 60_000).toISOString() } })
