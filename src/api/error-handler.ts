@@ -5,6 +5,7 @@
  *   schema validation       → 400, one detail per bad field
  *   Fastify request errors  → their 4xx (415 content type, 413 body size, bad URL, …)
  *   database unreachable    → 503, so a client retries
+ *   database read-only      → 503 (a standby, or a failover in progress)
  *   anything else           → 500 with a generic message, logged with the request id
  * Bad input never reaches the last case: it is rejected by a schema or by
  * normalizeSubmit first, and database data errors still map to a 4xx.
@@ -28,6 +29,12 @@ const STATUS_OF_CODE: Record<ErrorCode, number> = {
 
 /** Network errors and SQLSTATEs meaning "the database is not reachable right now". */
 const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', '57P01', '57P02', '57P03', '53300'])
+
+/** SQLSTATE read_only_sql_transaction: a write reached a standby or a read-only session. */
+const READ_ONLY_CODE = '25006'
+
+/** Why a read-only database answers 503 (also /readyz's reason). */
+export const READ_ONLY_MESSAGE = 'the database is read-only (a standby, or a failover in progress); retry later'
 
 /** The error body for `statusCode`. */
 export function errorBody(statusCode: number, message: string, details?: readonly ErrorDetail[]): ErrorBody {
@@ -99,6 +106,7 @@ export function errorReply(err: unknown, request: FastifyRequest, bodyLimitBytes
   if (isDatabaseUnavailable(err)) {
     return { body: errorBody(503, 'the database is not reachable; retry later'), unexpected: true }
   }
+  if (codeOf(err) === READ_ONLY_CODE) return { body: errorBody(503, READ_ONLY_MESSAGE), unexpected: false }
   if (isDatabaseDataError(err)) {
     const status = codeOf(err) === '23505' ? 409 : 400
     return { body: errorBody(status, `the database rejected a value: ${err.message}`), unexpected: false }

@@ -63,6 +63,43 @@ describe('/healthz and /readyz', () => {
   })
 })
 
+describe('a read-only database (a standby, or the window of a failover)', () => {
+  it('is not ready, and a submit answers 503 with Retry-After, not 500', async () => {
+    const key = (await createApiKey(t.db, { tenant: 'acme' })).key
+    // Every transaction of this pool starts read-only, as on a standby.
+    const url = new URL(t.url)
+    url.searchParams.set('options', '-c default_transaction_read_only=on')
+    const { db } = createDb({ databaseUrl: url.toString(), poolSize: 2 })
+    const app = buildApp({ db, log: t.log })
+    try {
+      const ready = await app.inject({ method: 'GET', url: '/readyz' })
+      expect(ready.statusCode).toBe(503)
+      expect(ready.json().message).toBe('the database is read-only (a standby, or a failover in progress); retry later')
+      const res = await app.inject({
+        method: 'POST',
+        url: '/v1/jobs',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        payload: { type: 'x' },
+      })
+      expect(res.statusCode).toBe(503)
+      expect(res.headers['retry-after']).toBe('5')
+      expect(res.json()).toEqual({
+        statusCode: 503,
+        error: 'Service Unavailable',
+        message: 'the database is read-only (a standby, or a failover in progress); retry later',
+      })
+      const { count } = await t.db
+        .selectFrom('pgsched.jobs')
+        .select((eb) => eb.fn.countAll<string>().as('count'))
+        .executeTakeFirstOrThrow()
+      expect(Number(count)).toBe(0)
+    } finally {
+      await app.close()
+      await db.destroy()
+    }
+  })
+})
+
 describe('/metrics', () => {
   it('counts requests by route and status, submitted jobs, and queue depth from the database (cached)', async () => {
     const key = (await createApiKey(t.db, { tenant: 'acme' })).key

@@ -2,16 +2,17 @@
  * Operations endpoints, without authentication (meant for load balancers
  * and Prometheus on the internal network):
  *   /healthz  the process answers
- *   /readyz   the database answers within `readyTimeoutMs` and every migration is applied (else 503)
+ *   /readyz   the database answers within `readyTimeoutMs`, accepts writes, and every migration is
+ *             applied (else 503)
  *   /metrics  Prometheus text format (metrics.ts)
  */
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Kysely } from 'kysely'
 import type { DB } from '../../db/schema.ts'
 import { pendingMigrations } from '../../db/migrate.ts'
-import { databasePing } from '../../db/queries/ops.ts'
+import { databaseWritable } from '../../db/queries/ops.ts'
 import { ErrorRef } from '../schemas/error.ts'
-import { sendError } from '../error-handler.ts'
+import { READ_ONLY_MESSAGE, sendError } from '../error-handler.ts'
 import type { ApiMetrics } from '../metrics.ts'
 
 export interface HealthRoutesDeps {
@@ -38,11 +39,12 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesDeps> = async (
       timer = setTimeout(() => resolve('timeout'), timeoutMs)
     })
     try {
-      const ping = databasePing(deps.db).then(() => 'ok' as const)
+      const ping = databaseWritable(deps.db).then((writable) => (writable ? ('ok' as const) : ('read-only' as const)))
       const outcome = await Promise.race([ping, timeout]).catch(() => 'failed' as const)
       ping.catch(() => undefined)
       if (outcome === 'timeout') return `the database did not answer within ${timeoutMs} ms`
       if (outcome === 'failed') return 'the database is not reachable'
+      if (outcome === 'read-only') return READ_ONLY_MESSAGE
       if (!migrationsCurrent) {
         const pending = await pendingMigrations(deps.db as unknown as Kysely<unknown>, deps.migrationsDir)
         if (pending.length > 0) return `migrations pending: ${pending.join(', ')}; run "scheduler migrate"`
@@ -63,7 +65,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesDeps> = async (
         operationId: 'ready',
         tags: ['ops'],
         summary: 'Readiness',
-        description: 'Ready when the database answers and every migration is applied.',
+        description: 'Ready when the database answers, accepts writes (not a standby, not read-only) and every migration is applied.',
         response: { 200: Status, 503: ErrorRef },
       },
     },

@@ -1,5 +1,5 @@
 /**
- * SQL for operations endpoints: a liveness ping and the queue depth gauge
+ * SQL for operations endpoints: a readiness ping and the queue depth gauge
  * (how many executions wait or run, per queue). Both stay cheap at scale:
  * the depth counts only pending and running rows, which the partial indexes
  * `executions_claim_idx` and `executions_lease_idx` cover.
@@ -7,9 +7,15 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 
-/** Resolves when the database answers a trivial query. */
-export async function databasePing(db: Kysely<DB>): Promise<void> {
-  await sql`select 1`.execute(db)
+/**
+ * Asks the database whether this session could write: false on a standby (in recovery), and where
+ * transactions start read-only (default_transaction_read_only, or the window of a proxy-based
+ * failover that still routes to the old primary turned standby).
+ */
+export async function databaseWritable(db: Kysely<DB>): Promise<boolean> {
+  const { rows } = await sql<{ writable: boolean }>`
+    select not pg_is_in_recovery() and current_setting('transaction_read_only') = 'off' as writable`.execute(db)
+  return rows[0]?.writable ?? false
 }
 
 export interface QueueDepth {
