@@ -3,6 +3,7 @@
  * on the DATABASE_URL server, prints the table, optionally writes JSON, and
  * (full runs) rewrites docs/benchmarks.md with the figures.
  */
+import { readFileSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Command } from 'commander'
@@ -33,6 +34,15 @@ function positiveInt(value: string | undefined, name: string, fallback: number):
   return n
 }
 
+/** docs/peers.md (the peer harness's last table, kept by hand) as a section, or nothing. */
+function sideBySide(): string {
+  try {
+    return `\n## Side by side with graphile-worker and pg-boss\n\n${readFileSync(join(packageRoot(), 'docs', 'peers.md'), 'utf8')}`
+  } catch {
+    return ''
+  }
+}
+
 function markdown(report: BenchReport, command: string): string {
   const m = report.machine
   return `# Benchmarks
@@ -46,7 +56,7 @@ machine is shared and noisy: ratios hold better than absolute numbers). What bou
 profiles and experiments behind it, is in [performance.md](performance.md).
 
 ${reportTable(report)}
-
+${sideBySide()}
 ## Claim plan with the history in place
 
 \`\`\`
