@@ -51,8 +51,10 @@ export function createDb(params: CreateDbParams): Database {
       // process; this listener keeps it alive, and the pool discards the broken client on release.
       client.on('error', (err) => params.log?.warn({ err }, 'database connection lost'))
       // Set after connecting, not as a startup option: that would replace PGOPTIONS or the URL's
-      // `options`. A failure is logged, and the session keeps the server's defaults.
-      if (settings) await client.query(settings).catch((err: unknown) => params.log?.warn({ err, settings }, 'could not apply session settings'))
+      // `options`. One at a time: a setting the server refuses is logged, the others still apply.
+      for (const setting of settings) {
+        await client.query(setting).catch((err: unknown) => params.log?.warn({ err, setting }, 'could not apply a session setting'))
+      }
     },
   })
   pool.on('error', (err) => params.log?.warn({ err }, 'idle database connection lost'))
@@ -60,8 +62,8 @@ export function createDb(params: CreateDbParams): Database {
   return { db, pool }
 }
 
-/** The `set` statements a new session of the pool runs (undefined: none). */
-function sessionSettings(params: CreateDbParams): string | undefined {
+/** The `set` statements a new session of the pool runs. */
+function sessionSettings(params: CreateDbParams): string[] {
   const sets: string[] = []
   if (params.idleInTransactionTimeoutMs !== undefined) {
     sets.push(`set idle_in_transaction_session_timeout = ${Math.floor(params.idleInTransactionTimeoutMs)}`)
@@ -79,7 +81,7 @@ function sessionSettings(params: CreateDbParams): string | undefined {
     sets.push('set plan_cache_mode = force_generic_plan')
     if (params.indexPlans) sets.push('set enable_seqscan = off', 'set enable_hashjoin = off', 'set enable_mergejoin = off', 'set jit = off')
   }
-  return sets.length > 0 ? sets.join('; ') : undefined
+  return sets
 }
 
 /**

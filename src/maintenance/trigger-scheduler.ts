@@ -183,11 +183,16 @@ export class TriggerScheduler {
     return { triggers: triggers.length, fired, misfired, dropped, due, nextFireInMs: inMs(this.nextPassAt(known)) }
   }
 
-  /** When the next pass should run: at the last of the known fire times within the window after the earliest. */
+  /**
+   * When the next pass should run: at the last of the known fire times within the window after the
+   * earliest. The window stays under half the misfire threshold, so no fire time waits for it long
+   * enough to count as missed.
+   */
   private nextPassAt(fireTimes: readonly Date[]): Date | null {
     if (fireTimes.length === 0) return null
-    const first = Math.min(...fireTimes.map((d) => d.getTime()))
-    const windowEnd = first + (this.o.windowMs ?? DISPATCH_WINDOW_MS)
+    let first = Number.POSITIVE_INFINITY
+    for (const d of fireTimes) first = Math.min(first, d.getTime())
+    const windowEnd = first + Math.min(this.o.windowMs ?? DISPATCH_WINDOW_MS, this.o.misfireThresholdMs / 2)
     let last = first
     for (const d of fireTimes) if (d.getTime() <= windowEnd && d.getTime() > last) last = d.getTime()
     return new Date(last)

@@ -71,6 +71,11 @@ export class LocalQueue<T extends Queued> {
     return this.active
   }
 
+  /** Every slot runs a handler. */
+  get slotsFull(): boolean {
+    return this.active >= this.concurrency
+  }
+
   /** Runs waiting for a slot. */
   get waiting(): number {
     return this.buffer.length

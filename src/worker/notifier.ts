@@ -65,6 +65,7 @@ export class Notifier {
       client.end().catch(() => undefined)
       if (this.stopped) return
       this.log.warn({ err }, 'could not listen for notifications; retrying')
+      this.handlers.onLost()
       this.scheduleReconnect()
       return
     }

@@ -48,6 +48,8 @@ export class WakeUp {
   private deaf = false
   /** The sign-off `deafened` started. */
   private leaving: Promise<void> = Promise.resolve()
+  /** Counts deafened/listening calls: a stale listening() or listing write sees it moved on. */
+  private generation = 0
   private closed = false
   private wakeResolve: (() => void) | undefined
   /** A wake that arrived while the loop was busy: the next sleep returns at once. */
@@ -86,18 +88,22 @@ export class WakeUp {
    * that is gone) and lists nothing until `listening()`, so no submit names a worker that cannot hear.
    */
   deafened(): Promise<void> {
+    this.generation++
     this.deaf = true
     this.listingKnown = false
+    this.listedMin = undefined // not idle: a freed slot claims (no wake-up can come)
     this.leaving = workerSignOffWaiting(this.p.db, { id: this.p.workerId }).catch(() => undefined)
     return this.leaving
   }
 
   /**
    * The LISTEN connection is back: once the sign-off of `deafened` has ended, the listing is
-   * written again (the loop is woken for it).
+   * written again (the loop is woken for it), unless the connection was lost again meanwhile.
    */
   listening(): Promise<void> {
+    const generation = ++this.generation
     return this.leaving.then(() => {
+      if (generation !== this.generation) return
       this.deaf = false
       this.listingKnown = false
       this.wake()
@@ -137,16 +143,27 @@ export class WakeUp {
    * (`backlog` false), `bestWaiting` + 1 while prefetched work waits, else not listed. After
    * `close()` it writes nothing.
    */
-  async updateListing(backlog: boolean, bestWaiting: number | undefined): Promise<ListingChange> {
-    // A worker holding work of the highest priority wants no wake-up: nothing can overtake it.
-    const wanted = !backlog ? IDLE_MIN_PRIORITY : bestWaiting !== undefined && bestWaiting < PRIORITY.max ? bestWaiting + 1 : undefined
+  async updateListing(backlog: boolean, bestWaiting: number | undefined, slotsFull = false): Promise<ListingChange> {
+    // Idle only with a slot free: a submit names one worker, and one whose slots are all running
+    // would only buffer the work while another stands idle. A worker holding work of the highest
+    // priority wants no wake-up: nothing can overtake it.
+    const wanted = !backlog && !slotsFull ? IDLE_MIN_PRIORITY : bestWaiting !== undefined && bestWaiting < PRIORITY.max ? bestWaiting + 1 : undefined
     const desired = this.deaf ? undefined : wanted
     if (desired === this.listedMin && this.listingKnown) return 'unchanged'
     if (this.closed) return 'changed'
+    const generation = this.generation
     if (desired === undefined) {
       await workerSignOffWaiting(this.p.db, { id: this.p.workerId })
     } else if (!(await workerSignUpWaiting(this.p.db, { id: this.p.workerId, queues: this.p.queues, types: this.p.types, minPriority: desired }))) {
       return 'refused'
+    }
+    if (generation !== this.generation) {
+      // Deafened (or heard again) meanwhile: this write may have landed after the sign-off of
+      // `deafened`. Leave the listing again while deaf; it is written anew once the worker hears.
+      this.listedMin = undefined
+      this.listingKnown = false
+      if (this.deaf) await workerSignOffWaiting(this.p.db, { id: this.p.workerId }).catch(() => undefined)
+      return 'changed'
     }
     this.listedMin = desired
     this.listingKnown = true
@@ -154,13 +171,13 @@ export class WakeUp {
   }
 
   /**
-   * After a claim: lists as it found (`backlog`: it filled its room), then waits as the protocol
+   * After a claim: lists as it found (`backlog`: it filled its room; `slotsFull`: every slot runs), then waits as the protocol
    * needs. A refused idle sign-up is retried after SIGN_UP_RETRY_MS; having just signed up idle,
    * it returns at once to claim again (a submit that committed before the sign-up did not notify);
    * with a backlog it returns at once; else it sleeps the poll interval or until woken.
    */
-  async afterClaim(backlog: boolean, bestWaiting: number | undefined): Promise<void> {
-    const listing = await this.updateListing(backlog, bestWaiting)
+  async afterClaim(backlog: boolean, bestWaiting: number | undefined, slotsFull = false): Promise<void> {
+    const listing = await this.updateListing(backlog, bestWaiting, slotsFull)
     if (listing === 'refused') {
       await this.sleep(SIGN_UP_RETRY_MS)
       return

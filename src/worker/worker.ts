@@ -148,7 +148,7 @@ export class Worker {
         const n = await this.runOnce()
         backlog = room > 0 && n === room
         errorDelayMs = CLAIM_RETRY_MIN_MS
-        await this.wakeUp.afterClaim(backlog, this.queue.bestWaitingPriority())
+        await this.wakeUp.afterClaim(backlog, this.queue.bestWaitingPriority(), this.queue.slotsFull)
       } catch (err: unknown) {
         this.log.warn({ err }, 'claim failed; retrying')
         await this.wakeUp.sleep(errorDelayMs)

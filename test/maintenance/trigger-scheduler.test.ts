@@ -546,7 +546,8 @@ describe('TriggerScheduler', () => {
       return new Set(later.map((r) => r.created_at.getTime())).size / later.length
     }
     expect(await passesPerFireTime(400)).toBe(0.5)
-    expect(await passesPerFireTime(0)).toBe(1)
+    // (Not exactly 1: on a loaded machine a pass that starts 200 ms late takes both.)
+    expect(await passesPerFireTime(0)).toBeGreaterThan(0.5)
   })
 
   it('rejects an invalid cron expression or time zone at submit, naming it', async () => {

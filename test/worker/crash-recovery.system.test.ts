@@ -6,7 +6,7 @@
  * The worker here polls once a minute, so only a wake-up can start a job within seconds.
  */
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { migrate } from '../../src/db/migrate.ts'
@@ -18,7 +18,8 @@ import { freePort } from '../faults/api-process.ts'
 import { waitFor } from '../wait-for.ts'
 import { outputDir } from './harness.ts'
 
-const VERSION = '15'
+/** The newest PostgreSQL installed with the Debian tools (pg_createcluster). */
+const VERSION = readdirSync('/usr/lib/postgresql').sort((a, b) => Number(b) - Number(a))[0] as string
 const CLUSTER = `crash${process.pid}`
 const log = createLogger({ level: process.env.TEST_LOG_LEVEL ?? 'silent' })
 let url = ''
@@ -43,12 +44,29 @@ async function startCluster(): Promise<void> {
   )
 }
 
+/** Drops clusters this test left behind in runs that were killed (named after a process gone since). */
+function dropLeftovers(): void {
+  for (const line of ctl('pg_lsclusters', '--no-header').split('\n')) {
+    const [version, name] = line.trim().split(/\s+/)
+    const pid = Number(/^crash(\d+)$/.exec(name ?? '')?.[1])
+    if (!version || !pid || pid === process.pid) continue
+    try {
+      process.kill(pid, 0)
+    } catch {
+      ctl('pg_dropcluster', version, name as string, '--stop')
+    }
+  }
+}
+
 beforeAll(async () => {
+  dropLeftovers()
   const port = await freePort()
   ctl('pg_createcluster', VERSION, CLUSTER, '-p', String(port), '--', '--auth=trust')
-  dataDir = `/var/lib/postgresql/${VERSION}/${CLUSTER}`
   await startCluster()
   url = `postgres://postgres@127.0.0.1:${port}/postgres`
+  const admin = createDb({ databaseUrl: url, poolSize: 1 })
+  dataDir = (await admin.pool.query<{ data_directory: string }>('show data_directory')).rows[0]?.data_directory as string
+  await admin.db.destroy()
   await migrate({ databaseUrl: url, log })
 }, 60_000)
 

@@ -83,16 +83,58 @@ describe('wake-ups', () => {
     await client().submitJob({ type: 'a', priority: 9 })
     expect(await l.before()).toEqual([{ queues: ['default'], delayMs: 0, priority: 9, workers: [id(3)] }])
 
-    // One statement of two types, another queue: one worker each.
+    // One statement, two executions of one (queue, type) and one of another queue: as many workers as
+    // executions of each.
     await signUp(5, ['other'], null)
     await client().submitJobs([{ type: 'a' }, { type: 'a' }, { type: 'c', queue: 'other' }])
     const [n] = await l.before()
     expect(n).toMatchObject({ queues: ['default', 'other'], delayMs: 0, priority: 0 })
-    expect([...((n as { workers: string[] }).workers ?? [])].sort()).toEqual([id(3), id(5)])
+    expect([...((n as { workers: string[] }).workers ?? [])].sort()).toEqual([id(3), id(4), id(5)])
 
     // No waiting worker serves the type: no wake-up at all.
     await client().submitJob({ type: 'z' })
     expect(await l.before()).toEqual([])
+  })
+
+  it('passes over a listed worker not seen for 15 s (one that died) while a live one waits', async () => {
+    const l = await listen()
+    const dead = '00000000-0000-7000-8000-000000000301'
+    const live = '00000000-0000-7000-8000-000000000302'
+    await sql`insert into pgsched.workers (id, host, pid, queues, types, concurrency, last_seen_at)
+              values (${dead}::uuid, 'h', 1, '{default}', '{x}', 1, now() - interval '1 minute'),
+                     (${live}::uuid, 'h', 2, '{default}', '{x}', 1, now())`.execute(t.db)
+    expect(await workerSignUpWaiting(t.db, { id: dead, queues: ['default'], types: ['x'] })).toBe(true) // listed longest
+    expect(await workerSignUpWaiting(t.db, { id: live, queues: ['default'], types: ['x'] })).toBe(true)
+    await client().submitJob({ type: 'x' })
+    expect(await l.before()).toEqual([{ queues: ['default'], delayMs: 0, priority: 0, workers: [live] }])
+  })
+
+  it('a worker whose every slot runs is not listed idle (a submit names one with a free slot), and lists idle once one is free', async () => {
+    const started: string[] = []
+    let release: () => void = () => undefined
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    const worker = await startWorker(
+      [
+        defineHandler('x', async (ctx) => void started.push(ctx.jobId)),
+        defineHandler('slow', async (ctx) => {
+          started.push(ctx.jobId)
+          await gate
+        }),
+      ],
+      { concurrency: 1, prefetch: 5, pollIntervalMs: 60_000 },
+    )
+    const level = async () =>
+      (await t.db.selectFrom('pgsched.waiting_workers').select('min_priority').where('worker_id', '=', worker.id).executeTakeFirst())?.min_priority
+    await waitFor(async () => (await level()) === IDLE_MIN_PRIORITY, { what: 'the worker to list idle' })
+    // A fast run first: the worker prefetches as its runs' times allow, so its claims now have room
+    // beyond its one slot, and a claim that takes one job leaves that room unfilled.
+    const { job: fast } = await client().submitJob({ type: 'x' })
+    await waitFor(() => started.includes(fast.id), { what: 'the fast job to start' })
+    const { job: slow } = await client().submitJob({ type: 'slow' })
+    await waitFor(() => started.includes(slow.id), { what: 'the slow job to start' })
+    await waitFor(async () => (await level()) === undefined, { what: 'the busy worker to leave the listing' })
+    release()
+    await waitFor(async () => (await level()) === IDLE_MIN_PRIORITY, { what: 'the worker to list idle once its slot is free' })
   })
 
   it('wakes every worker (names none) when the new work needs more than 64 of them', async () => {
@@ -118,6 +160,8 @@ describe('wake-ups', () => {
     await waitFor(async () => (await t.db.selectFrom('pgsched.waiting_workers').select('worker_id').execute()).length === 2, {
       what: 'both workers to sign up',
     })
+    // Each claims at start, then once more after signing up idle; then it sleeps.
+    await waitFor(() => claims.a >= 2 && claims.b >= 2, { what: 'the claims that follow the sign-ups' })
     const claimsOfA = claims.a
     const submitAndStart = async (type: string) => {
       const { job } = await client().submitJob({ type })
@@ -176,7 +220,8 @@ describe('wake-ups', () => {
     const listed = async () => (await t.db.selectFrom('pgsched.waiting_workers').select('worker_id').execute()).map((r) => r.worker_id)
     await waitFor(async () => (await listed()).includes(worker.id), { what: 'the worker to sign up' })
     // What a server crash does to a worker: its LISTEN connection drops and the unlogged listing is gone.
-    await sql`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'pgsched-listen'`.execute(t.db)
+    await sql`select pg_terminate_backend(pid) from pg_stat_activity
+               where application_name = 'pgsched-listen' and datname = current_database()`.execute(t.db)
     await sql`delete from pgsched.waiting_workers`.execute(t.db)
     await waitFor(async () => (await listed()).includes(worker.id), { what: 'the worker to sign up after reconnecting', timeoutMs: 5_000 })
     const { job } = await client().submitJob({ type: 'x' })

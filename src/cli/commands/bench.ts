@@ -76,7 +76,7 @@ export function registerBench(program: Command): void {
     .option('--only <scenarios>', `comma-separated scenarios to run (${SCENARIOS.join(', ')}); docs are not rewritten`)
     .option('--partitions <n>', `hash partitions of the scratch schema (default: SCHEDULER_PARTITIONS or ${PARTITION_COUNT_DEFAULT})`)
     .option('--steady-rate <n>', 'jobs per second the steady scenario submits over REST (default 600; 100 with --quick)')
-    .option('--steady-seconds <n>', 'measured window of the steady scenario, after 10 s of warm-up (default 30; 5 with --quick)')
+    .option('--steady-seconds <n>', 'measured window of the steady scenario, after a warm-up of 10 s (3 s with --quick) (default 30; 5 with --quick)')
     .option('--no-docs', 'do not rewrite docs/benchmarks.md after a full run')
     .action(async (flags: BenchFlags) => {
       const config = loadConfig(process.env, { 'db.partitions': flags.partitions })

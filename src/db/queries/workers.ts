@@ -51,7 +51,9 @@ export async function workerSignUpWaiting(
     select ${params.id}::uuid, ${[...params.queues]}::text[], ${params.types ? [...params.types] : null}::text[], ${minPriority}::int
       from handshake where ok
     on conflict (worker_id) do update
-       set queues = excluded.queues, types = excluded.types, min_priority = excluded.min_priority, since = now()
+       set queues = excluded.queues, types = excluded.types, min_priority = excluded.min_priority,
+           -- listed since: kept while the level stays (a listing written again is not a new one)
+           since = case when waiting_workers.min_priority = excluded.min_priority then waiting_workers.since else now() end
     returning true as ok`.execute(db)
   return rows.length > 0
 }
