@@ -8,6 +8,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { ConfigError, type ErrorDetail } from './errors.ts'
+import { databaseUrlProblem } from './db/database-url.ts'
 import { PARTITION_COUNT, PARTITION_COUNT_DEFAULT, QUEUE_PATTERN } from './core/names.ts'
 
 const Ms = (def: number, min: number, max: number) => Type.Integer({ default: def, minimum: min, maximum: max })
@@ -169,6 +170,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, fl
     const got = JSON.stringify(error.value)
     details.push({ path, message: `${source} must be ${describeAccepted(schemaAt(path))} (got ${got})` })
   }
+  const urlProblem = typeof (value as Config).databaseUrl === 'string' ? databaseUrlProblem((value as Config).databaseUrl as string) : undefined
+  if (urlProblem && !details.some((d) => d.path === 'databaseUrl'))
+    details.push({ path: 'databaseUrl', message: `${sourceOf.databaseUrl ?? 'DATABASE_URL'} ${urlProblem}` })
   if (details.length === 0) {
     const config = value as Config
     if (config.worker.leaseMs <= 3 * config.worker.heartbeatMs) {

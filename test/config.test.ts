@@ -60,6 +60,14 @@ describe('loadConfig', () => {
     expect(err.message).toContain('SCHEDULER_LEASE_MS (10000) must be more than 3 × SCHEDULER_HEARTBEAT_MS (5000)')
   })
 
+  it('rejects a database URL with several hosts, or one that does not parse', () => {
+    expect(errorOf(() => loadConfig({ DATABASE_URL: 'postgres://u:p,w@h1,h2:6432/db' })).message).toContain(
+      'DATABASE_URL lists several hosts (h1,h2:6432); that form is not supported yet',
+    )
+    expect(errorOf(() => loadConfig({ DATABASE_URL: 'postgresql://[::1/db' })).message).toContain('DATABASE_URL is not a valid URL')
+    expect(loadConfig({ DATABASE_URL: 'postgres://u:p,w@h1:5432/db' }).databaseUrl).toBe('postgres://u:p,w@h1:5432/db')
+  })
+
   it('rejects a malformed queue list', () => {
     const err = errorOf(() => loadConfig({ SCHEDULER_QUEUES: 'ok,bad queue' }))
     expect(err.message).toContain('SCHEDULER_QUEUES must be a comma-separated list')

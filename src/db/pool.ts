@@ -9,6 +9,8 @@ import pg from 'pg'
 import { Kysely, PostgresDialect } from 'kysely'
 import type { DB } from './schema.ts'
 import type { Logger } from '../logger.ts'
+import { ConfigError } from '../errors.ts'
+import { databaseUrlProblem } from './database-url.ts'
 
 export interface CreateDbParams {
   databaseUrl: string
@@ -37,6 +39,8 @@ export interface Database {
 }
 
 export function createDb(params: CreateDbParams): Database {
+  const problem = databaseUrlProblem(params.databaseUrl)
+  if (problem) throw new ConfigError(`database URL ${problem}`, [{ path: 'databaseUrl', message: `database URL ${problem}` }])
   const settings = sessionSettings(params)
   const pool = new pg.Pool({
     connectionString: params.databaseUrl,

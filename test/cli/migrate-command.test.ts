@@ -33,4 +33,13 @@ describe('scheduler migrate', () => {
     expect((err as { stderr: string }).stderr).toContain('DATABASE_URL must be a postgres:// or postgresql:// URL')
     expect((err as { stderr: string }).stderr).toContain('PORT must be an integer from 0 to 65535')
   })
+
+  it.each(['migrate', 'worker', 'api'])('%s exits 2 naming the problem when DATABASE_URL lists several hosts or is malformed', async (command) => {
+    const multi = await scheduler([command], { DATABASE_URL: 'postgres://h1:5432,h2:5433/db?target_session_attrs=read-write' }).catch((e: unknown) => e)
+    expect(multi).toMatchObject({ code: 2 })
+    expect((multi as { stderr: string }).stderr).toContain('DATABASE_URL lists several hosts (h1:5432,h2:5433); that form is not supported yet')
+    const malformed = await scheduler([command], { DATABASE_URL: 'postgres://[bad/db' }).catch((e: unknown) => e)
+    expect(malformed).toMatchObject({ code: 2 })
+    expect((malformed as { stderr: string }).stderr).toContain('DATABASE_URL is not a valid URL')
+  })
 })
