@@ -24,6 +24,7 @@ import type { Logger } from '../logger.ts'
 import { createAuthenticator } from './auth.ts'
 import { frameworkErrorHandler, registerErrorHandling } from './error-handler.ts'
 import { parseJsonBody } from './json-body.ts'
+import { OutageLog } from './outage.ts'
 import { createApiMetrics } from './metrics.ts'
 import { executionRoutes } from './routes/executions.ts'
 import { healthRoutes } from './routes/health.ts'
@@ -84,7 +85,8 @@ export function buildApp(deps: AppDeps) {
   // JSON only: text/plain would otherwise reach the schemas as a string instead of a 415.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody)
-  registerErrorHandling(app, { bodyLimitBytes })
+  const outages = new OutageLog(deps.log.child({ component: 'api' }))
+  registerErrorHandling(app, { bodyLimitBytes, outages })
 
   const metrics = createApiMetrics({ db: deps.db, log: deps.log, queueDepthCacheMs: deps.queueDepthCacheMs })
   const client = deps.client ?? createClient({ db: deps.db })
@@ -107,6 +109,8 @@ export function buildApp(deps: AppDeps) {
     }
     if (QUIET_ROUTES.has(route)) request.log.debug(fields, 'request completed')
     else request.log.info(fields, 'request completed')
+    // A 2xx from a route that needs the database: the database is back, if it was gone.
+    if (reply.statusCode >= 200 && reply.statusCode < 300 && (route.startsWith('/v1/') || route === '/readyz')) outages.succeeded()
   })
 
   // Shared response schemas: referenced by $id from routes, components in the OpenAPI document.

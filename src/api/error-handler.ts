@@ -6,6 +6,7 @@
  *   Fastify request errors  → their 4xx (415 content type, 413 body size, bad URL, …)
  *   database unreachable    → 503, so a client retries
  *   database read-only      → 503 (a standby, or a failover in progress)
+ *   (both logged once per outage, by OutageLog, not per request)
  *   anything else           → 500 with a generic message, logged with the request id
  * Bad input never reaches the last case: it is rejected by a schema or by
  * normalizeSubmit first, and database data errors still map to a 4xx.
@@ -15,6 +16,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { SchedulerError, type ErrorCode, type ErrorDetail } from '../errors.ts'
 import type { ErrorObject } from 'ajv'
 import type { ErrorBody } from './schemas/error.ts'
+import type { OutageLog } from './outage.ts'
 import { validationDetails } from './validation.ts'
 
 const STATUS_OF_CODE: Record<ErrorCode, number> = {
@@ -72,6 +74,8 @@ interface ErrorReply {
   body: ErrorBody
   /** Unexpected: log it with its stack. */
   unexpected: boolean
+  /** The database is unreachable or read-only: an outage, logged once (OutageLog), not per request. */
+  outage?: boolean
 }
 
 /** Maps anything thrown while handling `request` to the reply. */
@@ -104,9 +108,9 @@ export function errorReply(err: unknown, request: FastifyRequest, bodyLimitBytes
     return { body: errorBody(fe.statusCode, fe.message), unexpected: false }
   }
   if (isDatabaseUnavailable(err)) {
-    return { body: errorBody(503, 'the database is not reachable; retry later'), unexpected: true }
+    return { body: errorBody(503, 'the database is not reachable; retry later'), unexpected: false, outage: true }
   }
-  if (codeOf(err) === READ_ONLY_CODE) return { body: errorBody(503, READ_ONLY_MESSAGE), unexpected: false }
+  if (codeOf(err) === READ_ONLY_CODE) return { body: errorBody(503, READ_ONLY_MESSAGE), unexpected: false, outage: true }
   if (isDatabaseDataError(err)) {
     const status = codeOf(err) === '23505' ? 409 : 400
     return { body: errorBody(status, `the database rejected a value: ${err.message}`), unexpected: false }
@@ -119,10 +123,11 @@ export function errorReply(err: unknown, request: FastifyRequest, bodyLimitBytes
  * `frameworkErrorHandler`, passed to Fastify's `frameworkErrors` option) the
  * handler for requests Fastify rejects before routing.
  */
-export function registerErrorHandling(app: FastifyInstance, options: { bodyLimitBytes: number }): void {
+export function registerErrorHandling(app: FastifyInstance, options: { bodyLimitBytes: number; outages: OutageLog }): void {
   app.setErrorHandler((err, request, reply) => {
-    const { body, unexpected } = errorReply(err, request, options.bodyLimitBytes)
+    const { body, unexpected, outage } = errorReply(err, request, options.bodyLimitBytes)
     if (unexpected) request.log.error({ err }, 'request failed')
+    if (outage) options.outages.failed(body.message, err)
     if (body.statusCode === 401) reply.header('www-authenticate', 'Bearer realm="pgsched"')
     if (body.statusCode === 503) reply.header('retry-after', '5')
     return reply.code(body.statusCode).type('application/json; charset=utf-8').send(body)

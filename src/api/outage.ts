@@ -1,0 +1,32 @@
+/**
+ * Database outages as the API sees them: one warning when requests start failing because the
+ * database is unreachable or read-only, and one line when a request that uses it succeeds again
+ * (with the outage's length and how many requests got 503), instead of an error line per request.
+ */
+import type { Logger } from '../logger.ts'
+
+export class OutageLog {
+  private readonly log: Logger
+  private sinceMs: number | undefined
+  private answered503 = 0
+
+  constructor(log: Logger) {
+    this.log = log
+  }
+
+  /** A request got 503 because of the database (`reason`: what the reply said). */
+  failed(reason: string, err: unknown): void {
+    this.answered503++
+    if (this.sinceMs !== undefined) return
+    this.sinceMs = Date.now()
+    this.log.warn({ err }, `database unavailable: ${reason}; requests that need it get 503 until it is back`)
+  }
+
+  /** A request that used the database succeeded: ends the outage, if any. */
+  succeeded(): void {
+    if (this.sinceMs === undefined) return
+    this.log.warn({ outageMs: Date.now() - this.sinceMs, answered503: this.answered503 }, 'database available again')
+    this.sinceMs = undefined
+    this.answered503 = 0
+  }
+}
