@@ -92,7 +92,7 @@ export class WakeUp {
     this.deaf = true
     this.listingKnown = false
     this.listedMin = undefined // not idle: a freed slot claims (no wake-up can come)
-    this.leaving = workerSignOffWaiting(this.p.db, { id: this.p.workerId }).catch(() => undefined)
+    this.leaving = this.leaveListing()
     return this.leaving
   }
 
@@ -114,6 +114,11 @@ export class WakeUp {
   wake(): void {
     if (this.wakeResolve) this.wakeResolve()
     else this.wakePending = true
+  }
+
+  /** Deletes the listing, best effort (the database may be the thing that is gone). */
+  private leaveListing(): Promise<void> {
+    return workerSignOffWaiting(this.p.db, { id: this.p.workerId }).catch(() => undefined)
   }
 
   /**
@@ -162,7 +167,7 @@ export class WakeUp {
       // `deafened`. Leave the listing again while deaf; it is written anew once the worker hears.
       this.listedMin = undefined
       this.listingKnown = false
-      if (this.deaf) await workerSignOffWaiting(this.p.db, { id: this.p.workerId }).catch(() => undefined)
+      if (this.deaf) await this.leaveListing()
       return 'changed'
     }
     this.listedMin = desired
@@ -212,6 +217,6 @@ export class WakeUp {
     clearTimeout(this.wakeTimer)
     if (this.listedMin === undefined) return
     this.listedMin = undefined
-    await workerSignOffWaiting(this.p.db, { id: this.p.workerId }).catch(() => undefined)
+    await this.leaveListing()
   }
 }
