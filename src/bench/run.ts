@@ -12,25 +12,25 @@
 import { performance } from 'node:perf_hooks'
 import { sql } from 'kysely'
 import { createClient } from '../client.ts'
-import { createApiKey } from '../api/auth.ts'
 import type { Logger } from '../logger.ts'
+import { cpuMeter } from './cpu.ts'
 import { monotonicMs, type ProbeMessage } from './handlers.ts'
 import {
   afterAutovacuum,
   dbNow,
   dbThroughput,
   explainClaim,
-  freePort,
   drainWithBareLoop,
   machineDescription,
   serverDescription,
   waitUntilDrained,
   writeHistory,
 } from './probes.ts'
-import { loadAutocannon, spawnApi, spawnWorker, type BenchProcess } from './processes.ts'
+import { loadAutocannon, spawnWorker, type BenchProcess } from './processes.ts'
 import { change, format, type BenchReport, type Row } from './report.ts'
 import { createScratch, insertJobs, type Scratch } from './scratch.ts'
 import { addRecurringRows, addSteadyRows } from './steady.ts'
+import { addSubmitRows } from './submit.ts'
 import { figure, quantile, type Figure } from './stats.ts'
 
 export interface BenchOptions {
@@ -106,31 +106,40 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       submit: typeof submitMany,
       prepare: () => Promise<void>,
       processes = 1,
-    ): Promise<{ jobsPerS: number; peakRssMb: number }> => {
+    ): Promise<{ jobsPerS: number; peakRssMb: number; workerUs: number; postgresUs: number }> => {
       await prepare()
       await insertJobs(on.db, submit, N)
       const since = await dbNow(on.db)
       const workers = Array.from({ length: processes }, () => track(spawnWorker({ databaseUrl: on.url, concurrency: 100 })))
       try {
         await Promise.all(workers.map((w) => w.ready))
+        // CPU from the moment every worker is ready until the queue is empty, per job burnt down.
+        const meter = cpuMeter(Object.fromEntries(workers.map((w, i) => [`w${i}`, w.child.pid])))
         await waitUntilDrained(on, 600_000)
-        return { jobsPerS: await dbThroughput(on, since), peakRssMb: workers[0]?.peakRssMb() ?? Number.NaN }
+        const cpu = meter.read()
+        const workerS = Object.values(cpu.processes).reduce((a, b) => a + b, 0)
+        return {
+          jobsPerS: await dbThroughput(on, since),
+          peakRssMb: workers[0]?.peakRssMb() ?? Number.NaN,
+          workerUs: (workerS / N) * 1e6,
+          postgresUs: (cpu.postgres / N) * 1e6,
+        }
       } finally {
         await Promise.all(workers.map((w) => w.stop()))
       }
     }
-    const burnDown = async (processes: number, label: string): Promise<Figure> => {
-      const runs: number[] = []
+    const burnDown = async (processes: number, label: string): Promise<{ f: Figure; workerUs: Figure; postgresUs: Figure }> => {
+      const runs: Array<{ jobsPerS: number; workerUs: number; postgresUs: number }> = []
       for (const l of reps(label)) {
         o.progress(l)
         const run = await burnDownOnce(s, submitMany, () => s.reset(), processes)
-        runs.push(run.jobsPerS)
+        runs.push(run)
         if (processes === 1) workerRss = Math.max(Number.isNaN(workerRss) ? 0 : workerRss, run.peakRssMb)
       }
-      return figure(runs)
+      return { f: figure(runs.map((r) => r.jobsPerS)), workerUs: figure(runs.map((r) => r.workerUs)), postgresUs: figure(runs.map((r) => r.postgresUs)) }
     }
     for (const processes of want('burn-down') || want('memory') ? [1, 2] : []) {
-      const f = await burnDown(processes, `burn-down ${processes} process(es)`)
+      const { f, workerUs, postgresUs } = await burnDown(processes, `burn-down ${processes} process(es)`)
       add({
         scenario: 'burn-down',
         metric: `${N.toLocaleString('en-US')} no-op jobs, ${processes} worker process${processes > 1 ? 'es' : ''} × concurrency 100`,
@@ -139,75 +148,17 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         ofCeiling: f.median / ceiling,
         target: processes === 1 ? '≥ 45,000 and ≥ 80 % of ceiling' : '≥ 60,000',
       })
+      const what = `burn-down, ${processes} worker process${processes > 1 ? 'es' : ''}`
+      add({ scenario: 'burn-down', metric: `CPU per job, ${what}: worker${processes > 1 ? 's' : ''}`, unit: 'µs', figure: workerUs })
+      add({ scenario: 'burn-down', metric: `CPU per job, ${what}: PostgreSQL`, unit: 'µs', figure: postgresUs })
     }
 
     // 3. submit
-    if (want('submit')) {
-      const runs: number[] = []
-      for (const l of reps('submit batch')) {
-        o.progress(l)
-        await s.reset()
-        const t0 = performance.now()
-        for (let done = 0; done < N; done += 10_000) {
-          await client.submitJobs(Array.from({ length: Math.min(10_000, N - done) }, () => ({ type: 'bench.noop' })))
-        }
-        runs.push(N / ((performance.now() - t0) / 1000))
-      }
-      add({
-        scenario: 'submit',
-        metric: `batch from TypeScript (${N.toLocaleString('en-US')} jobs, 10,000 per call)`,
-        unit: 'jobs/s',
-        figure: figure(runs),
-        target: '≥ 120,000',
-      })
-    }
-    if (want('submit')) {
-      const runs: number[] = []
-      const perCaller = o.quick ? 250 : 1_000
-      for (const l of reps('submit single ×8')) {
-        o.progress(l)
-        await s.reset()
-        const t0 = performance.now()
-        await Promise.all(
-          Array.from({ length: 8 }, async () => {
-            for (let i = 0; i < perCaller; i++) await client.submitJob({ type: 'bench.noop' })
-          }),
-        )
-        runs.push((8 * perCaller) / ((performance.now() - t0) / 1000))
-      }
-      add({ scenario: 'submit', metric: 'single submitJob from TypeScript, 8 concurrent callers', unit: 'jobs/s', figure: figure(runs), target: '≥ 4,000' })
-    }
-    let apiRss = Number.NaN
-    if (want('submit') || want('memory')) {
-      const runs: number[] = []
-      const p99s: number[] = []
-      const key = await createApiKey(s.db, { tenant: 'bench', name: 'bench' })
-      for (const l of reps('submit REST ×32')) {
-        o.progress(l)
-        await s.reset()
-        const port = await freePort()
-        const api = track(spawnApi({ databaseUrl: s.url, port }))
-        await api.ready
-        if (!loadTest) throw new Error('the REST scenario ran without its load generator')
-        const result = await loadTest({
-          url: `http://127.0.0.1:${port}/v1/jobs`,
-          method: 'POST',
-          connections: 32,
-          duration: o.quick ? 2 : 8,
-          headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ type: 'bench.noop', payload: { n: 1 } }),
-        })
-        if (result.non2xx > 0 || result.errors > 0) {
-          throw new Error(`REST submit: ${result.non2xx} non-2xx answers and ${result.errors} errors`)
-        }
-        runs.push(result.requests.average)
-        p99s.push(result.latency.p99)
-        apiRss = Math.max(Number.isNaN(apiRss) ? 0 : apiRss, api.peakRssMb())
-        await api.stop()
-      }
-      add({ scenario: 'submit', metric: 'POST /v1/jobs, one API process, 32 connections', unit: 'jobs/s', figure: figure(runs), target: '≥ 4,000' })
-      add({ scenario: 'submit', metric: 'POST /v1/jobs p99 latency', unit: 'ms', figure: figure(p99s), target: '< 50' })
-    }
+    const apiRss = await addSubmitRows({
+      ...{ s, client, n: N, quick: o.quick, reps, add, loadTest, track, progress: o.progress },
+      batch: want('submit'),
+      rest: want('submit') || want('memory'),
+    })
 
     // 4. latency
     const latency = async (

@@ -23,6 +23,17 @@ describe('scheduler bench --quick', () => {
     expect([...scenarios].sort()).toEqual(['burn-down', 'ceiling', 'latency', 'memory', 'priority', 'recurring', 'scale', 'steady', 'submit'])
     for (const row of report.rows.filter((r) => r.scenario !== 'memory')) expect(Number.isFinite(row.figure.median)).toBe(true)
     expect(report.rows.find((r) => r.scenario === 'burn-down')?.ofCeiling).toBeGreaterThan(0)
+    // CPU per job, split between Node.js and PostgreSQL, for the burn-down and the batch submit
+    const cpuRows = report.rows.filter((r) => r.metric.startsWith('CPU per job'))
+    expect(cpuRows.map((r) => `${r.scenario}: ${r.metric.replace(/.*: /, '')}`).sort()).toEqual([
+      'burn-down: PostgreSQL',
+      'burn-down: PostgreSQL',
+      'burn-down: worker',
+      'burn-down: workers',
+      'submit: PostgreSQL',
+      'submit: the submitting process',
+    ])
+    for (const row of cpuRows) expect(row.figure.median).toBeGreaterThan(0)
     expect(report.explain).toContain('Merge Append') // the claim index returns rows in priority order
     expect(report.explain).toContain('queue_priority_run_at_id_idx')
     expect(stdout).toContain('| scenario | measure | median |')
