@@ -16,7 +16,7 @@ describe('scheduler bench --quick', () => {
       maxBuffer: 10 * 1024 * 1024,
     })
     const report = JSON.parse(readFileSync(out, 'utf8')) as {
-      rows: Array<{ scenario: string; figure: { median: number }; ofCeiling?: number }>
+      rows: Array<{ scenario: string; metric: string; figure: { median: number }; ofCeiling?: number }>
       explain: string
     }
     const scenarios = new Set(report.rows.map((r) => r.scenario))
