@@ -5,6 +5,7 @@
  */
 import type { Config } from './config.ts'
 import type { Logger } from './logger.ts'
+import { quietDuringOutages } from './db/outage.ts'
 import { createDb, type Database } from './db/pool.ts'
 import { HandlerRegistry, type Handler } from './worker/handlers.ts'
 import { httpHandler } from './worker/http-handler.ts'
@@ -33,8 +34,12 @@ export interface CreateWorkerSystemParams {
 }
 
 export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSystem {
-  const { config, log } = params
+  const { config } = params
   const w = config.worker
+  // An outage is logged in two lines (gone, back), not once per retry of every loop.
+  const quiet = quietDuringOutages(params.log)
+  const { log } = quiet
+  const onConnected = quiet.answered
   // The worker's statements (the hot path: claim, heartbeat, outcome writes) on one pool, the reaper,
   // dispatcher and pruner on a small one; both plan each prepared statement once per connection.
   const hot = createDb({
@@ -42,6 +47,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     poolSize: config.db.poolSize,
     applicationName: 'pgsched-worker',
     log,
+    onConnected,
     genericPlans: true,
     indexPlans: true,
   })
@@ -50,6 +56,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     poolSize: MAINTENANCE_POOL_SIZE,
     applicationName: 'pgsched-worker-maintenance',
     log,
+    onConnected,
     genericPlans: true,
     indexPlans: true,
     // A dispatcher pass holds the dispatch lock for its transaction: if its process freezes or its

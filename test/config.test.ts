@@ -60,11 +60,16 @@ describe('loadConfig', () => {
     expect(err.message).toContain('SCHEDULER_LEASE_MS (10000) must be more than 3 × SCHEDULER_HEARTBEAT_MS (5000)')
   })
 
-  it('rejects a database URL with several hosts, or one that does not parse', () => {
-    expect(errorOf(() => loadConfig({ DATABASE_URL: 'postgres://u:p,w@h1,h2:6432/db' })).message).toContain(
-      'DATABASE_URL lists several hosts (h1,h2:6432); that form is not supported yet',
+  it('accepts a database URL with several hosts, and rejects one that does not parse or cannot write', () => {
+    expect(loadConfig({ DATABASE_URL: 'postgres://u:p,w@h1,h2:6432/db' }).databaseUrl).toBe('postgres://u:p,w@h1,h2:6432/db')
+    expect(errorOf(() => loadConfig({ DATABASE_URL: 'postgres://h1:5432,:6432/db' })).message).toContain(
+      'DATABASE_URL has a host ":6432" that is not host[:port] (hosts: h1:5432,:6432)',
     )
-    expect(errorOf(() => loadConfig({ DATABASE_URL: 'postgresql://[::1/db' })).message).toContain('DATABASE_URL is not a valid URL')
+    expect(errorOf(() => loadConfig({ DATABASE_URL: 'postgres://h1,h2/db?target_session_attrs=standby' })).message).toContain(
+      'DATABASE_URL has target_session_attrs=standby; pgsched writes',
+    )
+    expect(errorOf(() => loadConfig({ DATABASE_URL: 'postgresql://[::1/db' })).message).toContain('DATABASE_URL has a host')
+    expect(errorOf(() => loadConfig({ DATABASE_URL: 'postgresql://h 1/db' })).message).toContain('DATABASE_URL is not a valid URL')
     expect(loadConfig({ DATABASE_URL: 'postgres://u:p,w@h1:5432/db' }).databaseUrl).toBe('postgres://u:p,w@h1:5432/db')
   })
 

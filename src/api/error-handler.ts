@@ -16,6 +16,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { SchedulerError, type ErrorCode, type ErrorDetail } from '../errors.ts'
 import type { ErrorObject } from 'ajv'
 import type { ErrorBody } from './schemas/error.ts'
+import { isDatabaseUnreachable, READ_ONLY_CODE } from '../db/outage.ts'
 import type { OutageLog } from './outage.ts'
 import { validationDetails } from './validation.ts'
 
@@ -28,12 +29,6 @@ const STATUS_OF_CODE: Record<ErrorCode, number> = {
   result_too_large: 413,
   config_invalid: 500,
 }
-
-/** Network errors and SQLSTATEs meaning "the database is not reachable right now". */
-const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', '57P01', '57P02', '57P03', '53300'])
-
-/** SQLSTATE read_only_sql_transaction: a write reached a standby or a read-only session. */
-const READ_ONLY_CODE = '25006'
 
 /** Why a read-only database answers 503 (also /readyz's reason). */
 export const READ_ONLY_MESSAGE = 'the database is read-only (a standby, or a failover in progress); retry later'
@@ -56,12 +51,6 @@ export function sendError(reply: FastifyReply, statusCode: number, message: stri
 function codeOf(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code
   return typeof code === 'string' ? code : undefined
-}
-
-function isDatabaseUnavailable(err: Error): boolean {
-  const code = codeOf(err)
-  if (code && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true
-  return /timeout exceeded when trying to connect|Connection terminated/i.test(err.message)
 }
 
 /** A PostgreSQL error caused by the data sent (class 22 data exception, 23 integrity violation). */
@@ -107,7 +96,7 @@ export function errorReply(err: unknown, request: FastifyRequest, bodyLimitBytes
   if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
     return { body: errorBody(fe.statusCode, fe.message), unexpected: false }
   }
-  if (isDatabaseUnavailable(err)) {
+  if (isDatabaseUnreachable(err)) {
     return { body: errorBody(503, 'the database is not reachable; retry later'), unexpected: false, outage: true }
   }
   if (codeOf(err) === READ_ONLY_CODE) return { body: errorBody(503, READ_ONLY_MESSAGE), unexpected: false, outage: true }

@@ -1,19 +1,89 @@
-/** Checks of a database URL before the driver sees it (config and createDb). */
-
 /**
- * What is wrong with a database URL the `pg` driver would take (undefined: nothing). Several hosts
- * (`postgres://h1:5432,h2:5432/db?target_session_attrs=read-write`, as pg_auto_failover and Patroni
- * hand out) are not supported: the driver would fail on every query with "Invalid URL".
+ * Database URLs: checked before the driver sees them (config and createDb), and split into hosts.
+ *
+ * A URL may list several hosts, in the libpq form that pg_auto_failover and Patroni hand to
+ * applications: `postgres://user@h1:5432,h2:5433/db?target_session_attrs=read-write`. The `pg`
+ * driver takes one host, so each host gets a URL of its own (see hosts.ts for the search).
+ * `target_session_attrs`: `read-write` (or `primary`) keeps a connection only to a server that
+ * accepts writes; `any` takes the first that answers. With several hosts the default is
+ * `read-write`, since every pgsched process writes; with one host, `any` (libpq's default).
  */
-export function databaseUrlProblem(url: string): string | undefined {
-  const authority = /^postgres(?:ql)?:\/\/(?:[^@/?#]*@)?([^/?#]*)/.exec(url)?.[1] ?? ''
-  if (authority.includes(',')) {
-    return `lists several hosts (${authority}); that form is not supported yet: give the primary's address, or that of a proxy or service that always reaches the primary`
+
+/** One host of a database URL. */
+export interface DatabaseHost {
+  host: string
+  port: number
+}
+
+export interface ParsedDatabaseUrl {
+  hosts: DatabaseHost[]
+  /** Only a server that accepts writes (not in recovery, not read-only) is kept. */
+  readWrite: boolean
+  /** The URL of host `i`: the same user, database and parameters, that one host only. */
+  urlFor(i: number): string
+}
+
+const URL_SHAPE = /^(postgres(?:ql)?:\/\/)([^@/?#]*@)?([^/?#]*)(.*)$/s
+const SUPPORTED_ATTRS = new Set(['any', 'read-write', 'primary'])
+
+/** A database URL that cannot be used; the message completes "database URL …". */
+export class DatabaseUrlError extends Error {}
+
+/** Splits a database URL into its hosts; throws DatabaseUrlError naming what is wrong. */
+export function parseDatabaseUrl(url: string): ParsedDatabaseUrl {
+  const shape = URL_SHAPE.exec(url)
+  if (!shape) {
+    // Not postgres://…: leave it to the driver when it parses (e.g. a socket path given another way).
+    checkParses(url)
+    return { hosts: [], readWrite: false, urlFor: () => url }
   }
+  const [, scheme, userInfo = '', authority = '', rest = ''] = shape
+  const hosts = authority === '' ? [] : authority.split(',').map((h) => parseHost(h, authority))
+  const queryStart = rest.indexOf('?')
+  const fragmentStart = rest.indexOf('#')
+  const path = queryStart === -1 ? rest : rest.slice(0, queryStart)
+  const query = new URLSearchParams(queryStart === -1 ? '' : rest.slice(queryStart + 1, fragmentStart === -1 ? undefined : fragmentStart))
+  const attrs = query.get('target_session_attrs')
+  if (attrs !== null && !SUPPORTED_ATTRS.has(attrs)) {
+    throw new DatabaseUrlError(`has target_session_attrs=${attrs}; pgsched writes, so only read-write (or primary) and any are supported`)
+  }
+  query.delete('target_session_attrs')
+  const readWrite = attrs === null ? hosts.length > 1 : attrs !== 'any'
+  const search = query.toString()
+  const urlFor = (i: number) => {
+    const h = hosts[i]
+    const authorityOf = h === undefined ? '' : `${h.host.includes(':') ? `[${h.host}]` : h.host}:${h.port}`
+    return `${scheme}${userInfo}${authorityOf}${path}${search === '' ? '' : `?${search}`}`
+  }
+  for (let i = 0; i < Math.max(1, hosts.length); i++) checkParses(urlFor(i))
+  return { hosts, readWrite, urlFor }
+}
+
+function parseHost(text: string, authority: string): DatabaseHost {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]*))(?::(\d*))?$/.exec(text)
+  const host = m?.[1] ?? m?.[2] ?? ''
+  const port = m?.[3] ? Number(m[3]) : 5432
+  if (!m || host === '' || !(port >= 1 && port <= 65535)) {
+    throw new DatabaseUrlError(`has a host "${text}" that is not host[:port] (hosts: ${authority})`)
+  }
+  return { host: decodeURIComponent(host), port }
+}
+
+function checkParses(url: string): void {
   try {
     new URL(url)
   } catch {
-    return 'is not a valid URL (postgres://user:password@host:port/database; percent-encode special characters in the password)'
+    throw new DatabaseUrlError('is not a valid URL (postgres://user:password@host:port/database; percent-encode special characters in the password)')
   }
-  return undefined
+}
+
+/** What is wrong with a database URL (undefined: nothing). */
+export function databaseUrlProblem(url: string): string | undefined {
+  try {
+    parseDatabaseUrl(url)
+    return undefined
+  } catch (err: unknown) {
+    if (err instanceof DatabaseUrlError) return err.message
+    throw err
+  }
 }

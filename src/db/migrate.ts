@@ -10,6 +10,7 @@
 import { readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import pg from 'pg'
+import { pgConnection } from './hosts.ts'
 import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider } from 'kysely'
 import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
@@ -61,7 +62,8 @@ export interface MigrateResult {
  */
 export async function migrate(params: MigrateParams): Promise<MigrateResult> {
   // One connection: the advisory lock, the setting and the migrations share a session.
-  const pool = new pg.Pool({ connectionString: params.databaseUrl, max: 1, application_name: 'pgsched-migrate' })
+  const { Client, config } = pgConnection(params.databaseUrl, { application_name: 'pgsched-migrate' })
+  const pool = new pg.Pool({ ...config, Client, max: 1 })
   const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) })
   try {
     await sql`select pg_advisory_lock(${MIGRATE_LOCK_KEY}::bigint)`.execute(db)

@@ -11,6 +11,7 @@ import type { DB } from './schema.ts'
 import type { Logger } from '../logger.ts'
 import { ConfigError } from '../errors.ts'
 import { databaseUrlProblem } from './database-url.ts'
+import { pgConnection } from './hosts.ts'
 
 export interface CreateDbParams {
   databaseUrl: string
@@ -29,6 +30,8 @@ export interface CreateDbParams {
    * JIT off (see createDb). For pools whose every statement is an index lookup.
    */
   indexPlans?: boolean
+  /** Called each time a new connection is ready (the database answers). */
+  onConnected?: () => void
   /** Sessions run with `idle_in_transaction_session_timeout` set to this (ms). */
   idleInTransactionTimeoutMs?: number
 }
@@ -42,11 +45,11 @@ export function createDb(params: CreateDbParams): Database {
   const problem = databaseUrlProblem(params.databaseUrl)
   if (problem) throw new ConfigError(`database URL ${problem}`, [{ path: 'databaseUrl', message: `database URL ${problem}` }])
   const settings = sessionSettings(params)
+  const { Client, config } = pgConnection(params.databaseUrl, { application_name: params.applicationName ?? 'pgsched', connectionTimeoutMillis: 10_000 })
   const pool = new pg.Pool({
-    connectionString: params.databaseUrl,
+    ...config,
+    Client,
     max: params.poolSize,
-    application_name: params.applicationName ?? 'pgsched',
-    connectionTimeoutMillis: 10_000,
     idleTimeoutMillis: 30_000,
     // Runs before the pool hands a new connection out.
     onConnect: async (client) => {
@@ -59,6 +62,7 @@ export function createDb(params: CreateDbParams): Database {
       for (const setting of settings) {
         await client.query(setting).catch((err: unknown) => params.log?.warn({ err, setting }, 'could not apply a session setting'))
       }
+      params.onConnected?.()
     },
   })
   pool.on('error', (err) => params.log?.warn({ err }, 'idle database connection lost'))

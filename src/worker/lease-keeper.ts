@@ -140,7 +140,7 @@ export class LeaseKeeper {
     } catch (err: unknown) {
       this.failures++
       this.p.log.warn({ err, failures: this.failures }, 'heartbeat failed')
-      if (this.failures >= this.p.maxHeartbeatFailures) {
+      if (this.failures >= this.p.maxHeartbeatFailures && this.leases.size > 0) {
         this.p.log.error({ count: this.leases.size }, 'database unreachable: aborting every handler before its lease expires')
         for (const h of [...this.leases.values()]) this.p.onLost(h, new LeaseLostError('database unreachable: lease cannot be renewed'))
       }

@@ -4,7 +4,8 @@
  * the connection it reconnects with exponential backoff and reports
  * `onReconnect`, since notifications sent meanwhile are gone.
  */
-import pg from 'pg'
+import type pg from 'pg'
+import { pgConnection } from '../db/hosts.ts'
 import type { Logger } from '../logger.ts'
 
 export interface NotifierHandlers {
@@ -41,7 +42,8 @@ export class Notifier {
 
   private async connect(isReconnect: boolean): Promise<void> {
     if (this.stopped) return
-    const client = new pg.Client({ connectionString: this.databaseUrl, application_name: 'pgsched-listen' })
+    const { Client, config } = pgConnection(this.databaseUrl, { application_name: 'pgsched-listen' })
+    const client = new Client(config)
     const lost = (err?: Error) => {
       if (this.client !== client) return
       this.client = undefined

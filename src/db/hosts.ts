@@ -1,0 +1,139 @@
+/**
+ * Connections that follow a failover. For a URL with several hosts, or with
+ * `target_session_attrs=read-write`, connections come from a `pg.Client` subclass that picks its
+ * host when it connects:
+ * - the host that last took a connection is tried directly; with read-write, every session is
+ *   then checked (`pg_is_in_recovery()`, `transaction_read_only`) and refused if it cannot write;
+ * - once that host fails (a connection refused or lost, or a read-only session), the next
+ *   connection searches again: each host in the URL's order is asked over a short-lived connection,
+ *   and the first that accepts writes is taken.
+ * So the pools, and the LISTEN connection, follow a promotion by themselves: the connections to the
+ * old primary break, and the next ones find the new one. A connection made during the search's
+ * failure answers with an error whose code is 08001 (unable to establish a connection), which
+ * the API maps to 503 and the worker retries. A single-host URL without target_session_attrs
+ * connects as `pg` always does.
+ */
+import pg from 'pg'
+import { parseDatabaseUrl, type ParsedDatabaseUrl } from './database-url.ts'
+
+/** The driver settings for a database URL: the Client class to use and its config. */
+export interface PgConnection {
+  Client: typeof pg.Client
+  config: pg.ClientConfig
+}
+
+/** Where to connect for `databaseUrl`, with `extra` settings (application_name, timeouts…). */
+export function pgConnection(databaseUrl: string, extra: pg.ClientConfig = {}): PgConnection {
+  const parsed = parseDatabaseUrl(databaseUrl)
+  if (parsed.hosts.length <= 1 && !parsed.readWrite) return { Client: pg.Client, config: { ...extra, connectionString: databaseUrl } }
+  return { Client: hostSearchingClient(databaseUrl, parsed), config: { ...extra, connectionString: parsed.urlFor(0) } }
+}
+
+/** How long the search waits for one host to answer. */
+const PROBE_TIMEOUT_MS = 5_000
+
+/** Per URL (shared by every pool of the process): the host that last took a connection. */
+const chosen = new Map<string, number | undefined>()
+
+/** The session check: in recovery (a standby) or read-only means no writes. */
+const WRITABLE_SQL = "select not pg_is_in_recovery() and current_setting('transaction_read_only') = 'off' as writable"
+
+/** An error for a connection that cannot be made now; code 08001 marks it as unavailability. */
+function unavailable(message: string): Error {
+  return Object.assign(new Error(message), { code: '08001' })
+}
+
+function hostSearchingClient(databaseUrl: string, parsed: ParsedDatabaseUrl): typeof pg.Client {
+  const name = (i: number) => `${parsed.hosts[i]?.host}:${parsed.hosts[i]?.port}`
+
+  /** Asks each host in turn; returns the first that accepts writes (or answers, without read-write). */
+  async function search(config: pg.ClientConfig): Promise<number> {
+    const why: string[] = []
+    for (let i = 0; i < parsed.hosts.length; i++) {
+      const probe = new pg.Client({
+        ...config,
+        connectionString: parsed.urlFor(i),
+        connectionTimeoutMillis: Math.min(config.connectionTimeoutMillis || PROBE_TIMEOUT_MS, PROBE_TIMEOUT_MS),
+      })
+      probe.on('error', () => undefined)
+      try {
+        await probe.connect()
+        if (!parsed.readWrite) return i
+        const { rows } = await probe.query<{ writable: boolean }>(WRITABLE_SQL)
+        if (rows[0]?.writable) return i
+        why.push(`${name(i)} is read-only (a standby?)`)
+      } catch (err: unknown) {
+        why.push(`${name(i)}: ${(err as Error).message}`)
+      } finally {
+        await probe.end().catch(() => undefined)
+      }
+    }
+    const wanted = parsed.readWrite ? 'accepts writes' : 'answers'
+    throw unavailable(`no host of the database URL ${wanted} (${why.join('; ')})`)
+  }
+
+  return class HostSearchingClient extends pg.Client {
+    private readonly config: pg.ClientConfig
+    private hostIndex: number | undefined
+    private closing = false
+
+    constructor(config?: string | pg.ClientConfig) {
+      const c: pg.ClientConfig = typeof config === 'string' ? { connectionString: config } : { ...config }
+      super(c)
+      this.config = c
+      // A connection that breaks without being closed on purpose sends the next one searching.
+      this.once('end', () => {
+        if (!this.closing) this.forget()
+      })
+    }
+
+    private forget(): void {
+      if (this.hostIndex !== undefined && chosen.get(databaseUrl) === this.hostIndex) chosen.delete(databaseUrl)
+    }
+
+    private async open(): Promise<void> {
+      let i = chosen.get(databaseUrl)
+      if (i === undefined) i = await search(this.config)
+      this.hostIndex = i
+      const target = new pg.Client({ connectionString: parsed.urlFor(i) })
+      // The constructor resolved the first host; point this client at the chosen one.
+      Object.assign((this as unknown as { connectionParameters: object }).connectionParameters, { host: target.host, port: target.port })
+      Object.assign(this, { host: target.host, port: target.port })
+      try {
+        await super.connect()
+      } catch (err: unknown) {
+        this.forget()
+        throw err
+      }
+      if (parsed.readWrite) {
+        const { rows } = await this.query<{ writable: boolean }>(WRITABLE_SQL)
+        if (!rows[0]?.writable) {
+          this.forget()
+          await this.end().catch(() => undefined)
+          throw unavailable(`${name(i)} no longer accepts writes (a failover?); the next connection searches the other hosts`)
+        }
+      }
+      chosen.set(databaseUrl, i)
+    }
+
+    override connect(): Promise<pg.Client>
+    override connect(callback: (err: Error) => void): void
+    override connect(callback?: (err: Error) => void): Promise<pg.Client> | undefined {
+      const opened = this.open()
+      if (callback) {
+        opened.then(() => callback(undefined as unknown as Error), callback)
+        return undefined
+      }
+      return opened.then(() => this)
+    }
+
+    override end(): Promise<void>
+    override end(callback: (err: Error) => void): void
+    override end(callback?: (err: Error) => void): Promise<void> | undefined {
+      this.closing = true
+      if (!callback) return super.end()
+      super.end(callback)
+      return undefined
+    }
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * Database outages: which errors mean "the database cannot be used right now" (unreachable,
+ * shutting down, starting up, read-only, no host of a multi-host URL accepting writes), and a
+ * logger for background processes that reports an outage in two lines instead of one per retry.
+ *
+ * `quietDuringOutages(log)` wraps a logger (and every child made from it): the first warning or
+ * error whose `err` is such an error is logged, with "database unavailable" and the retry promise;
+ * later ones are counted, not written, until `answered()` is called (a connection to the database
+ * succeeded again), which logs one line with the outage's length and the number of lines held back.
+ * Every other line goes through unchanged. A worker process retries its claims, heartbeats,
+ * outcome writes, LISTEN connection and maintenance loops every second or so; without this, a
+ * 10-second outage wrote dozens of lines with stacks.
+ */
+import type { Logger } from '../logger.ts'
+
+/** Network errors and SQLSTATEs meaning "the database is not reachable right now". */
+const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', '57P01', '57P02', '57P03', '53300'])
+
+/** SQLSTATE read_only_sql_transaction: a write reached a standby or a read-only session. */
+export const READ_ONLY_CODE = '25006'
+
+function codeOf(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code
+  return typeof code === 'string' ? code : undefined
+}
+
+/** The database is unreachable, shutting down, starting up or out of connections (not read-only). */
+export function isDatabaseUnreachable(err: unknown): boolean {
+  if (!(err instanceof Error)) return false
+  const code = codeOf(err)
+  if (code && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true
+  return /timeout exceeded when trying to connect|Connection terminated|connection timeout/i.test(err.message)
+}
+
+/** The database cannot be used now: unreachable (see above) or read-only. Retrying later may succeed. */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  return isDatabaseUnreachable(err) || codeOf(err) === READ_ONLY_CODE
+}
+
+export interface QuietLogger {
+  log: Logger
+  /** A connection to the database succeeded: ends the outage, if any. */
+  answered(): void
+}
+
+interface OutageState {
+  sinceMs: number | undefined
+  heldBack: number
+}
+
+/** Wraps `log`; see the file header. */
+export function quietDuringOutages(log: Logger): QuietLogger {
+  const state: OutageState = { sinceMs: undefined, heldBack: 0 }
+  return {
+    log: quiet(log, state),
+    answered() {
+      if (state.sinceMs === undefined) return
+      log.warn({ outageMs: Date.now() - state.sinceMs, linesHeldBack: state.heldBack }, 'database available again')
+      state.sinceMs = undefined
+      state.heldBack = 0
+    },
+  }
+}
+
+function quiet(log: Logger, state: OutageState): Logger {
+  const gate =
+    (level: 'warn' | 'error') =>
+    (...args: unknown[]): void => {
+      const first = args[0] as { err?: unknown } | undefined
+      const err = first !== null && typeof first === 'object' ? first.err : undefined
+      if (!isDatabaseUnavailable(err)) {
+        ;(log[level] as (...a: unknown[]) => void)(...args)
+        return
+      }
+      if (state.sinceMs !== undefined) {
+        state.heldBack++
+        return
+      }
+      state.sinceMs = Date.now()
+      const what = typeof args[1] === 'string' ? args[1] : 'database call failed'
+      log.warn({ err }, `database unavailable (${what}); retrying quietly until it answers again`)
+    }
+  return new Proxy(log, {
+    get(target, prop, receiver) {
+      if (prop === 'warn') return gate('warn')
+      if (prop === 'error') return gate('error')
+      if (prop === 'child') return (...a: Parameters<Logger['child']>) => quiet(target.child(...a) as unknown as Logger, state)
+      const value = Reflect.get(target, prop, receiver)
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  })
+}

@@ -1,0 +1,87 @@
+/**
+ * Multi-host database URLs (hosts.ts): the hosts are tried in order, a host that does not answer is
+ * passed over, and once the host in use is lost the next connections search again and land on the
+ * next host that answers. Two loopback TCP proxies in front of the test server stand for two hosts;
+ * read-only standbys are skipped in the failover system test, on a real pg_auto_failover formation.
+ */
+import { afterEach, describe, expect, it } from 'vitest'
+import { parseDatabaseUrl } from '../../src/db/database-url.ts'
+import { createDb, type Database } from '../../src/db/pool.ts'
+import { startTcpProxy, type TcpProxy } from '../worker/tcp-proxy.ts'
+import { useTestDb } from '../db.ts'
+import { waitFor } from '../wait-for.ts'
+
+const t = useTestDb()
+const opened: Array<Database | TcpProxy> = []
+
+afterEach(async () => {
+  for (const o of opened.splice(0).reverse()) await ('db' in o ? o.db.destroy() : o.close())
+})
+
+/** `t.url` with its authority replaced by `hosts` and `query` appended. */
+function withHosts(hosts: string, query = ''): string {
+  const u = new URL(t.url)
+  return `postgres://${u.username}@${hosts}${u.pathname}${query}`
+}
+
+describe('parseDatabaseUrl', () => {
+  it('splits the hosts, keeps user, database and parameters for each, and defaults to read-write with several hosts', () => {
+    const p = parseDatabaseUrl('postgres://u:p%40ss@h1,h2:6432,[::1]:7/db?sslmode=disable&target_session_attrs=read-write')
+    expect(p.hosts).toEqual([
+      { host: 'h1', port: 5432 },
+      { host: 'h2', port: 6432 },
+      { host: '::1', port: 7 },
+    ])
+    expect(p.readWrite).toBe(true)
+    expect(p.urlFor(1)).toBe('postgres://u:p%40ss@h2:6432/db?sslmode=disable')
+    expect(p.urlFor(2)).toBe('postgres://u:p%40ss@[::1]:7/db?sslmode=disable')
+    expect(parseDatabaseUrl('postgres://h1,h2/db').readWrite).toBe(true)
+    expect(parseDatabaseUrl('postgres://h1,h2/db?target_session_attrs=any').readWrite).toBe(false)
+    expect(parseDatabaseUrl('postgres://h1/db').readWrite).toBe(false)
+    expect(parseDatabaseUrl('postgres://h1/db?target_session_attrs=primary').readWrite).toBe(true)
+  })
+})
+
+describe('a multi-host DATABASE_URL', () => {
+  it('passes over a host that does not answer', async () => {
+    const server = new URL(t.url)
+    const d = createDb({ databaseUrl: withHosts(`127.0.0.1:1,${server.host}`), poolSize: 2 })
+    opened.push(d)
+    const { rows } = await d.pool.query<{ port: number }>('select inet_server_port() as port')
+    expect(rows[0]?.port).toBe(Number(server.port || 5432))
+  })
+
+  it('fails with a 08001 error naming every host when none answers', async () => {
+    const d = createDb({ databaseUrl: withHosts('127.0.0.1:1,127.0.0.1:2'), poolSize: 1 })
+    opened.push(d)
+    const err = await d.pool.query('select 1').catch((e: unknown) => e)
+    expect(err).toMatchObject({ code: '08001' })
+    expect((err as Error).message).toMatch(/no host of the database URL accepts writes \(127\.0\.0\.1:1: .*; 127\.0\.0\.1:2: /)
+  })
+
+  it('follows the loss of the host in use: the next connections go to the next host', async () => {
+    const server = new URL(t.url)
+    const target = { host: server.hostname, port: Number(server.port || 5432) }
+    const a = await startTcpProxy(target)
+    const b = await startTcpProxy(target)
+    opened.push(a, b)
+    const d = createDb({ databaseUrl: withHosts(`127.0.0.1:${a.port},127.0.0.1:${b.port}`), poolSize: 2 })
+    opened.push(d)
+    await d.pool.query('select 1')
+    expect(a.connectionCount()).toBeGreaterThan(0)
+    expect(b.connectionCount()).toBe(0)
+    await a.close() // host A is gone: its connections break, and it refuses new ones
+    await waitFor(
+      async () => {
+        try {
+          await d.pool.query('select 1')
+          return true
+        } catch {
+          return false // the connection that was in use when A went away
+        }
+      },
+      { what: 'a query through host B', timeoutMs: 10_000 },
+    )
+    expect(b.connectionCount()).toBeGreaterThan(0)
+  })
+})
