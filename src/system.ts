@@ -75,7 +75,6 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     prefetch: w.prefetch,
     leaseMs: w.leaseMs,
     heartbeatMs: w.heartbeatMs,
-    maxHeartbeatFailures: w.maxHeartbeatFailures,
     pollIntervalMs: w.pollIntervalMs,
     shutdownGraceMs: w.shutdownGraceMs,
     outputDir: w.outputDir,

@@ -2,12 +2,14 @@
  * Keeps the leases of the runs this worker holds (buffered, running, or with
  * the outcome being written) and reports the ones it loses through `onLost`.
  *   heartbeat: every heartbeatMs one statement renews every lease held; a run
- *   missing from the answer lost its lease. After maxHeartbeatFailures failed
- *   heartbeats in a row (database unreachable) every lease is reported lost,
- *   before the lease (> 3 heartbeats) can expire.
- *   guard: a heartbeat that hangs (a partition that drops packets) never fails, and a process
- *   frozen (SIGSTOP, VM pause) sends nothing, so a timer also reports every lease last confirmed
- *   more than leaseMs − heartbeatMs ago on the monotonic clock, before another worker can take it.
+ *   missing from the answer lost its lease. A heartbeat that fails (the database
+ *   unreachable, a failover) changes nothing: the leases are still valid, and the
+ *   handlers keep running while the database may come back in time.
+ *   guard: a heartbeat that fails or hangs (a partition that drops packets), or a process frozen
+ *   (SIGSTOP, VM pause) that sends nothing, leaves leases unconfirmed; a timer reports every running
+ *   lease last confirmed more than leaseMs − heartbeatMs ago on the monotonic clock, before another
+ *   worker can take it. Outcome writes in progress are not reported: they retry until the database
+ *   answers (a write after the reaper took the execution is refused by its fence) or the worker stops.
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
@@ -36,11 +38,7 @@ export interface LeaseKeeperParams {
   log: Logger
   leaseMs: number
   heartbeatMs: number
-  maxHeartbeatFailures: number
-  /**
-   * A held lease is lost: the callee aborts the run and `release`s it. Runs whose outcome is being
-   * written are reported only when the database is unreachable: their writes must stop retrying.
-   */
+  /** A held lease is lost: the callee aborts the run and `release`s it. Runs whose outcome is being written are not reported. */
   onLost: (run: Run, reason: LeaseLostError) => void
 }
 
@@ -139,11 +137,8 @@ export class LeaseKeeper {
       }
     } catch (err: unknown) {
       this.failures++
+      // The leases stay valid until the guard gives them up; nothing else to do but try again.
       this.p.log.warn({ err, failures: this.failures }, 'heartbeat failed')
-      if (this.failures >= this.p.maxHeartbeatFailures && this.leases.size > 0) {
-        this.p.log.error({ count: this.leases.size }, 'database unreachable: aborting every handler before its lease expires')
-        for (const h of [...this.leases.values()]) this.p.onLost(h, new LeaseLostError('database unreachable: lease cannot be renewed'))
-      }
     }
   }
 

@@ -1,8 +1,8 @@
 /**
  * Writes each run's outcome through the Completer (batched, fenced by lease)
  * and then releases the lease. While the database is unreachable it retries
- * for as long as the lease is held: the lease keeper ends that (a lost lease
- * marks the run lost) before another worker could take the execution. A failure
+ * until it answers (a write that comes after the reaper took the execution is
+ * refused by its fence) or the worker stops (the reaper requeues it). A failure
  * is stored as the execution-error JSON (core/execution-error.ts). Caller: the
  * Executor, once a handler returned or timed out; Worker.stop drains it.
  */

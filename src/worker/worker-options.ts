@@ -33,8 +33,6 @@ export interface WorkerOptions {
   /** Lease length of a claim or renewal; more than 3 heartbeats. */
   leaseMs: number
   heartbeatMs: number
-  /** Failed heartbeats in a row after which every handler is aborted. */
-  maxHeartbeatFailures: number
   /** Longest sleep of the claim loop when nothing wakes it. */
   pollIntervalMs: number
   /** How long stop() lets running handlers finish before aborting them. */

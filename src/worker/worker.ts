@@ -20,7 +20,7 @@ import { executionClaimBatch, type ClaimedExecution } from '../db/queries/claim.
 import { AUTOVACUUM_OFF_WARNING, serverAutovacuumOn } from '../db/queries/ops.ts'
 import { workerMarkStopped, workerRegister } from '../db/queries/workers.ts'
 import type { Logger } from '../logger.ts'
-import { CancelledError, ShutdownError, endsLease, LeaseLostError, type AbortReason } from './abort-reasons.ts'
+import { CancelledError, ShutdownError, endsLease, type AbortReason } from './abort-reasons.ts'
 import { Completer } from './completer.ts'
 import { Executor } from './executor.ts'
 import { LeaseKeeper } from './lease-keeper.ts'
@@ -63,7 +63,7 @@ export class Worker {
     this.completer = new Completer({ db: o.db, workerId: this.id, log })
     this.queue = new LocalQueue({ concurrency: o.concurrency, prefetch: o.prefetch ?? 0 })
     this.wakeUp = new WakeUp({ db: o.db, workerId: this.id, queues: o.queues, types: o.handlers.types(), pollIntervalMs: o.pollIntervalMs })
-    // db, leaseMs, heartbeatMs and maxHeartbeatFailures from the options.
+    // db, leaseMs and heartbeatMs from the options.
     this.leases = new LeaseKeeper({ ...o, completer: this.completer, workerId: this.id, log, onLost: this.abort })
     const onRetryScheduled = (retryInMs: number) => this.wakeUp.wakeIn(retryInMs)
     this.outcomes = new OutcomeWriter({ completer: this.completer, workerId: this.id, log, leases: this.leases, onRetryScheduled })
@@ -193,12 +193,10 @@ export class Worker {
   /**
    * Aborts a run. A lost lease or a cancel makes it lost (its lease released, nothing written); a
    * buffered run just leaves the queue (a shutdown hands it back). A finishing run's outcome is with
-   * the writer: only the lease keeper (LeaseLostError: database unreachable) can still take it, even
-   * when the run was aborted before (a timeout whose failure is being written).
+   * the writer, which retries until the database answers or the worker stops: nothing aborts it.
    */
   private readonly abort = (run: Run, reason: AbortReason): void => {
-    if (run.state === 'lost') return
-    if (run.state === 'finishing' ? !(reason instanceof LeaseLostError) : run.abortReason !== undefined) return
+    if (run.state === 'lost' || run.state === 'finishing' || run.abortReason !== undefined) return
     const buffered = run.state === 'buffered'
     run.abortReason = reason
     if (endsLease(reason)) {

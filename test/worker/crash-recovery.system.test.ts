@@ -87,7 +87,6 @@ describe('a PostgreSQL crash', () => {
       concurrency: 4,
       leaseMs: 30_000,
       heartbeatMs: 5_000,
-      maxHeartbeatFailures: 3,
       pollIntervalMs: 60_000,
       shutdownGraceMs: 1_000,
       outputDir,

@@ -32,7 +32,6 @@ export function useWorkers(t: TestDb) {
       concurrency: 10,
       leaseMs: 30_000,
       heartbeatMs: 5_000,
-      maxHeartbeatFailures: 3,
       pollIntervalMs: 200,
       shutdownGraceMs: 5_000,
       outputDir,

@@ -28,7 +28,6 @@ async function setup() {
     log: t.log,
     leaseMs: 60_000,
     heartbeatMs: 5_000,
-    maxHeartbeatFailures: 3,
     onLost: () => undefined,
   })
   const retries: number[] = []
