@@ -12,6 +12,7 @@ import type { Logger } from '../logger.ts'
 import { ConfigError } from '../errors.ts'
 import { databaseUrlProblem } from './database-url.ts'
 import { pgConnection } from './hosts.ts'
+import { isDatabaseUnavailable } from './outage.ts'
 
 export interface CreateDbParams {
   databaseUrl: string
@@ -59,10 +60,16 @@ export function createDb(params: CreateDbParams): Database {
       client.on('error', (err) => params.log?.warn({ err }, 'database connection lost'))
       // Set after connecting, not as a startup option: that would replace PGOPTIONS or the URL's
       // `options`. One at a time: a setting the server refuses is logged, the others still apply.
+      let applied = true
       for (const setting of settings) {
-        await client.query(setting).catch((err: unknown) => params.log?.warn({ err, setting }, 'could not apply a session setting'))
+        await client.query(setting).catch((err: unknown) => {
+          // A connection lost while it was being set up: the pool discards it, nothing to report.
+          if (isDatabaseUnavailable(err)) throw err
+          applied = false
+          params.log?.warn({ err, setting }, 'could not apply a session setting')
+        })
       }
-      params.onConnected?.()
+      if (applied) params.onConnected?.()
     },
   })
   pool.on('error', (err) => params.log?.warn({ err }, 'idle database connection lost'))

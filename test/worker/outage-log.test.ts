@@ -66,7 +66,10 @@ describe('a database outage in the worker log', () => {
 
     const during = lines.slice(start)
     const messages = during.map((l) => l.msg)
-    expect(messages.filter((m) => m.startsWith('database unavailable'))).toHaveLength(1)
+    expect(
+      messages.filter((m) => m.startsWith('database unavailable')),
+      messages.join('\n'),
+    ).toHaveLength(1)
     const back = during.filter((l) => l.msg === 'database available again')
     expect(back).toHaveLength(1)
     expect(back[0]?.outageMs).toBeGreaterThanOrEqual(2_500)
