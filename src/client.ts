@@ -14,6 +14,7 @@ import { createDb } from './db/pool.ts'
 import type { DB } from './db/schema.ts'
 import { jobCancel, jobSetPaused, type JobInsertOutcome } from './db/queries/jobs.ts'
 import { jobGetById, jobList } from './db/queries/job-views.ts'
+import { queueAdmin, type QueueAdmin } from './queue-admin.ts'
 import { insertRows, SubmitBatcher, type SubmitRow } from './submit-batcher.ts'
 import { executionGetById, executionListByJob } from './db/queries/executions.ts'
 
@@ -77,6 +78,8 @@ export interface Client {
   cancelJob(id: string, options?: CallOptions): Promise<Job>
   pauseJob(id: string, options?: CallOptions): Promise<Job>
   resumeJob(id: string, options?: CallOptions): Promise<Job>
+  /** Queue settings and figures; they act on the queue for every tenant (see queue-admin.ts). */
+  readonly queues: QueueAdmin
   /** The same client acting for another tenant (shares the pool). */
   withTenant(tenant: string, createdBy?: string): Client
   /** Closes the pool if the client created it. */
@@ -238,6 +241,7 @@ function makeClient(
 
   const client: Client = {
     tenant,
+    queues: queueAdmin(db),
 
     async submitJob(input, options) {
       const n = normalizeSubmit(input, clock.now())

@@ -4,7 +4,7 @@
  * prints `message` and exits non-zero.
  */
 
-export type ErrorCode = 'config_invalid' | 'validation_failed' | 'not_found' | 'conflict' | 'invalid_state' | 'result_too_large' | 'unauthorized'
+export type ErrorCode = 'config_invalid' | 'validation_failed' | 'not_found' | 'conflict' | 'invalid_state' | 'result_too_large' | 'unauthorized' | 'forbidden'
 
 /** Base class of every error pgsched raises on purpose. */
 export class SchedulerError extends Error {
@@ -49,6 +49,13 @@ export class NotFoundError extends SchedulerError {
 export class ConflictError extends SchedulerError {
   constructor(message: string) {
     super('conflict', message)
+  }
+}
+
+/** The caller may not do this (e.g. change a queue's settings without an operator key). */
+export class ForbiddenError extends SchedulerError {
+  constructor(message: string) {
+    super('forbidden', message)
   }
 }
 

@@ -29,6 +29,8 @@ import { createApiMetrics } from './metrics.ts'
 import { executionRoutes } from './routes/executions.ts'
 import { healthRoutes } from './routes/health.ts'
 import { jobRoutes } from './routes/jobs.ts'
+import { queueRoutes } from './routes/queues.ts'
+import { QueueSchema } from './schemas/queue.ts'
 import type { RouteDeps } from './routes/deps.ts'
 import { ErrorSchema } from './schemas/error.ts'
 import { ExecutionSchema } from './schemas/execution.ts'
@@ -117,6 +119,7 @@ export function buildApp(deps: AppDeps) {
   app.addSchema(ErrorSchema)
   app.addSchema(ExecutionSchema)
   app.addSchema(JobSchema)
+  app.addSchema(QueueSchema)
   void app.register(swagger, {
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
@@ -133,11 +136,16 @@ export function buildApp(deps: AppDeps) {
       tags: [
         { name: 'jobs', description: 'Submit, view, list and control jobs' },
         { name: 'executions', description: 'Runs of jobs' },
+        { name: 'queues', description: 'Queue settings and figures (operator keys only)' },
         { name: 'ops', description: 'Health, readiness and metrics' },
       ],
       components: {
         securitySchemes: {
-          apiKey: { type: 'http', scheme: 'bearer', description: 'An API key made by `scheduler keys create --tenant <name>`.' },
+          apiKey: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'An API key made by `scheduler keys create --tenant <name>` (`--operator` for the queue routes).',
+          },
         },
       },
     },
@@ -163,6 +171,7 @@ export function buildApp(deps: AppDeps) {
       }
       await v1.register(jobRoutes, routeDeps)
       await v1.register(executionRoutes, routeDeps)
+      await v1.register(queueRoutes, routeDeps)
     },
     { prefix: '/v1' },
   )

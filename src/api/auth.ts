@@ -18,6 +18,8 @@ import { TENANT_RULE, isTenantName } from '../core/names.ts'
 export interface ApiIdentity {
   tenant: string
   keyId: string
+  /** An operator key: may change queue settings and sees every queue's figures. */
+  operator: boolean
 }
 
 declare module 'fastify' {
@@ -46,6 +48,8 @@ export function hashApiKey(key: string): Buffer {
 export interface CreateApiKeyParams {
   tenant: string
   name?: string | null
+  /** An operator key (see ApiIdentity.operator). */
+  operator?: boolean
 }
 
 /** A created key: `key` is the secret, returned this once. */
@@ -71,6 +75,7 @@ export async function createApiKey(db: Kysely<DB>, params: CreateApiKeyParams): 
     name,
     keyPrefix: key.slice(0, DISPLAY_PREFIX_LENGTH),
     keyHash: hashApiKey(key),
+    operator: params.operator ?? false,
   })
   return { ...stored, key }
 }
@@ -108,7 +113,7 @@ export function createAuthenticator(db: Kysely<DB>, options: { cacheMs: number }
       const found = await apiKeyFindByHash(db, { keyHash: hash })
       if (!found) throw unauthorized('API key is not valid')
       if (found.revokedAt) throw unauthorized('API key has been revoked')
-      const identity = { tenant: found.tenant, keyId: found.id }
+      const identity = { tenant: found.tenant, keyId: found.id, operator: found.operator }
       if (options.cacheMs > 0) {
         if (cache.size >= CACHE_MAX_ENTRIES) cache.clear()
         cache.set(cacheKey, { identity, expiresAtMs: Date.now() + options.cacheMs })

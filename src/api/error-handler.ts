@@ -23,6 +23,7 @@ import { validationDetails } from './validation.ts'
 const STATUS_OF_CODE: Record<ErrorCode, number> = {
   validation_failed: 400,
   unauthorized: 401,
+  forbidden: 403,
   not_found: 404,
   conflict: 409,
   invalid_state: 409,

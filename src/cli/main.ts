@@ -21,6 +21,7 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   bench: async () => (await import('./commands/bench.ts')).registerBench,
   api: async () => (await import('./commands/api.ts')).registerApi,
   keys: async () => (await import('./commands/keys.ts')).registerKeys,
+  queues: async () => (await import('./commands/queues.ts')).registerQueues,
 }
 
 export async function main(argv: string[]): Promise<void> {

@@ -104,6 +104,17 @@ export interface ApiKeysTable {
   key_hash: Buffer
   created_at: DefaultTimestamp
   revoked_at: Timestamp | null
+  /** Migration 0012. */
+  operator: ColumnType<boolean, boolean | undefined, boolean>
+}
+
+/** Queue settings (migration 0012). */
+export interface QueuesTable {
+  name: string
+  paused: ColumnType<boolean, boolean | undefined, boolean>
+  concurrency_limit: number | null
+  paused_at: Timestamp | null
+  updated_at: DefaultTimestamp
 }
 
 /** Workers waiting for a wake-up (migrations 0006 and 0011; unlogged). */
@@ -130,6 +141,7 @@ export interface DB {
   'pgsched.waiting_workers': WaitingWorkersTable
   'pgsched.api_keys': ApiKeysTable
   'pgsched.settings': SettingsTable
+  'pgsched.queues': QueuesTable
 }
 
 export type JobRow = Selectable<JobsTable>

@@ -2,7 +2,7 @@
  * The worker: a claim loop that hands runs to the executor and outcomes to the
  * writer, with the local queue and the lease keeper as its other parts.
  *
- *   claim loop ── room? ──▶ executionClaimBatch(n = free slots + prefetch room)
+ *   claim loop ── room? ──▶ QueueClaims.claim(n = free slots + prefetch room)
  *        ▲                        │ leased (LeaseKeeper), queued by priority (LocalQueue)
  *        │ wake: NOTIFY, slot     ▼
  *        │ freed, retry timer,  queue ── slot free ──▶ Executor: handler(ctx) ──▶ OutcomeWriter ──▶ Completer
@@ -16,7 +16,7 @@
  */
 import { hostname } from 'node:os'
 import { uuidV7 } from '../lib/uuid-v7.ts'
-import { executionClaimBatch, type ClaimedExecution } from '../db/queries/claim.ts'
+import type { ClaimedExecution } from '../db/queries/claim.ts'
 import { AUTOVACUUM_OFF_WARNING, serverAutovacuumOn } from '../db/queries/ops.ts'
 import { workerMarkStopped, workerRegister } from '../db/queries/workers.ts'
 import type { Logger } from '../logger.ts'
@@ -27,6 +27,7 @@ import { LeaseKeeper } from './lease-keeper.ts'
 import { LocalQueue } from './local-queue.ts'
 import { Notifier } from './notifier.ts'
 import { OutcomeWriter } from './outcome-writer.ts'
+import { QueueClaims } from './queue-claims.ts'
 import { createRun, type Run } from './run.ts'
 import { WakeUp } from './wake-up.ts'
 import { guardedEvents, type WorkerEvents, type WorkerOptions } from './worker-options.ts'
@@ -35,6 +36,8 @@ import { guardedEvents, type WorkerEvents, type WorkerOptions } from './worker-o
 const CLAIM_RETRY_MIN_MS = 100
 /** Longest delay between claim retries. */
 const CLAIM_RETRY_MAX_MS = 5_000
+/** How soon a worker claims again from a queue its concurrency limit held back. */
+const LIMITED_QUEUE_RECLAIM_MS = 50
 
 /** A worker process's scheduler side: claims, runs and records executions (see the file header). */
 export class Worker {
@@ -44,6 +47,7 @@ export class Worker {
   private readonly completer: Completer
   private readonly notifier: Notifier
   private readonly queue: LocalQueue<Run>
+  private readonly claims: QueueClaims
   private readonly wakeUp: WakeUp
   private readonly leases: LeaseKeeper
   private readonly outcomes: OutcomeWriter
@@ -62,6 +66,7 @@ export class Worker {
     this.events = o.events && guardedEvents(o.events, log)
     this.completer = new Completer({ db: o.db, workerId: this.id, log })
     this.queue = new LocalQueue({ concurrency: o.concurrency, prefetch: o.prefetch ?? 0 })
+    this.claims = new QueueClaims({ db: o.db, workerId: this.id, queues: o.queues, types: o.handlers.types(), leaseMs: o.leaseMs })
     this.wakeUp = new WakeUp({ db: o.db, workerId: this.id, queues: o.queues, types: o.handlers.types(), pollIntervalMs: o.pollIntervalMs })
     // db, leaseMs and heartbeatMs from the options.
     this.leases = new LeaseKeeper({ ...o, completer: this.completer, workerId: this.id, log, onLost: this.abort })
@@ -119,7 +124,10 @@ export class Worker {
     const claimNo = this.queue.claimSent()
     let claimed: ClaimedExecution[] = []
     try {
-      claimed = await executionClaimBatch(this.o.db, { workerId: this.id, queues: this.o.queues, types: this.types, limit: room, leaseMs: this.o.leaseMs })
+      const result = await this.claims.claim(room)
+      claimed = result.claimed
+      // A queue at its concurrency limit: no wake-up announces another worker's run ending.
+      if (result.full) this.wakeUp.wakeIn(LIMITED_QUEUE_RECLAIM_MS)
     } finally {
       this.queue.claimReturned(claimNo, claimed, room)
       this.startWaiting()

@@ -15,7 +15,7 @@ type Operation = {
 }
 type Doc = { openapi: string; paths: Record<string, Record<string, Operation>>; components: { schemas: Record<string, unknown> } }
 
-/** The REST contract (DESIGN.md "REST contract (v1)"): path → method → operationId. */
+/** The REST contract (DESIGN.md "REST contract (v1)", and the queue routes): path → method → operationId. */
 const CONTRACT: Record<string, Record<string, string>> = {
   '/v1/jobs': { post: 'submitJob', get: 'listJobs' },
   '/v1/jobs/{id}': { get: 'viewJob' },
@@ -24,6 +24,10 @@ const CONTRACT: Record<string, Record<string, string>> = {
   '/v1/jobs/{id}/cancel': { post: 'cancelJob' },
   '/v1/jobs/{id}/pause': { post: 'pauseJob' },
   '/v1/jobs/{id}/resume': { post: 'resumeJob' },
+  '/v1/queues': { get: 'listQueues' },
+  '/v1/queues/{name}': { get: 'viewQueue', patch: 'updateQueue' },
+  '/v1/queues/{name}/pause': { post: 'pauseQueue' },
+  '/v1/queues/{name}/resume': { post: 'resumeQueue' },
   '/healthz': { get: 'health' },
   '/readyz': { get: 'ready' },
   '/metrics': { get: 'metrics' },

@@ -1,43 +1,30 @@
 /**
- * `scheduler keys create --tenant <name> [--name <label>]` prints a new API
+ * `scheduler keys create --tenant <name> [--name <label>] [--operator]` prints a new API
  * key once (the database keeps only its SHA-256); `keys list [--tenant]`
  * shows keys without their secret; `keys revoke <id>` stops a key. The key
  * alone goes to stdout, so `KEY=$(scheduler keys create --tenant acme)` works.
  */
 import type { Command } from 'commander'
-import { loadConfig } from '../../config.ts'
-import { ConfigError, NotFoundError, ValidationError } from '../../errors.ts'
-import { createDb, type Database } from '../../db/pool.ts'
+import { NotFoundError, ValidationError } from '../../errors.ts'
+import { formatTable, withDatabase } from '../shared.ts'
 import { apiKeyList, apiKeyRevoke, type ApiKey } from '../../db/queries/api-keys.ts'
 import { createApiKey } from '../../api/auth.ts'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
-async function withDatabase<T>(fn: (database: Database) => Promise<T>): Promise<T> {
-  const config = loadConfig(process.env)
-  if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
-  const database = createDb({ databaseUrl: config.databaseUrl, poolSize: 1, applicationName: 'pgsched-keys' })
-  try {
-    return await fn(database)
-  } finally {
-    await database.db.destroy()
-  }
-}
-
-function formatTable(keys: readonly ApiKey[]): string {
-  const rows = [
-    ['ID', 'TENANT', 'NAME', 'PREFIX', 'CREATED', 'REVOKED'],
-    ...keys.map((k) => [k.id, k.tenant, k.name ?? '-', `${k.keyPrefix}…`, k.createdAt.toISOString(), k.revokedAt?.toISOString() ?? '-']),
-  ]
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? []
-  return rows
-    .map((r) =>
-      r
-        .map((cell, i) => cell.padEnd(widths[i] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n')
+function keyTable(keys: readonly ApiKey[]): string {
+  return formatTable([
+    ['ID', 'TENANT', 'NAME', 'PREFIX', 'OPERATOR', 'CREATED', 'REVOKED'],
+    ...keys.map((k) => [
+      k.id,
+      k.tenant,
+      k.name ?? '-',
+      `${k.keyPrefix}…`,
+      k.operator ? 'yes' : 'no',
+      k.createdAt.toISOString(),
+      k.revokedAt?.toISOString() ?? '-',
+    ]),
+  ])
 }
 
 export function registerKeys(program: Command): void {
@@ -48,10 +35,14 @@ export function registerKeys(program: Command): void {
     .description('create an API key and print it once')
     .requiredOption('--tenant <name>', 'tenant the key acts for')
     .option('--name <label>', 'a label to recognise the key by')
-    .action(async (opts: { tenant: string; name?: string }) => {
-      const created = await withDatabase(({ db }) => createApiKey(db, { tenant: opts.tenant, name: opts.name ?? null }))
+    .option('--operator', 'an operator key: may also see and change queues (GET /v1/queues, pause, limits), which every tenant shares')
+    .action(async (opts: { tenant: string; name?: string; operator?: boolean }) => {
+      const created = await withDatabase('pgsched-keys', ({ db }) =>
+        createApiKey(db, { tenant: opts.tenant, name: opts.name ?? null, operator: opts.operator === true }),
+      )
       process.stdout.write(`${created.key}\n`)
-      process.stderr.write(`API key ${created.id} for tenant "${created.tenant}" created. It is shown only this once; store it now.\n`)
+      const kind = created.operator ? 'Operator key' : 'API key'
+      process.stderr.write(`${kind} ${created.id} for tenant "${created.tenant}" created. It is shown only this once; store it now.\n`)
     })
 
   keys
@@ -60,9 +51,9 @@ export function registerKeys(program: Command): void {
     .option('--tenant <name>', "only this tenant's keys")
     .option('--json', 'print JSON')
     .action(async (opts: { tenant?: string; json?: boolean }) => {
-      const list = await withDatabase(({ db }) => apiKeyList(db, { tenant: opts.tenant }))
+      const list = await withDatabase('pgsched-keys', ({ db }) => apiKeyList(db, { tenant: opts.tenant }))
       if (opts.json) process.stdout.write(`${JSON.stringify(list, null, 2)}\n`)
-      else process.stdout.write(list.length === 0 ? 'no API keys\n' : `${formatTable(list)}\n`)
+      else process.stdout.write(list.length === 0 ? 'no API keys\n' : `${keyTable(list)}\n`)
     })
 
   keys
@@ -71,7 +62,7 @@ export function registerKeys(program: Command): void {
     .argument('<id>', 'key id, as shown by `keys list`')
     .action(async (id: string) => {
       if (!UUID.test(id)) throw new ValidationError(`key id must be a UUID, got "${id}"`)
-      const revoked = await withDatabase(({ db }) => apiKeyRevoke(db, { id }))
+      const revoked = await withDatabase('pgsched-keys', ({ db }) => apiKeyRevoke(db, { id }))
       if (!revoked) throw new NotFoundError(`no API key ${id}`)
       process.stdout.write(`revoked API key ${revoked.id} (tenant "${revoked.tenant}") at ${revoked.revokedAt?.toISOString()}\n`)
     })

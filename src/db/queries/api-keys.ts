@@ -15,9 +15,11 @@ export interface ApiKey {
   keyPrefix: string
   createdAt: Date
   revokedAt: Date | null
+  /** May change queue settings and sees every queue's figures. */
+  operator: boolean
 }
 
-function toApiKey(row: Pick<Selectable<ApiKeysTable>, 'id' | 'tenant' | 'name' | 'key_prefix' | 'created_at' | 'revoked_at'>): ApiKey {
+function toApiKey(row: Pick<Selectable<ApiKeysTable>, 'id' | 'tenant' | 'name' | 'key_prefix' | 'created_at' | 'revoked_at' | 'operator'>): ApiKey {
   return {
     id: row.id,
     tenant: row.tenant,
@@ -25,10 +27,11 @@ function toApiKey(row: Pick<Selectable<ApiKeysTable>, 'id' | 'tenant' | 'name' |
     keyPrefix: row.key_prefix,
     createdAt: row.created_at,
     revokedAt: row.revoked_at,
+    operator: row.operator,
   }
 }
 
-const COLUMNS = ['id', 'tenant', 'name', 'key_prefix', 'created_at', 'revoked_at'] as const
+const COLUMNS = ['id', 'tenant', 'name', 'key_prefix', 'created_at', 'revoked_at', 'operator'] as const
 
 export interface ApiKeyInsertParams {
   tenant: string
@@ -36,13 +39,14 @@ export interface ApiKeyInsertParams {
   keyPrefix: string
   /** SHA-256 of the key (32 bytes). */
   keyHash: Buffer
+  operator?: boolean
 }
 
 /** Stores a new key's hash. */
 export async function apiKeyInsert(db: Kysely<DB>, params: ApiKeyInsertParams): Promise<ApiKey> {
   const row = await db
     .insertInto('pgsched.api_keys')
-    .values({ tenant: params.tenant, name: params.name, key_prefix: params.keyPrefix, key_hash: params.keyHash })
+    .values({ tenant: params.tenant, name: params.name, key_prefix: params.keyPrefix, key_hash: params.keyHash, operator: params.operator ?? false })
     .returning(COLUMNS)
     .executeTakeFirstOrThrow()
   return toApiKey(row)

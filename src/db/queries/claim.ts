@@ -3,7 +3,8 @@
  * executions of the worker's queues and types, highest priority first, locks
  * them with SKIP LOCKED (so concurrent workers never take the same row and
  * never wait on each other), leases them to the worker and returns what the
- * handler needs. Served by the partial index executions_claim_idx.
+ * handler needs. Served by the partial index executions_claim_idx. Paused and
+ * limited queues are skipped; a limited queue is claimed by queueClaimLimited.
  */
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
@@ -17,6 +18,13 @@ export interface ExecutionClaimBatchParams {
   leaseMs: number
   /** An injected time instead of the database's now() (null: now()); tests pin time with it. */
   now?: Date | null
+  /**
+   * The claim of one limited queue (`queues` holds just it): its concurrency limit. The statement
+   * then takes at most the limit minus the executions of the queue running now, and does not skip
+   * the queue for having a limit. The caller holds the lock of the queue's settings row, taken
+   * before this statement (so its snapshot sees every claim that held the lock before).
+   */
+  capacity?: number
 }
 
 export interface ClaimedExecution {
@@ -40,17 +48,32 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
   const now = params.now ?? null
   // One queue: `queue = $1` lets each partition's claim index return rows already in priority
   // order (a merge append, then LIMIT). `queue = any(...)` cannot, and sorts every due row.
-  const queueMatch = params.queues.length === 1 ? sql`queue = ${params.queues[0]}::text` : sql`queue = any(${params.queues}::text[])`
+  const one = params.queues.length === 1 || params.capacity !== undefined
+  const queueMatch = one ? sql`queue = ${params.queues[0]}::text` : sql`queue = any(${params.queues}::text[])`
+  // Paused and limited queues are not this statement's (see migrations/0012): one probe of
+  // pgsched.queues per statement (a one-time filter, or an array computed once).
+  const settingsMatch =
+    params.capacity !== undefined
+      ? sql``
+      : one
+        ? sql`and not exists (select 1 from pgsched.queues s where s.name = ${params.queues[0]}::text and (s.paused or s.concurrency_limit is not null))`
+        : sql`and queue <> all(array(select s.name from pgsched.queues s where s.paused or s.concurrency_limit is not null))`
+  const limit =
+    params.capacity === undefined
+      ? sql`${params.limit}::int`
+      : sql`least(${params.limit}::int, greatest(0, ${params.capacity}::int - (select count(*)::int from pgsched.executions r
+                                                                          where r.state = 'running' and r.queue = ${params.queues[0]}::text)))`
   return sql<ClaimedExecution>`${sql.raw(PREPARE)}
     with due as materialized (
       select id, job_id
         from pgsched.executions
        where state = 'pending'
          and ${queueMatch}
+         ${settingsMatch}
          and type = any(${params.types}::text[])              -- only types this worker can run
          and run_at <= coalesce(${now}::timestamptz, now())
        order by priority desc, run_at, id
-       limit ${params.limit}::int
+       limit ${limit}
          for update skip locked                               -- rows other workers hold are skipped, not waited on
     )
     update pgsched.executions e
@@ -58,7 +81,9 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
            attempt = e.attempt + 1,
            worker_id = ${params.workerId}::uuid,
            lease_expires_at = coalesce(${now}::timestamptz, now()) + ${params.leaseMs}::int * interval '1 millisecond',
-           started_at = coalesce(${now}::timestamptz, now())
+           -- the moment the row was taken, not the statement's start: a claim that waited or was
+           -- starved must not date its rows before those of claims that ran in the meantime
+           started_at = coalesce(${now}::timestamptz, clock_timestamp())
      -- arrays rather than a join: the planner then probes the primary keys instead of hashing every partition
      where e.id = any(array(select id from due))
        and e.job_id = any(array(select job_id from due))
@@ -72,4 +97,40 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
 export async function executionClaimBatch(db: Kysely<DB>, params: ExecutionClaimBatchParams): Promise<ClaimedExecution[]> {
   const { rows } = await executionClaimBatchQuery(params).execute(db)
   return rows
+}
+
+export interface QueueSetting {
+  name: string
+  paused: boolean
+  concurrencyLimit: number | null
+}
+
+/** The settings of `queues` that have any (a queue without a row is active and unlimited). */
+export async function queueSettingsOf(db: Kysely<DB>, queues: readonly string[]): Promise<QueueSetting[]> {
+  const { rows } = await sql<QueueSetting>`${sql.raw(PREPARE)}
+    select name, paused, concurrency_limit as "concurrencyLimit" from pgsched.queues where name = any(${queues}::text[])`.execute(db)
+  return rows
+}
+
+/**
+ * Claims from one limited queue: locks its settings row (claims of the queue take turns; a pause
+ * waits for them), then claims at most its limit minus what runs now. Nothing when the queue is
+ * paused or no longer limited (the ordinary claim takes it then). `full`: the limit, not a lack of
+ * due work, held the claim back (as far as the running count read with the lock tells).
+ */
+export async function queueClaimLimited(
+  db: Kysely<DB>,
+  params: Omit<ExecutionClaimBatchParams, 'capacity'>,
+): Promise<{ claimed: ClaimedExecution[]; full: boolean }> {
+  const queue = params.queues[0] as string
+  return db.transaction().execute(async (trx) => {
+    const { rows } = await sql<{ paused: boolean; limit: number | null; running: number }>`${sql.raw(PREPARE)}
+      select paused, concurrency_limit as limit,
+             (select count(*)::int from pgsched.executions r where r.state = 'running' and r.queue = ${queue}::text) as running
+        from pgsched.queues where name = ${queue}::text for update`.execute(trx)
+    const setting = rows[0]
+    if (!setting || setting.paused || setting.limit === null) return { claimed: [], full: false }
+    const claimed = (await executionClaimBatchQuery({ ...params, queues: [queue], capacity: setting.limit }).execute(trx)).rows
+    return { claimed, full: claimed.length < params.limit && setting.running + claimed.length >= setting.limit }
+  })
 }

@@ -1,0 +1,100 @@
+/**
+ * /v1/queues: the queues with their settings and live figures, pause, resume and the concurrency
+ * limit. A queue is shared by every tenant, so these routes answer operator keys only
+ * (`scheduler keys create --operator`); other keys get 403.
+ */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyRequest } from 'fastify'
+import { ForbiddenError } from '../../errors.ts'
+import { CommonErrors, ErrorRef } from '../schemas/error.ts'
+import { QueueListSchema, QueueParams, QueuePatchBody, QueueRef, queueToJson } from '../schemas/queue.ts'
+import type { RouteDeps } from './deps.ts'
+
+const security = [{ apiKey: [] }]
+const errors = { ...CommonErrors, 403: ErrorRef }
+
+/** Registers the /queues routes (mounted under /v1 behind authentication). */
+export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps) => {
+  /** The queue operations, for an operator key. */
+  const queuesFor = (request: FastifyRequest) => {
+    const client = deps.clientFor(request)
+    if (!request.identity?.operator) {
+      throw new ForbiddenError('queues are shared by every tenant: only an operator key may see or change them (scheduler keys create --operator)')
+    }
+    return client.queues
+  }
+
+  app.get(
+    '/queues',
+    {
+      schema: {
+        operationId: 'listQueues',
+        tags: ['queues'],
+        summary: 'List queues',
+        description: 'Every queue with settings or with pending or running executions: paused, concurrency limit, depth by state, oldest due lag.',
+        security,
+        response: { 200: QueueListSchema, ...errors },
+      },
+    },
+    async (request) => ({ items: (await queuesFor(request).list()).map(queueToJson) }),
+  )
+
+  app.get(
+    '/queues/:name',
+    {
+      schema: { operationId: 'viewQueue', tags: ['queues'], summary: 'View a queue', security, params: QueueParams, response: { 200: QueueRef, ...errors } },
+    },
+    async (request) => queueToJson(await queuesFor(request).view(request.params.name)),
+  )
+
+  app.post(
+    '/queues/:name/pause',
+    {
+      schema: {
+        operationId: 'pauseQueue',
+        tags: ['queues'],
+        summary: 'Pause a queue',
+        description:
+          'Once this answers, no worker claims an execution of the queue; executions already claimed finish. Submits are still accepted. Safe to repeat.',
+        security,
+        params: QueueParams,
+        response: { 200: QueueRef, ...errors },
+      },
+    },
+    async (request) => queueToJson(await queuesFor(request).pause(request.params.name)),
+  )
+
+  app.post(
+    '/queues/:name/resume',
+    {
+      schema: {
+        operationId: 'resumeQueue',
+        tags: ['queues'],
+        summary: 'Resume a queue',
+        description: 'Workers take the queue’s work again; they are woken at once. Safe to repeat.',
+        security,
+        params: QueueParams,
+        response: { 200: QueueRef, ...errors },
+      },
+    },
+    async (request) => queueToJson(await queuesFor(request).resume(request.params.name)),
+  )
+
+  app.patch(
+    '/queues/:name',
+    {
+      schema: {
+        operationId: 'updateQueue',
+        tags: ['queues'],
+        summary: "Set a queue's concurrency limit",
+        description:
+          'At most `concurrencyLimit` executions of the queue run at once across all workers and hosts (null: no limit). Takes effect within a second.',
+        security,
+        params: QueueParams,
+        body: QueuePatchBody,
+        response: { 200: QueueRef, ...errors },
+      },
+    },
+    async (request) => queueToJson(await queuesFor(request).setConcurrencyLimit(request.params.name, request.body.concurrencyLimit)),
+  )
+}

@@ -1,0 +1,50 @@
+/** The JSON of a queue (GET /v1/queues and the queue operations) and the bodies they take. */
+import { Type, type Static } from '@fastify/type-provider-typebox'
+import { QUEUE_PATTERN, QUEUE_RULE } from '../../core/names.ts'
+import { CONCURRENCY_LIMIT_MAX, type QueueView } from '../../queue-admin.ts'
+import { DateTime, Nullable } from './common.ts'
+
+export const QueueSchema = Type.Object(
+  {
+    name: Type.String(),
+    paused: Type.Boolean({ description: 'Workers claim nothing from a paused queue; running executions finish; submits are accepted.' }),
+    pausedAt: Nullable(DateTime('When it was paused.')),
+    concurrencyLimit: Nullable(
+      Type.Integer({ minimum: 1, maximum: CONCURRENCY_LIMIT_MAX, description: 'Most executions running at once across all workers; null: no limit.' }),
+    ),
+    due: Type.Integer({ description: 'Pending executions due now.' }),
+    scheduled: Type.Integer({ description: 'Pending executions due later (scheduled, or a retry waiting for its backoff).' }),
+    running: Type.Integer({ description: 'Executions running (claimed by a worker) now.' }),
+    oldestDueLagMs: Nullable(Type.Integer({ description: 'How long the oldest due execution has waited, ms; null when none is due.' })),
+  },
+  { $id: 'Queue', description: 'A queue: its settings and live figures.' },
+)
+
+export type QueueJson = Static<typeof QueueSchema>
+
+export const QueueRef = Type.Unsafe<QueueJson>(Type.Ref('Queue'))
+
+export const QueueListSchema = Type.Object({ items: Type.Array(QueueRef) })
+
+export const QueueParams = Type.Object(
+  { name: Type.String({ pattern: QUEUE_PATTERN, 'x-expected': `a queue name (${QUEUE_RULE})`, description: 'Queue name.' }) },
+  { additionalProperties: false },
+)
+
+export const QueuePatchBody = Type.Object(
+  {
+    concurrencyLimit: Nullable(
+      Type.Integer({
+        minimum: 1,
+        maximum: CONCURRENCY_LIMIT_MAX,
+        'x-expected': `an integer from 1 to ${CONCURRENCY_LIMIT_MAX}, or null for no limit`,
+        description: 'Most executions of the queue running at once across all workers; null removes the limit.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+)
+
+export function queueToJson(q: QueueView): QueueJson {
+  return { ...q, pausedAt: q.pausedAt?.toISOString() ?? null }
+}

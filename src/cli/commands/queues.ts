@@ -1,0 +1,78 @@
+/**
+ * `scheduler queues list|view|pause|resume|limit`: queue settings and live figures, for every
+ * tenant (the REST routes need an operator key; this command needs DATABASE_URL). Each prints the
+ * queue afterwards, as a table or, with --json, as the REST API's JSON.
+ */
+import type { Command } from 'commander'
+import { queueToJson } from '../../api/schemas/queue.ts'
+import { ValidationError } from '../../errors.ts'
+import { queueAdmin, type QueueAdmin, type QueueView } from '../../queue-admin.ts'
+import { formatTable, withDatabase } from '../shared.ts'
+
+function queueTable(queues: readonly QueueView[]): string {
+  return formatTable([
+    ['QUEUE', 'PAUSED', 'LIMIT', 'DUE', 'SCHEDULED', 'RUNNING', 'OLDEST DUE'],
+    ...queues.map((q) => [
+      q.name,
+      q.paused ? 'yes' : 'no',
+      q.concurrencyLimit === null ? '-' : String(q.concurrencyLimit),
+      String(q.due),
+      String(q.scheduled),
+      String(q.running),
+      q.oldestDueLagMs === null ? '-' : `${(q.oldestDueLagMs / 1000).toFixed(1)} s ago`,
+    ]),
+  ])
+}
+
+/** Runs `fn` on the queue operations and prints what it returns. */
+async function show(json: boolean | undefined, fn: (queues: QueueAdmin) => Promise<QueueView | QueueView[]>): Promise<void> {
+  const result = await withDatabase('pgsched-queues', ({ db }) => fn(queueAdmin(db)))
+  const list = Array.isArray(result) ? result : [result]
+  if (json) process.stdout.write(`${JSON.stringify(Array.isArray(result) ? list.map(queueToJson) : queueToJson(result), null, 2)}\n`)
+  else process.stdout.write(list.length === 0 ? 'no queues with work or settings\n' : `${queueTable(list)}\n`)
+}
+
+function parseLimit(text: string): number | null {
+  if (text === 'none') return null
+  const n = Number(text)
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n)) {
+    throw new ValidationError(`limit must be a positive integer or "none", got "${text}"`, [{ path: 'limit', message: 'a positive integer or "none"' }])
+  }
+  return n
+}
+
+export function registerQueues(program: Command): void {
+  const queues = program.command('queues').description('see and change queues: pause, resume, concurrency limits (for every tenant)')
+  const json = ['--json', 'print JSON (as the REST API answers)'] as const
+
+  queues
+    .command('list')
+    .description('queues with work or settings, with their depth, running count and limits')
+    .option(...json)
+    .action((opts: { json?: boolean }) => show(opts.json, (q) => q.list()))
+  queues
+    .command('view')
+    .description("one queue's settings and figures")
+    .argument('<queue>')
+    .option(...json)
+    .action((name: string, opts: { json?: boolean }) => show(opts.json, (q) => q.view(name)))
+  queues
+    .command('pause')
+    .description('stop claiming from a queue (running jobs finish; submits are still accepted)')
+    .argument('<queue>')
+    .option(...json)
+    .action((name: string, opts: { json?: boolean }) => show(opts.json, (q) => q.pause(name)))
+  queues
+    .command('resume')
+    .description('claim from a paused queue again')
+    .argument('<queue>')
+    .option(...json)
+    .action((name: string, opts: { json?: boolean }) => show(opts.json, (q) => q.resume(name)))
+  queues
+    .command('limit')
+    .description('at most <limit> executions of the queue running at once across all workers ("none": no limit)')
+    .argument('<queue>')
+    .argument('<limit>', 'a positive integer, or none')
+    .option(...json)
+    .action((name: string, limit: string, opts: { json?: boolean }) => show(opts.json, (q) => q.setConcurrencyLimit(name, parseLimit(limit))))
+}

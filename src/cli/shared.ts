@@ -1,0 +1,29 @@
+/** What the administrative commands (keys, queues) share: a short-lived database pool and table output. */
+import { loadConfig } from '../config.ts'
+import { createDb, type Database } from '../db/pool.ts'
+import { ConfigError } from '../errors.ts'
+
+/** Runs `fn` with a one-connection pool on DATABASE_URL, closed afterwards. */
+export async function withDatabase<T>(applicationName: string, fn: (database: Database) => Promise<T>): Promise<T> {
+  const config = loadConfig(process.env)
+  if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
+  const database = createDb({ databaseUrl: config.databaseUrl, poolSize: 1, applicationName })
+  try {
+    return await fn(database)
+  } finally {
+    await database.db.destroy()
+  }
+}
+
+/** Rows (the first is the header) as aligned columns. */
+export function formatTable(rows: readonly (readonly string[])[]): string {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? []
+  return rows
+    .map((r) =>
+      r
+        .map((cell, i) => cell.padEnd(widths[i] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')
+}

@@ -1,0 +1,92 @@
+/**
+ * SQL for queue settings and figures (migration 0012): the listing every queue with work or
+ * settings appears in, and the pause, resume and concurrency-limit changes, each through the
+ * migration's functions (pause_queue waits for claims in flight; resume and a new limit wake
+ * the workers).
+ */
+import { sql, type Kysely } from 'kysely'
+import type { DB } from '../schema.ts'
+
+/** A queue as operators see it: its settings and live figures. */
+export interface QueueView {
+  name: string
+  paused: boolean
+  pausedAt: Date | null
+  /** Most executions running at once across all workers; null: no limit. */
+  concurrencyLimit: number | null
+  /** Pending executions that are due now. */
+  due: number
+  /** Pending executions due later (scheduled, or waiting for a retry's backoff). */
+  scheduled: number
+  running: number
+  /** How long the oldest due execution has waited (ms); null when nothing is due. */
+  oldestDueLagMs: number | null
+}
+
+interface QueueRow {
+  name: string
+  paused: boolean
+  paused_at: Date | null
+  concurrency_limit: number | null
+  due: number
+  scheduled: number
+  running: number
+  lag_ms: number | null
+}
+
+const toView = (r: QueueRow): QueueView => ({
+  name: r.name,
+  paused: r.paused,
+  pausedAt: r.paused_at,
+  concurrencyLimit: r.concurrency_limit,
+  due: r.due,
+  scheduled: r.scheduled,
+  running: r.running,
+  oldestDueLagMs: r.lag_ms,
+})
+
+/** Queues with settings or with pending or running executions (or just `only`), by name. */
+export async function queueList(db: Kysely<DB>, params: { only?: string } = {}): Promise<QueueView[]> {
+  const only = params.only ?? null
+  const { rows } = await sql<QueueRow>`
+    with live as (
+      select queue,
+             count(*) filter (where state = 'pending' and run_at <= now())::float8 as due,
+             count(*) filter (where state = 'pending' and run_at > now())::float8 as scheduled,
+             count(*) filter (where state = 'running')::float8 as running,
+             min(run_at) filter (where state = 'pending' and run_at <= now()) as oldest_due
+        from pgsched.executions
+       where state in ('pending', 'running')
+         and (${only}::text is null or queue = ${only}::text)
+       group by queue
+    )
+    select coalesce(q.name, l.queue) as name, coalesce(q.paused, false) as paused, q.paused_at, q.concurrency_limit,
+           coalesce(l.due, 0) as due, coalesce(l.scheduled, 0) as scheduled, coalesce(l.running, 0) as running,
+           floor(extract(epoch from now() - l.oldest_due) * 1000)::float8 as lag_ms
+      from (select * from pgsched.queues where ${only}::text is null or name = ${only}::text) q
+      full join live l on l.queue = q.name
+     order by 1
+  `.execute(db)
+  return rows.map(toView)
+}
+
+/** One queue's view (a queue with neither settings nor work has zero figures). */
+export async function queueGet(db: Kysely<DB>, name: string): Promise<QueueView> {
+  const [view] = await queueList(db, { only: name })
+  return view ?? { name, paused: false, pausedAt: null, concurrencyLimit: null, due: 0, scheduled: 0, running: 0, oldestDueLagMs: null }
+}
+
+/** Pauses a queue: once this returns, workers claim nothing from it. */
+export async function queuePause(db: Kysely<DB>, name: string): Promise<void> {
+  await sql`select pgsched.pause_queue(${name}::text)`.execute(db)
+}
+
+/** Resumes a queue and wakes the workers that serve it. */
+export async function queueResume(db: Kysely<DB>, name: string): Promise<void> {
+  await sql`select pgsched.resume_queue(${name}::text)`.execute(db)
+}
+
+/** Sets (or, with null, clears) a queue's concurrency limit. */
+export async function queueSetConcurrencyLimit(db: Kysely<DB>, name: string, limit: number | null): Promise<void> {
+  await sql`select pgsched.set_queue_concurrency_limit(${name}::text, ${limit}::int)`.execute(db)
+}

@@ -1,0 +1,64 @@
+/**
+ * Queue operations (client.queues): list queues with their live figures, pause and resume a
+ * queue, set or clear its concurrency limit. They act on the queue for every tenant: the REST API
+ * offers them to operator keys only. Each change takes effect in every worker within a second (see
+ * migrations/0012_queue_settings.sql for what pause and the limit guarantee).
+ */
+import type { Kysely } from 'kysely'
+import { isQueueName, QUEUE_RULE } from './core/names.ts'
+import type { DB } from './db/schema.ts'
+import { queueGet, queueList, queuePause, queueResume, queueSetConcurrencyLimit, type QueueView } from './db/queries/queues.ts'
+import { ValidationError } from './errors.ts'
+
+export type { QueueView }
+
+/** The highest concurrency limit a queue may have. */
+export const CONCURRENCY_LIMIT_MAX = 100_000
+
+export interface QueueAdmin {
+  /** Every queue with settings or with pending or running executions, by name. */
+  list(): Promise<QueueView[]>
+  view(name: string): Promise<QueueView>
+  /** Once this returns, no execution of the queue is claimed; running ones finish; submits are still accepted. */
+  pause(name: string): Promise<QueueView>
+  /** Workers take the queue's work again (they are woken at once). */
+  resume(name: string): Promise<QueueView>
+  /** At most `limit` executions of the queue running at once across all workers; null removes the limit. */
+  setConcurrencyLimit(name: string, limit: number | null): Promise<QueueView>
+}
+
+function assertQueueName(name: string): void {
+  if (typeof name !== 'string' || !isQueueName(name)) {
+    throw new ValidationError(`queue must be ${QUEUE_RULE}`, [{ path: 'name', message: `queue must be ${QUEUE_RULE}` }])
+  }
+}
+
+export function queueAdmin(db: Kysely<DB>): QueueAdmin {
+  const view = (name: string) => {
+    assertQueueName(name)
+    return queueGet(db, name)
+  }
+  return {
+    list: () => queueList(db),
+    view,
+    async pause(name) {
+      assertQueueName(name)
+      await queuePause(db, name)
+      return view(name)
+    },
+    async resume(name) {
+      assertQueueName(name)
+      await queueResume(db, name)
+      return view(name)
+    },
+    async setConcurrencyLimit(name, limit) {
+      assertQueueName(name)
+      if (limit !== null && (!Number.isInteger(limit) || limit < 1 || limit > CONCURRENCY_LIMIT_MAX)) {
+        const message = `concurrencyLimit must be an integer from 1 to ${CONCURRENCY_LIMIT_MAX}, or null for no limit (got ${String(limit)})`
+        throw new ValidationError(message, [{ path: 'concurrencyLimit', message }])
+      }
+      await queueSetConcurrencyLimit(db, name, limit)
+      return view(name)
+    },
+  }
+}

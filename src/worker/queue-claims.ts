@@ -1,0 +1,60 @@
+/**
+ * The claim across a worker's queues, by their settings (pgsched.queues, read at most once a
+ * second, so a pause, a resume or a new limit takes effect within a second; the claim statement
+ * itself skips paused and limited queues whatever this cache says):
+ * - queues without settings: one ordinary claim statement, in priority order across them;
+ * - each limited queue: a claim of its own (queueClaimLimited), with the room left.
+ * `full` says that a limit held work back: nothing announces the end of another worker's run, so
+ * the caller should claim again soon rather than wait for a wake-up.
+ */
+import type { Kysely } from 'kysely'
+import type { DB } from '../db/schema.ts'
+import { executionClaimBatch, queueClaimLimited, queueSettingsOf, type ClaimedExecution, type QueueSetting } from '../db/queries/claim.ts'
+
+/** How long settings read from the database are used. */
+export const QUEUE_SETTINGS_TTL_MS = 1_000
+
+export interface QueueClaimsParams {
+  db: Kysely<DB>
+  workerId: string
+  queues: readonly string[]
+  types: readonly string[]
+  leaseMs: number
+}
+
+export class QueueClaims {
+  private readonly p: QueueClaimsParams
+  private settings = new Map<string, QueueSetting>()
+  private readAtMs = Number.NEGATIVE_INFINITY
+
+  constructor(params: QueueClaimsParams) {
+    this.p = params
+  }
+
+  /** Claims up to `room` executions; see the file header. */
+  async claim(room: number): Promise<{ claimed: ClaimedExecution[]; full: boolean }> {
+    if (performance.now() - this.readAtMs >= QUEUE_SETTINGS_TTL_MS) {
+      this.settings = new Map((await queueSettingsOf(this.p.db, this.p.queues)).map((s) => [s.name, s]))
+      this.readAtMs = performance.now()
+    }
+    const { db, workerId, types, leaseMs } = this.p
+    const open: string[] = []
+    const limited: string[] = []
+    for (const q of this.p.queues) {
+      const s = this.settings.get(q)
+      if (s?.paused) continue
+      if (s?.concurrencyLimit != null) limited.push(q)
+      else open.push(q)
+    }
+    const claimed: ClaimedExecution[] = open.length > 0 ? await executionClaimBatch(db, { workerId, queues: open, types, limit: room, leaseMs }) : []
+    let full = false
+    for (const queue of limited) {
+      const left = room - claimed.length
+      if (left <= 0) break
+      const got = await queueClaimLimited(db, { workerId, queues: [queue], types, limit: left, leaseMs })
+      claimed.push(...got.claimed)
+      full ||= got.full
+    }
+    return { claimed, full }
+  }
+}

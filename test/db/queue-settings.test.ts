@@ -1,0 +1,73 @@
+/**
+ * Queue settings in the claim (migration 0012, claim.ts, worker/queue-claims.ts): a paused queue is
+ * not claimed from, in either form of the claim statement; a limited queue never has more
+ * executions running than its limit, however many claimers ask at once.
+ */
+import { sql } from 'kysely'
+import { describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { executionClaimBatch, queueClaimLimited } from '../../src/db/queries/claim.ts'
+import { executionCompleteMany } from '../../src/db/queries/lease.ts'
+import { QueueClaims } from '../../src/worker/queue-claims.ts'
+import { useTestDb } from '../db.ts'
+
+const t = useTestDb()
+const W = '00000000-0000-7000-8000-00000000a001'
+const client = () => createClient({ db: t.db, tenant: 'acme' })
+const claim = (queues: string[], limit = 100) => executionClaimBatch(t.db, { workerId: W, queues, types: ['k'], limit, leaseMs: 60_000 })
+const running = async (queue: string) =>
+  (await sql<{ n: number }>`select count(*)::int as n from pgsched.executions where state = 'running' and queue = ${queue}`.execute(t.db)).rows[0]?.n
+
+describe('queue settings in the claim', () => {
+  it('skips a paused queue in the one-queue and the several-queue claim, and takes it again once resumed', async () => {
+    await client().submitJobs([
+      { type: 'k', queue: 'held' },
+      { type: 'k', queue: 'held' },
+      { type: 'k', queue: 'free' },
+    ])
+    await sql`select pgsched.pause_queue('held')`.execute(t.db)
+    expect(await claim(['held'])).toEqual([])
+    expect((await claim(['held', 'free'])).map((c) => c.queue)).toEqual(['free'])
+    await sql`select pgsched.resume_queue('held')`.execute(t.db)
+    expect((await claim(['held'])).map((c) => c.queue)).toEqual(['held', 'held'])
+  })
+
+  it('leaves a limited queue to its own claim, which never has more running than the limit', async () => {
+    await client().submitJobs(Array.from({ length: 20 }, () => ({ type: 'k', queue: 'narrow' })))
+    await sql`select pgsched.set_queue_concurrency_limit('narrow', 3)`.execute(t.db)
+    expect(await claim(['narrow'])).toEqual([]) // not the ordinary claim's any more
+    // Ten claimers at once, each asking for 5: three executions in all.
+    const results = await Promise.all(
+      Array.from({ length: 10 }, () => queueClaimLimited(t.db, { workerId: W, queues: ['narrow'], types: ['k'], limit: 5, leaseMs: 60_000 })),
+    )
+    expect(results.flatMap((r) => r.claimed)).toHaveLength(3)
+    expect(await running('narrow')).toBe(3)
+    expect(results.some((r) => r.full)).toBe(true)
+    // One ends: room for exactly one more.
+    const first = results.flatMap((r) => r.claimed)[0]
+    if (!first) throw new Error('nothing claimed')
+    await executionCompleteMany(t.db, { workerId: W, completions: [{ ...first, resultJson: 'null', outputUri: null }] })
+    const next = await queueClaimLimited(t.db, { workerId: W, queues: ['narrow'], types: ['k'], limit: 5, leaseMs: 60_000 })
+    expect(next.claimed).toHaveLength(1)
+    expect(await running('narrow')).toBe(3)
+    // No limit any more: the ordinary claim takes the rest.
+    await sql`select pgsched.set_queue_concurrency_limit('narrow', null)`.execute(t.db)
+    expect(await claim(['narrow'])).toHaveLength(16)
+  })
+
+  it('QueueClaims claims across open and limited queues, within the room and the limits', async () => {
+    await client().submitJobs([
+      ...Array.from({ length: 4 }, () => ({ type: 'k', queue: 'a' })),
+      ...Array.from({ length: 4 }, () => ({ type: 'k', queue: 'b' })),
+    ])
+    await sql`select pgsched.set_queue_concurrency_limit('b', 2)`.execute(t.db)
+    await sql`select pgsched.pause_queue('c')`.execute(t.db)
+    const claims = new QueueClaims({ db: t.db, workerId: W, queues: ['a', 'b', 'c'], types: ['k'], leaseMs: 60_000 })
+    const first = await claims.claim(5)
+    expect(first.claimed.map((c) => c.queue).sort()).toEqual(['a', 'a', 'a', 'a', 'b'])
+    const second = await claims.claim(5)
+    expect(second.claimed.map((c) => c.queue)).toEqual(['b'])
+    expect(second.full).toBe(true)
+    expect((await claims.claim(5)).claimed).toEqual([])
+  })
+})
