@@ -1,0 +1,129 @@
+/**
+ * Queue settings with real worker processes and a recording HTTP sink: jobs of the built-in `http`
+ * type call the sink, which holds each request a few milliseconds and records how many are in
+ * flight at once.
+ * - A queue limited to 5, three workers × concurrency 20, 2,000 jobs, one worker SIGKILLed
+ *   mid-run: the sink never sees more than 5 at once, and every job succeeds.
+ * - A paused queue: once the pause returns, the sink sees only executions claimed before it; after
+ *   a resume, requests arrive again within a second.
+ */
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { sql } from 'kysely'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { useTestDb } from '../db.ts'
+import { useWorkerProcesses, waitFor } from './processes.ts'
+
+const t = useTestDb()
+const { spawnWorker } = useWorkerProcesses(t)
+const client = () => createClient({ db: t.db, tenant: 'acme' })
+const env = { SCHEDULER_LEASE_MS: '3000', SCHEDULER_HEARTBEAT_MS: '500', SCHEDULER_REAPER_INTERVAL_MS: '200', SCHEDULER_POLL_INTERVAL_MS: '200' }
+
+interface Sink {
+  url: string
+  /** Requests received: the job number and the time (Date.now()). */
+  arrivals: Array<{ n: number; atMs: number }>
+  inFlight: number
+  maxInFlight: number
+  close(): Promise<void>
+}
+
+let sink: Sink | undefined
+afterEach(async () => {
+  await sink?.close()
+  sink = undefined
+})
+
+/** An HTTP server that holds each request `holdMs` and counts those in flight (a cut connection ends one too). */
+async function startSink(holdMs: number): Promise<Sink> {
+  const s: Sink = { url: '', arrivals: [], inFlight: 0, maxInFlight: 0, close: async () => undefined }
+  const server: Server = createServer((req, res) => {
+    s.inFlight++
+    s.maxInFlight = Math.max(s.maxInFlight, s.inFlight)
+    s.arrivals.push({ n: Number(new URL(req.url ?? '/', 'http://x').searchParams.get('n')), atMs: Date.now() })
+    let open = true
+    const end = () => {
+      if (!open) return
+      open = false
+      s.inFlight--
+    }
+    res.on('close', end)
+    setTimeout(() => {
+      end()
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok')
+    }, holdMs)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  s.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hit`
+  s.close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections()
+      server.close(() => resolve())
+    })
+  return s
+}
+
+const jobsFor = (queue: string, count: number, url: string) =>
+  Array.from({ length: count }, (_, n) => ({ type: 'http', queue, payload: { url: `${url}?n=${n}` } }))
+
+async function countSucceeded(queue: string): Promise<number> {
+  const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.executions where queue = ${queue} and state = 'succeeded'`.execute(t.db)
+  return rows[0]?.n ?? 0
+}
+
+describe('queue settings across worker processes', () => {
+  it('never has more than the concurrency limit in flight, across 3 workers and through a SIGKILL', { timeout: 180_000 }, async () => {
+    sink = await startSink(20)
+    await client().queues.setConcurrencyLimit('narrow', 5)
+    await client().submitJobs(jobsFor('narrow', 2_000, sink.url))
+    const workers = [0, 1, 2].map(() => spawnWorker({ concurrency: 20, env: { ...env, SCHEDULER_QUEUES: 'narrow' } }))
+    await Promise.all(workers.map((w) => w.ready))
+    const s = sink
+    await waitFor(() => s.arrivals.length >= 500, { what: '500 requests at the sink', timeoutMs: 60_000 })
+    const victim = workers[0]
+    if (!victim) throw new Error('no worker')
+    victim.child.kill('SIGKILL')
+    await victim.exited
+    await waitFor(async () => (await countSucceeded('narrow')) === 2_000, { what: '2,000 jobs to succeed', timeoutMs: 150_000, intervalMs: 250 })
+    expect(s.maxInFlight).toBeLessThanOrEqual(5)
+    expect(s.maxInFlight).toBe(5) // the limit was reached, not just respected
+    const elapsedS = ((s.arrivals.at(-1)?.atMs ?? 0) - (s.arrivals[0]?.atMs ?? 0)) / 1000
+    process.stderr.write(`limit 5: ${s.arrivals.length} requests in ${elapsedS.toFixed(1)} s, at most ${s.maxInFlight} in flight\n`)
+  })
+
+  it('claims nothing from a queue once its pause returns, and takes work again within a second of a resume', { timeout: 120_000 }, async () => {
+    sink = await startSink(5)
+    await client().submitJobs(jobsFor('pausable', 3_000, sink.url))
+    const workers = [0, 1].map(() => spawnWorker({ concurrency: 10, env: { ...env, SCHEDULER_QUEUES: 'pausable' } }))
+    await Promise.all(workers.map((w) => w.ready))
+    const s = sink
+    await waitFor(() => s.arrivals.length >= 200, { what: '200 requests at the sink', timeoutMs: 60_000 })
+    await client().queues.pause('pausable')
+    const pausedAtMs = Date.now()
+    // Claimed before the pause returned: what may still reach the sink.
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.executions
+      where queue = 'pausable' and state = 'running'`.execute(t.db)
+    const claimedBefore = rows[0]?.n ?? 0
+    const startedBefore = (
+      await sql<{ n: number }>`select count(*)::int as n from pgsched.executions where queue = 'pausable' and started_at is not null`.execute(t.db)
+    ).rows[0]?.n
+    const arrivedAtPause = s.arrivals.length
+    await waitFor(async () => (await client().queues.view('pausable')).running === 0, { what: 'the claimed executions to finish', timeoutMs: 10_000 })
+    await new Promise((r) => setTimeout(r, 1_500)) // several claim rounds (polls every 200 ms) of workers that have free slots
+    const startedAfter = (
+      await sql<{ n: number }>`select count(*)::int as n from pgsched.executions where queue = 'pausable' and started_at is not null`.execute(t.db)
+    ).rows[0]?.n
+    expect(startedAfter).toBe(startedBefore) // nothing claimed since the pause returned
+    expect(s.arrivals.length - arrivedAtPause).toBeLessThanOrEqual(claimedBefore)
+    expect(s.arrivals.filter((a) => a.atMs > pausedAtMs + 1_000)).toEqual([])
+
+    const arrivedBeforeResume = s.arrivals.length
+    const resumedAtMs = Date.now()
+    await client().queues.resume('pausable')
+    await waitFor(() => s.arrivals.length > arrivedBeforeResume, { what: 'a request after the resume', timeoutMs: 5_000, intervalMs: 5 })
+    const firstAfterResume = s.arrivals[arrivedBeforeResume]?.atMs ?? Number.NaN
+    expect(firstAfterResume - resumedAtMs).toBeLessThan(1_000)
+    await waitFor(async () => (await countSucceeded('pausable')) === 3_000, { what: '3,000 jobs to succeed', timeoutMs: 90_000, intervalMs: 250 })
+  })
+})
