@@ -148,6 +148,7 @@ function newJob(n: NormalizedSubmit, id: string, executionId: string, tenant: st
     backoffBaseMs: n.backoffBaseMs,
     backoffMaxMs: n.backoffMaxMs,
     idempotencyKey: n.idempotencyKey,
+    concurrencyKey: n.concurrencyKey,
     state: 'active',
     status: 'NOT_STARTED',
     createdAt: now,

@@ -1,13 +1,13 @@
 /**
  * Queue operations (client.queues): list queues with their live figures, pause and resume a
- * queue, set or clear its concurrency limit. They act on the queue for every tenant: the REST API
+ * queue, set or clear its concurrency limit and its limit per concurrency key. They act on the queue for every tenant: the REST API
  * offers them to operator keys only. Each change takes effect in every worker within a second (see
  * migrations/0012_queue_settings.sql for what pause and the limit guarantee).
  */
 import type { Kysely } from 'kysely'
 import { isQueueName, QUEUE_RULE } from './core/names.ts'
 import type { DB } from './db/schema.ts'
-import { queueGet, queueList, queuePause, queueResume, queueSetConcurrencyLimit, type QueueView } from './db/queries/queues.ts'
+import { queueGet, queueList, queuePause, queueResume, queueSetConcurrencyLimit, queueSetKeyConcurrencyLimit, type QueueView } from './db/queries/queues.ts'
 import { ValidationError } from './errors.ts'
 
 export type { QueueView }
@@ -25,11 +25,20 @@ export interface QueueAdmin {
   resume(name: string): Promise<QueueView>
   /** At most `limit` executions of the queue running at once across all workers; null removes the limit. */
   setConcurrencyLimit(name: string, limit: number | null): Promise<QueueView>
+  /** At most `limit` executions of one concurrency key (SubmitJobInput.concurrencyKey) of the queue running at once; null removes it. */
+  setKeyConcurrencyLimit(name: string, limit: number | null): Promise<QueueView>
 }
 
 function assertQueueName(name: string): void {
   if (typeof name !== 'string' || !isQueueName(name)) {
     throw new ValidationError(`queue must be ${QUEUE_RULE}`, [{ path: 'name', message: `queue must be ${QUEUE_RULE}` }])
+  }
+}
+
+function assertLimit(path: string, limit: number | null): void {
+  if (limit !== null && (!Number.isInteger(limit) || limit < 1 || limit > CONCURRENCY_LIMIT_MAX)) {
+    const message = `${path} must be an integer from 1 to ${CONCURRENCY_LIMIT_MAX}, or null for no limit (got ${String(limit)})`
+    throw new ValidationError(message, [{ path, message }])
   }
 }
 
@@ -53,11 +62,14 @@ export function queueAdmin(db: Kysely<DB>): QueueAdmin {
     },
     async setConcurrencyLimit(name, limit) {
       assertQueueName(name)
-      if (limit !== null && (!Number.isInteger(limit) || limit < 1 || limit > CONCURRENCY_LIMIT_MAX)) {
-        const message = `concurrencyLimit must be an integer from 1 to ${CONCURRENCY_LIMIT_MAX}, or null for no limit (got ${String(limit)})`
-        throw new ValidationError(message, [{ path: 'concurrencyLimit', message }])
-      }
+      assertLimit('concurrencyLimit', limit)
       await queueSetConcurrencyLimit(db, name, limit)
+      return view(name)
+    },
+    async setKeyConcurrencyLimit(name, limit) {
+      assertQueueName(name)
+      assertLimit('keyConcurrencyLimit', limit)
+      await queueSetKeyConcurrencyLimit(db, name, limit)
       return view(name)
     },
   }

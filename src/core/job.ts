@@ -17,6 +17,7 @@ import type { ExecutionError } from './execution-error.ts'
 import {
   BACKOFF_BASE_MS,
   BACKOFF_MAX_MS,
+  CONCURRENCY_KEY_MAX_LENGTH,
   IDEMPOTENCY_KEY_MAX_LENGTH,
   INTERVAL_MS,
   MAX_ATTEMPTS,
@@ -57,6 +58,11 @@ export interface SubmitJobInput {
   backoffBaseMs?: number
   backoffMaxMs?: number
   idempotencyKey?: string
+  /**
+   * Jobs with the same key in a queue with a per-key concurrency limit run at most that many at
+   * once, across every worker (a customer id, say). 1 to 255 characters.
+   */
+  concurrencyKey?: string
   /** Recurring jobs: first and last possible fire time. */
   startAt?: string | Date
   endAt?: string | Date
@@ -79,6 +85,7 @@ export interface NormalizedSubmit {
   backoffBaseMs: number
   backoffMaxMs: number
   idempotencyKey: string | null
+  concurrencyKey: string | null
   kind: ScheduleKind
   runAt: Date | null
   cron: string | null
@@ -139,6 +146,8 @@ export interface Job {
   backoffBaseMs: number
   backoffMaxMs: number
   idempotencyKey: string | null
+  /** Jobs with the same key run at most the queue's per-key limit at once. */
+  concurrencyKey: string | null
   state: JobState
   /** User-facing status, derived from `state` and the latest execution. */
   status: JobStatus
@@ -232,6 +241,13 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSub
       bad('idempotencyKey', `idempotencyKey must be a string of 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} characters`)
     } else idempotencyKey = input.idempotencyKey
   }
+  let concurrencyKey: string | null = null
+  if (input.concurrencyKey !== undefined) {
+    const k = input.concurrencyKey
+    if (typeof k !== 'string' || k.length < 1 || k.length > CONCURRENCY_KEY_MAX_LENGTH || k.includes('\u0000')) {
+      bad('concurrencyKey', `concurrencyKey must be a string of 1 to ${CONCURRENCY_KEY_MAX_LENGTH} characters`)
+    } else concurrencyKey = k
+  }
   const misfirePolicy = input.misfirePolicy ?? 'fire_once'
   if (!MISFIRE.includes(misfirePolicy)) bad('misfirePolicy', `misfirePolicy must be one of ${MISFIRE.join(', ')}`)
   const overlapPolicy = input.overlapPolicy ?? 'allow'
@@ -304,6 +320,7 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSub
     backoffBaseMs,
     backoffMaxMs,
     idempotencyKey,
+    concurrencyKey,
     kind,
     runAt,
     cron,
@@ -320,7 +337,8 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSub
     idempotencyKey === null
       ? null
       : createHash('sha256')
-          .update(canonicalJson({ ...normalized, payloadJson: undefined, firstFireAt: undefined, payload }))
+          // concurrencyKey only when given: requests from before it existed hash as they did
+          .update(canonicalJson({ ...normalized, payloadJson: undefined, firstFireAt: undefined, concurrencyKey: concurrencyKey ?? undefined, payload }))
           .digest('hex')
   return { ...normalized, requestHash }
 }

@@ -15,6 +15,8 @@ export const QUEUE_MAX_LENGTH = 64
 export const TENANT_MAX_LENGTH = 128
 /** Longest idempotency key, in characters. */
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 255
+/** Longest concurrency key, in characters. */
+export const CONCURRENCY_KEY_MAX_LENGTH = 255
 
 /** A job type: a letter or digit, then letters, digits and `_ . : / -` (jobs_type_check). */
 export const TYPE_PATTERN = `^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,${TYPE_MAX_LENGTH - 1}}$`

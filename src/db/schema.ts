@@ -20,6 +20,8 @@ export interface JobsTable {
   backoff_max_ms: Generated<number>
   timeout_ms: Generated<number>
   idempotency_key: string | null
+  /** Migration 0013. */
+  concurrency_key: ColumnType<string | null, string | null | undefined, string | null>
   state: Generated<'active' | 'paused' | 'cancelled'>
   created_by: string | null
   created_at: DefaultTimestamp
@@ -82,6 +84,8 @@ export interface ExecutionsTable {
   error: Json | null
   output_uri: string | null
   created_at: DefaultTimestamp
+  /** Migration 0013. */
+  concurrency_key: ColumnType<string | null, string | null | undefined, string | null>
 }
 
 export interface WorkersTable {
@@ -115,6 +119,8 @@ export interface QueuesTable {
   concurrency_limit: number | null
   paused_at: Timestamp | null
   updated_at: DefaultTimestamp
+  /** Migration 0013. */
+  key_concurrency_limit: number | null
 }
 
 /** Workers waiting for a wake-up (migrations 0006 and 0011; unlogged). */

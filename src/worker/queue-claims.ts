@@ -43,7 +43,7 @@ export class QueueClaims {
     for (const q of this.p.queues) {
       const s = this.settings.get(q)
       if (s?.paused) continue
-      if (s?.concurrencyLimit != null) limited.push(q)
+      if (s?.concurrencyLimit != null || s?.keyConcurrencyLimit != null) limited.push(q)
       else open.push(q)
     }
     const claimed: ClaimedExecution[] = open.length > 0 ? await executionClaimBatch(db, { workerId, queues: open, types, limit: room, leaseMs }) : []

@@ -35,7 +35,17 @@ describe('/v1/queues', () => {
     const list = await api.call(key, 'GET', '/v1/queues')
     expect(list.statusCode).toBe(200)
     expect(list.json().items).toEqual([
-      { name: 'mail', paused: false, pausedAt: null, concurrencyLimit: null, due: 1, scheduled: 1, running: 1, oldestDueLagMs: expect.any(Number) },
+      {
+        name: 'mail',
+        paused: false,
+        pausedAt: null,
+        concurrencyLimit: null,
+        keyConcurrencyLimit: null,
+        due: 1,
+        scheduled: 1,
+        running: 1,
+        oldestDueLagMs: expect.any(Number),
+      },
     ])
 
     const paused = await api.call(key, 'POST', '/v1/queues/mail/pause')
@@ -49,6 +59,8 @@ describe('/v1/queues', () => {
     expect(resumed.json()).toMatchObject({ paused: false, pausedAt: null, concurrencyLimit: 3 })
     const unlimited = await api.call(key, 'PATCH', '/v1/queues/mail', { concurrencyLimit: null })
     expect(unlimited.json()).toMatchObject({ concurrencyLimit: null })
+    const perKey = await api.call(key, 'PATCH', '/v1/queues/mail', { keyConcurrencyLimit: 1 })
+    expect(perKey.json()).toMatchObject({ concurrencyLimit: null, keyConcurrencyLimit: 1 })
     // A queue nobody used yet can be set up ahead of its jobs.
     const fresh = await api.call(key, 'POST', '/v1/queues/reports/pause')
     expect(fresh.json()).toMatchObject({ name: 'reports', paused: true, due: 0, running: 0 })

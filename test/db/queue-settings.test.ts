@@ -70,4 +70,31 @@ describe('queue settings in the claim', () => {
     expect(second.full).toBe(true)
     expect((await claims.claim(5)).claimed).toEqual([])
   })
+
+  it('takes no more of one concurrency key than its limit minus what of it runs, in priority order, keyless work unlimited', async () => {
+    await client().submitJobs([
+      ...Array.from({ length: 5 }, (_, i) => ({ type: 'k', queue: 'keyed', concurrencyKey: 'a', priority: 10 - i })),
+      ...Array.from({ length: 5 }, () => ({ type: 'k', queue: 'keyed', concurrencyKey: 'b' })),
+      { type: 'k', queue: 'keyed' },
+      { type: 'k', queue: 'keyed' },
+    ])
+    await sql`select pgsched.set_queue_key_concurrency_limit('keyed', 1)`.execute(t.db)
+    const take = () => queueClaimLimited(t.db, { workerId: W, queues: ['keyed'], types: ['k'], limit: 20, leaseMs: 60_000 })
+    const first = await take()
+    const keyOf = async (ids: string[]) =>
+      (await t.db.selectFrom('pgsched.executions').select(['concurrency_key', 'priority']).where('id', 'in', ids).execute()).map(
+        (r) => `${r.concurrency_key ?? '-'}${r.concurrency_key === 'a' ? r.priority : ''}`,
+      )
+    expect((await keyOf(first.claimed.map((c) => c.id))).sort()).toEqual(['-', '-', 'a10', 'b'])
+    const second = await take()
+    expect(second.claimed).toEqual([])
+    expect(second.full).toBe(true) // work is due, held back by its keys' limit
+    const a = first.claimed.find((c) => c.priority === 10)
+    if (!a) throw new Error('no execution of key a')
+    await executionCompleteMany(t.db, { workerId: W, completions: [{ ...a, resultJson: 'null', outputUri: null }] })
+    const third = await take()
+    expect(await keyOf(third.claimed.map((c) => c.id))).toEqual(['a9'])
+    // The ordinary claim leaves the queue alone while it has a limit per key.
+    expect(await claim(['keyed'])).toEqual([])
+  })
 })

@@ -4,6 +4,8 @@
  * flight at once.
  * - A queue limited to 5, three workers × concurrency 20, 2,000 jobs, one worker SIGKILLed
  *   mid-run: the sink never sees more than 5 at once, and every job succeeds.
+ * - A queue limited to 1 per concurrency key, 50 keys, three workers: never two requests of one key
+ *   in flight at once.
  * - A paused queue: once the pause returns, the sink sees only executions claimed before it; after
  *   a resume, requests arrive again within a second.
  */
@@ -26,6 +28,8 @@ interface Sink {
   arrivals: Array<{ n: number; atMs: number }>
   inFlight: number
   maxInFlight: number
+  /** The most requests of one `key` (query parameter) in flight at once. */
+  maxInFlightOfKey: number
   close(): Promise<void>
 }
 
@@ -37,16 +41,22 @@ afterEach(async () => {
 
 /** An HTTP server that holds each request `holdMs` and counts those in flight (a cut connection ends one too). */
 async function startSink(holdMs: number): Promise<Sink> {
-  const s: Sink = { url: '', arrivals: [], inFlight: 0, maxInFlight: 0, close: async () => undefined }
+  const s: Sink = { url: '', arrivals: [], inFlight: 0, maxInFlight: 0, maxInFlightOfKey: 0, close: async () => undefined }
+  const ofKey = new Map<string, number>()
   const server: Server = createServer((req, res) => {
+    const query = new URL(req.url ?? '/', 'http://x').searchParams
+    const key = query.get('key') ?? ''
     s.inFlight++
     s.maxInFlight = Math.max(s.maxInFlight, s.inFlight)
-    s.arrivals.push({ n: Number(new URL(req.url ?? '/', 'http://x').searchParams.get('n')), atMs: Date.now() })
+    ofKey.set(key, (ofKey.get(key) ?? 0) + 1)
+    if (key !== '') s.maxInFlightOfKey = Math.max(s.maxInFlightOfKey, ofKey.get(key) ?? 0)
+    s.arrivals.push({ n: Number(query.get('n')), atMs: Date.now() })
     let open = true
     const end = () => {
       if (!open) return
       open = false
       s.inFlight--
+      ofKey.set(key, (ofKey.get(key) ?? 1) - 1)
     }
     res.on('close', end)
     setTimeout(() => {
@@ -90,6 +100,27 @@ describe('queue settings across worker processes', () => {
     expect(s.maxInFlight).toBe(5) // the limit was reached, not just respected
     const elapsedS = ((s.arrivals.at(-1)?.atMs ?? 0) - (s.arrivals[0]?.atMs ?? 0)) / 1000
     process.stderr.write(`limit 5: ${s.arrivals.length} requests in ${elapsedS.toFixed(1)} s, at most ${s.maxInFlight} in flight\n`)
+  })
+
+  it('never runs two jobs of one concurrency key at once when the queue allows 1 per key', { timeout: 120_000 }, async () => {
+    sink = await startSink(10)
+    await client().queues.setKeyConcurrencyLimit('per-customer', 1)
+    const url = sink.url
+    await client().submitJobs(
+      Array.from({ length: 1_000 }, (_, n) => ({
+        type: 'http',
+        queue: 'per-customer',
+        concurrencyKey: `customer-${n % 50}`,
+        payload: { url: `${url}?n=${n}&key=customer-${n % 50}` },
+      })),
+    )
+    const workers = [0, 1, 2].map(() => spawnWorker({ concurrency: 20, env: { ...env, SCHEDULER_QUEUES: 'per-customer' } }))
+    await Promise.all(workers.map((w) => w.ready))
+    await waitFor(async () => (await countSucceeded('per-customer')) === 1_000, { what: '1,000 jobs to succeed', timeoutMs: 100_000, intervalMs: 250 })
+    const s = sink
+    expect(s.maxInFlightOfKey).toBe(1)
+    expect(s.maxInFlight).toBeGreaterThan(5) // keys ran side by side
+    process.stderr.write(`1 per key, 50 keys: ${s.arrivals.length} requests, at most ${s.maxInFlight} in flight\n`)
   })
 
   it('claims nothing from a queue once its pause returns, and takes work again within a second of a resume', { timeout: 120_000 }, async () => {

@@ -86,15 +86,24 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
       schema: {
         operationId: 'updateQueue',
         tags: ['queues'],
-        summary: "Set a queue's concurrency limit",
+        summary: "Set a queue's concurrency limits",
         description:
-          'At most `concurrencyLimit` executions of the queue run at once across all workers and hosts (null: no limit). Takes effect within a second.',
+          'At most `concurrencyLimit` executions of the queue run at once across all workers and hosts, and at most `keyConcurrencyLimit` of one ' +
+          'concurrency key (null: no limit). Fields left out stay as they are. Takes effect within a second.',
         security,
         params: QueueParams,
         body: QueuePatchBody,
         response: { 200: QueueRef, ...errors },
       },
     },
-    async (request) => queueToJson(await queuesFor(request).setConcurrencyLimit(request.params.name, request.body.concurrencyLimit)),
+    async (request) => {
+      const queues = queuesFor(request)
+      const { name } = request.params
+      const { concurrencyLimit, keyConcurrencyLimit } = request.body
+      let view = await queues.view(name)
+      if (concurrencyLimit !== undefined) view = await queues.setConcurrencyLimit(name, concurrencyLimit)
+      if (keyConcurrencyLimit !== undefined) view = await queues.setKeyConcurrencyLimit(name, keyConcurrencyLimit)
+      return queueToJson(view)
+    },
   )
 }

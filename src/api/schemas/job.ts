@@ -10,6 +10,7 @@ import type { Job } from '../../core/job.ts'
 import {
   BACKOFF_BASE_MS,
   BACKOFF_MAX_MS,
+  CONCURRENCY_KEY_MAX_LENGTH,
   IDEMPOTENCY_KEY_MAX_LENGTH,
   MAX_ATTEMPTS,
   MAX_PAYLOAD_BYTES,
@@ -99,6 +100,11 @@ export const SubmitJobBody = Type.Object(
         description: 'Same key and body → the same job (200); same key, other body → 409. Or the Idempotency-Key header.',
       }),
     ),
+    concurrencyKey: Type.Optional(
+      text(CONCURRENCY_KEY_MAX_LENGTH, {
+        description: "Jobs with the same key run at most the queue's per-key concurrency limit at once, across every worker (a customer id, say).",
+      }),
+    ),
     startAt: Type.Optional(Type.String({ description: 'Recurring jobs: first possible fire time (ISO-8601 instant).' })),
     endAt: Type.Optional(Type.String({ description: 'Recurring jobs: last possible fire time (ISO-8601 instant).' })),
     misfirePolicy: Type.Optional(MisfirePolicySchema),
@@ -156,6 +162,7 @@ export const JobSchema = Type.Object(
     backoffBaseMs: Type.Integer(),
     backoffMaxMs: Type.Integer(),
     idempotencyKey: Nullable(Type.String()),
+    concurrencyKey: Nullable(Type.String()),
     state: Type.Enum(['active', 'paused', 'cancelled'], { description: "The definition's own state." }),
     status: JobStatusSchema,
     executionStatus: Nullable(ExecutionStateSchema),
@@ -195,6 +202,7 @@ export function jobToJson(job: Job): JobJson {
     backoffBaseMs: job.backoffBaseMs,
     backoffMaxMs: job.backoffMaxMs,
     idempotencyKey: job.idempotencyKey,
+    concurrencyKey: job.concurrencyKey,
     state: job.state,
     status: job.status,
     executionStatus: last?.state ?? null,

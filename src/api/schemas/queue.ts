@@ -12,6 +12,13 @@ export const QueueSchema = Type.Object(
     concurrencyLimit: Nullable(
       Type.Integer({ minimum: 1, maximum: CONCURRENCY_LIMIT_MAX, description: 'Most executions running at once across all workers; null: no limit.' }),
     ),
+    keyConcurrencyLimit: Nullable(
+      Type.Integer({
+        minimum: 1,
+        maximum: CONCURRENCY_LIMIT_MAX,
+        description: 'Most executions of one concurrency key running at once; null: no limit per key.',
+      }),
+    ),
     due: Type.Integer({ description: 'Pending executions due now.' }),
     scheduled: Type.Integer({ description: 'Pending executions due later (scheduled, or a retry waiting for its backoff).' }),
     running: Type.Integer({ description: 'Executions running (claimed by a worker) now.' }),
@@ -31,18 +38,24 @@ export const QueueParams = Type.Object(
   { additionalProperties: false },
 )
 
-export const QueuePatchBody = Type.Object(
-  {
-    concurrencyLimit: Nullable(
+const limit = (description: string) =>
+  Type.Optional(
+    Nullable(
       Type.Integer({
         minimum: 1,
         maximum: CONCURRENCY_LIMIT_MAX,
         'x-expected': `an integer from 1 to ${CONCURRENCY_LIMIT_MAX}, or null for no limit`,
-        description: 'Most executions of the queue running at once across all workers; null removes the limit.',
+        description,
       }),
     ),
+  )
+
+export const QueuePatchBody = Type.Object(
+  {
+    concurrencyLimit: limit('Most executions of the queue running at once across all workers; null removes the limit.'),
+    keyConcurrencyLimit: limit("Most executions of one concurrency key (a job's `concurrencyKey`) running at once; null removes the limit."),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, minProperties: 1, description: 'The settings to change; at least one.' },
 )
 
 export function queueToJson(q: QueueView): QueueJson {

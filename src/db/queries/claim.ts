@@ -6,7 +6,7 @@
  * handler needs. Served by the partial index executions_claim_idx. Paused and
  * limited queues are skipped; a limited queue is claimed by queueClaimLimited.
  */
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 
@@ -19,12 +19,12 @@ export interface ExecutionClaimBatchParams {
   /** An injected time instead of the database's now() (null: now()); tests pin time with it. */
   now?: Date | null
   /**
-   * The claim of one limited queue (`queues` holds just it): its concurrency limit. The statement
-   * then takes at most the limit minus the executions of the queue running now, and does not skip
-   * the queue for having a limit. The caller holds the lock of the queue's settings row, taken
-   * before this statement (so its snapshot sees every claim that held the lock before).
+   * The claim of one limited queue (`queues` holds just it), under the lock of its settings row
+   * (taken before this statement, so its snapshot sees every claim that held the lock before):
+   * `capacity`, its concurrency limit (the statement takes at most the limit minus the executions of
+   * the queue running now); `keyLimit`, its limit per concurrency key. Null: no such limit.
    */
-  capacity?: number
+  limited?: { capacity: number | null; keyLimit: number | null }
 }
 
 export interface ClaimedExecution {
@@ -43,29 +43,35 @@ export interface ClaimedExecution {
   payload: unknown
 }
 
+/** How many due executions a claim with a per-key limit looks at, per execution it may take (at least KEY_SCAN_MIN). */
+const KEY_SCAN_FACTOR = 20
+const KEY_SCAN_MIN = 500
+
 /** The claim statement itself, unexecuted (for EXPLAIN in `scheduler bench`). */
 export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
   const now = params.now ?? null
+  const limited = params.limited
+  const queue = params.queues[0]
   // One queue: `queue = $1` lets each partition's claim index return rows already in priority
   // order (a merge append, then LIMIT). `queue = any(...)` cannot, and sorts every due row.
-  const one = params.queues.length === 1 || params.capacity !== undefined
-  const queueMatch = one ? sql`queue = ${params.queues[0]}::text` : sql`queue = any(${params.queues}::text[])`
+  const one = params.queues.length === 1 || limited !== undefined
+  const queueMatch = one ? sql`queue = ${queue}::text` : sql`queue = any(${params.queues}::text[])`
   // Paused and limited queues are not this statement's (see migrations/0012): one probe of
   // pgsched.queues per statement (a one-time filter, or an array computed once).
+  const held = sql`(s.paused or s.concurrency_limit is not null or s.key_concurrency_limit is not null)`
   const settingsMatch =
-    params.capacity !== undefined
+    limited !== undefined
       ? sql``
       : one
-        ? sql`and not exists (select 1 from pgsched.queues s where s.name = ${params.queues[0]}::text and (s.paused or s.concurrency_limit is not null))`
-        : sql`and queue <> all(array(select s.name from pgsched.queues s where s.paused or s.concurrency_limit is not null))`
+        ? sql`and not exists (select 1 from pgsched.queues s where s.name = ${queue}::text and ${held})`
+        : sql`and queue <> all(array(select s.name from pgsched.queues s where ${held}))`
   const limit =
-    params.capacity === undefined
+    limited?.capacity == null
       ? sql`${params.limit}::int`
-      : sql`least(${params.limit}::int, greatest(0, ${params.capacity}::int - (select count(*)::int from pgsched.executions r
-                                                                          where r.state = 'running' and r.queue = ${params.queues[0]}::text)))`
-  return sql<ClaimedExecution>`${sql.raw(PREPARE)}
-    with due as materialized (
-      select id, job_id
+      : sql`least(${params.limit}::int, greatest(0, ${limited.capacity}::int - (select count(*)::int from pgsched.executions r
+                                                                          where r.state = 'running' and r.queue = ${queue}::text)))`
+  const due = (columns: RawBuilder<unknown>, lock: RawBuilder<unknown>, rowLimit: RawBuilder<unknown>) => sql`
+      select ${columns}
         from pgsched.executions
        where state = 'pending'
          and ${queueMatch}
@@ -73,20 +79,48 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
          and type = any(${params.types}::text[])              -- only types this worker can run
          and run_at <= coalesce(${now}::timestamptz, now())
        order by priority desc, run_at, id
+       limit ${rowLimit}
+         ${lock}`
+  const dueCte =
+    limited?.keyLimit == null
+      ? // rows other workers hold are skipped, not waited on
+        sql`due as materialized (${due(sql`id, job_id`, sql`for update skip locked`, limit)}
+    )`
+      : // Per key: the first due executions in priority order, numbered within their key; a key takes
+        // no more than its limit minus what of it runs now (index executions_running_key_idx). No row
+        // locks to skip: the claims of this queue take turns on its settings row.
+        sql`candidates as (
+        select c.*, row_number() over (partition by c.concurrency_key order by c.priority desc, c.run_at, c.id) as nth
+          from (${due(sql`id, job_id, concurrency_key, priority, run_at`, sql``, sql`${Math.max(KEY_SCAN_MIN, params.limit * KEY_SCAN_FACTOR)}::int`)}) c
+    ),
+    key_running as (
+      select concurrency_key, count(*)::int as n
+        from pgsched.executions
+       where state = 'running' and queue = ${queue}::text and concurrency_key in (select concurrency_key from candidates)
+       group by concurrency_key
+    ),
+    due as materialized (
+      select c.id, c.job_id
+        from candidates c left join key_running k on k.concurrency_key = c.concurrency_key
+       where c.concurrency_key is null or c.nth <= ${limited.keyLimit}::int - coalesce(k.n, 0)
+       order by c.priority desc, c.run_at, c.id
        limit ${limit}
-         for update skip locked                               -- rows other workers hold are skipped, not waited on
-    )
+    )`
+  return sql<ClaimedExecution>`${sql.raw(PREPARE)}
+    with ${dueCte}
     update pgsched.executions e
        set state = 'running',
            attempt = e.attempt + 1,
            worker_id = ${params.workerId}::uuid,
            lease_expires_at = coalesce(${now}::timestamptz, now()) + ${params.leaseMs}::int * interval '1 millisecond',
-           -- the moment the row was taken, not the statement's start: a claim that waited or was
-           -- starved must not date its rows before those of claims that ran in the meantime
-           started_at = coalesce(${now}::timestamptz, clock_timestamp())
+           -- when the rows were taken (one instant for the batch, read once its rows are locked), not
+           -- the statement's start: a claim that waited or was starved must not date its rows before
+           -- those of claims that ran in the meantime
+           started_at = coalesce(${now}::timestamptz, (select clock_timestamp()))
      -- arrays rather than a join: the planner then probes the primary keys instead of hashing every partition
      where e.id = any(array(select id from due))
        and e.job_id = any(array(select job_id from due))
+       and e.state = 'pending'   -- rechecked: the per-key form locks no row before this
     returning e.id, e.job_id as "jobId", e.type, e.queue, e.priority, e.attempt, e.max_attempts as "maxAttempts",
               e.timeout_ms as "timeoutMs", (extract(epoch from e.scheduled_for) * 1000)::float8 as "scheduledForMs",
               (extract(epoch from e.run_at) * 1000)::float8 as "runAtMs",
@@ -103,12 +137,14 @@ export interface QueueSetting {
   name: string
   paused: boolean
   concurrencyLimit: number | null
+  keyConcurrencyLimit: number | null
 }
 
 /** The settings of `queues` that have any (a queue without a row is active and unlimited). */
 export async function queueSettingsOf(db: Kysely<DB>, queues: readonly string[]): Promise<QueueSetting[]> {
   const { rows } = await sql<QueueSetting>`${sql.raw(PREPARE)}
-    select name, paused, concurrency_limit as "concurrencyLimit" from pgsched.queues where name = any(${queues}::text[])`.execute(db)
+    select name, paused, concurrency_limit as "concurrencyLimit", key_concurrency_limit as "keyConcurrencyLimit"
+      from pgsched.queues where name = any(${queues}::text[])`.execute(db)
   return rows
 }
 
@@ -120,17 +156,22 @@ export async function queueSettingsOf(db: Kysely<DB>, queues: readonly string[])
  */
 export async function queueClaimLimited(
   db: Kysely<DB>,
-  params: Omit<ExecutionClaimBatchParams, 'capacity'>,
+  params: Omit<ExecutionClaimBatchParams, 'limited'>,
 ): Promise<{ claimed: ClaimedExecution[]; full: boolean }> {
   const queue = params.queues[0] as string
   return db.transaction().execute(async (trx) => {
-    const { rows } = await sql<{ paused: boolean; limit: number | null; running: number }>`${sql.raw(PREPARE)}
-      select paused, concurrency_limit as limit,
+    const { rows } = await sql<{ paused: boolean; limit: number | null; keyLimit: number | null; running: number; due: boolean }>`${sql.raw(PREPARE)}
+      select paused, concurrency_limit as limit, key_concurrency_limit as "keyLimit",
+             exists (select 1 from pgsched.executions p where p.state = 'pending' and p.queue = ${queue}::text and p.run_at <= now()) as due,
              (select count(*)::int from pgsched.executions r where r.state = 'running' and r.queue = ${queue}::text) as running
         from pgsched.queues where name = ${queue}::text for update`.execute(trx)
     const setting = rows[0]
-    if (!setting || setting.paused || setting.limit === null) return { claimed: [], full: false }
-    const claimed = (await executionClaimBatchQuery({ ...params, queues: [queue], capacity: setting.limit }).execute(trx)).rows
-    return { claimed, full: claimed.length < params.limit && setting.running + claimed.length >= setting.limit }
+    if (!setting || setting.paused || (setting.limit === null && setting.keyLimit === null)) return { claimed: [], full: false }
+    const limited = { capacity: setting.limit, keyLimit: setting.keyLimit }
+    const claimed = (await executionClaimBatchQuery({ ...params, queues: [queue], limited }).execute(trx)).rows
+    // Held back by a limit (the queue's, or a key's: a key at its limit leaves its work due):
+    // as far as the running count read with the lock tells.
+    const queueFull = setting.limit !== null && setting.running + claimed.length >= setting.limit
+    return { claimed, full: claimed.length < params.limit && setting.due && (queueFull || setting.keyLimit !== null) }
   })
 }

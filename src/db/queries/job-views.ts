@@ -23,6 +23,7 @@ interface JobViewRow {
   backoff_max_ms: number
   timeout_ms: number
   idempotency_key: string | null
+  concurrency_key: string | null
   state: Job['state']
   created_by: string | null
   created_at: Date
@@ -89,6 +90,7 @@ function toJob(r: JobViewRow): Job {
     backoffBaseMs: r.backoff_base_ms,
     backoffMaxMs: r.backoff_max_ms,
     idempotencyKey: r.idempotency_key,
+    concurrencyKey: r.concurrency_key,
     state: r.state,
     status: jobStatus(r.state, last),
     createdAt: r.created_at,
@@ -119,6 +121,7 @@ function jobViewQuery(db: Executor) {
       'j.backoff_max_ms',
       'j.timeout_ms',
       'j.idempotency_key',
+      'j.concurrency_key',
       'j.state',
       'j.created_by',
       'j.created_at',

@@ -14,6 +14,8 @@ export interface QueueView {
   pausedAt: Date | null
   /** Most executions running at once across all workers; null: no limit. */
   concurrencyLimit: number | null
+  /** Most executions of one concurrency key running at once; null: no limit per key. */
+  keyConcurrencyLimit: number | null
   /** Pending executions that are due now. */
   due: number
   /** Pending executions due later (scheduled, or waiting for a retry's backoff). */
@@ -28,6 +30,7 @@ interface QueueRow {
   paused: boolean
   paused_at: Date | null
   concurrency_limit: number | null
+  key_concurrency_limit: number | null
   due: number
   scheduled: number
   running: number
@@ -39,6 +42,7 @@ const toView = (r: QueueRow): QueueView => ({
   paused: r.paused,
   pausedAt: r.paused_at,
   concurrencyLimit: r.concurrency_limit,
+  keyConcurrencyLimit: r.key_concurrency_limit,
   due: r.due,
   scheduled: r.scheduled,
   running: r.running,
@@ -60,7 +64,7 @@ export async function queueList(db: Kysely<DB>, params: { only?: string } = {}):
          and (${only}::text is null or queue = ${only}::text)
        group by queue
     )
-    select coalesce(q.name, l.queue) as name, coalesce(q.paused, false) as paused, q.paused_at, q.concurrency_limit,
+    select coalesce(q.name, l.queue) as name, coalesce(q.paused, false) as paused, q.paused_at, q.concurrency_limit, q.key_concurrency_limit,
            coalesce(l.due, 0) as due, coalesce(l.scheduled, 0) as scheduled, coalesce(l.running, 0) as running,
            floor(extract(epoch from now() - l.oldest_due) * 1000)::float8 as lag_ms
       from (select * from pgsched.queues where ${only}::text is null or name = ${only}::text) q
@@ -73,7 +77,9 @@ export async function queueList(db: Kysely<DB>, params: { only?: string } = {}):
 /** One queue's view (a queue with neither settings nor work has zero figures). */
 export async function queueGet(db: Kysely<DB>, name: string): Promise<QueueView> {
   const [view] = await queueList(db, { only: name })
-  return view ?? { name, paused: false, pausedAt: null, concurrencyLimit: null, due: 0, scheduled: 0, running: 0, oldestDueLagMs: null }
+  return (
+    view ?? { name, paused: false, pausedAt: null, concurrencyLimit: null, keyConcurrencyLimit: null, due: 0, scheduled: 0, running: 0, oldestDueLagMs: null }
+  )
 }
 
 /** Pauses a queue: once this returns, workers claim nothing from it. */
@@ -84,6 +90,11 @@ export async function queuePause(db: Kysely<DB>, name: string): Promise<void> {
 /** Resumes a queue and wakes the workers that serve it. */
 export async function queueResume(db: Kysely<DB>, name: string): Promise<void> {
   await sql`select pgsched.resume_queue(${name}::text)`.execute(db)
+}
+
+/** Sets (or, with null, clears) a queue's limit per concurrency key. */
+export async function queueSetKeyConcurrencyLimit(db: Kysely<DB>, name: string, limit: number | null): Promise<void> {
+  await sql`select pgsched.set_queue_key_concurrency_limit(${name}::text, ${limit}::int)`.execute(db)
 }
 
 /** Sets (or, with null, clears) a queue's concurrency limit. */
