@@ -39,7 +39,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
   // An outage is logged in two lines (gone, back), not once per retry of every loop.
   const quiet = quietDuringOutages(params.log)
   const { log } = quiet
-  const onConnected = quiet.answered
+  const onAnswered = quiet.answered
   // The worker's statements (the hot path: claim, heartbeat, outcome writes) on one pool, the reaper,
   // dispatcher and pruner on a small one; both plan each prepared statement once per connection.
   const hot = createDb({
@@ -47,7 +47,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     poolSize: config.db.poolSize,
     applicationName: 'pgsched-worker',
     log,
-    onConnected,
+    onAnswered,
     genericPlans: true,
     indexPlans: true,
   })
@@ -56,7 +56,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     poolSize: MAINTENANCE_POOL_SIZE,
     applicationName: 'pgsched-worker-maintenance',
     log,
-    onConnected,
+    onAnswered,
     genericPlans: true,
     indexPlans: true,
     // A dispatcher pass holds the dispatch lock for its transaction: if its process freezes or its

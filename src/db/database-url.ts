@@ -11,8 +11,12 @@
 
 /** One host of a database URL. */
 export interface DatabaseHost {
+  /** Decoded, for messages. */
   host: string
-  port: number
+  /** Null when the URL gives none: the driver's default (PGPORT, else 5432) applies. */
+  port: number | null
+  /** As written in the URL (host[:port], still percent-encoded): what each host's URL carries. */
+  raw: string
 }
 
 export interface ParsedDatabaseUrl {
@@ -50,11 +54,7 @@ export function parseDatabaseUrl(url: string): ParsedDatabaseUrl {
   query.delete('target_session_attrs')
   const readWrite = attrs === null ? hosts.length > 1 : attrs !== 'any'
   const search = query.toString()
-  const urlFor = (i: number) => {
-    const h = hosts[i]
-    const authorityOf = h === undefined ? '' : `${h.host.includes(':') ? `[${h.host}]` : h.host}:${h.port}`
-    return `${scheme}${userInfo}${authorityOf}${path}${search === '' ? '' : `?${search}`}`
-  }
+  const urlFor = (i: number) => `${scheme}${userInfo}${hosts[i]?.raw ?? ''}${path}${search === '' ? '' : `?${search}`}`
   for (let i = 0; i < Math.max(1, hosts.length); i++) checkParses(urlFor(i))
   return { hosts, readWrite, urlFor }
 }
@@ -62,11 +62,15 @@ export function parseDatabaseUrl(url: string): ParsedDatabaseUrl {
 function parseHost(text: string, authority: string): DatabaseHost {
   const m = /^(?:\[([^\]]+)\]|([^:[\]]*))(?::(\d*))?$/.exec(text)
   const host = m?.[1] ?? m?.[2] ?? ''
-  const port = m?.[3] ? Number(m[3]) : 5432
-  if (!m || host === '' || !(port >= 1 && port <= 65535)) {
+  const port = m?.[3] ? Number(m[3]) : null
+  if (!m || host === '' || (port !== null && !(port >= 1 && port <= 65535))) {
     throw new DatabaseUrlError(`has a host "${text}" that is not host[:port] (hosts: ${authority})`)
   }
-  return { host: decodeURIComponent(host), port }
+  try {
+    return { host: decodeURIComponent(host), port, raw: text }
+  } catch {
+    throw new DatabaseUrlError(`has a host "${text}" with a malformed percent-encoding (hosts: ${authority})`)
+  }
 }
 
 function checkParses(url: string): void {

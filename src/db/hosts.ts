@@ -25,7 +25,10 @@ export interface PgConnection {
 /** Where to connect for `databaseUrl`, with `extra` settings (application_name, timeouts…). */
 export function pgConnection(databaseUrl: string, extra: pg.ClientConfig = {}): PgConnection {
   const parsed = parseDatabaseUrl(databaseUrl)
-  if (parsed.hosts.length <= 1 && !parsed.readWrite) return { Client: pg.Client, config: { ...extra, connectionString: databaseUrl } }
+  // One host without read-write, or none in the authority (a socket given as ?host=): as pg does.
+  if (parsed.hosts.length === 0 || (parsed.hosts.length === 1 && !parsed.readWrite)) {
+    return { Client: pg.Client, config: { ...extra, connectionString: parsed.hosts.length === 0 ? databaseUrl : parsed.urlFor(0) } }
+  }
   return { Client: hostSearchingClient(databaseUrl, parsed), config: { ...extra, connectionString: parsed.urlFor(0) } }
 }
 
@@ -44,7 +47,7 @@ function unavailable(message: string): Error {
 }
 
 function hostSearchingClient(databaseUrl: string, parsed: ParsedDatabaseUrl): typeof pg.Client {
-  const name = (i: number) => `${parsed.hosts[i]?.host}:${parsed.hosts[i]?.port}`
+  const name = (i: number) => `${parsed.hosts[i]?.host}:${parsed.hosts[i]?.port ?? 'default port'}`
 
   /** Asks each host in turn; returns the first that accepts writes (or answers, without read-write). */
   async function search(config: pg.ClientConfig): Promise<number> {
@@ -81,7 +84,9 @@ function hostSearchingClient(databaseUrl: string, parsed: ParsedDatabaseUrl): ty
       const c: pg.ClientConfig = typeof config === 'string' ? { connectionString: config } : { ...config }
       super(c)
       this.config = c
-      // A connection that breaks without being closed on purpose sends the next one searching.
+      // A connection that breaks sends the next one searching. pg emits 'error' before 'end', and
+      // pg-pool ends an idle client on its 'error' (before 'end' could tell a break from a close).
+      this.on('error', () => this.forget())
       this.once('end', () => {
         if (!this.closing) this.forget()
       })
@@ -106,12 +111,17 @@ function hostSearchingClient(databaseUrl: string, parsed: ParsedDatabaseUrl): ty
         throw err
       }
       if (parsed.readWrite) {
-        const { rows } = await this.query<{ writable: boolean }>(WRITABLE_SQL)
-        if (!rows[0]?.writable) {
-          this.forget()
-          await this.end().catch(() => undefined)
-          throw unavailable(`${name(i)} no longer accepts writes (a failover?); the next connection searches the other hosts`)
+        let writable = false
+        try {
+          writable = (await this.query<{ writable: boolean }>(WRITABLE_SQL)).rows[0]?.writable === true
+        } finally {
+          if (!writable) {
+            // A client whose connect failed is not ended by pg-pool: end it here.
+            this.forget()
+            await this.end().catch(() => undefined)
+          }
         }
+        if (!writable) throw unavailable(`${name(i)} no longer accepts writes (a failover?); the next connection searches the other hosts`)
       }
       chosen.set(databaseUrl, i)
     }

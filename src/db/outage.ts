@@ -7,7 +7,8 @@
  * error whose `err` is such an error is logged, with "database unavailable" and the retry promise;
  * later ones are counted, not written, until `answered()` is called (a connection to the database
  * succeeded again), which logs one line with the outage's length and the number of lines held back.
- * Every other line goes through unchanged. A worker process retries its claims, heartbeats,
+ * Every other line goes through unchanged, and lines about a job's run are written with
+ * `loudLogger(log)`, unfiltered. A worker process retries its claims, heartbeats,
  * outcome writes, LISTEN connection and maintenance loops every second or so; without this, a
  * 10-second outage wrote dozens of lines with stacks.
  */
@@ -41,6 +42,17 @@ export interface QuietLogger {
   log: Logger
   /** A connection to the database succeeded: ends the outage, if any. */
   answered(): void
+}
+
+/** Where a quiet logger keeps the logger it wraps. */
+const LOUD = Symbol('pgsched.loudLogger')
+
+/**
+ * The logger `log` wraps, if it is a quiet one (or a child of one): for lines about a job's run
+ * (the handler's own `ctx.log`, its failures), whose errors are the handler's, not the database's.
+ */
+export function loudLogger(log: Logger): Logger {
+  return (log as unknown as { [LOUD]?: Logger })[LOUD] ?? log
 }
 
 interface OutageState {
@@ -82,6 +94,7 @@ function quiet(log: Logger, state: OutageState): Logger {
     }
   return new Proxy(log, {
     get(target, prop, receiver) {
+      if (prop === LOUD) return target
       if (prop === 'warn') return gate('warn')
       if (prop === 'error') return gate('error')
       if (prop === 'child') return (...a: Parameters<Logger['child']>) => quiet(target.child(...a) as unknown as Logger, state)

@@ -31,8 +31,8 @@ export interface CreateDbParams {
    * JIT off (see createDb). For pools whose every statement is an index lookup.
    */
   indexPlans?: boolean
-  /** Called each time a new connection is ready (the database answers). */
-  onConnected?: () => void
+  /** Called each time the database answers: a new connection is ready, or a write (insert, update, delete) succeeded. */
+  onAnswered?: () => void
   /** Sessions run with `idle_in_transaction_session_timeout` set to this (ms). */
   idleInTransactionTimeoutMs?: number
 }
@@ -69,11 +69,11 @@ export function createDb(params: CreateDbParams): Database {
           params.log?.warn({ err, setting }, 'could not apply a session setting')
         })
       }
-      if (applied) params.onConnected?.()
+      if (applied) params.onAnswered?.()
     },
   })
   pool.on('error', (err) => params.log?.warn({ err }, 'idle database connection lost'))
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) })
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparingPool(pool, params.onAnswered) }) })
   return { db, pool }
 }
 
@@ -123,16 +123,25 @@ function statementName(text: string): string {
 }
 
 /** A pool for Kysely whose clients prepare marked statements. */
-function preparingPool(pool: pg.Pool) {
+function preparingPool(pool: pg.Pool, onAnswered?: () => void) {
+  const run = (client: pg.PoolClient, text: unknown, values?: unknown[]): Promise<unknown> => {
+    if (typeof text === 'string' && text.includes(PREPARE)) return client.query({ name: statementName(text), text, values })
+    return (client.query as (t: unknown, v?: unknown[]) => Promise<unknown>)(text, values)
+  }
   return {
     async connect() {
       const client = await pool.connect()
       return {
         query(text: unknown, values?: unknown[]) {
-          if (typeof text === 'string' && text.includes(PREPARE)) {
-            return client.query({ name: statementName(text), text, values })
-          }
-          return (client.query as (t: unknown, v?: unknown[]) => unknown)(text, values)
+          const result = run(client, text, values)
+          // A write that succeeded (not a read, which a read-only server still answers).
+          return onAnswered
+            ? result.then((r) => {
+                const command = (r as { command?: string } | undefined)?.command
+                if (command === 'UPDATE' || command === 'INSERT' || command === 'DELETE') onAnswered()
+                return r
+              })
+            : result
         },
         release(err?: Error | boolean) {
           client.release(err)

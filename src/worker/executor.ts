@@ -7,6 +7,7 @@
  * The slot stays busy until the handler really returns, even if it ignored the
  * abort. Caller: the Worker, for each run the queue releases to a slot.
  */
+import { loudLogger } from '../db/outage.ts'
 import { FatalError, toError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { LeaseLostError, ShutdownError, TimeoutError, type AbortReason } from './abort-reasons.ts'
@@ -54,7 +55,8 @@ export class Executor {
     const c = run.claimed
     run.state = 'running'
     const startedAtMs = performance.now()
-    const ctx = new RunContext(c, run, this.p.log, this.p.outputDir)
+    // A run's lines (the handler's ctx.log, its failures) carry the handler's errors: never held back as an outage.
+    const ctx = new RunContext(c, run, loudLogger(this.p.log), this.p.outputDir)
     run.ctx = ctx
     const timer = setTimeout(this.timeOut, c.timeoutMs, run)
     // The handler starts in a microtask: the worker starts every free slot's run first.

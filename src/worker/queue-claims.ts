@@ -6,6 +6,9 @@
  * - each limited queue: a claim of its own (queueClaimLimited), with the room left.
  * `full` says that a limit held work back: nothing announces the end of another worker's run, so
  * the caller should claim again soon rather than wait for a wake-up.
+ * Each claim commits on its own: when a later one fails, what the earlier ones took is still
+ * returned (those rows are leased to this worker and must be run or handed back), and the error
+ * goes to `onError`; it is thrown only when nothing was claimed.
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
@@ -20,6 +23,8 @@ export interface QueueClaimsParams {
   queues: readonly string[]
   types: readonly string[]
   leaseMs: number
+  /** A claim failed after others had succeeded (their executions are returned). */
+  onError: (err: unknown) => void
 }
 
 export class QueueClaims {
@@ -46,14 +51,26 @@ export class QueueClaims {
       if (s?.concurrencyLimit != null || s?.keyConcurrencyLimit != null) limited.push(q)
       else open.push(q)
     }
-    const claimed: ClaimedExecution[] = open.length > 0 ? await executionClaimBatch(db, { workerId, queues: open, types, limit: room, leaseMs }) : []
+    const claimed: ClaimedExecution[] = []
     let full = false
-    for (const queue of limited) {
-      const left = room - claimed.length
-      if (left <= 0) break
-      const got = await queueClaimLimited(db, { workerId, queues: [queue], types, limit: left, leaseMs })
-      claimed.push(...got.claimed)
-      full ||= got.full
+    const steps = [
+      ...(open.length > 0 ? [async () => void claimed.push(...(await executionClaimBatch(db, { workerId, queues: open, types, limit: room, leaseMs })))] : []),
+      ...limited.map((queue) => async () => {
+        const left = room - claimed.length
+        if (left <= 0) return
+        const got = await queueClaimLimited(db, { workerId, queues: [queue], types, limit: left, leaseMs })
+        claimed.push(...got.claimed)
+        full ||= got.full
+      }),
+    ]
+    for (const step of steps) {
+      try {
+        await step()
+      } catch (err: unknown) {
+        if (claimed.length === 0) throw err
+        this.p.onError(err)
+        break
+      }
     }
     return { claimed, full }
   }

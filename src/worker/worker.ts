@@ -66,7 +66,10 @@ export class Worker {
     this.events = o.events && guardedEvents(o.events, log)
     this.completer = new Completer({ db: o.db, workerId: this.id, log })
     this.queue = new LocalQueue({ concurrency: o.concurrency, prefetch: o.prefetch ?? 0 })
-    this.claims = new QueueClaims({ db: o.db, workerId: this.id, queues: o.queues, types: o.handlers.types(), leaseMs: o.leaseMs })
+    this.claims = new QueueClaims({
+      ...{ db: o.db, workerId: this.id, queues: o.queues, types: o.handlers.types(), leaseMs: o.leaseMs },
+      onError: (err) => log.warn({ err }, 'claim failed; keeping what earlier claims of the round took'),
+    })
     this.wakeUp = new WakeUp({ db: o.db, workerId: this.id, queues: o.queues, types: o.handlers.types(), pollIntervalMs: o.pollIntervalMs })
     // db, leaseMs and heartbeatMs from the options.
     this.leases = new LeaseKeeper({ ...o, completer: this.completer, workerId: this.id, log, onLost: this.abort })

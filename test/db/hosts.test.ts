@@ -28,9 +28,9 @@ describe('parseDatabaseUrl', () => {
   it('splits the hosts, keeps user, database and parameters for each, and defaults to read-write with several hosts', () => {
     const p = parseDatabaseUrl('postgres://u:p%40ss@h1,h2:6432,[::1]:7/db?sslmode=disable&target_session_attrs=read-write')
     expect(p.hosts).toEqual([
-      { host: 'h1', port: 5432 },
-      { host: 'h2', port: 6432 },
-      { host: '::1', port: 7 },
+      { host: 'h1', port: null, raw: 'h1' }, // the driver's default port
+      { host: 'h2', port: 6432, raw: 'h2:6432' },
+      { host: '::1', port: 7, raw: '[::1]:7' },
     ])
     expect(p.readWrite).toBe(true)
     expect(p.urlFor(1)).toBe('postgres://u:p%40ss@h2:6432/db?sslmode=disable')
@@ -39,6 +39,12 @@ describe('parseDatabaseUrl', () => {
     expect(parseDatabaseUrl('postgres://h1,h2/db?target_session_attrs=any').readWrite).toBe(false)
     expect(parseDatabaseUrl('postgres://h1/db').readWrite).toBe(false)
     expect(parseDatabaseUrl('postgres://h1/db?target_session_attrs=primary').readWrite).toBe(true)
+  })
+
+  it('keeps a percent-encoded socket directory as the host, as the driver takes it', () => {
+    const p = parseDatabaseUrl('postgres://u@%2Fvar%2Frun%2Fpostgresql/db')
+    expect(p.hosts).toEqual([{ host: '/var/run/postgresql', port: null, raw: '%2Fvar%2Frun%2Fpostgresql' }])
+    expect(p.urlFor(0)).toBe('postgres://u@%2Fvar%2Frun%2Fpostgresql/db')
   })
 })
 

@@ -62,13 +62,15 @@ describe('queue settings in the claim', () => {
     ])
     await sql`select pgsched.set_queue_concurrency_limit('b', 2)`.execute(t.db)
     await sql`select pgsched.pause_queue('c')`.execute(t.db)
-    const claims = new QueueClaims({ db: t.db, workerId: W, queues: ['a', 'b', 'c'], types: ['k'], leaseMs: 60_000 })
+    const errors: unknown[] = []
+    const claims = new QueueClaims({ db: t.db, workerId: W, queues: ['a', 'b', 'c'], types: ['k'], leaseMs: 60_000, onError: (e) => errors.push(e) })
     const first = await claims.claim(5)
     expect(first.claimed.map((c) => c.queue).sort()).toEqual(['a', 'a', 'a', 'a', 'b'])
     const second = await claims.claim(5)
     expect(second.claimed.map((c) => c.queue)).toEqual(['b'])
     expect(second.full).toBe(true)
     expect((await claims.claim(5)).claimed).toEqual([])
+    expect(errors).toEqual([])
   })
 
   it('takes no more of one concurrency key than its limit minus what of it runs, in priority order, keyless work unlimited', async () => {
@@ -96,5 +98,16 @@ describe('queue settings in the claim', () => {
     expect(await keyOf(third.claimed.map((c) => c.id))).toEqual(['a9'])
     // The ordinary claim leaves the queue alone while it has a limit per key.
     expect(await claim(['keyed'])).toEqual([])
+  })
+
+  it("looks past a key at its limit: one key's backlog does not hide other keys' work", async () => {
+    await client().submitJobs([
+      ...Array.from({ length: 600 }, () => ({ type: 'k', queue: 'crowded', concurrencyKey: 'big', priority: 5 })),
+      { type: 'k', queue: 'crowded', concurrencyKey: 'small', priority: 0 },
+    ])
+    await sql`select pgsched.set_queue_key_concurrency_limit('crowded', 1)`.execute(t.db)
+    const take = () => queueClaimLimited(t.db, { workerId: W, queues: ['crowded'], types: ['k'], limit: 20, leaseMs: 60_000 })
+    expect((await take()).claimed.map((c) => c.priority)).toEqual([5]) // the window held only 'big'
+    expect((await take()).claimed.map((c) => c.priority)).toEqual([0]) // 'big' at its limit: 'small' is found
   })
 })

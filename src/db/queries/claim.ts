@@ -70,12 +70,13 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
       ? sql`${params.limit}::int`
       : sql`least(${params.limit}::int, greatest(0, ${limited.capacity}::int - (select count(*)::int from pgsched.executions r
                                                                           where r.state = 'running' and r.queue = ${queue}::text)))`
-  const due = (columns: RawBuilder<unknown>, lock: RawBuilder<unknown>, rowLimit: RawBuilder<unknown>) => sql`
+  const due = (columns: RawBuilder<unknown>, lock: RawBuilder<unknown>, rowLimit: RawBuilder<unknown>, extra: RawBuilder<unknown> = sql``) => sql`
       select ${columns}
         from pgsched.executions
        where state = 'pending'
          and ${queueMatch}
          ${settingsMatch}
+         ${extra}
          and type = any(${params.types}::text[])              -- only types this worker can run
          and run_at <= coalesce(${now}::timestamptz, now())
        order by priority desc, run_at, id
@@ -86,12 +87,21 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
       ? // rows other workers hold are skipped, not waited on
         sql`due as materialized (${due(sql`id, job_id`, sql`for update skip locked`, limit)}
     )`
-      : // Per key: the first due executions in priority order, numbered within their key; a key takes
-        // no more than its limit minus what of it runs now (index executions_running_key_idx). No row
-        // locks to skip: the claims of this queue take turns on its settings row.
+      : // Per key: the first due executions in priority order of the keys not at their limit (so one
+        // key's backlog cannot fill the window), numbered within their key; a key takes no more than
+        // its limit minus what of it runs now (index executions_running_key_idx). No row locks to
+        // skip: the claims of this queue take turns on its settings row.
         sql`candidates as (
         select c.*, row_number() over (partition by c.concurrency_key order by c.priority desc, c.run_at, c.id) as nth
-          from (${due(sql`id, job_id, concurrency_key, priority, run_at`, sql``, sql`${Math.max(KEY_SCAN_MIN, params.limit * KEY_SCAN_FACTOR)}::int`)}) c
+          from (${due(
+            sql`id, job_id, concurrency_key, priority, run_at`,
+            sql``,
+            sql`${Math.max(KEY_SCAN_MIN, params.limit * KEY_SCAN_FACTOR)}::int`,
+            sql`and (concurrency_key is null or concurrency_key not in (
+                  select r.concurrency_key from pgsched.executions r
+                   where r.state = 'running' and r.queue = ${queue}::text and r.concurrency_key is not null
+                   group by r.concurrency_key having count(*) >= ${limited.keyLimit}::int))`,
+          )}) c
     ),
     key_running as (
       select concurrency_key, count(*)::int as n
