@@ -7,13 +7,25 @@
 import type { Kysely } from 'kysely'
 import { isQueueName, QUEUE_RULE } from './core/names.ts'
 import type { DB } from './db/schema.ts'
-import { queueGet, queueList, queuePause, queueResume, queueSetConcurrencyLimit, queueSetKeyConcurrencyLimit, type QueueView } from './db/queries/queues.ts'
+import {
+  queueGet,
+  queueList,
+  queuePause,
+  queueResume,
+  queueSetConcurrencyLimit,
+  queueSetKeyConcurrencyLimit,
+  queueSetRateLimit,
+  type QueueView,
+} from './db/queries/queues.ts'
 import { ValidationError } from './errors.ts'
 
 export type { QueueView }
 
 /** The highest concurrency limit a queue may have. */
 export const CONCURRENCY_LIMIT_MAX = 100_000
+/** The highest rate limit (starts per period) and the longest period (ms, a day). */
+export const RATE_LIMIT_MAX = 1_000_000
+export const RATE_PERIOD_MS_MAX = 86_400_000
 
 export interface QueueAdmin {
   /** Every queue with settings or with pending or running executions, by name. */
@@ -27,6 +39,11 @@ export interface QueueAdmin {
   setConcurrencyLimit(name: string, limit: number | null): Promise<QueueView>
   /** At most `limit` executions of one concurrency key (SubmitJobInput.concurrencyKey) of the queue running at once; null removes it. */
   setKeyConcurrencyLimit(name: string, limit: number | null): Promise<QueueView>
+  /**
+   * At most `limit` starts (claims, reruns included) per `periodMs` (default 1000) across all workers,
+   * evenly spaced at 93 % of the limit; null removes the rate limit.
+   */
+  setRateLimit(name: string, limit: number | null, periodMs?: number): Promise<QueueView>
 }
 
 function assertQueueName(name: string): void {
@@ -64,6 +81,19 @@ export function queueAdmin(db: Kysely<DB>): QueueAdmin {
       assertQueueName(name)
       assertLimit('concurrencyLimit', limit)
       await queueSetConcurrencyLimit(db, name, limit)
+      return view(name)
+    },
+    async setRateLimit(name, limit, periodMs = 1000) {
+      assertQueueName(name)
+      if (limit !== null && (!Number.isInteger(limit) || limit < 1 || limit > RATE_LIMIT_MAX)) {
+        const message = `rateLimit must be an integer from 1 to ${RATE_LIMIT_MAX}, or null for no rate limit (got ${String(limit)})`
+        throw new ValidationError(message, [{ path: 'rateLimit', message }])
+      }
+      if (!Number.isInteger(periodMs) || periodMs < 1 || periodMs > RATE_PERIOD_MS_MAX) {
+        const message = `ratePeriodMs must be an integer from 1 to ${RATE_PERIOD_MS_MAX} (got ${String(periodMs)})`
+        throw new ValidationError(message, [{ path: 'ratePeriodMs', message }])
+      }
+      await queueSetRateLimit(db, name, limit, limit === null ? null : periodMs)
       return view(name)
     },
     async setKeyConcurrencyLimit(name, limit) {

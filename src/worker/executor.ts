@@ -59,8 +59,10 @@ export class Executor {
     const ctx = new RunContext(c, run, loudLogger(this.p.log), this.p.outputDir)
     run.ctx = ctx
     const timer = setTimeout(this.timeOut, c.timeoutMs, run)
-    // The handler starts in a microtask: the worker starts every free slot's run first.
-    const settled = Promise.resolve(run).then(this.runHandler).then(settledOk, settledError)
+    // The handler starts in a microtask: the worker starts every free slot's run first. A run of a
+    // rate-limited queue starts at its slot (unless aborted while it waits).
+    const start = c.startDelayMs ? new Promise<Run>((resolve) => setTimeout(resolve, c.startDelayMs, run)) : Promise.resolve(run)
+    const settled = start.then(this.runHandler).then(settledOk, settledError)
     // The first of: the handler settles, or the run is aborted (timeout, lost lease, cancel, shutdown).
     let resolveFirst: (value: Settled | 'aborted') => void = () => undefined
     const first = new Promise<Settled | 'aborted'>((resolve) => (resolveFirst = resolve))
@@ -118,6 +120,7 @@ export class Executor {
 
   /** Runs the handler of a started run (shared by every run: no closure per run). */
   private readonly runHandler = (run: Run): unknown => {
+    if (run.abortReason) return undefined // aborted while it waited for its start slot
     // A claim answered after the process was frozen (or starved) may already be past its safe
     // lease time: never start such a handler; the execution is someone else's by now.
     if (!this.p.leases.isSure(run)) {

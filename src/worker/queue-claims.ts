@@ -48,7 +48,7 @@ export class QueueClaims {
     for (const q of this.p.queues) {
       const s = this.settings.get(q)
       if (s?.paused) continue
-      if (s?.concurrencyLimit != null || s?.keyConcurrencyLimit != null) limited.push(q)
+      if (s?.concurrencyLimit != null || s?.keyConcurrencyLimit != null || s?.rateLimit != null) limited.push(q)
       else open.push(q)
     }
     const claimed: ClaimedExecution[] = []

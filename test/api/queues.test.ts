@@ -41,6 +41,8 @@ describe('/v1/queues', () => {
         pausedAt: null,
         concurrencyLimit: null,
         keyConcurrencyLimit: null,
+        rateLimit: null,
+        ratePeriodMs: null,
         due: 1,
         scheduled: 1,
         running: 1,
@@ -61,6 +63,10 @@ describe('/v1/queues', () => {
     expect(unlimited.json()).toMatchObject({ concurrencyLimit: null })
     const perKey = await api.call(key, 'PATCH', '/v1/queues/mail', { keyConcurrencyLimit: 1 })
     expect(perKey.json()).toMatchObject({ concurrencyLimit: null, keyConcurrencyLimit: 1 })
+    const paced = await api.call(key, 'PATCH', '/v1/queues/mail', { rateLimit: 20, ratePeriodMs: 60_000 })
+    expect(paced.json()).toMatchObject({ rateLimit: 20, ratePeriodMs: 60_000, keyConcurrencyLimit: 1 })
+    const unpaced = await api.call(key, 'PATCH', '/v1/queues/mail', { rateLimit: null })
+    expect(unpaced.json()).toMatchObject({ rateLimit: null, ratePeriodMs: null })
     // A queue nobody used yet can be set up ahead of its jobs.
     const fresh = await api.call(key, 'POST', '/v1/queues/reports/pause')
     expect(fresh.json()).toMatchObject({ name: 'reports', paused: true, due: 0, running: 0 })
@@ -73,6 +79,9 @@ describe('/v1/queues', () => {
     expect(zero.json().details).toEqual([{ path: 'concurrencyLimit', message: expect.stringContaining('an integer from 1 to 100000, or null') }])
     const missing = await api.call(key, 'PATCH', '/v1/queues/mail', {})
     expect(missing.statusCode).toBe(400)
+    const periodAlone = await api.call(key, 'PATCH', '/v1/queues/mail', { ratePeriodMs: 1000 })
+    expect(periodAlone.statusCode).toBe(400)
+    expect(periodAlone.json().details).toEqual([{ path: 'ratePeriodMs', message: 'ratePeriodMs goes with rateLimit' }])
     const badName = await api.call(key, 'POST', `/v1/queues/${encodeURIComponent('bad queue')}/pause`)
     expect(badName.statusCode).toBe(400)
     expect(badName.json().details?.[0]?.path).toBe('name')

@@ -110,4 +110,30 @@ describe('queue settings in the claim', () => {
     expect((await take()).claimed.map((c) => c.priority)).toEqual([5]) // the window held only 'big'
     expect((await take()).claimed.map((c) => c.priority)).toEqual([0]) // 'big' at its limit: 'small' is found
   })
+
+  it('gives the starts of a rate-limited queue evenly spaced slots, as many per claim as fit the horizon', async () => {
+    await client().submitJobs(Array.from({ length: 30 }, () => ({ type: 'k', queue: 'paced' })))
+    await sql`select pgsched.set_queue_rate_limit('paced', 50, 1000)`.execute(t.db)
+    expect(await claim(['paced'])).toEqual([]) // not the ordinary claim's
+    const take = () => queueClaimLimited(t.db, { workerId: W, queues: ['paced'], types: ['k'], limit: 20, leaseMs: 60_000 })
+    const first = await take()
+    // Slots 1000 / 50 × 1.07 = 21.4 ms apart; those within the 100 ms horizon: 0, 21.4, 42.8, 64.2, 85.6.
+    const delays = first.claimed.map((c) => c.startDelayMs ?? Number.NaN)
+    expect(delays).toHaveLength(5)
+    // The first slot is now: 0 (its time already spent on the claim); the others 21.4 ms apart.
+    expect(delays[0]).toBe(0)
+    for (const [i, d] of delays.entries()) if (i > 1) expect(d - (delays[1] as number)).toBeCloseTo((i - 1) * 21.4, 6)
+    expect(delays[1]).toBeGreaterThan(10)
+    expect(delays[1]).toBeLessThanOrEqual(21.4)
+    const second = await take()
+    // The next slot is 107 ms after the first: at most one more fits the 100 ms horizon, a few ms on.
+    expect(second.claimed.length).toBeLessThanOrEqual(1)
+    for (const c of second.claimed) expect(c.startDelayMs).toBeGreaterThan(50)
+    expect(second.full).toBe(true)
+    const { rows } = await sql<{ ahead_ms: number }>`
+      select (extract(epoch from next_start_at - now()) * 1000)::float8 as ahead_ms from pgsched.queues where name = 'paced'`.execute(t.db)
+    // Past the slots given out: 5 × 21.4 ms, and 21.4 more if the second claim took one.
+    expect(rows[0]?.ahead_ms).toBeGreaterThan(60)
+    expect(rows[0]?.ahead_ms).toBeLessThanOrEqual(107 + 21.4 * second.claimed.length)
+  })
 })

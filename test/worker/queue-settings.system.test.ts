@@ -6,6 +6,8 @@
  *   mid-run: the sink never sees more than 5 at once, and every job succeeds.
  * - A queue limited to 1 per concurrency key, 50 keys, three workers: never two requests of one key
  *   in flight at once.
+ * - A queue rate-limited to 50 per second, three workers, 1,500 jobs: no one-second window at the
+ *   sink holds more than 50 starts, and the queue drains at 45 per second or more.
  * - A paused queue: once the pause returns, the sink sees only executions claimed before it; after
  *   a resume, requests arrive again within a second.
  */
@@ -121,6 +123,31 @@ describe('queue settings across worker processes', () => {
     expect(s.maxInFlightOfKey).toBe(1)
     expect(s.maxInFlight).toBeGreaterThan(5) // keys ran side by side
     process.stderr.write(`1 per key, 50 keys: ${s.arrivals.length} requests, at most ${s.maxInFlight} in flight\n`)
+  })
+
+  it('holds a rate limit of 50 per second at the sink across 3 workers, and drains at 45 per second or more', { timeout: 120_000 }, async () => {
+    sink = await startSink(5)
+    await client().queues.setRateLimit('paced', 50, 1_000)
+    const workers = [0, 1, 2].map(() => spawnWorker({ concurrency: 20, env: { ...env, SCHEDULER_QUEUES: 'paced' } }))
+    await Promise.all(workers.map((w) => w.ready))
+    // Warm-up: a worker's first HTTP requests take tens of milliseconds longer (connections, JIT),
+    // which bunches the starts the sink sees; the steady state is measured.
+    await client().submitJobs(jobsFor('paced', 60, sink.url))
+    await waitFor(async () => (await countSucceeded('paced')) === 60, { what: '60 warm-up jobs to succeed', timeoutMs: 30_000 })
+    sink.arrivals.length = 0
+    await client().submitJobs(jobsFor('paced', 1_500, sink.url))
+    await waitFor(async () => (await countSucceeded('paced')) === 1_560, { what: '1,500 jobs to succeed', timeoutMs: 90_000, intervalMs: 250 })
+    const times = (sink as Sink).arrivals.map((a) => a.atMs).sort((a, b) => a - b)
+    // The most arrivals in any window of 1,000 ms (two pointers over the sorted times).
+    let most = 0
+    for (let i = 0, j = 0; j < times.length; j++) {
+      while ((times[j] as number) - (times[i] as number) >= 1_000) i++
+      most = Math.max(most, j - i + 1)
+    }
+    const perS = (times.length - 1) / (((times.at(-1) as number) - (times[0] as number)) / 1000)
+    process.stderr.write(`rate 50/s: ${times.length} requests, at most ${most} in a second, ${perS.toFixed(1)} per second\n`)
+    expect(most).toBeLessThanOrEqual(50)
+    expect(perS).toBeGreaterThanOrEqual(45)
   })
 
   it('claims nothing from a queue once its pause returns, and takes work again within a second of a resume', { timeout: 120_000 }, async () => {

@@ -5,7 +5,7 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
-import { ForbiddenError } from '../../errors.ts'
+import { ForbiddenError, ValidationError } from '../../errors.ts'
 import { CommonErrors, ErrorRef } from '../schemas/error.ts'
 import { QueueListSchema, QueueParams, QueuePatchBody, QueueRef, queueToJson } from '../schemas/queue.ts'
 import type { RouteDeps } from './deps.ts'
@@ -89,7 +89,7 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         summary: "Set a queue's concurrency limits",
         description:
           'At most `concurrencyLimit` executions of the queue run at once across all workers and hosts, and at most `keyConcurrencyLimit` of one ' +
-          'concurrency key (null: no limit). Fields left out stay as they are. Takes effect within a second.',
+          'concurrency key, and at most `rateLimit` starts per `ratePeriodMs` (null: no limit). Fields left out stay as they are. Takes effect within a second.',
         security,
         params: QueueParams,
         body: QueuePatchBody,
@@ -99,10 +99,14 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
     async (request) => {
       const queues = queuesFor(request)
       const { name } = request.params
-      const { concurrencyLimit, keyConcurrencyLimit } = request.body
+      const { concurrencyLimit, keyConcurrencyLimit, rateLimit, ratePeriodMs } = request.body
+      if (ratePeriodMs !== undefined && rateLimit === undefined) {
+        throw new ValidationError('ratePeriodMs goes with rateLimit', [{ path: 'ratePeriodMs', message: 'ratePeriodMs goes with rateLimit' }])
+      }
       let view = await queues.view(name)
       if (concurrencyLimit !== undefined) view = await queues.setConcurrencyLimit(name, concurrencyLimit)
       if (keyConcurrencyLimit !== undefined) view = await queues.setKeyConcurrencyLimit(name, keyConcurrencyLimit)
+      if (rateLimit !== undefined) view = await queues.setRateLimit(name, rateLimit, ratePeriodMs)
       return queueToJson(view)
     },
   )

@@ -1,7 +1,7 @@
 /** The JSON of a queue (GET /v1/queues and the queue operations) and the bodies they take. */
 import { Type, type Static } from '@fastify/type-provider-typebox'
 import { QUEUE_PATTERN, QUEUE_RULE } from '../../core/names.ts'
-import { CONCURRENCY_LIMIT_MAX, type QueueView } from '../../queue-admin.ts'
+import { CONCURRENCY_LIMIT_MAX, RATE_LIMIT_MAX, RATE_PERIOD_MS_MAX, type QueueView } from '../../queue-admin.ts'
 import { DateTime, Nullable } from './common.ts'
 
 export const QueueSchema = Type.Object(
@@ -19,6 +19,10 @@ export const QueueSchema = Type.Object(
         description: 'Most executions of one concurrency key running at once; null: no limit per key.',
       }),
     ),
+    rateLimit: Nullable(
+      Type.Integer({ minimum: 1, maximum: RATE_LIMIT_MAX, description: 'Most starts per ratePeriodMs across all workers; null: no rate limit.' }),
+    ),
+    ratePeriodMs: Nullable(Type.Integer({ minimum: 1, maximum: RATE_PERIOD_MS_MAX, description: 'The period of rateLimit, ms.' })),
     due: Type.Integer({ description: 'Pending executions due now.' }),
     scheduled: Type.Integer({ description: 'Pending executions due later (scheduled, or a retry waiting for its backoff).' }),
     running: Type.Integer({ description: 'Executions running (claimed by a worker) now.' }),
@@ -54,6 +58,24 @@ export const QueuePatchBody = Type.Object(
   {
     concurrencyLimit: limit('Most executions of the queue running at once across all workers; null removes the limit.'),
     keyConcurrencyLimit: limit("Most executions of one concurrency key (a job's `concurrencyKey`) running at once; null removes the limit."),
+    rateLimit: Type.Optional(
+      Nullable(
+        Type.Integer({
+          minimum: 1,
+          maximum: RATE_LIMIT_MAX,
+          'x-expected': `an integer from 1 to ${RATE_LIMIT_MAX}, or null for no rate limit`,
+          description: 'Most starts (claims, reruns included) per ratePeriodMs across all workers, evenly spaced at 93 % of it; null removes it.',
+        }),
+      ),
+    ),
+    ratePeriodMs: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: RATE_PERIOD_MS_MAX,
+        'x-expected': `an integer from 1 to ${RATE_PERIOD_MS_MAX}`,
+        description: 'The period of rateLimit in ms; default 1000. Used with rateLimit.',
+      }),
+    ),
   },
   { additionalProperties: false, minProperties: 1, description: 'The settings to change; at least one.' },
 )

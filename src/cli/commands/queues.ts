@@ -1,5 +1,5 @@
 /**
- * `scheduler queues list|view|pause|resume|limit|key-limit`: queue settings and live figures, for every
+ * `scheduler queues list|view|pause|resume|limit|key-limit|rate-limit`: queue settings and live figures, for every
  * tenant (the REST routes need an operator key; this command needs DATABASE_URL). Each prints the
  * queue afterwards, as a table or, with --json, as the REST API's JSON.
  */
@@ -11,12 +11,13 @@ import { formatTable, withDatabase } from '../shared.ts'
 
 function queueTable(queues: readonly QueueView[]): string {
   return formatTable([
-    ['QUEUE', 'PAUSED', 'LIMIT', 'PER KEY', 'DUE', 'SCHEDULED', 'RUNNING', 'OLDEST DUE'],
+    ['QUEUE', 'PAUSED', 'LIMIT', 'PER KEY', 'RATE', 'DUE', 'SCHEDULED', 'RUNNING', 'OLDEST DUE'],
     ...queues.map((q) => [
       q.name,
       q.paused ? 'yes' : 'no',
       q.concurrencyLimit === null ? '-' : String(q.concurrencyLimit),
       q.keyConcurrencyLimit === null ? '-' : String(q.keyConcurrencyLimit),
+      q.rateLimit === null ? '-' : `${q.rateLimit}/${q.ratePeriodMs} ms`,
       String(q.due),
       String(q.scheduled),
       String(q.running),
@@ -76,6 +77,16 @@ export function registerQueues(program: Command): void {
     .argument('<limit>', 'a positive integer, or none')
     .option(...json)
     .action((name: string, limit: string, opts: { json?: boolean }) => show(opts.json, (q) => q.setConcurrencyLimit(name, parseLimit(limit))))
+  queues
+    .command('rate-limit')
+    .description('at most <limit> starts of the queue per period across all workers ("none": no rate limit)')
+    .argument('<queue>')
+    .argument('<limit>', 'a positive integer, or none')
+    .option('--per-ms <ms>', 'the period in milliseconds', '1000')
+    .option(...json)
+    .action((name: string, limit: string, opts: { json?: boolean; perMs: string }) =>
+      show(opts.json, (q) => q.setRateLimit(name, parseLimit(limit), Number(opts.perMs))),
+    )
   queues
     .command('key-limit')
     .description('at most <limit> executions of one concurrency key of the queue running at once ("none": no limit)')

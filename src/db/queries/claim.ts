@@ -41,6 +41,8 @@ export interface ClaimedExecution {
   /** When it became due (epoch ms; the claim takes due executions by priority, then this). */
   runAtMs: number
   payload: unknown
+  /** A rate-limited queue's execution: start the handler this many ms after the claim returns (its slot). */
+  startDelayMs?: number
 }
 
 /** How many due executions a claim with a per-key limit looks at, per execution it may take (at least KEY_SCAN_MIN). */
@@ -58,7 +60,7 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
   const queueMatch = one ? sql`queue = ${queue}::text` : sql`queue = any(${params.queues}::text[])`
   // Paused and limited queues are not this statement's (see migrations/0012): one probe of
   // pgsched.queues per statement (a one-time filter, or an array computed once).
-  const held = sql`(s.paused or s.concurrency_limit is not null or s.key_concurrency_limit is not null)`
+  const held = sql`(s.paused or s.concurrency_limit is not null or s.key_concurrency_limit is not null or s.rate_limit is not null)`
   const settingsMatch =
     limited !== undefined
       ? sql``
@@ -148,21 +150,39 @@ export interface QueueSetting {
   paused: boolean
   concurrencyLimit: number | null
   keyConcurrencyLimit: number | null
+  rateLimit: number | null
 }
 
 /** The settings of `queues` that have any (a queue without a row is active and unlimited). */
 export async function queueSettingsOf(db: Kysely<DB>, queues: readonly string[]): Promise<QueueSetting[]> {
   const { rows } = await sql<QueueSetting>`${sql.raw(PREPARE)}
-    select name, paused, concurrency_limit as "concurrencyLimit", key_concurrency_limit as "keyConcurrencyLimit"
+    select name, paused, concurrency_limit as "concurrencyLimit", key_concurrency_limit as "keyConcurrencyLimit", rate_limit as "rateLimit"
       from pgsched.queues where name = any(${queues}::text[])`.execute(db)
   return rows
 }
 
+/** Rate-limited queues: slots are the period / limit times this apart (see migration 0015). */
+const RATE_SPACING = 1.07
+/** How far ahead of its slot a rate-limited execution may be claimed (the worker waits for the slot). */
+const RATE_HORIZON_MS = 100
+
+interface LimitedSetting {
+  paused: boolean
+  limit: number | null
+  keyLimit: number | null
+  /** Rate limit: slot spacing (ms; null: no rate limit). */
+  spacingMs: number | null
+  running: number
+  due: boolean
+}
+
 /**
- * Claims from one limited queue: locks its settings row (claims of the queue take turns; a pause
- * waits for them), then claims at most its limit minus what runs now. Nothing when the queue is
- * paused or no longer limited (the ordinary claim takes it then). `full`: the limit, not a lack of
- * due work, held the claim back (as far as the running count read with the lock tells).
+ * Claims from one limited queue: locks its settings row (claims of the queue take turns), then
+ * claims at most its limit minus what runs now, per key at most the key limit minus what of it
+ * runs, and with a rate limit only as many as there are start slots within RATE_HORIZON_MS (each
+ * execution carries the delay to its slot, and next_start_at moves past the last). Nothing when
+ * the queue is paused or no longer limited (the ordinary claim takes it then). `full`: a limit, not
+ * a lack of due work, held the claim back (as far as the counts read with the lock tell).
  */
 export async function queueClaimLimited(
   db: Kysely<DB>,
@@ -170,18 +190,47 @@ export async function queueClaimLimited(
 ): Promise<{ claimed: ClaimedExecution[]; full: boolean }> {
   const queue = params.queues[0] as string
   return db.transaction().execute(async (trx) => {
-    const { rows } = await sql<{ paused: boolean; limit: number | null; keyLimit: number | null; running: number; due: boolean }>`${sql.raw(PREPARE)}
+    const { rows } = await sql<LimitedSetting>`${sql.raw(PREPARE)}
       select paused, concurrency_limit as limit, key_concurrency_limit as "keyLimit",
+             rate_period_ms::float8 / rate_limit * ${RATE_SPACING}::float8 as "spacingMs",
              exists (select 1 from pgsched.executions p where p.state = 'pending' and p.queue = ${queue}::text and p.run_at <= now()) as due,
              (select count(*)::int from pgsched.executions r where r.state = 'running' and r.queue = ${queue}::text) as running
         from pgsched.queues where name = ${queue}::text for update`.execute(trx)
-    const setting = rows[0]
-    if (!setting || setting.paused || (setting.limit === null && setting.keyLimit === null)) return { claimed: [], full: false }
-    const limited = { capacity: setting.limit, keyLimit: setting.keyLimit }
-    const claimed = (await executionClaimBatchQuery({ ...params, queues: [queue], limited }).execute(trx)).rows
-    // Held back by a limit (the queue's, or a key's: a key at its limit leaves its work due):
-    // as far as the running count read with the lock tells.
-    const queueFull = setting.limit !== null && setting.running + claimed.length >= setting.limit
-    return { claimed, full: claimed.length < params.limit && setting.due && (queueFull || setting.keyLimit !== null) }
+    const s = rows[0]
+    if (!s || s.paused || (s.limit === null && s.keyLimit === null && s.spacingMs === null)) return { claimed: [], full: false }
+    let room = params.limit
+    // The first free slot, read once the lock is held (the transaction's now() is from before any
+    // wait for it), as ms from then: how many slots fit the horizon.
+    let slots: { firstSlotMs: number } | undefined
+    if (s.spacingMs !== null) {
+      const { rows: r } = await sql<{ firstSlotMs: number }>`${sql.raw(PREPARE)}
+        select greatest(0, extract(epoch from coalesce(next_start_at, t.at) - t.at) * 1000)::float8 as "firstSlotMs"
+          from pgsched.queues, (select clock_timestamp() as at) t
+         where name = ${queue}::text`.execute(trx)
+      slots = r[0]
+      if (slots) room = Math.min(room, slots.firstSlotMs > RATE_HORIZON_MS ? 0 : Math.floor((RATE_HORIZON_MS - slots.firstSlotMs) / s.spacingMs) + 1)
+    }
+    const limited = { capacity: s.limit, keyLimit: s.keyLimit }
+    const claimed = room <= 0 ? [] : (await executionClaimBatchQuery({ ...params, limit: room, queues: [queue], limited }).execute(trx)).rows
+    if (s.spacingMs !== null && slots && claimed.length > 0) {
+      const { spacingMs } = s
+      const span = claimed.length * spacingMs
+      // Slots from the clock read last, just before the commit, and never in the past: the worker
+      // waits from when the answer arrives, so a delay counted from an earlier instant (the claim's
+      // own time, a wait for the lock) would start runs early, bunched with the previous claim's.
+      const { rows: u } = await sql<{ firstSlotMs: number }>`${sql.raw(PREPARE)}
+        update pgsched.queues q
+           set next_start_at = greatest(coalesce(q.next_start_at, t.at), t.at) + ${span}::float8 * interval '1 millisecond'
+          from (select clock_timestamp() as at) t
+         where q.name = ${queue}::text
+        returning (extract(epoch from q.next_start_at - t.at) * 1000 - ${span}::float8)::float8 as "firstSlotMs"`.execute(trx)
+      const first = u[0]?.firstSlotMs ?? 0
+      claimed.forEach((c, i) => {
+        c.startDelayMs = Math.max(0, first + i * spacingMs)
+      })
+    }
+    // Held back by a limit (the queue's, a key's or the rate): as far as the counts read with the lock tell.
+    const queueFull = s.limit !== null && s.running + claimed.length >= s.limit
+    return { claimed, full: claimed.length < params.limit && s.due && (queueFull || s.keyLimit !== null || s.spacingMs !== null) }
   })
 }

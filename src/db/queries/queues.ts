@@ -16,6 +16,9 @@ export interface QueueView {
   concurrencyLimit: number | null
   /** Most executions of one concurrency key running at once; null: no limit per key. */
   keyConcurrencyLimit: number | null
+  /** Most starts per ratePeriodMs across all workers; null: no rate limit. */
+  rateLimit: number | null
+  ratePeriodMs: number | null
   /** Pending executions that are due now. */
   due: number
   /** Pending executions due later (scheduled, or waiting for a retry's backoff). */
@@ -31,6 +34,8 @@ interface QueueRow {
   paused_at: Date | null
   concurrency_limit: number | null
   key_concurrency_limit: number | null
+  rate_limit: number | null
+  rate_period_ms: number | null
   due: number
   scheduled: number
   running: number
@@ -43,6 +48,8 @@ const toView = (r: QueueRow): QueueView => ({
   pausedAt: r.paused_at,
   concurrencyLimit: r.concurrency_limit,
   keyConcurrencyLimit: r.key_concurrency_limit,
+  rateLimit: r.rate_limit,
+  ratePeriodMs: r.rate_period_ms,
   due: r.due,
   scheduled: r.scheduled,
   running: r.running,
@@ -64,7 +71,7 @@ export async function queueList(db: Kysely<DB>, params: { only?: string } = {}):
          and (${only}::text is null or queue = ${only}::text)
        group by queue
     )
-    select coalesce(q.name, l.queue) as name, coalesce(q.paused, false) as paused, q.paused_at, q.concurrency_limit, q.key_concurrency_limit,
+    select coalesce(q.name, l.queue) as name, coalesce(q.paused, false) as paused, q.paused_at, q.concurrency_limit, q.key_concurrency_limit, q.rate_limit, q.rate_period_ms,
            coalesce(l.due, 0) as due, coalesce(l.scheduled, 0) as scheduled, coalesce(l.running, 0) as running,
            floor(extract(epoch from now() - l.oldest_due) * 1000)::float8 as lag_ms
       from (select * from pgsched.queues where ${only}::text is null or name = ${only}::text) q
@@ -78,7 +85,19 @@ export async function queueList(db: Kysely<DB>, params: { only?: string } = {}):
 export async function queueGet(db: Kysely<DB>, name: string): Promise<QueueView> {
   const [view] = await queueList(db, { only: name })
   return (
-    view ?? { name, paused: false, pausedAt: null, concurrencyLimit: null, keyConcurrencyLimit: null, due: 0, scheduled: 0, running: 0, oldestDueLagMs: null }
+    view ?? {
+      name,
+      paused: false,
+      pausedAt: null,
+      concurrencyLimit: null,
+      keyConcurrencyLimit: null,
+      rateLimit: null,
+      ratePeriodMs: null,
+      due: 0,
+      scheduled: 0,
+      running: 0,
+      oldestDueLagMs: null,
+    }
   )
 }
 
@@ -106,6 +125,11 @@ export async function queuePause(db: Kysely<DB>, name: string): Promise<void> {
 /** Resumes a queue and wakes the workers that serve it. */
 export async function queueResume(db: Kysely<DB>, name: string): Promise<void> {
   await sql`select pgsched.resume_queue(${name}::text)`.execute(db)
+}
+
+/** Sets (or, with nulls, clears) a queue's rate limit: at most `limit` starts per `periodMs`. */
+export async function queueSetRateLimit(db: Kysely<DB>, name: string, limit: number | null, periodMs: number | null): Promise<void> {
+  await sql`select pgsched.set_queue_rate_limit(${name}::text, ${limit}::int, ${periodMs}::int)`.execute(db)
 }
 
 /** Sets (or, with null, clears) a queue's limit per concurrency key. */
