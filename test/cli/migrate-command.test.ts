@@ -11,8 +11,9 @@ afterAll(async () => {
   await adminQuery(`drop database if exists ${name} with (force)`)
 })
 
+/** Runs the CLI; killed after 30 s, so a command that should have refused to start (an API, a worker) is not left running. */
 function scheduler(args: string[], env: Record<string, string> = {}) {
-  return run('node', ['bin/scheduler', ...args], { env: { ...process.env, LOG_LEVEL: 'warn', ...env } })
+  return run('node', ['bin/scheduler', ...args], { env: { ...process.env, LOG_LEVEL: 'warn', ...env }, timeout: 30_000, killSignal: 'SIGKILL' })
 }
 
 describe('scheduler migrate', () => {
