@@ -52,9 +52,11 @@ function assertQueueName(name: string): void {
   }
 }
 
-function assertLimit(path: string, limit: number | null): void {
-  if (limit !== null && (!Number.isInteger(limit) || limit < 1 || limit > CONCURRENCY_LIMIT_MAX)) {
-    const message = `${path} must be an integer from 1 to ${CONCURRENCY_LIMIT_MAX}, or null for no limit (got ${String(limit)})`
+/** `value` is an integer from 1 to `max`, or null when `orNull` says what null means. */
+function assertRange(path: string, value: number | null, max: number, orNull?: string): void {
+  if (value === null && orNull !== undefined) return
+  if (value === null || !Number.isInteger(value) || value < 1 || value > max) {
+    const message = `${path} must be an integer from 1 to ${max}${orNull ? `, or null for ${orNull}` : ''} (got ${String(value)})`
     throw new ValidationError(message, [{ path, message }])
   }
 }
@@ -64,43 +66,32 @@ export function queueAdmin(db: Kysely<DB>): QueueAdmin {
     assertQueueName(name)
     return queueGet(db, name)
   }
+  /** Checks the name, makes the change, returns the queue as it is now. */
+  const change = async (name: string, write: () => Promise<void>) => {
+    assertQueueName(name)
+    await write()
+    return view(name)
+  }
   return {
     list: () => queueList(db),
     view,
-    async pause(name) {
+    pause: (name) => change(name, () => queuePause(db, name)),
+    resume: (name) => change(name, () => queueResume(db, name)),
+    setConcurrencyLimit(name, limit) {
       assertQueueName(name)
-      await queuePause(db, name)
-      return view(name)
+      assertRange('concurrencyLimit', limit, CONCURRENCY_LIMIT_MAX, 'no limit')
+      return change(name, () => queueSetConcurrencyLimit(db, name, limit))
     },
-    async resume(name) {
+    setKeyConcurrencyLimit(name, limit) {
       assertQueueName(name)
-      await queueResume(db, name)
-      return view(name)
+      assertRange('keyConcurrencyLimit', limit, CONCURRENCY_LIMIT_MAX, 'no limit')
+      return change(name, () => queueSetKeyConcurrencyLimit(db, name, limit))
     },
-    async setConcurrencyLimit(name, limit) {
+    setRateLimit(name, limit, periodMs = 1000) {
       assertQueueName(name)
-      assertLimit('concurrencyLimit', limit)
-      await queueSetConcurrencyLimit(db, name, limit)
-      return view(name)
-    },
-    async setRateLimit(name, limit, periodMs = 1000) {
-      assertQueueName(name)
-      if (limit !== null && (!Number.isInteger(limit) || limit < 1 || limit > RATE_LIMIT_MAX)) {
-        const message = `rateLimit must be an integer from 1 to ${RATE_LIMIT_MAX}, or null for no rate limit (got ${String(limit)})`
-        throw new ValidationError(message, [{ path: 'rateLimit', message }])
-      }
-      if (!Number.isInteger(periodMs) || periodMs < 1 || periodMs > RATE_PERIOD_MS_MAX) {
-        const message = `ratePeriodMs must be an integer from 1 to ${RATE_PERIOD_MS_MAX} (got ${String(periodMs)})`
-        throw new ValidationError(message, [{ path: 'ratePeriodMs', message }])
-      }
-      await queueSetRateLimit(db, name, limit, limit === null ? null : periodMs)
-      return view(name)
-    },
-    async setKeyConcurrencyLimit(name, limit) {
-      assertQueueName(name)
-      assertLimit('keyConcurrencyLimit', limit)
-      await queueSetKeyConcurrencyLimit(db, name, limit)
-      return view(name)
+      assertRange('rateLimit', limit, RATE_LIMIT_MAX, 'no rate limit')
+      assertRange('ratePeriodMs', periodMs, RATE_PERIOD_MS_MAX)
+      return change(name, () => queueSetRateLimit(db, name, limit, limit === null ? null : periodMs))
     },
   }
 }
