@@ -8,13 +8,15 @@ import type pg from 'pg'
 import { Kysely, PostgresDialect, type Transaction } from 'kysely'
 import { uuidV7 } from './lib/uuid-v7.ts'
 import { systemClock, type Clock } from './clock.ts'
-import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from './errors.ts'
+import { ConflictError, InvalidStateError, NotFoundError, QuotaExceededError, ValidationError } from './errors.ts'
+import type { QuotaRejection } from './db/queries/admission.ts'
 import { normalizeSubmit, type Execution, type Job, type JobStatus, type NormalizedSubmit, type SubmitJobInput } from './core/job.ts'
 import { createDb } from './db/pool.ts'
 import type { DB } from './db/schema.ts'
 import { jobCancel, jobSetPaused, type JobInsertOutcome } from './db/queries/jobs.ts'
 import { jobGetById, jobList } from './db/queries/job-views.ts'
 import { queueAdmin, type QueueAdmin } from './queue-admin.ts'
+import { tenantAdmin, type TenantAdmin } from './tenant-admin.ts'
 import { insertRows, SubmitBatcher, type SubmitRow } from './submit-batcher.ts'
 import { executionGetById, executionListByJob } from './db/queries/executions.ts'
 
@@ -80,6 +82,8 @@ export interface Client {
   resumeJob(id: string, options?: CallOptions): Promise<Job>
   /** Queue settings and figures; they act on the queue for every tenant (see queue-admin.ts). */
   readonly queues: QueueAdmin
+  /** Tenant settings: fair-share weight and admission quotas, for every tenant (see tenant-admin.ts). */
+  readonly tenants: TenantAdmin
   /** The same client acting for another tenant (shares the pool). */
   withTenant(tenant: string, createdBy?: string): Client
   /** Closes the pool if the client created it. */
@@ -226,12 +230,14 @@ function makeClient(
     return inputs.map((n) => ({ ...n, id: uuidV7(nowMs), executionId: uuidV7(nowMs) }))
   }
 
-  async function insert(ex: Kysely<DB>, inputs: readonly NormalizedSubmit[]) {
+  /** Inserts within the tenant's admission quotas, all or none; `inTransaction`: `ex` is a transaction. */
+  async function insert(ex: Kysely<DB>, inputs: readonly NormalizedSubmit[], inTransaction: boolean) {
     const rows = withIds(inputs)
-    return { rows, ...(await insertRows(ex, tenant, createdBy, rows)) }
+    return { rows, ...(await insertRows(ex, tenant, createdBy, rows, { quotaDb: db, partial: false, inTransaction })) }
   }
 
   const conflict = (key: string | null) => new ConflictError(`idempotency key "${key}" was already used for a different job request`)
+  const refused = (r: QuotaRejection) => new QuotaExceededError(r.message, r.quota, r.limit, r.retryAfterMs)
 
   async function viewJob(id: string, options?: CallOptions): Promise<Job> {
     assertUuid(id, 'id')
@@ -243,6 +249,7 @@ function makeClient(
   const client: Client = {
     tenant,
     queues: queueAdmin(db),
+    tenants: tenantAdmin(db),
 
     async submitJob(input, options) {
       const n = normalizeSubmit(input, clock.now())
@@ -253,12 +260,13 @@ function makeClient(
         row = withIds([n])[0] as SubmitRow
         ;({ outcome, now } = await batcher.insert(tenant, createdBy, row))
       } else {
-        const res = await run(options, (ex) => insert(ex, [n]))
+        const res = await run(options, (ex) => insert(ex, [n], options?.trx !== undefined))
         row = res.rows[0] as SubmitRow
         outcome = res.outcomes[0] as JobInsertOutcome
         now = res.now
       }
       if (outcome.created) return { job: newJob(n, row.id, row.executionId, tenant, createdBy, now), created: true }
+      if (outcome.rejected) throw refused(outcome.rejected)
       if (outcome.existingRequestHash !== n.requestHash || !outcome.existingJobId) throw conflict(n.idempotencyKey)
       return { job: await viewJob(outcome.existingJobId, options), created: false }
     },
@@ -283,7 +291,9 @@ function makeClient(
       return run(
         options,
         async (ex) => {
-          const { rows, outcomes } = await insert(ex, normalized)
+          const { rows, outcomes } = await insert(ex, normalized, true)
+          const rejected = outcomes.find((o) => o.rejected)?.rejected
+          if (rejected) throw refused(rejected)
           return outcomes.map((o, i) => {
             const n = normalized[i] as NormalizedSubmit
             if (o.created) return { id: (rows[i] as { id: string }).id, created: true }

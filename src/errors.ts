@@ -4,7 +4,16 @@
  * prints `message` and exits non-zero.
  */
 
-export type ErrorCode = 'config_invalid' | 'validation_failed' | 'not_found' | 'conflict' | 'invalid_state' | 'result_too_large' | 'unauthorized' | 'forbidden'
+export type ErrorCode =
+  | 'config_invalid'
+  | 'validation_failed'
+  | 'not_found'
+  | 'conflict'
+  | 'invalid_state'
+  | 'result_too_large'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'quota_exceeded'
 
 /** Base class of every error pgsched raises on purpose. */
 export class SchedulerError extends Error {
@@ -56,6 +65,26 @@ export class ConflictError extends SchedulerError {
 export class ForbiddenError extends SchedulerError {
   constructor(message: string) {
     super('forbidden', message)
+  }
+}
+
+/** The admission quotas of a tenant (pgsched.tenants). */
+export type QuotaName = 'maxPending' | 'maxSubmitsPerSecond'
+
+/**
+ * A submit refused by one of its tenant's admission quotas; nothing was written. Retry after
+ * `retryAfterMs` (the REST API answers 429 with Retry-After).
+ */
+export class QuotaExceededError extends SchedulerError {
+  readonly quota: QuotaName
+  readonly limit: number
+  readonly retryAfterMs: number
+
+  constructor(message: string, quota: QuotaName, limit: number, retryAfterMs: number) {
+    super('quota_exceeded', message)
+    this.quota = quota
+    this.limit = limit
+    this.retryAfterMs = retryAfterMs
   }
 }
 

@@ -7,7 +7,18 @@ export type { Client, CreateClientOptions, CallOptions, ListJobsParams, Page, Su
 export { defineHandler, HandlerRegistry } from './worker/handlers.ts'
 export type { Handler, HandlerContext, HandlerFn } from './worker/handlers.ts'
 export { httpHandler } from './worker/http-handler.ts'
-export { FatalError, SchedulerError, ValidationError, NotFoundError, ConflictError, InvalidStateError, ConfigError, ForbiddenError } from './errors.ts'
+export {
+  FatalError,
+  SchedulerError,
+  ValidationError,
+  NotFoundError,
+  ConflictError,
+  InvalidStateError,
+  ConfigError,
+  ForbiddenError,
+  QuotaExceededError,
+  type QuotaName,
+} from './errors.ts'
 export type { QueueAdmin, QueueView } from './queue-admin.ts'
 export type { Job, Execution, JobStatus, ExecutionState, SubmitJobInput, ScheduleInput } from './core/job.ts'
 export { createWorkerSystem } from './system.ts'

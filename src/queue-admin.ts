@@ -1,6 +1,7 @@
 /**
  * Queue operations (client.queues): list queues with their live figures, pause and resume a
- * queue, set or clear its concurrency limit and its limit per concurrency key. They act on the queue for every tenant: the REST API
+ * queue, set or clear its limits (concurrency, per concurrency key, rate) and turn fair share between
+ * tenants on or off. They act on the queue for every tenant: the REST API
  * offers them to operator keys only. Each change takes effect in every worker within a second (see
  * migrations/0012_queue_settings.sql for what pause and the limit guarantee).
  */
@@ -13,6 +14,7 @@ import {
   queuePause,
   queueResume,
   queueSetConcurrencyLimit,
+  queueSetFairShare,
   queueSetKeyConcurrencyLimit,
   queueSetRateLimit,
   type QueueView,
@@ -44,6 +46,12 @@ export interface QueueAdmin {
    * evenly spaced at 93 % of the limit; null removes the rate limit.
    */
   setRateLimit(name: string, limit: number | null, periodMs?: number): Promise<QueueView>
+  /**
+   * Fair share between tenants: claims take turns between the tenants with due work at each
+   * priority (strict priority first; turns weighted by the tenants' weights) instead of taking the
+   * oldest due work first.
+   */
+  setFairShare(name: string, on: boolean): Promise<QueueView>
 }
 
 function assertQueueName(name: string): void {
@@ -92,6 +100,13 @@ export function queueAdmin(db: Kysely<DB>): QueueAdmin {
       assertRange('rateLimit', limit, RATE_LIMIT_MAX, 'no rate limit')
       assertRange('ratePeriodMs', periodMs, RATE_PERIOD_MS_MAX)
       return change(name, () => queueSetRateLimit(db, name, limit, limit === null ? null : periodMs))
+    },
+    setFairShare(name, on) {
+      if (typeof on !== 'boolean') {
+        const message = `fairShare must be true or false (got ${String(on)})`
+        throw new ValidationError(message, [{ path: 'fairShare', message }])
+      }
+      return change(name, () => queueSetFairShare(db, name, on))
     },
   }
 }

@@ -8,6 +8,7 @@
 import type { Kysely } from 'kysely'
 import type { NormalizedSubmit } from './core/job.ts'
 import type { DB } from './db/schema.ts'
+import { admitSubmits, tenantHasQuota } from './db/queries/admission.ts'
 import { jobInsertMany, type JobInsertOutcome } from './db/queries/jobs.ts'
 
 export type SubmitRow = NormalizedSubmit & { id: string; executionId: string }
@@ -17,12 +18,41 @@ export interface InsertedRows {
   now: Date
 }
 
+/** How a group of submits is admitted (see db/queries/admission.ts). */
+export interface AdmissionOptions {
+  /** The database handle whose cache of tenants with quotas to use (the client's, not a transaction). */
+  quotaDb: Kysely<DB>
+  /** Admit as many as fit (single submits grouped together) rather than all or none (a batch). */
+  partial: boolean
+  /** `ex` is a transaction already (the caller's): the admission and the inserts run in it. */
+  inTransaction: boolean
+}
+
 /**
- * Inserts rows for one tenant. An idempotency key taken by a transaction that
- * committed after the statement's snapshot is neither inserted nor visible:
- * those few rows are retried with a fresh snapshot.
+ * Inserts rows for one tenant, within its admission quotas: refused rows get `rejected` and are
+ * not written. An idempotency key taken by a transaction that committed after the statement's
+ * snapshot is neither inserted nor visible: those few rows are retried with a fresh snapshot.
  */
-export async function insertRows(ex: Kysely<DB>, tenant: string, createdBy: string | null, rows: readonly SubmitRow[]): Promise<InsertedRows> {
+export async function insertRows(
+  ex: Kysely<DB>,
+  tenant: string,
+  createdBy: string | null,
+  rows: readonly SubmitRow[],
+  admission: AdmissionOptions,
+): Promise<InsertedRows> {
+  if (!(await tenantHasQuota(admission.quotaDb, tenant))) return insertAdmitted(ex, tenant, createdBy, rows)
+  const admitThenInsert = async (trx: Kysely<DB>): Promise<InsertedRows> => {
+    const { admitted, rejection } = await admitSubmits(trx, tenant, rows.length, admission.partial)
+    const inserted = admitted > 0 ? await insertAdmitted(trx, tenant, createdBy, rows.slice(0, admitted)) : { outcomes: [], now: new Date() }
+    const refused = rows
+      .slice(admitted)
+      .map((r): JobInsertOutcome => ({ id: r.id, created: false, existingJobId: null, existingRequestHash: null, rejected: rejection ?? undefined }))
+    return { outcomes: [...inserted.outcomes, ...refused], now: inserted.now }
+  }
+  return admission.inTransaction ? admitThenInsert(ex) : ex.transaction().execute(admitThenInsert)
+}
+
+async function insertAdmitted(ex: Kysely<DB>, tenant: string, createdBy: string | null, rows: readonly SubmitRow[]): Promise<InsertedRows> {
   const outcomes: JobInsertOutcome[] = new Array(rows.length)
   let pending = rows.map((_, i) => i)
   let now = new Date()
@@ -98,6 +128,7 @@ export class SubmitBatcher {
         first.tenant,
         first.createdBy,
         group.map((e) => e.row),
+        { quotaDb: this.db, partial: true, inTransaction: false },
       )
       for (const [i, e] of group.entries()) e.resolve({ outcome: outcomes[i] as JobInsertOutcome, now })
     } catch (err: unknown) {

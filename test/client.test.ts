@@ -182,8 +182,8 @@ describe('client.cancelJob / pauseJob', () => {
     await dispatcher.query('begin')
     await dispatcher.query('select job_id from pgsched.triggers where job_id = $1 for update', [job.id])
     await dispatcher.query(
-      `insert into pgsched.executions (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
-       values ($1, 'default', 'x', 0, now(), now(), 5, 1000)`,
+      `insert into pgsched.executions (job_id, tenant, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
+       values ($1, 'acme', 'default', 'x', 0, now(), now(), 5, 1000)`,
       [job.id],
     )
     const cancelling = client().cancelJob(job.id)

@@ -128,6 +128,7 @@ function executionValues(job: InsertedJob, o: ExecutionOverrides, now: Date) {
   const runAt = o.runAt ?? now
   return {
     job_id: job.id,
+    tenant: job.tenant,
     queue: job.queue,
     type: job.type,
     priority: o.priority ?? job.priority,
@@ -188,9 +189,9 @@ export async function insertExecutions(db: Kysely<DB>, count: number, overrides:
         from generate_series(1, ${count}::int)
       returning id, queue, type, priority, max_attempts, timeout_ms
     )
-    insert into pgsched.executions (job_id, queue, type, priority, max_attempts, timeout_ms, scheduled_for, run_at, state,
+    insert into pgsched.executions (job_id, tenant, queue, type, priority, max_attempts, timeout_ms, scheduled_for, run_at, state,
                                     attempt, worker_id, lease_expires_at, started_at, finished_at, result, error)
-    select id, queue, type, priority, max_attempts, timeout_ms, ${e.scheduled_for}::timestamptz, ${e.run_at}::timestamptz,
+    select id, ${j.tenant}::text, queue, type, priority, max_attempts, timeout_ms, ${e.scheduled_for}::timestamptz, ${e.run_at}::timestamptz,
            ${e.state}::text, ${e.attempt}::int, ${e.worker_id}::uuid, ${e.lease_expires_at}::timestamptz,
            ${e.started_at}::timestamptz, ${e.finished_at}::timestamptz, ${e.result}::jsonb, ${e.error}::jsonb
       from job

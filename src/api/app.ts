@@ -30,7 +30,9 @@ import { executionRoutes } from './routes/executions.ts'
 import { healthRoutes } from './routes/health.ts'
 import { jobRoutes } from './routes/jobs.ts'
 import { queueRoutes } from './routes/queues.ts'
+import { tenantRoutes } from './routes/tenants.ts'
 import { QueueSchema } from './schemas/queue.ts'
+import { TenantSchema } from './schemas/tenant.ts'
 import type { RouteDeps } from './routes/deps.ts'
 import { ErrorSchema } from './schemas/error.ts'
 import { ExecutionSchema } from './schemas/execution.ts'
@@ -120,6 +122,7 @@ export function buildApp(deps: AppDeps) {
   app.addSchema(ExecutionSchema)
   app.addSchema(JobSchema)
   app.addSchema(QueueSchema)
+  app.addSchema(TenantSchema)
   void app.register(swagger, {
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
@@ -137,6 +140,7 @@ export function buildApp(deps: AppDeps) {
         { name: 'jobs', description: 'Submit, view, list and control jobs' },
         { name: 'executions', description: 'Runs of jobs' },
         { name: 'queues', description: 'Queue settings and figures (operator keys only)' },
+        { name: 'tenants', description: 'Tenant weights and admission quotas (operator keys only)' },
         { name: 'ops', description: 'Health, readiness and metrics' },
       ],
       components: {
@@ -172,6 +176,7 @@ export function buildApp(deps: AppDeps) {
       await v1.register(jobRoutes, routeDeps)
       await v1.register(executionRoutes, routeDeps)
       await v1.register(queueRoutes, routeDeps)
+      await v1.register(tenantRoutes, routeDeps)
     },
     { prefix: '/v1' },
   )

@@ -1,7 +1,7 @@
 /**
  * The only place that turns errors into HTTP replies. Every error body has
  * one shape, `{statusCode, error, message, details?}` (schemas/error.ts):
- *   SchedulerError          → its code's status (validation_failed 400, not_found 404, …)
+ *   SchedulerError          → its code's status (validation_failed 400, not_found 404, quota_exceeded 429 with Retry-After, …)
  *   schema validation       → 400, one detail per bad field
  *   Fastify request errors  → their 4xx (415 content type, 413 body size, bad URL, …)
  *   database unreachable    → 503, so a client retries
@@ -13,7 +13,7 @@
  */
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { SchedulerError, type ErrorCode, type ErrorDetail } from '../errors.ts'
+import { QuotaExceededError, SchedulerError, type ErrorCode, type ErrorDetail } from '../errors.ts'
 import type { ErrorObject } from 'ajv'
 import type { ErrorBody } from './schemas/error.ts'
 import { isDatabaseUnreachable, READ_ONLY_CODE } from '../db/outage.ts'
@@ -28,6 +28,7 @@ const STATUS_OF_CODE: Record<ErrorCode, number> = {
   conflict: 409,
   invalid_state: 409,
   result_too_large: 413,
+  quota_exceeded: 429,
   config_invalid: 500,
 }
 
@@ -120,6 +121,7 @@ export function registerErrorHandling(app: FastifyInstance, options: { bodyLimit
     if (outage) options.outages.failed(body.message, err)
     if (body.statusCode === 401) reply.header('www-authenticate', 'Bearer realm="pgsched"')
     if (body.statusCode === 503) reply.header('retry-after', '5')
+    if (err instanceof QuotaExceededError) reply.header('retry-after', String(Math.max(1, Math.ceil(err.retryAfterMs / 1000))))
     return reply.code(body.statusCode).type('application/json; charset=utf-8').send(body)
   })
   app.setNotFoundHandler((request, reply) => {

@@ -22,6 +22,7 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   api: async () => (await import('./commands/api.ts')).registerApi,
   keys: async () => (await import('./commands/keys.ts')).registerKeys,
   queues: async () => (await import('./commands/queues.ts')).registerQueues,
+  tenants: async () => (await import('./commands/tenants.ts')).registerTenants,
 }
 
 export async function main(argv: string[]): Promise<void> {

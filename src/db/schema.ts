@@ -86,6 +86,8 @@ export interface ExecutionsTable {
   created_at: DefaultTimestamp
   /** Migration 0013. */
   concurrency_key: ColumnType<string | null, string | null | undefined, string | null>
+  /** Migration 0016 (null on executions finished before it). */
+  tenant: ColumnType<string | null, string | null | undefined, string | null>
 }
 
 export interface WorkersTable {
@@ -121,6 +123,23 @@ export interface QueuesTable {
   updated_at: DefaultTimestamp
   /** Migration 0013. */
   key_concurrency_limit: number | null
+  /** Migration 0015. */
+  rate_limit: number | null
+  rate_period_ms: number | null
+  next_start_at: Timestamp | null
+  /** Migration 0016. */
+  fair_share: ColumnType<boolean, boolean | undefined, boolean>
+}
+
+/** Tenant settings: fair-share weight and admission quotas (migration 0016). */
+export interface TenantsTable {
+  name: string
+  weight: ColumnType<number, number | undefined, number>
+  max_pending: number | null
+  max_submits_per_second: number | null
+  submit_tokens: number | null
+  submit_tokens_at: Timestamp | null
+  updated_at: DefaultTimestamp
 }
 
 /** Workers waiting for a wake-up (migrations 0006 and 0011; unlogged). */
@@ -148,6 +167,7 @@ export interface DB {
   'pgsched.api_keys': ApiKeysTable
   'pgsched.settings': SettingsTable
   'pgsched.queues': QueuesTable
+  'pgsched.tenants': TenantsTable
 }
 
 export type JobRow = Selectable<JobsTable>

@@ -3,7 +3,7 @@
  * second, so a pause, a resume or a new limit takes effect within a second; the claim statement
  * itself skips paused and limited queues whatever this cache says):
  * - queues without settings: one ordinary claim statement, in priority order across them;
- * - each limited queue: a claim of its own (queueClaimLimited), with the room left.
+ * - each limited or fair-share queue: a claim of its own (queueClaimLimited), with the room left.
  * `full` says that a limit held work back: nothing announces the end of another worker's run, so
  * the caller should claim again soon rather than wait for a wake-up.
  * Each claim commits on its own: when a later one fails, what the earlier ones took is still
@@ -48,7 +48,7 @@ export class QueueClaims {
     for (const q of this.p.queues) {
       const s = this.settings.get(q)
       if (s?.paused) continue
-      if (s?.concurrencyLimit != null || s?.keyConcurrencyLimit != null || s?.rateLimit != null) limited.push(q)
+      if (s?.fairShare || s?.concurrencyLimit != null || s?.keyConcurrencyLimit != null || s?.rateLimit != null) limited.push(q)
       else open.push(q)
     }
     const claimed: ClaimedExecution[] = []

@@ -203,7 +203,17 @@ describe('GET /v1/jobs/{id}/executions and /v1/executions/{id}/output', () => {
     await t.db
       .insertInto('pgsched.executions')
       .values(
-        times.map((at) => ({ job_id: job.id, queue: 'default', type: 'x', priority: 0, scheduled_for: at, run_at: at, max_attempts: 5, timeout_ms: 1000 })),
+        times.map((at) => ({
+          job_id: job.id,
+          tenant: 'acme',
+          queue: 'default',
+          type: 'x',
+          priority: 0,
+          scheduled_for: at,
+          run_at: at,
+          max_attempts: 5,
+          timeout_ms: 1000,
+        })),
       )
       .execute()
     const first = await api.call(key, 'GET', `/v1/jobs/${job.id}/executions?limit=2`)

@@ -28,6 +28,8 @@ const CONTRACT: Record<string, Record<string, string>> = {
   '/v1/queues/{name}': { get: 'viewQueue', patch: 'updateQueue' },
   '/v1/queues/{name}/pause': { post: 'pauseQueue' },
   '/v1/queues/{name}/resume': { post: 'resumeQueue' },
+  '/v1/tenants': { get: 'listTenants' },
+  '/v1/tenants/{name}': { get: 'viewTenant', patch: 'updateTenant' },
   '/healthz': { get: 'health' },
   '/readyz': { get: 'ready' },
   '/metrics': { get: 'metrics' },

@@ -43,6 +43,7 @@ describe('/v1/queues', () => {
         keyConcurrencyLimit: null,
         rateLimit: null,
         ratePeriodMs: null,
+        fairShare: false,
         due: 1,
         scheduled: 1,
         running: 1,

@@ -48,7 +48,7 @@ describe('scheduler migrate', () => {
     // The first run above created and migrated the database; port 1 has no server.
     const url = new URL(urlFor(name))
     const { stdout } = await scheduler(['migrate'], {
-      DATABASE_URL: `postgres://${url.username}@127.0.0.1:1,${url.host}${url.pathname}?target_session_attrs=read-write`,
+      DATABASE_URL: `postgres://${url.username}${url.password ? `:${url.password}` : ''}@127.0.0.1:1,${url.host}${url.pathname}?target_session_attrs=read-write`,
     })
     expect(stdout).toBe('schema is up to date\n')
   })

@@ -18,6 +18,7 @@ async function insertExecution(jobId: string, overrides: Record<string, unknown>
     .insertInto('pgsched.executions')
     .values({
       job_id: jobId,
+      tenant: 'acme',
       queue: 'default',
       type: 'noop',
       priority: 0,
@@ -57,6 +58,7 @@ describe('schema constraints', () => {
     ['a lease while pending', { worker_id: '00000000-0000-7000-8000-000000000000', lease_expires_at: new Date() }, 'executions_lease_check'],
     ['succeeded without a finish time', { state: 'succeeded' }, 'executions_finished_check'],
     ['more attempts than allowed', { attempt: 4 }, 'executions_attempt_check'],
+    ['no tenant while it can still run', { tenant: null }, 'executions_tenant_check'],
   ])('rejects an execution with %s', async (_name, overrides, constraint) => {
     const jobId = await insertJob()
     await expect(insertExecution(jobId, overrides)).rejects.toThrow(constraint)

@@ -21,7 +21,8 @@ afterEach(async () => {
 /** `t.url` with its authority replaced by `hosts` and `query` appended. */
 function withHosts(hosts: string, query = ''): string {
   const u = new URL(t.url)
-  return `postgres://${u.username}@${hosts}${u.pathname}${query}`
+  const auth = u.password ? `${u.username}:${u.password}` : u.username
+  return `postgres://${auth}@${hosts}${u.pathname}${query}`
 }
 
 describe('parseDatabaseUrl', () => {

@@ -28,7 +28,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
         description:
           'Accepts a job to run now, at a time (`schedule.at`) or on a schedule (`schedule.cron` / `schedule.every`). ' +
           'Replies 202 once the job is committed. With an idempotency key (body or `Idempotency-Key` header), ' +
-          'repeating the same request returns the same job with 200; the same key with another body is a 409.',
+          'repeating the same request returns the same job with 200; the same key with another body is a 409. ' +
+          "A submit over one of the tenant's admission quotas (maxPending, maxSubmitsPerSecond) gets 429 with Retry-After and writes nothing.",
         security,
         headers: SubmitJobHeaders,
         body: SubmitJobBody,
@@ -39,6 +40,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
           409: ErrorRef,
           413: ErrorRef,
           415: ErrorRef,
+          429: ErrorRef,
         },
       },
     },

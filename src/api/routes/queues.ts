@@ -86,10 +86,11 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
       schema: {
         operationId: 'updateQueue',
         tags: ['queues'],
-        summary: "Set a queue's concurrency limits",
+        summary: "Set a queue's limits and fair share",
         description:
           'At most `concurrencyLimit` executions of the queue run at once across all workers and hosts, and at most `keyConcurrencyLimit` of one ' +
-          'concurrency key, and at most `rateLimit` starts per `ratePeriodMs` (null: no limit). Fields left out stay as they are. Takes effect within a second.',
+          'concurrency key, and at most `rateLimit` starts per `ratePeriodMs` (null: no limit); `fairShare` makes claims take turns between tenants. ' +
+          'Fields left out stay as they are. Takes effect within a second.',
         security,
         params: QueueParams,
         body: QueuePatchBody,
@@ -99,7 +100,7 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
     async (request) => {
       const queues = queuesFor(request)
       const { name } = request.params
-      const { concurrencyLimit, keyConcurrencyLimit, rateLimit, ratePeriodMs } = request.body
+      const { concurrencyLimit, keyConcurrencyLimit, rateLimit, ratePeriodMs, fairShare } = request.body
       if (ratePeriodMs !== undefined && rateLimit === undefined) {
         throw new ValidationError('ratePeriodMs goes with rateLimit', [{ path: 'ratePeriodMs', message: 'ratePeriodMs goes with rateLimit' }])
       }
@@ -107,6 +108,7 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
       if (concurrencyLimit !== undefined) view = await queues.setConcurrencyLimit(name, concurrencyLimit)
       if (keyConcurrencyLimit !== undefined) view = await queues.setKeyConcurrencyLimit(name, keyConcurrencyLimit)
       if (rateLimit !== undefined) view = await queues.setRateLimit(name, rateLimit, ratePeriodMs)
+      if (fairShare !== undefined) view = await queues.setFairShare(name, fairShare)
       return queueToJson(view)
     },
   )

@@ -23,6 +23,9 @@ export const QueueSchema = Type.Object(
       Type.Integer({ minimum: 1, maximum: RATE_LIMIT_MAX, description: 'Most starts per ratePeriodMs across all workers; null: no rate limit.' }),
     ),
     ratePeriodMs: Nullable(Type.Integer({ minimum: 1, maximum: RATE_PERIOD_MS_MAX, description: 'The period of rateLimit, ms.' })),
+    fairShare: Type.Boolean({
+      description: 'Claims take turns between the tenants with due work (strict priority first, then round-robin weighted by tenant weight).',
+    }),
     due: Type.Integer({ description: 'Pending executions due now.' }),
     scheduled: Type.Integer({ description: 'Pending executions due later (scheduled, or a retry waiting for its backoff).' }),
     running: Type.Integer({ description: 'Executions running (claimed by a worker) now.' }),
@@ -74,6 +77,12 @@ export const QueuePatchBody = Type.Object(
         maximum: RATE_PERIOD_MS_MAX,
         'x-expected': `an integer from 1 to ${RATE_PERIOD_MS_MAX}`,
         description: 'The period of rateLimit in ms; default 1000. Used with rateLimit.',
+      }),
+    ),
+    fairShare: Type.Optional(
+      Type.Boolean({
+        'x-expected': 'true or false',
+        description: 'Take turns between tenants (strict priority first, then round-robin weighted by tenant weight) instead of oldest due first.',
       }),
     ),
   },

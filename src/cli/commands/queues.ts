@@ -1,5 +1,5 @@
 /**
- * `scheduler queues list|view|pause|resume|limit|key-limit|rate-limit`: queue settings and live figures, for every
+ * `scheduler queues list|view|pause|resume|limit|key-limit|rate-limit|fair-share`: queue settings and live figures, for every
  * tenant (the REST routes need an operator key; this command needs DATABASE_URL). Each prints the
  * queue afterwards, as a table or, with --json, as the REST API's JSON.
  */
@@ -11,13 +11,14 @@ import { formatTable, withDatabase } from '../shared.ts'
 
 function queueTable(queues: readonly QueueView[]): string {
   return formatTable([
-    ['QUEUE', 'PAUSED', 'LIMIT', 'PER KEY', 'RATE', 'DUE', 'SCHEDULED', 'RUNNING', 'OLDEST DUE'],
+    ['QUEUE', 'PAUSED', 'LIMIT', 'PER KEY', 'RATE', 'FAIR', 'DUE', 'SCHEDULED', 'RUNNING', 'OLDEST DUE'],
     ...queues.map((q) => [
       q.name,
       q.paused ? 'yes' : 'no',
       q.concurrencyLimit === null ? '-' : String(q.concurrencyLimit),
       q.keyConcurrencyLimit === null ? '-' : String(q.keyConcurrencyLimit),
       q.rateLimit === null ? '-' : `${q.rateLimit}/${q.ratePeriodMs} ms`,
+      q.fairShare ? 'yes' : 'no',
       String(q.due),
       String(q.scheduled),
       String(q.running),
@@ -44,7 +45,7 @@ function parseLimit(text: string): number | null {
 }
 
 export function registerQueues(program: Command): void {
-  const queues = program.command('queues').description('see and change queues: pause, resume, concurrency limits (for every tenant)')
+  const queues = program.command('queues').description('see and change queues: pause, resume, limits, fair share (for every tenant)')
   const json = ['--json', 'print JSON (as the REST API answers)'] as const
 
   queues
@@ -94,4 +95,16 @@ export function registerQueues(program: Command): void {
     .argument('<limit>', 'a positive integer, or none')
     .option(...json)
     .action((name: string, limit: string, opts: { json?: boolean }) => show(opts.json, (q) => q.setKeyConcurrencyLimit(name, parseLimit(limit))))
+  queues
+    .command('fair-share')
+    .description('"on": claims take turns between tenants (strict priority first, then round-robin by tenant weight); "off": oldest due first')
+    .argument('<queue>')
+    .argument('<on|off>')
+    .option(...json)
+    .action((name: string, state: string, opts: { json?: boolean }) => {
+      if (state !== 'on' && state !== 'off') {
+        throw new ValidationError(`fair-share takes "on" or "off", got "${state}"`, [{ path: 'fairShare', message: '"on" or "off"' }])
+      }
+      return show(opts.json, (q) => q.setFairShare(name, state === 'on'))
+    })
 }

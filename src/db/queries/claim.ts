@@ -22,9 +22,10 @@ export interface ExecutionClaimBatchParams {
    * The claim of one limited queue (`queues` holds just it), under the lock of its settings row
    * (taken before this statement, so its snapshot sees every claim that held the lock before):
    * `capacity`, its concurrency limit (the statement takes at most the limit minus the executions of
-   * the queue running now); `keyLimit`, its limit per concurrency key. Null: no such limit.
+   * the queue running now); `keyLimit`, its limit per concurrency key (null: no such limit); `fair`:
+   * take turns between tenants (migrations/0016).
    */
-  limited?: { capacity: number | null; keyLimit: number | null }
+  limited?: { capacity: number | null; keyLimit: number | null; fair?: boolean }
 }
 
 export interface ClaimedExecution {
@@ -60,7 +61,7 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
   const queueMatch = one ? sql`queue = ${queue}::text` : sql`queue = any(${params.queues}::text[])`
   // Paused and limited queues are not this statement's (see migrations/0012): one probe of
   // pgsched.queues per statement (a one-time filter, or an array computed once).
-  const held = sql`(s.paused or s.concurrency_limit is not null or s.key_concurrency_limit is not null or s.rate_limit is not null)`
+  const held = sql`(s.paused or s.fair_share or s.concurrency_limit is not null or s.key_concurrency_limit is not null or s.rate_limit is not null)`
   const settingsMatch =
     limited !== undefined
       ? sql``
@@ -84,42 +85,74 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
        order by priority desc, run_at, id
        limit ${rowLimit}
          ${lock}`
+  const keyLimit = limited?.keyLimit ?? null
+  const fair = limited?.fair === true
+  // A per-key limit: leave out keys already at their limit (index executions_running_key_idx), so
+  // one key's backlog cannot fill the window.
+  const keyFilter =
+    keyLimit === null
+      ? sql``
+      : sql`and (concurrency_key is null or concurrency_key not in (
+                  select r.concurrency_key from pgsched.executions r
+                   where r.state = 'running' and r.queue = ${queue}::text and r.concurrency_key is not null
+                   group by r.concurrency_key having count(*) >= ${keyLimit}::int))`
+  const scan = keyLimit === null ? sql`${params.limit}::int` : sql`${Math.max(KEY_SCAN_MIN, params.limit * KEY_SCAN_FACTOR)}::int`
+  const candidateColumns = sql`id, job_id, concurrency_key, tenant, priority, run_at`
   const dueCte =
-    limited?.keyLimit == null
+    !fair && keyLimit === null
       ? // rows other workers hold are skipped, not waited on
         sql`due as materialized (${due(sql`id, job_id`, sql`for update skip locked`, limit)}
     )`
-      : // Per key: the first due executions in priority order of the keys not at their limit (so one
-        // key's backlog cannot fill the window), numbered within their key; a key takes no more than
-        // its limit minus what of it runs now (index executions_running_key_idx). No row locks to
-        // skip: the claims of this queue take turns on its settings row.
-        sql`candidates as (
-        select c.*, row_number() over (partition by c.concurrency_key order by c.priority desc, c.run_at, c.id) as nth
-          from (${due(
-            sql`id, job_id, concurrency_key, priority, run_at`,
-            sql``,
-            sql`${Math.max(KEY_SCAN_MIN, params.limit * KEY_SCAN_FACTOR)}::int`,
-            sql`and (concurrency_key is null or concurrency_key not in (
-                  select r.concurrency_key from pgsched.executions r
-                   where r.state = 'running' and r.queue = ${queue}::text and r.concurrency_key is not null
-                   group by r.concurrency_key having count(*) >= ${limited.keyLimit}::int))`,
-          )}) c
+      : // The limited forms lock no row to skip: the claims of this queue take turns on its settings row.
+        sql`${
+          fair
+            ? // Fair: each tenant with pending executions (a skip scan of executions_tenant_idx) offers its
+              // first due ones in priority order.
+              sql`tenants(tenant) as (
+      (select tenant from pgsched.executions where state = 'pending' and queue = ${queue}::text order by tenant limit 1)
+      union all
+      select (select e.tenant from pgsched.executions e
+               where e.state = 'pending' and e.queue = ${queue}::text and e.tenant > t.tenant order by e.tenant limit 1)
+        from tenants t where t.tenant is not null
+    ),
+    offered as (
+      select c.* from tenants t cross join lateral (${due(candidateColumns, sql``, scan, sql`and tenant = t.tenant ${keyFilter}`)}) c
+    ),`
+            : sql`offered as (${due(candidateColumns, sql``, scan, keyFilter)}),`
+        }
+    ${
+      keyLimit === null
+        ? sql`eligible as (select * from offered),`
+        : // numbered within their key; a key takes no more than its limit minus what of it runs now
+          sql`numbered as (
+      select o.*, row_number() over (partition by o.concurrency_key order by o.priority desc, o.run_at, o.id) as nth from offered o
     ),
     key_running as (
       select concurrency_key, count(*)::int as n
         from pgsched.executions
-       where state = 'running' and queue = ${queue}::text and concurrency_key in (select concurrency_key from candidates)
+       where state = 'running' and queue = ${queue}::text and concurrency_key in (select concurrency_key from numbered)
        group by concurrency_key
     ),
+    eligible as (
+      select c.id, c.job_id, c.tenant, c.priority, c.run_at
+        from numbered c left join key_running k on k.concurrency_key = c.concurrency_key
+       where c.concurrency_key is null or c.nth <= ${keyLimit}::int - coalesce(k.n, 0)
+    ),`
+    }
     due as materialized (
-      select c.id, c.job_id
-        from candidates c left join key_running k on k.concurrency_key = c.concurrency_key
-       where c.concurrency_key is null or c.nth <= ${limited.keyLimit}::int - coalesce(k.n, 0)
-       order by c.priority desc, c.run_at, c.id
+      ${
+        fair
+          ? // strict priority; within a priority, round-robin between tenants (turns divided by the weight)
+            sql`select e.id, e.job_id
+        from (select el.*, row_number() over (partition by el.tenant, el.priority order by el.run_at, el.id) as turn from eligible el) e
+        left join pgsched.tenants w on w.name = e.tenant
+       order by e.priority desc, e.turn / coalesce(w.weight, 1), e.run_at, e.id`
+          : sql`select e.id, e.job_id from eligible e order by e.priority desc, e.run_at, e.id`
+      }
        limit ${limit}
     )`
   return sql<ClaimedExecution>`${sql.raw(PREPARE)}
-    with ${dueCte}
+    with ${fair ? sql`recursive ` : sql``}${dueCte}
     update pgsched.executions e
        set state = 'running',
            attempt = e.attempt + 1,
@@ -151,12 +184,14 @@ export interface QueueSetting {
   concurrencyLimit: number | null
   keyConcurrencyLimit: number | null
   rateLimit: number | null
+  fairShare: boolean
 }
 
 /** The settings of `queues` that have any (a queue without a row is active and unlimited). */
 export async function queueSettingsOf(db: Kysely<DB>, queues: readonly string[]): Promise<QueueSetting[]> {
   const { rows } = await sql<QueueSetting>`${sql.raw(PREPARE)}
-    select name, paused, concurrency_limit as "concurrencyLimit", key_concurrency_limit as "keyConcurrencyLimit", rate_limit as "rateLimit"
+    select name, paused, concurrency_limit as "concurrencyLimit", key_concurrency_limit as "keyConcurrencyLimit", rate_limit as "rateLimit",
+           fair_share as "fairShare"
       from pgsched.queues where name = any(${queues}::text[])`.execute(db)
   return rows
 }
@@ -168,6 +203,7 @@ const RATE_HORIZON_MS = 100
 
 interface LimitedSetting {
   paused: boolean
+  fair: boolean
   limit: number | null
   keyLimit: number | null
   /** Rate limit: slot spacing (ms; null: no rate limit). */
@@ -191,13 +227,13 @@ export async function queueClaimLimited(
   const queue = params.queues[0] as string
   return db.transaction().execute(async (trx) => {
     const { rows } = await sql<LimitedSetting>`${sql.raw(PREPARE)}
-      select paused, concurrency_limit as limit, key_concurrency_limit as "keyLimit",
+      select paused, fair_share as fair, concurrency_limit as limit, key_concurrency_limit as "keyLimit",
              rate_period_ms::float8 / rate_limit * ${RATE_SPACING}::float8 as "spacingMs",
              exists (select 1 from pgsched.executions p where p.state = 'pending' and p.queue = ${queue}::text and p.run_at <= now()) as due,
              (select count(*)::int from pgsched.executions r where r.state = 'running' and r.queue = ${queue}::text) as running
         from pgsched.queues where name = ${queue}::text for update`.execute(trx)
     const s = rows[0]
-    if (!s || s.paused || (s.limit === null && s.keyLimit === null && s.spacingMs === null)) return { claimed: [], full: false }
+    if (!s || s.paused || (!s.fair && s.limit === null && s.keyLimit === null && s.spacingMs === null)) return { claimed: [], full: false }
     let room = params.limit
     // The first free slot, read once the lock is held (the transaction's now() is from before any
     // wait for it), as ms from then: how many slots fit the horizon.
@@ -210,7 +246,7 @@ export async function queueClaimLimited(
       slots = r[0]
       if (slots) room = Math.min(room, slots.firstSlotMs > RATE_HORIZON_MS ? 0 : Math.floor((RATE_HORIZON_MS - slots.firstSlotMs) / s.spacingMs) + 1)
     }
-    const limited = { capacity: s.limit, keyLimit: s.keyLimit }
+    const limited = { capacity: s.limit, keyLimit: s.keyLimit, fair: s.fair }
     const claimed = room <= 0 ? [] : (await executionClaimBatchQuery({ ...params, limit: room, queues: [queue], limited }).execute(trx)).rows
     if (s.spacingMs !== null && slots && claimed.length > 0) {
       const { spacingMs } = s

@@ -46,14 +46,17 @@ export const claimedTriggerColumns = sql`t.job_id, t.kind, t.cron_expression, t.
            t.misfire_policy, t.misfire_max_runs, t.overlap_policy`
 
 /**
- * The insert of the first execution of submitted one-time jobs, up to its `from`: each input row
- * (id, execution_id, queue, type, priority, run_at, max_attempts, timeout_ms, concurrency_key) becomes an
- * execution due at run_at, or now when run_at is null. Used by both forms of jobInsertMany.
+ * The insert of the first execution of submitted one-time jobs of `tenant`, up to its `from`: each
+ * input row (id, execution_id, queue, type, priority, run_at, max_attempts, timeout_ms,
+ * concurrency_key) becomes an execution due at run_at, or now when run_at is null. Used by both
+ * forms of jobInsertMany.
  */
-export const executionsFromSubmitted = sql`insert into pgsched.executions (id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms,
-                                  concurrency_key)
+export function executionsFromSubmitted(tenant: string): RawBuilder<unknown> {
+  return sql`insert into pgsched.executions (id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms,
+                                  concurrency_key, tenant)
       select execution_id, id, queue, type, priority, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, timeout_ms,
-             concurrency_key`
+             concurrency_key, ${tenant}::text`
+}
 
 /** now() as the worker writes `at` (Date#toISOString: UTC, milliseconds, "Z"), whatever the session's TimeZone. */
 const NOW_ISO = sql`to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`

@@ -9,6 +9,7 @@ import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
 import { executionErrorSql, executionsFromSubmitted } from './fragments.ts'
 import type { NormalizedSubmit } from '../../core/job.ts'
+import type { QuotaRejection } from './admission.ts'
 
 type Executor = Kysely<DB>
 
@@ -25,6 +26,8 @@ export interface JobInsertOutcome {
   /** Set when the idempotency key already belonged to another job. */
   existingJobId: string | null
   existingRequestHash: string | null
+  /** Not written: refused by the tenant's admission quotas (set by insertRows, never by the insert itself). */
+  rejected?: QuotaRejection
 }
 
 /**
@@ -98,7 +101,7 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
       returning id
     ),
     new_executions as (
-      ${executionsFromSubmitted}
+      ${executionsFromSubmitted(params.tenant)}
         from accepted
        where kind in ('now', 'at')
     ),
@@ -156,7 +159,7 @@ async function jobInsertPlain(db: Executor, params: JobInsertManyParams): Promis
         from input
     ),
     new_executions as (
-      ${executionsFromSubmitted}
+      ${executionsFromSubmitted(params.tenant)}
         from input
     )
     select now() as now

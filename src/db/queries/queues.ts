@@ -19,6 +19,8 @@ export interface QueueView {
   /** Most starts per ratePeriodMs across all workers; null: no rate limit. */
   rateLimit: number | null
   ratePeriodMs: number | null
+  /** Claims take turns between tenants (weighted, within each priority). */
+  fairShare: boolean
   /** Pending executions that are due now. */
   due: number
   /** Pending executions due later (scheduled, or waiting for a retry's backoff). */
@@ -36,6 +38,7 @@ interface QueueRow {
   key_concurrency_limit: number | null
   rate_limit: number | null
   rate_period_ms: number | null
+  fair_share: boolean
   due: number
   scheduled: number
   running: number
@@ -50,6 +53,7 @@ const toView = (r: QueueRow): QueueView => ({
   keyConcurrencyLimit: r.key_concurrency_limit,
   rateLimit: r.rate_limit,
   ratePeriodMs: r.rate_period_ms,
+  fairShare: r.fair_share,
   due: r.due,
   scheduled: r.scheduled,
   running: r.running,
@@ -72,6 +76,7 @@ export async function queueList(db: Kysely<DB>, params: { only?: string } = {}):
        group by queue
     )
     select coalesce(q.name, l.queue) as name, coalesce(q.paused, false) as paused, q.paused_at, q.concurrency_limit, q.key_concurrency_limit, q.rate_limit, q.rate_period_ms,
+           coalesce(q.fair_share, false) as fair_share,
            coalesce(l.due, 0) as due, coalesce(l.scheduled, 0) as scheduled, coalesce(l.running, 0) as running,
            floor(extract(epoch from now() - l.oldest_due) * 1000)::float8 as lag_ms
       from (select * from pgsched.queues where ${only}::text is null or name = ${only}::text) q
@@ -93,6 +98,7 @@ export async function queueGet(db: Kysely<DB>, name: string): Promise<QueueView>
       keyConcurrencyLimit: null,
       rateLimit: null,
       ratePeriodMs: null,
+      fairShare: false,
       due: 0,
       scheduled: 0,
       running: 0,
@@ -135,6 +141,11 @@ export async function queueSetRateLimit(db: Kysely<DB>, name: string, limit: num
 /** Sets (or, with null, clears) a queue's limit per concurrency key. */
 export async function queueSetKeyConcurrencyLimit(db: Kysely<DB>, name: string, limit: number | null): Promise<void> {
   await sql`select pgsched.set_queue_key_concurrency_limit(${name}::text, ${limit}::int)`.execute(db)
+}
+
+/** Turns fair share between tenants on or off. */
+export async function queueSetFairShare(db: Kysely<DB>, name: string, on: boolean): Promise<void> {
+  await sql`select pgsched.set_queue_fair_share(${name}::text, ${on}::boolean)`.execute(db)
 }
 
 /** Sets (or, with null, clears) a queue's concurrency limit. */

@@ -1,0 +1,159 @@
+/**
+ * Admission quotas and tenant settings over HTTP (migration 0016, tenant-admin.ts, admission.ts):
+ * a submit over a quota gets 429 with Retry-After and a message naming the quota, writes nothing,
+ * and the next submit after work drains is accepted; the TypeScript client throws
+ * QuotaExceededError; /v1/tenants answers operator keys only and names a bad field.
+ */
+import { sql } from 'kysely'
+import { describe, expect, it } from 'vitest'
+import { createApiKey } from '../../src/api/auth.ts'
+import { createClient } from '../../src/client.ts'
+import { executionClaimBatch } from '../../src/db/queries/claim.ts'
+import { executionCompleteMany } from '../../src/db/queries/lease.ts'
+import { QuotaExceededError } from '../../src/errors.ts'
+import { useTestDb } from '../db.ts'
+import { useTestApi } from './helpers.ts'
+
+const t = useTestDb()
+const api = useTestApi(t)
+const operatorKey = async () => (await createApiKey(t.db, { tenant: 'ops', operator: true })).key
+const W = '00000000-0000-7000-8000-00000000c001'
+
+/** Row counts of every table a submit writes. */
+async function written(): Promise<Record<string, number>> {
+  const { rows } = await sql<{ jobs: number; executions: number; keys: number; triggers: number }>`
+    select (select count(*)::int from pgsched.jobs) as jobs, (select count(*)::int from pgsched.executions) as executions,
+           (select count(*)::int from pgsched.job_idempotency_keys) as keys, (select count(*)::int from pgsched.triggers) as triggers`.execute(t.db)
+  return rows[0] as Record<string, number>
+}
+
+describe('admission quotas', () => {
+  it('refuses the submit over maxPending with 429, Retry-After and the quota named, writes nothing, and accepts again once work drains', async () => {
+    const ops = await operatorKey()
+    const set = await api.call(ops, 'PATCH', '/v1/tenants/acme', { maxPending: 3 })
+    expect(set.statusCode).toBe(200)
+    expect(set.json()).toEqual({ name: 'acme', weight: 1, maxPending: 3, maxSubmitsPerSecond: null, pending: 0, running: 0 })
+    const key = await api.keyFor('acme')
+    for (let i = 0; i < 3; i++) expect((await api.call(key, 'POST', '/v1/jobs', { type: 'k' })).statusCode).toBe(202)
+    const before = await written()
+    const refused = await api.call(key, 'POST', '/v1/jobs', { type: 'k', idempotencyKey: 'fourth', schedule: { at: '2031-01-01T00:00:00Z' } })
+    expect(refused.statusCode).toBe(429)
+    expect(refused.headers['retry-after']).toBe('1')
+    expect(refused.json()).toEqual({
+      statusCode: 429,
+      error: 'Too Many Requests',
+      message: 'tenant acme has 3 pending executions and its quota maxPending is 3',
+    })
+    expect(await written()).toEqual(before)
+    // another tenant is not held back by acme's quota
+    expect((await api.call(await api.keyFor('other'), 'POST', '/v1/jobs', { type: 'k' })).statusCode).toBe(202)
+    // one of acme's runs: room for exactly one more
+    const [claimed] = await executionClaimBatch(t.db, { workerId: W, queues: ['default'], types: ['k'], limit: 1, leaseMs: 60_000 })
+    if (!claimed) throw new Error('nothing claimed')
+    await executionCompleteMany(t.db, { workerId: W, completions: [{ ...claimed, resultJson: 'null', outputUri: null }] })
+    const tenantOfClaimed = (await t.db.selectFrom('pgsched.jobs').select('tenant').where('id', '=', claimed.jobId).executeTakeFirstOrThrow()).tenant
+    expect(tenantOfClaimed).toBe('acme') // the oldest due job is acme's
+    expect((await api.call(key, 'POST', '/v1/jobs', { type: 'k' })).statusCode).toBe(202)
+    expect((await api.call(key, 'POST', '/v1/jobs', { type: 'k' })).statusCode).toBe(429)
+    // removing the quota lets everything in
+    expect((await api.call(ops, 'PATCH', '/v1/tenants/acme', { maxPending: null })).json().maxPending).toBeNull()
+    expect((await api.call(key, 'POST', '/v1/jobs', { type: 'k' })).statusCode).toBe(202)
+  })
+
+  it('holds submits to maxSubmitsPerSecond and says when to retry', async () => {
+    await createClient({ db: t.db }).tenants.update('acme', { maxSubmitsPerSecond: 2 })
+    const key = await api.keyFor('acme')
+    const codes = []
+    for (let i = 0; i < 4; i++) codes.push((await api.call(key, 'POST', '/v1/jobs', { type: 'k' })).statusCode)
+    expect(codes.slice(0, 2)).toEqual([202, 202])
+    expect(codes.slice(2)).toEqual([429, 429]) // the bucket holds one second; these requests take milliseconds
+    const refused = await api.call(key, 'POST', '/v1/jobs', { type: 'k' })
+    expect(refused.statusCode).toBe(429)
+    expect(refused.json().message).toBe('tenant acme may submit at most 2 jobs per second (quota maxSubmitsPerSecond)')
+    expect(Number(refused.headers['retry-after'])).toBe(1)
+  })
+
+  it('makes the client throw QuotaExceededError, and a batch is admitted whole or not at all', async () => {
+    const admin = createClient({ db: t.db })
+    await admin.tenants.update('acme', { maxPending: 5 })
+    const acme = createClient({ db: t.db, tenant: 'acme' })
+    await acme.submitJobs(Array.from({ length: 4 }, () => ({ type: 'k' })))
+    const err = await acme.submitJobs([{ type: 'k' }, { type: 'k' }]).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(QuotaExceededError)
+    expect(err).toMatchObject({ code: 'quota_exceeded', quota: 'maxPending', limit: 5, retryAfterMs: 1000 })
+    expect((err as Error).message).toBe('tenant acme has 4 pending executions and its quota maxPending is 5; 2 submits were asked for together')
+    expect((await written()).executions).toBe(4)
+    await acme.submitJob({ type: 'k' })
+    await expect(acme.submitJob({ type: 'k' })).rejects.toBeInstanceOf(QuotaExceededError)
+    // SQL submits are held to the same quota
+    await expect(sql`select pgsched.submit_job('k', tenant => 'acme')`.execute(t.db)).rejects.toMatchObject({
+      code: '53400',
+      message: 'tenant acme has 5 pending executions and its quota maxPending is 5',
+    })
+  })
+
+  it('admits concurrent single submits up to the quota exactly', async () => {
+    await createClient({ db: t.db }).tenants.update('acme', { maxPending: 7 })
+    const acme = createClient({ db: t.db, tenant: 'acme' })
+    const results = await Promise.allSettled(Array.from({ length: 30 }, () => acme.submitJob({ type: 'k' })))
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(7)
+    expect(results.filter((r) => r.status === 'rejected').every((r) => r.reason instanceof QuotaExceededError)).toBe(true)
+    expect((await written()).executions).toBe(7)
+  })
+})
+
+describe('/v1/tenants', () => {
+  it('answers 403 to a tenant key and changes nothing', async () => {
+    const key = await api.keyFor('acme')
+    for (const [method, url, body] of [
+      ['GET', '/v1/tenants', undefined],
+      ['GET', '/v1/tenants/acme', undefined],
+      ['PATCH', '/v1/tenants/acme', { maxPending: 1 }],
+    ] as const) {
+      const res = await api.call(key, method, url, body)
+      expect(res.statusCode, `${method} ${url}`).toBe(403)
+      expect(res.json().message).toContain('only an operator key')
+    }
+    expect(await t.db.selectFrom('pgsched.tenants').selectAll().execute()).toEqual([])
+  })
+
+  it('lists and views tenants, and names the field of a bad value', async () => {
+    const ops = await operatorKey()
+    await api.call(ops, 'PATCH', '/v1/tenants/zeta', { weight: 2.5 })
+    await api.call(ops, 'PATCH', '/v1/tenants/alpha', { maxSubmitsPerSecond: 100, maxPending: 10 })
+    await createClient({ db: t.db, tenant: 'alpha' }).submitJob({ type: 'k' })
+    const list = await api.call(ops, 'GET', '/v1/tenants')
+    expect(list.json().items).toEqual([
+      { name: 'alpha', weight: 1, maxPending: 10, maxSubmitsPerSecond: 100, pending: 1, running: 0 },
+      { name: 'zeta', weight: 2.5, maxPending: null, maxSubmitsPerSecond: null, pending: 0, running: 0 },
+    ])
+    expect((await api.call(ops, 'GET', '/v1/tenants/nobody')).json()).toEqual({
+      name: 'nobody',
+      weight: 1,
+      maxPending: null,
+      maxSubmitsPerSecond: null,
+      pending: 0,
+      running: 0,
+    })
+    for (const [body, field] of [
+      [{ weight: 0 }, 'weight'],
+      [{ maxPending: -1 }, 'maxPending'],
+      [{ maxPending: 1.5 }, 'maxPending'],
+      [{ maxSubmitsPerSecond: 0 }, 'maxSubmitsPerSecond'],
+      [{ color: 'red' }, 'color'],
+      [{}, ''],
+    ] as const) {
+      const res = await api.call(ops, 'PATCH', '/v1/tenants/alpha', body)
+      expect(res.statusCode, JSON.stringify(body)).toBe(400)
+      if (field) expect(JSON.stringify(res.json()), JSON.stringify(body)).toContain(field)
+    }
+  })
+
+  it('turns fair share on for a queue over PATCH /v1/queues/{name}', async () => {
+    const ops = await operatorKey()
+    const res = await api.call(ops, 'PATCH', '/v1/queues/shared', { fairShare: true })
+    expect(res.statusCode).toBe(200)
+    expect(res.json()).toMatchObject({ name: 'shared', fairShare: true })
+    expect((await api.call(ops, 'PATCH', '/v1/queues/shared', { fairShare: 'yes' })).statusCode).toBe(400)
+  })
+})

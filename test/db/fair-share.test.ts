@@ -1,0 +1,80 @@
+/**
+ * Fair share between tenants in the claim (migration 0016, claim.ts): in a fair queue, strict
+ * priority across tenants, and round-robin between the tenants with due work at the same priority,
+ * weighted by pgsched.tenants.weight; combined with a per-key limit and a concurrency limit.
+ */
+import { sql } from 'kysely'
+import { describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { executionClaimBatch, queueClaimLimited } from '../../src/db/queries/claim.ts'
+import { useTestDb } from '../db.ts'
+import { insertExecutions } from '../factories.ts'
+
+const t = useTestDb()
+const W = '00000000-0000-7000-8000-00000000a002'
+const as = (tenant: string) => createClient({ db: t.db, tenant })
+const claimFair = async (limit: number, queue = 'shared') => {
+  const { claimed } = await queueClaimLimited(t.db, { workerId: W, queues: [queue], types: ['k'], limit, leaseMs: 60_000 })
+  const ids = claimed.map((c) => c.jobId)
+  const { rows } = await sql<{ id: string; tenant: string; priority: number }>`
+    select id, tenant, priority from pgsched.jobs where id = any(${ids}::uuid[])`.execute(t.db)
+  const byId = new Map(rows.map((r) => [r.id, r]))
+  // how many each tenant got (RETURNING gives no order)
+  const counts: Record<string, number> = {}
+  for (const c of claimed) {
+    const tenant = byId.get(c.jobId)?.tenant ?? '?'
+    counts[tenant] = (counts[tenant] ?? 0) + 1
+  }
+  return counts
+}
+const submit = (tenant: string, n: number, extra: Record<string, unknown> = {}) =>
+  as(tenant).submitJobs(Array.from({ length: n }, () => ({ type: 'k', queue: 'shared', ...extra })))
+
+describe('fair share between tenants', () => {
+  it('without fair share the oldest due work goes first; with it, tenants take turns at one priority', async () => {
+    await submit('big', 50)
+    await submit('small', 3)
+    // Not fair: the ordinary claim takes big's backlog first.
+    expect(await claimFair(10)).toEqual({}) // not a limited queue: its own claim takes nothing
+    const plain = await executionClaimBatch(t.db, { workerId: W, queues: ['shared'], types: ['k'], limit: 10, leaseMs: 60_000 })
+    expect(plain).toHaveLength(10) // all of them big's
+    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    // The ordinary claim leaves a fair queue alone.
+    expect(await executionClaimBatch(t.db, { workerId: W, queues: ['shared'], types: ['k'], limit: 10, leaseMs: 60_000 })).toEqual([])
+    expect(await claimFair(6)).toEqual({ big: 3, small: 3 })
+    expect(await claimFair(4)).toEqual({ big: 4 })
+  })
+
+  it('keeps strict priority across tenants and weights the turns', async () => {
+    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    await sql`insert into pgsched.tenants (name, weight) values ('heavy', 3)`.execute(t.db)
+    await submit('light', 10)
+    await submit('heavy', 10)
+    await submit('urgent', 2, { priority: 5 })
+    expect(await claimFair(2)).toEqual({ urgent: 2 })
+    // weight 3 against 1: heavy's turns count 1/3, 2/3, 1, 4/3 … and light's 1, 2 …; ties go to the
+    // older (light): heavy, heavy, light, heavy in each claim of four
+    expect(await claimFair(4)).toEqual({ heavy: 3, light: 1 })
+    expect(await claimFair(4)).toEqual({ heavy: 3, light: 1 })
+  })
+
+  it('takes a late tenant within one claim batch even behind a large backlog', async () => {
+    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    // 20,000 of one tenant in one statement, then 3 of another
+    await insertExecutions(t.db, 20_000, { job: { tenant: 'flood', queue: 'shared', type: 'k' }, runAt: new Date(Date.now() - 60_000) })
+    await submit('late', 3)
+    expect(await claimFair(20)).toEqual({ flood: 17, late: 3 })
+  })
+
+  it('applies a concurrency limit and a per-key limit in a fair queue', async () => {
+    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    await sql`select pgsched.set_queue_concurrency_limit('shared', 5)`.execute(t.db)
+    await sql`select pgsched.set_queue_key_concurrency_limit('shared', 1)`.execute(t.db)
+    await submit('x', 6, { concurrencyKey: 'one' })
+    await submit('y', 2, { concurrencyKey: 'two' })
+    await submit('y', 4)
+    // one of key "one" (x's only turn), one of key "two" and three keyless (y): five, the limit
+    expect(await claimFair(10)).toEqual({ x: 1, y: 4 })
+    expect(await claimFair(10)).toEqual({})
+  })
+})
