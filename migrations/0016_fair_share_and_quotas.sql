@@ -9,8 +9,9 @@
 -- (a skip scan of executions_tenant_idx, one probe per tenant), takes each tenant's first due
 -- executions in priority order, and orders them by
 --   priority (strict: a higher priority is always taken first, whatever its tenant), then
---   the execution's turn within its tenant at that priority divided by the tenant's weight
---   (round-robin, a tenant of weight 2 getting two turns per round), then run_at.
+--   (the tenant's executions running in the queue + the execution's turn within its tenant at that
+--   priority) / the tenant's weight: the least busy tenant goes next, round-robin between tenants
+--   equally busy, a tenant of weight 2 getting twice the share; then run_at.
 -- So a tenant with a backlog delays another tenant's due execution of the same priority by at most
 -- one claim batch.
 --

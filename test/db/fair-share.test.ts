@@ -45,6 +45,16 @@ describe('fair share between tenants', () => {
     expect(await claimFair(4)).toEqual({ big: 4 })
   })
 
+  it('gives claims of one execution each to the tenant with the fewest running, not to the oldest work', async () => {
+    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    await submit('old', 20)
+    await submit('new', 3)
+    const order: string[] = []
+    for (let i = 0; i < 8; i++) order.push(...Object.keys(await claimFair(1)))
+    // old first (older, both idle), then new (old has 1 running), then by turns: 1+1 against 0+2 …
+    expect(order).toEqual(['old', 'new', 'old', 'new', 'old', 'new', 'old', 'old'])
+  })
+
   it('keeps strict priority across tenants and weights the turns', async () => {
     await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
     await sql`insert into pgsched.tenants (name, weight) values ('heavy', 3)`.execute(t.db)
@@ -52,8 +62,9 @@ describe('fair share between tenants', () => {
     await submit('heavy', 10)
     await submit('urgent', 2, { priority: 5 })
     expect(await claimFair(2)).toEqual({ urgent: 2 })
-    // weight 3 against 1: heavy's turns count 1/3, 2/3, 1, 4/3 … and light's 1, 2 …; ties go to the
-    // older (light): heavy, heavy, light, heavy in each claim of four
+    // weight 3 against 1, nothing of theirs running: heavy's turns count 1/3, 2/3, 1, 4/3 … and
+    // light's 1, 2 …; ties go to the older (light): heavy, heavy, light, heavy. In the next claim,
+    // with 3 and 1 running, heavy counts 4/3, 5/3, 2 … and light 2, 3: the same shares
     expect(await claimFair(4)).toEqual({ heavy: 3, light: 1 })
     expect(await claimFair(4)).toEqual({ heavy: 3, light: 1 })
   })

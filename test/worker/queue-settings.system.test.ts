@@ -8,6 +8,8 @@
  *   in flight at once.
  * - A queue rate-limited to 50 per second, three workers, 1,500 jobs: no one-second window at the
  *   sink holds more than 50 starts, and the queue drains at 45 per second or more.
+ * - A fair-share queue: behind tenant A's 100,000 due jobs, another tenant's jobs wait without fair
+ *   share, and with it each starts within one claim batch (per worker) of its submission.
  * - A paused queue: once the pause returns, the sink sees only executions claimed before it; after
  *   a resume, requests arrive again within a second.
  */
@@ -17,6 +19,7 @@ import { sql } from 'kysely'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { useTestDb } from '../db.ts'
+import { insertExecutions } from '../factories.ts'
 import { useWorkerProcesses, waitFor } from './processes.ts'
 
 const t = useTestDb()
@@ -183,5 +186,54 @@ describe('queue settings across worker processes', () => {
     const firstAfterResume = s.arrivals[arrivedBeforeResume]?.atMs ?? Number.NaN
     expect(firstAfterResume - resumedAtMs).toBeLessThan(1_000)
     await waitFor(async () => (await countSucceeded('pausable')) === 3_000, { what: '3,000 jobs to succeed', timeoutMs: 90_000, intervalMs: 250 })
+  })
+
+  it("starts each of a second tenant's jobs within one claim batch of its submission behind another tenant's 100,000", { timeout: 180_000 }, async () => {
+    sink = await startSink(5)
+    const s = sink
+    // Tenant A's backlog (n = -1 at the sink), due a minute ago, written in one statement.
+    await insertExecutions(t.db, 100_000, {
+      job: { tenant: 'tenant-a', type: 'http', queue: 'shared', payload: { url: `${s.url}?n=-1` } },
+      runAt: new Date(Date.now() - 60_000),
+    })
+    const concurrency = 20
+    const workers = [0, 1].map(() => spawnWorker({ concurrency, env: { ...env, SCHEDULER_QUEUES: 'shared' } }))
+    await Promise.all(workers.map((w) => w.ready))
+    await waitFor(() => s.arrivals.length >= 300, { what: "300 of tenant A's requests", timeoutMs: 60_000 })
+    const submitAs = (tenant: string, from: number) =>
+      createClient({ db: t.db, tenant }).submitJobs(
+        Array.from({ length: 10 }, (_, i) => ({ type: 'http', queue: 'shared', payload: { url: `${s.url}?n=${from + i}` } })),
+      )
+    // Without fair share, the oldest due work goes first: tenant B's jobs wait behind A's backlog.
+    await submitAs('tenant-b', 1_000)
+    const arrivedAtFirstSubmit = s.arrivals.length
+    await waitFor(() => s.arrivals.length >= arrivedAtFirstSubmit + 1_000, { what: '1,000 more of A', timeoutMs: 60_000 })
+    expect(s.arrivals.filter((a) => a.n >= 1_000)).toEqual([])
+    // Fair share on: B's waiting jobs are taken at once (within the workers' one-second settings cache).
+    await client().queues.setFairShare('shared', true)
+    await waitFor(() => s.arrivals.filter((a) => a.n >= 1_000 && a.n < 1_010).length === 10, { what: "B's first ten", timeoutMs: 5_000, intervalMs: 5 })
+    // Then ten of a third tenant's, measured in claims: every claim statement that began after their
+    // submission committed sees them and takes them first (tenant A has tens running, C none), so
+    // only a claim already in flight then, one per worker at most, can come between.
+    const before = s.arrivals.length
+    const submittedAt = (await sql<{ at: string }>`select clock_timestamp()::text as at`.execute(t.db)).rows[0]?.at
+    await submitAs('tenant-c', 2_000)
+    await waitFor(() => s.arrivals.filter((a) => a.n >= 2_000).length === 10, { what: "C's ten at the sink", timeoutMs: 5_000, intervalMs: 5 })
+    // A claim stamps its rows with one instant (started_at): the claims since the submission, in order.
+    const { rows: claims } = await sql<{ a: number; c: number }>`
+      select count(*) filter (where tenant = 'tenant-a')::int as a, count(*) filter (where tenant = 'tenant-c')::int as c
+        from pgsched.executions
+       where started_at >= ${submittedAt}::timestamptz
+         and started_at <= (select max(started_at) from pgsched.executions where tenant = 'tenant-c')
+       group by started_at order by started_at`.execute(t.db)
+    const after = s.arrivals.slice(before)
+    const aAtSink = after.slice(0, after.findLastIndex((a) => a.n >= 2_000) + 1).filter((a) => a.n === -1).length
+    process.stderr.write(
+      `fair share: claims from C's submission to its last: ${JSON.stringify(claims)}; ${aAtSink} of A's requests reached the sink ` +
+        `before C's last (workers: 2 × ${concurrency}, each also running what it had prefetched)\n`,
+    )
+    const withoutC = claims.filter((c) => c.c === 0).length
+    expect(withoutC).toBeLessThanOrEqual(workers.length) // at most one claim in flight per worker
+    expect(claims.reduce((n, c) => n + c.c, 0)).toBe(10)
   })
 })

@@ -142,11 +142,15 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
     due as materialized (
       ${
         fair
-          ? // strict priority; within a priority, round-robin between tenants (turns divided by the weight)
+          ? // strict priority; within a priority, the tenant with the fewest running (counting those it
+            // gets in this claim, relative to its weight) goes next: round-robin that also makes up for
+            // what a tenant already runs, so claims of one execution each do not all go to the oldest work
             sql`select e.id, e.job_id
         from (select el.*, row_number() over (partition by el.tenant, el.priority order by el.run_at, el.id) as turn from eligible el) e
         left join pgsched.tenants w on w.name = e.tenant
-       order by e.priority desc, e.turn / coalesce(w.weight, 1), e.run_at, e.id`
+        left join (select r.tenant, count(*) as n from pgsched.executions r
+                    where r.state = 'running' and r.queue = ${queue}::text group by r.tenant) busy on busy.tenant = e.tenant
+       order by e.priority desc, (coalesce(busy.n, 0) + e.turn) / coalesce(w.weight, 1), e.run_at, e.id`
           : sql`select e.id, e.job_id from eligible e order by e.priority desc, e.run_at, e.id`
       }
        limit ${limit}
