@@ -5,6 +5,7 @@
  * ConfigError naming every bad variable and the values it accepts.
  * Flags win over the environment. The result is frozen.
  */
+import { parseAddressPolicy } from './lib/address-policy.ts'
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { ConfigError, type ErrorDetail } from './errors.ts'
@@ -53,6 +54,10 @@ export const ConfigSchema = Type.Object({
       pruneIntervalMs: Ms(60_000, 1_000, 86_400_000),
       pruneBatchSize: Type.Integer({ default: 5000, minimum: 1, maximum: 1000000 }),
       outputDir: Type.String({ default: '.pgsched/output', minLength: 1 }),
+      /** Host names and CIDR ranges the built-in `http` handler may call although they are internal. */
+      httpAllow: Type.String({ default: '' }),
+      /** off: the worker has no built-in `http` handler. */
+      httpHandler: Type.Union([Type.Literal('on'), Type.Literal('off')], { default: 'on' }),
     },
     { default: {} },
   ),
@@ -96,6 +101,8 @@ export const ENV_MAP: Readonly<Record<string, string>> = {
   SCHEDULER_RETENTION_MS: 'worker.retentionMs',
   SCHEDULER_PRUNE_INTERVAL_MS: 'worker.pruneIntervalMs',
   SCHEDULER_OUTPUT_DIR: 'worker.outputDir',
+  SCHEDULER_HTTP_ALLOW: 'worker.httpAllow',
+  SCHEDULER_HTTP_HANDLER: 'worker.httpHandler',
   PORT: 'api.port',
   HOST: 'api.host',
   SCHEDULER_BODY_LIMIT_BYTES: 'api.bodyLimitBytes',
@@ -173,6 +180,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, fl
     details.push({ path: 'databaseUrl', message: `${sourceOf.databaseUrl ?? 'DATABASE_URL'} ${urlProblem}` })
   if (details.length === 0) {
     const config = value as Config
+    try {
+      parseAddressPolicy(config.worker.httpAllow)
+    } catch (err: unknown) {
+      details.push({ path: 'worker.httpAllow', message: `${sourceOf['worker.httpAllow'] ?? 'SCHEDULER_HTTP_ALLOW'}: ${(err as Error).message}` })
+    }
     if (config.worker.leaseMs <= 3 * config.worker.heartbeatMs) {
       details.push({
         path: 'worker.leaseMs',

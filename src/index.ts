@@ -6,7 +6,7 @@ export { createClient } from './client.ts'
 export type { Client, CreateClientOptions, CallOptions, ListJobsParams, Page, SubmitResult, Executor } from './client.ts'
 export { defineHandler, HandlerRegistry } from './worker/handlers.ts'
 export type { Handler, HandlerContext, HandlerFn } from './worker/handlers.ts'
-export { httpHandler } from './worker/http-handler.ts'
+export { httpHandler, createHttpHandler } from './worker/http-handler.ts'
 export {
   FatalError,
   SchedulerError,

@@ -8,7 +8,7 @@ import type { Logger } from './logger.ts'
 import { quietDuringOutages } from './db/outage.ts'
 import { createDb, type Database } from './db/pool.ts'
 import { HandlerRegistry, type Handler } from './worker/handlers.ts'
-import { httpHandler } from './worker/http-handler.ts'
+import { createHttpHandler } from './worker/http-handler.ts'
 import { Worker } from './worker/worker.ts'
 import { Reaper } from './maintenance/reaper.ts'
 import { Pruner } from './maintenance/pruner.ts'
@@ -63,7 +63,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     // host vanishes mid-pass, the server ends the session, and a standby takes over.
     idleInTransactionTimeoutMs: DISPATCH_IDLE_TIMEOUT_MS,
   })
-  const registry = new HandlerRegistry([httpHandler])
+  const registry = new HandlerRegistry(w.httpHandler === 'on' ? [createHttpHandler({ allow: w.httpAllow })] : [])
   for (const h of params.handlers) registry.add(h)
   const worker = new Worker({
     db: hot.db,

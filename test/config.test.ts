@@ -50,6 +50,21 @@ describe('loadConfig', () => {
     expect(err.details).toHaveLength(4)
   })
 
+  it('reads the http handler settings and names a bad allowlist entry or switch', () => {
+    expect(loadConfig({}).worker).toMatchObject({ httpAllow: '', httpHandler: 'on' })
+    expect(loadConfig({ SCHEDULER_HTTP_ALLOW: '127.0.0.1, 10.0.0.0/8, internal.example', SCHEDULER_HTTP_HANDLER: 'off' }).worker).toMatchObject({
+      httpAllow: '127.0.0.1, 10.0.0.0/8, internal.example',
+      httpHandler: 'off',
+    })
+    expect(errorOf(() => loadConfig({ SCHEDULER_HTTP_ALLOW: '10.0.0.0/33' })).message).toContain(
+      'SCHEDULER_HTTP_ALLOW: "10.0.0.0/33" is not a valid CIDR range (the prefix must be 0 to 32)',
+    )
+    expect(errorOf(() => loadConfig({ SCHEDULER_HTTP_ALLOW: 'http://x' })).message).toContain(
+      'SCHEDULER_HTTP_ALLOW: "http://x" is neither a host name, an IP address nor a CIDR range',
+    )
+    expect(errorOf(() => loadConfig({ SCHEDULER_HTTP_HANDLER: 'no' })).message).toContain('SCHEDULER_HTTP_HANDLER must be one of "on", "off"')
+  })
+
   it('names the flag when a flag is invalid', () => {
     const err = errorOf(() => loadConfig({}, { 'worker.concurrency': '0' }))
     expect(err.message).toContain('--concurrency must be an integer from 1 to 10000 (got 0)')

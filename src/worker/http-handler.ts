@@ -1,10 +1,21 @@
 /**
- * Built-in handler `http`: calls a URL. Payload: {url, method?, headers?,
- * body?, timeoutMs?}. 2xx succeeds with a summary of the response; 4xx is
- * fatal except 408 and 429; 5xx, timeouts and network errors are retried.
+ * Built-in handler `http`: calls a URL. Payload: {url, method?, headers?, body?, timeoutMs?}. 2xx
+ * succeeds with a summary of the response (status, content type, the first 4 KiB of the body);
+ * 4xx is fatal except 408 and 429; 5xx, timeouts and network errors are retried.
+ *
+ * It connects only to addresses the policy allows (lib/address-policy.ts): every address a name
+ * resolves to is checked at connection time, by the connection's own look-up (so a name cannot
+ * resolve to a public address when checked and a private one when used), and so is every hop of a
+ * redirect (at most 5). A refusal is a FatalError naming the rule. SCHEDULER_HTTP_ALLOW admits
+ * internal hosts and ranges; SCHEDULER_HTTP_HANDLER=off leaves the handler out of the worker.
  */
+import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions } from 'node:dns'
+import { request as httpRequest, type IncomingMessage } from 'node:http'
+import { request as httpsRequest } from 'node:https'
+import { isIP, type LookupFunction } from 'node:net'
 import { FatalError } from '../errors.ts'
-import { defineHandler } from './handlers.ts'
+import { allowedHost, bareHost, parseAddressPolicy, refusedAddress, type AddressPolicy } from '../lib/address-policy.ts'
+import { defineHandler, type Handler } from './handlers.ts'
 
 interface HttpPayload {
   url: string
@@ -14,9 +25,12 @@ interface HttpPayload {
   timeoutMs?: number
 }
 
-const SUMMARY_BYTES = 4096
+/** The most of a response body kept in the result. */
+export const SUMMARY_BYTES = 4096
+const MAX_REDIRECTS = 5
+const REDIRECTS = new Set([301, 302, 303, 307, 308])
 
-function parsePayload(payload: unknown): HttpPayload {
+function parsePayload(payload: unknown): HttpPayload & { parsed: URL } {
   const p = payload as Partial<HttpPayload> | null
   if (!p || typeof p.url !== 'string') throw new FatalError('http job payload needs a "url" string')
   let url: URL
@@ -26,34 +40,156 @@ function parsePayload(payload: unknown): HttpPayload {
     throw new FatalError(`http job payload "url" is not a valid URL: ${p.url}`)
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new FatalError('http job "url" must be http or https')
-  return p as HttpPayload
+  return { ...(p as HttpPayload), parsed: url }
 }
 
-export const httpHandler = defineHandler('http', async (ctx) => {
-  const p = parsePayload(ctx.payload)
-  const signals = [ctx.signal]
-  if (p.timeoutMs !== undefined) signals.push(AbortSignal.timeout(p.timeoutMs))
-  const body = p.body === undefined ? undefined : typeof p.body === 'string' ? p.body : JSON.stringify(p.body)
-  const headers = { ...(typeof p.body === 'object' && p.body !== null ? { 'content-type': 'application/json' } : {}), ...p.headers }
-  let response: Response
-  try {
-    response = await fetch(p.url, { method: p.method ?? 'GET', headers, body, signal: AbortSignal.any(signals) })
-  } catch (err: unknown) {
-    if (ctx.signal.aborted) throw err
-    const reason = err instanceof Error && err.name === 'TimeoutError' ? `timed out after ${p.timeoutMs} ms` : String((err as Error)?.cause ?? err)
-    throw new Error(`request to ${p.url} failed: ${reason}`)
+/** A connection the policy refuses (raised inside the look-up, so it ends the request). */
+class RefusedAddressError extends Error {}
+
+function refusal(host: string, address: string, rule: string, policy: AddressPolicy): RefusedAddressError {
+  const via = bareHost(host) === address ? address : `${host} (${address})`
+  const allow = policy.text.trim() === '' ? 'unset' : `"${policy.text}"`
+  return new RefusedAddressError(
+    `http job refused: ${via} is a ${rule} address, which the http handler does not call unless SCHEDULER_HTTP_ALLOW admits it (it is ${allow})`,
+  )
+}
+
+/** How names are resolved: dns.lookup (the system's resolver and /etc/hosts) unless given. */
+export type HttpResolve = (hostname: string, options: LookupAllOptions, callback: (err: Error | null, addresses: LookupAddress[]) => void) => void
+
+const systemResolve: HttpResolve = (hostname, options, callback) => dnsLookup(hostname, options, callback)
+
+/** A look-up that fails when any address of the name is refused (by `policy`; null: a host allowed by name). */
+function guardedLookup(host: string, policy: AddressPolicy | null, resolve: HttpResolve): LookupFunction {
+  return (hostname, options, callback) => {
+    resolve(hostname, { ...options, all: true }, (err, addresses: LookupAddress[]) => {
+      if (err) return callback(err as NodeJS.ErrnoException, '', 0)
+      for (const a of policy ? addresses : []) {
+        const rule = refusedAddress(a.address, policy as AddressPolicy)
+        if (rule) return callback(refusal(host, a.address, rule, policy as AddressPolicy), '', 0)
+      }
+      const first = addresses[0]
+      if (options.all) (callback as unknown as (e: null, all: LookupAddress[]) => void)(null, addresses)
+      else if (first) callback(null, first.address, first.family)
+      else callback(new Error(`${hostname} resolved to no address`), '', 0)
+    })
   }
-  const text = await response.text()
-  const summary = {
-    status: response.status,
-    contentType: response.headers.get('content-type'),
-    body: text.slice(0, SUMMARY_BYTES),
-    truncated: text.length > SUMMARY_BYTES,
+}
+
+interface Answer {
+  status: number
+  contentType: string | null
+  location: string | undefined
+  body: Buffer
+  truncated: boolean
+}
+
+/** One request, no redirect followed; reads at most SUMMARY_BYTES of the body. */
+function send(
+  url: URL,
+  method: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+  guard: { policy: AddressPolicy; resolve: HttpResolve },
+  signal: AbortSignal,
+): Promise<Answer> {
+  const { policy } = guard
+  const host = url.hostname
+  let lookup: LookupFunction | undefined
+  const literal = bareHost(host)
+  const byName = allowedHost(host, policy)
+  if (isIP(literal) === 0) lookup = guardedLookup(host, byName ? null : policy, guard.resolve)
+  else if (!byName) {
+    const rule = refusedAddress(literal, policy)
+    if (rule) throw new FatalError(refusal(host, literal, rule, policy).message)
   }
-  if (response.ok) return summary
-  const message = `${p.method ?? 'GET'} ${p.url} answered ${response.status}`
-  if (response.status >= 400 && response.status < 500 && response.status !== 408 && response.status !== 429) {
-    throw new FatalError(message)
-  }
-  throw new Error(message)
-})
+  const request = url.protocol === 'https:' ? httpsRequest : httpRequest
+  const withLength = body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) }
+  return new Promise<Answer>((resolve, reject) => {
+    const req = request(url, { method, headers: withLength, signal, ...(lookup ? { lookup } : {}) }, (res: IncomingMessage) => {
+      const chunks: Buffer[] = []
+      let size = 0
+      let truncated = false
+      const done = () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          contentType: res.headers['content-type'] ?? null,
+          location: res.headers.location,
+          body: Buffer.concat(chunks).subarray(0, SUMMARY_BYTES),
+          truncated,
+        })
+      res.on('data', (chunk: Buffer) => {
+        chunks.push(chunk)
+        size += chunk.length
+        if (size > SUMMARY_BYTES) {
+          truncated = true
+          res.destroy()
+          done()
+        }
+      })
+      res.on('end', done)
+      res.on('error', reject)
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+/**
+ * The `http` handler under an allowlist (text as in SCHEDULER_HTTP_ALLOW, or parsed). `resolve`
+ * replaces the system's name resolution (tests give names addresses with it).
+ */
+export function createHttpHandler(options: { allow?: string | AddressPolicy; resolve?: HttpResolve } = {}): Handler {
+  const policy = typeof options.allow === 'object' ? options.allow : parseAddressPolicy(options.allow ?? '')
+  const guard = { policy, resolve: options.resolve ?? systemResolve }
+  return defineHandler('http', async (ctx) => {
+    const p = parsePayload(ctx.payload)
+    const timeout = p.timeoutMs === undefined ? undefined : AbortSignal.timeout(p.timeoutMs)
+    const signal = timeout ? AbortSignal.any([ctx.signal, timeout]) : ctx.signal
+    let method = (p.method ?? 'GET').toUpperCase()
+    let body = p.body === undefined ? undefined : typeof p.body === 'string' ? p.body : JSON.stringify(p.body)
+    let headers: Record<string, string> = {
+      ...(typeof p.body === 'object' && p.body !== null ? { 'content-type': 'application/json' } : {}),
+      ...p.headers,
+    }
+    let url = p.parsed
+    let answer: Answer
+    for (let hop = 0; ; hop++) {
+      try {
+        answer = await send(url, method, headers, body, guard, signal)
+      } catch (err: unknown) {
+        if (err instanceof FatalError) throw err
+        if (err instanceof RefusedAddressError) throw new FatalError(err.message)
+        if (ctx.signal.aborted) throw err
+        const reason = timeout?.aborted ? `timed out after ${p.timeoutMs} ms` : String((err as Error)?.message ?? err)
+        throw new Error(`request to ${url.href} failed: ${reason}`)
+      }
+      if (!REDIRECTS.has(answer.status) || answer.location === undefined) break
+      if (hop >= MAX_REDIRECTS) throw new Error(`${p.url}: more than ${MAX_REDIRECTS} redirects`)
+      const next = new URL(answer.location, url)
+      if (next.protocol !== 'http:' && next.protocol !== 'https:') throw new FatalError(`${url.href} redirected to ${next.href}, which is not http or https`)
+      if (answer.status === 303 || ((answer.status === 301 || answer.status === 302) && method === 'POST')) {
+        method = 'GET'
+        body = undefined
+        const { 'content-type': _type, ...rest } = headers
+        headers = rest
+      }
+      // credentials go to the host they were meant for only
+      if (next.host !== url.host) headers = Object.fromEntries(Object.entries(headers).filter(([k]) => !/^(authorization|cookie)$/i.test(k)))
+      url = next
+    }
+    const summary = {
+      status: answer.status,
+      contentType: answer.contentType,
+      body: answer.body.toString('utf8'),
+      truncated: answer.truncated,
+    }
+    if (answer.status >= 200 && answer.status < 300) return summary
+    const message = `${method} ${url.href} answered ${answer.status}`
+    if (answer.status >= 400 && answer.status < 500 && answer.status !== 408 && answer.status !== 429) throw new FatalError(message)
+    throw new Error(message)
+  })
+}
+
+/** The `http` handler with the default policy: no loopback, private, link-local or reserved address. */
+export const httpHandler = createHttpHandler()

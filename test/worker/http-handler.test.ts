@@ -2,12 +2,16 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
-import { httpHandler } from '../../src/worker/http-handler.ts'
+import { loadConfig } from '../../src/config.ts'
+import { createWorkerSystem } from '../../src/system.ts'
+import { createHttpHandler, type HttpResolve } from '../../src/worker/http-handler.ts'
 import { useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
 import { useWorkers } from './harness.ts'
 
 const t = useTestDb()
+/** The handler with the test server's address allowed. */
+const local = createHttpHandler({ allow: '127.0.0.1' })
 const startWorker = useWorkers(t)
 const hits = new Map<string, number>()
 let server: Server
@@ -22,6 +26,8 @@ beforeAll(async () => {
       req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ echo: body, method: req.method })))
     } else if (req.url === '/missing') res.writeHead(404).end('no such thing')
     else if (req.url === '/unavailable') res.writeHead(503).end('try later')
+    else if (req.url?.startsWith('/redirect?to=')) res.writeHead(302, { location: decodeURIComponent(req.url.slice('/redirect?to='.length)) }).end()
+    else if (req.url === '/big') res.writeHead(200, { 'content-type': 'text/plain' }).end('x'.repeat(100_000))
     else if (req.url === '/slow') setTimeout(() => res.writeHead(200).end('late'), 2_000)
     else res.writeHead(500).end()
   })
@@ -35,33 +41,39 @@ afterAll(async () => {
 })
 
 async function runToEnd(payload: Record<string, unknown>, maxAttempts = 3) {
+  return (await runAllToEnd([payload], maxAttempts))[0] as Awaited<ReturnType<ReturnType<typeof createClient>['viewJob']>>
+}
+
+async function runAllToEnd(payloads: Array<Record<string, unknown>>, maxAttempts = 3) {
   const client = createClient({ db: t.db })
-  const { job } = await client.submitJob({ type: 'http', payload, maxAttempts, backoffBaseMs: 0, backoffMaxMs: 0 })
+  const ids = await Promise.all(
+    payloads.map(async (payload) => (await client.submitJob({ type: 'http', payload, maxAttempts, backoffBaseMs: 0, backoffMaxMs: 0 })).job.id),
+  )
   return waitFor(
     async () => {
-      const v = await client.viewJob(job.id)
-      return v.status === 'COMPLETED' || v.status === 'FAILED' ? v : null
+      const views = await Promise.all(ids.map((id) => client.viewJob(id)))
+      return views.every((v) => v.status === 'COMPLETED' || v.status === 'FAILED') ? views : null
     },
-    { what: 'http job to finish' },
+    { what: 'http jobs to finish' },
   )
 }
 
 describe('http handler', () => {
   it('succeeds on 200 with a summary of the response', async () => {
-    await startWorker([httpHandler])
+    await startWorker([local])
     const job = await runToEnd({ url: `${base}/ok`, method: 'POST', body: { a: 1 } })
     expect(job.status).toBe('COMPLETED')
     expect(job.lastExecution?.result).toMatchObject({ status: 200, contentType: 'application/json', body: '{"echo":"{\\"a\\":1}","method":"POST"}' })
   })
 
   it('fails at once on 404', async () => {
-    await startWorker([httpHandler])
+    await startWorker([local])
     const job = await runToEnd({ url: `${base}/missing` })
     expect(job).toMatchObject({ status: 'FAILED', lastExecution: { attempt: 1, error: { fatal: true, message: `GET ${base}/missing answered 404` } } })
   })
 
   it('retries 503 until attempts run out', async () => {
-    await startWorker([httpHandler])
+    await startWorker([local])
     const before = hits.get('/unavailable') ?? 0
     const job = await runToEnd({ url: `${base}/unavailable` }, 3)
     expect(job).toMatchObject({ status: 'FAILED', lastExecution: { attempt: 3, error: { fatal: false } } })
@@ -69,11 +81,92 @@ describe('http handler', () => {
   })
 
   it('retries a request that times out', async () => {
-    await startWorker([httpHandler])
+    await startWorker([local])
     const job = await runToEnd({ url: `${base}/slow`, timeoutMs: 100 }, 2)
     expect(job).toMatchObject({
       status: 'FAILED',
       lastExecution: { attempt: 2, error: { fatal: false, message: `request to ${base}/slow failed: timed out after 100 ms` } },
     })
+  })
+
+  it('keeps the first 4 KiB of a large body and says it was cut', async () => {
+    await startWorker([local])
+    const job = await runToEnd({ url: `${base}/big` })
+    expect(job.lastExecution?.result).toMatchObject({ status: 200, body: 'x'.repeat(4096), truncated: true })
+  })
+})
+
+describe('http handler address policy', () => {
+  /** Resolves the names of these tests as a hostile DNS server might; other names as the system does. */
+  const names: Record<string, string> = { 'api.example.com': '127.0.0.1', 'both.example.com': '93.184.216.34,10.1.2.3' }
+  const resolve = ((hostname: string, options: object, callback: (err: Error | null, addresses: Array<{ address: string; family: number }>) => void) => {
+    const known = names[hostname]
+    if (known === undefined) return callback(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }), [])
+    callback(
+      null,
+      known.split(',').map((address) => ({ address, family: address.includes(':') ? 6 : 4 })),
+    )
+  }) as HttpResolve
+
+  it('refuses loopback, private, link-local and metadata addresses, and names that resolve to them, with a fatal error naming the rule', async () => {
+    await startWorker([createHttpHandler({ resolve })])
+    const port = new URL(base).port
+    const targets = [
+      [`http://127.0.0.1:${port}/ok`, '127.0.0.1 is a loopback address'],
+      ['http://10.0.0.1/', '10.0.0.1 is a private address'],
+      ['http://169.254.169.254/latest/meta-data/', '169.254.169.254 is a link-local (cloud metadata among them) address'],
+      [`http://[::1]:${port}/ok`, '::1 is a loopback address'],
+      [`http://api.example.com:${port}/ok`, 'api.example.com (127.0.0.1) is a loopback address'],
+      ['http://both.example.com/', 'both.example.com (10.1.2.3) is a private address'],
+      ['http://[::ffff:127.0.0.1]/', 'is a loopback address'],
+      ['http://[64:ff9b::a00:1]/', 'is a NAT64 IPv6 address'],
+      ['http://[fd00:ec2::254]/', 'is a unique-local (private IPv6) address'],
+    ] as const
+    const before = hits.get('/ok') ?? 0
+    const jobs = await runAllToEnd(targets.map(([url]) => ({ url })))
+    for (const [i, [url, says]] of targets.entries()) {
+      const job = jobs[i]
+      expect(job?.status, url).toBe('FAILED')
+      expect(job?.lastExecution?.attempt, url).toBe(1) // fatal: not retried
+      expect(job?.lastExecution?.error?.fatal, url).toBe(true)
+      expect(job?.lastExecution?.error?.message, url).toContain(says)
+      expect(job?.lastExecution?.error?.message, url).toContain('SCHEDULER_HTTP_ALLOW')
+    }
+    expect(hits.get('/ok') ?? 0).toBe(before) // no request reached the server
+  })
+
+  it('does not follow a redirect into a refused address', async () => {
+    // allowed by name: the server itself; its redirect to a loopback address is checked again
+    await startWorker([createHttpHandler({ allow: 'localhost' })])
+    const port = new URL(base).port
+    const target = encodeURIComponent(`http://127.0.0.1:${port}/ok`)
+    const before = hits.get('/ok') ?? 0
+    const job = await runToEnd({ url: `http://localhost:${port}/redirect?to=${target}` })
+    expect(job.status).toBe('FAILED')
+    expect(job.lastExecution?.error).toMatchObject({ fatal: true })
+    expect(job.lastExecution?.error?.message).toContain('127.0.0.1 is a loopback address')
+    expect(hits.get('/ok') ?? 0).toBe(before)
+  })
+
+  it('calls an internal target the allowlist admits, by address, by range and by name', async () => {
+    const port = new URL(base).port
+    for (const allow of ['127.0.0.1', '127.0.0.0/8', 'api.example.com']) {
+      const worker = await startWorker([createHttpHandler({ allow, resolve })])
+      const job = await runToEnd({ url: `http://${allow === 'api.example.com' ? 'api.example.com' : '127.0.0.1'}:${port}/ok` })
+      expect(job.status, allow).toBe('COMPLETED')
+      await worker.stop()
+    }
+  })
+
+  it('is left out of a worker process with SCHEDULER_HTTP_HANDLER=off', async () => {
+    for (const [setting, served] of [
+      ['on', true],
+      ['off', false],
+    ] as const) {
+      const config = loadConfig({ DATABASE_URL: t.url, SCHEDULER_HTTP_HANDLER: setting }) as Parameters<typeof createWorkerSystem>[0]['config']
+      const system = createWorkerSystem({ config, log: t.log, handlers: [] })
+      expect(system.worker.types.includes('http'), setting).toBe(served)
+      await system.stop()
+    }
   })
 })

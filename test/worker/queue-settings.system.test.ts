@@ -25,7 +25,13 @@ import { useWorkerProcesses, waitFor } from './processes.ts'
 const t = useTestDb()
 const { spawnWorker } = useWorkerProcesses(t)
 const client = () => createClient({ db: t.db, tenant: 'acme' })
-const env = { SCHEDULER_LEASE_MS: '3000', SCHEDULER_HEARTBEAT_MS: '500', SCHEDULER_REAPER_INTERVAL_MS: '200', SCHEDULER_POLL_INTERVAL_MS: '200' }
+const env = {
+  SCHEDULER_HTTP_ALLOW: '127.0.0.1',
+  SCHEDULER_LEASE_MS: '3000',
+  SCHEDULER_HEARTBEAT_MS: '500',
+  SCHEDULER_REAPER_INTERVAL_MS: '200',
+  SCHEDULER_POLL_INTERVAL_MS: '200',
+}
 
 interface Sink {
   url: string
