@@ -190,6 +190,7 @@ function newJob(n: NormalizedSubmit, id: string, executionId: string, tenant: st
           result: null,
           error: null,
           outputUri: null,
+          attempts: [],
         },
   }
 }

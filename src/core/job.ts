@@ -102,6 +102,19 @@ export interface NormalizedSubmit {
   requestHash: string | null
 }
 
+/** One attempt of an execution: ended (from the attempt log) or the latest (from the execution). */
+export interface AttemptRecord {
+  attempt: number
+  startedAt: Date | null
+  /** null while it runs. */
+  endedAt: Date | null
+  workerId: string | null
+  /** The worker's host, when known. */
+  host: string | null
+  outcome: 'running' | 'succeeded' | 'failed' | 'lease expired' | 'cancelled'
+  error: ExecutionError | null
+}
+
 export interface Execution {
   id: string
   jobId: string
@@ -117,6 +130,8 @@ export interface Execution {
   result: unknown
   error: ExecutionError | null
   outputUri: string | null
+  /** Every attempt, oldest first: those that failed or lost their lease, then the latest. */
+  attempts: AttemptRecord[]
 }
 
 export interface Schedule {

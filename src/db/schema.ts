@@ -88,6 +88,9 @@ export interface ExecutionsTable {
   concurrency_key: ColumnType<string | null, string | null | undefined, string | null>
   /** Migration 0016 (null on executions finished before it). */
   tenant: ColumnType<string | null, string | null | undefined, string | null>
+  /** Migration 0017. */
+  attempt_log: Json | null
+  last_worker_id: string | null
 }
 
 export interface WorkersTable {

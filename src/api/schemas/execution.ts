@@ -25,6 +25,20 @@ export const ExecutionErrorSchema = Type.Object(
   { description: 'Why the latest attempt failed.' },
 )
 
+/** One attempt of an execution. */
+export const AttemptSchema = Type.Object(
+  {
+    attempt: Type.Integer({ minimum: 1 }),
+    startedAt: Nullable(DateTime('When the attempt was claimed.')),
+    endedAt: Nullable(DateTime('When it ended; null while it runs.')),
+    workerId: Nullable(Type.String({ description: 'The worker that ran it.' })),
+    host: Nullable(Type.String({ description: "That worker's host, when known." })),
+    outcome: Type.Enum(['running', 'succeeded', 'failed', 'lease expired', 'cancelled']),
+    error: Nullable(ExecutionErrorSchema),
+  },
+  { description: 'One attempt of an execution.' },
+)
+
 /** An execution as returned (component `Execution`). */
 export const ExecutionSchema = Type.Object(
   {
@@ -43,6 +57,9 @@ export const ExecutionSchema = Type.Object(
     error: Nullable(ExecutionErrorSchema),
     outputUri: Nullable(Type.String({ description: 'Where the worker stored the output (file:// URI).' })),
     outputUrl: Nullable(Type.String({ description: 'API path that streams the stored output.' })),
+    attempts: Type.Array(AttemptSchema, {
+      description: 'Every attempt, oldest first: those that failed or lost their lease, then the latest (running, succeeded or cancelled).',
+    }),
   },
   { $id: 'Execution', description: 'One run of a job.' },
 )
@@ -78,5 +95,6 @@ export function executionToJson(e: Execution): ExecutionJson {
     error: e.error,
     outputUri: e.outputUri,
     outputUrl: e.outputUri ? `/v1/executions/${e.id}/output` : null,
+    attempts: e.attempts.map((a) => ({ ...a, startedAt: iso(a.startedAt), endedAt: iso(a.endedAt) })),
   }
 }

@@ -5,7 +5,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { Execution } from '../../core/job.ts'
-import { toExecution } from './job-views.ts'
+import { latestHost, toExecution } from './job-views.ts'
 
 export interface ExecutionListByJobParams {
   jobId: string
@@ -20,6 +20,7 @@ export async function executionListByJob(db: Kysely<DB>, params: ExecutionListBy
     .selectFrom('pgsched.executions')
     .selectAll()
     .select(sql<string>`(extract(epoch from scheduled_for) * 1000000)::bigint::text`.as('cursor'))
+    .select(latestHost(sql`pgsched.executions`).as('latest_host'))
     .where('job_id', '=', params.jobId)
   if (params.beforeScheduledForUs !== undefined) {
     q = q.where('scheduled_for', '<', sql<Date>`timestamptz 'epoch' + ${params.beforeScheduledForUs}::bigint * interval '1 microsecond'`)
@@ -39,6 +40,7 @@ export async function executionGetById(db: Kysely<DB>, params: ExecutionGetByIdP
     .selectFrom('pgsched.executions as e')
     .innerJoin('pgsched.jobs as j', 'j.id', 'e.job_id')
     .selectAll('e')
+    .select(latestHost(sql`e`).as('latest_host'))
     .where('e.id', '=', params.id)
     .where('j.tenant', '=', params.tenant)
     .executeTakeFirst()

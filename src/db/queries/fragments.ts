@@ -58,6 +58,16 @@ export function executionsFromSubmitted(tenant: string): RawBuilder<unknown> {
              concurrency_key, ${tenant}::text`
 }
 
+/**
+ * The attempt log of an execution `e` (alias) being updated, with the attempt that is ending
+ * appended (migration 0017): `outcome` and `error` are SQL expressions.
+ */
+export function attemptLogEntry(outcome: RawBuilder<unknown>, error: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`coalesce(e.attempt_log, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+               'attempt', e.attempt, 'startedAt', e.started_at, 'endedAt', now(), 'workerId', e.worker_id,
+               'host', (select w.host from pgsched.workers w where w.id = e.worker_id), 'outcome', ${outcome}, 'error', ${error}))`
+}
+
 /** now() as the worker writes `at` (Date#toISOString: UTC, milliseconds, "Z"), whatever the session's TimeZone. */
 const NOW_ISO = sql`to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
 

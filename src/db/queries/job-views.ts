@@ -4,9 +4,9 @@
  * queue). Rows become domain types through `toJob` and `toExecution` (which
  * executions.ts uses too).
  */
-import { sql, type Kysely, type SqlBool, type Expression } from 'kysely'
+import { sql, type Kysely, type SqlBool, type Expression, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
-import type { Execution, Job, JobStatus, Schedule } from '../../core/job.ts'
+import type { AttemptRecord, Execution, Job, JobStatus, Schedule } from '../../core/job.ts'
 import { jobStatus } from '../../core/job.ts'
 
 type Executor = Kysely<DB>
@@ -31,6 +31,10 @@ interface JobViewRow {
   last_execution: Record<string, unknown> | null
 }
 
+/** The host of the worker of an executions row's latest attempt (`e`: the row's alias). */
+export const latestHost = (e: RawBuilder<unknown>) =>
+  sql<string | null>`(select w.host from pgsched.workers w where w.id = coalesce(${e}.worker_id, ${e}.last_worker_id))`
+
 const date = (v: unknown): Date | null => (v === null || v === undefined ? null : new Date(v as string))
 
 /** Maps an executions row (or its to_jsonb form) to the domain type. */
@@ -50,7 +54,42 @@ export function toExecution(r: Record<string, unknown>): Execution {
     result: r.result ?? null,
     error: (r.error as Execution['error']) ?? null,
     outputUri: (r.output_uri as string | null) ?? null,
+    attempts: attemptsOf(r),
   }
+}
+
+/**
+ * The attempts of an executions row: its attempt log (migration 0017), then its latest attempt
+ * from its own columns unless the log already holds it (a failure) or none started. `latest_host`:
+ * the host of the latest attempt's worker, when the query read it.
+ */
+function attemptsOf(r: Record<string, unknown>): AttemptRecord[] {
+  const log = ((r.attempt_log as Array<Record<string, unknown>> | null) ?? []).map(
+    (a): AttemptRecord => ({
+      attempt: Number(a.attempt),
+      startedAt: date(a.startedAt),
+      endedAt: date(a.endedAt),
+      workerId: (a.workerId as string | null) ?? null,
+      host: (a.host as string | null) ?? null,
+      outcome: a.outcome as AttemptRecord['outcome'],
+      error: (a.error as AttemptRecord['error']) ?? null,
+    }),
+  )
+  const attempt = Number(r.attempt)
+  const state = r.state as Execution['state']
+  const logged = log.some((a) => a.attempt === attempt)
+  if (attempt === 0 || logged || state === 'pending') return log
+  const outcome: AttemptRecord['outcome'] = state === 'running' ? 'running' : state
+  log.push({
+    attempt,
+    startedAt: date(r.started_at),
+    endedAt: date(r.finished_at),
+    workerId: ((state === 'running' ? r.worker_id : r.last_worker_id) as string | null) ?? null,
+    host: (r.latest_host as string | null) ?? null,
+    outcome,
+    error: state === 'succeeded' || state === 'running' ? null : ((r.error as AttemptRecord['error']) ?? null),
+  })
+  return log
 }
 
 function toSchedule(t: Record<string, unknown>): Schedule {
@@ -126,7 +165,9 @@ function jobViewQuery(db: Executor) {
       'j.created_by',
       'j.created_at',
       sql<Record<string, unknown> | null>`case when t.job_id is null then null else to_jsonb(t) end`.as('trigger'),
-      sql<Record<string, unknown> | null>`case when e.id is null then null else to_jsonb(e) end`.as('last_execution'),
+      sql<Record<string, unknown> | null>`case when e.id is null then null else to_jsonb(e) || jsonb_build_object('latest_host', ${latestHost(sql`e`)}) end`.as(
+        'last_execution',
+      ),
     ])
 }
 

@@ -211,7 +211,7 @@ export async function jobCancel(db: Executor, params: JobCancelParams): Promise<
     ),
     cancelled as (
       update pgsched.executions
-         set state = 'cancelled', finished_at = now(), worker_id = null, lease_expires_at = null,
+         set state = 'cancelled', finished_at = now(), last_worker_id = coalesce(worker_id, last_worker_id), worker_id = null, lease_expires_at = null,
              error = ${cancelledError}
        where job_id in (select id from job) and state in ('pending', 'running')
       returning id

@@ -12,7 +12,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
-import { retryRunAt, wakeCte } from './fragments.ts'
+import { attemptLogEntry, retryRunAt, wakeCte } from './fragments.ts'
 
 /** An execution as the worker holding it knows it. */
 export interface LeaseRef {
@@ -91,6 +91,7 @@ export function executionCompleteManyQuery(params: ExecutionCompleteManyParams) 
            result = d.result::jsonb,
            output_uri = d.output_uri,
            error = null,
+           last_worker_id = e.worker_id,
            worker_id = null,
            lease_expires_at = null
       from unnest(${leaseArrays(c)}, ${c.map((x) => x.resultJson)}::text[], ${c.map((x) => x.outputUri)}::text[])
@@ -144,6 +145,8 @@ export function executionFailManyQuery(params: ExecutionFailManyParams) {
              finished_at = case when d.fatal or e.attempt >= e.max_attempts then now() end,
              error = d.error::jsonb,
              output_uri = d.output_uri,
+             attempt_log = ${attemptLogEntry(sql`'failed'`, sql`d.error::jsonb`)},
+             last_worker_id = e.worker_id,
              worker_id = null,
              lease_expires_at = null
         from unnest(${leaseArrays(f)}, ${f.map((x) => x.errorJson)}::text[], ${f.map((x) => x.fatal)}::bool[],

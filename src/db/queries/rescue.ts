@@ -7,7 +7,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
-import { executionErrorSql, retryRunAt, wakeCte } from './fragments.ts'
+import { attemptLogEntry, executionErrorSql, retryRunAt, wakeCte } from './fragments.ts'
 
 /** The error a rescued attempt ends with; `e` = the expired execution, before the update. */
 const leaseExpiredError = executionErrorSql({
@@ -51,6 +51,8 @@ export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRe
                            else ${retryRunAt} end,
              finished_at = case when e.attempt >= e.max_attempts then now() end,
              error = ${leaseExpiredError},
+             attempt_log = ${attemptLogEntry(sql`'lease expired'`, leaseExpiredError)},
+             last_worker_id = e.worker_id,
              worker_id = null,
              lease_expires_at = null
         from expired x

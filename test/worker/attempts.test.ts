@@ -1,0 +1,72 @@
+/**
+ * Every attempt on record (migration 0017): an execution's history shows each attempt that failed or
+ * lost its lease, with its error, worker and host, and then its latest one, in the client, over
+ * REST and in SQL.
+ */
+import { hostname } from 'node:os'
+import { sql } from 'kysely'
+import { describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { executionRescueExpired } from '../../src/db/queries/rescue.ts'
+import { defineHandler } from '../../src/worker/handlers.ts'
+import { useTestApi } from '../api/helpers.ts'
+import { useTestDb } from '../db.ts'
+import { insertExecution } from '../factories.ts'
+import { waitFor } from '../wait-for.ts'
+import { useWorkers } from './harness.ts'
+
+const t = useTestDb()
+const api = useTestApi(t)
+const startWorker = useWorkers(t)
+
+describe('the attempts of an execution', () => {
+  it('shows a job that failed twice then succeeded as three attempts, with both errors', async () => {
+    const calls = new Map<string, number>()
+    const worker = await startWorker([
+      defineHandler('flaky', async (ctx) => {
+        const n = (calls.get(ctx.jobId) ?? 0) + 1
+        calls.set(ctx.jobId, n)
+        if (n <= 2) throw new Error(`flaky failure ${n}`)
+        return { ok: n }
+      }),
+    ])
+    const client = createClient({ db: t.db, tenant: 'acme' })
+    const { job } = await client.submitJob({ type: 'flaky', maxAttempts: 5, backoffBaseMs: 0, backoffMaxMs: 0 })
+    await waitFor(async () => (await client.viewJob(job.id)).status === 'COMPLETED', { what: 'the job to succeed' })
+    const [execution] = (await client.listExecutions(job.id)).items
+    expect(execution?.attempts.map((a) => [a.attempt, a.outcome, a.error?.message ?? null])).toEqual([
+      [1, 'failed', 'flaky failure 1'],
+      [2, 'failed', 'flaky failure 2'],
+      [3, 'succeeded', null],
+    ])
+    for (const a of execution?.attempts ?? []) {
+      expect(a.workerId).toBe(worker.id)
+      expect(a.host).toBe(hostname())
+      expect(a.startedAt?.getTime()).toBeLessThanOrEqual(a.endedAt?.getTime() ?? 0)
+    }
+    // over REST, the same history
+    const res = await api.call(await api.keyFor('acme'), 'GET', `/v1/jobs/${job.id}/executions`)
+    expect(res.json().items[0].attempts.map((a: { outcome: string; error: { message: string } | null }) => [a.outcome, a.error?.message ?? null])).toEqual([
+      ['failed', 'flaky failure 1'],
+      ['failed', 'flaky failure 2'],
+      ['succeeded', null],
+    ])
+    // and in SQL, the attempts that did not succeed
+    const { rows } = await sql<{ n: number }>`select jsonb_array_length(attempt_log) as n from pgsched.executions where job_id = ${job.id}`.execute(t.db)
+    expect(rows[0]?.n).toBe(2)
+  })
+
+  it('records an attempt whose lease expired, and a running attempt as running', async () => {
+    const { jobId } = await insertExecution(t.db, {
+      state: 'running',
+      attempt: 1,
+      leaseExpiresAt: new Date(Date.now() - 1_000),
+      job: { tenant: 'acme', type: 'slow' },
+    })
+    await executionRescueExpired(t.db, { limit: 10 })
+    const client = createClient({ db: t.db, tenant: 'acme' })
+    const [execution] = (await client.listExecutions(jobId)).items
+    expect(execution?.state).toBe('pending')
+    expect(execution?.attempts).toMatchObject([{ attempt: 1, outcome: 'lease expired', error: { name: 'LeaseExpiredError' } }])
+  })
+})
