@@ -10,7 +10,17 @@ import { uuidV7 } from './lib/uuid-v7.ts'
 import { systemClock, type Clock } from './clock.ts'
 import { ConflictError, InvalidStateError, NotFoundError, QuotaExceededError, ValidationError } from './errors.ts'
 import type { QuotaRejection } from './db/queries/admission.ts'
-import { normalizeSubmit, type Execution, type Job, type JobStatus, type NormalizedSubmit, type SubmitJobInput } from './core/job.ts'
+import {
+  LIVE_WORKER_MS,
+  normalizeSubmit,
+  unservedMessage,
+  type Execution,
+  type Job,
+  type JobStatus,
+  type NormalizedSubmit,
+  type SubmitJobInput,
+} from './core/job.ts'
+import { workerServes } from './db/queries/workers.ts'
 import { createDb } from './db/pool.ts'
 import type { DB } from './db/schema.ts'
 import { jobCancel, jobSetPaused, type JobInsertOutcome } from './db/queries/jobs.ts'
@@ -137,7 +147,7 @@ function isKysely(value: Executor): value is Kysely<DB> {
 }
 
 /** The job a fresh submit created, built from what was inserted (no read-back). */
-function newJob(n: NormalizedSubmit, id: string, executionId: string, tenant: string, createdBy: string | null, now: Date): Job {
+function newJob(n: NormalizedSubmit, id: string, executionId: string, tenant: string, createdBy: string | null, now: Date, served: boolean): Job {
   const recurring = n.kind === 'cron' || n.kind === 'interval'
   const runAt = n.runAt ?? now
   return {
@@ -173,6 +183,7 @@ function newJob(n: NormalizedSubmit, id: string, executionId: string, tenant: st
         }
       : null,
     nextRunAt: n.kind === 'cron' ? n.firstFireAt : n.kind === 'interval' ? (n.startAt && n.startAt > now ? n.startAt : now) : runAt,
+    unserved: served ? null : unservedMessage(n.type, n.queue),
     lastExecution: recurring
       ? null
       : {
@@ -266,7 +277,10 @@ function makeClient(
         outcome = res.outcomes[0] as JobInsertOutcome
         now = res.now
       }
-      if (outcome.created) return { job: newJob(n, row.id, row.executionId, tenant, createdBy, now), created: true }
+      if (outcome.created) {
+        const served = await workerServes(db, n.queue, n.type, LIVE_WORKER_MS)
+        return { job: newJob(n, row.id, row.executionId, tenant, createdBy, now, served), created: true }
+      }
       if (outcome.rejected) throw refused(outcome.rejected)
       if (outcome.existingRequestHash !== n.requestHash || !outcome.existingJobId) throw conflict(n.idempotencyKey)
       return { job: await viewJob(outcome.existingJobId, options), created: false }

@@ -171,11 +171,23 @@ export interface Job {
   schedule: Schedule | null
   nextRunAt: Date | null
   lastExecution: Execution | null
+  /**
+   * Why its work waits, when something other than time holds it: no live worker (seen in the last
+   * LIVE_WORKER_MS) serves its type in its queue. Null otherwise, and when the job has no work to run.
+   */
+  unserved: string | null
 }
 
 const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/
 const MISFIRE: readonly MisfirePolicy[] = ['fire_once', 'skip', 'fire_all']
 const OVERLAP: readonly OverlapPolicy[] = ['allow', 'skip', 'queue']
+
+/** A worker not seen (heartbeat, every SCHEDULER_HEARTBEAT_MS) for this long is not counted as serving anything. */
+export const LIVE_WORKER_MS = 60_000
+
+/** The `unserved` text of a job of `type` in `queue`. */
+export const unservedMessage = (type: string, queue: string): string =>
+  `no live worker serves type "${type}" in queue "${queue}" (none seen in the last ${LIVE_WORKER_MS / 1000} s): start one with a handler for it and --queues ${queue}`
 
 /** User-facing status of a job from its state and latest execution. */
 export function jobStatus(state: JobState, last: Pick<Execution, 'state' | 'attempt'> | null): JobStatus {

@@ -172,6 +172,9 @@ export const JobSchema = Type.Object(
     schedule: Nullable(ScheduleSchema),
     nextRunAt: Nullable(DateTime('When it runs next; null when nothing is due.')),
     lastExecution: Nullable(ExecutionRef),
+    unserved: Nullable(
+      Type.String({ description: 'Set when the job has work to run and no live worker serves its type in its queue: it waits until one starts.' }),
+    ),
   },
   { $id: 'Job', description: 'A job with its status, next run and latest execution.' },
 )
@@ -218,5 +221,6 @@ export function jobToJson(job: Job): JobJson {
       : null,
     nextRunAt: job.nextRunAt?.toISOString() ?? null,
     lastExecution: last ? executionToJson(last) : null,
+    unserved: job.unserved,
   }
 }

@@ -7,7 +7,7 @@
 import { sql, type Kysely, type SqlBool, type Expression, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { AttemptRecord, Execution, Job, JobStatus, Schedule } from '../../core/job.ts'
-import { jobStatus } from '../../core/job.ts'
+import { jobStatus, LIVE_WORKER_MS, unservedMessage } from '../../core/job.ts'
 
 type Executor = Kysely<DB>
 
@@ -29,6 +29,7 @@ interface JobViewRow {
   created_at: Date
   trigger: Record<string, unknown> | null
   last_execution: Record<string, unknown> | null
+  unserved: boolean
 }
 
 /** The host of the worker of an executions row's latest attempt (`e`: the row's alias). */
@@ -137,6 +138,7 @@ function toJob(r: JobViewRow): Job {
     schedule: r.trigger ? toSchedule(r.trigger) : null,
     nextRunAt,
     lastExecution: last,
+    unserved: r.unserved ? unservedMessage(r.type, r.queue) : null,
   }
 }
 
@@ -165,6 +167,11 @@ function jobViewQuery(db: Executor) {
       'j.created_by',
       'j.created_at',
       sql<Record<string, unknown> | null>`case when t.job_id is null then null else to_jsonb(t) end`.as('trigger'),
+      // work to run (a pending execution, or a schedule that still fires) and no live worker for it
+      sql<boolean>`(j.state = 'active' and (e.state = 'pending' or (t.job_id is not null and t.next_fire_at is not null and not t.paused))
+                    and not exists (select 1 from pgsched.workers w
+                                     where w.stopped_at is null and w.last_seen_at > now() - ${LIVE_WORKER_MS}::int * interval '1 millisecond'
+                                       and j.queue = any(w.queues) and j.type = any(w.types)))`.as('unserved'),
       sql<Record<string, unknown> | null>`case when e.id is null then null else to_jsonb(e) || jsonb_build_object('latest_host', ${latestHost(sql`e`)}) end`.as(
         'last_execution',
       ),

@@ -72,3 +72,21 @@ export async function waitingWorkersPrune(db: Kysely<DB>, params: { staleMs: num
                           and k.last_seen_at > now() - ${params.staleMs}::int * interval '1 millisecond')`.execute(db)
   return Number(result.numAffectedRows ?? 0)
 }
+
+/** How long the (queue, type) pairs served by live workers are used for submit replies. */
+const SERVED_TTL_MS = 1_000
+const served = new WeakMap<Kysely<DB>, { pairs: Set<string>; readAtMs: number }>()
+
+/** Whether a live worker (seen within `liveMs`) serves `type` in `queue`, as read in the last second through `db`. */
+export async function workerServes(db: Kysely<DB>, queue: string, type: string, liveMs: number): Promise<boolean> {
+  let c = served.get(db)
+  if (!c || performance.now() - c.readAtMs >= SERVED_TTL_MS) {
+    const { rows } = await sql<{ queue: string; type: string }>`${sql.raw(PREPARE)}
+      select distinct q as queue, t as type
+        from pgsched.workers w, unnest(w.queues) q, unnest(w.types) t
+       where w.stopped_at is null and w.last_seen_at > now() - ${liveMs}::int * interval '1 millisecond'`.execute(db)
+    c = { pairs: new Set(rows.map((r) => `${r.queue}\u0000${r.type}`)), readAtMs: performance.now() }
+    served.set(db, c)
+  }
+  return c.pairs.has(`${queue}\u0000${type}`)
+}

@@ -1,0 +1,40 @@
+/**
+ * Nothing waits silently: a job with work to run and no live worker for its type in its queue says
+ * so in viewJob and over REST, and stops saying it once a worker serving both is running.
+ */
+import { sql } from 'kysely'
+import { describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { defineHandler } from '../../src/worker/handlers.ts'
+import { useTestApi } from '../api/helpers.ts'
+import { useTestDb } from '../db.ts'
+import { useWorkers } from './harness.ts'
+
+const t = useTestDb()
+const api = useTestApi(t)
+const startWorker = useWorkers(t)
+const orphan = defineHandler('orphan', async () => null)
+
+describe('a job no worker serves', () => {
+  it('says so while no live worker serves its type in its queue', async () => {
+    const client = createClient({ db: t.db, tenant: 'acme' })
+    const { job } = await client.submitJob({ type: 'orphan', schedule: { every: 'PT1H' } })
+    const message = 'no live worker serves type "orphan" in queue "default" (none seen in the last 60 s): start one with a handler for it and --queues default'
+    expect((await client.viewJob(job.id)).unserved).toBe(message)
+    const res = await api.call(await api.keyFor('acme'), 'GET', `/v1/jobs/${job.id}`)
+    expect(res.json().unserved).toBe(message)
+    // a worker with the handler, on another queue: still unserved
+    const elsewhere = await startWorker([orphan], { queues: ['other'] })
+    expect((await client.viewJob(job.id)).unserved).toBe(message)
+    await elsewhere.stop()
+    // a worker that serves both
+    const serving = await startWorker([orphan])
+    expect((await client.viewJob(job.id)).unserved).toBeNull()
+    // a worker not seen for more than a minute no longer counts
+    await sql`update pgsched.workers set last_seen_at = now() - interval '61 seconds' where id = ${serving.id}::uuid`.execute(t.db)
+    expect((await client.viewJob(job.id)).unserved).toBe(message)
+    // a paused job has nothing to run
+    await client.pauseJob(job.id)
+    expect((await client.viewJob(job.id)).unserved).toBeNull()
+  })
+})
