@@ -163,6 +163,7 @@ function newJob(n: NormalizedSubmit, id: string, executionId: string, tenant: st
     backoffMaxMs: n.backoffMaxMs,
     idempotencyKey: n.idempotencyKey,
     concurrencyKey: n.concurrencyKey,
+    startDeadlineMs: n.startDeadlineMs,
     state: 'active',
     status: 'NOT_STARTED',
     createdAt: now,

@@ -25,6 +25,7 @@ import {
   MISFIRE_MAX_RUNS,
   PRIORITY,
   QUEUE_RULE,
+  START_DEADLINE_MS,
   TIMEOUT_MS,
   TYPE_RULE,
   isQueueName,
@@ -34,7 +35,7 @@ import {
 
 export type ExecutionState = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled'
 export type JobState = 'active' | 'paused' | 'cancelled'
-export type JobStatus = 'NOT_STARTED' | 'STARTED' | 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'PAUSED'
+export type JobStatus = 'NOT_STARTED' | 'STARTED' | 'COMPLETED' | 'FAILED' | 'EXPIRED' | 'CANCELLED' | 'PAUSED'
 export type MisfirePolicy = 'fire_once' | 'skip' | 'fire_all'
 export type OverlapPolicy = 'allow' | 'skip' | 'queue'
 
@@ -63,6 +64,11 @@ export interface SubmitJobInput {
    * once, across every worker (a customer id, say). 1 to 255 characters.
    */
   concurrencyKey?: string
+  /**
+   * Each execution must start within this many ms after its time (its run-at or fire time), or it
+   * expires: it ends failed without running and the job's status is EXPIRED. 1000 to 604800000.
+   */
+  startDeadlineMs?: number
   /** Recurring jobs: first and last possible fire time. */
   startAt?: string | Date
   endAt?: string | Date
@@ -86,6 +92,7 @@ export interface NormalizedSubmit {
   backoffMaxMs: number
   idempotencyKey: string | null
   concurrencyKey: string | null
+  startDeadlineMs: number | null
   kind: ScheduleKind
   runAt: Date | null
   cron: string | null
@@ -163,6 +170,8 @@ export interface Job {
   idempotencyKey: string | null
   /** Jobs with the same key run at most the queue's per-key limit at once. */
   concurrencyKey: string | null
+  /** Its executions must start within this many ms after their time, or they expire; null: no deadline. */
+  startDeadlineMs: number | null
   state: JobState
   /** User-facing status, derived from `state` and the latest execution. */
   status: JobStatus
@@ -193,6 +202,8 @@ export const unservedMessage = (type: string, queue: string): string =>
 export function jobStatus(state: JobState, last: Pick<Execution, 'state' | 'attempt'> | null): JobStatus {
   if (state === 'cancelled') return 'CANCELLED'
   if (state === 'paused') return 'PAUSED'
+  // failed without an attempt: only a start deadline does that
+  if (last?.state === 'failed' && last.attempt === 0) return 'EXPIRED'
   if (!last) return 'NOT_STARTED'
   switch (last.state) {
     case 'pending':
@@ -275,6 +286,7 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSub
       bad('concurrencyKey', `concurrencyKey must be a string of 1 to ${CONCURRENCY_KEY_MAX_LENGTH} characters`)
     } else concurrencyKey = k
   }
+  const startDeadlineMs = input.startDeadlineMs === undefined ? null : int('startDeadlineMs', input.startDeadlineMs, 0, START_DEADLINE_MS)
   const misfirePolicy = input.misfirePolicy ?? 'fire_once'
   if (!MISFIRE.includes(misfirePolicy)) bad('misfirePolicy', `misfirePolicy must be one of ${MISFIRE.join(', ')}`)
   const overlapPolicy = input.overlapPolicy ?? 'allow'
@@ -348,6 +360,7 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSub
     backoffMaxMs,
     idempotencyKey,
     concurrencyKey,
+    startDeadlineMs,
     kind,
     runAt,
     cron,
@@ -364,8 +377,17 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSub
     idempotencyKey === null
       ? null
       : createHash('sha256')
-          // concurrencyKey only when given: requests from before it existed hash as they did
-          .update(canonicalJson({ ...normalized, payloadJson: undefined, firstFireAt: undefined, concurrencyKey: concurrencyKey ?? undefined, payload }))
+          // concurrencyKey and startDeadlineMs only when given: requests from before they existed hash as they did
+          .update(
+            canonicalJson({
+              ...normalized,
+              payloadJson: undefined,
+              firstFireAt: undefined,
+              concurrencyKey: concurrencyKey ?? undefined,
+              startDeadlineMs: startDeadlineMs ?? undefined,
+              payload,
+            }),
+          )
           .digest('hex')
   return { ...normalized, requestHash }
 }

@@ -66,6 +66,8 @@ export const PRIORITY: IntRange = { min: -1000, max: 1000 }
 export const MAX_ATTEMPTS: IntRange = { min: 1, max: 1000 }
 /** Time limit of one attempt, in milliseconds: up to a day (jobs_timeout_ms_check). */
 export const TIMEOUT_MS: IntRange = { min: 1, max: 86_400_000 }
+/** How late after its time a job's work may start (1 s to 7 days; migration 0018). */
+export const START_DEADLINE_MS: IntRange = { min: 1_000, max: 604_800_000 }
 /** Retry delay base, in milliseconds: up to a day (jobs_backoff_check). */
 export const BACKOFF_BASE_MS: IntRange = { min: 0, max: 86_400_000 }
 /** Retry delay cap, in milliseconds: at least the base, up to a week (jobs_backoff_check). */

@@ -22,6 +22,8 @@ export interface JobsTable {
   idempotency_key: string | null
   /** Migration 0013. */
   concurrency_key: ColumnType<string | null, string | null | undefined, string | null>
+  /** Migration 0018. */
+  start_deadline_ms: ColumnType<number | null, number | null | undefined, number | null>
   state: Generated<'active' | 'paused' | 'cancelled'>
   created_by: string | null
   created_at: DefaultTimestamp
@@ -91,6 +93,8 @@ export interface ExecutionsTable {
   /** Migration 0017. */
   attempt_log: Json | null
   last_worker_id: string | null
+  /** Migration 0018. */
+  start_deadline: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>
 }
 
 export interface WorkersTable {

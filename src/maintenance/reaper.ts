@@ -1,11 +1,11 @@
 /**
  * The reaper: returns executions whose lease expired to pending (or failed
- * when out of attempts), in bounded batches. Runs in every worker; SKIP LOCKED
+ * when out of attempts), and ends those that missed their start deadline, in bounded batches. Runs in every worker; SKIP LOCKED
  * in the statement keeps concurrent reapers from doing the same work.
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
-import { executionRescueExpired, type RescueOutcome } from '../db/queries/rescue.ts'
+import { executionExpireLate, executionRescueExpired, type RescueOutcome } from '../db/queries/rescue.ts'
 import { waitingWorkersPrune } from '../db/queries/workers.ts'
 
 /** A worker not seen for this long (over the longest heartbeat allowed) no longer waits. */
@@ -31,8 +31,8 @@ export class Reaper {
   }
 
   /** One pass: repeats full batches until fewer than batchSize expired leases remain. */
-  async runOnce(now?: Date): Promise<{ retried: number; failed: number }> {
-    const total = { retried: 0, failed: 0 }
+  async runOnce(now?: Date): Promise<{ retried: number; failed: number; expired: number }> {
+    const total = { retried: 0, failed: 0, expired: 0 }
     for (;;) {
       const r: RescueOutcome = await executionRescueExpired(this.o.db, { limit: this.o.batchSize, now: now ?? null })
       total.retried += r.retried
@@ -40,6 +40,12 @@ export class Reaper {
       if (r.retried + r.failed < this.o.batchSize) break
     }
     if (total.retried + total.failed > 0) this.log.info(total, 'requeued executions with expired leases')
+    for (;;) {
+      const n = await executionExpireLate(this.o.db, { limit: this.o.batchSize, now: now ?? null })
+      total.expired += n
+      if (n < this.o.batchSize) break
+    }
+    if (total.expired > 0) this.log.info({ expired: total.expired }, 'expired executions that missed their start deadline')
     // Wait sign-ups of workers that stopped or vanished only cost wake-ups; drop them.
     await waitingWorkersPrune(this.o.db, { staleMs: WAITING_STALE_MS })
     return total

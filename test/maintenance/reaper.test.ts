@@ -30,7 +30,7 @@ describe('Reaper', () => {
     await runningExecutions(2, { attempt: 3, maxAttempts: 3, leaseExpiresAgoMs: 1000 })
     await runningExecutions(4, { attempt: 1, maxAttempts: 3, leaseExpiresAgoMs: -60_000 })
     const reaper = new Reaper({ db: t.db, log: t.log, intervalMs: 1000, batchSize: 2 })
-    expect(await reaper.runOnce()).toEqual({ retried: 5, failed: 2 })
+    expect(await reaper.runOnce()).toEqual({ retried: 5, failed: 2, expired: 0 })
     expect(await states()).toEqual({ failed: 2, pending: 5, running: 4 })
     const { rows } = await sql<{ attempt: number; worker_id: string | null; error: Record<string, unknown> }>`
       select attempt, worker_id, error from pgsched.executions where state = 'pending'`.execute(t.db)

@@ -18,6 +18,7 @@ import {
   PRIORITY,
   QUEUE_MAX_LENGTH,
   QUEUE_RULE,
+  START_DEADLINE_MS,
   TIMEOUT_MS,
   TYPE_MAX_LENGTH,
   TYPE_RULE,
@@ -27,7 +28,7 @@ import { Cursor, DateTime, Limit, Nullable, Uuid } from './common.ts'
 import { ExecutionRef, ExecutionStateSchema, executionToJson } from './execution.ts'
 
 /** The user-facing statuses, in lifecycle order (the `status` filter of listJobs). */
-export const JOB_STATUSES = ['NOT_STARTED', 'STARTED', 'COMPLETED', 'FAILED', 'CANCELLED', 'PAUSED'] as const
+export const JOB_STATUSES = ['NOT_STARTED', 'STARTED', 'COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED', 'PAUSED'] as const
 
 export const JobStatusSchema = Type.Enum(JOB_STATUSES, {
   description: 'User-facing status, derived from the job state and its latest execution.',
@@ -100,6 +101,12 @@ export const SubmitJobBody = Type.Object(
         description: 'Same key and body → the same job (200); same key, other body → 409. Or the Idempotency-Key header.',
       }),
     ),
+    startDeadlineMs: Type.Optional(
+      int(
+        START_DEADLINE_MS,
+        'Each execution must start within this many ms after its time, or it expires without running (job status EXPIRED). No deadline when absent.',
+      ),
+    ),
     concurrencyKey: Type.Optional(
       text(CONCURRENCY_KEY_MAX_LENGTH, {
         description: "Jobs with the same key run at most the queue's per-key concurrency limit at once, across every worker (a customer id, say).",
@@ -163,6 +170,7 @@ export const JobSchema = Type.Object(
     backoffMaxMs: Type.Integer(),
     idempotencyKey: Nullable(Type.String()),
     concurrencyKey: Nullable(Type.String()),
+    startDeadlineMs: Nullable(Type.Integer({ description: 'How late after its time an execution may start before it expires; null: no deadline.' })),
     state: Type.Enum(['active', 'paused', 'cancelled'], { description: "The definition's own state." }),
     status: JobStatusSchema,
     executionStatus: Nullable(ExecutionStateSchema),
@@ -206,6 +214,7 @@ export function jobToJson(job: Job): JobJson {
     backoffMaxMs: job.backoffMaxMs,
     idempotencyKey: job.idempotencyKey,
     concurrencyKey: job.concurrencyKey,
+    startDeadlineMs: job.startDeadlineMs,
     state: job.state,
     status: job.status,
     executionStatus: last?.state ?? null,

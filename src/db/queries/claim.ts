@@ -82,6 +82,7 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
          ${extra}
          and type = any(${params.types}::text[])              -- only types this worker can run
          and run_at <= coalesce(${now}::timestamptz, now())
+         and (start_deadline is null or attempt > 0 or start_deadline > coalesce(${now}::timestamptz, now()))   -- not expired
        order by priority desc, run_at, id
        limit ${rowLimit}
          ${lock}`

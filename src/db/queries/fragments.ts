@@ -53,9 +53,9 @@ export const claimedTriggerColumns = sql`t.job_id, t.kind, t.cron_expression, t.
  */
 export function executionsFromSubmitted(tenant: string): RawBuilder<unknown> {
   return sql`insert into pgsched.executions (id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms,
-                                  concurrency_key, tenant)
+                                  concurrency_key, tenant, start_deadline)
       select execution_id, id, queue, type, priority, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, timeout_ms,
-             concurrency_key, ${tenant}::text`
+             concurrency_key, ${tenant}::text, coalesce(run_at, now()) + start_deadline_ms * interval '1 millisecond'`
 }
 
 /**

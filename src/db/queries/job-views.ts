@@ -24,6 +24,7 @@ interface JobViewRow {
   timeout_ms: number
   idempotency_key: string | null
   concurrency_key: string | null
+  start_deadline_ms: number | null
   state: Job['state']
   created_by: string | null
   created_at: Date
@@ -131,6 +132,7 @@ function toJob(r: JobViewRow): Job {
     backoffMaxMs: r.backoff_max_ms,
     idempotencyKey: r.idempotency_key,
     concurrencyKey: r.concurrency_key,
+    startDeadlineMs: r.start_deadline_ms,
     state: r.state,
     status: jobStatus(r.state, last),
     createdAt: r.created_at,
@@ -163,6 +165,7 @@ function jobViewQuery(db: Executor) {
       'j.timeout_ms',
       'j.idempotency_key',
       'j.concurrency_key',
+      'j.start_deadline_ms',
       'j.state',
       'j.created_by',
       'j.created_at',
@@ -212,7 +215,9 @@ function statusCondition(status: JobStatus): Expression<SqlBool> {
     case 'COMPLETED':
       return sql<SqlBool>`(j.state = 'active' and e.state = 'succeeded')`
     case 'FAILED':
-      return sql<SqlBool>`(j.state = 'active' and e.state = 'failed')`
+      return sql<SqlBool>`(j.state = 'active' and e.state = 'failed' and e.attempt > 0)`
+    case 'EXPIRED':
+      return sql<SqlBool>`(j.state = 'active' and e.state = 'failed' and e.attempt = 0)`
   }
 }
 

@@ -32,7 +32,8 @@ export interface JobInsertOutcome {
 
 /**
  * The columns both insert forms start with, one array each (for unnest): id, execution_id, type,
- * queue, priority, payload, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, concurrency_key.
+ * queue, priority, payload, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, concurrency_key,
+ * start_deadline_ms.
  */
 function jobArrays(j: JobInsertManyParams['jobs']) {
   const col = <T>(f: (x: (typeof j)[number]) => T): T[] => j.map(f)
@@ -49,6 +50,7 @@ function jobArrays(j: JobInsertManyParams['jobs']) {
     sql`${key((x) => x.backoffBaseMs)}::int[]`,
     sql`${key((x) => x.backoffMaxMs)}::int[]`,
     sql`${col((x) => x.concurrencyKey)}::text[]`,
+    sql`${col((x) => x.startDeadlineMs)}::int[]`,
   ])
 }
 
@@ -78,7 +80,7 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
           ${col((x) => x.endAt)}::timestamptz[], ${col((x) => x.firstFireAt)}::timestamptz[], ${col((x) => x.misfirePolicy)}::text[],
           ${col((x) => x.misfireMaxRuns)}::int[], ${col((x) => x.overlapPolicy)}::text[]
         ) with ordinality as i(id, execution_id, type, queue, priority, payload, max_attempts, timeout_ms, backoff_base_ms,
-                               backoff_max_ms, concurrency_key, idempotency_key, request_hash, kind, run_at, cron, timezone, interval_ms,
+                               backoff_max_ms, concurrency_key, start_deadline_ms, idempotency_key, request_hash, kind, run_at, cron, timezone, interval_ms,
                                start_at, end_at, first_fire_at, misfire_policy, misfire_max_runs, overlap_policy, ord)
     ),
     keyed as (
@@ -94,9 +96,9 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
     ),
     new_jobs as (
       insert into pgsched.jobs (id, tenant, type, queue, priority, payload, max_attempts, backoff_base_ms, backoff_max_ms,
-                                timeout_ms, idempotency_key, concurrency_key, created_by)
+                                timeout_ms, idempotency_key, concurrency_key, start_deadline_ms, created_by)
       select id, ${params.tenant}::text, type, queue, priority, payload::jsonb, max_attempts, backoff_base_ms, backoff_max_ms,
-             timeout_ms, idempotency_key, concurrency_key, ${params.createdBy}::text
+             timeout_ms, idempotency_key, concurrency_key, start_deadline_ms, ${params.createdBy}::text
         from accepted
       returning id
     ),
@@ -149,13 +151,13 @@ async function jobInsertPlain(db: Executor, params: JobInsertManyParams): Promis
         from unnest(
           ${jobArrays(j)}, ${j.map((x) => x.runAt)}::timestamptz[]
         ) as i(id, execution_id, type, queue, priority, payload, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms,
-               concurrency_key, run_at)
+               concurrency_key, start_deadline_ms, run_at)
     ),
     new_jobs as (
       insert into pgsched.jobs (id, tenant, type, queue, priority, payload, max_attempts, backoff_base_ms, backoff_max_ms,
-                                timeout_ms, concurrency_key, created_by)
+                                timeout_ms, concurrency_key, start_deadline_ms, created_by)
       select id, ${params.tenant}::text, type, queue, priority, payload::jsonb, max_attempts, backoff_base_ms, backoff_max_ms,
-             timeout_ms, concurrency_key, ${params.createdBy}::text
+             timeout_ms, concurrency_key, start_deadline_ms, ${params.createdBy}::text
         from input
     ),
     new_executions as (

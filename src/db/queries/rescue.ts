@@ -69,3 +69,40 @@ export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRe
   const row = rows[0]
   return { retried: Number(row?.retried ?? 0), failed: Number(row?.failed ?? 0), nextRunAt: row?.next_run_at ?? null }
 }
+
+/** Why an execution expired (migration 0018), as its error: names the deadline missed. */
+const startDeadlineError = executionErrorSql({
+  message: sql`format('not started by its start deadline %s (%s ms after its time %s)', to_char(e.start_deadline at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+                      j.start_deadline_ms, to_char(e.run_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`,
+  name: sql`'StartDeadlineError'`,
+  fatal: sql`true`,
+  attempt: sql`0`,
+})
+
+/**
+ * Ends up to `limit` pending executions whose first attempt missed its start deadline before `now`
+ * (the database clock when null): failed at attempt 0 with a StartDeadlineError, which makes the
+ * job's status EXPIRED. Returns how many.
+ */
+export async function executionExpireLate(db: Kysely<DB>, params: { limit: number; now?: Date | null }): Promise<number> {
+  const { rows } = await sql<{ n: number }>`${sql.raw(PREPARE)}
+    with late as (
+      select id, job_id
+        from pgsched.executions
+       where state = 'pending' and attempt = 0 and start_deadline is not null
+         and start_deadline < coalesce(${params.now ?? null}::timestamptz, now())
+       order by start_deadline
+       limit ${params.limit}::int
+         for update skip locked
+    ),
+    expired as (
+      update pgsched.executions e
+         set state = 'failed', finished_at = now(), error = ${startDeadlineError}
+        from late x
+        join pgsched.jobs j on j.id = x.job_id
+       where e.id = x.id and e.job_id = x.job_id
+      returning e.id
+    )
+    select count(*)::int as n from expired`.execute(db)
+  return rows[0]?.n ?? 0
+}

@@ -256,8 +256,10 @@ export async function triggerFireAndAdvance(trx: Transaction<DB>, params: Trigge
   if (f.length === 0 && a.length === 0) return { fired: 0, advanced: [] }
   const { rows } = await sql<{ created: string; advanced: string[] }>`${sql.raw(PREPARE)}
     with created as (
-      insert into pgsched.executions (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms, concurrency_key, tenant)
-      select f.job_id, j.queue, j.type, j.priority, f.scheduled_for, f.scheduled_for, j.max_attempts, j.timeout_ms, j.concurrency_key, j.tenant
+      insert into pgsched.executions (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms, concurrency_key, tenant,
+                                      start_deadline)
+      select f.job_id, j.queue, j.type, j.priority, f.scheduled_for, f.scheduled_for, j.max_attempts, j.timeout_ms, j.concurrency_key, j.tenant,
+             f.scheduled_for + j.start_deadline_ms * interval '1 millisecond'
         from unnest(${f.map((x) => x.jobId)}::uuid[], ${f.map((x) => x.scheduledFor)}::timestamptz[]) as f(job_id, scheduled_for)
         join pgsched.jobs j on j.id = f.job_id
        where j.state = 'active'   -- a paused or cancelled job gets no new runs
