@@ -77,6 +77,16 @@ describe('fair share between tenants', () => {
     expect(await claimFair(20)).toEqual({ flood: 17, late: 3 })
   })
 
+  it('reads a few executions per tenant yet keeps strict priority when one tenant is far ahead', async () => {
+    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    for (let i = 0; i < 10; i++) await submit(`t${i}`, 5)
+    await submit('urgent', 100, { priority: 5 })
+    // 11 tenants offer about 2 × 50 / 11 each: urgent's offer ends at its sentinel, and the claim
+    // claims again with larger offers rather than take lower priorities
+    expect(await claimFair(50)).toEqual({ urgent: 50 })
+    expect(await claimFair(60)).toEqual({ urgent: 50, t0: 1, t1: 1, t2: 1, t3: 1, t4: 1, t5: 1, t6: 1, t7: 1, t8: 1, t9: 1 })
+  })
+
   it('applies a concurrency limit and a per-key limit in a fair queue', async () => {
     await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
     await sql`select pgsched.set_queue_concurrency_limit('shared', 5)`.execute(t.db)

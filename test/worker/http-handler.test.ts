@@ -97,9 +97,9 @@ describe('http handler', () => {
 })
 
 describe('http handler address policy', () => {
-  /** Resolves the names of these tests as a hostile DNS server might; other names as the system does. */
+  /** Resolves the names of these tests as a hostile DNS server might; no other name is found. */
   const names: Record<string, string> = { 'api.example.com': '127.0.0.1', 'both.example.com': '93.184.216.34,10.1.2.3' }
-  const resolve = ((hostname: string, options: object, callback: (err: Error | null, addresses: Array<{ address: string; family: number }>) => void) => {
+  const resolve = ((hostname: string, _options: object, callback: (err: Error | null, addresses: Array<{ address: string; family: number }>) => void) => {
     const known = names[hostname]
     if (known === undefined) return callback(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }), [])
     callback(

@@ -25,7 +25,7 @@ export interface ExecutionClaimBatchParams {
    * the queue running now); `keyLimit`, its limit per concurrency key (null: no such limit); `fair`:
    * take turns between tenants (migrations/0016).
    */
-  limited?: { capacity: number | null; keyLimit: number | null; fair?: boolean }
+  limited?: { capacity: number | null; keyLimit: number | null; fair?: boolean; fairOfferScale?: number }
 }
 
 export interface ClaimedExecution {
@@ -44,7 +44,12 @@ export interface ClaimedExecution {
   payload: unknown
   /** A rate-limited queue's execution: start the handler this many ms after the claim returns (its slot). */
   startDelayMs?: number
+  /** A fair claim stopped at a tenant's sentinel before its limit (queueClaimLimited claims again with larger offers). */
+  cut?: boolean
 }
+
+/** The fewest due executions each tenant offers a fair claim (see the offer CTE). */
+const FAIR_OFFER_MIN = 8
 
 /** How many due executions a claim with a per-key limit looks at, per execution it may take (at least KEY_SCAN_MIN). */
 const KEY_SCAN_FACTOR = 20
@@ -116,10 +121,19 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
                where e.state = 'pending' and e.queue = ${queue}::text and e.tenant > t.tenant order by e.tenant limit 1)
         from tenants t where t.tenant is not null
     ),
+    -- Each offers k (about twice its share of the claim) and one more, the sentinel: the claim takes
+    -- only what ranks before the first sentinel, since a tenant's unoffered executions rank after its
+    -- sentinel. So the claim is exactly the head of the fair order, read from a few rows per tenant.
+    offer as (
+      select (greatest(${FAIR_OFFER_MIN}::int, ceil(2.0 * ${params.limit}::int / greatest(1, (select count(*) from tenants where tenant is not null))))
+              * ${limited?.fairOfferScale ?? 1}::int)::int as k
+    ),
     offered as (
-      select c.* from tenants t cross join lateral (${due(candidateColumns, sql``, scan, sql`and tenant = t.tenant ${keyFilter}`)}) c
+      select c.*, row_number() over (partition by c.tenant order by c.priority desc, c.run_at, c.id) > o.k as sentinel
+        from tenants t cross join offer o
+        cross join lateral (${due(candidateColumns, sql``, sql`o.k + 1`, sql`and tenant = t.tenant ${keyFilter}`)}) c
     ),`
-            : sql`offered as (${due(candidateColumns, sql``, scan, keyFilter)}),`
+            : sql`offered as (select o.*, false as sentinel from (${due(candidateColumns, sql``, scan, keyFilter)}) o),`
         }
     ${
       keyLimit === null
@@ -135,27 +149,35 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
        group by concurrency_key
     ),
     eligible as (
-      select c.id, c.job_id, c.tenant, c.priority, c.run_at
+      select c.id, c.job_id, c.tenant, c.priority, c.run_at, c.sentinel
         from numbered c left join key_running k on k.concurrency_key = c.concurrency_key
-       where c.concurrency_key is null or c.nth <= ${keyLimit}::int - coalesce(k.n, 0)
+       where c.sentinel or c.concurrency_key is null or c.nth <= ${keyLimit}::int - coalesce(k.n, 0)
     ),`
     }
-    due as materialized (
-      ${
-        fair
-          ? // strict priority; within a priority, the tenant with the fewest running (counting those it
-            // gets in this claim, relative to its weight) goes next: round-robin that also makes up for
-            // what a tenant already runs, so claims of one execution each do not all go to the oldest work
-            sql`select e.id, e.job_id
+    ${
+      fair
+        ? // strict priority; within a priority, the tenant with the fewest running (counting those it
+          // gets in this claim, relative to its weight) goes next: round-robin that also makes up for
+          // what a tenant already runs, so claims of one execution each do not all go to the oldest work
+          sql`ranked as (
+      select e.id, e.job_id, e.sentinel,
+             row_number() over (order by e.priority desc, (coalesce(busy.n, 0) + e.turn) / coalesce(w.weight, 1), e.run_at, e.id) as pos
         from (select el.*, row_number() over (partition by el.tenant, el.priority order by el.run_at, el.id) as turn from eligible el) e
         left join pgsched.tenants w on w.name = e.tenant
         left join (select r.tenant, count(*) as n from pgsched.executions r
                     where r.state = 'running' and r.queue = ${queue}::text group by r.tenant) busy on busy.tenant = e.tenant
-       order by e.priority desc, (coalesce(busy.n, 0) + e.turn) / coalesce(w.weight, 1), e.run_at, e.id`
-          : sql`select e.id, e.job_id from eligible e order by e.priority desc, e.run_at, e.id`
-      }
+    ),
+    due as materialized (
+      select id, job_id from ranked
+       where not sentinel and pos < coalesce((select min(pos) from ranked where sentinel), 9223372036854775807)
+       order by pos
        limit ${limit}
     )`
+        : sql`due as materialized (
+      select e.id, e.job_id from eligible e order by e.priority desc, e.run_at, e.id
+       limit ${limit}
+    )`
+    }`
   return sql<ClaimedExecution>`${sql.raw(PREPARE)}
     with ${fair ? sql`recursive ` : sql``}${dueCte}
     update pgsched.executions e
@@ -175,6 +197,7 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
               e.timeout_ms as "timeoutMs", (extract(epoch from e.scheduled_for) * 1000)::float8 as "scheduledForMs",
               (extract(epoch from e.run_at) * 1000)::float8 as "runAtMs",
               (select j.payload from pgsched.jobs j where j.id = e.job_id) as payload
+              ${fair ? sql`, exists (select 1 from ranked where sentinel) and (select count(*) from due) < ${limit} as "cut"` : sql``}
   `
 }
 
@@ -252,7 +275,23 @@ export async function queueClaimLimited(
       if (slots) room = Math.min(room, slots.firstSlotMs > RATE_HORIZON_MS ? 0 : Math.floor((RATE_HORIZON_MS - slots.firstSlotMs) / s.spacingMs) + 1)
     }
     const limited = { capacity: s.limit, keyLimit: s.keyLimit, fair: s.fair }
-    const claimed = room <= 0 ? [] : (await executionClaimBatchQuery({ ...params, limit: room, queues: [queue], limited }).execute(trx)).rows
+    const claimed: ClaimedExecution[] = []
+    // A fair claim cut short by a tenant's small offer (one tenant far ahead in priority or far less
+    // busy) claims again, with offers ten and a hundred times larger.
+    for (let scale = 1; room - claimed.length > 0 && scale <= 100; scale *= 10) {
+      const { rows } = await executionClaimBatchQuery({
+        ...params,
+        limit: room - claimed.length,
+        queues: [queue],
+        limited: { ...limited, fairOfferScale: scale },
+      }).execute(trx)
+      const cut = rows.some((r) => r.cut)
+      for (const r of rows) {
+        delete r.cut
+        claimed.push(r)
+      }
+      if (!cut) break
+    }
     if (s.spacingMs !== null && slots && claimed.length > 0) {
       const { spacingMs } = s
       const span = claimed.length * spacingMs
