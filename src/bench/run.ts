@@ -7,13 +7,15 @@
  * Scenarios: ceiling, burn-down (1 and 2 worker processes), submit (batch,
  * single ×8, REST ×32 connections), latency at a steady rate, priority under
  * load, scale (history rows), memory (peak RSS), recurring and steady (CPU per execution at a steady
- * load).
+ * load). Opt-in (`--only`): flow, the burn-down with a concurrency limit, fair share or a rate limit
+ * on but not binding, paired with the plain burn-down (flow.ts).
  */
 import { performance } from 'node:perf_hooks'
 import { sql } from 'kysely'
 import { createClient } from '../client.ts'
 import type { Logger } from '../logger.ts'
 import { cpuMeter } from './cpu.ts'
+import { addFlowRows, FLOW_VARIANTS, flowVariants, rotate, type BurnDownRun, type FlowVariantName } from './flow.ts'
 import { monotonicMs, type ProbeMessage } from './handlers.ts'
 import {
   afterAutovacuum,
@@ -31,7 +33,7 @@ import { change, format, type BenchReport, type Row } from './report.ts'
 import { createScratch, insertJobs, type Scratch } from './scratch.ts'
 import { addRecurringRows, addSteadyRows } from './steady.ts'
 import { addSubmitRows } from './submit.ts'
-import { figure, quantile, type Figure } from './stats.ts'
+import { figure, quantile } from './stats.ts'
 
 export interface BenchOptions {
   databaseUrl: string
@@ -49,7 +51,10 @@ export interface BenchOptions {
   progress: (line: string) => void
 }
 
-export const SCENARIOS = ['ceiling', 'burn-down', 'submit', 'latency', 'priority', 'scale', 'memory', 'recurring', 'steady'] as const
+/** Scenarios of a run without `--only`. */
+export const DEFAULT_SCENARIOS = ['ceiling', 'burn-down', 'submit', 'latency', 'priority', 'scale', 'memory', 'recurring', 'steady'] as const
+/** Every scenario `--only` accepts: the default ones, and the flow-control ones (flow: all three). */
+export const SCENARIOS = [...DEFAULT_SCENARIOS, 'flow', ...FLOW_VARIANTS] as const
 export type Scenario = (typeof SCENARIOS)[number]
 
 const WORKER_ID = '00000000-0000-7000-8000-00000000be00'
@@ -74,6 +79,11 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
   let workerRss = Number.NaN
   let postgres = ''
   const want = (scenario: Scenario) => !o.only || o.only.includes(scenario)
+  // The flow variants run only when named (they add a burn-down per variant and repetition).
+  const flow = flowVariants(
+    FLOW_VARIANTS.filter((v) => o.only?.includes(v) || o.only?.includes('flow')),
+    client,
+  )
   // Every process started, so that none outlives a failed run.
   const spawned = new Set<BenchProcess>()
   const track = <P extends BenchProcess>(p: P): P => {
@@ -103,7 +113,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     /** One burn-down of N jobs on `on` (emptied by `prepare`): jobs/s and the first worker's peak RSS. */
     const burnDownOnce = async (
       on: Scratch,
-      submit: typeof submitMany,
+      submit: (jobs: Array<{ type: string }>) => Promise<unknown>,
       prepare: () => Promise<void>,
       processes = 1,
     ): Promise<{ jobsPerS: number; peakRssMb: number; workerUs: number; postgresUs: number }> => {
@@ -128,29 +138,47 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         await Promise.all(workers.map((w) => w.stop()))
       }
     }
-    const burnDown = async (processes: number, label: string): Promise<{ f: Figure; workerUs: Figure; postgresUs: Figure }> => {
-      const runs: Array<{ jobsPerS: number; workerUs: number; postgresUs: number }> = []
-      for (const l of reps(label)) {
-        o.progress(l)
-        const run = await burnDownOnce(s, submitMany, () => s.reset(), processes)
-        runs.push(run)
-        if (processes === 1) workerRss = Math.max(Number.isNaN(workerRss) ? 0 : workerRss, run.peakRssMb)
+    /**
+     * The plain burn-down `reps` times; with flow variants, each repetition also runs each variant
+     * (paired runs, the order rotating so that none is always first).
+     */
+    const burnDown = async (processes: number, label: string) => {
+      const runs: BurnDownRun[] = []
+      const flowRuns = new Map<FlowVariantName, BurnDownRun[]>(flow.map((v) => [v.name, []]))
+      for (const [i, l] of reps(label).entries()) {
+        for (const v of rotate([undefined, ...flow], i)) {
+          o.progress(v ? `${l}: ${v.name}` : l)
+          if (v) {
+            const prepare = async () => {
+              await s.reset()
+              await v.setup()
+            }
+            flowRuns.get(v.name)?.push(await burnDownOnce(s, v.submit, prepare, processes))
+            continue
+          }
+          const run = await burnDownOnce(s, submitMany, () => s.reset(), processes)
+          runs.push(run)
+          if (processes === 1) workerRss = Math.max(Number.isNaN(workerRss) ? 0 : workerRss, run.peakRssMb)
+        }
       }
-      return { f: figure(runs.map((r) => r.jobsPerS)), workerUs: figure(runs.map((r) => r.workerUs)), postgresUs: figure(runs.map((r) => r.postgresUs)) }
+      const f = figure(runs.map((r) => r.jobsPerS))
+      return { runs, flowRuns, f, workerUs: figure(runs.map((r) => r.workerUs)), postgresUs: figure(runs.map((r) => r.postgresUs)) }
     }
-    for (const processes of want('burn-down') || want('memory') ? [1, 2] : []) {
-      const { f, workerUs, postgresUs } = await burnDown(processes, `burn-down ${processes} process(es)`)
+    for (const processes of want('burn-down') || want('memory') || flow.length > 0 ? [1, 2] : []) {
+      const { runs, flowRuns, f, workerUs, postgresUs } = await burnDown(processes, `burn-down ${processes} process(es)`)
+      const what = `${N.toLocaleString('en-US')} no-op jobs, ${processes} worker process${processes > 1 ? 'es' : ''} × concurrency 100`
       add({
         scenario: 'burn-down',
-        metric: `${N.toLocaleString('en-US')} no-op jobs, ${processes} worker process${processes > 1 ? 'es' : ''} × concurrency 100`,
+        metric: what,
         unit: 'jobs/s',
         figure: f,
         ofCeiling: f.median / ceiling,
         target: processes === 1 ? '≥ 45,000 and ≥ 80 % of ceiling' : '≥ 60,000',
       })
-      const what = `burn-down, ${processes} worker process${processes > 1 ? 'es' : ''}`
-      add({ scenario: 'burn-down', metric: `CPU per job, ${what}: worker${processes > 1 ? 's' : ''}`, unit: 'µs', figure: workerUs })
-      add({ scenario: 'burn-down', metric: `CPU per job, ${what}: PostgreSQL`, unit: 'µs', figure: postgresUs })
+      const cpuOf = `burn-down, ${processes} worker process${processes > 1 ? 'es' : ''}`
+      add({ scenario: 'burn-down', metric: `CPU per job, ${cpuOf}: worker${processes > 1 ? 's' : ''}`, unit: 'µs', figure: workerUs })
+      add({ scenario: 'burn-down', metric: `CPU per job, ${cpuOf}: PostgreSQL`, unit: 'µs', figure: postgresUs })
+      addFlowRows({ variants: flow, plain: runs, runs: flowRuns, what, processes, ceiling, add })
     }
 
     // 3. submit

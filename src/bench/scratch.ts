@@ -1,6 +1,7 @@
 /**
  * The benchmark's scratch database: created next to the one DATABASE_URL
- * names, migrated, emptied between repetitions, dropped at the end.
+ * names, migrated, emptied between repetitions (queue settings and tenants
+ * included), dropped at the end.
  */
 import { randomBytes } from 'node:crypto'
 import pg from 'pg'
@@ -44,9 +45,9 @@ export async function createScratch(databaseUrl: string, partitions: number): Pr
     name,
     url: scratchUrl,
     async reset() {
-      await sql`truncate pgsched.executions, pgsched.triggers, pgsched.job_idempotency_keys, pgsched.jobs, pgsched.workers, pgsched.waiting_workers`.execute(
-        database.db,
-      )
+      // Queue settings and tenants too: a scenario that sets a limit must not leave it to the next.
+      await sql`truncate pgsched.executions, pgsched.triggers, pgsched.job_idempotency_keys, pgsched.jobs, pgsched.workers, pgsched.waiting_workers,
+                         pgsched.queues, pgsched.tenants`.execute(database.db)
     },
     async drop() {
       await database.db.destroy()

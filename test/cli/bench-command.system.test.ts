@@ -40,4 +40,32 @@ describe('scheduler bench --quick', () => {
     const { stdout: dbs } = await run('psql', [adminUrl(), '-Atc', "select count(*) from pg_database where datname like 'pgsched_bench_%'"])
     expect(dbs.trim()).toBe('0')
   })
+
+  it('runs the flow-control variants only when named, each paired with the plain burn-down', { timeout: 180_000 }, async () => {
+    const out = join(mkdtempSync(join(tmpdir(), 'pgsched-bench-')), 'report.json')
+    const { stdout } = await run('node', ['bin/scheduler', 'bench', '--quick', '--only', 'flow', '--json', out], {
+      env: { ...process.env, DATABASE_URL: adminUrl() },
+      maxBuffer: 10 * 1024 * 1024,
+    })
+    const report = JSON.parse(readFileSync(out, 'utf8')) as {
+      rows: Array<{ scenario: string; metric: string; unit: string; figure: { median: number } }>
+    }
+    expect([...new Set(report.rows.map((r) => r.scenario))].sort()).toEqual(['burn-down', 'burn-down-fair', 'burn-down-limit', 'burn-down-rate'])
+    for (const row of report.rows) expect(Number.isFinite(row.figure.median)).toBe(true)
+    // per variant and process count (1, 2): jobs/s, the share of the paired burn-down, CPU per job
+    const ratios = report.rows.filter((r) => r.unit === '% of burn-down')
+    expect(ratios.map((r) => r.scenario).sort()).toEqual([
+      'burn-down-fair',
+      'burn-down-fair',
+      'burn-down-limit',
+      'burn-down-limit',
+      'burn-down-rate',
+      'burn-down-rate',
+    ])
+    for (const row of ratios) expect(row.figure.median).toBeGreaterThan(0)
+    expect(report.rows.filter((r) => r.scenario.startsWith('burn-down-') && r.unit === 'jobs/s')).toHaveLength(6)
+    expect(stdout).toContain('| burn-down-fair |')
+    const { stdout: dbs } = await run('psql', [adminUrl(), '-Atc', "select count(*) from pg_database where datname like 'pgsched_bench_%'"])
+    expect(dbs.trim()).toBe('0')
+  })
 })

@@ -53,7 +53,9 @@ Database: ${m.postgres} on the same machine; scratch schema with ${m.partitions}
 Each figure is the median of the repetitions, with their range; throughput is also shown as a share of the
 **ceiling**, the same claim + complete SQL driven by a bare loop over 2 connections in the same run (the
 machine is shared and noisy: ratios hold better than absolute numbers). What bounds each figure, with the
-profiles and experiments behind it, is in [performance.md](performance.md).
+profiles and experiments behind it, is in [performance.md](performance.md). What the per-queue flow control costs
+(a concurrency limit, fair share, a rate limit, each on but not binding, paired with the plain burn-down) is
+not part of this run: \`scheduler bench --only flow\` measures it.
 
 ${reportTable(report)}
 ${sideBySide()}
@@ -73,7 +75,11 @@ export function registerBench(program: Command): void {
     .option('--json <file>', 'also write the report as JSON')
     .option('--reps <n>', 'repetitions per figure (default 3; 1 with --quick)')
     .option('--history-rows <n>', 'terminal executions written for the scale scenario (default 10000000; 20000 with --quick)')
-    .option('--only <scenarios>', `comma-separated scenarios to run (${SCENARIOS.join(', ')}); docs are not rewritten`)
+    .option(
+      '--only <scenarios>',
+      `comma-separated scenarios to run (${SCENARIOS.join(', ')}); docs are not rewritten. flow (all three burn-down-… variants: ` +
+        'a concurrency limit, fair share or a rate limit on but not binding, each paired with the plain burn-down) runs only when named',
+    )
     .option('--partitions <n>', `hash partitions of the scratch schema (default: SCHEDULER_PARTITIONS or ${PARTITION_COUNT_DEFAULT})`)
     .option('--steady-rate <n>', 'jobs per second the steady scenario submits over REST (default 600; 100 with --quick)')
     .option('--steady-seconds <n>', 'measured window of the steady scenario, after a warm-up of 10 s (3 s with --quick) (default 30; 5 with --quick)')
