@@ -66,7 +66,15 @@ const RULES: readonly Rule[] = [
     ],
   },
   // IPv4-mapped IPv6 (::ffff:a.b.c.d) needs no rule: BlockList matches it against the IPv4 ranges
-  { name: 'NAT64 IPv6', ranges: [['64:ff9b::', 96, 'ipv6']] },
+  {
+    name: 'NAT64, 6to4 or IPv4-compatible IPv6',
+    ranges: [
+      ['64:ff9b::', 96, 'ipv6'],
+      ['64:ff9b:1::', 48, 'ipv6'],
+      ['2002::', 16, 'ipv6'],
+      ['::', 96, 'ipv6'],
+    ],
+  },
 ]
 
 const BLOCKS = RULES.map((rule) => {

@@ -6,7 +6,7 @@
  * It connects only to addresses the policy allows (lib/address-policy.ts): every address a name
  * resolves to is checked at connection time, by the connection's own look-up (so a name cannot
  * resolve to a public address when checked and a private one when used), and so is every hop of a
- * redirect (at most 5). A refusal is a FatalError naming the rule. SCHEDULER_HTTP_ALLOW admits
+ * redirect (at most 5; credential headers are dropped when one leads to another origin). A refusal is a FatalError naming the rule. SCHEDULER_HTTP_ALLOW admits
  * internal hosts and ranges; SCHEDULER_HTTP_HANDLER=off leaves the handler out of the worker.
  */
 import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions } from 'node:dns'
@@ -29,6 +29,8 @@ interface HttpPayload {
 export const SUMMARY_BYTES = 4096
 const MAX_REDIRECTS = 5
 const REDIRECTS = new Set([301, 302, 303, 307, 308])
+/** Headers not sent on to another origin by a redirect. */
+const CREDENTIAL_HEADER = /^(authorization|proxy-authorization|cookie|x-api-key|api-key|x-auth-token)$/i
 
 function parsePayload(payload: unknown): HttpPayload & { parsed: URL } {
   const p = payload as Partial<HttpPayload> | null
@@ -174,8 +176,8 @@ export function createHttpHandler(options: { allow?: string | AddressPolicy; res
         const { 'content-type': _type, ...rest } = headers
         headers = rest
       }
-      // credentials go to the host they were meant for only
-      if (next.host !== url.host) headers = Object.fromEntries(Object.entries(headers).filter(([k]) => !/^(authorization|cookie)$/i.test(k)))
+      // credentials go to the origin they were meant for only (not to another host, nor in clear text)
+      if (next.origin !== url.origin) headers = Object.fromEntries(Object.entries(headers).filter(([k]) => !CREDENTIAL_HEADER.test(k)))
       url = next
     }
     const summary = {

@@ -73,6 +73,16 @@ describe('admission quotas', () => {
     expect(Number(refused.headers['retry-after'])).toBe(1)
   })
 
+  it('admits a submit now and then under a rate below one per second', async () => {
+    await createClient({ db: t.db }).tenants.update('acme', { maxSubmitsPerSecond: 0.5 })
+    const acme = createClient({ db: t.db, tenant: 'acme' })
+    await acme.submitJob({ type: 'k' }) // the bucket holds one submit
+    const err = await acme.submitJob({ type: 'k' }).catch((e: unknown) => e)
+    expect(err).toMatchObject({ quota: 'maxSubmitsPerSecond', limit: 0.5 })
+    expect((err as QuotaExceededError).retryAfterMs).toBeGreaterThan(1_900) // one token takes 2 s
+    expect((err as QuotaExceededError).retryAfterMs).toBeLessThanOrEqual(2_000)
+  })
+
   it('makes the client throw QuotaExceededError, and a batch is admitted whole or not at all', async () => {
     const admin = createClient({ db: t.db })
     await admin.tenants.update('acme', { maxPending: 5 })

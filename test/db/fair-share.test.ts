@@ -37,7 +37,11 @@ describe('fair share between tenants', () => {
     // Not fair: the ordinary claim takes big's backlog first.
     expect(await claimFair(10)).toEqual({}) // not a limited queue: its own claim takes nothing
     const plain = await executionClaimBatch(t.db, { workerId: W, queues: ['shared'], types: ['k'], limit: 10, leaseMs: 60_000 })
-    expect(plain).toHaveLength(10) // all of them big's
+    expect(plain).toHaveLength(10)
+    expect(await claimFair(0)).toEqual({})
+    const { rows: owners } = await sql<{ tenant: string }>`select distinct j.tenant from pgsched.jobs j
+      where j.id = any(${plain.map((c) => c.jobId)}::uuid[])`.execute(t.db)
+    expect(owners).toEqual([{ tenant: 'big' }]) // the oldest due work: all of it big's
     await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
     // The ordinary claim leaves a fair queue alone.
     expect(await executionClaimBatch(t.db, { workerId: W, queues: ['shared'], types: ['k'], limit: 10, leaseMs: 60_000 })).toEqual([])
@@ -85,6 +89,20 @@ describe('fair share between tenants', () => {
     // claims again with larger offers rather than take lower priorities
     expect(await claimFair(50)).toEqual({ urgent: 50 })
     expect(await claimFair(60)).toEqual({ urgent: 50, t0: 1, t1: 1, t2: 1, t3: 1, t4: 1, t5: 1, t6: 1, t7: 1, t8: 1, t9: 1 })
+  })
+
+  it("keeps claiming when a per-key limit drops most of a tenant's offer", async () => {
+    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    await sql`select pgsched.set_queue_key_concurrency_limit('shared', 1)`.execute(t.db)
+    await sql`insert into pgsched.tenants (name, weight) values ('a', 2)`.execute(t.db)
+    await submit('b', 1, { concurrencyKey: 'K' })
+    await submit('a', 20, { concurrencyKey: 'K' })
+    await submit('c', 5)
+    // a (weight 2) ranks first and takes K's one slot; its other offered rows and b's are held by
+    // the key limit; c's keyless work is taken, before a's sentinel and (claiming again with larger
+    // offers) after it
+    expect(await claimFair(10)).toEqual({ a: 1, c: 5 })
+    expect(await claimFair(10)).toEqual({})
   })
 
   it('applies a concurrency limit and a per-key limit in a fair queue', async () => {

@@ -7,7 +7,7 @@ import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { executionClaimBatch } from '../../src/db/queries/claim.ts'
-import { executionFailMany } from '../../src/db/queries/lease.ts'
+import { executionFailMany, executionReleaseMany } from '../../src/db/queries/lease.ts'
 import { Reaper } from '../../src/maintenance/reaper.ts'
 import { useTestApi } from '../api/helpers.ts'
 import { useTestDb } from '../db.ts'
@@ -50,6 +50,17 @@ describe('start deadlines', () => {
     await sql`update pgsched.executions set start_deadline = now() - interval '1 second' where job_id = ${job.id}::uuid`.execute(t.db)
     expect(await new Reaper({ db: t.db, log: t.log, intervalMs: 1_000, batchSize: 100 }).runOnce()).toMatchObject({ expired: 0 })
     expect((await claim()).map((x) => x.jobId)).toEqual([job.id])
+  })
+
+  it('does not expire an execution handed back at shutdown after it started', async () => {
+    const client = createClient({ db: t.db, tenant: 'acme' })
+    const { job } = await client.submitJob({ type: 'k', startDeadlineMs: 1_000 })
+    const [c] = await claim()
+    if (!c) throw new Error('nothing claimed')
+    await executionReleaseMany(t.db, { workerId: W, leases: [c] }) // attempt back to 0, as if never claimed
+    await sql`update pgsched.executions set run_at = now() + interval '1 hour' where job_id = ${job.id}::uuid`.execute(t.db)
+    expect(await new Reaper({ db: t.db, log: t.log, intervalMs: 1_000, batchSize: 100 }).runOnce()).toMatchObject({ expired: 0 })
+    expect((await client.viewJob(job.id)).status).toBe('NOT_STARTED')
   })
 
   it('refuses a deadline out of range, naming the field', async () => {

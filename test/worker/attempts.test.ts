@@ -7,6 +7,7 @@ import { hostname } from 'node:os'
 import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
+import { executionClaimBatch } from '../../src/db/queries/claim.ts'
 import { executionRescueExpired } from '../../src/db/queries/rescue.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestApi } from '../api/helpers.ts'
@@ -68,5 +69,14 @@ describe('the attempts of an execution', () => {
     const [execution] = (await client.listExecutions(jobId)).items
     expect(execution?.state).toBe('pending')
     expect(execution?.attempts).toMatchObject([{ attempt: 1, outcome: 'lease expired', error: { name: 'LeaseExpiredError' } }])
+    // claimed again: the second attempt shows as running, with its worker
+    const W = '00000000-0000-7000-8000-00000000e001'
+    await sql`update pgsched.executions set run_at = now() where job_id = ${jobId}::uuid`.execute(t.db)
+    await executionClaimBatch(t.db, { workerId: W, queues: ['default'], types: ['slow'], limit: 1, leaseMs: 60_000 })
+    const [again] = (await client.listExecutions(jobId)).items
+    expect(again?.attempts).toMatchObject([
+      { attempt: 1, outcome: 'lease expired' },
+      { attempt: 2, outcome: 'running', workerId: W, endedAt: null, error: null },
+    ])
   })
 })

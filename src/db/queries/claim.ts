@@ -133,14 +133,36 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
         from tenants t cross join offer o
         cross join lateral (${due(candidateColumns, sql``, sql`o.k + 1`, sql`and tenant = t.tenant ${keyFilter}`)}) c
     ),`
-            : sql`offered as (select o.*, false as sentinel from (${due(candidateColumns, sql``, scan, keyFilter)}) o),`
+            : sql`offered as (${due(candidateColumns, sql``, scan, keyFilter)}),`
         }
     ${
+      fair
+        ? // strict priority; within a priority, the tenant with the fewest running (counting those it
+          // gets in this claim, relative to its weight) goes next: round-robin that also makes up for
+          // what a tenant already runs, so claims of one execution each do not all go to the oldest work.
+          // Ranked before the per-key limit, so that a sentinel keeps its place in the fair order.
+          sql`ranked as (
+      select e.id, e.job_id, e.concurrency_key, e.sentinel,
+             row_number() over (order by e.priority desc, (coalesce(busy.n, 0) + e.turn) / coalesce(w.weight, 1), e.run_at, e.id) as pos
+        from (select o.*, row_number() over (partition by o.tenant, o.priority order by o.run_at, o.id) as turn from offered o) e
+        left join pgsched.tenants w on w.name = e.tenant
+        left join (select r.tenant, count(*) as n from pgsched.executions r
+                    where r.state = 'running' and r.queue = ${queue}::text group by r.tenant) busy on busy.tenant = e.tenant
+    ),
+    head as (
+      select * from ranked
+       where not sentinel and pos < coalesce((select min(pos) from ranked where sentinel), 9223372036854775807)
+    ),`
+        : sql`head as (
+      select o.*, row_number() over (order by o.priority desc, o.run_at, o.id) as pos from offered o
+    ),`
+    }
+    ${
       keyLimit === null
-        ? sql`eligible as (select * from offered),`
-        : // numbered within their key; a key takes no more than its limit minus what of it runs now
+        ? sql`eligible as (select id, job_id, pos from head),`
+        : // numbered within their key in claim order; a key takes no more than its limit minus what of it runs now
           sql`numbered as (
-      select o.*, row_number() over (partition by o.concurrency_key order by o.priority desc, o.run_at, o.id) as nth from offered o
+      select h.*, row_number() over (partition by h.concurrency_key order by h.pos) as nth from head h
     ),
     key_running as (
       select concurrency_key, count(*)::int as n
@@ -149,35 +171,14 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
        group by concurrency_key
     ),
     eligible as (
-      select c.id, c.job_id, c.tenant, c.priority, c.run_at, c.sentinel
+      select c.id, c.job_id, c.pos
         from numbered c left join key_running k on k.concurrency_key = c.concurrency_key
-       where c.sentinel or c.concurrency_key is null or c.nth <= ${keyLimit}::int - coalesce(k.n, 0)
+       where c.concurrency_key is null or c.nth <= ${keyLimit}::int - coalesce(k.n, 0)
     ),`
     }
-    ${
-      fair
-        ? // strict priority; within a priority, the tenant with the fewest running (counting those it
-          // gets in this claim, relative to its weight) goes next: round-robin that also makes up for
-          // what a tenant already runs, so claims of one execution each do not all go to the oldest work
-          sql`ranked as (
-      select e.id, e.job_id, e.sentinel,
-             row_number() over (order by e.priority desc, (coalesce(busy.n, 0) + e.turn) / coalesce(w.weight, 1), e.run_at, e.id) as pos
-        from (select el.*, row_number() over (partition by el.tenant, el.priority order by el.run_at, el.id) as turn from eligible el) e
-        left join pgsched.tenants w on w.name = e.tenant
-        left join (select r.tenant, count(*) as n from pgsched.executions r
-                    where r.state = 'running' and r.queue = ${queue}::text group by r.tenant) busy on busy.tenant = e.tenant
-    ),
     due as materialized (
-      select id, job_id from ranked
-       where not sentinel and pos < coalesce((select min(pos) from ranked where sentinel), 9223372036854775807)
-       order by pos
-       limit ${limit}
+      select id, job_id from eligible order by pos limit ${limit}
     )`
-        : sql`due as materialized (
-      select e.id, e.job_id from eligible e order by e.priority desc, e.run_at, e.id
-       limit ${limit}
-    )`
-    }`
   return sql<ClaimedExecution>`${sql.raw(PREPARE)}
     with ${fair ? sql`recursive ` : sql``}${dueCte}
     update pgsched.executions e

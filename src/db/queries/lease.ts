@@ -184,7 +184,8 @@ export function executionReleaseManyQuery(params: ExecutionReleaseManyParams) {
   return sql<{ n: string }>`${sql.raw(PREPARE)}
     with moved as (
       update pgsched.executions e
-         set state = 'pending', run_at = now(), attempt = e.attempt - 1, worker_id = null, lease_expires_at = null
+         set state = 'pending', run_at = now(), attempt = e.attempt - 1, worker_id = null, lease_expires_at = null,
+             start_deadline = null   -- it started: its start deadline was met
         from unnest(${leaseArrays(l)}) as d(id, job_id, attempt)
        where ${fencedBy(params.workerId)}
       returning e.state, e.run_at, e.queue   -- all pending and due now: the wake-up says delayMs 0

@@ -73,7 +73,7 @@ export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRe
 /** Why an execution expired (migration 0018), as its error: names the deadline missed. */
 const startDeadlineError = executionErrorSql({
   message: sql`format('not started by its start deadline %s (%s ms after its time %s)', to_char(e.start_deadline at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-                      j.start_deadline_ms, to_char(e.run_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`,
+                      j.start_deadline_ms, to_char(e.scheduled_for at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`,
   name: sql`'StartDeadlineError'`,
   fatal: sql`true`,
   attempt: sql`0`,
