@@ -14,6 +14,7 @@ export type ErrorCode =
   | 'unauthorized'
   | 'forbidden'
   | 'quota_exceeded'
+  | 'busy'
 
 /** Base class of every error pgsched raises on purpose. */
 export class SchedulerError extends Error {
@@ -85,6 +86,13 @@ export class QuotaExceededError extends SchedulerError {
     this.quota = quota
     this.limit = limit
     this.retryAfterMs = retryAfterMs
+  }
+}
+
+/** A resource the operation needs is held by another transaction for now; retry (HTTP 503). */
+export class BusyError extends SchedulerError {
+  constructor(message: string) {
+    super('busy', message)
   }
 }
 

@@ -17,6 +17,7 @@ export {
   ConfigError,
   ForbiddenError,
   QuotaExceededError,
+  BusyError,
   type QuotaName,
 } from './errors.ts'
 export type { QueueAdmin, QueueView } from './queue-admin.ts'

@@ -5,7 +5,8 @@
  * once (no added latency). A group that fails is retried one submit at a time,
  * so one submit's error never becomes another's.
  */
-import type { Kysely } from 'kysely'
+import { sql, type Kysely } from 'kysely'
+import { BusyError } from './errors.ts'
 import type { NormalizedSubmit } from './core/job.ts'
 import type { DB } from './db/schema.ts'
 import { admitSubmits, tenantHasQuota } from './db/queries/admission.ts'
@@ -49,8 +50,25 @@ export async function insertRows(
       .map((r): JobInsertOutcome => ({ id: r.id, created: false, existingJobId: null, existingRequestHash: null, rejected: rejection ?? undefined }))
     return { outcomes: [...inserted.outcomes, ...refused], now: inserted.now }
   }
-  return admission.inTransaction ? admitThenInsert(ex) : ex.transaction().execute(admitThenInsert)
+  if (admission.inTransaction) return admitThenInsert(ex)
+  try {
+    return await ex.transaction().execute(async (trx) => {
+      // A transaction that admitted this tenant's submits and has not ended (a pgsched.submit_job in
+      // a long application transaction) holds its row: wait for it only so long.
+      await sql`set local lock_timeout = ${sql.lit(`${ADMISSION_LOCK_WAIT_MS}ms`)}`.execute(trx)
+      return admitThenInsert(trx)
+    })
+  } catch (err: unknown) {
+    if ((err as { code?: unknown } | null)?.code !== LOCK_NOT_AVAILABLE) throw err
+    throw new BusyError(
+      `tenant ${tenant}'s admission quotas are held by another transaction that has not ended (a submit of that tenant in a long transaction); retry`,
+    )
+  }
 }
+
+/** How long a submit waits for another transaction's admission of the same tenant. */
+export const ADMISSION_LOCK_WAIT_MS = 2_000
+const LOCK_NOT_AVAILABLE = '55P03'
 
 async function insertAdmitted(ex: Kysely<DB>, tenant: string, createdBy: string | null, rows: readonly SubmitRow[]): Promise<InsertedRows> {
   const outcomes: JobInsertOutcome[] = new Array(rows.length)
@@ -133,6 +151,11 @@ export class SubmitBatcher {
       for (const [i, e] of group.entries()) e.resolve({ outcome: outcomes[i] as JobInsertOutcome, now })
     } catch (err: unknown) {
       if (group.length === 1) return first.reject(err)
+      // the same for every submit of the group (one tenant): retrying them one by one would wait again
+      if (err instanceof BusyError) {
+        for (const e of group) e.reject(err)
+        return
+      }
       // Alone, each submit gets its own outcome or its own error.
       await Promise.all(group.map((e) => this.writeGroup([e])))
     }

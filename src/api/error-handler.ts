@@ -4,7 +4,7 @@
  *   SchedulerError          → its code's status (validation_failed 400, not_found 404, quota_exceeded 429 with Retry-After, …)
  *   schema validation       → 400, one detail per bad field
  *   Fastify request errors  → their 4xx (415 content type, 413 body size, bad URL, …)
- *   database unreachable    → 503, so a client retries
+ *   database unreachable    → 503, so a client retries (also BusyError, with Retry-After)
  *   database read-only      → 503 (a standby, or a failover in progress)
  *   (both logged once per outage, by OutageLog, not per request)
  *   anything else           → 500 with a generic message, logged with the request id
@@ -13,7 +13,7 @@
  */
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { QuotaExceededError, SchedulerError, type ErrorCode, type ErrorDetail } from '../errors.ts'
+import { BusyError, QuotaExceededError, SchedulerError, type ErrorCode, type ErrorDetail } from '../errors.ts'
 import type { ErrorObject } from 'ajv'
 import type { ErrorBody } from './schemas/error.ts'
 import { isDatabaseUnreachable, READ_ONLY_CODE } from '../db/outage.ts'
@@ -29,6 +29,7 @@ const STATUS_OF_CODE: Record<ErrorCode, number> = {
   invalid_state: 409,
   result_too_large: 413,
   quota_exceeded: 429,
+  busy: 503,
   config_invalid: 500,
 }
 
@@ -120,7 +121,7 @@ export function registerErrorHandling(app: FastifyInstance, options: { bodyLimit
     if (unexpected) request.log.error({ err }, 'request failed')
     if (outage) options.outages.failed(body.message, err)
     if (body.statusCode === 401) reply.header('www-authenticate', 'Bearer realm="pgsched"')
-    if (body.statusCode === 503) reply.header('retry-after', '5')
+    if (body.statusCode === 503) reply.header('retry-after', err instanceof BusyError ? '1' : '5')
     if (err instanceof QuotaExceededError) reply.header('retry-after', String(Math.max(1, Math.ceil(err.retryAfterMs / 1000))))
     return reply.code(body.statusCode).type('application/json; charset=utf-8').send(body)
   })

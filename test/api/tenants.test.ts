@@ -167,3 +167,31 @@ describe('/v1/tenants', () => {
     expect((await api.call(ops, 'PATCH', '/v1/queues/shared', { fairShare: 'yes' })).statusCode).toBe(400)
   })
 })
+
+describe('a tenant whose admission is held by a long transaction', () => {
+  it('answers its submits 503 with Retry-After after a bounded wait, while a submit of another tenant is accepted', async () => {
+    await createClient({ db: t.db }).tenants.update('acme', { maxPending: 100 })
+    const holder = await t.pool.connect()
+    try {
+      await holder.query('begin')
+      await holder.query("select pgsched.submit_job('k', tenant => 'acme')") // admitted: holds acme's row
+      const key = await api.keyFor('acme')
+      const startedAt = Date.now()
+      const [held, other] = await Promise.all([
+        api.call(key, 'POST', '/v1/jobs', { type: 'k' }),
+        api.call(await api.keyFor('other'), 'POST', '/v1/jobs', { type: 'k' }),
+      ])
+      const waitedMs = Date.now() - startedAt
+      expect(other.statusCode).toBe(202)
+      expect(held.statusCode).toBe(503)
+      expect(held.headers['retry-after']).toBe('1')
+      expect(held.json().message).toContain("tenant acme's admission quotas are held by another transaction")
+      expect(waitedMs).toBeGreaterThanOrEqual(1_900)
+      expect(waitedMs).toBeLessThan(5_000)
+    } finally {
+      await holder.query('rollback')
+      holder.release()
+    }
+    expect((await api.call(await api.keyFor('acme'), 'POST', '/v1/jobs', { type: 'k' })).statusCode).toBe(202)
+  })
+})
