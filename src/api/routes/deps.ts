@@ -1,10 +1,18 @@
 /** What the /v1 route plugins are given by app.ts. */
 import type { FastifyRequest } from 'fastify'
 import type { Client } from '../../client.ts'
+import { ForbiddenError } from '../../errors.ts'
 import type { ApiMetrics } from '../metrics.ts'
 
 export interface RouteDeps {
   /** The client acting for the request's tenant (the request must be authenticated). */
   clientFor(request: FastifyRequest): Client
   metrics: ApiMetrics
+}
+
+/** Refuses a request without an operator key; `what` says why these routes are for operators. */
+export function assertOperator(request: FastifyRequest, what: string): void {
+  if (!request.identity?.operator) {
+    throw new ForbiddenError(`${what}: only an operator key may see or change them (scheduler keys create --operator)`)
+  }
 }

@@ -5,10 +5,10 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
-import { ForbiddenError, ValidationError } from '../../errors.ts'
+import { ValidationError } from '../../errors.ts'
 import { CommonErrors, ErrorRef } from '../schemas/error.ts'
 import { QueueListSchema, QueueParams, QueuePatchBody, QueueRef, queueToJson } from '../schemas/queue.ts'
-import type { RouteDeps } from './deps.ts'
+import { assertOperator, type RouteDeps } from './deps.ts'
 
 const security = [{ apiKey: [] }]
 const errors = { ...CommonErrors, 403: ErrorRef }
@@ -18,9 +18,7 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
   /** The queue operations, for an operator key. */
   const queuesFor = (request: FastifyRequest) => {
     const client = deps.clientFor(request)
-    if (!request.identity?.operator) {
-      throw new ForbiddenError('queues are shared by every tenant: only an operator key may see or change them (scheduler keys create --operator)')
-    }
+    assertOperator(request, 'queues are shared by every tenant')
     return client.queues
   }
 

@@ -5,10 +5,9 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
-import { ForbiddenError } from '../../errors.ts'
 import { CommonErrors, ErrorRef } from '../schemas/error.ts'
 import { TenantListSchema, TenantParams, TenantPatchBody, TenantRef, tenantToJson } from '../schemas/tenant.ts'
-import type { RouteDeps } from './deps.ts'
+import { assertOperator, type RouteDeps } from './deps.ts'
 
 const security = [{ apiKey: [] }]
 const errors = { ...CommonErrors, 403: ErrorRef }
@@ -17,9 +16,7 @@ const errors = { ...CommonErrors, 403: ErrorRef }
 export const tenantRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps) => {
   const tenantsFor = (request: FastifyRequest) => {
     const client = deps.clientFor(request)
-    if (!request.identity?.operator) {
-      throw new ForbiddenError('tenant quotas and weights bound every tenant: only an operator key may see or change them (scheduler keys create --operator)')
-    }
+    assertOperator(request, 'tenant quotas and weights bound every tenant')
     return client.tenants
   }
 

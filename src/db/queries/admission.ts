@@ -9,6 +9,7 @@ import { sql, type Kysely } from 'kysely'
 import type { QuotaName } from '../../errors.ts'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
+import { perDbCache } from './per-db-cache.ts'
 
 /** How long the names of the tenants with quotas are used. */
 export const QUOTA_TENANTS_TTL_MS = 1_000
@@ -21,28 +22,20 @@ export interface QuotaRejection {
   message: string
 }
 
-interface Cached {
-  names: Set<string>
-  readAtMs: number
-}
-
-const cache = new WeakMap<Kysely<DB>, Cached>()
+const quotaTenants = perDbCache(QUOTA_TENANTS_TTL_MS, async (db) => {
+  const { rows } = await sql<{ name: string }>`${sql.raw(PREPARE)}
+    select name from pgsched.tenants where max_pending is not null or max_submits_per_second is not null`.execute(db)
+  return new Set(rows.map((r) => r.name))
+})
 
 /** Whether `tenant` has an admission quota (as read in the last second through `db`). */
 export async function tenantHasQuota(db: Kysely<DB>, tenant: string): Promise<boolean> {
-  let c = cache.get(db)
-  if (!c || performance.now() - c.readAtMs >= QUOTA_TENANTS_TTL_MS) {
-    const { rows } = await sql<{ name: string }>`${sql.raw(PREPARE)}
-      select name from pgsched.tenants where max_pending is not null or max_submits_per_second is not null`.execute(db)
-    c = { names: new Set(rows.map((r) => r.name)), readAtMs: performance.now() }
-    cache.set(db, c)
-  }
-  return c.names.has(tenant)
+  return (await quotaTenants.get(db)).has(tenant)
 }
 
 /** Forgets what was read through `db` (after this process changed a tenant's quotas). */
 export function forgetQuotaTenants(db: Kysely<DB>): void {
-  cache.delete(db)
+  quotaTenants.forget(db)
 }
 
 /**

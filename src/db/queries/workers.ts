@@ -2,6 +2,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
+import { perDbCache } from './per-db-cache.ts'
 import { PRIORITY } from '../../core/names.ts'
 
 export interface WorkerRegisterParams {
@@ -75,18 +76,24 @@ export async function waitingWorkersPrune(db: Kysely<DB>, params: { staleMs: num
 
 /** How long the (queue, type) pairs served by live workers are used for submit replies. */
 const SERVED_TTL_MS = 1_000
-const served = new WeakMap<Kysely<DB>, { pairs: Set<string>; readAtMs: number }>()
 
-/** Whether a live worker (seen within `liveMs`) serves `type` in `queue`, as read in the last second through `db`. */
-export async function workerServes(db: Kysely<DB>, queue: string, type: string, liveMs: number): Promise<boolean> {
-  let c = served.get(db)
-  if (!c || performance.now() - c.readAtMs >= SERVED_TTL_MS) {
+/** The (queue, type) pairs live workers serve, per liveness window. */
+const servedPairs = (liveMs: number) =>
+  perDbCache(SERVED_TTL_MS, async (db) => {
     const { rows } = await sql<{ queue: string; type: string }>`${sql.raw(PREPARE)}
       select distinct q as queue, t as type
         from pgsched.workers w, unnest(w.queues) q, unnest(w.types) t
        where w.stopped_at is null and w.last_seen_at > now() - ${liveMs}::int * interval '1 millisecond'`.execute(db)
-    c = { pairs: new Set(rows.map((r) => `${r.queue}\u0000${r.type}`)), readAtMs: performance.now() }
-    served.set(db, c)
+    return new Set(rows.map((r) => `${r.queue}\u0000${r.type}`))
+  })
+const served = new Map<number, ReturnType<typeof servedPairs>>()
+
+/** Whether a live worker (seen within `liveMs`) serves `type` in `queue`, as read in the last second through `db`. */
+export async function workerServes(db: Kysely<DB>, queue: string, type: string, liveMs: number): Promise<boolean> {
+  let cache = served.get(liveMs)
+  if (!cache) {
+    cache = servedPairs(liveMs)
+    served.set(liveMs, cache)
   }
-  return c.pairs.has(`${queue}\u0000${type}`)
+  return (await cache.get(db)).has(`${queue}\u0000${type}`)
 }
