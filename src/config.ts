@@ -54,6 +54,12 @@ export const ConfigSchema = Type.Object({
       pruneIntervalMs: Ms(60_000, 1_000, 86_400_000),
       pruneBatchSize: Type.Integer({ default: 5000, minimum: 1, maximum: 1000000 }),
       outputDir: Type.String({ default: '.pgsched/output', minLength: 1 }),
+      /** Runs every handler loaded from a module in this sandbox; unset: each handler's own choice. */
+      sandbox: Type.Optional(Type.Union([Type.Literal('none'), Type.Literal('thread'), Type.Literal('process')])),
+      /** A sandbox's JavaScript heap limit in MB, for handlers that set none. */
+      sandboxMemoryMb: Type.Optional(Type.Integer({ minimum: 16, maximum: 65_536 })),
+      /** How long an aborted sandboxed handler gets to end by itself before its sandbox is ended. */
+      sandboxGraceMs: Ms(500, 0, 60_000),
       /** Host names and CIDR ranges the built-in `http` handler may call although they are internal. */
       httpAllow: Type.String({ default: '' }),
       /** off: the worker has no built-in `http` handler. */
@@ -101,6 +107,9 @@ export const ENV_MAP: Readonly<Record<string, string>> = {
   SCHEDULER_RETENTION_MS: 'worker.retentionMs',
   SCHEDULER_PRUNE_INTERVAL_MS: 'worker.pruneIntervalMs',
   SCHEDULER_OUTPUT_DIR: 'worker.outputDir',
+  SCHEDULER_SANDBOX: 'worker.sandbox',
+  SCHEDULER_SANDBOX_MEMORY_MB: 'worker.sandboxMemoryMb',
+  SCHEDULER_SANDBOX_GRACE_MS: 'worker.sandboxGraceMs',
   SCHEDULER_HTTP_ALLOW: 'worker.httpAllow',
   SCHEDULER_HTTP_HANDLER: 'worker.httpHandler',
   PORT: 'api.port',

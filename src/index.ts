@@ -5,7 +5,9 @@
 export { createClient } from './client.ts'
 export type { Client, CreateClientOptions, CallOptions, ListJobsParams, Page, SubmitResult, Executor } from './client.ts'
 export { defineHandler, HandlerRegistry } from './worker/handlers.ts'
-export type { Handler, HandlerContext, HandlerFn } from './worker/handlers.ts'
+export type { Handler, HandlerContext, HandlerFn, HandlerOptions } from './worker/handlers.ts'
+export type { SandboxMode } from './worker/sandbox-protocol.ts'
+export { SandboxError } from './worker/sandbox.ts'
 export { httpHandler, createHttpHandler } from './worker/http-handler.ts'
 export {
   FatalError,

@@ -78,6 +78,9 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     pollIntervalMs: w.pollIntervalMs,
     shutdownGraceMs: w.shutdownGraceMs,
     outputDir: w.outputDir,
+    sandbox: w.sandbox,
+    sandboxMemoryMb: w.sandboxMemoryMb,
+    sandboxGraceMs: w.sandboxGraceMs,
   })
   const reaper = new Reaper({ db: database.db, log, intervalMs: w.reaperIntervalMs, batchSize: w.reaperBatchSize })
   const triggerScheduler = new TriggerScheduler({

@@ -16,6 +16,8 @@ import type { LeaseKeeper } from './lease-keeper.ts'
 import type { OutcomeWriter } from './outcome-writer.ts'
 import { RunContext } from './run-context.ts'
 import type { Run } from './run.ts'
+import type { Placement, SandboxPool } from './sandbox-pool.ts'
+import { SandboxResult } from './sandbox.ts'
 
 /** Largest handler result stored, in bytes of JSON (UTF-8); bulk output belongs in ctx.output. */
 export const MAX_RESULT_BYTES = 65_536
@@ -29,6 +31,8 @@ export interface ExecutorParams {
   /** The worker's logger; each run's child logger is made from it on first use. */
   log: Logger
   outputDir: string
+  /** Handler types that run in a sandbox, and the pool that runs them. */
+  sandboxed?: { placements: ReadonlyMap<string, Placement>; pool: SandboxPool }
   leases: Pick<LeaseKeeper, 'isSure'>
   outcomes: Pick<OutcomeWriter, 'record'>
   /** Aborts a run (the worker's abort: marks it, and drops a lost one from the leases). */
@@ -102,7 +106,8 @@ export class Executor {
   private recordResult(run: Run, ctx: RunContext, value: unknown): void {
     let resultJson: string
     try {
-      resultJson = JSON.stringify(value ?? null) ?? 'null'
+      // A sandboxed handler's result was serialised inside its sandbox.
+      resultJson = value instanceof SandboxResult ? value.json : (JSON.stringify(value ?? null) ?? 'null')
     } catch (err: unknown) {
       const error = new FatalError(`result cannot be stored as JSON: ${toError(err).message}`, { cause: err })
       void this.p.outcomes.record(run, ctx, { kind: 'fail', error, fatal: true, timedOut: false })
@@ -129,7 +134,9 @@ export class Executor {
     }
     const handler = this.p.handlers.get(run.claimed.type)
     if (!handler) throw new FatalError(`no handler for type "${run.claimed.type}"`)
-    return handler.run(run.ctx as RunContext)
+    const ctx = run.ctx as RunContext
+    const placement = this.p.sandboxed?.placements.get(handler.type)
+    return placement ? this.p.sandboxed?.pool.run({ ...placement, handler, ctx }) : handler.run(ctx)
   }
 
   /** A run's timeout timer (shared by every run: no closure per run). */

@@ -4,12 +4,19 @@
  * bulk output to `ctx.output`), throws `FatalError` to fail without retry, or
  * throws anything else to be retried with backoff. It must watch `ctx.signal`:
  * it is aborted on timeout, cancellation, lost lease and shutdown.
+ *
+ * A handler may run in a sandbox (`{ sandbox: 'thread' | 'process' }`, or a
+ * worker's setting for every handler it loads from a module): a worker thread
+ * or a child process that loads the handler's module itself, so a handler that
+ * ignores its signal, blocks the CPU, exits or runs out of memory ends only
+ * its own attempt. See sandbox-pool.ts.
  */
 import type { Writable } from 'node:stream'
 import { pathToFileURL } from 'node:url'
 import { resolve } from 'node:path'
 import type { Logger } from '../logger.ts'
 import { TYPE_PATTERN } from '../core/names.ts'
+import { SANDBOX_MODES, type SandboxMode } from './sandbox-protocol.ts'
 
 /**
  * What a handler gets for one run. `signal`, `log` and `output` are made on first use (accessors):
@@ -35,18 +42,54 @@ export interface HandlerContext<P = unknown> {
 
 export type HandlerFn<P = unknown> = (ctx: HandlerContext<P>) => Promise<unknown> | unknown
 
+/** Where and how a handler runs. */
+export interface HandlerOptions {
+  /** `none` (default): in the worker's thread, fastest; `thread` or `process`: in a pooled sandbox. */
+  sandbox?: SandboxMode
+  /** The sandbox's JavaScript heap limit in MB (default: the worker's setting, else Node's). */
+  memoryLimitMb?: number
+  /**
+   * The module a sandbox loads to find this handler (a path or file:// URL; `import.meta.url` in the
+   * module that defines it). Set for every handler loaded with `--handlers` / loadHandlerModule.
+   */
+  module?: string
+}
+
 export interface Handler {
   readonly kind: 'pgsched.handler'
   readonly type: string
   readonly run: HandlerFn
+  readonly sandbox?: SandboxMode
+  readonly memoryLimitMb?: number
+  /** The handler's module as a file:// URL, when known. */
+  readonly module?: string
 }
 
 const TYPE = new RegExp(TYPE_PATTERN)
 
+/** A module path or URL as a file:// URL. */
+function moduleUrl(module: string): string {
+  return /^file:/.test(module) ? module : pathToFileURL(resolve(module)).href
+}
+
 /** Declares the handler for jobs of `type`. */
-export function defineHandler<P = unknown>(type: string, run: HandlerFn<P>): Handler {
+export function defineHandler<P = unknown>(type: string, run: HandlerFn<P>, options: HandlerOptions = {}): Handler {
   if (!TYPE.test(type)) throw new Error(`handler type "${type}" must be 1-128 characters: letters, digits and _ . : / -`)
-  return { kind: 'pgsched.handler', type, run: run as HandlerFn }
+  const { sandbox, memoryLimitMb, module } = options
+  if (sandbox !== undefined && !SANDBOX_MODES.includes(sandbox)) {
+    throw new Error(`handler "${type}": sandbox must be one of ${SANDBOX_MODES.join(', ')}, not "${String(sandbox)}"`)
+  }
+  if (memoryLimitMb !== undefined && !(Number.isInteger(memoryLimitMb) && memoryLimitMb >= 16)) {
+    throw new Error(`handler "${type}": memoryLimitMb must be an integer of at least 16, not ${String(memoryLimitMb)}`)
+  }
+  return {
+    kind: 'pgsched.handler',
+    type,
+    run: run as HandlerFn,
+    ...(sandbox && { sandbox }),
+    ...(memoryLimitMb && { memoryLimitMb }),
+    ...(module && { module: moduleUrl(module) }),
+  }
 }
 
 function isHandler(value: unknown): value is Handler {
@@ -80,14 +123,22 @@ export class HandlerRegistry {
  * handlers (e.g. `export default [defineHandler(…), …]`).
  */
 export async function loadHandlerModule(path: string): Promise<Handler[]> {
-  const mod = (await import(pathToFileURL(resolve(path)).href)) as Record<string, unknown>
+  const href = moduleUrl(path)
+  const mod = (await import(href)) as Record<string, unknown>
+  // Each knows its module, so a sandbox can load it.
+  const found = handlersIn(mod).map((h) => (h.module ? h : { ...h, module: href }))
+  if (found.length === 0) {
+    throw new Error(`${path} exports no handlers; export values made with defineHandler(type, fn)`)
+  }
+  return found
+}
+
+/** The handlers a module exports, alone or in arrays. */
+export function handlersIn(mod: Record<string, unknown>): Handler[] {
   const found: Handler[] = []
   for (const value of Object.values(mod)) {
     if (isHandler(value)) found.push(value)
     else if (Array.isArray(value)) found.push(...value.filter(isHandler))
-  }
-  if (found.length === 0) {
-    throw new Error(`${path} exports no handlers; export values made with defineHandler(type, fn)`)
   }
   return found
 }

@@ -8,6 +8,7 @@ import type { ClaimedExecution } from '../db/queries/claim.ts'
 import type { DB } from '../db/schema.ts'
 import type { Logger } from '../logger.ts'
 import type { HandlerRegistry } from './handlers.ts'
+import type { SandboxMode } from './sandbox-protocol.ts'
 
 /** What a worker reports as it goes (for metrics and tests); each is optional and called synchronously. */
 export interface WorkerEvents {
@@ -39,6 +40,12 @@ export interface WorkerOptions {
   shutdownGraceMs: number
   /** Where handlers' ctx.output files go. */
   outputDir: string
+  /** Runs every handler loaded from a module in this sandbox, whatever the handler asks. Default: each handler's own. */
+  sandbox?: SandboxMode
+  /** A sandbox's JavaScript heap limit in MB, for handlers that set none. Default: Node's. */
+  sandboxMemoryMb?: number
+  /** How long an aborted sandboxed handler gets to end by itself before its sandbox is ended. Default 500. */
+  sandboxGraceMs?: number
   /** Most executions claimed ahead of free slots (0 = claim only for free slots). Default 0. */
   prefetch?: number
   /** Default: a new UUIDv7. */

@@ -29,6 +29,7 @@ import { Notifier } from './notifier.ts'
 import { OutcomeWriter } from './outcome-writer.ts'
 import { QueueClaims } from './queue-claims.ts'
 import { createRun, type Run } from './run.ts'
+import { SandboxPool, sandboxPlacements } from './sandbox-pool.ts'
 import { WakeUp } from './wake-up.ts'
 import { guardedEvents, type WorkerEvents, type WorkerOptions } from './worker-options.ts'
 
@@ -36,6 +37,10 @@ import { guardedEvents, type WorkerEvents, type WorkerOptions } from './worker-o
 const CLAIM_RETRY_MIN_MS = 100
 /** Longest delay between claim retries. */
 const CLAIM_RETRY_MAX_MS = 5_000
+/** How long an aborted sandboxed handler gets to end by itself, by default. */
+const SANDBOX_GRACE_MS_DEFAULT = 500
+/** How long an idle sandbox is kept for the next run. */
+const SANDBOX_IDLE_MS = 60_000
 /** How soon a worker claims again from a queue its concurrency limit held back. */
 const LIMITED_QUEUE_RECLAIM_MS = 50
 
@@ -52,6 +57,7 @@ export class Worker {
   private readonly leases: LeaseKeeper
   private readonly outcomes: OutcomeWriter
   private readonly executor: Executor
+  private readonly sandboxes: SandboxPool | undefined
   private readonly events: WorkerEvents | undefined
   private stopping = false
   private started = false
@@ -76,7 +82,14 @@ export class Worker {
     const onRetryScheduled = (retryInMs: number) => this.wakeUp.wakeIn(retryInMs)
     this.outcomes = new OutcomeWriter({ completer: this.completer, workerId: this.id, log, leases: this.leases, onRetryScheduled })
     const { handlers, outputDir } = o
-    this.executor = new Executor({ handlers, log, outputDir, leases: this.leases, outcomes: this.outcomes, abort: this.abort, ended: this.runEnded })
+    const placements = sandboxPlacements(handlers, { mode: o.sandbox, memoryLimitMb: o.sandboxMemoryMb }, log)
+    if (placements.size > 0) {
+      const graceMs = o.sandboxGraceMs ?? SANDBOX_GRACE_MS_DEFAULT
+      this.sandboxes = new SandboxPool({ log, logLevel: log.level, graceMs, idleMs: SANDBOX_IDLE_MS, maxIdle: o.concurrency })
+    }
+    const sandboxed = this.sandboxes && { placements, pool: this.sandboxes }
+    const executorParams = { handlers, log, outputDir, sandboxed, leases: this.leases, outcomes: this.outcomes }
+    this.executor = new Executor({ ...executorParams, abort: this.abort, ended: this.runEnded })
     this.notifier = new Notifier({
       databaseUrl: o.databaseUrl,
       log,
@@ -254,6 +267,7 @@ export class Worker {
     await this.outcomes.drain()
     this.outcomes.stop()
     await this.leases.stop()
+    await this.sandboxes?.close()
     await workerMarkStopped(this.o.db, { id: this.id }).catch(() => undefined)
     this.log.info('worker stopped')
   }

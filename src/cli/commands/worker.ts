@@ -19,6 +19,8 @@ interface WorkerFlags {
   heartbeatMs?: string
   pollIntervalMs?: string
   shutdownGraceMs?: string
+  sandbox?: string
+  sandboxMemoryMb?: string
 }
 
 export function registerWorker(program: Command): void {
@@ -33,6 +35,11 @@ export function registerWorker(program: Command): void {
     .option('--heartbeat-ms <ms>', 'heartbeat interval (env SCHEDULER_HEARTBEAT_MS, default 5000)')
     .option('--poll-interval-ms <ms>', 'fallback poll interval (env SCHEDULER_POLL_INTERVAL_MS, default 1000)')
     .option('--shutdown-grace-ms <ms>', 'time running handlers get on SIGTERM (env SCHEDULER_SHUTDOWN_GRACE_MS, default 30000)')
+    .option(
+      '--sandbox <mode>',
+      "run every handler from --handlers in-process (none), in a worker thread or in a child process (env SCHEDULER_SANDBOX; default: each handler's own)",
+    )
+    .option('--sandbox-memory-mb <mb>', 'JavaScript heap limit of a sandbox, for handlers that set none (env SCHEDULER_SANDBOX_MEMORY_MB)')
     .action(async (flags: WorkerFlags) => {
       const config = loadConfig(process.env, {
         'worker.handlers': flags.handlers,
@@ -43,6 +50,8 @@ export function registerWorker(program: Command): void {
         'worker.heartbeatMs': flags.heartbeatMs,
         'worker.pollIntervalMs': flags.pollIntervalMs,
         'worker.shutdownGraceMs': flags.shutdownGraceMs,
+        'worker.sandbox': flags.sandbox,
+        'worker.sandboxMemoryMb': flags.sandboxMemoryMb,
       })
       const databaseUrl = config.databaseUrl
       if (!databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')

@@ -1,0 +1,163 @@
+/**
+ * Sandboxes: a handler in a worker thread or a child process that ignores its
+ * signal is ended for real, one that exits, crashes or runs out of memory fails
+ * only its attempt, and meanwhile the worker's other runs keep their leases.
+ * Real threads and processes, loaded from test/fixtures/sandbox-handlers.js
+ * (compiled sources: npm test builds first).
+ */
+import { threadId } from 'node:worker_threads'
+import { sql } from 'kysely'
+import { describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import type { Execution } from '../../src/core/job.ts'
+import { defineHandler, loadHandlerModule } from '../../src/worker/handlers.ts'
+import { useTestDb } from '../db.ts'
+import { waitFor } from '../wait-for.ts'
+import { useWorkers } from './harness.ts'
+
+const t = useTestDb()
+const startWorker = useWorkers(t)
+const sandboxed = await loadHandlerModule('test/fixtures/sandbox-handlers.js')
+
+/** An in-process handler that sleeps payload.ms, honouring its signal. */
+const nap = defineHandler('nap', async (ctx) => {
+  const ms = (ctx.payload as { ms: number }).ms
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(resolve, ms)
+    ctx.signal.addEventListener('abort', () => {
+      clearTimeout(timer)
+      reject(ctx.signal.reason)
+    })
+  })
+  return 'rested'
+})
+
+const client = () => createClient({ db: t.db, tenant: 'acme' })
+
+async function settled(jobId: string): Promise<Execution> {
+  const c = client()
+  await waitFor(async () => ['COMPLETED', 'FAILED'].includes((await c.viewJob(jobId)).status), { what: `job ${jobId} to end`, timeoutMs: 30_000 })
+  const [execution] = (await c.listExecutions(jobId)).items
+  if (!execution) throw new Error(`job ${jobId} has no execution`)
+  return execution
+}
+
+function attemptsOf(e: Execution) {
+  return e.attempts.map((a) => ({ outcome: a.outcome, name: a.error?.name ?? null, message: a.error?.message ?? null }))
+}
+
+describe('sandboxed handlers', () => {
+  it('ends a thread and a process handler that spin ignoring the signal within timeout + 1 s, retries them, and the worker’s other runs keep their leases', async () => {
+    // A short lease: a blocked event loop would lose the naps' leases within 1.5 s.
+    await startWorker([...sandboxed, nap], { leaseMs: 1_500, heartbeatMs: 300 })
+    const c = client()
+    const naps = await Promise.all([1, 2, 3].map(() => c.submitJob({ type: 'nap', payload: { ms: 5_000 }, timeoutMs: 20_000 })))
+    const spins = await Promise.all(
+      ['spin.thread', 'spin.process'].map((type) => c.submitJob({ type, timeoutMs: 1_000, maxAttempts: 2, backoffBaseMs: 0, backoffMaxMs: 0 })),
+    )
+    for (const { job } of spins) {
+      const e = await settled(job.id)
+      expect(attemptsOf(e)).toEqual([
+        { outcome: 'failed', name: 'TimeoutError', message: 'timed out after 1000 ms' },
+        { outcome: 'failed', name: 'TimeoutError', message: 'timed out after 1000 ms' },
+      ])
+      for (const a of e.attempts) {
+        const ranMs = (a.endedAt?.getTime() ?? Number.POSITIVE_INFINITY) - (a.startedAt?.getTime() ?? 0)
+        expect(ranMs).toBeLessThan(2_000)
+      }
+    }
+    for (const { job } of naps) {
+      const e = await settled(job.id)
+      expect(e.state).toBe('succeeded')
+      // One attempt, never reaped or taken over.
+      expect(attemptsOf(e)).toEqual([{ outcome: 'succeeded', name: null, message: null }])
+    }
+  })
+
+  it.each([
+    ['exit.process', 'sandbox process exited with code 1 during the run'],
+    ['exit.thread', 'sandbox thread exited with code 1 during the run'],
+    ['oom.process', 'sandbox process ran out of memory (limit 64 MB) during the run'],
+    ['oom.thread', 'sandbox thread ran out of memory (limit 64 MB) during the run'],
+    ['crash.process', 'uncaught error in sandbox process: RangeError: thrown outside the promise during the run'],
+    ['crash.thread', 'uncaught error in sandbox thread: RangeError: thrown outside the promise during the run'],
+  ])('fails the attempt of %s with a clear, retriable error, and the worker carries on', async (type, message) => {
+    const worker = await startWorker(sandboxed)
+    const c = client()
+    const { job } = await c.submitJob({ type, maxAttempts: 2, backoffBaseMs: 0, backoffMaxMs: 0 })
+    const e = await settled(job.id)
+    expect(attemptsOf(e)).toEqual([
+      { outcome: 'failed', name: 'SandboxError', message },
+      { outcome: 'failed', name: 'SandboxError', message },
+    ])
+    // The worker is still up and runs the next job in a fresh sandbox.
+    const mode = type.split('.')[1]
+    const next = await c.submitJob({ type: `echo.${mode}`, payload: { n: 1 } })
+    expect((await settled(next.job.id)).state).toBe('succeeded')
+    expect(worker.id).toBeTruthy()
+  })
+
+  it.each(['thread', 'process'])('gives a %s handler its payload, output, log and result as in-process, and reuses the sandbox', async (mode) => {
+    await startWorker(sandboxed, { concurrency: 1 })
+    const c = client()
+    const results: Array<{ threadId: number; pid: number; echoed: unknown; at: string }> = []
+    for (const n of [1, 2]) {
+      const { job } = await c.submitJob({ type: `echo.${mode}`, payload: { n } })
+      const e = await settled(job.id)
+      expect(e.state).toBe('succeeded')
+      expect(e.outputUri).toBeTruthy()
+      const { rows } = await sql<{ result: { threadId: number; pid: number; echoed: unknown; at: string } }>`
+        select result from pgsched.executions where id = ${e.id}`.execute(t.db)
+      results.push(rows[0]?.result as (typeof results)[number])
+    }
+    expect(results.map((r) => r.echoed)).toEqual([{ n: 1 }, { n: 2 }])
+    // Stored exactly as JSON.stringify would in-process (the Date as ISO text).
+    expect(results[0]?.at).toBe('1970-01-01T00:00:00.000Z')
+    if (mode === 'thread') {
+      expect(results[0]?.pid).toBe(process.pid)
+      expect(results[0]?.threadId).not.toBe(threadId)
+    } else {
+      expect(results[0]?.pid).not.toBe(process.pid)
+    }
+    // The second job ran in the same sandbox.
+    expect([results[1]?.threadId, results[1]?.pid]).toEqual([results[0]?.threadId, results[0]?.pid])
+  })
+
+  it('keeps a FatalError thrown in a sandbox fatal, and an ordinary error retriable with its name', async () => {
+    await startWorker(sandboxed)
+    const c = client()
+    const fatal = await c.submitJob({ type: 'echo.process', payload: { fatal: true }, maxAttempts: 3, backoffBaseMs: 0 })
+    const plain = await c.submitJob({ type: 'echo.thread', payload: { fail: true }, maxAttempts: 2, backoffBaseMs: 0, backoffMaxMs: 0 })
+    expect(attemptsOf(await settled(fatal.job.id))).toEqual([{ outcome: 'failed', name: 'FatalError', message: 'asked to fail for good' }])
+    expect(attemptsOf(await settled(plain.job.id))).toEqual([
+      { outcome: 'failed', name: 'TypeError', message: 'asked to fail' },
+      { outcome: 'failed', name: 'TypeError', message: 'asked to fail' },
+    ])
+  })
+
+  it('runs every handler from a module in the worker’s sandbox when the worker says so', async () => {
+    await startWorker(sandboxed, { sandbox: 'process' })
+    const c = client()
+    const { job } = await c.submitJob({ type: 'echo.inline', payload: { n: 1 } })
+    const e = await settled(job.id)
+    const { rows } = await sql<{ pid: number }>`select (result->>'pid')::int as pid from pgsched.executions where id = ${e.id}`.execute(t.db)
+    expect(rows[0]?.pid).not.toBe(process.pid)
+  })
+
+  it('refuses a handler that asks for a sandbox when its module is not known', async () => {
+    const orphan = defineHandler('orphan', () => 1, { sandbox: 'thread' })
+    await expect(startWorker([orphan])).rejects.toThrow(/handler "orphan" asks for a thread sandbox but its module is not known/)
+  })
+
+  it('ends a spinning sandboxed handler at shutdown and hands its execution back', async () => {
+    const worker = await startWorker(sandboxed, { shutdownGraceMs: 200 })
+    const c = client()
+    const { job } = await c.submitJob({ type: 'spin.process', timeoutMs: 60_000 })
+    await waitFor(async () => (await c.viewJob(job.id)).status === 'STARTED', { what: 'the spin to start' })
+    const stopStartedAt = Date.now()
+    await worker.stop()
+    expect(Date.now() - stopStartedAt).toBeLessThan(5_000)
+    const [execution] = (await c.listExecutions(job.id)).items
+    expect(execution?.state).toBe('pending')
+  })
+})
