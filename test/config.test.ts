@@ -65,6 +65,18 @@ describe('loadConfig', () => {
     expect(errorOf(() => loadConfig({ SCHEDULER_HTTP_HANDLER: 'no' })).message).toContain('SCHEDULER_HTTP_HANDLER must be one of "on", "off"')
   })
 
+  it('reads the sandbox settings and names a bad one', () => {
+    expect(loadConfig({}).worker).toMatchObject({ sandboxGraceMs: 500 })
+    expect(loadConfig({}).worker.sandbox).toBeUndefined()
+    expect(loadConfig({ SCHEDULER_SANDBOX: 'process', SCHEDULER_SANDBOX_MEMORY_MB: '64', SCHEDULER_SANDBOX_GRACE_MS: '200' }).worker).toMatchObject({
+      sandbox: 'process',
+      sandboxMemoryMb: 64,
+      sandboxGraceMs: 200,
+    })
+    expect(errorOf(() => loadConfig({ SCHEDULER_SANDBOX: 'vm' })).message).toContain('SCHEDULER_SANDBOX must be one of "none", "thread", "process"')
+    expect(errorOf(() => loadConfig({}, { 'worker.sandboxMemoryMb': '8' })).message).toContain('--sandbox-memory-mb must be an integer from 16 to 65536 (got 8)')
+  })
+
   it('names the flag when a flag is invalid', () => {
     const err = errorOf(() => loadConfig({}, { 'worker.concurrency': '0' }))
     expect(err.message).toContain('--concurrency must be an integer from 1 to 10000 (got 0)')

@@ -144,6 +144,11 @@ describe('sandboxed handlers', () => {
     expect(rows[0]?.pid).not.toBe(process.pid)
   })
 
+  it('names a bad sandbox option when the handler is defined', () => {
+    expect(() => defineHandler('x', () => 1, { sandbox: 'vm' as 'thread' })).toThrow('handler "x": sandbox must be one of none, thread, process, not "vm"')
+    expect(() => defineHandler('x', () => 1, { memoryLimitMb: 4 })).toThrow('handler "x": memoryLimitMb must be an integer of at least 16, not 4')
+  })
+
   it('refuses a handler that asks for a sandbox when its module is not known', async () => {
     const orphan = defineHandler('orphan', () => 1, { sandbox: 'thread' })
     await expect(startWorker([orphan])).rejects.toThrow(/handler "orphan" asks for a thread sandbox but its module is not known/)
