@@ -74,7 +74,9 @@ describe('loadConfig', () => {
       sandboxGraceMs: 200,
     })
     expect(errorOf(() => loadConfig({ SCHEDULER_SANDBOX: 'vm' })).message).toContain('SCHEDULER_SANDBOX must be one of "none", "thread", "process"')
-    expect(errorOf(() => loadConfig({}, { 'worker.sandboxMemoryMb': '8' })).message).toContain('--sandbox-memory-mb must be an integer from 16 to 65536 (got 8)')
+    expect(errorOf(() => loadConfig({}, { 'worker.sandboxMemoryMb': '8' })).message).toContain(
+      '--sandbox-memory-mb must be an integer from 16 to 65536 (got 8)',
+    )
   })
 
   it('names the flag when a flag is invalid', () => {

@@ -6,6 +6,8 @@
  *   pgsched_jobs_submitted_total{queue}      jobs created (idempotent repeats excluded)
  *   pgsched_queue_depth{queue,state}         pending/running executions, read from the
  *                                            database at most every `queueDepthCacheMs`
+ *   pgsched_queue_unserved{queue}            pending executions whose type no live worker
+ *                                            serves in the queue (same reading)
  * plus prom-client's default process metrics. `route` is the route pattern
  * (`/v1/jobs/:id`), never the raw URL, so label values stay bounded.
  */
@@ -14,6 +16,7 @@ import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
 import { executionCountByQueue, type QueueDepth } from '../db/queries/ops.ts'
 import type { Logger } from '../logger.ts'
+import { LIVE_WORKER_MS } from '../core/job.ts'
 
 export interface ApiMetrics {
   readonly registry: Registry
@@ -70,19 +73,24 @@ export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
     return inFlight
   }
 
+  /** Reads the depth for a gauge's collect; null (the gauge keeps its last values) if the query fails. */
+  async function depthForCollect(): Promise<QueueDepth[] | null> {
+    try {
+      return await queueDepth()
+    } catch (err: unknown) {
+      params.log.warn({ err }, 'queue depth query failed; reporting the last reading')
+      return null
+    }
+  }
+
   new Gauge({
     name: 'pgsched_queue_depth',
     help: `Executions pending or running, by queue (read from the database, at most ${cacheMs} ms old).`,
     labelNames: ['queue', 'state'] as const,
     registers: [registry],
     async collect() {
-      let rows: QueueDepth[]
-      try {
-        rows = await queueDepth()
-      } catch (err: unknown) {
-        params.log.warn({ err }, 'queue depth query failed; reporting the last reading')
-        return
-      }
+      const rows = await depthForCollect()
+      if (!rows) return
       // A queue that emptied reports 0 rather than vanishing from the series.
       for (const key of seen) {
         const [queue, state] = JSON.parse(key) as [string, string]
@@ -91,6 +99,24 @@ export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
       for (const row of rows) {
         seen.add(JSON.stringify([row.queue, row.state]))
         this.set({ queue: row.queue, state: row.state }, row.count)
+      }
+    },
+  })
+
+  const seenUnserved = new Set<string>()
+  new Gauge({
+    name: 'pgsched_queue_unserved',
+    help: `Pending executions whose type no live worker serves in their queue (none seen in the last ${LIVE_WORKER_MS / 1000} s), by queue.`,
+    labelNames: ['queue'] as const,
+    registers: [registry],
+    async collect() {
+      const rows = await depthForCollect()
+      if (!rows) return
+      for (const queue of seenUnserved) this.set({ queue }, 0)
+      for (const row of rows) {
+        if (row.state !== 'pending') continue
+        seenUnserved.add(row.queue)
+        this.set({ queue: row.queue }, row.unserved)
       }
     },
   })

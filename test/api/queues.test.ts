@@ -48,6 +48,9 @@ describe('/v1/queues', () => {
         scheduled: 1,
         running: 1,
         oldestDueLagMs: expect.any(Number),
+        // no live worker serves type k in mail: both pending executions wait for one
+        unserved: 2,
+        unservedTypes: ['k'],
       },
     ])
 

@@ -1,9 +1,11 @@
 /**
  * Nothing waits silently: a job with work to run and no live worker for its type in its queue says
- * so in viewJob and over REST, and stops saying it once a worker serving both is running.
+ * so in viewJob and over REST, and stops saying it once a worker serving both is running; the queue
+ * listing and the API's metrics count such executions per queue.
  */
 import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
+import { createApiKey } from '../../src/api/auth.ts'
 import { createClient } from '../../src/client.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestApi } from '../api/helpers.ts'
@@ -36,5 +38,26 @@ describe('a job no worker serves', () => {
     // a paused job has nothing to run
     await client.pauseJob(job.id)
     expect((await client.viewJob(job.id)).unserved).toBeNull()
+  })
+
+  it('is counted per queue in the queue listing and in the pgsched_queue_unserved metric', async () => {
+    const client = createClient({ db: t.db, tenant: 'acme' })
+    await client.submitJobs([
+      { type: 'orphan' },
+      { type: 'orphan' },
+      { type: 'served' },
+      { type: 'lost', schedule: { at: new Date(Date.now() + 3_600_000).toISOString() } },
+    ])
+    await startWorker([defineHandler('served', (ctx) => new Promise((resolve) => ctx.signal.addEventListener('abort', resolve)))])
+    const operator = (await createApiKey(t.db, { tenant: 'ops', operator: true })).key
+    const res = await api.call(operator, 'GET', '/v1/queues/default')
+    expect(res.statusCode).toBe(200)
+    // the served one is claimed (running) or pending, but never unserved; the scheduled one counts
+    expect(res.json()).toMatchObject({ unserved: 3, unservedTypes: ['lost', 'orphan'] })
+    const metrics = (await api.app.inject({ method: 'GET', url: '/metrics' })).body
+    expect(metrics).toMatch(/^pgsched_queue_unserved\{queue="default"\} 3$/m)
+    // a worker for the rest: nothing unserved
+    await startWorker([orphan, defineHandler('lost', () => null)])
+    expect((await api.call(operator, 'GET', '/v1/queues/default')).json()).toMatchObject({ unserved: 0, unservedTypes: [] })
   })
 })

@@ -30,6 +30,11 @@ export const QueueSchema = Type.Object(
     scheduled: Type.Integer({ description: 'Pending executions due later (scheduled, or a retry waiting for its backoff).' }),
     running: Type.Integer({ description: 'Executions running (claimed by a worker) now.' }),
     oldestDueLagMs: Nullable(Type.Integer({ description: 'How long the oldest due execution has waited, ms; null when none is due.' })),
+    unserved: Type.Integer({
+      minimum: 0,
+      description: 'Pending executions whose type no live worker serves in this queue (no such worker seen in the last 60 s): they wait until one starts.',
+    }),
+    unservedTypes: Type.Array(Type.String(), { description: 'The types of those executions.' }),
   },
   { $id: 'Queue', description: 'A queue: its settings and live figures.' },
 )

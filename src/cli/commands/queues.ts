@@ -11,7 +11,7 @@ import { formatTable, withDatabase } from '../shared.ts'
 
 function queueTable(queues: readonly QueueView[]): string {
   return formatTable([
-    ['QUEUE', 'PAUSED', 'LIMIT', 'PER KEY', 'RATE', 'FAIR', 'DUE', 'SCHEDULED', 'RUNNING', 'OLDEST DUE'],
+    ['QUEUE', 'PAUSED', 'LIMIT', 'PER KEY', 'RATE', 'FAIR', 'DUE', 'SCHEDULED', 'RUNNING', 'OLDEST DUE', 'UNSERVED'],
     ...queues.map((q) => [
       q.name,
       q.paused ? 'yes' : 'no',
@@ -23,6 +23,7 @@ function queueTable(queues: readonly QueueView[]): string {
       String(q.scheduled),
       String(q.running),
       q.oldestDueLagMs === null ? '-' : `${(q.oldestDueLagMs / 1000).toFixed(1)} s ago`,
+      q.unserved === 0 ? '-' : `${q.unserved} (${q.unservedTypes.join(', ')})`,
     ]),
   ])
 }

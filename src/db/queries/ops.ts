@@ -1,11 +1,12 @@
 /**
  * SQL for operations endpoints: a readiness ping and the queue depth gauge
- * (how many executions wait or run, per queue). Both stay cheap at scale:
+ * (how many executions wait or run, per queue, and how many wait for a worker that serves them). Both stay cheap at scale:
  * the depth counts only pending and running rows, which the partial indexes
  * `executions_claim_idx` and `executions_lease_idx` cover.
  */
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
+import { servedSql } from './queues.ts'
 
 /**
  * Asks the database whether this session could write: false on a standby (in recovery), and where
@@ -22,16 +23,24 @@ export interface QueueDepth {
   queue: string
   state: 'pending' | 'running'
   count: number
+  /** Of the pending ones, those whose type no live worker serves in the queue (0 for running). */
+  unserved: number
 }
 
 /** Executions per queue in the states that make up a queue's depth. */
 export async function executionCountByQueue(db: Kysely<DB>): Promise<QueueDepth[]> {
-  const result = await sql<{ queue: string; state: 'pending' | 'running'; count: number }>`
+  const result = await sql<QueueDepth>`
+    with g as (
+      select queue, state, type, count(*)::float8 as n
+        from pgsched.executions
+       where state in ('pending', 'running')
+       group by queue, state, type
+    )
     select queue,
            state,
-           count(*)::float8 as count   -- a gauge value; float8 cannot overflow like int4
-      from pgsched.executions
-     where state in ('pending', 'running')
+           sum(n)::float8 as count,   -- a gauge value; float8 cannot overflow like int4
+           coalesce(sum(n) filter (where state = 'pending' and not ${servedSql('g')}), 0)::float8 as unserved
+      from g
      group by queue, state
   `.execute(db)
   return result.rows

@@ -5,6 +5,7 @@
  * the workers).
  */
 import { sql, type Kysely } from 'kysely'
+import { LIVE_WORKER_MS } from '../../core/job.ts'
 import type { DB } from '../schema.ts'
 
 /** A queue as operators see it: its settings and live figures. */
@@ -28,6 +29,10 @@ export interface QueueView {
   running: number
   /** How long the oldest due execution has waited (ms); null when nothing is due. */
   oldestDueLagMs: number | null
+  /** Pending executions whose type no live worker serves in this queue (none seen in LIVE_WORKER_MS). */
+  unserved: number
+  /** Their types, by name. */
+  unservedTypes: string[]
 }
 
 interface QueueRow {
@@ -43,6 +48,8 @@ interface QueueRow {
   scheduled: number
   running: number
   lag_ms: number | null
+  unserved: number
+  unserved_types: string[] | null
 }
 
 const toView = (r: QueueRow): QueueView => ({
@@ -58,14 +65,22 @@ const toView = (r: QueueRow): QueueView => ({
   scheduled: r.scheduled,
   running: r.running,
   oldestDueLagMs: r.lag_ms,
+  unserved: r.unserved,
+  unservedTypes: r.unserved_types ?? [],
 })
+
+/** Whether a live worker serves executions of `g.type` in `g.queue` (SQL, for a row alias `g`). */
+export const servedSql = (g: string) =>
+  sql.raw(`exists (select 1 from pgsched.workers w
+                    where w.stopped_at is null and w.last_seen_at > now() - ${LIVE_WORKER_MS} * interval '1 millisecond'
+                      and ${g}.queue = any(w.queues) and ${g}.type = any(w.types))`)
 
 /** Queues with settings or with pending or running executions (or just `only`), by name. */
 export async function queueList(db: Kysely<DB>, params: { only?: string } = {}): Promise<QueueView[]> {
   const only = params.only ?? null
   const { rows } = await sql<QueueRow>`
-    with live as (
-      select queue,
+    with by_type as (
+      select queue, type,
              count(*) filter (where state = 'pending' and run_at <= now())::float8 as due,
              count(*) filter (where state = 'pending' and run_at > now())::float8 as scheduled,
              count(*) filter (where state = 'running')::float8 as running,
@@ -73,12 +88,22 @@ export async function queueList(db: Kysely<DB>, params: { only?: string } = {}):
         from pgsched.executions
        where state in ('pending', 'running')
          and (${only}::text is null or queue = ${only}::text)
-       group by queue
+       group by queue, type
+    ),
+    live as (
+      -- a type is looked up among the workers once per queue, not per execution
+      select g.queue, sum(g.due)::float8 as due, sum(g.scheduled)::float8 as scheduled, sum(g.running)::float8 as running,
+             min(g.oldest_due) as oldest_due,
+             coalesce(sum(g.due + g.scheduled) filter (where g.due + g.scheduled > 0 and not ${servedSql('g')}), 0)::float8 as unserved,
+             array_agg(g.type order by g.type) filter (where g.due + g.scheduled > 0 and not ${servedSql('g')}) as unserved_types
+        from by_type g
+       group by g.queue
     )
     select coalesce(q.name, l.queue) as name, coalesce(q.paused, false) as paused, q.paused_at, q.concurrency_limit, q.key_concurrency_limit, q.rate_limit, q.rate_period_ms,
            coalesce(q.fair_share, false) as fair_share,
            coalesce(l.due, 0) as due, coalesce(l.scheduled, 0) as scheduled, coalesce(l.running, 0) as running,
-           floor(extract(epoch from now() - l.oldest_due) * 1000)::float8 as lag_ms
+           floor(extract(epoch from now() - l.oldest_due) * 1000)::float8 as lag_ms,
+           coalesce(l.unserved, 0) as unserved, l.unserved_types
       from (select * from pgsched.queues where ${only}::text is null or name = ${only}::text) q
       full join live l on l.queue = q.name
      order by 1
@@ -103,6 +128,8 @@ export async function queueGet(db: Kysely<DB>, name: string): Promise<QueueView>
       scheduled: 0,
       running: 0,
       oldestDueLagMs: null,
+      unserved: 0,
+      unservedTypes: [],
     }
   )
 }
