@@ -28,6 +28,23 @@ describe('pgsched.submit_job', () => {
     expect((await client.viewJob(every)).schedule).toMatchObject({ kind: 'interval', intervalMs: 300_000 })
   })
 
+  it('takes a concurrency key and a start deadline, as the REST and TypeScript submits do', async () => {
+    const id = await submit(`'sync', concurrency_key => 'customer-7', start_deadline_ms => 900000, run_at => '2031-01-01 09:00+00'`)
+    const job = await createClient({ db: t.db }).viewJob(id)
+    expect(job).toMatchObject({ concurrencyKey: 'customer-7', startDeadlineMs: 900_000 })
+    const { rows } = await sql<{ concurrency_key: string; start_deadline: Date }>`
+      select concurrency_key, start_deadline from pgsched.executions where job_id = ${id}::uuid`.execute(t.db)
+    expect(rows).toEqual([{ concurrency_key: 'customer-7', start_deadline: new Date('2031-01-01T09:15:00Z') }])
+    // a recurring job's fires get them from the job
+    const every = await submit(`'sync', every => interval '1 hour', concurrency_key => 'customer-8', start_deadline_ms => 60000`)
+    expect(await createClient({ db: t.db }).viewJob(every)).toMatchObject({ concurrencyKey: 'customer-8', startDeadlineMs: 60_000 })
+    await expect(submit(`'sync', start_deadline_ms => 10`)).rejects.toThrow('start_deadline_ms must be an integer from 1000 to 604800000 (7 days), got 10')
+    await expect(submit(`'sync', concurrency_key => ''`)).rejects.toThrow('concurrency_key must be 1-255 characters, got 0 characters')
+    // part of the idempotency request: the same key with another concurrency key is a conflict
+    await submit(`'sync', idempotency_key => 'k1', concurrency_key => 'a'`)
+    await expect(submit(`'sync', idempotency_key => 'k1', concurrency_key => 'b'`)).rejects.toThrow('was already used for a different job request')
+  })
+
   it('rolls back with the caller transaction', async () => {
     await expect(
       t.db.transaction().execute(async (trx) => {
