@@ -30,6 +30,8 @@ export interface OutcomeWriterParams {
   leases: Pick<LeaseKeeper, 'holds' | 'release'>
   /** A failure was recorded and the execution will be retried in `retryInMs`. */
   onRetryScheduled: (retryInMs: number) => void
+  /** An outcome was recorded: the run no longer counts against its queue's limits. */
+  onRecorded?: (queue: string) => void
 }
 
 /** Records outcomes; see the file header. */
@@ -116,6 +118,7 @@ export class OutcomeWriter {
         continue
       }
       this.p.leases.release(run)
+      if (result.accepted) this.p.onRecorded?.(run.claimed.queue)
       if (!result.accepted) {
         ctx.log.warn({ outcome: outcome.kind }, 'outcome rejected: lease lost (fenced)')
       } else if (outcome.kind === 'complete') {

@@ -36,6 +36,12 @@ export class QueueClaims {
     this.p = params
   }
 
+  /** Whether `queue` has a limit or fair share (as last read): the end of one of its runs frees room. */
+  isLimited(queue: string): boolean {
+    const s = this.settings.get(queue)
+    return s !== undefined && (s.fairShare || s.concurrencyLimit != null || s.keyConcurrencyLimit != null || s.rateLimit != null)
+  }
+
   /** Claims up to `room` executions; see the file header. */
   async claim(room: number): Promise<{ claimed: ClaimedExecution[]; full: boolean }> {
     if (performance.now() - this.readAtMs >= QUEUE_SETTINGS_TTL_MS) {
@@ -48,7 +54,7 @@ export class QueueClaims {
     for (const q of this.p.queues) {
       const s = this.settings.get(q)
       if (s?.paused) continue
-      if (s?.fairShare || s?.concurrencyLimit != null || s?.keyConcurrencyLimit != null || s?.rateLimit != null) limited.push(q)
+      if (this.isLimited(q)) limited.push(q)
       else open.push(q)
     }
     const claimed: ClaimedExecution[] = []

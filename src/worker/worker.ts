@@ -80,7 +80,11 @@ export class Worker {
     // db, leaseMs and heartbeatMs from the options.
     this.leases = new LeaseKeeper({ ...o, completer: this.completer, workerId: this.id, log, onLost: this.abort })
     const onRetryScheduled = (retryInMs: number) => this.wakeUp.wakeIn(retryInMs)
-    this.outcomes = new OutcomeWriter({ completer: this.completer, workerId: this.id, log, leases: this.leases, onRetryScheduled })
+    // The end of a run of a limited queue frees room under its limit: claim again at once.
+    const onRecorded = (queue: string) => {
+      if (this.claims.isLimited(queue)) this.wakeUp.wake()
+    }
+    this.outcomes = new OutcomeWriter({ completer: this.completer, workerId: this.id, log, leases: this.leases, onRetryScheduled, onRecorded })
     const { handlers, outputDir } = o
     const placements = sandboxPlacements(handlers, { mode: o.sandbox, memoryLimitMb: o.sandboxMemoryMb }, log)
     if (placements.size > 0) {
