@@ -136,3 +136,27 @@ export function refusedAddress(address: string, policy: AddressPolicy): string |
 export function allowedHost(host: string, policy: AddressPolicy): boolean {
   return policy.hosts.has(bareHost(host).toLowerCase().replace(/\.$/, ''))
 }
+
+/**
+ * The Fetch standard's "bad ports" (https://fetch.spec.whatwg.org/#bad-port): services (mail, shell,
+ * file sharing, chat, …) a browser never sends an HTTP request to, because a crafted request body
+ * can be read as commands of their protocols.
+ */
+const BAD_PORTS = new Set([
+  0, 1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104, 109, 110, 111, 113, 115, 117, 119, 123, 135, 137,
+  139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515, 526, 530, 531, 532, 540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993, 995, 1719, 1720, 1723, 2049,
+  3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080,
+])
+
+/** Whether `port` is one of the Fetch standard's bad ports. */
+export function badPort(port: number): boolean {
+  return BAD_PORTS.has(port)
+}
+
+/** Whether the policy admits `host` by name, or (an address literal) by an allowed range. */
+export function allowedExplicitly(host: string, policy: AddressPolicy): boolean {
+  if (allowedHost(host, policy)) return true
+  const literal = bareHost(host)
+  const family = isIP(literal)
+  return family !== 0 && policy.ranges.check(literal, family === 4 ? 'ipv4' : 'ipv6')
+}

@@ -6,7 +6,9 @@
  * It connects only to addresses the policy allows (lib/address-policy.ts): every address a name
  * resolves to is checked at connection time, by the connection's own look-up (so a name cannot
  * resolve to a public address when checked and a private one when used), and so is every hop of a
- * redirect (at most 5; credential headers are dropped when one leads to another origin). A refusal is a FatalError naming the rule. SCHEDULER_HTTP_ALLOW admits
+ * redirect (at most 5; credential headers are dropped when one leads to another origin). Ports on
+ * the Fetch standard's bad-port list (25, 22, 6667, …) are refused unless the host is allowed by name
+ * or address. A refusal is a FatalError naming the rule. SCHEDULER_HTTP_ALLOW admits
  * internal hosts and ranges; SCHEDULER_HTTP_HANDLER=off leaves the handler out of the worker.
  */
 import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions } from 'node:dns'
@@ -14,7 +16,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import { isIP, type LookupFunction } from 'node:net'
 import { FatalError } from '../errors.ts'
-import { allowedHost, bareHost, parseAddressPolicy, refusedAddress, type AddressPolicy } from '../lib/address-policy.ts'
+import { allowedExplicitly, allowedHost, badPort, bareHost, parseAddressPolicy, refusedAddress, type AddressPolicy } from '../lib/address-policy.ts'
 import { defineHandler, type Handler } from './handlers.ts'
 
 interface HttpPayload {
@@ -97,6 +99,12 @@ function send(
 ): Promise<Answer> {
   const { policy } = guard
   const host = url.hostname
+  const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80))
+  if (badPort(port) && !allowedExplicitly(host, policy)) {
+    throw new FatalError(
+      `http job refused: port ${port} is on the Fetch standard's list of bad ports (mail, shell and other services a crafted request could talk to); SCHEDULER_HTTP_ALLOW can admit the host`,
+    )
+  }
   let lookup: LookupFunction | undefined
   const literal = bareHost(host)
   const byName = allowedHost(host, policy)

@@ -151,6 +151,16 @@ describe('http handler address policy', () => {
     expect(hits.get('/ok') ?? 0).toBe(before)
   })
 
+  it("refuses the Fetch standard's bad ports (SMTP, SSH, IRC, …) on public hosts, unless the host is allowed explicitly", async () => {
+    await startWorker([createHttpHandler({ resolve: (_h, _o, cb) => cb(null, [{ address: '93.184.216.34', family: 4 }]) })])
+    const jobs = await runAllToEnd(['http://mail.example.com:25/', 'http://93.184.216.34:22/', 'https://irc.example.com:6697/'].map((url) => ({ url })))
+    for (const [i, port] of [25, 22, 6697].entries()) {
+      expect(jobs[i]?.status).toBe('FAILED')
+      expect(jobs[i]?.lastExecution?.attempt).toBe(1)
+      expect(jobs[i]?.lastExecution?.error?.message).toContain(`port ${port} is on the Fetch standard's list of bad ports`)
+    }
+  })
+
   it('calls an internal target the allowlist admits, by address, by range and by name', async () => {
     const port = new URL(base).port
     for (const allow of ['127.0.0.1', '127.0.0.0/8', 'api.example.com']) {
