@@ -5,8 +5,9 @@
  * - the host that last took a connection is tried directly; with read-write, every session is
  *   then checked (`pg_is_in_recovery()`, `transaction_read_only`) and refused if it cannot write;
  * - once that host fails (a connection refused or lost, or a read-only session), the next
- *   connection searches again: each host in the URL's order is asked over a short-lived connection,
- *   and the first that accepts writes is taken.
+ *   connection searches again: every host is asked at once over a short-lived connection, and the
+ *   first in the URL's order that accepts writes is taken (so a search takes at most one probe
+ *   timeout, 5 s, however many hosts are down; connections opened meanwhile share it).
  * So the pools, and the LISTEN connection, follow a promotion by themselves: the connections to the
  * old primary break, and the next ones find the new one. A connection made during the search's
  * failure answers with an error whose code is 08001 (unable to establish a connection), which
@@ -37,6 +38,8 @@ const PROBE_TIMEOUT_MS = 5_000
 
 /** Per URL (shared by every pool of the process): the host that last took a connection. */
 const chosen = new Map<string, number | undefined>()
+/** Per URL: the search in progress. */
+const searching = new Map<string, Promise<number>>()
 
 /** The session check: in recovery (a standby) or read-only means no writes. */
 const WRITABLE_SQL = "select not pg_is_in_recovery() and current_setting('transaction_read_only') = 'off' as writable"
@@ -49,30 +52,51 @@ function unavailable(message: string): Error {
 function hostSearchingClient(databaseUrl: string, parsed: ParsedDatabaseUrl): typeof pg.Client {
   const name = (i: number) => `${parsed.hosts[i]?.host}:${parsed.hosts[i]?.port ?? 'default port'}`
 
-  /** Asks each host in turn; returns the first that accepts writes (or answers, without read-write). */
+  /** Asks one host; null when it accepts writes (or answers, without read-write), else why not. */
+  async function probe(i: number, config: pg.ClientConfig): Promise<string | null> {
+    const client = new pg.Client({
+      ...config,
+      connectionString: parsed.urlFor(i),
+      connectionTimeoutMillis: Math.min(config.connectionTimeoutMillis || PROBE_TIMEOUT_MS, PROBE_TIMEOUT_MS),
+    })
+    client.on('error', () => undefined)
+    try {
+      await client.connect()
+      if (!parsed.readWrite) return null
+      const { rows } = await client.query<{ writable: boolean }>(WRITABLE_SQL)
+      return rows[0]?.writable ? null : `${name(i)} is read-only (a standby?)`
+    } catch (err: unknown) {
+      return `${name(i)}: ${(err as Error).message}`
+    } finally {
+      await client.end().catch(() => undefined)
+    }
+  }
+
+  /**
+   * Asks every host at once and takes the first in the URL's order that accepts writes (or answers,
+   * without read-write): a search takes as long as its slowest needed answer, at most one probe
+   * timeout, however many hosts are down.
+   */
   async function search(config: pg.ClientConfig): Promise<number> {
+    const answers = parsed.hosts.map((_, i) => probe(i, config))
     const why: string[] = []
-    for (let i = 0; i < parsed.hosts.length; i++) {
-      const probe = new pg.Client({
-        ...config,
-        connectionString: parsed.urlFor(i),
-        connectionTimeoutMillis: Math.min(config.connectionTimeoutMillis || PROBE_TIMEOUT_MS, PROBE_TIMEOUT_MS),
-      })
-      probe.on('error', () => undefined)
-      try {
-        await probe.connect()
-        if (!parsed.readWrite) return i
-        const { rows } = await probe.query<{ writable: boolean }>(WRITABLE_SQL)
-        if (rows[0]?.writable) return i
-        why.push(`${name(i)} is read-only (a standby?)`)
-      } catch (err: unknown) {
-        why.push(`${name(i)}: ${(err as Error).message}`)
-      } finally {
-        await probe.end().catch(() => undefined)
-      }
+    for (const [i, answer] of answers.entries()) {
+      const refusal = await answer
+      if (refusal === null) return i
+      why.push(refusal)
     }
     const wanted = parsed.readWrite ? 'accepts writes' : 'answers'
     throw unavailable(`no host of the database URL ${wanted} (${why.join('; ')})`)
+  }
+
+  /** One search at a time per URL: the connections a pool opens together share it. */
+  function sharedSearch(config: pg.ClientConfig): Promise<number> {
+    let running = searching.get(databaseUrl)
+    if (!running) {
+      running = search(config).finally(() => searching.delete(databaseUrl))
+      searching.set(databaseUrl, running)
+    }
+    return running
   }
 
   return class HostSearchingClient extends pg.Client {
@@ -98,7 +122,7 @@ function hostSearchingClient(databaseUrl: string, parsed: ParsedDatabaseUrl): ty
 
     private async open(): Promise<void> {
       let i = chosen.get(databaseUrl)
-      if (i === undefined) i = await search(this.config)
+      if (i === undefined) i = await sharedSearch(this.config)
       this.hostIndex = i
       const target = new pg.Client({ connectionString: parsed.urlFor(i) })
       // The constructor resolved the first host; point this client at the chosen one.

@@ -4,6 +4,7 @@
  * next host that answers. Two loopback TCP proxies in front of the test server stand for two hosts;
  * read-only standbys are skipped in the failover system test, on a real pg_auto_failover formation.
  */
+import { createServer, type Server, type Socket } from 'node:net'
 import { afterEach, describe, expect, it } from 'vitest'
 import { parseDatabaseUrl } from '../../src/db/database-url.ts'
 import { createDb, type Database } from '../../src/db/pool.ts'
@@ -49,7 +50,44 @@ describe('parseDatabaseUrl', () => {
   })
 })
 
+/** A host that accepts connections and never answers (a frozen server): only a timeout ends a wait for it. */
+async function silentHost(): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>()
+  const server: Server = createServer((socket) => {
+    sockets.add(socket)
+    socket.on('error', () => undefined)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const port = (server.address() as { port: number }).port
+  return {
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy()
+        server.close(() => resolve())
+      }),
+  }
+}
+
 describe('a multi-host DATABASE_URL', () => {
+  it('asks every host at once: two frozen hosts before the live one cost one probe timeout (5 s), not two', async () => {
+    const frozen = [await silentHost(), await silentHost()]
+    try {
+      const server = new URL(t.url)
+      const d = createDb({ databaseUrl: withHosts(`127.0.0.1:${frozen[0]?.port},127.0.0.1:${frozen[1]?.port},${server.host}`), poolSize: 4 })
+      opened.push(d)
+      const startedAt = performance.now()
+      // four connections at once share one search
+      const ports = await Promise.all([1, 2, 3, 4].map(() => d.pool.query<{ port: number }>('select inet_server_port() as port')))
+      const tookMs = performance.now() - startedAt
+      expect(ports.map((r) => r.rows[0]?.port)).toEqual([1, 2, 3, 4].map(() => Number(server.port || 5432)))
+      expect(tookMs).toBeGreaterThan(4_500) // the live host is taken only once the frozen ones before it timed out
+      expect(tookMs).toBeLessThan(8_000)
+    } finally {
+      for (const f of frozen) await f.close()
+    }
+  })
+
   it('passes over a host that does not answer', async () => {
     const server = new URL(t.url)
     const d = createDb({ databaseUrl: withHosts(`127.0.0.1:1,${server.host}`), poolSize: 2 })
