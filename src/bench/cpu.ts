@@ -1,30 +1,43 @@
 /**
- * CPU time of processes, from /proc (Linux): a worker process by its pid, and PostgreSQL as the sum
- * over every `postgres` process on the machine (backends, walwriter, autovacuum, …). A meter takes
- * per-process deltas, so a backend that starts during the window counts from zero. Elsewhere the
- * figures are NaN.
+ * CPU time of processes, from /proc (Linux): a worker process by its pid with its descendants (the
+ * child processes of process sandboxes: those alive, and those that exited and were waited for),
+ * and PostgreSQL as the sum over every `postgres` process on the machine (backends, walwriter,
+ * autovacuum, …). A meter takes per-process deltas, so a backend or a child that starts during the
+ * window counts from zero. The threads of a process (thread sandboxes) count in its own figure.
+ * Elsewhere the figures are NaN.
  */
 import { readdirSync, readFileSync } from 'node:fs'
 
 /** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux). */
 const TICKS_PER_S = 100
 
-/** utime + stime of one process in seconds, with its command name; undefined when it is gone. */
-function readStat(pid: number): { name: string; cpuS: number } | undefined {
+interface Stat {
+  name: string
+  ppid: number
+  /** utime + stime, in seconds. */
+  cpuS: number
+  /** cutime + cstime: the children it has waited for, in seconds. */
+  childrenS: number
+}
+
+/** One process's /proc/<pid>/stat; undefined when it is gone. */
+function readStat(pid: number): Stat | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
     // The name is in parentheses and may hold spaces; the fields after it are space-separated.
     const close = stat.lastIndexOf(')')
     const name = stat.slice(stat.indexOf('(') + 1, close)
     const fields = stat.slice(close + 2).split(' ')
-    return { name, cpuS: (Number(fields[11]) + Number(fields[12])) / TICKS_PER_S }
+    const ticks = (i: number) => Number(fields[i]) / TICKS_PER_S
+    return { name, ppid: Number(fields[1]), cpuS: ticks(11) + ticks(12), childrenS: ticks(13) + ticks(14) }
   } catch {
     return undefined
   }
 }
 
-function postgresProcesses(): Map<number, number> {
-  const out = new Map<number, number>()
+/** Every process on the machine now (empty without /proc). */
+function allProcesses(): Map<number, Stat> {
+  const out = new Map<number, Stat>()
   let entries: string[]
   try {
     entries = readdirSync('/proc')
@@ -34,13 +47,49 @@ function postgresProcesses(): Map<number, number> {
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue
     const s = readStat(Number(entry))
-    if (s?.name === 'postgres') out.set(Number(entry), s.cpuS)
+    if (s) out.set(Number(entry), s)
   }
   return out
 }
 
+/**
+ * CPU seconds of `pid` and its descendants: its own, that of the children it waited for, and that of
+ * each live descendant (whose exit moves its figure into its parent's children's time: the sum
+ * stays). Undefined when `pid` is gone.
+ */
+function treeCpuS(pid: number, all: ReadonlyMap<number, Stat>): number | undefined {
+  const root = all.get(pid) ?? readStat(pid)
+  if (!root) return undefined
+  const children = new Map<number, number[]>()
+  for (const [p, s] of all) {
+    const siblings = children.get(s.ppid)
+    if (siblings) siblings.push(p)
+    else children.set(s.ppid, [p])
+  }
+  let total = 0
+  const stack = [pid]
+  for (let p = stack.pop(); p !== undefined; p = stack.pop()) {
+    const s = p === pid ? root : all.get(p)
+    if (!s) continue
+    total += s.cpuS + s.childrenS
+    stack.push(...(children.get(p) ?? []))
+  }
+  return total
+}
+
+/** CPU seconds `pid` and its descendants have used so far (see treeCpuS); NaN when gone or without /proc. */
+export function processTreeCpuS(pid: number): number {
+  return treeCpuS(pid, allProcesses()) ?? Number.NaN
+}
+
+function postgresOf(all: ReadonlyMap<number, Stat>): Map<number, number> {
+  const out = new Map<number, number>()
+  for (const [pid, s] of all) if (s.name === 'postgres') out.set(pid, s.cpuS)
+  return out
+}
+
 export interface CpuReading {
-  /** CPU seconds of each watched process since the meter started. */
+  /** CPU seconds of each watched process (with its descendants) since the meter started. */
   processes: Record<string, number>
   /** CPU seconds of all postgres processes since the meter started. */
   postgres: number
@@ -51,18 +100,22 @@ export interface CpuReading {
 /** Starts measuring the given processes (name → pid) and PostgreSQL; `read()` gives the CPU used since. */
 export function cpuMeter(watch: Record<string, number | undefined>): { read(): CpuReading } {
   const started = performance.now()
-  const startOf = (pid: number | undefined) => (pid === undefined ? undefined : readStat(pid)?.cpuS)
-  const baseline = Object.fromEntries(Object.entries(watch).map(([k, pid]) => [k, startOf(pid)]))
-  const postgresBaseline = postgresProcesses()
+  const at = (all: ReadonlyMap<number, Stat>) =>
+    Object.fromEntries(Object.entries(watch).map(([k, pid]) => [k, pid === undefined ? undefined : treeCpuS(pid, all)]))
+  const first = allProcesses()
+  const baseline = at(first)
+  const postgresBaseline = postgresOf(first)
   return {
     read() {
+      const all = allProcesses()
+      const now = at(all)
       const processes: Record<string, number> = {}
-      for (const [k, pid] of Object.entries(watch)) {
-        const now = startOf(pid)
-        processes[k] = now === undefined || baseline[k] === undefined ? Number.NaN : now - (baseline[k] as number)
+      for (const k of Object.keys(watch)) {
+        const [a, b] = [baseline[k], now[k]]
+        processes[k] = a === undefined || b === undefined ? Number.NaN : b - a
       }
       let postgres = 0
-      const current = postgresProcesses()
+      const current = postgresOf(all)
       for (const [pid, cpuS] of current) postgres += cpuS - (postgresBaseline.get(pid) ?? 0)
       return { processes, postgres: current.size === 0 ? Number.NaN : postgres, elapsedS: (performance.now() - started) / 1000 }
     },

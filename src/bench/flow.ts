@@ -11,8 +11,7 @@
  * before the worker processes start, so they read the settings with their first claim.
  */
 import type { Client } from '../client.ts'
-import { format, type Row } from './report.ts'
-import { figure, type Figure } from './stats.ts'
+import type { BurnDownVariant, Submit } from './variants.ts'
 
 export const FLOW_VARIANTS = ['burn-down-limit', 'burn-down-fair', 'burn-down-rate'] as const
 export type FlowVariantName = (typeof FLOW_VARIANTS)[number]
@@ -23,17 +22,15 @@ export const FLOW_CONCURRENCY_LIMIT = 10_000
 export const FLOW_TENANTS = 100
 export const FLOW_RATE_LIMIT = 1_000_000
 
-type Submit = (jobs: Array<{ type: string }>) => Promise<unknown>
-
-export interface FlowVariant {
+/** The fair variant submits the jobs spread over the tenants. */
+export interface FlowVariant extends BurnDownVariant {
   name: FlowVariantName
-  /** What is on, for the report. */
-  what: string
-  /** Turns the mechanism on (after the reset, before the workers start). */
   setup(): Promise<void>
-  /** Submits the burn-down's jobs (the fair variant spreads them over the tenants). */
   submit: Submit
 }
+
+/** The share of the plain throughput each variant should keep. */
+export const FLOW_TARGET = '≥ 90'
 
 /** The chosen variants, acting through `client` on the scratch database. */
 export function flowVariants(names: readonly FlowVariantName[], client: Client): FlowVariant[] {
@@ -67,65 +64,4 @@ export function flowVariants(names: readonly FlowVariantName[], client: Client):
     },
   }
   return names.map((n) => all[n])
-}
-
-/** `items` rotated left by `by`: repetition i of a pairing starts with a different member. */
-export function rotate<T>(items: readonly T[], by: number): T[] {
-  const k = items.length === 0 ? 0 : by % items.length
-  return [...items.slice(k), ...items.slice(0, k)]
-}
-
-/** One burn-down's figures (as runBench's burnDownOnce returns them). */
-export interface BurnDownRun {
-  jobsPerS: number
-  workerUs: number
-  postgresUs: number
-}
-
-/**
- * The rows of the flow variants at one process count: jobs/s (with its share of the ceiling),
- * throughput as a share of the plain burn-down of the same repetition, and CPU per job (worker
- * processes + PostgreSQL). `plain[i]` and `runs[i]` come from the same repetition.
- */
-export function addFlowRows(params: {
-  variants: readonly FlowVariant[]
-  plain: readonly BurnDownRun[]
-  runs: ReadonlyMap<FlowVariantName, readonly BurnDownRun[]>
-  /** e.g. "100,000 no-op jobs, 1 worker process × concurrency 100" */
-  what: string
-  processes: number
-  ceiling: number
-  add: (row: Row) => void
-}): void {
-  const { plain, processes, add } = params
-  const cpu = (r: BurnDownRun) => r.workerUs + r.postgresUs
-  const plainJobs = figure(plain.map((r) => r.jobsPerS))
-  const plainCpu = figure(plain.map(cpu))
-  const workers = `${processes} worker process${processes > 1 ? 'es' : ''}`
-  const ratio = (of: (r: BurnDownRun) => number, runs: readonly BurnDownRun[]): Figure =>
-    figure(runs.map((r, i) => (100 * of(r)) / of(plain[i] as BurnDownRun)))
-  for (const v of params.variants) {
-    const runs = params.runs.get(v.name) ?? []
-    const jobs = figure(runs.map((r) => r.jobsPerS))
-    add({
-      scenario: v.name,
-      metric: `${params.what}, ${v.what} (burn-down in the same run: ${format(plainJobs.median)} jobs/s)`,
-      unit: 'jobs/s',
-      figure: jobs,
-      ofCeiling: jobs.median / params.ceiling,
-    })
-    add({
-      scenario: v.name,
-      metric: `throughput as a share of the burn-down's in the same repetition, ${workers}`,
-      unit: '% of burn-down',
-      figure: ratio((r) => r.jobsPerS, runs),
-      target: '≥ 90',
-    })
-    add({
-      scenario: v.name,
-      metric: `CPU per job (workers + PostgreSQL), ${workers} (burn-down: ${format(plainCpu.median)} µs)`,
-      unit: 'µs',
-      figure: figure(runs.map(cpu)),
-    })
-  }
 }

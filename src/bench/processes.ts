@@ -68,12 +68,18 @@ function spawnScheduler(
   }
 }
 
-export function spawnWorker(params: { databaseUrl: string; concurrency: number; onProbe?: (m: ProbeMessage) => void }): BenchProcess {
+/** A worker process running the bench's handlers; `env` is added to (or overrides) its environment. */
+export function spawnWorker(params: {
+  databaseUrl: string
+  concurrency: number
+  env?: Record<string, string>
+  onProbe?: (m: ProbeMessage) => void
+}): BenchProcess {
   const handlers = join(packageRoot(), 'dist', 'src', 'bench', 'handlers.js')
   return spawnScheduler(
     'scheduler-worker',
     ['--handlers', handlers, '--concurrency', String(params.concurrency)],
-    { DATABASE_URL: params.databaseUrl, LOG_LEVEL: 'info', SCHEDULER_DB_POOL_SIZE: '10', SCHEDULER_SHUTDOWN_GRACE_MS: '1000' },
+    { DATABASE_URL: params.databaseUrl, LOG_LEVEL: 'info', SCHEDULER_DB_POOL_SIZE: '10', SCHEDULER_SHUTDOWN_GRACE_MS: '1000', ...params.env },
     '"msg":"worker started"',
     params.onProbe,
   )

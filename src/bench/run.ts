@@ -7,15 +7,16 @@
  * Scenarios: ceiling, burn-down (1 and 2 worker processes), submit (batch,
  * single ×8, REST ×32 connections), latency at a steady rate, priority under
  * load, scale (history rows), memory (peak RSS), recurring and steady (CPU per execution at a steady
- * load). Opt-in (`--only`): flow, the burn-down with a concurrency limit, fair share or a rate limit
- * on but not binding, paired with the plain burn-down (flow.ts).
+ * load). Opt-in (`--only`), each a set of burn-down variants paired with the plain burn-down
+ * (variants.ts): flow, with a concurrency limit, fair share or a rate limit on but not binding
+ * (flow.ts); sandbox, with every handler in a thread or process sandbox (sandboxes.ts).
  */
 import { performance } from 'node:perf_hooks'
 import { sql } from 'kysely'
 import { createClient } from '../client.ts'
 import type { Logger } from '../logger.ts'
 import { cpuMeter } from './cpu.ts'
-import { addFlowRows, FLOW_VARIANTS, flowVariants, rotate, type BurnDownRun, type FlowVariantName } from './flow.ts'
+import { FLOW_TARGET, FLOW_VARIANTS, flowVariants } from './flow.ts'
 import { monotonicMs, type ProbeMessage } from './handlers.ts'
 import {
   afterAutovacuum,
@@ -30,10 +31,12 @@ import {
 } from './probes.ts'
 import { loadAutocannon, spawnWorker, type BenchProcess } from './processes.ts'
 import { change, format, type BenchReport, type Row } from './report.ts'
+import { addSandboxStartRows, SANDBOX_CONCURRENCY, SANDBOX_REFERENCE, SANDBOX_VARIANTS, sandboxVariants } from './sandboxes.ts'
 import { createScratch, insertJobs, type Scratch } from './scratch.ts'
 import { addRecurringRows, addSteadyRows } from './steady.ts'
 import { addSubmitRows } from './submit.ts'
 import { figure, quantile } from './stats.ts'
+import { addVariantRows, rotate, type BurnDownRun, type BurnDownVariant, type Submit } from './variants.ts'
 
 export interface BenchOptions {
   databaseUrl: string
@@ -53,8 +56,8 @@ export interface BenchOptions {
 
 /** Scenarios of a run without `--only`. */
 export const DEFAULT_SCENARIOS = ['ceiling', 'burn-down', 'submit', 'latency', 'priority', 'scale', 'memory', 'recurring', 'steady'] as const
-/** Every scenario `--only` accepts: the default ones, and the flow-control ones (flow: all three). */
-export const SCENARIOS = [...DEFAULT_SCENARIOS, 'flow', ...FLOW_VARIANTS] as const
+/** Every scenario `--only` accepts: the default ones, the flow-control ones (flow: all three), the sandbox ones (sandbox: both). */
+export const SCENARIOS = [...DEFAULT_SCENARIOS, 'flow', ...FLOW_VARIANTS, 'sandbox', ...SANDBOX_VARIANTS] as const
 export type Scenario = (typeof SCENARIOS)[number]
 
 const WORKER_ID = '00000000-0000-7000-8000-00000000be00'
@@ -79,11 +82,11 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
   let workerRss = Number.NaN
   let postgres = ''
   const want = (scenario: Scenario) => !o.only || o.only.includes(scenario)
-  // The flow variants run only when named (they add a burn-down per variant and repetition).
-  const flow = flowVariants(
-    FLOW_VARIANTS.filter((v) => o.only?.includes(v) || o.only?.includes('flow')),
-    client,
-  )
+  // The flow and sandbox variants run only when named (they add a burn-down per variant and repetition).
+  const named = <V extends Scenario>(group: Scenario, variants: readonly V[]) => variants.filter((v) => o.only?.includes(v) || o.only?.includes(group))
+  const flow = flowVariants(named('flow', FLOW_VARIANTS), client)
+  const sandboxNames = named('sandbox', SANDBOX_VARIANTS)
+  const sandbox = sandboxVariants(sandboxNames)
   // Every process started, so that none outlives a failed run.
   const spawned = new Set<BenchProcess>()
   const track = <P extends BenchProcess>(p: P): P => {
@@ -113,17 +116,20 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     /** One burn-down of N jobs on `on` (emptied by `prepare`): jobs/s and the first worker's peak RSS. */
     const burnDownOnce = async (
       on: Scratch,
-      submit: (jobs: Array<{ type: string }>) => Promise<unknown>,
+      submit: Submit,
       prepare: () => Promise<void>,
       processes = 1,
+      worker: { concurrency?: number; env?: Record<string, string> } = {},
     ): Promise<{ jobsPerS: number; peakRssMb: number; workerUs: number; postgresUs: number }> => {
       await prepare()
       await insertJobs(on.db, submit, N)
       const since = await dbNow(on.db)
-      const workers = Array.from({ length: processes }, () => track(spawnWorker({ databaseUrl: on.url, concurrency: 100 })))
+      const { concurrency = 100, env } = worker
+      const workers = Array.from({ length: processes }, () => track(spawnWorker({ databaseUrl: on.url, concurrency, env })))
       try {
         await Promise.all(workers.map((w) => w.ready))
-        // CPU from the moment every worker is ready until the queue is empty, per job burnt down.
+        // CPU from the moment every worker is ready until the queue is empty, per job burnt down
+        // (a worker's with its sandbox child processes).
         const meter = cpuMeter(Object.fromEntries(workers.map((w, i) => [`w${i}`, w.child.pid])))
         await waitUntilDrained(on, 600_000)
         const cpu = meter.read()
@@ -139,34 +145,36 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       }
     }
     /**
-     * The plain burn-down `reps` times; with flow variants, each repetition also runs each variant
-     * (paired runs, the order rotating so that none is always first).
+     * The plain burn-down `reps` times at `concurrency` per worker process; with variants, each
+     * repetition also runs each variant (paired runs, the order rotating so that none is always first).
      */
-    const burnDown = async (processes: number, label: string) => {
+    const burnDown = async (processes: number, label: string, variants: readonly BurnDownVariant[], concurrency = 100) => {
       const runs: BurnDownRun[] = []
-      const flowRuns = new Map<FlowVariantName, BurnDownRun[]>(flow.map((v) => [v.name, []]))
+      const variantRuns = new Map<string, BurnDownRun[]>(variants.map((v) => [v.name, []]))
       for (const [i, l] of reps(label).entries()) {
-        for (const v of rotate([undefined, ...flow], i)) {
+        for (const v of rotate([undefined, ...variants], i)) {
           o.progress(v ? `${l}: ${v.name}` : l)
+          const prepare = async () => {
+            await s.reset()
+            await v?.setup?.()
+          }
+          const run = await burnDownOnce(s, v?.submit ?? submitMany, prepare, processes, { concurrency, env: v?.workerEnv })
           if (v) {
-            const prepare = async () => {
-              await s.reset()
-              await v.setup()
-            }
-            flowRuns.get(v.name)?.push(await burnDownOnce(s, v.submit, prepare, processes))
+            variantRuns.get(v.name)?.push(run)
             continue
           }
-          const run = await burnDownOnce(s, submitMany, () => s.reset(), processes)
           runs.push(run)
-          if (processes === 1) workerRss = Math.max(Number.isNaN(workerRss) ? 0 : workerRss, run.peakRssMb)
+          if (processes === 1 && concurrency === 100) workerRss = Math.max(Number.isNaN(workerRss) ? 0 : workerRss, run.peakRssMb)
         }
       }
       const f = figure(runs.map((r) => r.jobsPerS))
-      return { runs, flowRuns, f, workerUs: figure(runs.map((r) => r.workerUs)), postgresUs: figure(runs.map((r) => r.postgresUs)) }
+      return { runs, variantRuns, f, workerUs: figure(runs.map((r) => r.workerUs)), postgresUs: figure(runs.map((r) => r.postgresUs)) }
     }
+    const burnDownWhat = (processes: number, concurrency: number) =>
+      `${N.toLocaleString('en-US')} no-op jobs, ${processes} worker process${processes > 1 ? 'es' : ''} × concurrency ${concurrency}`
     for (const processes of want('burn-down') || want('memory') || flow.length > 0 ? [1, 2] : []) {
-      const { runs, flowRuns, f, workerUs, postgresUs } = await burnDown(processes, `burn-down ${processes} process(es)`)
-      const what = `${N.toLocaleString('en-US')} no-op jobs, ${processes} worker process${processes > 1 ? 'es' : ''} × concurrency 100`
+      const { runs, variantRuns, f, workerUs, postgresUs } = await burnDown(processes, `burn-down ${processes} process(es)`, flow)
+      const what = burnDownWhat(processes, 100)
       add({
         scenario: 'burn-down',
         metric: what,
@@ -178,7 +186,15 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       const cpuOf = `burn-down, ${processes} worker process${processes > 1 ? 'es' : ''}`
       add({ scenario: 'burn-down', metric: `CPU per job, ${cpuOf}: worker${processes > 1 ? 's' : ''}`, unit: 'µs', figure: workerUs })
       add({ scenario: 'burn-down', metric: `CPU per job, ${cpuOf}: PostgreSQL`, unit: 'µs', figure: postgresUs })
-      addFlowRows({ variants: flow, plain: runs, runs: flowRuns, what, processes, ceiling, add })
+      addVariantRows({ variants: flow, plain: runs, runs: variantRuns, what, processes, ceiling, target: FLOW_TARGET, add })
+    }
+    // The sandbox variants, paired with their own in-process burn-down at the sandboxes' concurrency.
+    if (sandbox.length > 0) await addSandboxStartRows(sandboxNames, add)
+    for (const processes of sandbox.length > 0 ? [1, 2] : []) {
+      const label = `in-process burn-down ${processes} process(es) × concurrency ${SANDBOX_CONCURRENCY}`
+      const { runs, variantRuns } = await burnDown(processes, label, sandbox, SANDBOX_CONCURRENCY)
+      const what = burnDownWhat(processes, SANDBOX_CONCURRENCY)
+      addVariantRows({ variants: sandbox, plain: runs, runs: variantRuns, what, processes, ceiling, reference: SANDBOX_REFERENCE, add })
     }
 
     // 3. submit

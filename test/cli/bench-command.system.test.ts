@@ -68,4 +68,28 @@ describe('scheduler bench --quick', () => {
     const { stdout: dbs } = await run('psql', [adminUrl(), '-Atc', "select count(*) from pg_database where datname like 'pgsched_bench_%'"])
     expect(dbs.trim()).toBe('0')
   })
+
+  it('runs the sandbox variants only when named, each paired with the in-process burn-down', { timeout: 180_000 }, async () => {
+    const out = join(mkdtempSync(join(tmpdir(), 'pgsched-bench-')), 'report.json')
+    await run('node', ['bin/scheduler', 'bench', '--quick', '--only', 'sandbox', '--json', out], {
+      env: { ...process.env, DATABASE_URL: adminUrl() },
+      maxBuffer: 10 * 1024 * 1024,
+    })
+    const report = JSON.parse(readFileSync(out, 'utf8')) as {
+      rows: Array<{ scenario: string; metric: string; unit: string; figure: { median: number } }>
+    }
+    expect([...new Set(report.rows.map((r) => r.scenario))].sort()).toEqual(['burn-down-in-process', 'burn-down-process', 'burn-down-thread'])
+    for (const row of report.rows) expect(row.figure.median).toBeGreaterThan(0)
+    // per mode and process count (1, 2): jobs/s, the share of the paired in-process run, CPU per job (workers, PostgreSQL)
+    const ratios = report.rows.filter((r) => r.unit === '% of burn-down')
+    expect(ratios.map((r) => r.scenario).sort()).toEqual(['burn-down-process', 'burn-down-process', 'burn-down-thread', 'burn-down-thread'])
+    expect(report.rows.filter((r) => r.unit === 'jobs/s')).toHaveLength(6)
+    // a process sandbox's CPU is counted with its worker's: more than in-process and a thread's
+    const workerCpu = (scenario: string) =>
+      report.rows.find((r) => r.scenario === scenario && r.metric.startsWith('CPU per job, 1 worker process'))?.figure.median ?? 0
+    expect(workerCpu('burn-down-process')).toBeGreaterThan(workerCpu('burn-down-in-process'))
+    expect(report.rows.filter((r) => r.unit === 'ms')).toHaveLength(4) // each mode's start, apart: wall time and CPU
+    const { stdout: dbs } = await run('psql', [adminUrl(), '-Atc', "select count(*) from pg_database where datname like 'pgsched_bench_%'"])
+    expect(dbs.trim()).toBe('0')
+  })
 })

@@ -14,6 +14,7 @@ import { packageRoot } from '../../lib/package-root.ts'
 import { PARTITION_COUNT_DEFAULT } from '../../core/names.ts'
 import { runBench, SCENARIOS, type Scenario } from '../../bench/run.ts'
 import { reportTable, type BenchReport } from '../../bench/report.ts'
+import { SANDBOX_CONCURRENCY } from '../../bench/sandboxes.ts'
 
 interface BenchFlags {
   quick?: boolean
@@ -78,7 +79,9 @@ export function registerBench(program: Command): void {
     .option(
       '--only <scenarios>',
       `comma-separated scenarios to run (${SCENARIOS.join(', ')}); docs are not rewritten. flow (all three burn-down-… variants: ` +
-        'a concurrency limit, fair share or a rate limit on but not binding, each paired with the plain burn-down) runs only when named',
+        'a concurrency limit, fair share or a rate limit on but not binding, each paired with the plain burn-down) and sandbox (burn-down-thread, ' +
+        `burn-down-process: every handler in a thread or process sandbox, each paired with the in-process burn-down, at concurrency ${SANDBOX_CONCURRENCY}) ` +
+        'run only when named',
     )
     .option('--partitions <n>', `hash partitions of the scratch schema (default: SCHEDULER_PARTITIONS or ${PARTITION_COUNT_DEFAULT})`)
     .option('--steady-rate <n>', 'jobs per second the steady scenario submits over REST (default 600; 100 with --quick)')
