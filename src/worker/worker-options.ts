@@ -8,6 +8,7 @@ import type { ClaimedExecution } from '../db/queries/claim.ts'
 import type { DB } from '../db/schema.ts'
 import type { Logger } from '../logger.ts'
 import type { HandlerRegistry } from './handlers.ts'
+import type { OutputStore } from './output-store.ts'
 
 /** What a worker reports as it goes (for metrics and tests); each is optional and called synchronously. */
 export interface WorkerEvents {
@@ -37,8 +38,8 @@ export interface WorkerOptions {
   pollIntervalMs: number
   /** How long stop() lets running handlers finish before aborting them. */
   shutdownGraceMs: number
-  /** Where handlers' ctx.output files go. */
-  outputDir: string
+  /** Where handlers' ctx.output goes (output-stores.ts); started and stopped by the caller. */
+  outputStore: OutputStore
   /** Most executions claimed ahead of free slots (0 = claim only for free slots). Default 0. */
   prefetch?: number
   /** Default: a new UUIDv7. */

@@ -75,8 +75,8 @@ export class Worker {
     this.leases = new LeaseKeeper({ ...o, completer: this.completer, workerId: this.id, log, onLost: this.abort })
     const onRetryScheduled = (retryInMs: number) => this.wakeUp.wakeIn(retryInMs)
     this.outcomes = new OutcomeWriter({ completer: this.completer, workerId: this.id, log, leases: this.leases, onRetryScheduled })
-    const { handlers, outputDir } = o
-    this.executor = new Executor({ handlers, log, outputDir, leases: this.leases, outcomes: this.outcomes, abort: this.abort, ended: this.runEnded })
+    const { handlers, outputStore } = o
+    this.executor = new Executor({ handlers, log, outputStore, leases: this.leases, outcomes: this.outcomes, abort: this.abort, ended: this.runEnded })
     this.notifier = new Notifier({
       databaseUrl: o.databaseUrl,
       log,
