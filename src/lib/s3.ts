@@ -14,6 +14,8 @@ export interface S3Settings {
   /** An S3-compatible server's URL; absent: AWS S3. */
   endpoint?: string
   region?: string
+  /** Absent: the SDK's usual sources. For programmatic use; the command line never sets it. */
+  credentials?: { accessKeyId: string; secretAccessKey: string }
 }
 
 /** Object calls, bucket and key explicit. */
@@ -54,6 +56,7 @@ export async function createS3Objects(settings: S3Settings): Promise<S3Objects> 
   const client = new sdk.S3Client({
     ...(settings.endpoint ? { endpoint: settings.endpoint, forcePathStyle: true } : {}),
     ...(settings.region ? { region: settings.region } : {}),
+    ...(settings.credentials ? { credentials: settings.credentials } : {}),
     requestHandler: { requestTimeout: S3_REQUEST_TIMEOUT_MS, connectionTimeout: S3_CONNECT_TIMEOUT_MS },
   })
   try {

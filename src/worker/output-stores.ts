@@ -24,6 +24,8 @@ export interface OutputSettings {
   maxBytes: number
   s3Endpoint?: string
   s3Region?: string
+  /** Absent: the AWS SDK's usual sources (AWS_ACCESS_KEY_ID, …). Programmatic only. */
+  s3Credentials?: { accessKeyId: string; secretAccessKey: string }
 }
 
 export interface CreateOutputStoreParams {
@@ -44,6 +46,12 @@ export function createOutputStore(params: CreateOutputStoreParams): OutputStore 
       ? createPostgresOutputBackend(db as Kysely<DB>)
       : setting.kind === 'file'
         ? createFileOutputBackend(setting.dir)
-        : createS3OutputBackend({ bucket: setting.bucket, keyPrefix: setting.keyPrefix, endpoint: settings.s3Endpoint, region: settings.s3Region })
+        : createS3OutputBackend({
+            bucket: setting.bucket,
+            keyPrefix: setting.keyPrefix,
+            endpoint: settings.s3Endpoint,
+            region: settings.s3Region,
+            credentials: settings.s3Credentials,
+          })
   return new BufferedOutputStore({ backend, db, log: params.log.child({ component: 'output' }), maxBytes: settings.maxBytes })
 }
