@@ -142,6 +142,15 @@ describe('the Postgres output store', () => {
     expect(await chunks(row.id)).toEqual([])
   })
 
+  it('reads an attempt back in seq order, a page at a time, past the ninth chunk', async () => {
+    const e = await insertExecution(t.db, { state: 'running' })
+    const lines = Array.from({ length: 12 }, (_, i) => `line ${i + 1}\n`)
+    for (const line of lines) await executionOutputAppendMany(t.db, { chunks: [{ executionId: e.id, attempt: 1, data: Buffer.from(line) }] })
+    const first = await executionOutputRead(t.db, { executionId: e.id, attempt: 1, afterSeq: null, limit: 10 })
+    const rest = await executionOutputRead(t.db, { executionId: e.id, attempt: 1, afterSeq: first[first.length - 1]?.seq ?? null, limit: 10 })
+    expect([...first, ...rest].map((r) => r.data.toString())).toEqual(lines)
+  })
+
   it('is pruned with its execution', async () => {
     const old = await insertExecution(t.db, { state: 'succeeded', finishedAt: msAgo(2 * 86_400_000) })
     const recent = await insertExecution(t.db, { state: 'succeeded', finishedAt: msAgo(1000) })

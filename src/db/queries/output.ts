@@ -70,12 +70,12 @@ export interface ExecutionOutputReadParams {
 /** An attempt's chunks after `afterSeq`, in order, at most `limit`; empty when there are no more (yet). */
 export async function executionOutputRead(db: Kysely<DB>, params: ExecutionOutputReadParams): Promise<Array<{ seq: string; data: Buffer }>> {
   const { rows } = await sql<{ seq: string; data: Buffer }>`
-    select seq::text as seq, data
-      from pgsched.execution_output
-     where execution_id = ${params.executionId}::uuid
-       and attempt = ${params.attempt}::int
-       and seq > coalesce(${params.afterSeq}::bigint, 0)
-     order by seq
+    select o.seq::text as seq, o.data
+      from pgsched.execution_output o
+     where o.execution_id = ${params.executionId}::uuid
+       and o.attempt = ${params.attempt}::int
+       and o.seq > coalesce(${params.afterSeq}::bigint, 0)
+     order by o.seq  -- the bigint column, not the text alias (which would sort 10 before 9)
      limit ${params.limit}::int
   `.execute(db)
   return rows
