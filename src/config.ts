@@ -6,6 +6,7 @@
  * Flags win over the environment. The result is frozen.
  */
 import { parseAddressPolicy } from './lib/address-policy.ts'
+import { parseOutputStoreSetting } from './core/output-uri.ts'
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { ConfigError, type ErrorDetail } from './errors.ts'
@@ -53,7 +54,6 @@ export const ConfigSchema = Type.Object({
       retentionMs: Ms(7 * 86_400_000, 60_000, 3650 * 86_400_000),
       pruneIntervalMs: Ms(60_000, 1_000, 86_400_000),
       pruneBatchSize: Type.Integer({ default: 5000, minimum: 1, maximum: 1000000 }),
-      outputDir: Type.String({ default: '.pgsched/output', minLength: 1 }),
       /** Runs every handler loaded from a module in this sandbox; unset: each handler's own choice. */
       sandbox: Type.Optional(Type.Union([Type.Literal('none'), Type.Literal('thread'), Type.Literal('process')])),
       /** A sandbox's JavaScript heap limit in MB, for handlers that set none. */
@@ -64,6 +64,21 @@ export const ConfigSchema = Type.Object({
       httpAllow: Type.String({ default: '' }),
       /** off: the worker has no built-in `http` handler. */
       httpHandler: Type.Union([Type.Literal('on'), Type.Literal('off')], { default: 'on' }),
+    },
+    { default: {} },
+  ),
+  output: Type.Object(
+    {
+      /** Where workers keep ctx.output: postgres, file, file:///dir or s3://bucket/prefix (core/output-uri.ts). */
+      store: Type.String({ default: 'postgres', minLength: 1 }),
+      /** The directory of the `file` store (relative to the working directory). */
+      dir: Type.String({ default: '.pgsched/output', minLength: 1 }),
+      /** Output kept per attempt; then a truncation marker, and the rest is discarded. */
+      maxBytes: Type.Integer({ default: 1_048_576, minimum: 1024, maximum: 1_073_741_824 }),
+      /** An S3-compatible server's URL (path-style addressing); absent: AWS S3. */
+      s3Endpoint: Type.Optional(Type.String({ pattern: '^https?://' })),
+      /** Absent: the AWS SDK's own lookup (AWS_REGION, the profile), else us-east-1 with an endpoint. */
+      s3Region: Type.Optional(Type.String({ minLength: 1 })),
     },
     { default: {} },
   ),
@@ -106,7 +121,11 @@ export const ENV_MAP: Readonly<Record<string, string>> = {
   SCHEDULER_MISFIRE_THRESHOLD_MS: 'worker.misfireThresholdMs',
   SCHEDULER_RETENTION_MS: 'worker.retentionMs',
   SCHEDULER_PRUNE_INTERVAL_MS: 'worker.pruneIntervalMs',
-  SCHEDULER_OUTPUT_DIR: 'worker.outputDir',
+  SCHEDULER_OUTPUT_STORE: 'output.store',
+  SCHEDULER_OUTPUT_DIR: 'output.dir',
+  SCHEDULER_OUTPUT_MAX_BYTES: 'output.maxBytes',
+  SCHEDULER_OUTPUT_S3_ENDPOINT: 'output.s3Endpoint',
+  SCHEDULER_OUTPUT_S3_REGION: 'output.s3Region',
   SCHEDULER_SANDBOX: 'worker.sandbox',
   SCHEDULER_SANDBOX_MEMORY_MB: 'worker.sandboxMemoryMb',
   SCHEDULER_SANDBOX_GRACE_MS: 'worker.sandboxGraceMs',
@@ -148,6 +167,7 @@ function describeAccepted(schema: TSchema | undefined): string {
   if (schema.type === 'integer') return `an integer from ${schema.minimum} to ${schema.maximum}`
   if (schema.type === 'array') return 'a comma-separated list of names (letters, digits, _ . : / -)'
   if (schema.pattern === '^postgres(ql)?://') return 'a postgres:// or postgresql:// URL'
+  if (schema.pattern === '^https?://') return 'an http:// or https:// URL'
   return 'a non-empty string'
 }
 
@@ -193,6 +213,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, fl
       parseAddressPolicy(config.worker.httpAllow)
     } catch (err: unknown) {
       details.push({ path: 'worker.httpAllow', message: `${sourceOf['worker.httpAllow'] ?? 'SCHEDULER_HTTP_ALLOW'}: ${(err as Error).message}` })
+    }
+    try {
+      parseOutputStoreSetting(config.output.store, config.output.dir)
+    } catch (err: unknown) {
+      details.push({ path: 'output.store', message: `${sourceOf['output.store'] ?? 'SCHEDULER_OUTPUT_STORE'} ${(err as Error).message}` })
     }
     if (config.worker.leaseMs <= 3 * config.worker.heartbeatMs) {
       details.push({

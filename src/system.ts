@@ -10,6 +10,8 @@ import { createDb, type Database } from './db/pool.ts'
 import { HandlerRegistry, type Handler } from './worker/handlers.ts'
 import { createHttpHandler } from './worker/http-handler.ts'
 import { Worker } from './worker/worker.ts'
+import { createOutputStore } from './worker/output-stores.ts'
+import type { OutputStore } from './worker/output-store.ts'
 import { Reaper } from './maintenance/reaper.ts'
 import { Pruner } from './maintenance/pruner.ts'
 import { TriggerScheduler } from './maintenance/trigger-scheduler.ts'
@@ -31,6 +33,8 @@ export interface CreateWorkerSystemParams {
   config: Config & { databaseUrl: string }
   log: Logger
   handlers: readonly Handler[]
+  /** Where handlers' ctx.output goes; default: the store config.output selects (Postgres unless set). */
+  outputStore?: OutputStore
 }
 
 export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSystem {
@@ -65,6 +69,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
   })
   const registry = new HandlerRegistry(w.httpHandler === 'on' ? [createHttpHandler({ allow: w.httpAllow })] : [])
   for (const h of params.handlers) registry.add(h)
+  const outputStore = params.outputStore ?? createOutputStore({ settings: config.output, db: hot.db, log })
   const worker = new Worker({
     db: hot.db,
     databaseUrl: config.databaseUrl,
@@ -77,7 +82,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     heartbeatMs: w.heartbeatMs,
     pollIntervalMs: w.pollIntervalMs,
     shutdownGraceMs: w.shutdownGraceMs,
-    outputDir: w.outputDir,
+    outputStore,
     sandbox: w.sandbox,
     sandboxMemoryMb: w.sandboxMemoryMb,
     sandboxGraceMs: w.sandboxGraceMs,
@@ -97,6 +102,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     worker,
     database,
     async start() {
+      await outputStore.start()
       await worker.start()
       reaper.start()
       triggerScheduler.start()
@@ -105,6 +111,8 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     stop() {
       stopping ??= (async () => {
         await Promise.all([worker.stop(), reaper.stop(), triggerScheduler.stop(), pruner.stop()])
+        // What the runs handed back at shutdown had written.
+        await outputStore.stop()
         await Promise.all([database.db.destroy(), hot.db.destroy()])
       })()
       return stopping

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { loadConfig } from '../src/config.ts'
 import { ConfigError } from '../src/errors.ts'
+import { parseOutputStoreSetting } from '../src/core/output-uri.ts'
 
 function errorOf(fn: () => unknown): ConfigError {
   try {
@@ -34,6 +35,27 @@ describe('loadConfig', () => {
     expect(config.worker.concurrency).toBe(25)
     expect(config.worker.queues).toEqual(['emails', 'reports'])
     expect(config.api.port).toBe(3000)
+  })
+
+  it('reads the output store settings: Postgres by default, files and S3 when named', () => {
+    expect(loadConfig({}).output).toEqual({ store: 'postgres', dir: '.pgsched/output', maxBytes: 1_048_576 })
+    const s3 = loadConfig({
+      SCHEDULER_OUTPUT_STORE: 's3://logs/pgsched/prod',
+      SCHEDULER_OUTPUT_MAX_BYTES: '4096',
+      SCHEDULER_OUTPUT_S3_ENDPOINT: 'http://127.0.0.1:9000',
+      SCHEDULER_OUTPUT_S3_REGION: 'eu-west-1',
+    }).output
+    expect(s3).toMatchObject({ store: 's3://logs/pgsched/prod', maxBytes: 4096, s3Endpoint: 'http://127.0.0.1:9000', s3Region: 'eu-west-1' })
+    expect(parseOutputStoreSetting(s3.store, s3.dir)).toEqual({ kind: 's3', bucket: 'logs', keyPrefix: 'pgsched/prod/' })
+    expect(parseOutputStoreSetting('s3://logs', '.')).toEqual({ kind: 's3', bucket: 'logs', keyPrefix: '' })
+    expect(parseOutputStoreSetting('file', 'out')).toEqual({ kind: 'file', dir: 'out' })
+    expect(parseOutputStoreSetting('file:///var/lib/pgsched%20out', 'out')).toEqual({ kind: 'file', dir: '/var/lib/pgsched out' })
+    const err = errorOf(() => loadConfig({ SCHEDULER_OUTPUT_STORE: 'ftp://x', SCHEDULER_OUTPUT_MAX_BYTES: '10', SCHEDULER_OUTPUT_S3_ENDPOINT: 'minio:9000' }))
+    expect(err.message).toContain('SCHEDULER_OUTPUT_MAX_BYTES must be an integer from 1024 to 1073741824 (got 10)')
+    expect(err.message).toContain('SCHEDULER_OUTPUT_S3_ENDPOINT must be an http:// or https:// URL (got "minio:9000")')
+    expect(errorOf(() => loadConfig({ SCHEDULER_OUTPUT_STORE: 'ftp://x' })).message).toContain(
+      'SCHEDULER_OUTPUT_STORE must be postgres, file, file:///absolute/dir or s3://bucket/prefix (got "ftp://x")',
+    )
   })
 
   it('lets flags override the environment', () => {

@@ -26,7 +26,9 @@ import { frameworkErrorHandler, registerErrorHandling } from './error-handler.ts
 import { parseJsonBody } from './json-body.ts'
 import { OutageLog } from './outage.ts'
 import { createApiMetrics } from './metrics.ts'
-import { executionRoutes } from './routes/executions.ts'
+import { executionRoutes, FOLLOW_POLL_MS } from './routes/executions.ts'
+import { OutputReaders } from './output-readers.ts'
+import type { S3Settings } from '../lib/s3.ts'
 import { healthRoutes } from './routes/health.ts'
 import { jobRoutes } from './routes/jobs.ts'
 import { queueRoutes } from './routes/queues.ts'
@@ -53,6 +55,10 @@ export interface AppDeps {
   queueDepthCacheMs?: number
   /** For /readyz; default: the package's migrations/ folder. */
   migrationsDir?: string
+  /** Reading output kept in S3 (endpoint, region; credentials from the AWS SDK's usual sources). */
+  outputS3?: S3Settings
+  /** How often `GET /v1/executions/{id}/output?follow=true` polls; default FOLLOW_POLL_MS. */
+  outputFollowPollMs?: number
 }
 
 /** A client-supplied X-Request-Id is kept when it is short and plain; otherwise a UUID is made. */
@@ -95,6 +101,14 @@ export function buildApp(deps: AppDeps) {
   const metrics = createApiMetrics({ db: deps.db, log: deps.log, queueDepthCacheMs: deps.queueDepthCacheMs })
   const client = deps.client ?? createClient({ db: deps.db })
   const authenticator = createAuthenticator(deps.db, { cacheMs: deps.apiKeyCacheMs ?? 5000 })
+  // Open output follows end when the API closes, or close() would wait for them.
+  const closing = new AbortController()
+  app.addHook('preClose', async () => closing.abort())
+  const output = {
+    readers: new OutputReaders({ db: deps.db, s3: deps.outputS3 }),
+    closing: closing.signal,
+    followPollMs: deps.outputFollowPollMs ?? FOLLOW_POLL_MS,
+  }
 
   app.decorateRequest('identity', null)
   app.addHook('onRequest', async (request, reply) => {
@@ -167,6 +181,7 @@ export function buildApp(deps: AppDeps) {
       })
       const routeDeps: RouteDeps = {
         metrics,
+        output,
         clientFor(request: FastifyRequest) {
           const identity = request.identity
           if (!identity) throw new SchedulerError('unauthorized', 'missing API key; send Authorization: Bearer <api key>')

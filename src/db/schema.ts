@@ -159,6 +159,16 @@ export interface WaitingWorkersTable {
   since: DefaultTimestamp
 }
 
+/** Handler output in chunks (migration 0020). */
+export interface ExecutionOutputTable {
+  execution_id: string
+  attempt: number
+  /** bigint, generated. */
+  seq: ColumnType<string, never, never>
+  data: Buffer
+  created_at: DefaultTimestamp
+}
+
 export interface SettingsTable {
   name: string
   value: string
@@ -175,6 +185,7 @@ export interface DB {
   'pgsched.settings': SettingsTable
   'pgsched.queues': QueuesTable
   'pgsched.tenants': TenantsTable
+  'pgsched.execution_output': ExecutionOutputTable
 }
 
 export type JobRow = Selectable<JobsTable>

@@ -14,6 +14,7 @@ import { LeaseLostError, ShutdownError, TimeoutError, type AbortReason } from '.
 import type { HandlerRegistry } from './handlers.ts'
 import type { LeaseKeeper } from './lease-keeper.ts'
 import type { OutcomeWriter } from './outcome-writer.ts'
+import type { OutputStore } from './output-store.ts'
 import { RunContext } from './run-context.ts'
 import type { Run } from './run.ts'
 import type { Placement, SandboxPool } from './sandbox-pool.ts'
@@ -30,7 +31,8 @@ export interface ExecutorParams {
   handlers: HandlerRegistry
   /** The worker's logger; each run's child logger is made from it on first use. */
   log: Logger
-  outputDir: string
+  /** Where handlers' ctx.output goes. */
+  outputStore: OutputStore
   /** Handler types that run in a sandbox, and the pool that runs them. */
   sandboxed?: { placements: ReadonlyMap<string, Placement>; pool: SandboxPool }
   leases: Pick<LeaseKeeper, 'isSure'>
@@ -60,7 +62,7 @@ export class Executor {
     run.state = 'running'
     const startedAtMs = performance.now()
     // A run's lines (the handler's ctx.log, its failures) carry the handler's errors: never held back as an outage.
-    const ctx = new RunContext(c, run, loudLogger(this.p.log), this.p.outputDir)
+    const ctx = new RunContext(c, run, loudLogger(this.p.log), this.p.outputStore)
     run.ctx = ctx
     const timer = setTimeout(this.timeOut, c.timeoutMs, run)
     // The handler starts in a microtask: the worker starts every free slot's run first. A run of a

@@ -36,7 +36,11 @@ export interface HandlerContext<P = unknown> {
   /** Aborted on timeout, cancellation, lost lease or forced shutdown; `signal.reason` says which. */
   signal: AbortSignal
   log: Logger
-  /** Output kept in a file under the output directory (`executions.output_uri`); opened on first use. */
+  /**
+   * Output kept in the worker's output store (Postgres by default; `executions.output_uri` names it),
+   * readable through the API while the run goes on; opened on first use. Writes never block or fail:
+   * past the per-attempt cap (SCHEDULER_OUTPUT_MAX_BYTES) they are discarded after a truncation marker.
+   */
   readonly output: Writable
 }
 

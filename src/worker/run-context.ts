@@ -1,6 +1,6 @@
 /**
  * The handler's view of one run (`HandlerContext`). Its signal, child logger
- * and output file are created on first use: most runs touch none of them, and
+ * and output (a handle of the worker's OutputStore) are created on first use: most runs touch none of them, and
  * per-run allocations are most of a busy worker's garbage. They are accessors
  * on the class, so `{ ...ctx }` copies only the data fields; a wrapper that
  * passes a modified context on can use `Object.create(ctx)` or name them.
@@ -9,7 +9,7 @@ import type { Writable } from 'node:stream'
 import type { ClaimedExecution } from '../db/queries/claim.ts'
 import type { Logger } from '../logger.ts'
 import type { HandlerContext } from './handlers.ts'
-import { OutputFile } from './output.ts'
+import type { OutputHandle, OutputStore } from './output-store.ts'
 
 /** Where the run's abort state lives (the worker's in-flight record). */
 export interface AbortState {
@@ -28,11 +28,11 @@ export class RunContext implements HandlerContext {
   readonly scheduledFor: Date
   private readonly abortState: AbortState
   private readonly parentLog: Logger
-  private readonly outputDir: string
+  private readonly outputStore: OutputStore
   private childLog: Logger | undefined
-  private outputFile: OutputFile | undefined
+  private outputHandle: OutputHandle | undefined
 
-  constructor(c: ClaimedExecution, abort: AbortState, parentLog: Logger, outputDir: string) {
+  constructor(c: ClaimedExecution, abort: AbortState, parentLog: Logger, outputStore: OutputStore) {
     this.payload = c.payload
     this.jobId = c.jobId
     this.executionId = c.id
@@ -43,7 +43,7 @@ export class RunContext implements HandlerContext {
     this.scheduledFor = new Date(c.scheduledForMs)
     this.abortState = abort
     this.parentLog = parentLog
-    this.outputDir = outputDir
+    this.outputStore = outputStore
   }
 
   get signal(): AbortSignal {
@@ -61,12 +61,12 @@ export class RunContext implements HandlerContext {
   }
 
   get output(): Writable {
-    this.outputFile ??= new OutputFile(this.outputDir, this.jobId, this.executionId, this.attempt)
-    return this.outputFile.writable
+    this.outputHandle ??= this.outputStore.open({ jobId: this.jobId, executionId: this.executionId, attempt: this.attempt })
+    return this.outputHandle.writable
   }
 
-  /** Closes the output file if the handler opened one (its file:// URI); null, synchronously, if not. */
+  /** Stores what the handler wrote, if it touched its output (resolves with the output URI, or null if nothing was stored); null, synchronously, if not. */
   closeOutput(): Promise<string | null> | null {
-    return this.outputFile ? this.outputFile.close() : null
+    return this.outputHandle ? this.outputHandle.close() : null
   }
 }

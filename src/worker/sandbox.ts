@@ -75,6 +75,8 @@ export class Sandbox {
   private cause: string | undefined
   private stderrTail = ''
   private exited = false
+  /** Ended (or being ended) on purpose: never handed another run. */
+  private killed = false
   private readyWaiter: { resolve: () => void; reject: (e: Error) => void } | undefined
   /** Resolves once it loaded its module; rejects if it could not. */
   readonly ready: Promise<void>
@@ -121,7 +123,7 @@ export class Sandbox {
 
   /** True while it can take another run. */
   get usable(): boolean {
-    return !this.exited && this.cause === undefined && this.current === undefined
+    return !this.exited && !this.killed && this.cause === undefined && this.current === undefined
   }
 
   /** Runs one handler; see the file header. Never called while another run is on. */
@@ -187,6 +189,7 @@ export class Sandbox {
 
   /** Ends it at once (terminate or SIGKILL). */
   kill(): void {
+    this.killed = true
     if (this.exited) return
     if (this.thread) void this.thread.terminate()
     else this.child?.kill('SIGKILL')

@@ -9,6 +9,7 @@ import type { DB } from '../db/schema.ts'
 import type { Logger } from '../logger.ts'
 import type { HandlerRegistry } from './handlers.ts'
 import type { SandboxMode } from './sandbox-protocol.ts'
+import type { OutputStore } from './output-store.ts'
 
 /** What a worker reports as it goes (for metrics and tests); each is optional and called synchronously. */
 export interface WorkerEvents {
@@ -38,8 +39,8 @@ export interface WorkerOptions {
   pollIntervalMs: number
   /** How long stop() lets running handlers finish before aborting them. */
   shutdownGraceMs: number
-  /** Where handlers' ctx.output files go. */
-  outputDir: string
+  /** Where handlers' ctx.output goes (output-stores.ts); started and stopped by the caller. */
+  outputStore: OutputStore
   /** Runs every handler loaded from a module in this sandbox, whatever the handler asks. Default: each handler's own. */
   sandbox?: SandboxMode
   /** A sandbox's JavaScript heap limit in MB, for handlers that set none. Default: Node's. */

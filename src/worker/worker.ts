@@ -85,14 +85,14 @@ export class Worker {
       if (this.claims.isLimited(queue)) this.wakeUp.wake()
     }
     this.outcomes = new OutcomeWriter({ completer: this.completer, workerId: this.id, log, leases: this.leases, onRetryScheduled, onRecorded })
-    const { handlers, outputDir } = o
+    const { handlers, outputStore } = o
     const placements = sandboxPlacements(handlers, { mode: o.sandbox, memoryLimitMb: o.sandboxMemoryMb }, log)
     if (placements.size > 0) {
       const graceMs = o.sandboxGraceMs ?? SANDBOX_GRACE_MS_DEFAULT
       this.sandboxes = new SandboxPool({ log, logLevel: log.level, graceMs, idleMs: SANDBOX_IDLE_MS, maxIdle: o.concurrency })
     }
     const sandboxed = this.sandboxes && { placements, pool: this.sandboxes }
-    const executorParams = { handlers, log, outputDir, sandboxed, leases: this.leases, outcomes: this.outcomes }
+    const executorParams = { handlers, log, outputStore, sandboxed, leases: this.leases, outcomes: this.outcomes }
     this.executor = new Executor({ ...executorParams, abort: this.abort, ended: this.runEnded })
     this.notifier = new Notifier({
       databaseUrl: o.databaseUrl,

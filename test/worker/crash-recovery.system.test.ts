@@ -16,7 +16,7 @@ import { defineHandler, HandlerRegistry } from '../../src/worker/handlers.ts'
 import { Worker } from '../../src/worker/worker.ts'
 import { freePort } from '../faults/api-process.ts'
 import { waitFor } from '../wait-for.ts'
-import { outputDir } from './harness.ts'
+import { fileOutputStore } from './harness.ts'
 
 /** The newest PostgreSQL installed with the Debian tools (pg_createcluster). */
 const VERSION = readdirSync('/usr/lib/postgresql').sort((a, b) => Number(b) - Number(a))[0] as string
@@ -89,7 +89,7 @@ describe('a PostgreSQL crash', () => {
       heartbeatMs: 5_000,
       pollIntervalMs: 60_000,
       shutdownGraceMs: 1_000,
-      outputDir,
+      outputStore: fileOutputStore(),
     })
     const client = createClient({ databaseUrl: url })
     try {

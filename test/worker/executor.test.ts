@@ -12,7 +12,7 @@ import { Executor, MAX_RESULT_BYTES } from '../../src/worker/executor.ts'
 import { defineHandler, HandlerRegistry, type Handler } from '../../src/worker/handlers.ts'
 import type { Outcome } from '../../src/worker/outcome-writer.ts'
 import { createRun, type Run } from '../../src/worker/run.ts'
-import { outputDir } from './harness.ts'
+import { fileOutputStore } from './harness.ts'
 
 const log = createLogger({ level: 'silent' })
 
@@ -47,7 +47,7 @@ function setup(handlers: Handler[], options: { sure?: boolean } = {}) {
   const executor = new Executor({
     handlers: new HandlerRegistry(handlers),
     log,
-    outputDir,
+    outputStore: fileOutputStore(),
     leases: { isSure: () => options.sure ?? true },
     outcomes: { record: async (_run, _ctx, outcome) => void recorded.push(outcome) },
     abort,

@@ -13,7 +13,7 @@ import { OutcomeWriter } from '../../src/worker/outcome-writer.ts'
 import { RunContext } from '../../src/worker/run-context.ts'
 import { createRun, type Run } from '../../src/worker/run.ts'
 import { useTestDb } from '../db.ts'
-import { outputDir } from './harness.ts'
+import { fileOutputStore } from './harness.ts'
 
 const t = useTestDb()
 const WORKER = '00000000-0000-7000-8000-0000000000e0'
@@ -38,7 +38,7 @@ async function setup() {
   const run: Run = createRun(c, performance.now() + 60_000)
   run.state = 'running'
   leases.hold(run)
-  const ctx = new RunContext(c, run, t.log, outputDir)
+  const ctx = new RunContext(c, run, t.log, fileOutputStore())
   return { writer, leases, retries, run, ctx }
 }
 

@@ -10,7 +10,9 @@ import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import type { Execution } from '../../src/core/job.ts'
+import { PassThrough } from 'node:stream'
 import { defineHandler, loadHandlerModule } from '../../src/worker/handlers.ts'
+import { SandboxPool } from '../../src/worker/sandbox-pool.ts'
 import { useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
 import { useWorkers } from './harness.ts'
@@ -49,7 +51,9 @@ function attemptsOf(e: Execution) {
 describe('sandboxed handlers', () => {
   it('ends a thread and a process handler that spin ignoring the signal within timeout + 1 s, retries them, and the worker’s other runs keep their leases', async () => {
     // A short lease: a blocked event loop would lose the naps' leases within 1.5 s.
-    await startWorker([...sandboxed, nap], { leaseMs: 1_500, heartbeatMs: 300 })
+    const ranMs: Array<[type: string, ms: number]> = []
+    const events = { runEnded: (e: { type: string }, ms: number) => void ranMs.push([e.type, ms]) }
+    await startWorker([...sandboxed, nap], { leaseMs: 1_500, heartbeatMs: 300, events })
     const c = client()
     const naps = await Promise.all([1, 2, 3].map(() => c.submitJob({ type: 'nap', payload: { ms: 5_000 }, timeoutMs: 20_000 })))
     const spins = await Promise.all(
@@ -61,11 +65,17 @@ describe('sandboxed handlers', () => {
         { outcome: 'failed', name: 'TimeoutError', message: 'timed out after 1000 ms' },
         { outcome: 'failed', name: 'TimeoutError', message: 'timed out after 1000 ms' },
       ])
-      for (const a of e.attempts) {
-        const ranMs = (a.endedAt?.getTime() ?? Number.POSITIVE_INFINITY) - (a.startedAt?.getTime() ?? 0)
-        expect(ranMs).toBeLessThan(2_000)
-      }
     }
+    // Each attempt's slot was free (its sandbox ended) within timeout + 1 s of its start.
+    // (an attempt's timeout is recorded at once; its slot is free once its sandbox is ended)
+    const spun = await waitFor(
+      () => {
+        const ended = ranMs.filter(([type]) => type.startsWith('spin.'))
+        return ended.length === 4 && ended
+      },
+      { what: 'the four spinning attempts to free their slots' },
+    )
+    for (const [type, ms] of spun) expect(ms, type).toBeLessThan(2_000)
     for (const { job } of naps) {
       const e = await settled(job.id)
       expect(e.state).toBe('succeeded')
@@ -164,5 +174,26 @@ describe('sandboxed handlers', () => {
     expect(Date.now() - stopStartedAt).toBeLessThan(5_000)
     const [execution] = (await c.listExecutions(job.id)).items
     expect(execution?.state).toBe('pending')
+  })
+
+  it('never hands a sandbox ended while it loaded to the next run', async () => {
+    const pool = new SandboxPool({ log: t.log, logLevel: 'silent', graceMs: 100, idleMs: 10_000, maxIdle: 2 })
+    const handler = sandboxed.find((h) => h.type === 'echo.process')
+    if (!handler) throw new Error('no echo.process fixture')
+    const run = (signal: AbortSignal) => {
+      const ctx = { payload: { n: 1 }, jobId: 'j', executionId: 'e', attempt: 1, maxAttempts: 1, type: 'echo.process', queue: 'q' }
+      return pool.run({ handler, mode: 'process', memoryLimitMb: undefined, ctx: { ...ctx, scheduledFor: new Date(), signal, output: new PassThrough() } })
+    }
+    try {
+      const controller = new AbortController()
+      const first = run(controller.signal)
+      controller.abort(Object.assign(new Error('timed out'), { name: 'TimeoutError' }))
+      await expect(first).rejects.toThrow('timed out')
+      // at once, before the ended sandbox's exit is seen: a new one runs it
+      const second = await run(new AbortController().signal)
+      expect(JSON.parse(second.json)).toMatchObject({ echoed: { n: 1 } })
+    } finally {
+      await pool.close()
+    }
   })
 })

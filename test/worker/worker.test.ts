@@ -12,7 +12,7 @@ import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
 import { insertExecutions, takeOverExecution } from '../factories.ts'
-import { useWorkers } from './harness.ts'
+import { fileOutputStore, useWorkers } from './harness.ts'
 import { pino } from 'pino'
 import { serverAutovacuumOn } from '../../src/db/queries/ops.ts'
 
@@ -190,7 +190,7 @@ describe('Worker', () => {
     await waitFor(async () => (await execution(narrow.job.id)).state === 'succeeded', { what: 'the narrow result to be stored' })
   })
 
-  it('keeps handler output in a file named by output_uri', async () => {
+  it('keeps handler output in Postgres, named by output_uri', async () => {
     await startWorker([
       defineHandler('log', async (ctx) => {
         ctx.output.write('line 1\n')
@@ -198,6 +198,25 @@ describe('Worker', () => {
         return 'done'
       }),
     ])
+    const { job } = await client().submitJob({ type: 'log' })
+    await waitFor(async () => (await execution(job.id)).state === 'succeeded')
+    const row = await execution(job.id)
+    expect(row.output_uri).toBe(`pgsched:output/${row.id}/1`)
+    const chunks = await t.db.selectFrom('pgsched.execution_output').select('data').where('execution_id', '=', row.id).orderBy('seq').execute()
+    expect(Buffer.concat(chunks.map((c) => c.data)).toString()).toBe('line 1\nline 2\n')
+  })
+
+  it('keeps handler output in a file named by output_uri when the file store is selected', async () => {
+    await startWorker(
+      [
+        defineHandler('log', async (ctx) => {
+          ctx.output.write('line 1\n')
+          ctx.output.write('line 2\n')
+          return 'done'
+        }),
+      ],
+      { outputStore: fileOutputStore() },
+    )
     const { job } = await client().submitJob({ type: 'log' })
     await waitFor(async () => (await execution(job.id)).state === 'succeeded')
     const uri = (await execution(job.id)).output_uri

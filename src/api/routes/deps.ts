@@ -3,11 +3,14 @@ import type { FastifyRequest } from 'fastify'
 import type { Client } from '../../client.ts'
 import { ForbiddenError } from '../../errors.ts'
 import type { ApiMetrics } from '../metrics.ts'
+import type { OutputRouteDeps } from './executions.ts'
 
 export interface RouteDeps {
   /** The client acting for the request's tenant (the request must be authenticated). */
   clientFor(request: FastifyRequest): Client
   metrics: ApiMetrics
+  /** For the execution output route. */
+  output: OutputRouteDeps
 }
 
 /** Refuses a request without an operator key; `what` says why these routes are for operators. */

@@ -1,26 +1,119 @@
 /**
  * /v1/executions/{id}/output: streams the output a worker stored for an
- * execution (the file named by its `output_uri`, a file:// URI on storage
- * the API can read). 404 when the execution has none or the file is gone
- * (pruned). The file is opened before the reply starts, so a missing file
- * is a clean 404 rather than a broken stream.
+ * execution, from the store its `output_uri` names (Postgres chunks, S3 part
+ * objects, or a file:// path on storage this API can read; api/output-readers.ts).
+ * Without `follow`, what is stored so far; 404 when there is none or a file
+ * is gone. With `follow=true` and a pending or running execution, the response
+ * stays open: it waits for the attempt to start if need be, sends each chunk
+ * as it is stored (polling every FOLLOW_POLL_MS) and ends once that attempt
+ * has ended and everything it stored was sent (a worker stores all output
+ * before it writes the outcome). Closing the API ends open follows.
  */
-import { type FileHandle, open } from 'node:fs/promises'
-import { fileURLToPath } from 'node:url'
+import { Readable } from 'node:stream'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from '@fastify/type-provider-typebox'
+import type { Client } from '../../client.ts'
+import type { Execution } from '../../core/job.ts'
+import { type OutputLocation, outputUriAttempt, parseOutputUri } from '../../core/output-uri.ts'
 import { NotFoundError } from '../../errors.ts'
+import { abortableSleep } from '../../lib/service.ts'
+import { OutputGoneError, type OutputReader, type OutputReaders } from '../output-readers.ts'
 import { IdParams } from '../schemas/common.ts'
 import { CommonErrors } from '../schemas/error.ts'
 import type { RouteDeps } from './deps.ts'
 
-/** The local path behind an output URI; null for none or a scheme this API cannot read. */
-function outputPath(uri: string | null): string | null {
-  if (!uri) return null
+/** What the output route needs besides the client. */
+export interface OutputRouteDeps {
+  readers: OutputReaders
+  /** Aborted when the API closes: open follows end. */
+  closing: AbortSignal
+  /** How often a follow looks for new output and for the attempt's end. */
+  followPollMs: number
+}
+
+/** Between a store's flushes (250 ms for Postgres): new output shows within about half a second. */
+export const FOLLOW_POLL_MS = 300
+
+const OutputQuery = Type.Object(
+  {
+    follow: Type.Optional(
+      Type.Boolean({
+        default: false,
+        description:
+          'Keep the response open while the execution is pending or running: output is sent as the worker stores it, ' +
+          'and the response ends when that attempt ends. Without it, the output stored so far.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+)
+
+const live = (e: Execution) => e.state === 'pending' || e.state === 'running'
+
+/** A reader for `location`; null if its file is gone. */
+async function openReader(readers: OutputReaders, location: OutputLocation): Promise<OutputReader | null> {
   try {
-    const url = new URL(uri)
-    return url.protocol === 'file:' ? fileURLToPath(url) : null
-  } catch {
-    return null
+    return await readers.open(location)
+  } catch (err: unknown) {
+    if (err instanceof OutputGoneError) return null
+    throw err
+  }
+}
+
+/** Everything the reader has now. */
+async function* readAll(reader: OutputReader): AsyncGenerator<Buffer> {
+  try {
+    yield* drain(reader)
+  } finally {
+    await reader.close()
+  }
+}
+
+interface FollowParams {
+  client: Client
+  execution: Execution
+  deps: OutputRouteDeps
+  /** Called once the response is being sent (Fastify has set its headers). */
+  started: () => void
+}
+
+/** See the file header: the attempt running now, or the next one of a pending execution. */
+async function* follow({ client, execution, deps, started }: FollowParams): AsyncGenerator<Buffer> {
+  started()
+  let e = execution
+  const attempt = e.state === 'running' ? e.attempt : e.attempt + 1
+  let uri: string | null = null
+  let reader: OutputReader | null = null
+  try {
+    for (;;) {
+      // Decided before reading: whatever the attempt stored before it ended is read below.
+      const ended = !live(e) || e.attempt > attempt || (e.attempt === attempt && e.state !== 'running')
+      const location = parseOutputUri(e.outputUri)
+      if (location && e.outputUri !== uri && (outputUriAttempt(location) ?? attempt) === attempt) {
+        await reader?.close()
+        reader = await openReader(deps.readers, location)
+        uri = e.outputUri
+      }
+      if (reader) yield* drain(reader)
+      if (ended || deps.closing.aborted) return
+      await abortableSleep(deps.followPollMs, deps.closing)
+      try {
+        e = await client.viewExecution(e.id)
+      } catch (err: unknown) {
+        if (err instanceof NotFoundError) return
+        throw err
+      }
+    }
+  } finally {
+    await reader?.close()
+  }
+}
+
+async function* drain(reader: OutputReader): AsyncGenerator<Buffer> {
+  for (;;) {
+    const chunks = await reader.next()
+    if (chunks.length === 0) return
+    yield* chunks
   }
 }
 
@@ -33,12 +126,15 @@ export const executionRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app,
         operationId: 'viewExecutionOutput',
         tags: ['executions'],
         summary: 'Stored output of an execution',
-        description: 'Streams what the handler wrote to its output stream (`text/plain` for log files).',
+        description:
+          'Streams what the handler wrote to its output stream (`text/plain`), from the store the worker used (PostgreSQL, S3, or a file on ' +
+          "this API's host). With `follow=true` it streams while the handler is still writing, until the attempt ends.",
         security: [{ apiKey: [] }],
         params: IdParams,
+        querystring: OutputQuery,
         response: {
           200: {
-            description: 'The stored output.',
+            description: 'The stored output (with `follow=true`, sent as it is stored).',
             content: {
               'text/plain': { schema: { type: 'string' } },
               'application/octet-stream': { schema: { type: 'string', format: 'binary' } },
@@ -50,31 +146,27 @@ export const executionRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app,
     },
     async (request, reply) => {
       const id = request.params.id
-      const execution = await deps.clientFor(request).viewExecution(id)
-      const path = outputPath(execution.outputUri)
-      if (!path) throw new NotFoundError(`execution ${id} has no stored output`)
-      let handle: FileHandle
-      try {
-        handle = await open(path, 'r')
-      } catch (err: unknown) {
-        const code = (err as { code?: string }).code
-        if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR') {
-          throw new NotFoundError(`output of execution ${id} is no longer stored`)
-        }
-        throw err
+      const client = deps.clientFor(request)
+      const execution = await client.viewExecution(id)
+      const location = parseOutputUri(execution.outputUri)
+      let body: AsyncGenerator<Buffer>
+      let text = true
+      if (request.query.follow === true && live(execution)) {
+        // The status and headers go out at once, not with the first output (which may be a while).
+        body = follow({ client, execution, deps: deps.output, started: () => reply.raw.flushHeaders() })
+        reply.header('cache-control', 'no-store')
+      } else {
+        if (!location) throw new NotFoundError(`execution ${id} has no stored output`)
+        const reader = await openReader(deps.output.readers, location)
+        if (!reader) throw new NotFoundError(`output of execution ${id} is no longer stored`)
+        if (location.store === 'file') text = /\.(log|txt)$/.test(location.url.pathname)
+        body = readAll(reader)
       }
-      const stat = await handle.stat()
-      if (!stat.isFile()) {
-        await handle.close()
-        throw new NotFoundError(`output of execution ${id} is no longer stored`)
-      }
-      const text = /\.(log|txt)$/.test(path)
       return (
         reply
           .type(text ? 'text/plain; charset=utf-8' : 'application/octet-stream')
-          .header('content-length', stat.size)
           // A stream is sent as is; the response schema only documents the content types.
-          .send(handle.createReadStream() as unknown as string)
+          .send(Readable.from(body, { objectMode: false }) as unknown as string)
       )
     },
   )

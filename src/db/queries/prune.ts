@@ -2,7 +2,8 @@
  * Retention: terminal executions finished before `olderThanMs` ago are
  * deleted, `limit` at a time (SKIP LOCKED: concurrent pruners split the work),
  * then one-time jobs left with no execution and no trigger, with their
- * idempotency keys.
+ * idempotency keys. An execution's output chunks (pgsched.execution_output) go in
+ * the same statement.
  */
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
@@ -26,6 +27,12 @@ export async function executionPruneFinished(db: Kysely<DB>, params: ExecutionPr
        using doomed d
        where e.id = d.id and e.job_id = d.job_id
       returning e.job_id
+    ),
+    output as (
+      -- the output chunks of every attempt of the doomed executions (primary key prefix)
+      delete from pgsched.execution_output o
+       using doomed d
+       where o.execution_id = d.id
     ),
     orphan_jobs as (
       -- one-time jobs whose every execution is now gone

@@ -1,0 +1,164 @@
+/**
+ * Handler output in the Postgres store, through in-process workers: chunks
+ * stored while the handler writes and named on the running execution, the
+ * per-attempt cap and its marker, writes that neither block nor fail while the
+ * store is down (a stand-in backend over the real one refuses while "down"),
+ * nothing at all for a handler that writes nothing, and pruning.
+ */
+import { describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { droppedMarker, truncationMarker } from '../../src/core/output-uri.ts'
+import { executionOutputAppendMany, executionOutputRead } from '../../src/db/queries/output.ts'
+import { executionPruneFinished } from '../../src/db/queries/prune.ts'
+import { defineHandler } from '../../src/worker/handlers.ts'
+import { createPostgresOutputBackend } from '../../src/worker/output-postgres.ts'
+import { BufferedOutputStore, type OutputBackend, type OutputStore } from '../../src/worker/output-store.ts'
+import { createOutputStore } from '../../src/worker/output-stores.ts'
+import { useTestDb } from '../db.ts'
+import { insertExecution, msAgo } from '../factories.ts'
+import { waitFor } from '../wait-for.ts'
+import { outputSettings, useWorkers } from './harness.ts'
+
+const t = useTestDb()
+const startWorker = useWorkers(t)
+const client = () => createClient({ db: t.db, tenant: 'acme' })
+
+const execution = (jobId: string) => t.db.selectFrom('pgsched.executions').selectAll().where('job_id', '=', jobId).executeTakeFirstOrThrow()
+
+async function chunks(executionId: string, attempt = 1): Promise<Buffer[]> {
+  return (await executionOutputRead(t.db, { executionId, attempt, afterSeq: null, limit: 1000 })).map((r) => r.data)
+}
+const output = async (executionId: string) => Buffer.concat(await chunks(executionId)).toString()
+
+/** A gate a handler waits at until the test opens it. */
+function gate() {
+  let open!: () => void
+  const opened = new Promise<void>((resolve) => (open = resolve))
+  return { open, opened }
+}
+
+describe('the Postgres output store', () => {
+  it('stores output in chunks while the handler writes, and names it on the running execution', async () => {
+    const go = gate()
+    await startWorker([
+      defineHandler('talk', async (ctx) => {
+        ctx.output.write('first\n')
+        await go.opened
+        ctx.output.write('second\n')
+        return null
+      }),
+    ])
+    const { job } = await client().submitJob({ type: 'talk' })
+    const running = await waitFor(async () => {
+      const row = await execution(job.id)
+      return row.state === 'running' && row.output_uri !== null ? row : null
+    })
+    expect(running.output_uri).toBe(`pgsched:output/${running.id}/1`)
+    expect(await output(running.id)).toBe('first\n')
+    go.open()
+    await waitFor(async () => (await execution(job.id)).state === 'succeeded')
+    expect(await output(running.id)).toBe('first\nsecond\n')
+    expect((await chunks(running.id)).length).toBe(2)
+    expect((await execution(job.id)).output_uri).toBe(`pgsched:output/${running.id}/1`)
+  })
+
+  it('keeps at most maxBytes per attempt, then writes the truncation marker once and discards the rest', async () => {
+    const outputStore = createOutputStore({ settings: outputSettings({ maxBytes: 1024 }), db: t.db, log: t.log })
+    const results: boolean[] = []
+    await startWorker(
+      [
+        defineHandler('flood', async (ctx) => {
+          for (let i = 0; i < 10; i++) results.push(ctx.output.write('x'.repeat(300)))
+          return null
+        }),
+      ],
+      { outputStore },
+    )
+    const { job } = await client().submitJob({ type: 'flood' })
+    await waitFor(async () => (await execution(job.id)).state === 'succeeded')
+    expect(await output((await execution(job.id)).id)).toBe(`${'x'.repeat(1024)}${truncationMarker(1024)}`)
+    expect(results.every((r) => r)).toBe(true)
+  })
+
+  it('never blocks or fails a handler while the store is down, and drops past the backlog bound with a marker', async () => {
+    const real = createPostgresOutputBackend(t.db)
+    let down = true
+    let refused = 0
+    const flaky: OutputBackend = {
+      ...real,
+      uri: real.uri,
+      write: (parts) => {
+        if (!down) return real.write(parts)
+        refused++
+        return Promise.reject(new Error('store down'))
+      },
+    }
+    const outputStore = new BufferedOutputStore({ backend: flaky, db: t.db, log: t.log, maxBytes: 1_048_576, backlogMaxBytes: 1000 })
+    const wrote = gate()
+    const go = gate()
+    await startWorker(
+      [
+        defineHandler('chatty', async (ctx) => {
+          ctx.output.write('a'.repeat(800))
+          ctx.output.write('b'.repeat(500)) // past the bound: dropped
+          ctx.output.write('c'.repeat(100))
+          wrote.open()
+          await go.opened
+          ctx.output.write('after\n')
+          return 'done'
+        }),
+      ],
+      { outputStore },
+    )
+    const { job } = await client().submitJob({ type: 'chatty' })
+    await wrote.opened
+    await waitFor(() => refused >= 2, { what: 'flushes to be refused' })
+    expect((await execution(job.id)).state).toBe('running')
+    down = false
+    go.open()
+    await waitFor(async () => (await execution(job.id)).state === 'succeeded')
+    const row = await execution(job.id)
+    expect(row.result).toBe('done')
+    expect(await output(row.id)).toBe(`${'a'.repeat(800)}${droppedMarker(500)}${'c'.repeat(100)}after\n`)
+  })
+
+  it('opens, stores and updates nothing for a handler that writes nothing', async () => {
+    const inner = createOutputStore({ settings: outputSettings(), db: t.db, log: t.log })
+    let opened = 0
+    const outputStore: OutputStore = {
+      start: () => inner.start(),
+      stop: () => inner.stop(),
+      open: (target) => {
+        opened++
+        return inner.open(target)
+      },
+    }
+    await startWorker([defineHandler('quiet', async (ctx) => ctx.payload)], { outputStore })
+    const { job } = await client().submitJob({ type: 'quiet', payload: 1 })
+    await waitFor(async () => (await execution(job.id)).state === 'succeeded')
+    const row = await execution(job.id)
+    expect(opened).toBe(0)
+    expect(row.output_uri).toBeNull()
+    expect(await chunks(row.id)).toEqual([])
+  })
+
+  it('reads an attempt back in seq order, a page at a time, past the ninth chunk', async () => {
+    const e = await insertExecution(t.db, { state: 'running' })
+    const lines = Array.from({ length: 12 }, (_, i) => `line ${i + 1}\n`)
+    for (const line of lines) await executionOutputAppendMany(t.db, { chunks: [{ executionId: e.id, attempt: 1, data: Buffer.from(line) }] })
+    const first = await executionOutputRead(t.db, { executionId: e.id, attempt: 1, afterSeq: null, limit: 10 })
+    const rest = await executionOutputRead(t.db, { executionId: e.id, attempt: 1, afterSeq: first[first.length - 1]?.seq ?? null, limit: 10 })
+    expect([...first, ...rest].map((r) => r.data.toString())).toEqual(lines)
+  })
+
+  it('is pruned with its execution', async () => {
+    const old = await insertExecution(t.db, { state: 'succeeded', finishedAt: msAgo(2 * 86_400_000) })
+    const recent = await insertExecution(t.db, { state: 'succeeded', finishedAt: msAgo(1000) })
+    await executionOutputAppendMany(t.db, {
+      chunks: [old, recent].flatMap((e) => [1, 2].map((n) => ({ executionId: e.id, attempt: 1, data: Buffer.from(`chunk ${n}\n`) }))),
+    })
+    expect(await executionPruneFinished(t.db, { olderThanMs: 86_400_000, limit: 100 })).toMatchObject({ executions: 1 })
+    expect(await chunks(old.id)).toEqual([])
+    expect(await output(recent.id)).toBe('chunk 1\nchunk 2\n')
+  })
+})
