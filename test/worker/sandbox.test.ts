@@ -71,7 +71,7 @@ describe('sandboxed handlers', () => {
     const spun = await waitFor(
       () => {
         const ended = ranMs.filter(([type]) => type.startsWith('spin.'))
-        return ended.length === 4 && ended
+        return ended.length === 4 ? ended : undefined
       },
       { what: 'the four spinning attempts to free their slots' },
     )
