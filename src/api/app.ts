@@ -31,12 +31,12 @@ import { healthRoutes } from './routes/health.ts'
 import { jobRoutes } from './routes/jobs.ts'
 import { queueRoutes } from './routes/queues.ts'
 import { tenantRoutes } from './routes/tenants.ts'
-import { QueueSchema } from './schemas/queue.ts'
-import { TenantSchema } from './schemas/tenant.ts'
+import { QueueListSchema, QueuePatchBody, QueueSchema } from './schemas/queue.ts'
+import { TenantListSchema, TenantPatchBody, TenantSchema } from './schemas/tenant.ts'
 import type { RouteDeps } from './routes/deps.ts'
-import { ErrorSchema } from './schemas/error.ts'
-import { ExecutionSchema } from './schemas/execution.ts'
-import { JobSchema } from './schemas/job.ts'
+import { ErrorDetailSchema, ErrorSchema } from './schemas/error.ts'
+import { ExecutionPageSchema, ExecutionSchema } from './schemas/execution.ts'
+import { JobPageSchema, JobSchema, SubmitJobBody } from './schemas/job.ts'
 import { createValidatorCompiler } from './validation.ts'
 import { trackHandlers, type HandlersInFlight } from './handlers-in-flight.ts'
 
@@ -54,6 +54,26 @@ export interface AppDeps {
   /** For /readyz; default: the package's migrations/ folder. */
   migrationsDir?: string
 }
+
+/**
+ * Schemas routes reference by `$id`: the components of the OpenAPI document, named so a generated
+ * client can use them (SubmitJobRequest, Job, JobPage, Error, …).
+ */
+const SHARED_SCHEMAS = [
+  ErrorDetailSchema,
+  ErrorSchema,
+  ExecutionSchema,
+  ExecutionPageSchema,
+  JobSchema,
+  JobPageSchema,
+  SubmitJobBody,
+  QueueSchema,
+  QueueListSchema,
+  QueuePatchBody,
+  TenantSchema,
+  TenantListSchema,
+  TenantPatchBody,
+]
 
 /** A client-supplied X-Request-Id is kept when it is short and plain; otherwise a UUID is made. */
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -85,7 +105,7 @@ export function buildApp(deps: AppDeps) {
 
   // First: every request is counted from its first hook, for a graceful close.
   settledOf.set(app, trackHandlers(app))
-  app.setValidatorCompiler(createValidatorCompiler())
+  app.setValidatorCompiler(createValidatorCompiler(SHARED_SCHEMAS))
   // JSON only: text/plain would otherwise reach the schemas as a string instead of a 415.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody)
@@ -118,11 +138,7 @@ export function buildApp(deps: AppDeps) {
   })
 
   // Shared response schemas: referenced by $id from routes, components in the OpenAPI document.
-  app.addSchema(ErrorSchema)
-  app.addSchema(ExecutionSchema)
-  app.addSchema(JobSchema)
-  app.addSchema(QueueSchema)
-  app.addSchema(TenantSchema)
+  for (const schema of SHARED_SCHEMAS) app.addSchema(schema)
   void app.register(swagger, {
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
