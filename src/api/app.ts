@@ -23,6 +23,7 @@ import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
 import { createAuthenticator } from './auth.ts'
 import { frameworkErrorHandler, registerErrorHandling } from './error-handler.ts'
+import { continueWithinLimit, indexRouteMethods, refuseContentEncodings } from './http-conventions.ts'
 import { parseJsonBody } from './json-body.ts'
 import { OutageLog } from './outage.ts'
 import { createApiMetrics } from './metrics.ts'
@@ -105,12 +106,14 @@ export function buildApp(deps: AppDeps) {
 
   // First: every request is counted from its first hook, for a graceful close.
   settledOf.set(app, trackHandlers(app))
+  const routeMethods = indexRouteMethods(app)
+  continueWithinLimit(app, bodyLimitBytes)
   app.setValidatorCompiler(createValidatorCompiler(SHARED_SCHEMAS))
   // JSON only: text/plain would otherwise reach the schemas as a string instead of a 415.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody)
   const outages = new OutageLog(deps.log.child({ component: 'api' }))
-  registerErrorHandling(app, { bodyLimitBytes, outages })
+  registerErrorHandling(app, { bodyLimitBytes, outages, routeMethods })
 
   const metrics = createApiMetrics({ db: deps.db, log: deps.log, queueDepthCacheMs: deps.queueDepthCacheMs })
   const client = deps.client ?? createClient({ db: deps.db })
@@ -120,6 +123,7 @@ export function buildApp(deps: AppDeps) {
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
   })
+  refuseContentEncodings(app)
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched'
     const durationMs = reply.elapsedTime

@@ -287,7 +287,13 @@ const cases: Case[] = [
     message: /^job [0-9a-f-]{36} is not recurring; only recurring jobs can be paused or resumed$/,
   },
   { name: 'unknown route', method: 'GET', url: '/v1/nothing', status: 404, message: 'no route GET /v1/nothing' },
-  { name: 'wrong method', method: 'GET', url: '/v1/jobs/{job}/cancel', status: 404, message: /^no route GET \/v1\/jobs\/[0-9a-f-]{36}\/cancel$/ },
+  {
+    name: 'wrong method',
+    method: 'GET',
+    url: '/v1/jobs/{job}/cancel',
+    status: 405,
+    message: /^GET is not allowed on \/v1\/jobs\/[0-9a-f-]{36}\/cancel; allowed: POST$/,
+  },
 ]
 
 async function snapshot() {
