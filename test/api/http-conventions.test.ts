@@ -91,7 +91,7 @@ describe('HTTP conventions', () => {
     expect(large.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large')
     expect(large).not.toContain('100 Continue')
     const body = JSON.stringify({ type: 'x' })
-    const small = await exchange(Buffer.byteLength(body), /HTTP\/1\.1 202[^]*\r\n\r\n\{.*\}/s, body)
+    const small = await exchange(Buffer.byteLength(body), /HTTP\/1\.1 202.*\r\n\r\n\{.*\}/s, body)
     expect(small.split('\r\n')[0]).toBe('HTTP/1.1 100 Continue')
     expect(small).toMatch(/HTTP\/1\.1 202 Accepted/)
   })
