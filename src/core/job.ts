@@ -7,7 +7,7 @@
  *   pending ──claim──▶ running ──▶ succeeded | failed | cancelled
  *      ▲                  │ retriable error / lease expired (attempts left)
  *      └──────────────────┘
- * The user-facing job status is derived by `jobStatus`.
+ * A job's status (its lifecycle) and its last run's outcome are derived in job-status.ts.
  */
 import { createHash } from 'node:crypto'
 import { ValidationError, type ErrorDetail } from '../errors.ts'
@@ -15,6 +15,7 @@ import { cronNextFireAt } from './cron.ts'
 import { FORMAT_PROBLEMS, INTERVAL_RULE, parseInstant, parseIntervalMs } from './formats.ts'
 import { jsonValueProblem } from './json-value.ts'
 import type { ExecutionError } from './execution-error.ts'
+import type { JobStatus, LastRun } from './job-status.ts'
 import {
   BACKOFF_BASE_MS,
   BACKOFF_MAX_MS,
@@ -38,7 +39,6 @@ import {
 
 export type ExecutionState = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled'
 export type JobState = 'active' | 'paused' | 'cancelled'
-export type JobStatus = 'NOT_STARTED' | 'STARTED' | 'COMPLETED' | 'FAILED' | 'EXPIRED' | 'CANCELLED' | 'PAUSED'
 export type MisfirePolicy = 'fire_once' | 'skip' | 'fire_all'
 export type OverlapPolicy = 'allow' | 'skip' | 'queue'
 
@@ -176,8 +176,10 @@ export interface Job {
   /** Its executions must start within this many ms after their time, or they expire; null: no deadline. */
   startDeadlineMs: number | null
   state: JobState
-  /** User-facing status, derived from `state` and the latest execution. */
+  /** Its lifecycle: SCHEDULED, RUNNING, PAUSED, CANCELLED, COMPLETED, FAILED or EXPIRED (job-status.ts). */
   status: JobStatus
+  /** Its latest run's outcome; null before the first. */
+  lastRun: LastRun | null
   createdAt: Date
   createdBy: string | null
   schedule: Schedule | null
@@ -199,27 +201,6 @@ export const LIVE_WORKER_MS = 60_000
 /** The `unserved` text of a job of `type` in `queue`. */
 export const unservedMessage = (type: string, queue: string): string =>
   `no live worker serves type "${type}" in queue "${queue}" (none seen in the last ${LIVE_WORKER_MS / 1000} s): start one with a handler for it and --queues ${queue}`
-
-/** User-facing status of a job from its state and latest execution. */
-export function jobStatus(state: JobState, last: Pick<Execution, 'state' | 'attempt'> | null): JobStatus {
-  if (state === 'cancelled') return 'CANCELLED'
-  if (state === 'paused') return 'PAUSED'
-  // failed without an attempt: only a start deadline does that
-  if (last?.state === 'failed' && last.attempt === 0) return 'EXPIRED'
-  if (!last) return 'NOT_STARTED'
-  switch (last.state) {
-    case 'pending':
-      return last.attempt === 0 ? 'NOT_STARTED' : 'STARTED'
-    case 'running':
-      return 'STARTED'
-    case 'succeeded':
-      return 'COMPLETED'
-    case 'failed':
-      return 'FAILED'
-    case 'cancelled':
-      return 'CANCELLED'
-  }
-}
 
 function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`

@@ -259,7 +259,7 @@ const cases: Case[] = [
     method: 'GET',
     url: '/v1/jobs?status=DONE',
     status: 400,
-    message: 'status must be one of NOT_STARTED, STARTED, COMPLETED, FAILED, EXPIRED, CANCELLED, PAUSED',
+    message: 'status must be one of SCHEDULED, RUNNING, PAUSED, CANCELLED, COMPLETED, FAILED, EXPIRED',
     path: 'status',
   },
   { name: 'unknown query parameter', method: 'GET', url: '/v1/jobs?sort=asc', status: 400, message: 'unknown query parameter "sort"', path: 'sort' },

@@ -80,7 +80,7 @@ describe('GET /openapi.json', () => {
     expect(doc.components.schemas.Job).toMatchObject({
       properties: expect.objectContaining({
         status: expect.anything(),
-        executionStatus: expect.anything(),
+        lastRun: expect.anything(),
         nextRunAt: expect.anything(),
         lastExecution: expect.anything(),
       }),

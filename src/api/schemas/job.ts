@@ -12,6 +12,7 @@
  */
 import { Type, type Static } from '@fastify/type-provider-typebox'
 import type { Job } from '../../core/job.ts'
+import { JOB_STATUSES, RUN_STATUSES } from '../../core/job-status.ts'
 import {
   BACKOFF_BASE_MS,
   BACKOFF_MAX_MS,
@@ -36,14 +37,29 @@ import {
 import { CRON_MAX_LENGTH, CRON_PATTERN, DURATION_PATTERN, INTERVAL_RULE, TIME_ZONE_PATTERN } from '../../core/formats.ts'
 import { INTERVAL_MS } from '../../core/names.ts'
 import { Cursor, DateTime, Instant, Limit, Nullable, Uuid } from './common.ts'
-import { ExecutionRef, ExecutionStateSchema, executionToJson } from './execution.ts'
-
-/** The user-facing statuses, in lifecycle order (the `status` filter of listJobs). */
-export const JOB_STATUSES = ['NOT_STARTED', 'STARTED', 'COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED', 'PAUSED'] as const
+import { ExecutionRef, executionToJson } from './execution.ts'
 
 export const JobStatusSchema = Type.Enum(JOB_STATUSES, {
-  description: 'User-facing status, derived from the job state and its latest execution.',
+  description:
+    "The job's lifecycle, apart from its last run's outcome (`lastRun.status`): SCHEDULED (work to come: a pending execution, or a " +
+    'recurring schedule that still fires, whatever its last run did), RUNNING (its latest execution runs), PAUSED, CANCELLED, and, once ' +
+    'nothing is to come (a one-time job, or a recurring one past its endAt), COMPLETED, FAILED or EXPIRED after the outcome of its ' +
+    'last run (FAILED also when the schedule stopped: `schedule.error`).',
 })
+
+/** The latest run of a job. */
+export const LastRunSchema = Type.Object(
+  {
+    executionId: Uuid('The execution.'),
+    status: Type.Enum(RUN_STATUSES, {
+      description: 'Its outcome: PENDING or RUNNING while it has none yet; EXPIRED when it missed its start deadline.',
+    }),
+    attempt: Type.Integer({ minimum: 0, description: 'Attempts made (0: none started).' }),
+    scheduledFor: DateTime('Its time: the run-at, or the fire time of a recurring job.'),
+    finishedAt: Nullable(DateTime('When it ended; null until then.')),
+  },
+  { description: "The job's latest run (by its time)." },
+)
 
 const MisfirePolicySchema = Type.Enum(['fire_once', 'skip', 'fire_all'], {
   description: 'After downtime: run once for all missed fire times (default), skip them, or run each (capped by misfireMaxRuns).',
@@ -212,7 +228,7 @@ export const JobSchema = Type.Object(
     startDeadlineMs: Nullable(Type.Integer({ description: 'How late after its time an execution may start before it expires; null: no deadline.' })),
     state: Type.Enum(['active', 'paused', 'cancelled'], { description: "The definition's own state." }),
     status: JobStatusSchema,
-    executionStatus: Nullable(ExecutionStateSchema),
+    lastRun: Nullable(LastRunSchema),
     attempts: Type.Integer({ description: 'Attempts of the latest execution.' }),
     createdAt: DateTime('When the job was accepted.'),
     createdBy: Nullable(Type.String()),
@@ -262,7 +278,9 @@ export function jobToJson(job: Job): JobJson {
     startDeadlineMs: job.startDeadlineMs,
     state: job.state,
     status: job.status,
-    executionStatus: last?.state ?? null,
+    lastRun: job.lastRun
+      ? { ...job.lastRun, scheduledFor: job.lastRun.scheduledFor.toISOString(), finishedAt: job.lastRun.finishedAt?.toISOString() ?? null }
+      : null,
     attempts: last?.attempt ?? 0,
     createdAt: job.createdAt.toISOString(),
     createdBy: job.createdBy,
