@@ -10,16 +10,8 @@ import { uuidV7 } from './lib/uuid-v7.ts'
 import { systemClock, type Clock } from './clock.ts'
 import { ConflictError, InvalidStateError, NotFoundError, QuotaExceededError, ValidationError } from './errors.ts'
 import type { QuotaRejection } from './db/queries/admission.ts'
-import {
-  LIVE_WORKER_MS,
-  normalizeSubmit,
-  unservedMessage,
-  type Execution,
-  type Job,
-  type JobStatus,
-  type NormalizedSubmit,
-  type SubmitJobInput,
-} from './core/job.ts'
+import { LIVE_WORKER_MS, normalizeSubmit, unservedMessage, type Execution, type Job, type NormalizedSubmit, type SubmitJobInput } from './core/job.ts'
+import type { JobStatus } from './core/job-status.ts'
 import { workerServes } from './db/queries/workers.ts'
 import { createDb } from './db/pool.ts'
 import type { DB } from './db/schema.ts'
@@ -165,7 +157,8 @@ function newJob(n: NormalizedSubmit, id: string, executionId: string, tenant: st
     concurrencyKey: n.concurrencyKey,
     startDeadlineMs: n.startDeadlineMs,
     state: 'active',
-    status: 'NOT_STARTED',
+    status: 'SCHEDULED',
+    lastRun: recurring ? null : { executionId, status: 'PENDING', attempt: 0, scheduledFor: runAt, finishedAt: null },
     createdAt: now,
     createdBy,
     schedule: recurring

@@ -23,7 +23,8 @@ export {
   type QuotaName,
 } from './errors.ts'
 export type { QueueAdmin, QueueView } from './queue-admin.ts'
-export type { Job, Execution, JobStatus, ExecutionState, SubmitJobInput, ScheduleInput } from './core/job.ts'
+export type { Job, Execution, ExecutionState, SubmitJobInput, ScheduleInput } from './core/job.ts'
+export type { JobStatus, LastRun, RunStatus } from './core/job-status.ts'
 export { createWorkerSystem } from './system.ts'
 export type { CreateWorkerSystemParams, WorkerSystem } from './system.ts'
 export { createOutputStore } from './worker/output-stores.ts'

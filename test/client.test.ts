@@ -17,11 +17,11 @@ describe('client.submitJob', () => {
   it('stores a job due now with one pending execution', async () => {
     const { job, created } = await client().submitJob({ type: 'email.send', payload: { to: 'a@b.c' }, priority: 5 })
     expect(created).toBe(true)
-    expect(job).toMatchObject({ type: 'email.send', queue: 'default', priority: 5, status: 'NOT_STARTED', payload: { to: 'a@b.c' } })
+    expect(job).toMatchObject({ type: 'email.send', queue: 'default', priority: 5, status: 'SCHEDULED', payload: { to: 'a@b.c' } })
     const rows = await executionsOf(job.id)
     expect(rows).toHaveLength(1)
     expect(rows[0]).toMatchObject({ state: 'pending', attempt: 0, priority: 5, id: job.lastExecution?.id })
-    expect(await client().viewJob(job.id)).toMatchObject({ id: job.id, status: 'NOT_STARTED', nextRunAt: rows[0]?.run_at })
+    expect(await client().viewJob(job.id)).toMatchObject({ id: job.id, status: 'SCHEDULED', nextRunAt: rows[0]?.run_at })
   })
 
   it('stores a delayed job with its execution at the given instant', async () => {
@@ -92,7 +92,7 @@ describe('client.submitJob group commit', () => {
     const c = client()
     const results = await Promise.all(Array.from({ length: 60 }, (_, i) => c.submitJob({ type: 'batched', payload: { i } })))
     expect(new Set(results.map((r) => r.job.id)).size).toBe(60)
-    for (const r of results) expect(r.job).toMatchObject({ type: 'batched', status: 'NOT_STARTED' })
+    for (const r of results) expect(r.job).toMatchObject({ type: 'batched', status: 'SCHEDULED' })
     const { rows } = await sql<{ i: number }>`select (payload->>'i')::int as i from pgsched.jobs where type = 'batched' order by 1`.execute(t.db)
     expect(rows.map((r) => r.i)).toEqual(Array.from({ length: 60 }, (_, i) => i))
     const { rows: e } = await sql<{
@@ -158,7 +158,7 @@ describe('client.listJobs', () => {
     expect([...first.items, ...second.items, ...third.items].map((j) => j.id)).toEqual([...ids].reverse())
     expect(third.nextCursor).toBeNull()
     expect((await client().listJobs({ type: 'odd' })).items).toHaveLength(3)
-    expect((await client().listJobs({ status: 'NOT_STARTED', queue: 'q' })).items).toHaveLength(7)
+    expect((await client().listJobs({ status: 'SCHEDULED', queue: 'q' })).items).toHaveLength(7)
     expect((await client().listJobs({ status: 'COMPLETED' })).items).toHaveLength(0)
     expect((await createClient({ db: t.db, tenant: 'other' }).listJobs()).items).toHaveLength(0)
   })
@@ -205,7 +205,7 @@ describe('client.cancelJob / pauseJob', () => {
     const { job } = await client().submitJob({ type: 'x', schedule: { every: 'PT1M' } })
     expect(await client().pauseJob(job.id)).toMatchObject({ status: 'PAUSED', schedule: { paused: true }, nextRunAt: null })
     const resumed = await client().resumeJob(job.id)
-    expect(resumed).toMatchObject({ status: 'NOT_STARTED', schedule: { paused: false } })
+    expect(resumed).toMatchObject({ status: 'SCHEDULED', schedule: { paused: false } })
     expect(resumed.nextRunAt).not.toBeNull()
     const once = await client().submitJob({ type: 'x' })
     await expect(client().pauseJob(once.job.id)).rejects.toBeInstanceOf(InvalidStateError)
@@ -216,6 +216,6 @@ describe('client.cancelJob / pauseJob', () => {
     const other = createClient({ db: t.db, tenant: 'globex' })
     await expect(other.viewJob(job.id)).rejects.toBeInstanceOf(NotFoundError)
     await expect(other.cancelJob(job.id)).rejects.toBeInstanceOf(NotFoundError)
-    expect((await client().viewJob(job.id)).status).toBe('NOT_STARTED')
+    expect((await client().viewJob(job.id)).status).toBe('SCHEDULED')
   })
 })

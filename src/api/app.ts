@@ -23,6 +23,7 @@ import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
 import { createAuthenticator } from './auth.ts'
 import { frameworkErrorHandler, registerErrorHandling } from './error-handler.ts'
+import { continueWithinLimit, indexRouteMethods, refuseContentEncodings } from './http-conventions.ts'
 import { parseJsonBody } from './json-body.ts'
 import { OutageLog } from './outage.ts'
 import { createApiMetrics } from './metrics.ts'
@@ -33,12 +34,12 @@ import { healthRoutes } from './routes/health.ts'
 import { jobRoutes } from './routes/jobs.ts'
 import { queueRoutes } from './routes/queues.ts'
 import { tenantRoutes } from './routes/tenants.ts'
-import { QueueSchema } from './schemas/queue.ts'
-import { TenantSchema } from './schemas/tenant.ts'
+import { QueueListSchema, QueuePatchBody, QueueSchema } from './schemas/queue.ts'
+import { TenantListSchema, TenantPatchBody, TenantSchema } from './schemas/tenant.ts'
 import type { RouteDeps } from './routes/deps.ts'
-import { ErrorSchema } from './schemas/error.ts'
-import { ExecutionSchema } from './schemas/execution.ts'
-import { JobSchema } from './schemas/job.ts'
+import { ErrorDetailSchema, ErrorSchema } from './schemas/error.ts'
+import { ExecutionPageSchema, ExecutionSchema } from './schemas/execution.ts'
+import { JobPageSchema, JobSchema, SubmitJobBody } from './schemas/job.ts'
 import { createValidatorCompiler } from './validation.ts'
 import { trackHandlers, type HandlersInFlight } from './handlers-in-flight.ts'
 
@@ -60,6 +61,26 @@ export interface AppDeps {
   /** How often `GET /v1/executions/{id}/output?follow=true` polls; default FOLLOW_POLL_MS. */
   outputFollowPollMs?: number
 }
+
+/**
+ * Schemas routes reference by `$id`: the components of the OpenAPI document, named so a generated
+ * client can use them (SubmitJobRequest, Job, JobPage, Error, …).
+ */
+const SHARED_SCHEMAS = [
+  ErrorDetailSchema,
+  ErrorSchema,
+  ExecutionSchema,
+  ExecutionPageSchema,
+  JobSchema,
+  JobPageSchema,
+  SubmitJobBody,
+  QueueSchema,
+  QueueListSchema,
+  QueuePatchBody,
+  TenantSchema,
+  TenantListSchema,
+  TenantPatchBody,
+]
 
 /** A client-supplied X-Request-Id is kept when it is short and plain; otherwise a UUID is made. */
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -91,12 +112,14 @@ export function buildApp(deps: AppDeps) {
 
   // First: every request is counted from its first hook, for a graceful close.
   settledOf.set(app, trackHandlers(app))
-  app.setValidatorCompiler(createValidatorCompiler())
+  const routeMethods = indexRouteMethods(app)
+  continueWithinLimit(app, bodyLimitBytes)
+  app.setValidatorCompiler(createValidatorCompiler(SHARED_SCHEMAS))
   // JSON only: text/plain would otherwise reach the schemas as a string instead of a 415.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody)
   const outages = new OutageLog(deps.log.child({ component: 'api' }))
-  registerErrorHandling(app, { bodyLimitBytes, outages })
+  registerErrorHandling(app, { bodyLimitBytes, outages, routeMethods })
 
   const metrics = createApiMetrics({ db: deps.db, log: deps.log, queueDepthCacheMs: deps.queueDepthCacheMs })
   const client = deps.client ?? createClient({ db: deps.db })
@@ -114,6 +137,7 @@ export function buildApp(deps: AppDeps) {
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
   })
+  refuseContentEncodings(app)
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched'
     const durationMs = reply.elapsedTime
@@ -132,11 +156,7 @@ export function buildApp(deps: AppDeps) {
   })
 
   // Shared response schemas: referenced by $id from routes, components in the OpenAPI document.
-  app.addSchema(ErrorSchema)
-  app.addSchema(ExecutionSchema)
-  app.addSchema(JobSchema)
-  app.addSchema(QueueSchema)
-  app.addSchema(TenantSchema)
+  for (const schema of SHARED_SCHEMAS) app.addSchema(schema)
   void app.register(swagger, {
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),

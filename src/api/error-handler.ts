@@ -4,6 +4,7 @@
  *   SchedulerError          → its code's status (validation_failed 400, not_found 404, quota_exceeded 429 with Retry-After, …)
  *   schema validation       → 400, one detail per bad field
  *   Fastify request errors  → their 4xx (415 content type, 413 body size, bad URL, …)
+ *   no route                → 405 with Allow when the path has routes for other methods, else 404
  *   database unreachable    → 503, so a client retries (also BusyError, with Retry-After)
  *   database read-only      → 503 (a standby, or a failover in progress)
  *   (both logged once per outage, by OutageLog, not per request)
@@ -17,6 +18,7 @@ import { BusyError, QuotaExceededError, SchedulerError, type ErrorCode, type Err
 import type { ErrorObject } from 'ajv'
 import type { ErrorBody } from './schemas/error.ts'
 import { isDatabaseUnreachable, READ_ONLY_CODE } from '../db/outage.ts'
+import type { RouteMethods } from './http-conventions.ts'
 import type { OutageLog } from './outage.ts'
 import { validationDetails } from './validation.ts'
 
@@ -115,7 +117,7 @@ export function errorReply(err: unknown, request: FastifyRequest, bodyLimitBytes
  * `frameworkErrorHandler`, passed to Fastify's `frameworkErrors` option) the
  * handler for requests Fastify rejects before routing.
  */
-export function registerErrorHandling(app: FastifyInstance, options: { bodyLimitBytes: number; outages: OutageLog }): void {
+export function registerErrorHandling(app: FastifyInstance, options: { bodyLimitBytes: number; outages: OutageLog; routeMethods?: RouteMethods }): void {
   app.setErrorHandler((err, request, reply) => {
     const { body, unexpected, outage } = errorReply(err, request, options.bodyLimitBytes)
     if (unexpected) request.log.error({ err }, 'request failed')
@@ -127,6 +129,11 @@ export function registerErrorHandling(app: FastifyInstance, options: { bodyLimit
   })
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0] ?? request.url
+    const allowed = options.routeMethods?.(path) ?? []
+    if (allowed.length > 0) {
+      reply.header('allow', allowed.join(', '))
+      return sendError(reply, 405, `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`)
+    }
     return sendError(reply, 404, `no route ${request.method} ${path}`)
   })
 }

@@ -1,19 +1,33 @@
 /**
- * The application/json body parser. Differs from Fastify's in two ways: an
+ * The application/json body parser. Differs from Fastify's in three ways: an
  * empty body is "no body" (so `POST /v1/jobs/{id}/cancel` works from clients
- * that always send Content-Type: application/json), and a syntax error names
- * where the JSON breaks. Like Fastify's, it refuses `__proto__` keys and
- * `constructor.prototype`, which could poison objects built from the body.
+ * that always send Content-Type: application/json), a syntax error names
+ * where the JSON breaks, and the parsed value is checked before any route
+ * sees it (core/json-value.ts): at most MAX_PAYLOAD_DEPTH + 1 levels deep (the
+ * body object holds the payload), no NUL character or lone surrogate in any
+ * string or key (the database could not store them), and, like Fastify's, no
+ * `__proto__` key or `constructor.prototype`, which could poison objects built
+ * from the body. Each refusal is a 400 whose details name the field.
  */
 import type { FastifyRequest } from 'fastify'
+import { jsonValueProblem } from '../core/json-value.ts'
+import { MAX_PAYLOAD_DEPTH } from '../core/names.ts'
 import { ValidationError } from '../errors.ts'
 
-function refusePoisonKeys(this: unknown, key: string, value: unknown): unknown {
-  if (key === '__proto__') throw new ValidationError('request body must not contain the key "__proto__"')
-  if (key === 'constructor' && typeof value === 'object' && value !== null && Object.hasOwn(value, 'prototype')) {
-    throw new ValidationError('request body must not contain "constructor.prototype"')
+/** Nesting depth of a request body: the body object, then a payload of MAX_PAYLOAD_DEPTH levels. */
+export const MAX_BODY_DEPTH = MAX_PAYLOAD_DEPTH + 1
+
+/** Why `body` is refused, or undefined. */
+function bodyProblem(body: unknown): ValidationError | undefined {
+  const found = jsonValueProblem(body, { root: '', maxDepth: MAX_BODY_DEPTH, refusePoisonKeys: true })
+  if (!found) return undefined
+  const field = found.path.split('.')[0] ?? ''
+  if (found.kind === 'depth') {
+    const message = `request body must nest at most ${MAX_BODY_DEPTH} levels deep (a payload at most ${MAX_PAYLOAD_DEPTH})`
+    return new ValidationError(message, [{ path: field, message }])
   }
-  return value
+  const message = `${found.path === '' || found.kind === 'poison' ? 'request body' : found.path} ${found.problem}`
+  return new ValidationError(message, [{ path: found.path, message }])
 }
 
 /** Fastify content-type parser (`parseAs: 'string'`). */
@@ -23,10 +37,13 @@ export function parseJsonBody(_request: FastifyRequest, body: string | Buffer, d
     done(null, undefined)
     return
   }
+  let value: unknown
   try {
-    done(null, JSON.parse(text, refusePoisonKeys))
+    // No reviver: V8 parses any depth iteratively, a reviver recurses (and overflows at ~10k levels).
+    value = JSON.parse(text)
   } catch (err: unknown) {
-    if (err instanceof ValidationError) done(err)
-    else done(new ValidationError(`request body is not valid JSON: ${err instanceof Error ? err.message : String(err)}`))
+    done(new ValidationError(`request body is not valid JSON: ${err instanceof Error ? err.message : String(err)}`))
+    return
   }
+  done(bodyProblem(value) ?? null, value)
 }

@@ -8,12 +8,12 @@
  */
 import { Ajv, type ErrorObject } from 'ajv'
 import type { FastifySchemaCompiler } from 'fastify'
+import { FORMAT_PROBLEMS, type FormatName } from '../core/formats.ts'
 import type { ErrorDetail } from '../errors.ts'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i
 
-function createAjv(coerce: boolean): Ajv {
+function createAjv(coerce: boolean, shared: readonly object[]): Ajv {
   const ajv = new Ajv({
     allErrors: true,
     // Errors carry their schema, so a message can use its `x-expected` wording.
@@ -24,16 +24,21 @@ function createAjv(coerce: boolean): Ajv {
     allowUnionTypes: true,
   })
   ajv.addFormat('uuid', UUID)
-  ajv.addFormat('date-time', DATE_TIME)
-  // Annotation only: how to word the error for a value that fails this schema.
+  // The formats of core/formats.ts, checked by the functions normalizeSubmit uses.
+  for (const [name, problem] of Object.entries(FORMAT_PROBLEMS)) ajv.addFormat(name, (value: string) => problem(value, '') === undefined)
+  // Annotations only: how to word the error for a value that fails this schema; response docs.
   ajv.addKeyword({ keyword: 'x-expected', schemaType: 'string' })
+  for (const schema of shared) ajv.addSchema(schema)
   return ajv
 }
 
-/** A Fastify validator compiler: strict bodies, coerced text parts. */
-export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
-  const bodies = createAjv(false)
-  const texts = createAjv(true)
+/**
+ * A Fastify validator compiler: strict bodies, coerced text parts. `shared`: the schemas routes
+ * reference by `$id` (the components of the OpenAPI document).
+ */
+export function createValidatorCompiler(shared: readonly object[] = []): FastifySchemaCompiler<unknown> {
+  const bodies = createAjv(false, shared)
+  const texts = createAjv(true, shared)
   return ({ schema, httpPart }) => (httpPart === 'body' ? bodies : texts).compile(schema as object)
 }
 
@@ -116,15 +121,26 @@ export function validationDetails(errors: readonly ErrorObject[], part: string):
     const path = pointerToPath(e.instancePath)
     const label = path ? words.label(path) : words.root
     const expected = (e.parentSchema as Record<string, unknown> | undefined)?.['x-expected']
+    const format = (e.parentSchema as Record<string, unknown> | undefined)?.format
+    const formatProblem = typeof format === 'string' && Object.hasOwn(FORMAT_PROBLEMS, format) ? FORMAT_PROBLEMS[format as FormatName] : undefined
     const params = e.params as Record<string, unknown>
     let detail: ErrorDetail
-    if (e.keyword === 'required') {
+    // a string failing the pattern or the format of a core format: worded by its check, as normalizeSubmit words it
+    const formatMessage =
+      formatProblem &&
+      typeof e.data === 'string' &&
+      (e.keyword === 'format' || e.keyword === 'pattern' || e.keyword === 'maxLength' || e.keyword === 'minLength')
+        ? formatProblem(e.data, label)
+        : undefined
+    if (formatMessage) {
+      detail = { path, message: formatMessage }
+    } else if (e.keyword === 'required') {
       const field = join(path, String(params.missingProperty))
       detail = { path: field, message: `${words.label(field)} is required` }
     } else if (e.keyword === 'additionalProperties') {
       const field = join(path, String(params.additionalProperty))
       detail = { path: field, message: `unknown ${words.unknown} "${field}"` }
-    } else if (typeof expected === 'string') {
+    } else if (typeof expected === 'string' && !(e.keyword === 'type' && params.type === 'string')) {
       detail = { path, message: `${label} must be ${expected}` }
     } else if (e.keyword === 'type') {
       const types = String(params.type).split(',')

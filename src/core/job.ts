@@ -7,35 +7,38 @@
  *   pending ──claim──▶ running ──▶ succeeded | failed | cancelled
  *      ▲                  │ retriable error / lease expired (attempts left)
  *      └──────────────────┘
- * The user-facing job status is derived by `jobStatus`.
+ * A job's status (its lifecycle) and its last run's outcome are derived in job-status.ts.
  */
 import { createHash } from 'node:crypto'
 import { ValidationError, type ErrorDetail } from '../errors.ts'
-import { cronNextFireAt, cronProblem, isValidTimeZone } from './cron.ts'
-import { parseIsoDurationMs } from './duration.ts'
+import { cronNextFireAt } from './cron.ts'
+import { FORMAT_PROBLEMS, INTERVAL_RULE, parseInstant, parseIntervalMs } from './formats.ts'
+import { jsonValueProblem } from './json-value.ts'
 import type { ExecutionError } from './execution-error.ts'
+import type { JobStatus, LastRun } from './job-status.ts'
 import {
   BACKOFF_BASE_MS,
   BACKOFF_MAX_MS,
   CONCURRENCY_KEY_MAX_LENGTH,
   IDEMPOTENCY_KEY_MAX_LENGTH,
-  INTERVAL_MS,
   MAX_ATTEMPTS,
   MAX_PAYLOAD_BYTES,
+  MAX_PAYLOAD_DEPTH,
   MISFIRE_MAX_RUNS,
   PRIORITY,
   QUEUE_RULE,
   START_DEADLINE_MS,
   TIMEOUT_MS,
   TYPE_RULE,
+  codePointLength,
   isQueueName,
   isTypeName,
+  textProblem,
   type IntRange,
 } from './names.ts'
 
 export type ExecutionState = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled'
 export type JobState = 'active' | 'paused' | 'cancelled'
-export type JobStatus = 'NOT_STARTED' | 'STARTED' | 'COMPLETED' | 'FAILED' | 'EXPIRED' | 'CANCELLED' | 'PAUSED'
 export type MisfirePolicy = 'fire_once' | 'skip' | 'fire_all'
 export type OverlapPolicy = 'allow' | 'skip' | 'queue'
 
@@ -173,8 +176,10 @@ export interface Job {
   /** Its executions must start within this many ms after their time, or they expire; null: no deadline. */
   startDeadlineMs: number | null
   state: JobState
-  /** User-facing status, derived from `state` and the latest execution. */
+  /** Its lifecycle: SCHEDULED, RUNNING, PAUSED, CANCELLED, COMPLETED, FAILED or EXPIRED (job-status.ts). */
   status: JobStatus
+  /** Its latest run's outcome; null before the first. */
+  lastRun: LastRun | null
   createdAt: Date
   createdBy: string | null
   schedule: Schedule | null
@@ -187,7 +192,6 @@ export interface Job {
   unserved: string | null
 }
 
-const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/
 const MISFIRE: readonly MisfirePolicy[] = ['fire_once', 'skip', 'fire_all']
 const OVERLAP: readonly OverlapPolicy[] = ['allow', 'skip', 'queue']
 
@@ -197,27 +201,6 @@ export const LIVE_WORKER_MS = 60_000
 /** The `unserved` text of a job of `type` in `queue`. */
 export const unservedMessage = (type: string, queue: string): string =>
   `no live worker serves type "${type}" in queue "${queue}" (none seen in the last ${LIVE_WORKER_MS / 1000} s): start one with a handler for it and --queues ${queue}`
-
-/** User-facing status of a job from its state and latest execution. */
-export function jobStatus(state: JobState, last: Pick<Execution, 'state' | 'attempt'> | null): JobStatus {
-  if (state === 'cancelled') return 'CANCELLED'
-  if (state === 'paused') return 'PAUSED'
-  // failed without an attempt: only a start deadline does that
-  if (last?.state === 'failed' && last.attempt === 0) return 'EXPIRED'
-  if (!last) return 'NOT_STARTED'
-  switch (last.state) {
-    case 'pending':
-      return last.attempt === 0 ? 'NOT_STARTED' : 'STARTED'
-    case 'running':
-      return 'STARTED'
-    case 'succeeded':
-      return 'COMPLETED'
-    case 'failed':
-      return 'FAILED'
-    case 'cancelled':
-      return 'CANCELLED'
-  }
-}
 
 function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
@@ -254,8 +237,9 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSub
   const instant = (path: string, value: unknown): Date | null => {
     if (value === undefined || value === null) return null
     if (value instanceof Date && !Number.isNaN(value.getTime())) return value
-    if (typeof value === 'string' && ISO_INSTANT.test(value) && !Number.isNaN(Date.parse(value))) return new Date(value)
-    bad(path, `${path} must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z`)
+    const parsed = typeof value === 'string' ? parseInstant(value) : undefined
+    if (parsed) return parsed
+    bad(path, FORMAT_PROBLEMS['date-time']('', path) as string)
     return null
   }
 
@@ -264,28 +248,31 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSub
   const queue = input.queue ?? 'default'
   if (!isQueueName(queue)) bad('queue', `queue must be ${QUEUE_RULE}`)
   const payload = input.payload === undefined ? {} : input.payload
-  const payloadJson = JSON.stringify(payload) ?? 'null'
+  // checked before JSON.stringify, which recurses
+  const payloadProblem = jsonValueProblem(payload, { root: 'payload', maxDepth: MAX_PAYLOAD_DEPTH })
+  if (payloadProblem) bad(payloadProblem.path, `${payloadProblem.path} ${payloadProblem.problem}`)
+  const payloadJson = payloadProblem ? 'null' : (JSON.stringify(payload) ?? 'null')
   if (Buffer.byteLength(payloadJson) > MAX_PAYLOAD_BYTES) bad('payload', `payload must be at most ${MAX_PAYLOAD_BYTES} bytes as JSON`)
-  if (payloadJson.includes('\\u0000')) bad('payload', 'payload must not contain NUL characters (\\u0000)')
   const priority = int('priority', input.priority, 0, PRIORITY)
   const maxAttempts = int('maxAttempts', input.maxAttempts, 5, MAX_ATTEMPTS)
   const timeoutMs = int('timeoutMs', input.timeoutMs, 300_000, TIMEOUT_MS)
   const backoffBaseMs = int('backoffBaseMs', input.backoffBaseMs, 1000, BACKOFF_BASE_MS)
   const backoffMaxMs = int('backoffMaxMs', input.backoffMaxMs, Math.max(3_600_000, backoffBaseMs), { min: backoffBaseMs, max: BACKOFF_MAX_MS.max })
   const misfireMaxRuns = int('misfireMaxRuns', input.misfireMaxRuns, 100, MISFIRE_MAX_RUNS)
-  let idempotencyKey: string | null = null
-  if (input.idempotencyKey !== undefined) {
-    if (typeof input.idempotencyKey !== 'string' || input.idempotencyKey.length < 1 || input.idempotencyKey.length > IDEMPOTENCY_KEY_MAX_LENGTH) {
-      bad('idempotencyKey', `idempotencyKey must be a string of 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} characters`)
-    } else idempotencyKey = input.idempotencyKey
+  /** A key: 1 to `max` characters (code points, as the database counts them) it can store. */
+  const key = (path: string, value: unknown, max: number): string | null => {
+    if (value === undefined) return null
+    const length = typeof value === 'string' ? codePointLength(value) : 0
+    if (typeof value !== 'string' || length < 1 || length > max) bad(path, `${path} must be a string of 1 to ${max} characters`)
+    else {
+      const problem = textProblem(value)
+      if (!problem) return value
+      bad(path, `${path} ${problem}`)
+    }
+    return null
   }
-  let concurrencyKey: string | null = null
-  if (input.concurrencyKey !== undefined) {
-    const k = input.concurrencyKey
-    if (typeof k !== 'string' || k.length < 1 || k.length > CONCURRENCY_KEY_MAX_LENGTH || k.includes('\u0000')) {
-      bad('concurrencyKey', `concurrencyKey must be a string of 1 to ${CONCURRENCY_KEY_MAX_LENGTH} characters`)
-    } else concurrencyKey = k
-  }
+  const idempotencyKey = key('idempotencyKey', input.idempotencyKey, IDEMPOTENCY_KEY_MAX_LENGTH)
+  const concurrencyKey = key('concurrencyKey', input.concurrencyKey, CONCURRENCY_KEY_MAX_LENGTH)
   const startDeadlineMs = input.startDeadlineMs === undefined ? null : int('startDeadlineMs', input.startDeadlineMs, 0, START_DEADLINE_MS)
   const misfirePolicy = input.misfirePolicy ?? 'fire_once'
   if (!MISFIRE.includes(misfirePolicy)) bad('misfirePolicy', `misfirePolicy must be one of ${MISFIRE.join(', ')}`)
@@ -319,14 +306,17 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSub
         kind = 'cron'
         if (typeof schedule.cron !== 'string') bad('schedule.cron', 'schedule.cron must be a string')
         else {
-          const problem = cronProblem(schedule.cron)
+          const problem = FORMAT_PROBLEMS.cron(schedule.cron, 'schedule.cron')
           if (problem) bad('schedule.cron', problem)
           else cron = schedule.cron.trim()
         }
         if (schedule.timezone !== undefined) {
-          if (typeof schedule.timezone !== 'string' || !isValidTimeZone(schedule.timezone)) {
-            bad('schedule.timezone', `schedule.timezone ${JSON.stringify(schedule.timezone)} is not a known IANA time zone (such as Europe/Berlin)`)
-          } else timezone = schedule.timezone
+          const problem =
+            typeof schedule.timezone === 'string'
+              ? FORMAT_PROBLEMS['time-zone'](schedule.timezone, 'schedule.timezone')
+              : `schedule.timezone ${JSON.stringify(schedule.timezone)} is not a known IANA time zone (such as Europe/Berlin)`
+          if (problem) bad('schedule.timezone', problem)
+          else timezone = schedule.timezone as string
         }
         if (cron) {
           const from = startAt && startAt > now ? new Date(startAt.getTime() - 1) : now
@@ -335,11 +325,9 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSub
         }
       } else {
         kind = 'interval'
-        const every = schedule.every
-        const ms = typeof every === 'number' ? every : typeof every === 'string' ? parseIsoDurationMs(every) : undefined
-        if (ms === undefined || !Number.isInteger(ms) || ms < INTERVAL_MS.min || ms > INTERVAL_MS.max) {
-          bad('schedule.every', 'schedule.every must be an ISO-8601 duration (PT5M, P1D; no years or months) or milliseconds, from 1 second to 366 days')
-        } else intervalMs = ms
+        const ms = parseIntervalMs(schedule.every)
+        if (ms === undefined) bad('schedule.every', `schedule.every must be ${INTERVAL_RULE}`)
+        else intervalMs = ms
       }
     }
   }

@@ -87,3 +87,35 @@ export const PARTITION_COUNT: IntRange = { min: 1, max: 256 }
  * the CLI and the bench all default to this one value.
  */
 export const PARTITION_COUNT_DEFAULT = 4
+
+/**
+ * Largest nesting depth of a payload (an object or array counts one level; a scalar payload is 0).
+ * Deeper JSON is refused with a 400 before it is parsed into memory or stored: JSON decoders and
+ * recursive code (a reviver, canonical hashing) break on thousands of levels. 64 is far more than
+ * any real document uses (measured: none of our fixtures nests past 6).
+ */
+export const MAX_PAYLOAD_DEPTH = 64
+
+/**
+ * Text the database can store: PostgreSQL text and jsonb hold no NUL character, and a lone UTF-16
+ * surrogate has no UTF-8 form (I-JSON, RFC 7493, refuses both). As a JSON-Schema pattern for
+ * strings without NUL; lone surrogates are checked by `textProblem`.
+ */
+export const NO_NUL_PATTERN = '^[^\\u0000]*$'
+
+/** A UTF-16 surrogate not paired (in `u` mode a pair is one code point and never matches). */
+const LONE_SURROGATE = /\p{Cs}/u
+
+/** Length in characters (Unicode code points), as PostgreSQL's length() counts them: an emoji is one. */
+export function codePointLength(value: string): number {
+  let n = 0
+  for (const _ of value) n++
+  return n
+}
+
+/** Why `value` cannot be stored as text: a NUL character or a lone surrogate; undefined when it can. */
+export function textProblem(value: string): string | undefined {
+  if (value.includes('\u0000')) return 'must not contain NUL characters (\\u0000)'
+  if (LONE_SURROGATE.test(value)) return 'must be well-formed Unicode (no lone surrogates, \\ud800-\\udfff)'
+  return undefined
+}

@@ -7,7 +7,8 @@ const t = useTestDb()
 const api = useTestApi(t)
 
 const JSON_TYPE = { 'content-type': 'application/json' }
-const EVERY_RANGE = 'schedule.every must be an ISO-8601 duration (PT5M, P1D; no years or months) or milliseconds, from 1 second to 366 days'
+const EVERY_RANGE =
+  'schedule.every must be milliseconds, a duration such as 10s, 5m, 1h30m or 500ms, or an ISO-8601 duration such as PT10S or P1D (no years or months), from 1 second to 366 days'
 const TYPE_RULE = 'type must be 1-128 characters: letters, digits and _ . : / - (not first)'
 const ONE_SCHEDULE = 'schedule must be exactly one of {at}, {cron, timezone?} or {every}'
 const AT_FORMAT = 'schedule.at must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z'
@@ -151,7 +152,7 @@ const cases: Case[] = [
     name: 'interval as a fraction',
     body: { type: 'x', schedule: { every: 1.5 } },
     status: 400,
-    message: 'schedule.every must be an ISO-8601 duration (PT5M) or a number of milliseconds',
+    message: EVERY_RANGE,
     path: 'schedule.every',
   },
   { name: 'maxAttempts zero', body: { type: 'x', maxAttempts: 0 }, status: 400, message: 'maxAttempts must be an integer from 1 to 1000', path: 'maxAttempts' },
@@ -203,8 +204,8 @@ const cases: Case[] = [
     name: 'payload with a NUL character',
     body: { type: 'x', payload: { text: 'a\u0000b' } },
     status: 400,
-    message: 'payload must not contain NUL characters (\\u0000)',
-    path: 'payload',
+    message: 'payload.text must not contain NUL characters (\\u0000)',
+    path: 'payload.text',
   },
   {
     name: 'several problems at once',
@@ -258,11 +259,11 @@ const cases: Case[] = [
     method: 'GET',
     url: '/v1/jobs?status=DONE',
     status: 400,
-    message: 'status must be one of NOT_STARTED, STARTED, COMPLETED, FAILED, EXPIRED, CANCELLED, PAUSED',
+    message: 'status must be one of SCHEDULED, RUNNING, PAUSED, CANCELLED, COMPLETED, FAILED, EXPIRED',
     path: 'status',
   },
   { name: 'unknown query parameter', method: 'GET', url: '/v1/jobs?sort=asc', status: 400, message: 'unknown query parameter "sort"', path: 'sort' },
-  { name: 'empty type filter', method: 'GET', url: '/v1/jobs?type=', status: 400, message: 'type must be a string of 1 to 128 characters', path: 'type' },
+  { name: 'empty type filter', method: 'GET', url: '/v1/jobs?type=', status: 400, message: TYPE_RULE, path: 'type' },
   {
     name: 'forged cursor',
     method: 'GET',
@@ -286,7 +287,13 @@ const cases: Case[] = [
     message: /^job [0-9a-f-]{36} is not recurring; only recurring jobs can be paused or resumed$/,
   },
   { name: 'unknown route', method: 'GET', url: '/v1/nothing', status: 404, message: 'no route GET /v1/nothing' },
-  { name: 'wrong method', method: 'GET', url: '/v1/jobs/{job}/cancel', status: 404, message: /^no route GET \/v1\/jobs\/[0-9a-f-]{36}\/cancel$/ },
+  {
+    name: 'wrong method',
+    method: 'GET',
+    url: '/v1/jobs/{job}/cancel',
+    status: 405,
+    message: /^GET is not allowed on \/v1\/jobs\/[0-9a-f-]{36}\/cancel; allowed: POST$/,
+  },
 ]
 
 async function snapshot() {

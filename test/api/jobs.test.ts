@@ -25,8 +25,8 @@ describe('POST /v1/jobs → GET /v1/jobs/{id} → GET /v1/jobs', () => {
       queue: 'mail',
       priority: 7,
       payload: { to: 'a@b.c' },
-      status: 'NOT_STARTED',
-      executionStatus: 'pending',
+      status: 'SCHEDULED',
+      lastRun: { status: 'PENDING' },
       attempts: 0,
       schedule: null,
       lastExecution: { state: 'pending', attempt: 0, result: null, error: null, outputUrl: null },
@@ -49,9 +49,9 @@ describe('POST /v1/jobs → GET /v1/jobs/{id} → GET /v1/jobs', () => {
     const key = await api.keyFor('acme')
     const res = await api.call(key, 'POST', '/v1/jobs', { type: 'report', schedule: { at: '2031-05-01T11:00:00+02:00' } })
     expect(res.statusCode).toBe(202)
-    expect(res.json()).toMatchObject({ status: 'NOT_STARTED', nextRunAt: '2031-05-01T09:00:00.000Z', lastExecution: { runAt: '2031-05-01T09:00:00.000Z' } })
+    expect(res.json()).toMatchObject({ status: 'SCHEDULED', nextRunAt: '2031-05-01T09:00:00.000Z', lastExecution: { runAt: '2031-05-01T09:00:00.000Z' } })
     const view = await api.call(key, 'GET', `/v1/jobs/${res.json().id}`)
-    expect(view.json()).toMatchObject({ status: 'NOT_STARTED', executionStatus: 'pending', nextRunAt: '2031-05-01T09:00:00.000Z' })
+    expect(view.json()).toMatchObject({ status: 'SCHEDULED', lastRun: { status: 'PENDING' }, nextRunAt: '2031-05-01T09:00:00.000Z' })
   })
 
   it('stores cron and interval jobs as recurring, with no execution yet', async () => {
@@ -59,8 +59,8 @@ describe('POST /v1/jobs → GET /v1/jobs/{id} → GET /v1/jobs', () => {
     const cron = await api.call(key, 'POST', '/v1/jobs', { type: 'digest', schedule: { cron: '0 9 * * *', timezone: 'Europe/Berlin' } })
     expect(cron.statusCode).toBe(202)
     expect(cron.json()).toMatchObject({
-      status: 'NOT_STARTED',
-      executionStatus: null,
+      status: 'SCHEDULED',
+      lastRun: null,
       attempts: 0,
       lastExecution: null,
       schedule: { kind: 'cron', cron: '0 9 * * *', timezone: 'Europe/Berlin', paused: false, misfirePolicy: 'fire_once' },
@@ -70,7 +70,7 @@ describe('POST /v1/jobs → GET /v1/jobs/{id} → GET /v1/jobs', () => {
     expect(new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/Berlin', hour: '2-digit', minute: '2-digit' }).format(next)).toBe('09:00')
 
     const every = await api.call(key, 'POST', '/v1/jobs', { type: 'poll', schedule: { every: 'PT5M' } })
-    expect(every.json()).toMatchObject({ schedule: { kind: 'interval', intervalMs: 300_000 }, status: 'NOT_STARTED' })
+    expect(every.json()).toMatchObject({ schedule: { kind: 'interval', intervalMs: 300_000 }, status: 'SCHEDULED' })
     const everyMs = await api.call(key, 'POST', '/v1/jobs', { type: 'poll', schedule: { every: 60_000 } })
     expect(everyMs.json()).toMatchObject({ schedule: { kind: 'interval', intervalMs: 60_000 } })
 
@@ -92,7 +92,7 @@ describe('POST /v1/jobs → GET /v1/jobs/{id} → GET /v1/jobs', () => {
     const b = (await api.call(key, 'POST', '/v1/jobs', { type: 'b', queue: 'q2' })).json()
     await api.call(key, 'POST', `/v1/jobs/${b.id}/cancel`)
     const ids = async (query: string) => (await api.call(key, 'GET', `/v1/jobs?${query}`)).json().items.map((j: { id: string }) => j.id)
-    expect(await ids('status=NOT_STARTED')).toEqual([a.id])
+    expect(await ids('status=SCHEDULED')).toEqual([a.id])
     expect(await ids('status=CANCELLED')).toEqual([b.id])
     expect(await ids('status=COMPLETED')).toEqual([])
     expect(await ids('type=b')).toEqual([b.id])
@@ -150,7 +150,7 @@ describe('job control', () => {
     const job = (await api.call(key, 'POST', '/v1/jobs', { type: 'x', schedule: { at: '2035-01-01T00:00:00Z' } })).json()
     const res = await api.call(key, 'POST', `/v1/jobs/${job.id}/cancel`)
     expect(res.statusCode).toBe(200)
-    expect(res.json()).toMatchObject({ id: job.id, status: 'CANCELLED', state: 'cancelled', executionStatus: 'cancelled', nextRunAt: null })
+    expect(res.json()).toMatchObject({ id: job.id, status: 'CANCELLED', state: 'cancelled', lastRun: { status: 'CANCELLED' }, nextRunAt: null })
     // Cancelling again is harmless.
     expect((await api.call(key, 'POST', `/v1/jobs/${job.id}/cancel`)).statusCode).toBe(200)
   })
@@ -170,7 +170,7 @@ describe('job control', () => {
     expect(paused.json()).toMatchObject({ status: 'PAUSED', schedule: { paused: true }, nextRunAt: null })
     expect((await api.call(key, 'GET', '/v1/jobs?status=PAUSED')).json().items).toHaveLength(1)
     const resumed = await api.call(key, 'POST', `/v1/jobs/${job.id}/resume`)
-    expect(resumed.json()).toMatchObject({ status: 'NOT_STARTED', schedule: { paused: false } })
+    expect(resumed.json()).toMatchObject({ status: 'SCHEDULED', schedule: { paused: false } })
     expect(resumed.json().nextRunAt).not.toBeNull()
 
     const once = (await api.call(key, 'POST', '/v1/jobs', { type: 'x' })).json()
@@ -188,7 +188,7 @@ describe('job control', () => {
       .where('job_id', '=', job.id)
       .execute()
     const view = (await api.call(key, 'GET', `/v1/jobs/${job.id}`)).json()
-    expect(view).toMatchObject({ status: 'COMPLETED', executionStatus: 'succeeded', attempts: 1, lastExecution: { result: { ok: true } } })
+    expect(view).toMatchObject({ status: 'COMPLETED', lastRun: { status: 'SUCCEEDED' }, attempts: 1, lastExecution: { result: { ok: true } } })
     const res = await api.call(key, 'POST', `/v1/jobs/${job.id}/cancel`)
     expect(res.statusCode).toBe(409)
     expect(res.json().message).toContain('has already finished (COMPLETED)')
@@ -278,9 +278,9 @@ describe('tenant isolation', () => {
       expect(res.json().message).toMatch(/^(job|execution) [0-9a-f-]{36} not found$/)
     }
     expect((await api.call(globex, 'GET', '/v1/jobs')).json()).toEqual({ items: [], nextCursor: null })
-    expect((await api.call(globex, 'GET', '/v1/jobs?type=secret&status=NOT_STARTED')).json().items).toEqual([])
+    expect((await api.call(globex, 'GET', '/v1/jobs?type=secret&status=SCHEDULED')).json().items).toEqual([])
     // Untouched: still active for its owner.
-    expect((await api.call(acme, 'GET', `/v1/jobs/${job.id}`)).json()).toMatchObject({ status: 'NOT_STARTED', state: 'active' })
+    expect((await api.call(acme, 'GET', `/v1/jobs/${job.id}`)).json()).toMatchObject({ status: 'SCHEDULED', state: 'active' })
     expect((await api.call(acme, 'GET', '/v1/jobs')).json().items).toHaveLength(2)
   })
 

@@ -65,7 +65,8 @@ describe('GET /openapi.json', () => {
       }
     }
     const submit = doc.paths['/v1/jobs']?.post
-    const body = submit?.requestBody?.content['application/json']?.schema
+    expect(submit?.requestBody?.content['application/json']?.schema).toEqual({ $ref: '#/components/schemas/SubmitJobRequest' })
+    const body = doc.components.schemas.SubmitJobRequest
     expect(body).toMatchObject({ type: 'object', required: ['type'], additionalProperties: false })
     expect(Object.keys((body as { properties: object }).properties)).toEqual(
       expect.arrayContaining(['type', 'payload', 'queue', 'priority', 'schedule', 'maxAttempts', 'timeoutMs', 'idempotencyKey']),
@@ -79,7 +80,7 @@ describe('GET /openapi.json', () => {
     expect(doc.components.schemas.Job).toMatchObject({
       properties: expect.objectContaining({
         status: expect.anything(),
-        executionStatus: expect.anything(),
+        lastRun: expect.anything(),
         nextRunAt: expect.anything(),
         lastExecution: expect.anything(),
       }),

@@ -95,6 +95,12 @@ describe('core/names agrees with the schema', () => {
     expect(await accepted(() => insertJob(t.db, { idempotencyKey: longest }))).toBe(true)
     expect(await accepted(() => insertJob(t.db, { idempotencyKey: `${longest}k` }))).toBe(false)
     expect(await accepted(() => insertJob(t.db, { idempotencyKey: '' }))).toBe(false)
+    // characters are code points on both sides: an emoji is one (two UTF-16 units)
+    const emoji = '\u{1F600}'.repeat(IDEMPOTENCY_KEY_MAX_LENGTH)
+    expect(normalizes({ type: 't', idempotencyKey: emoji })).toBe(true)
+    expect(normalizes({ type: 't', idempotencyKey: `${emoji}k` })).toBe(false)
+    expect(await accepted(() => insertJob(t.db, { idempotencyKey: emoji }))).toBe(true)
+    expect(await accepted(() => insertJob(t.db, { idempotencyKey: `${emoji}k` }))).toBe(false)
   })
 
   type SubmitInput = Parameters<typeof normalizeSubmit>[0]

@@ -14,7 +14,7 @@ describe('pgsched.submit_job', () => {
   it('submits a job due now that the client can view', async () => {
     const id = await submit(`'email.send', '{"to": "a@b.c"}', priority => 7, tenant => 'acme'`)
     const job = await createClient({ db: t.db, tenant: 'acme' }).viewJob(id)
-    expect(job).toMatchObject({ type: 'email.send', priority: 7, queue: 'default', maxAttempts: 5, status: 'NOT_STARTED', payload: { to: 'a@b.c' } })
+    expect(job).toMatchObject({ type: 'email.send', priority: 7, queue: 'default', maxAttempts: 5, status: 'SCHEDULED', payload: { to: 'a@b.c' } })
     expect(job.createdBy).toMatch(/^sql:/)
   })
 

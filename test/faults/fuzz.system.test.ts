@@ -180,7 +180,7 @@ const queryString = fc
     fc.tuple(
       fc.oneof(fc.constantFrom('status', 'type', 'queue', 'limit', 'cursor'), fc.string({ maxLength: 12 })),
       fc.oneof(
-        fc.constantFrom('', 'COMPLETED', 'NOT_STARTED', 'completed', '0', '1', '500', '501', '-1', '1e3', 'NaN', '9'.repeat(400), 'null', '[]'),
+        fc.constantFrom('', 'COMPLETED', 'SCHEDULED', 'completed', '0', '1', '500', '501', '-1', '1e3', 'NaN', '9'.repeat(400), 'null', '[]'),
         fc.string({ maxLength: 300 }),
         fc.base64String({ maxLength: 80 }),
       ),

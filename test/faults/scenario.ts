@@ -256,7 +256,7 @@ export function useFaultScenario() {
     progress(`submitted: ${outcomes.size} accepted, responses ${JSON.stringify(stats.responses)}`)
     await Promise.all([killing, freezing, wiping, restartingApi])
 
-    // Drain: every recurring job past its end, and no job left NOT_STARTED or STARTED.
+    // Drain: every recurring job past its end, and no job left SCHEDULED or RUNNING.
     const get = async <T>(path: string): Promise<T> => {
       for (let i = 0; ; i++) {
         try {
@@ -273,8 +273,8 @@ export function useFaultScenario() {
     const recurringEndMs = startedAtMs + o.recurringForMs
     for (;;) {
       const [notStarted, started] = await Promise.all([
-        get<{ items: JobJson[] }>('/v1/jobs?status=NOT_STARTED&limit=1'),
-        get<{ items: JobJson[] }>('/v1/jobs?status=STARTED&limit=1'),
+        get<{ items: JobJson[] }>('/v1/jobs?status=SCHEDULED&limit=1'),
+        get<{ items: JobJson[] }>('/v1/jobs?status=RUNNING&limit=1'),
       ])
       if (Date.now() > recurringEndMs + 3000 && notStarted.items.length === 0 && started.items.length === 0) break
       if (Date.now() > drainDeadline) {

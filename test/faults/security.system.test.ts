@@ -73,7 +73,7 @@ describe('API keys over real processes', () => {
     expect((await call(globex, 'POST', `/v1/jobs/${id}/cancel`)).status).toBe(404)
     expect((await call(globex, 'GET', '/v1/jobs')).body.items).toEqual([])
     // The owner still sees it untouched, and can act on it.
-    expect((await call(acme, 'GET', `/v1/jobs/${id}`)).body).toMatchObject({ state: 'active', status: 'NOT_STARTED' })
+    expect((await call(acme, 'GET', `/v1/jobs/${id}`)).body).toMatchObject({ state: 'active', status: 'SCHEDULED' })
     expect((await call(acme, 'POST', `/v1/jobs/${id}/pause`)).status).toBe(200)
     // A key pasted into the URL instead of the header is refused without being echoed to the log.
     expect((await call(null, 'GET', `/v1/jobs?cursor=${acme}`)).status).toBe(401)

@@ -60,7 +60,7 @@ describe('start deadlines', () => {
     await executionReleaseMany(t.db, { workerId: W, leases: [c] }) // attempt back to 0, as if never claimed
     await sql`update pgsched.executions set run_at = now() + interval '1 hour' where job_id = ${job.id}::uuid`.execute(t.db)
     expect(await new Reaper({ db: t.db, log: t.log, intervalMs: 1_000, batchSize: 100 }).runOnce()).toMatchObject({ expired: 0 })
-    expect((await client.viewJob(job.id)).status).toBe('NOT_STARTED')
+    expect((await client.viewJob(job.id)).status).toBe('SCHEDULED')
   })
 
   it('refuses a deadline out of range, naming the field', async () => {

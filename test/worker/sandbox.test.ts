@@ -168,7 +168,7 @@ describe('sandboxed handlers', () => {
     const worker = await startWorker(sandboxed, { shutdownGraceMs: 200 })
     const c = client()
     const { job } = await c.submitJob({ type: 'spin.process', timeoutMs: 60_000 })
-    await waitFor(async () => (await c.viewJob(job.id)).status === 'STARTED', { what: 'the spin to start' })
+    await waitFor(async () => (await c.viewJob(job.id)).status === 'RUNNING', { what: 'the spin to start' })
     const stopStartedAt = Date.now()
     await worker.stop()
     expect(Date.now() - stopStartedAt).toBeLessThan(5_000)

@@ -201,7 +201,7 @@ describe('wake-ups', () => {
     // first run's end claims the third without any wake-up.
     const slow = await client().submitJobs([{ type: 'slow' }, { type: 'slow' }])
     const third = await client().submitJob({ type: 'x', priority: -1 })
-    await waitFor(async () => (await client().viewJob(slow[0]?.id as string)).status === 'STARTED', { what: 'the slow jobs to start' })
+    await waitFor(async () => (await client().viewJob(slow[0]?.id as string)).status === 'RUNNING', { what: 'the slow jobs to start' })
     release()
     await waitFor(() => started.includes(third.job.id), { what: 'the third job to start once a slot is free', timeoutMs: 5_000 })
   })

@@ -11,7 +11,7 @@ import type { Kysely } from 'kysely'
 import type { DB } from '../../db/schema.ts'
 import { pendingMigrations } from '../../db/migrate.ts'
 import { databaseWritable } from '../../db/queries/ops.ts'
-import { ErrorRef } from '../schemas/error.ts'
+import { ErrorRef, documented } from '../schemas/error.ts'
 import { READ_ONLY_MESSAGE, sendError } from '../error-handler.ts'
 import type { ApiMetrics } from '../metrics.ts'
 
@@ -56,7 +56,11 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesDeps> = async (
     }
   }
 
-  app.get('/healthz', { schema: { operationId: 'health', tags: ['ops'], summary: 'Liveness', response: { 200: Status } } }, async () => ({ status: 'ok' }))
+  app.get(
+    '/healthz',
+    { schema: { operationId: 'health', tags: ['ops'], summary: 'Liveness', response: { 200: documented(Status, 'The process is up.') } } },
+    async () => ({ status: 'ok' }),
+  )
 
   app.get(
     '/readyz',
@@ -66,7 +70,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesDeps> = async (
         tags: ['ops'],
         summary: 'Readiness',
         description: 'Ready when the database answers, accepts writes (not a standby, not read-only) and every migration is applied.',
-        response: { 200: Status, 503: ErrorRef },
+        response: { 200: documented(Status, 'Ready to serve.'), 503: documented(ErrorRef, 'Not ready: `message` says why.') },
       },
     },
     async (request, reply) => {

@@ -9,12 +9,13 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ValidationError } from '../../errors.ts'
 import type { SubmitJobInput } from '../../core/job.ts'
 import { IdParams, PageQuery } from '../schemas/common.ts'
-import { CommonErrors, ErrorRef } from '../schemas/error.ts'
-import { ExecutionPageSchema, executionToJson } from '../schemas/execution.ts'
-import { JobPageSchema, JobRef, ListJobsQuery, SubmitJobBody, SubmitJobHeaders, jobToJson } from '../schemas/job.ts'
+import { CommonErrors, ErrorRef, ErrorResponses, documented } from '../schemas/error.ts'
+import { ExecutionPageRef, executionToJson } from '../schemas/execution.ts'
+import { JobPageRef, JobRef, ListJobsQuery, SubmitJobBodyRef, SubmitJobHeaders, jobToJson } from '../schemas/job.ts'
 import type { RouteDeps } from './deps.ts'
 
 const security = [{ apiKey: [] }]
+const LOCATION = { Location: { type: 'string', format: 'uri-reference', description: 'The job: /v1/jobs/{id}.' } } as const
 
 /** Registers the /jobs routes (mounted under /v1 behind authentication). */
 export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps) => {
@@ -32,15 +33,15 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
           "A submit over one of the tenant's admission quotas (maxPending, maxSubmitsPerSecond) gets 429 with Retry-After and writes nothing.",
         security,
         headers: SubmitJobHeaders,
-        body: SubmitJobBody,
+        body: SubmitJobBodyRef,
         response: {
-          200: JobRef,
-          202: JobRef,
+          200: documented(JobRef, 'An earlier submit with the same idempotency key and body: that job, unchanged.', LOCATION),
+          202: documented(JobRef, 'Accepted: the job is committed.', LOCATION),
           ...CommonErrors,
-          409: ErrorRef,
-          413: ErrorRef,
-          415: ErrorRef,
-          429: ErrorRef,
+          409: documented(ErrorRef, 'The idempotency key was already used for a different request.'),
+          413: ErrorResponses[413],
+          415: ErrorResponses[415],
+          429: ErrorResponses[429],
         },
       },
     },
@@ -73,7 +74,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
         description: "The tenant's jobs, newest first, filtered by status, type and queue; keyset-paginated, so pages stay stable while jobs are added.",
         security,
         querystring: ListJobsQuery,
-        response: { 200: JobPageSchema, ...CommonErrors },
+        response: { 200: documented(JobPageRef, 'A page of jobs.'), ...CommonErrors },
       },
     },
     async (request) => {
@@ -92,7 +93,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
         description: 'The job with its status, next run and latest execution.',
         security,
         params: IdParams,
-        response: { 200: JobRef, ...CommonErrors },
+        response: { 200: documented(JobRef, 'The job.'), ...CommonErrors, 404: ErrorResponses[404] },
       },
     },
     async (request) => jobToJson(await deps.clientFor(request).viewJob(request.params.id)),
@@ -109,7 +110,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
         security,
         params: IdParams,
         querystring: PageQuery,
-        response: { 200: ExecutionPageSchema, ...CommonErrors },
+        response: { 200: documented(ExecutionPageRef, 'A page of executions.'), ...CommonErrors, 404: ErrorResponses[404] },
       },
     },
     async (request) => {
@@ -129,7 +130,13 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
           description,
           security,
           params: IdParams,
-          response: { 200: JobRef, ...CommonErrors, 409: ErrorRef, 415: ErrorRef },
+          response: {
+            200: documented(JobRef, 'The job after the change.'),
+            ...CommonErrors,
+            404: ErrorResponses[404],
+            409: documented(ErrorRef, 'The job is not in a state that allows this.'),
+            415: ErrorResponses[415],
+          },
         },
       },
       async (request) => {

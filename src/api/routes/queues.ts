@@ -6,12 +6,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import { ValidationError } from '../../errors.ts'
-import { CommonErrors, ErrorRef } from '../schemas/error.ts'
-import { QueueListSchema, QueueParams, QueuePatchBody, QueueRef, queueToJson } from '../schemas/queue.ts'
+import { CommonErrors, ErrorResponses, documented } from '../schemas/error.ts'
+import { QueueListRef, QueueParams, QueuePatchBodyRef, QueueRef, queueToJson } from '../schemas/queue.ts'
 import { assertOperator, type RouteDeps } from './deps.ts'
 
 const security = [{ apiKey: [] }]
-const errors = { ...CommonErrors, 403: ErrorRef }
+const errors = { ...CommonErrors, 403: ErrorResponses[403] }
+const queue = documented(QueueRef, 'The queue (a queue never used answers its defaults).')
 
 /** Registers the /queues routes (mounted under /v1 behind authentication). */
 export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps) => {
@@ -31,7 +32,7 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         summary: 'List queues',
         description: 'Every queue with settings or with pending or running executions: paused, concurrency limit, depth by state, oldest due lag.',
         security,
-        response: { 200: QueueListSchema, ...errors },
+        response: { 200: documented(QueueListRef, 'The queues.'), ...errors },
       },
     },
     async (request) => ({ items: (await queuesFor(request).list()).map(queueToJson) }),
@@ -40,7 +41,7 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
   app.get(
     '/queues/:name',
     {
-      schema: { operationId: 'viewQueue', tags: ['queues'], summary: 'View a queue', security, params: QueueParams, response: { 200: QueueRef, ...errors } },
+      schema: { operationId: 'viewQueue', tags: ['queues'], summary: 'View a queue', security, params: QueueParams, response: { 200: queue, ...errors } },
     },
     async (request) => queueToJson(await queuesFor(request).view(request.params.name)),
   )
@@ -56,7 +57,7 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
           'Once this answers, no worker claims an execution of the queue; executions already claimed finish. Submits are still accepted. Safe to repeat.',
         security,
         params: QueueParams,
-        response: { 200: QueueRef, ...errors },
+        response: { 200: queue, ...errors },
       },
     },
     async (request) => queueToJson(await queuesFor(request).pause(request.params.name)),
@@ -72,7 +73,7 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         description: 'Workers take the queue’s work again; they are woken at once. Safe to repeat.',
         security,
         params: QueueParams,
-        response: { 200: QueueRef, ...errors },
+        response: { 200: queue, ...errors },
       },
     },
     async (request) => queueToJson(await queuesFor(request).resume(request.params.name)),
@@ -91,8 +92,8 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
           'Fields left out stay as they are. Takes effect within a second.',
         security,
         params: QueueParams,
-        body: QueuePatchBody,
-        response: { 200: QueueRef, ...errors },
+        body: QueuePatchBodyRef,
+        response: { 200: queue, ...errors },
       },
     },
     async (request) => {

@@ -5,12 +5,13 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
-import { CommonErrors, ErrorRef } from '../schemas/error.ts'
-import { TenantListSchema, TenantParams, TenantPatchBody, TenantRef, tenantToJson } from '../schemas/tenant.ts'
+import { CommonErrors, ErrorResponses, documented } from '../schemas/error.ts'
+import { TenantListRef, TenantParams, TenantPatchBodyRef, TenantRef, tenantToJson } from '../schemas/tenant.ts'
 import { assertOperator, type RouteDeps } from './deps.ts'
 
 const security = [{ apiKey: [] }]
-const errors = { ...CommonErrors, 403: ErrorRef }
+const errors = { ...CommonErrors, 403: ErrorResponses[403] }
+const tenant = documented(TenantRef, 'The tenant (one without settings answers weight 1 and no quotas).')
 
 /** Registers the /tenants routes (mounted under /v1 behind authentication). */
 export const tenantRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps) => {
@@ -29,7 +30,7 @@ export const tenantRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, de
         summary: 'List tenants with settings',
         description: 'Every tenant with a weight or a quota set, with its pending and running executions.',
         security,
-        response: { 200: TenantListSchema, ...errors },
+        response: { 200: documented(TenantListRef, 'The tenants.'), ...errors },
       },
     },
     async (request) => ({ items: (await tenantsFor(request).list()).map(tenantToJson) }),
@@ -45,7 +46,7 @@ export const tenantRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, de
         description: 'A tenant without settings has weight 1 and no quotas.',
         security,
         params: TenantParams,
-        response: { 200: TenantRef, ...errors },
+        response: { 200: tenant, ...errors },
       },
     },
     async (request) => tenantToJson(await tenantsFor(request).view(request.params.name)),
@@ -63,8 +64,8 @@ export const tenantRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, de
           'Applies to the next submit in this API process and within a second everywhere else.',
         security,
         params: TenantParams,
-        body: TenantPatchBody,
-        response: { 200: TenantRef, ...errors },
+        body: TenantPatchBodyRef,
+        response: { 200: tenant, ...errors },
       },
     },
     async (request) => tenantToJson(await tenantsFor(request).update(request.params.name, request.body)),

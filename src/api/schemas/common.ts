@@ -16,6 +16,11 @@ export function DateTime(description: string) {
   return Type.String({ format: 'date-time', description })
 }
 
+/** An ISO-8601 instant a client sends: `format: date-time` (core/formats.ts; seconds may be left out). */
+export function Instant(description: string) {
+  return Type.String({ format: 'date-time', description, examples: ['2030-01-31T09:00:00Z'] })
+}
+
 /** `T` or null. */
 export function Nullable<T extends TSchema>(schema: T) {
   return Type.Union([schema, Type.Null()])
@@ -37,6 +42,8 @@ export const Limit = Type.Integer({
 export const Cursor = Type.String({
   minLength: 1,
   maxLength: 256,
+  pattern: '^[A-Za-z0-9_-]+$',
+  'x-expected': 'the nextCursor of the previous page',
   description: '`nextCursor` of the previous page; absent for the first page.',
 })
 

@@ -70,10 +70,16 @@ export type ExecutionJson = Static<typeof ExecutionSchema>
 export const ExecutionRef = Type.Unsafe<ExecutionJson>(Type.Ref('Execution'))
 
 /** A page of GET /v1/jobs/{id}/executions. */
-export const ExecutionPageSchema = Type.Object({
-  items: Type.Array(ExecutionRef),
-  nextCursor: Nullable(Type.String({ description: 'Pass as `cursor` for the next page; null on the last page.' })),
-})
+export const ExecutionPageSchema = Type.Object(
+  {
+    items: Type.Array(ExecutionRef),
+    nextCursor: Nullable(Type.String({ description: 'Pass as `cursor` for the next page; null on the last page.' })),
+  },
+  { $id: 'ExecutionPage', description: "A page of a job's executions, latest fire time first." },
+)
+
+/** Reference to the shared `ExecutionPage` schema. */
+export const ExecutionPageRef = Type.Unsafe<Static<typeof ExecutionPageSchema>>(Type.Ref('ExecutionPage'))
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null)
 

@@ -1,12 +1,18 @@
 /**
- * Route schemas for jobs: the submit body (structure and types; the
- * semantic checks — names, cron expressions, time zones, instants,
- * durations — stay in core/job.ts `normalizeSubmit`, reached through the
- * client), the list query and the JSON form of a job with its mapping
- * from the domain type.
+ * Route schemas for jobs: the submit body, the list query and the JSON form
+ * of a job with its mapping from the domain type. The submit body carries
+ * every constraint normalizeSubmit (core/job.ts) enforces on a single field —
+ * patterns, lengths in characters, ranges, enums and the formats of
+ * core/formats.ts (date-time, cron, time-zone, pgsched-duration), which the
+ * API validates with the same functions — so a value valid per the schema is
+ * refused only for a cross-field reason the descriptions name (endAt after
+ * startAt, backoffMaxMs at least backoffBaseMs, startAt/endAt only with a
+ * recurring schedule, a cron expression that never fires in its window, the
+ * payload's size as JSON, an idempotency key reused for another request).
  */
 import { Type, type Static } from '@fastify/type-provider-typebox'
 import type { Job } from '../../core/job.ts'
+import { JOB_STATUSES, RUN_STATUSES } from '../../core/job-status.ts'
 import {
   BACKOFF_BASE_MS,
   BACKOFF_MAX_MS,
@@ -16,23 +22,44 @@ import {
   MAX_PAYLOAD_BYTES,
   MISFIRE_MAX_RUNS,
   PRIORITY,
+  MAX_PAYLOAD_DEPTH,
+  NO_NUL_PATTERN,
   QUEUE_MAX_LENGTH,
+  QUEUE_PATTERN,
   QUEUE_RULE,
   START_DEADLINE_MS,
   TIMEOUT_MS,
   TYPE_MAX_LENGTH,
+  TYPE_PATTERN,
   TYPE_RULE,
   type IntRange,
 } from '../../core/names.ts'
-import { Cursor, DateTime, Limit, Nullable, Uuid } from './common.ts'
-import { ExecutionRef, ExecutionStateSchema, executionToJson } from './execution.ts'
-
-/** The user-facing statuses, in lifecycle order (the `status` filter of listJobs). */
-export const JOB_STATUSES = ['NOT_STARTED', 'STARTED', 'COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED', 'PAUSED'] as const
+import { CRON_MAX_LENGTH, CRON_PATTERN, DURATION_PATTERN, INTERVAL_RULE, TIME_ZONE_PATTERN } from '../../core/formats.ts'
+import { INTERVAL_MS } from '../../core/names.ts'
+import { Cursor, DateTime, Instant, Limit, Nullable, Uuid } from './common.ts'
+import { ExecutionRef, executionToJson } from './execution.ts'
 
 export const JobStatusSchema = Type.Enum(JOB_STATUSES, {
-  description: 'User-facing status, derived from the job state and its latest execution.',
+  description:
+    "The job's lifecycle, apart from its last run's outcome (`lastRun.status`): SCHEDULED (work to come: a pending execution, or a " +
+    'recurring schedule that still fires, whatever its last run did), RUNNING (its latest execution runs), PAUSED, CANCELLED, and, once ' +
+    'nothing is to come (a one-time job, or a recurring one past its endAt), COMPLETED, FAILED or EXPIRED after the outcome of its ' +
+    'last run (FAILED also when the schedule stopped: `schedule.error`).',
 })
+
+/** The latest run of a job. */
+export const LastRunSchema = Type.Object(
+  {
+    executionId: Uuid('The execution.'),
+    status: Type.Enum(RUN_STATUSES, {
+      description: 'Its outcome: PENDING or RUNNING while it has none yet; EXPIRED when it missed its start deadline.',
+    }),
+    attempt: Type.Integer({ minimum: 0, description: 'Attempts made (0: none started).' }),
+    scheduledFor: DateTime('Its time: the run-at, or the fire time of a recurring job.'),
+    finishedAt: Nullable(DateTime('When it ended; null until then.')),
+  },
+  { description: "The job's latest run (by its time)." },
+)
 
 const MisfirePolicySchema = Type.Enum(['fire_once', 'skip', 'fire_all'], {
   description: 'After downtime: run once for all missed fire times (default), skip them, or run each (capped by misfireMaxRuns).',
@@ -45,21 +72,36 @@ const OverlapPolicySchema = Type.Enum(['allow', 'skip', 'queue'], {
 const int = ({ min, max }: IntRange, description: string) =>
   Type.Integer({ minimum: min, maximum: max, 'x-expected': `an integer from ${min} to ${max}`, description })
 
-/** A string of 1 to `max` characters, worded for error messages. */
+/** A string of 1 to `max` characters (code points) without NUL, worded for error messages. */
 const text = (max: number, options: { description?: string } = {}) =>
-  Type.String({ minLength: 1, maxLength: max, 'x-expected': `a string of 1 to ${max} characters`, ...options })
+  Type.String({ minLength: 1, maxLength: max, pattern: NO_NUL_PATTERN, 'x-expected': `a string of 1 to ${max} characters`, ...options })
+
+/** A job type (handler name). */
+const TypeName = (description: string) =>
+  Type.String({ minLength: 1, maxLength: TYPE_MAX_LENGTH, pattern: TYPE_PATTERN, 'x-expected': TYPE_RULE, description, examples: ['email.send'] })
+
+/** A queue name. */
+const QueueName = (description: string) =>
+  Type.String({ minLength: 1, maxLength: QUEUE_MAX_LENGTH, pattern: QUEUE_PATTERN, 'x-expected': QUEUE_RULE, description, examples: ['default'] })
 
 /** `schedule` of a submit: one of three shapes. */
 export const ScheduleInputSchema = Type.Union(
   [
-    Type.Object(
-      { at: Type.String({ description: 'ISO-8601 instant with a time zone.', examples: ['2030-01-31T09:00:00Z'] }) },
-      { additionalProperties: false, title: 'At' },
-    ),
+    Type.Object({ at: Instant('ISO-8601 instant with a time zone; a past instant runs now.') }, { additionalProperties: false, title: 'At' }),
     Type.Object(
       {
-        cron: Type.String({ description: 'Cron expression (5 fields, or 6 with seconds).', examples: ['0 9 * * 1-5'] }),
-        timezone: Type.Optional(Type.String({ description: 'IANA time zone, default UTC.', examples: ['Europe/Berlin'] })),
+        cron: Type.String({
+          minLength: 1,
+          maxLength: CRON_MAX_LENGTH,
+          pattern: CRON_PATTERN,
+          format: 'cron',
+          description:
+            'Cron expression: 5 fields (minute hour day-of-month month day-of-week), 6 with seconds first, or an @alias (@hourly, @daily, …). Refused when it never fires.',
+          examples: ['0 9 * * 1-5'],
+        }),
+        timezone: Type.Optional(
+          Type.String({ pattern: TIME_ZONE_PATTERN, format: 'time-zone', description: 'IANA time zone, default UTC.', examples: ['Europe/Berlin'] }),
+        ),
       },
       { additionalProperties: false, title: 'Cron' },
     ),
@@ -67,9 +109,14 @@ export const ScheduleInputSchema = Type.Union(
       {
         every: Type.Unsafe<string | number>({
           type: ['string', 'integer'],
-          'x-expected': 'an ISO-8601 duration (PT5M) or a number of milliseconds',
-          description: 'ISO-8601 duration (PT5M, P1D) or milliseconds; 1 second to 366 days.',
-          examples: ['PT5M', 60000],
+          // minimum and maximum apply to numbers; pattern and format to strings
+          minimum: INTERVAL_MS.min,
+          maximum: INTERVAL_MS.max,
+          pattern: DURATION_PATTERN,
+          format: 'pgsched-duration',
+          'x-expected': INTERVAL_RULE,
+          description: `Interval between fire times: ${INTERVAL_RULE}.`,
+          examples: ['10s', '1h30m', 'PT5M', 60000],
         }),
       },
       { additionalProperties: false, title: 'Every' },
@@ -84,18 +131,23 @@ export const ScheduleInputSchema = Type.Union(
 /** Body of POST /v1/jobs. */
 export const SubmitJobBody = Type.Object(
   {
-    type: Type.String({
-      description: `Handler name: ${TYPE_RULE}.`,
-      examples: ['email.send'],
-    }),
-    payload: Type.Optional(Type.Unknown({ description: `Any JSON value given to the handler (at most ${MAX_PAYLOAD_BYTES} bytes as JSON); default {}.` })),
-    queue: Type.Optional(Type.String({ description: `Queue name, ${QUEUE_RULE}; default \`default\`.` })),
+    type: TypeName(`Handler name: ${TYPE_RULE}.`),
+    payload: Type.Optional(
+      Type.Unknown({
+        description:
+          `Any JSON value given to the handler; default {}. At most ${MAX_PAYLOAD_BYTES} bytes as JSON and ${MAX_PAYLOAD_DEPTH} levels deep; ` +
+          'no NUL character (\\u0000) or lone surrogate in any string or key.',
+      }),
+    ),
+    queue: Type.Optional(QueueName(`Queue name, ${QUEUE_RULE}; default \`default\`.`)),
     priority: Type.Optional(int(PRIORITY, 'Higher runs first; default 0.')),
     schedule: Type.Optional(ScheduleInputSchema),
     maxAttempts: Type.Optional(int(MAX_ATTEMPTS, 'Attempts per execution; default 5.')),
     timeoutMs: Type.Optional(int(TIMEOUT_MS, 'Time limit of one attempt in milliseconds; default 300000.')),
     backoffBaseMs: Type.Optional(int(BACKOFF_BASE_MS, 'Retry delay base in milliseconds; default 1000.')),
-    backoffMaxMs: Type.Optional(int(BACKOFF_MAX_MS, 'Retry delay cap in milliseconds; default 3600000.')),
+    backoffMaxMs: Type.Optional(
+      int(BACKOFF_MAX_MS, 'Retry delay cap in milliseconds, at least backoffBaseMs; default 3600000 (or backoffBaseMs when larger).'),
+    ),
     idempotencyKey: Type.Optional(
       text(IDEMPOTENCY_KEY_MAX_LENGTH, {
         description: 'Same key and body → the same job (200); same key, other body → 409. Or the Idempotency-Key header.',
@@ -112,16 +164,19 @@ export const SubmitJobBody = Type.Object(
         description: "Jobs with the same key run at most the queue's per-key concurrency limit at once, across every worker (a customer id, say).",
       }),
     ),
-    startAt: Type.Optional(Type.String({ description: 'Recurring jobs: first possible fire time (ISO-8601 instant).' })),
-    endAt: Type.Optional(Type.String({ description: 'Recurring jobs: last possible fire time (ISO-8601 instant).' })),
+    startAt: Type.Optional(Instant('Recurring jobs only: first possible fire time (ISO-8601 instant).')),
+    endAt: Type.Optional(Instant('Recurring jobs only: last possible fire time (ISO-8601 instant), after startAt.')),
     misfirePolicy: Type.Optional(MisfirePolicySchema),
     misfireMaxRuns: Type.Optional(int(MISFIRE_MAX_RUNS, 'Cap on catch-up runs for misfirePolicy fire_all; default 100.')),
     overlapPolicy: Type.Optional(OverlapPolicySchema),
   },
-  { additionalProperties: false, description: 'A job to run now, at a time, or on a schedule.' },
+  { $id: 'SubmitJobRequest', additionalProperties: false, description: 'A job to run now, at a time, or on a schedule.' },
 )
 
 export type SubmitJobBodyJson = Static<typeof SubmitJobBody>
+
+/** Reference to the shared `SubmitJobRequest` schema. */
+export const SubmitJobBodyRef = Type.Unsafe<SubmitJobBodyJson>(Type.Ref('SubmitJobRequest'))
 
 /** Headers of POST /v1/jobs that the API reads. */
 export const SubmitJobHeaders = Type.Object({
@@ -132,8 +187,8 @@ export const SubmitJobHeaders = Type.Object({
 export const ListJobsQuery = Type.Object(
   {
     status: Type.Optional(JobStatusSchema),
-    type: Type.Optional(text(TYPE_MAX_LENGTH)),
-    queue: Type.Optional(text(QUEUE_MAX_LENGTH)),
+    type: Type.Optional(TypeName('Only jobs of this type.')),
+    queue: Type.Optional(QueueName('Only jobs of this queue.')),
     limit: Type.Optional(Limit),
     cursor: Type.Optional(Cursor),
   },
@@ -173,7 +228,7 @@ export const JobSchema = Type.Object(
     startDeadlineMs: Nullable(Type.Integer({ description: 'How late after its time an execution may start before it expires; null: no deadline.' })),
     state: Type.Enum(['active', 'paused', 'cancelled'], { description: "The definition's own state." }),
     status: JobStatusSchema,
-    executionStatus: Nullable(ExecutionStateSchema),
+    lastRun: Nullable(LastRunSchema),
     attempts: Type.Integer({ description: 'Attempts of the latest execution.' }),
     createdAt: DateTime('When the job was accepted.'),
     createdBy: Nullable(Type.String()),
@@ -193,10 +248,16 @@ export type JobJson = Static<typeof JobSchema>
 export const JobRef = Type.Unsafe<JobJson>(Type.Ref('Job'))
 
 /** A page of GET /v1/jobs. */
-export const JobPageSchema = Type.Object({
-  items: Type.Array(JobRef),
-  nextCursor: Nullable(Type.String({ description: 'Pass as `cursor` for the next page; null on the last page.' })),
-})
+export const JobPageSchema = Type.Object(
+  {
+    items: Type.Array(JobRef),
+    nextCursor: Nullable(Type.String({ description: 'Pass as `cursor` for the next page; null on the last page.' })),
+  },
+  { $id: 'JobPage', description: 'A page of jobs, newest first.' },
+)
+
+/** Reference to the shared `JobPage` schema. */
+export const JobPageRef = Type.Unsafe<Static<typeof JobPageSchema>>(Type.Ref('JobPage'))
 
 /** The JSON body for a job. */
 export function jobToJson(job: Job): JobJson {
@@ -217,7 +278,9 @@ export function jobToJson(job: Job): JobJson {
     startDeadlineMs: job.startDeadlineMs,
     state: job.state,
     status: job.status,
-    executionStatus: last?.state ?? null,
+    lastRun: job.lastRun
+      ? { ...job.lastRun, scheduledFor: job.lastRun.scheduledFor.toISOString(), finishedAt: job.lastRun.finishedAt?.toISOString() ?? null }
+      : null,
     attempts: last?.attempt ?? 0,
     createdAt: job.createdAt.toISOString(),
     createdBy: job.createdBy,

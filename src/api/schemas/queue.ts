@@ -43,7 +43,9 @@ export type QueueJson = Static<typeof QueueSchema>
 
 export const QueueRef = Type.Unsafe<QueueJson>(Type.Ref('Queue'))
 
-export const QueueListSchema = Type.Object({ items: Type.Array(QueueRef) })
+export const QueueListSchema = Type.Object({ items: Type.Array(QueueRef) }, { $id: 'QueueList', description: 'Every queue with settings or work.' })
+
+export const QueueListRef = Type.Unsafe<Static<typeof QueueListSchema>>(Type.Ref('QueueList'))
 
 export const QueueParams = Type.Object(
   { name: Type.String({ pattern: QUEUE_PATTERN, 'x-expected': `a queue name (${QUEUE_RULE})`, description: 'Queue name.' }) },
@@ -91,8 +93,10 @@ export const QueuePatchBody = Type.Object(
       }),
     ),
   },
-  { additionalProperties: false, minProperties: 1, description: 'The settings to change; at least one.' },
+  { $id: 'UpdateQueueRequest', additionalProperties: false, minProperties: 1, description: 'The settings to change; at least one.' },
 )
+
+export const QueuePatchBodyRef = Type.Unsafe<Static<typeof QueuePatchBody>>(Type.Ref('UpdateQueueRequest'))
 
 export function queueToJson(q: QueueView): QueueJson {
   return { ...q, pausedAt: q.pausedAt?.toISOString() ?? null }

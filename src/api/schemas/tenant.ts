@@ -1,6 +1,7 @@
 /** The JSON of a tenant's settings (GET /v1/tenants and PATCH /v1/tenants/{name}) and the patch body. */
 import { Type, type Static } from '@fastify/type-provider-typebox'
 import { MAX_PENDING_MAX, SUBMITS_PER_SECOND_MAX, SUBMITS_PER_SECOND_MIN, WEIGHT_MAX, WEIGHT_MIN, type TenantView } from '../../tenant-admin.ts'
+import { NO_NUL_PATTERN } from '../../core/names.ts'
 import { Nullable } from './common.ts'
 
 const weightDescription = 'Turns per round in fair-share queues: a tenant of weight 2 gets twice the starts of one of weight 1 at the same priority.'
@@ -23,10 +24,20 @@ export type TenantJson = Static<typeof TenantSchema>
 
 export const TenantRef = Type.Unsafe<TenantJson>(Type.Ref('Tenant'))
 
-export const TenantListSchema = Type.Object({ items: Type.Array(TenantRef) })
+export const TenantListSchema = Type.Object({ items: Type.Array(TenantRef) }, { $id: 'TenantList', description: 'Every tenant with a weight or a quota set.' })
+
+export const TenantListRef = Type.Unsafe<Static<typeof TenantListSchema>>(Type.Ref('TenantList'))
 
 export const TenantParams = Type.Object(
-  { name: Type.String({ minLength: 1, maxLength: 128, 'x-expected': 'a tenant name (1 to 128 characters)', description: 'Tenant name.' }) },
+  {
+    name: Type.String({
+      minLength: 1,
+      maxLength: 128,
+      pattern: NO_NUL_PATTERN,
+      'x-expected': 'a tenant name (1 to 128 characters)',
+      description: 'Tenant name.',
+    }),
+  },
   { additionalProperties: false },
 )
 
@@ -56,8 +67,10 @@ export const TenantPatchBody = Type.Object(
       ),
     ),
   },
-  { additionalProperties: false, minProperties: 1, description: 'The settings to change; at least one. Null removes a quota.' },
+  { $id: 'UpdateTenantRequest', additionalProperties: false, minProperties: 1, description: 'The settings to change; at least one. Null removes a quota.' },
 )
+
+export const TenantPatchBodyRef = Type.Unsafe<Static<typeof TenantPatchBody>>(Type.Ref('UpdateTenantRequest'))
 
 export function tenantToJson(t: TenantView): TenantJson {
   return { ...t }

@@ -6,8 +6,9 @@
  */
 import { sql, type Kysely, type SqlBool, type Expression, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
-import type { AttemptRecord, Execution, Job, JobStatus, Schedule } from '../../core/job.ts'
-import { jobStatus, LIVE_WORKER_MS, unservedMessage } from '../../core/job.ts'
+import type { AttemptRecord, Execution, Job, Schedule } from '../../core/job.ts'
+import { LIVE_WORKER_MS, unservedMessage } from '../../core/job.ts'
+import { jobStatus, lastRunOf, type JobStatus } from '../../core/job-status.ts'
 
 type Executor = Kysely<DB>
 
@@ -112,6 +113,8 @@ function toSchedule(t: Record<string, unknown>): Schedule {
 
 function toJob(r: JobViewRow): Job {
   const last = r.last_execution ? toExecution(r.last_execution) : null
+  const schedule = r.trigger ? toSchedule(r.trigger) : null
+  const progress = r.trigger ? { firing: r.trigger.next_fire_at !== null || r.trigger.queued_fire_at !== null, error: schedule?.error ?? null } : null
   let nextRunAt: Date | null = null
   if (r.state === 'active') {
     if (r.trigger) {
@@ -134,10 +137,11 @@ function toJob(r: JobViewRow): Job {
     concurrencyKey: r.concurrency_key,
     startDeadlineMs: r.start_deadline_ms,
     state: r.state,
-    status: jobStatus(r.state, last),
+    status: jobStatus(r.state, progress, last),
+    lastRun: lastRunOf(last),
     createdAt: r.created_at,
     createdBy: r.created_by,
-    schedule: r.trigger ? toSchedule(r.trigger) : null,
+    schedule,
     nextRunAt,
     lastExecution: last,
     unserved: r.unserved ? unservedMessage(r.type, r.queue) : null,
@@ -202,22 +206,31 @@ export interface JobListParams {
   queue?: string
 }
 
+/**
+ * The `status` filter: core/job-status.ts `jobStatus` in SQL. `ended`: no work to come — no pending
+ * or running execution, and no schedule that still fires.
+ */
 function statusCondition(status: JobStatus): Expression<SqlBool> {
+  const firing = sql`(t.job_id is not null and t.error is null and (t.next_fire_at is not null or t.queued_fire_at is not null))`
+  const ended = sql`(j.state = 'active' and (e.state is null or e.state not in ('pending', 'running')) and not ${firing}
+                     and (t.job_id is null or t.error is null))`
   switch (status) {
-    case 'CANCELLED':
-      return sql<SqlBool>`(j.state = 'cancelled' or (j.state = 'active' and e.state = 'cancelled'))`
     case 'PAUSED':
       return sql<SqlBool>`j.state = 'paused'`
-    case 'NOT_STARTED':
-      return sql<SqlBool>`(j.state = 'active' and (e.id is null or (e.state = 'pending' and e.attempt = 0)))`
-    case 'STARTED':
-      return sql<SqlBool>`(j.state = 'active' and (e.state = 'running' or (e.state = 'pending' and e.attempt > 0)))`
+    case 'RUNNING':
+      return sql<SqlBool>`(j.state = 'active' and e.state = 'running')`
+    case 'SCHEDULED':
+      return sql<SqlBool>`(j.state = 'active' and (e.state = 'pending' or ((e.state is null or e.state <> 'running') and ${firing})
+                           or (t.job_id is null and e.id is null)))`
+    case 'CANCELLED':
+      return sql<SqlBool>`(j.state = 'cancelled' or (${ended} and e.state = 'cancelled'))`
     case 'COMPLETED':
-      return sql<SqlBool>`(j.state = 'active' and e.state = 'succeeded')`
+      return sql<SqlBool>`(${ended} and (e.state = 'succeeded' or (e.id is null and t.job_id is not null)))`
     case 'FAILED':
-      return sql<SqlBool>`(j.state = 'active' and e.state = 'failed' and e.attempt > 0)`
+      return sql<SqlBool>`((${ended} and e.state = 'failed' and e.attempt > 0)
+                           or (j.state = 'active' and t.error is not null and (e.state is null or e.state not in ('pending', 'running'))))`
     case 'EXPIRED':
-      return sql<SqlBool>`(j.state = 'active' and e.state = 'failed' and e.attempt = 0)`
+      return sql<SqlBool>`(${ended} and e.state = 'failed' and e.attempt = 0)`
   }
 }
 

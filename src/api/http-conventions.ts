@@ -1,0 +1,53 @@
+/**
+ * HTTP conventions Fastify leaves to the application:
+ * - a known path with a method it does not serve answers 405 with `Allow`
+ *   (Fastify answers 404): `routeMethods` indexes every route as it is added;
+ * - a body with a Content-Encoding other than identity answers 415 with
+ *   `Accept-Encoding: identity` (RFC 9110 §15.5.16) before it is read;
+ * - `Expect: 100-continue` with a Content-Length over the body limit gets its
+ *   413 without `100 Continue` first (Node answers 100 to every such request
+ *   unless the server handles `checkContinue`), so the client never sends it.
+ */
+import type { FastifyInstance } from 'fastify'
+import { sendError } from './error-handler.ts'
+
+/** The methods served at a concrete path; empty when no route matches it. */
+export type RouteMethods = (path: string) => string[]
+
+/** Indexes the routes of `app` (call before any route is added). */
+export function indexRouteMethods(app: FastifyInstance): RouteMethods {
+  const routes: Array<{ pattern: RegExp; methods: string[] }> = []
+  app.addHook('onRoute', (route) => {
+    const source = route.url
+      .split('/')
+      .map((part) => (part.startsWith(':') ? '[^/]+' : part === '*' ? '.*' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+      .join('/')
+    const methods = Array.isArray(route.method) ? route.method : [route.method]
+    routes.push({ pattern: new RegExp(`^${source}$`), methods })
+  })
+  return (path) => {
+    const allowed = new Set<string>()
+    for (const r of routes) if (r.pattern.test(path)) for (const m of r.methods) allowed.add(m)
+    if (allowed.has('GET')) allowed.add('HEAD')
+    return [...allowed].sort()
+  }
+}
+
+/** Refuses request bodies with a Content-Encoding other than identity (415), before they are read. */
+export function refuseContentEncodings(app: FastifyInstance): void {
+  app.addHook('onRequest', async (request, reply) => {
+    const encoding = request.headers['content-encoding']
+    if (encoding === undefined || encoding.trim().toLowerCase() === 'identity') return
+    reply.header('accept-encoding', 'identity')
+    return sendError(reply, 415, `Content-Encoding "${encoding}" is not supported; send the body uncompressed`)
+  })
+}
+
+/** Answers `Expect: 100-continue` with 100 only for a body within `bodyLimitBytes`; larger ones get their 413 at once. */
+export function continueWithinLimit(app: FastifyInstance, bodyLimitBytes: number): void {
+  app.server.on('checkContinue', (req, res) => {
+    const length = Number(req.headers['content-length'])
+    if (!(length > bodyLimitBytes)) res.writeContinue()
+    app.server.emit('request', req, res)
+  })
+}

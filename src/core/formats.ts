@@ -1,0 +1,51 @@
+/**
+ * The string formats of a submit, defined once: normalizeSubmit checks values
+ * with them, and the API registers the same functions as JSON-Schema formats
+ * (api/validation.ts), so the published schema (`format: cron`, …) and the
+ * server agree. Each problem function words the refusal for a field
+ * (`label`), or returns undefined when the value is valid.
+ *   date-time         an ISO-8601 instant with a time zone (RFC 3339; seconds may be left out)
+ *   cron              a cron expression (core/cron.ts)
+ *   time-zone         an IANA time zone name this runtime knows
+ *   pgsched-duration  a duration (core/duration.ts) from 1 second to 366 days
+ */
+import { cronProblem, isValidTimeZone } from './cron.ts'
+import { DURATION_PATTERN, DURATION_RULE, parseDurationMs } from './duration.ts'
+import { INTERVAL_MS } from './names.ts'
+
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i
+
+/** Longest cron expression (cron-parser's own limit, and pgsched.cron_problem's). */
+export const CRON_MAX_LENGTH = 1024
+/** A cron expression's shape: an @alias, or 5 or 6 fields. The fields' values are checked by `cronProblem`. */
+export const CRON_PATTERN = '^\\s*(?:@[A-Za-z]+|[^\\s]+(?:\\s+[^\\s]+){4,5})\\s*$'
+/** A time zone name's shape (Europe/Berlin, UTC, Etc/GMT+5); whether the zone exists is checked by `isValidTimeZone`. */
+export const TIME_ZONE_PATTERN = '^[A-Za-z][A-Za-z0-9_+/-]{0,63}$'
+export { DURATION_PATTERN }
+
+/** The instant `value` names, or undefined when it is not an ISO-8601 instant with a time zone. */
+export function parseInstant(value: string): Date | undefined {
+  if (!ISO_INSTANT.test(value)) return undefined
+  const ms = Date.parse(value)
+  return Number.isNaN(ms) ? undefined : new Date(ms)
+}
+
+/** The range of a recurring interval, in words. */
+export const INTERVAL_RULE = `${DURATION_RULE}, from 1 second to 366 days`
+
+/** Milliseconds of an `{every}` interval, or undefined when it is not a duration in INTERVAL_MS. */
+export function parseIntervalMs(value: unknown): number | undefined {
+  const ms = parseDurationMs(value)
+  return ms !== undefined && ms >= INTERVAL_MS.min && ms <= INTERVAL_MS.max ? ms : undefined
+}
+
+export type FormatName = 'date-time' | 'cron' | 'time-zone' | 'pgsched-duration'
+
+/** Each format's check: the refusal for a field named `label`, or undefined when `value` is valid. */
+export const FORMAT_PROBLEMS: Record<FormatName, (value: string, label: string) => string | undefined> = {
+  'date-time': (value, label) => (parseInstant(value) ? undefined : `${label} must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z`),
+  cron: (value) => cronProblem(value),
+  'time-zone': (value, label) =>
+    isValidTimeZone(value) ? undefined : `${label} ${JSON.stringify(value)} is not a known IANA time zone (such as Europe/Berlin)`,
+  'pgsched-duration': (value, label) => (parseIntervalMs(value) === undefined ? `${label} must be ${INTERVAL_RULE}` : undefined),
+}

@@ -1,0 +1,182 @@
+/**
+ * HTTP conventions and inputs the database could refuse: 405 with Allow, 415 for a
+ * Content-Encoding, 413 without 100 Continue (over a real socket), the JSON nesting limit, NUL
+ * characters and lone surrogates, lengths counted in characters, and the duration forms.
+ */
+import { connect } from 'node:net'
+import type { AddressInfo } from 'node:net'
+import { sql } from 'kysely'
+import { describe, expect, it } from 'vitest'
+import { createApiKey } from '../../src/api/auth.ts'
+import { useTestDb } from '../db.ts'
+import { useTestApi } from './helpers.ts'
+
+const t = useTestDb()
+const api = useTestApi(t)
+const JSON_TYPE = { 'content-type': 'application/json' }
+
+interface ErrorReply {
+  statusCode: number
+  error: string
+  message: string
+  details?: Array<{ path: string; message: string }>
+}
+
+const nested = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`
+const jobCount = async () => Number((await sql<{ n: string }>`select count(*)::text as n from pgsched.jobs`.execute(t.db)).rows[0]?.n)
+
+describe('HTTP conventions', () => {
+  it('answers a known path with a method it does not serve 405 with Allow', async () => {
+    const key = await api.keyFor('acme')
+    const id = (await api.call(key, 'POST', '/v1/jobs', { type: 'x' })).json().id as string
+    const cases: Array<[string, string, string]> = [
+      ['DELETE', '/v1/jobs', 'GET, HEAD, POST'],
+      ['PUT', `/v1/jobs/${id}`, 'GET, HEAD'],
+      ['GET', `/v1/jobs/${id}/cancel`, 'POST'],
+      ['DELETE', '/v1/queues/default', 'GET, HEAD, PATCH'],
+      ['POST', '/healthz', 'GET, HEAD'],
+    ]
+    for (const [method, url, allow] of cases) {
+      const res = await api.app.inject({ method: method as 'GET', url, headers: { authorization: `Bearer ${key}` } })
+      expect(res.statusCode, `${method} ${url}`).toBe(405)
+      expect(res.headers.allow).toBe(allow)
+      expect(res.headers['x-request-id']).toBeTruthy()
+      expect(res.json()).toEqual({ statusCode: 405, error: 'Method Not Allowed', message: `${method} is not allowed on ${url}; allowed: ${allow}` })
+    }
+    const unknown = await api.app.inject({ method: 'DELETE', url: '/v1/nothing' })
+    expect(unknown.statusCode).toBe(404)
+    expect(unknown.headers.allow).toBeUndefined()
+  })
+
+  it('answers a body with a Content-Encoding other than identity 415, and accepts identity', async () => {
+    const key = await api.keyFor('acme')
+    const body = JSON.stringify({ type: 'x' })
+    const gzip = await api.call(key, 'POST', '/v1/jobs', body, { ...JSON_TYPE, 'content-encoding': 'gzip' })
+    expect(gzip.statusCode).toBe(415)
+    expect(gzip.headers['accept-encoding']).toBe('identity')
+    expect(gzip.json<ErrorReply>().message).toBe('Content-Encoding "gzip" is not supported; send the body uncompressed')
+    const identity = await api.call(key, 'POST', '/v1/jobs', body, { ...JSON_TYPE, 'content-encoding': 'identity' })
+    expect(identity.statusCode).toBe(202)
+  })
+
+  it('answers Expect: 100-continue over the body limit with 413 and no 100 Continue, and within it with 100 then 202', async () => {
+    const key = await api.keyFor('acme')
+    await api.app.listen({ host: '127.0.0.1', port: 0 })
+    const { port } = api.app.server.address() as AddressInfo
+    /** Sends the head only and collects what the server answers until it closes or `until` matches. */
+    const exchange = (length: number, until: RegExp, body?: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1')
+        let received = ''
+        const timer = setTimeout(() => {
+          socket.destroy()
+          resolve(received)
+        }, 10_000)
+        socket.on('data', (chunk) => {
+          received += chunk.toString('latin1')
+          if (received.startsWith('HTTP/1.1 100') && body !== undefined && !received.includes('\r\n\r\nHTTP')) socket.write(body)
+          if (until.test(received)) {
+            clearTimeout(timer)
+            socket.destroy()
+            resolve(received)
+          }
+        })
+        socket.on('error', reject)
+        socket.write(
+          `POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n` +
+            `Content-Length: ${length}\r\nExpect: 100-continue\r\n\r\n`,
+        )
+      })
+    const large = await exchange(1_153_434, /\r\n\r\n\{.*\}/s)
+    expect(large.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large')
+    expect(large).not.toContain('100 Continue')
+    const body = JSON.stringify({ type: 'x' })
+    const small = await exchange(Buffer.byteLength(body), /HTTP\/1\.1 202.*\r\n\r\n\{.*\}/s, body)
+    expect(small.split('\r\n')[0]).toBe('HTTP/1.1 100 Continue')
+    expect(small).toMatch(/HTTP\/1\.1 202 Accepted/)
+  })
+})
+
+describe('inputs the database could refuse', () => {
+  it('accepts a payload 64 levels deep and refuses 65, 1,000 and 100,000 levels with a 400 naming payload', async () => {
+    const key = await api.keyFor('acme')
+    const submit = (depth: number) => api.call(key, 'POST', '/v1/jobs', `{"type":"x","payload":${nested(depth)}}`, JSON_TYPE)
+    expect((await submit(64)).statusCode).toBe(202)
+    const before = await jobCount()
+    for (const depth of [65, 1000, 100_000]) {
+      const res = await submit(depth)
+      expect(res.statusCode, `${depth} levels`).toBe(400)
+      expect(res.json<ErrorReply>()).toEqual({
+        statusCode: 400,
+        error: 'Bad Request',
+        message: 'request body must nest at most 65 levels deep (a payload at most 64)',
+        details: [{ path: 'payload', message: 'request body must nest at most 65 levels deep (a payload at most 64)' }],
+      })
+    }
+    expect(await jobCount()).toBe(before)
+  })
+
+  it('refuses NUL characters and lone surrogates with a 400 whose details name the field, before the database sees them', async () => {
+    const key = await api.keyFor('acme')
+    const cases: Array<[string, 'GET' | 'POST', string, string | undefined, string]> = [
+      ['NUL in idempotencyKey', 'POST', '/v1/jobs', '{"type":"x","idempotencyKey":"a\\u0000b"}', 'idempotencyKey'],
+      ['NUL in concurrencyKey', 'POST', '/v1/jobs', '{"type":"x","concurrencyKey":"a\\u0000"}', 'concurrencyKey'],
+      ['NUL in a payload key', 'POST', '/v1/jobs', '{"type":"x","payload":{"a\\u0000":1}}', 'payload.a\u0000'],
+      ['lone high surrogate in a payload string', 'POST', '/v1/jobs', '{"type":"x","payload":{"s":"\\ud800"}}', 'payload.s'],
+      ['lone low surrogate in a payload array', 'POST', '/v1/jobs', '{"type":"x","payload":["ok","x\\udc00"]}', 'payload.1'],
+      ['lone surrogate in idempotencyKey', 'POST', '/v1/jobs', '{"type":"x","idempotencyKey":"\\ud83d"}', 'idempotencyKey'],
+      ['NUL in the type filter', 'GET', '/v1/jobs?type=a%00b', undefined, 'type'],
+      ['NUL in the queue filter', 'GET', '/v1/jobs?queue=a%00b', undefined, 'queue'],
+      ['NUL in a tenant name', 'GET', '/v1/tenants/a%00b', undefined, 'name'],
+      ['NUL in a queue name', 'GET', '/v1/queues/a%00b', undefined, 'name'],
+    ]
+    const opKey = (await createApiKey(t.db, { tenant: 'ops', operator: true })).key
+    const before = await jobCount()
+    for (const [name, method, url, body, path] of cases) {
+      const res = await api.call(url.startsWith('/v1/jobs') ? key : opKey, method, url, body, body ? JSON_TYPE : {})
+      const reply = res.json<ErrorReply>()
+      expect(res.statusCode, `${name}: ${res.body}`).toBe(400)
+      expect(
+        reply.details?.map((d) => d.path),
+        name,
+      ).toContain(path)
+      expect(reply.message, name).not.toMatch(/database|invalid byte sequence|unsupported Unicode/)
+    }
+    expect(await jobCount()).toBe(before)
+  })
+
+  it('counts lengths in characters as the database does: 255 emoji are a valid idempotency key, 256 are not', async () => {
+    const key = await api.keyFor('acme')
+    const ok = await api.call(key, 'POST', '/v1/jobs', { type: 'x', idempotencyKey: '😀'.repeat(128) })
+    expect(ok.statusCode).toBe(202)
+    expect(ok.json().idempotencyKey).toBe('😀'.repeat(128))
+    expect((await api.call(key, 'POST', '/v1/jobs', { type: 'x', idempotencyKey: '😀'.repeat(255) })).statusCode).toBe(202)
+    const long = await api.call(key, 'POST', '/v1/jobs', { type: 'x', idempotencyKey: '😀'.repeat(256) })
+    expect(long.statusCode).toBe(400)
+    expect(long.json<ErrorReply>().details?.[0]?.path).toBe('idempotencyKey')
+  })
+
+  it('accepts every as 10s, 5m, 1h30m, 1500ms, ISO-8601 and milliseconds alike, from 1 second to 366 days', async () => {
+    const key = await api.keyFor('acme')
+    const forms: Array<[string | number, number]> = [
+      ['10s', 10_000],
+      ['5m', 300_000],
+      ['1h30m', 5_400_000],
+      ['1d', 86_400_000],
+      ['1500ms', 1500],
+      ['PT10S', 10_000],
+      ['PT1H30M', 5_400_000],
+      [10_000, 10_000],
+    ]
+    for (const [every, ms] of forms) {
+      const res = await api.call(key, 'POST', '/v1/jobs', { type: 'x', schedule: { every } })
+      expect(res.statusCode, String(every)).toBe(202)
+      expect(res.json().schedule.intervalMs, String(every)).toBe(ms)
+    }
+    for (const every of ['0s', '500ms', '10 s', 'P1M', 'PT', '', 999, '367d']) {
+      const res = await api.call(key, 'POST', '/v1/jobs', { type: 'x', schedule: { every } })
+      expect(res.statusCode, String(every)).toBe(400)
+      expect(res.json<ErrorReply>().details?.[0]?.path).toBe('schedule.every')
+    }
+  })
+})

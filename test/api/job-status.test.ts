@@ -1,0 +1,103 @@
+/**
+ * The status model (core/job-status.ts): a recurring job's `status` is its
+ * lifecycle — SCHEDULED while the schedule fires, whatever its last run did —
+ * and its last run's outcome is `lastRun.status`; once the schedule has
+ * ended, COMPLETED or FAILED after that outcome. The `status` list filter
+ * (SQL) agrees with the status each job reads.
+ */
+import { describe, expect, it } from 'vitest'
+import { FatalError } from '../../src/errors.ts'
+import { TriggerScheduler } from '../../src/maintenance/trigger-scheduler.ts'
+import { defineHandler } from '../../src/worker/handlers.ts'
+import { useTestDb } from '../db.ts'
+import { waitFor } from '../wait-for.ts'
+import { useWorkers } from '../worker/harness.ts'
+import { useTestApi } from './helpers.ts'
+
+const t = useTestDb()
+const api = useTestApi(t)
+const startWorker = useWorkers(t)
+
+interface JobJson {
+  id: string
+  status: string
+  state: string
+  nextRunAt: string | null
+  lastRun: { status: string; attempt: number } | null
+}
+
+const handlers = [
+  defineHandler('tick.ok', async () => ({ ok: true })),
+  defineHandler('tick.fail', async () => {
+    throw new FatalError('tick failed')
+  }),
+]
+
+describe('the status of a recurring job', () => {
+  it('reads SCHEDULED after a successful run and after a failed one while it keeps firing, with the outcome in lastRun', async () => {
+    const key = await api.keyFor('acme')
+    await startWorker(handlers)
+    const dispatcher = new TriggerScheduler({ db: t.db, log: t.log, intervalMs: 1000, batchSize: 500, misfireThresholdMs: 5000 })
+    const submit = async (type: string) => (await api.call(key, 'POST', '/v1/jobs', { type, schedule: { every: '1h' }, maxAttempts: 1 })).json<JobJson>()
+    const ok = await submit('tick.ok')
+    const failing = await submit('tick.fail')
+    expect(ok).toMatchObject({ status: 'SCHEDULED', lastRun: null })
+    await dispatcher.runOnce()
+    const view = async (id: string) => (await api.call(key, 'GET', `/v1/jobs/${id}`)).json<JobJson>()
+    const afterRun = async (id: string, outcome: string) =>
+      waitFor(
+        async () => {
+          const v = await view(id)
+          return v.lastRun?.status === outcome ? v : null
+        },
+        { what: `job ${id}'s first run to end ${outcome}`, timeoutMs: 30_000 },
+      )
+    const succeeded = await afterRun(ok.id, 'SUCCEEDED')
+    expect(succeeded).toMatchObject({ status: 'SCHEDULED', state: 'active', lastRun: { status: 'SUCCEEDED', attempt: 1 } })
+    expect(Date.parse(succeeded.nextRunAt ?? '')).toBeGreaterThan(Date.now() + 50 * 60_000)
+    const failed = await afterRun(failing.id, 'FAILED')
+    expect(failed).toMatchObject({ status: 'SCHEDULED', state: 'active', lastRun: { status: 'FAILED', attempt: 1 } })
+
+    const listed = async (status: string) =>
+      ((await api.call(key, 'GET', `/v1/jobs?status=${status}`)).json() as { items: JobJson[] }).items.map((j) => j.id).sort()
+    expect(await listed('SCHEDULED')).toEqual([ok.id, failing.id].sort())
+    expect(await listed('COMPLETED')).toEqual([])
+    expect(await listed('FAILED')).toEqual([])
+  })
+
+  it('reads COMPLETED or FAILED after the outcome of its last run once the schedule has ended', async () => {
+    const key = await api.keyFor('acme')
+    await startWorker(handlers)
+    const dispatcher = new TriggerScheduler({ db: t.db, log: t.log, intervalMs: 1000, batchSize: 500, misfireThresholdMs: 5000 })
+    const endAt = new Date(Date.now() + 1500).toISOString()
+    const submit = async (type: string) => (await api.call(key, 'POST', '/v1/jobs', { type, schedule: { every: '1s' }, endAt, maxAttempts: 1 })).json<JobJson>()
+    const ok = await submit('tick.ok')
+    const failing = await submit('tick.fail')
+    const ended = async (id: string) =>
+      waitFor(
+        async () => {
+          await dispatcher.runOnce()
+          const v = (await api.call(key, 'GET', `/v1/jobs/${id}`)).json<JobJson>()
+          return v.status !== 'SCHEDULED' && v.status !== 'RUNNING' ? v : null
+        },
+        { what: `job ${id}'s schedule to end`, timeoutMs: 30_000 },
+      )
+    expect(await ended(ok.id)).toMatchObject({ status: 'COMPLETED', nextRunAt: null, lastRun: { status: 'SUCCEEDED' } })
+    expect(await ended(failing.id)).toMatchObject({ status: 'FAILED', nextRunAt: null, lastRun: { status: 'FAILED' } })
+    const listed = async (status: string) => ((await api.call(key, 'GET', `/v1/jobs?status=${status}`)).json() as { items: JobJson[] }).items.map((j) => j.id)
+    expect(await listed('COMPLETED')).toEqual([ok.id])
+    expect(await listed('FAILED')).toEqual([failing.id])
+    expect(await listed('SCHEDULED')).toEqual([])
+  })
+
+  it('reads PAUSED while paused and CANCELLED once cancelled, and a one-time job SCHEDULED until its run ends', async () => {
+    const key = await api.keyFor('acme')
+    const recurring = (await api.call(key, 'POST', '/v1/jobs', { type: 'later', schedule: { cron: '0 9 * * *' } })).json<JobJson>()
+    expect((await api.call(key, 'POST', `/v1/jobs/${recurring.id}/pause`)).json()).toMatchObject({ status: 'PAUSED' })
+    expect((await api.call(key, 'POST', `/v1/jobs/${recurring.id}/cancel`)).json()).toMatchObject({ status: 'CANCELLED', lastRun: null })
+    const once = (await api.call(key, 'POST', '/v1/jobs', { type: 'later', schedule: { at: '2031-01-01T00:00:00Z' } })).json<JobJson>()
+    expect(once).toMatchObject({ status: 'SCHEDULED', lastRun: { status: 'PENDING', attempt: 0 } })
+    expect((await api.call(key, 'GET', `/v1/jobs/${once.id}`)).json()).toMatchObject({ status: 'SCHEDULED', lastRun: { status: 'PENDING' } })
+    expect((await api.call(key, 'GET', '/v1/jobs?status=CANCELLED')).json().items.map((j: JobJson) => j.id)).toEqual([recurring.id])
+  })
+})
