@@ -39,4 +39,13 @@ describe('scheduler (the command line)', () => {
     expect(command?.description()).toBe(entry.summary)
     expect(command !== undefined && command.options.length > 0).toBe(entry.options)
   })
+
+  it('refuses bench --write-docs for a quick or partial run, before measuring anything', async () => {
+    for (const args of [['--quick'], ['--only', 'latency']]) {
+      const err = await run('node', ['bin/scheduler', 'bench', ...args, '--write-docs'], {
+        env: { ...process.env, DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' },
+      }).catch((e: unknown) => e)
+      expect(err).toMatchObject({ code: 2, stderr: expect.stringContaining('--write-docs needs a full run') })
+    }
+  })
 })
