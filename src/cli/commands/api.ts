@@ -1,5 +1,6 @@
 /**
- * `scheduler api [--port N] [--host H]` (also `scheduler-api`): serves the
+ * `scheduler api [--port N] [--host H]` (also `scheduler-api`): waits for the
+ * database at start (backoff, no bound: wait-for-database.ts), then serves the
  * REST API until SIGTERM/SIGINT, then stops accepting connections, lets
  * requests in flight finish and closes the pool. `startApiServer` is the
  * composition of database, client and app, reusable by other commands.
@@ -15,6 +16,7 @@ import { apiKeyList, apiKeyRevoke } from '../../db/queries/api-keys.ts'
 import { createClient } from '../../client.ts'
 import { apiHandlersSettled, buildApp, type App } from '../../api/app.ts'
 import { createApiKey } from '../../api/auth.ts'
+import { waitForDatabase } from '../../db/wait-for-database.ts'
 import { onShutdownSignal } from '../signals.ts'
 
 export interface ApiServer {
@@ -97,12 +99,17 @@ export function registerApi(program: Command): void {
       const config = loadConfig(process.env, { 'api.port': opts.port, 'api.host': opts.host })
       if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
       const log = createLogger({ level: config.logLevel })
-      const server = await startApiServer({ config, databaseUrl: config.databaseUrl, log })
-      log.info({ url: server.url }, 'api listening')
+      const waiting = new AbortController()
+      let server: ApiServer | undefined
       onShutdownSignal(async (signal) => {
         log.info({ signal }, 'api stopping')
-        await server.close()
+        waiting.abort()
+        await server?.close()
         log.info('api stopped')
       })
+      // Not listening until the database answers: a load balancer sees no API rather than one answering 503.
+      if (!(await waitForDatabase({ databaseUrl: config.databaseUrl, log, signal: waiting.signal }))) return
+      server = await startApiServer({ config, databaseUrl: config.databaseUrl, log })
+      log.info({ url: server.url }, 'api listening')
     })
 }
