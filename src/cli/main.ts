@@ -33,7 +33,7 @@ export const COMMANDS: Readonly<Record<string, CommandEntry>> = {
   },
   dev: {
     summary: 'run everything in one process (embedded Postgres in ./.pgsched when DATABASE_URL is unset)',
-    options: false,
+    options: true,
     load: async () => (await import('./commands/dev.ts')).registerDev,
   },
   worker: {

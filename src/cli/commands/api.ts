@@ -12,10 +12,8 @@ import { ConfigError } from '../../errors.ts'
 import { createLogger, type Logger } from '../../logger.ts'
 import { createDb } from '../../db/pool.ts'
 import type { DB } from '../../db/schema.ts'
-import { apiKeyList, apiKeyRevoke } from '../../db/queries/api-keys.ts'
 import { createClient } from '../../client.ts'
 import { apiHandlersSettled, buildApp, type App } from '../../api/app.ts'
-import { createApiKey } from '../../api/auth.ts'
 import { waitForDatabase } from '../../db/wait-for-database.ts'
 import { onShutdownSignal } from '../signals.ts'
 
@@ -71,23 +69,6 @@ export async function startApiServer(params: StartApiServerParams): Promise<ApiS
 
 /** How long a close waits for request handlers whose clients hung up. */
 const HANDLERS_GRACE_MS = 10_000
-
-const DEV_KEY_NAME = 'scheduler dev'
-
-/**
- * For `scheduler dev`: a fresh key for tenant `dev`, revoking the keys
- * earlier dev runs made (their secret was printed and is not needed again),
- * and a ready-to-paste curl line.
- */
-export async function createDevApiKey(server: ApiServer): Promise<{ key: string; curl: string }> {
-  for (const old of await apiKeyList(server.db, { tenant: 'dev', includeRevoked: false })) {
-    if (old.name === DEV_KEY_NAME) await apiKeyRevoke(server.db, { id: old.id })
-  }
-  const { key } = await createApiKey(server.db, { tenant: 'dev', name: DEV_KEY_NAME })
-  const body = JSON.stringify({ type: 'http', payload: { url: 'https://example.com/' } })
-  const curl = `curl -i -H 'Authorization: Bearer ${key}' -H 'Content-Type: application/json' -d '${body}' ${server.url}/v1/jobs`
-  return { key, curl }
-}
 
 export function registerApi(program: Command): void {
   program
