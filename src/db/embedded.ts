@@ -76,6 +76,9 @@ async function postgresBinary(): Promise<string> {
   return ((await import(pathToFileURL(entry).href)) as { postgres: string }).postgres
 }
 
+/** How long stop() lets sessions still open end by themselves before it ends them. */
+const SMART_SHUTDOWN_MS = 5_000
+
 /** How long a starting server gets to accept connections (a first start after a crash recovers first). */
 const START_TIMEOUT_MS = 60_000
 
@@ -92,13 +95,9 @@ async function startServer(params: {
 }): Promise<() => Promise<void>> {
   const child: ChildProcess = spawn(
     await postgresBinary(),
-    ['-D', params.databaseDir, '-p', String(params.port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
-    {
-      detached: process.platform !== 'win32',
-      stdio: ['ignore', 'ignore', 'pipe'],
-      env: { ...process.env, LC_MESSAGES: 'C' },
-      ...(params.ids ?? {}),
-    },
+    // lc_messages=C: the readiness line below is looked for in English.
+    ['-D', params.databaseDir, '-p', String(params.port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'lc_messages=C'],
+    { detached: process.platform !== 'win32', stdio: ['ignore', 'ignore', 'pipe'], ...(params.ids ?? {}) },
   )
   let output = ''
   const exited = once(child, 'exit')
@@ -131,9 +130,15 @@ async function startServer(params: {
   let stopping: Promise<void> | undefined
   return () => {
     stopping ??= (async () => {
-      // SIGINT is a fast shutdown: sessions still open are ended, then a clean checkpoint.
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT')
-      await exited
+      if (child.exitCode === null && child.signalCode === null) {
+        // A smart shutdown (SIGTERM) lets the sessions end by themselves: a pool's end() resolves
+        // while its connections are still closing, and a fast shutdown (SIGINT) at that moment
+        // ends them first, which their clients report as errors. Fast after SMART_SHUTDOWN_MS.
+        child.kill('SIGTERM')
+        const timer = setTimeout(() => child.kill('SIGINT'), SMART_SHUTDOWN_MS)
+        await exited
+        clearTimeout(timer)
+      }
       process.removeListener('exit', killOnExit)
     })()
     return stopping
