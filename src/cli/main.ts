@@ -4,32 +4,96 @@
  * (1 = runtime failure, 2 = bad configuration or usage).
  * Commands live in src/cli/commands/*.ts; this file only wires them.
  */
-import { Command, CommanderError } from 'commander'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { Command, CommanderError, Help } from 'commander'
 import { ConfigError } from '../errors.ts'
+import { packageRoot } from '../lib/package-root.ts'
 
 type Register = (program: Command) => void
 
+interface CommandEntry {
+  /** As the command's own module describes it (a test keeps the two equal). */
+  summary: string
+  /** Whether the command takes options (shown as "[options]" in the overview). */
+  options: boolean
+  load: () => Promise<Register>
+}
+
 /**
- * Each command's module, loaded only when that command runs (or for help):
- * a worker process then never loads the HTTP server, the benchmark's load
- * generator or the embedded Postgres, which keeps its memory down.
+ * Each command's module, loaded only when that command runs or its own help is asked for: a worker
+ * process then never loads the HTTP server, the benchmark's load generator or the embedded Postgres,
+ * which keeps its memory down, and `scheduler --help` loads none (loading all took 0.7–9 s).
  */
-const COMMANDS: Record<string, () => Promise<Register>> = {
-  migrate: async () => (await import('./commands/migrate.ts')).registerMigrate,
-  dev: async () => (await import('./commands/dev.ts')).registerDev,
-  worker: async () => (await import('./commands/worker.ts')).registerWorker,
-  bench: async () => (await import('./commands/bench.ts')).registerBench,
-  api: async () => (await import('./commands/api.ts')).registerApi,
-  keys: async () => (await import('./commands/keys.ts')).registerKeys,
-  queues: async () => (await import('./commands/queues.ts')).registerQueues,
-  tenants: async () => (await import('./commands/tenants.ts')).registerTenants,
+export const COMMANDS: Readonly<Record<string, CommandEntry>> = {
+  migrate: {
+    summary: 'apply pending migrations (safe to run repeatedly and concurrently)',
+    options: true,
+    load: async () => (await import('./commands/migrate.ts')).registerMigrate,
+  },
+  dev: {
+    summary: 'run everything in one process (embedded Postgres in ./.pgsched when DATABASE_URL is unset)',
+    options: true,
+    load: async () => (await import('./commands/dev.ts')).registerDev,
+  },
+  worker: {
+    summary: 'claim and run jobs (handlers from --handlers; the built-in "http" handler is always there)',
+    options: true,
+    load: async () => (await import('./commands/worker.ts')).registerWorker,
+  },
+  bench: {
+    summary: 'measure throughput, latency, priority, scale and memory on a scratch database',
+    options: true,
+    load: async () => (await import('./commands/bench.ts')).registerBench,
+  },
+  api: {
+    summary: 'serve the REST API (OpenAPI document at /openapi.json, UI at /docs)',
+    options: true,
+    load: async () => (await import('./commands/api.ts')).registerApi,
+  },
+  keys: { summary: 'manage API keys (each key acts for one tenant)', options: false, load: async () => (await import('./commands/keys.ts')).registerKeys },
+  queues: {
+    summary: 'see and change queues: pause, resume, limits, fair share (for every tenant)',
+    options: false,
+    load: async () => (await import('./commands/queues.ts')).registerQueues,
+  },
+  tenants: {
+    summary: "see and change tenants' fair-share weights and admission quotas",
+    options: false,
+    load: async () => (await import('./commands/tenants.ts')).registerTenants,
+  },
+}
+
+/** The installed package's version (package.json). */
+export function packageVersion(): string {
+  return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version
+}
+
+/** The command `argv` runs (`scheduler <name> …` or `scheduler help <name>`), if it is one of ours. */
+function commandNamed(argv: readonly string[]): string | undefined {
+  const name = argv[2] === 'help' ? argv[3] : argv[2]
+  return name !== undefined && Object.hasOwn(COMMANDS, name) ? name : undefined
 }
 
 export async function main(argv: string[]): Promise<void> {
-  const program = new Command().name('scheduler').description('pgsched: a distributed job scheduler on PostgreSQL').showHelpAfterError().exitOverride()
-  const name = argv[2]
-  const wanted = name !== undefined && Object.hasOwn(COMMANDS, name) ? [name] : Object.keys(COMMANDS)
-  for (const register of await Promise.all(wanted.map((n) => (COMMANDS[n] as () => Promise<Register>)()))) register(program)
+  const program = new Command()
+    .name('scheduler')
+    .description('pgsched: a distributed job scheduler on PostgreSQL')
+    .version(packageVersion(), '-V, --version', 'print the version')
+    .showHelpAfterError()
+    .exitOverride()
+  const name = commandNamed(argv)
+  if (name !== undefined) {
+    ;(await (COMMANDS[name] as CommandEntry).load())(program)
+  } else {
+    // The overview, a usage error or an unknown command: placeholders that only describe.
+    for (const [n, entry] of Object.entries(COMMANDS)) program.command(n).description(entry.summary)
+    const help = new Help()
+    program.configureHelp({
+      subcommandTerm: (cmd) =>
+        Object.hasOwn(COMMANDS, cmd.name()) ? `${cmd.name()}${COMMANDS[cmd.name()]?.options ? ' [options]' : ''}` : help.subcommandTerm(cmd),
+    })
+  }
   try {
     await program.parseAsync(argv)
   } catch (err: unknown) {

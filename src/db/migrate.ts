@@ -5,7 +5,8 @@
  * `scheduler migrate` processes serialise and all succeed; a second run is a
  * no-op. The partition count is passed to the first migration through the
  * session setting `pgsched.partition_count`, always set (PARTITION_COUNT_DEFAULT
- * when not given).
+ * when not given). A count given for a schema installed with another one is
+ * refused (ConfigError naming both): the count cannot change after the first run.
  */
 import { readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -15,6 +16,7 @@ import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationP
 import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
 import { PARTITION_COUNT_DEFAULT } from '../core/names.ts'
+import { ConfigError } from '../errors.ts'
 
 /** Arbitrary constant: the advisory lock key that serialises migrate runs. */
 const MIGRATE_LOCK_KEY = 7_215_004_317
@@ -45,7 +47,7 @@ export interface MigrateParams {
   databaseUrl: string
   /**
    * Partition count for hash-partitioned tables (default PARTITION_COUNT_DEFAULT, 4); used only
-   * by the first migration, fixed after it.
+   * by the first migration, fixed after it. Given for an installed schema, it must be its count.
    */
   partitions?: number
   log?: Logger
@@ -58,7 +60,8 @@ export interface MigrateResult {
 
 /**
  * Brings the schema up to date. Safe to run concurrently and repeatedly.
- * @throws the first failing migration's error (its transaction is rolled back).
+ * @throws ConfigError when `partitions` differs from the installed schema's count (nothing is applied);
+ *   else the first failing migration's error (its transaction is rolled back).
  */
 export async function migrate(params: MigrateParams): Promise<MigrateResult> {
   // One connection: the advisory lock, the setting and the migrations share a session.
@@ -67,6 +70,7 @@ export async function migrate(params: MigrateParams): Promise<MigrateResult> {
   const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) })
   try {
     await sql`select pg_advisory_lock(${MIGRATE_LOCK_KEY}::bigint)`.execute(db)
+    if (params.partitions !== undefined) await assertPartitionCount(db, params.partitions)
     // Always set: 0001_init.sql (frozen) falls back to 16 when the setting is unset, a default
     // that disagrees with ours; setting it here means that fallback is never reached through migrate().
     const partitions = params.partitions ?? PARTITION_COUNT_DEFAULT
@@ -85,6 +89,20 @@ export async function migrate(params: MigrateParams): Promise<MigrateResult> {
   } finally {
     await db.destroy()
   }
+}
+
+/** Refuses a partition count other than the installed one (none installed yet: any count). */
+async function assertPartitionCount(db: Kysely<unknown>, partitions: number): Promise<void> {
+  // Two statements: a query naming pgsched.settings fails to parse before the first migration.
+  const { rows: exists } = await sql<{ found: boolean }>`select to_regclass('pgsched.settings') is not null as found`.execute(db)
+  if (!exists[0]?.found) return
+  const { rows } = await sql<{ value: string }>`select value from pgsched.settings where name = 'partition_count'`.execute(db)
+  const installed = rows[0]?.value
+  if (installed === undefined || Number(installed) === partitions) return
+  throw new ConfigError(
+    `the schema is installed with ${installed} partitions, but ${partitions} were asked for (--partitions or SCHEDULER_PARTITIONS); ` +
+      `the partition count is fixed when the schema is created: leave it out, or give ${installed}`,
+  )
 }
 
 /** Names of migrations not yet applied (for readiness checks). */

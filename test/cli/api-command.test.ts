@@ -1,7 +1,10 @@
 import { execFile, spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { once } from 'node:events'
 import { promisify } from 'node:util'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { useTestDb } from '../db.ts'
 
 const run = promisify(execFile)
@@ -86,8 +89,10 @@ describe('scheduler api', () => {
 
 describe('scheduler dev', () => {
   it('serves the API and prints a development key with a curl line that works', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'pgsched-dev-'))
+    onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }))
     const child = spawn('node', ['bin/scheduler', 'dev'], {
-      env: { ...process.env, LOG_LEVEL: 'warn', DATABASE_URL: t.url, PORT: '0', HOST: '127.0.0.1' },
+      env: { ...process.env, LOG_LEVEL: 'warn', DATABASE_URL: t.url, PORT: '0', SCHEDULER_DEV_DATA_DIR: dataDir },
       stdio: ['ignore', 'pipe', 'inherit'],
     })
     const exited = once(child, 'exit')
@@ -107,6 +112,7 @@ describe('scheduler dev', () => {
       const res = await fetch(url, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body })
       expect(res.status).toBe(202)
       expect(((await res.json()) as { tenant: string }).tenant).toBe('dev')
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1\/jobs$/) // dev listens on 127.0.0.1 without HOST
     } finally {
       child.kill('SIGTERM')
     }

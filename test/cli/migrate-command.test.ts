@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { promisify } from 'node:util'
 import { afterAll, describe, expect, it } from 'vitest'
+import { PARTITION_COUNT_DEFAULT } from '../../src/core/names.ts'
 import { adminQuery, urlFor } from '../db.ts'
 
 const run = promisify(execFile)
@@ -26,6 +27,17 @@ describe('scheduler migrate', () => {
     expect(outputs[1]).toBe('schema is up to date\n')
     const again = await scheduler(['migrate'], env)
     expect(again.stdout).toBe('schema is up to date\n')
+  })
+
+  it('exits 2 naming both counts when --partitions differs from the installed schema', async () => {
+    // The first test above installed the schema with the default count.
+    const env = { DATABASE_URL: urlFor(name) }
+    const err = await scheduler(['migrate', '--partitions', '8'], env).catch((e: unknown) => e)
+    expect(err).toMatchObject({ code: 2 })
+    expect((err as { stderr: string }).stderr).toContain(`the schema is installed with ${PARTITION_COUNT_DEFAULT} partitions, but 8 were asked for`)
+    const fromEnv = await scheduler(['migrate'], { ...env, SCHEDULER_PARTITIONS: '8' }).catch((e: unknown) => e)
+    expect(fromEnv).toMatchObject({ code: 2 })
+    expect((await scheduler(['migrate', '--partitions', String(PARTITION_COUNT_DEFAULT)], env)).stdout).toBe('schema is up to date\n')
   })
 
   it('exits 2 with a message naming the variable when configuration is invalid', async () => {

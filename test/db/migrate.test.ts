@@ -3,6 +3,7 @@ import pg from 'pg'
 import { afterEach, describe, expect, it } from 'vitest'
 import { migrate } from '../../src/db/migrate.ts'
 import { PARTITION_COUNT_DEFAULT } from '../../src/core/names.ts'
+import { ConfigError } from '../../src/errors.ts'
 import { adminQuery, urlFor } from '../db.ts'
 
 const created: string[] = []
@@ -67,14 +68,24 @@ describe('migrate', () => {
     }
   })
 
-  it('changes nothing when run a second time', async () => {
+  it('changes nothing when run a second time, with the same count or none', async () => {
     const url = await emptyDatabase()
     await migrate({ databaseUrl: url, partitions: 4 })
     const before = await query<{ n: string }>(url, `select count(*) as n from pgsched.kysely_migration`)
-    const { applied } = await migrate({ databaseUrl: url, partitions: 16 })
-    expect(applied).toEqual([])
+    expect((await migrate({ databaseUrl: url, partitions: 4 })).applied).toEqual([])
+    expect((await migrate({ databaseUrl: url })).applied).toEqual([])
     const after = await query<{ n: string }>(url, `select count(*) as n from pgsched.kysely_migration`)
     expect(after).toEqual(before)
+    const parts = await query<{ n: string }>(url, `select count(*) as n from pg_inherits where inhparent = 'pgsched.jobs'::regclass`)
+    expect(parts[0]?.n).toBe('4')
+  })
+
+  it('refuses a partition count other than the installed one, naming both, and changes nothing', async () => {
+    const url = await emptyDatabase()
+    await migrate({ databaseUrl: url, partitions: 4 })
+    const err = await migrate({ databaseUrl: url, partitions: 16 }).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(ConfigError)
+    expect((err as Error).message).toContain('the schema is installed with 4 partitions, but 16 were asked for')
     const parts = await query<{ n: string }>(url, `select count(*) as n from pg_inherits where inhparent = 'pgsched.jobs'::regclass`)
     expect(parts[0]?.n).toBe('4')
   })

@@ -1,5 +1,6 @@
 /**
- * `scheduler api [--port N] [--host H]` (also `scheduler-api`): serves the
+ * `scheduler api [--port N] [--host H]` (also `scheduler-api`): waits for the
+ * database at start (backoff, no bound: wait-for-database.ts), then serves the
  * REST API until SIGTERM/SIGINT, then stops accepting connections, lets
  * requests in flight finish and closes the pool. `startApiServer` is the
  * composition of database, client and app, reusable by other commands.
@@ -11,10 +12,9 @@ import { ConfigError } from '../../errors.ts'
 import { createLogger, type Logger } from '../../logger.ts'
 import { createDb } from '../../db/pool.ts'
 import type { DB } from '../../db/schema.ts'
-import { apiKeyList, apiKeyRevoke } from '../../db/queries/api-keys.ts'
 import { createClient } from '../../client.ts'
 import { apiHandlersSettled, buildApp, type App } from '../../api/app.ts'
-import { createApiKey } from '../../api/auth.ts'
+import { waitForDatabase } from '../../db/wait-for-database.ts'
 import { onShutdownSignal } from '../signals.ts'
 
 export interface ApiServer {
@@ -76,23 +76,6 @@ export async function startApiServer(params: StartApiServerParams): Promise<ApiS
 /** How long a close waits for request handlers whose clients hung up. */
 const HANDLERS_GRACE_MS = 10_000
 
-const DEV_KEY_NAME = 'scheduler dev'
-
-/**
- * For `scheduler dev`: a fresh key for tenant `dev`, revoking the keys
- * earlier dev runs made (their secret was printed and is not needed again),
- * and a ready-to-paste curl line.
- */
-export async function createDevApiKey(server: ApiServer): Promise<{ key: string; curl: string }> {
-  for (const old of await apiKeyList(server.db, { tenant: 'dev', includeRevoked: false })) {
-    if (old.name === DEV_KEY_NAME) await apiKeyRevoke(server.db, { id: old.id })
-  }
-  const { key } = await createApiKey(server.db, { tenant: 'dev', name: DEV_KEY_NAME })
-  const body = JSON.stringify({ type: 'http', payload: { url: 'https://example.com/' } })
-  const curl = `curl -i -H 'Authorization: Bearer ${key}' -H 'Content-Type: application/json' -d '${body}' ${server.url}/v1/jobs`
-  return { key, curl }
-}
-
 export function registerApi(program: Command): void {
   program
     .command('api')
@@ -103,12 +86,17 @@ export function registerApi(program: Command): void {
       const config = loadConfig(process.env, { 'api.port': opts.port, 'api.host': opts.host })
       if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
       const log = createLogger({ level: config.logLevel })
-      const server = await startApiServer({ config, databaseUrl: config.databaseUrl, log })
-      log.info({ url: server.url }, 'api listening')
+      const waiting = new AbortController()
+      let server: ApiServer | undefined
       onShutdownSignal(async (signal) => {
         log.info({ signal }, 'api stopping')
-        await server.close()
+        waiting.abort()
+        await server?.close()
         log.info('api stopped')
       })
+      // Not listening until the database answers: a load balancer sees no API rather than one answering 503.
+      if (!(await waitForDatabase({ databaseUrl: config.databaseUrl, log, signal: waiting.signal }))) return
+      server = await startApiServer({ config, databaseUrl: config.databaseUrl, log })
+      log.info({ url: server.url }, 'api listening')
     })
 }

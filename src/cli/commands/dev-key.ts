@@ -1,0 +1,58 @@
+/**
+ * The development API key of `scheduler dev`: made once, kept in `<dataDir>/dev-api-key`
+ * (file mode 0600) and used again at every start while the database still holds it, so a
+ * `KEY` exported in a shell keeps working across restarts. The database stores only the key's
+ * hash, as for every key. A key file whose key the database does not know (a new database, a
+ * revoked key) is replaced by a fresh key, and earlier dev keys, whose secret is lost, are revoked.
+ */
+import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { Kysely } from 'kysely'
+import type { DB } from '../../db/schema.ts'
+import { apiKeyFindByHash, apiKeyList, apiKeyRevoke } from '../../db/queries/api-keys.ts'
+import { API_KEY_PATTERN, createApiKey, hashApiKey } from '../../api/auth.ts'
+
+/** The key file's name in the dev data folder. */
+export const DEV_KEY_FILE = 'dev-api-key'
+const DEV_TENANT = 'dev'
+const DEV_KEY_NAME = 'scheduler dev'
+
+export interface DevApiKey {
+  key: string
+  /** Made now (the file was absent or its key unknown to the database). */
+  created: boolean
+  /** Where the key is kept. */
+  file: string
+}
+
+/** The key kept in `dataDir` when the database still accepts it; else a new one, saved there. */
+export async function devApiKey(db: Kysely<DB>, params: { dataDir: string }): Promise<DevApiKey> {
+  const file = join(params.dataDir, DEV_KEY_FILE)
+  const saved = (await readFile(file, 'utf8').catch(() => '')).trim()
+  if (API_KEY_PATTERN.test(saved)) {
+    const stored = await apiKeyFindByHash(db, { keyHash: hashApiKey(saved) })
+    if (stored && stored.revokedAt === null && stored.tenant === DEV_TENANT) {
+      await chmod(file, 0o600)
+      return { key: saved, created: false, file }
+    }
+  }
+  for (const old of await apiKeyList(db, { tenant: DEV_TENANT, includeRevoked: false })) {
+    if (old.name === DEV_KEY_NAME) await apiKeyRevoke(db, { id: old.id })
+  }
+  const { key } = await createApiKey(db, { tenant: DEV_TENANT, name: DEV_KEY_NAME })
+  await mkdir(params.dataDir, { recursive: true })
+  // Written whole, then renamed: a reader never sees half a key, and the secret is never world-readable.
+  const partial = `${file}.${process.pid}.partial`
+  await writeFile(partial, `${key}\n`, { mode: 0o600 })
+  await chmod(partial, 0o600)
+  await rename(partial, file)
+  return { key, created: true, file }
+}
+
+/** The request body of the printed example: a job of the built-in `echo` type, which needs no network. */
+export const DEV_EXAMPLE_BODY = JSON.stringify({ type: 'echo', payload: { hello: 'world' } })
+
+/** A ready-to-paste curl line that submits the example job. */
+export function devCurl(apiUrl: string, key: string): string {
+  return `curl -i -H 'Authorization: Bearer ${key}' -H 'Content-Type: application/json' -d '${DEV_EXAMPLE_BODY}' ${apiUrl}/v1/jobs`
+}

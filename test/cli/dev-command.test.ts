@@ -1,0 +1,156 @@
+/**
+ * `scheduler dev` as a new user meets it: no DATABASE_URL (an embedded Postgres in a fresh data
+ * folder), the printed curl line run as printed, a restart that keeps the key, and Ctrl-C sent to
+ * the whole process group, as a terminal does. Ports are free ones, never the defaults.
+ */
+import { execFile, spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import pg from 'pg'
+import { afterAll, describe, expect, it } from 'vitest'
+import { waitFor } from '../wait-for.ts'
+
+const run = promisify(execFile)
+
+async function freePort(): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const address = server.address()
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  if (typeof address !== 'object' || !address) throw new Error('no port')
+  return address.port
+}
+
+/** Whether nothing listens on the port any more. */
+async function portFree(port: number): Promise<boolean> {
+  const server = createServer()
+  const free = await new Promise<boolean>((resolve) => {
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => resolve(true))
+  })
+  if (free) await new Promise<void>((resolve) => server.close(() => resolve()))
+  return free
+}
+
+// As root the embedded server runs as the postgres user, which must be able to enter the folder.
+const dataDir = mkdtempSync(join(tmpdir(), 'pgsched-dev-'))
+chmodSync(dataDir, 0o711)
+const children: number[] = []
+afterAll(() => {
+  for (const pid of children) {
+    try {
+      process.kill(-pid, 'SIGKILL')
+    } catch {
+      // already gone
+    }
+  }
+  rmSync(dataDir, { recursive: true, force: true })
+})
+
+interface DevRun {
+  output(): string
+  ready: Promise<{ key: string; curl: string; apiUrl: string; databaseUrl: string }>
+  /** Ctrl-C as a terminal sends it: SIGINT to the whole process group. */
+  interrupt(): Promise<number | null>
+}
+
+function startDev(ports: { api: number; pg: number }): DevRun {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    LOG_LEVEL: 'info',
+    SCHEDULER_DEV_DATA_DIR: dataDir,
+    SCHEDULER_DEV_PG_PORT: String(ports.pg),
+    PORT: String(ports.api),
+  }
+  delete env.DATABASE_URL
+  delete env.HOST
+  const child = spawn('node', ['bin/scheduler', 'dev'], { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+  children.push(child.pid as number)
+  const exited = once(child, 'exit')
+  let text = ''
+  child.stdout.on('data', (chunk: Buffer) => {
+    text += chunk.toString('utf8')
+  })
+  child.stderr.on('data', (chunk: Buffer) => {
+    text += chunk.toString('utf8')
+  })
+  const ready = Promise.race([
+    waitFor(
+      () => {
+        if (!text.includes('pgsched is ready')) return undefined
+        const key = /development API key \(tenant "dev"\): (psk_\S+)/.exec(text)?.[1]
+        const curl = /^ {2}(curl .*)$/m.exec(text)?.[1]
+        const apiUrl = /^REST API: (http:\/\/\S+)/m.exec(text)?.[1]
+        const databaseUrl = /^embedded Postgres: (postgres:\/\/\S+)/m.exec(text)?.[1]
+        return key && curl && apiUrl && databaseUrl ? { key, curl, apiUrl, databaseUrl } : undefined
+      },
+      { timeoutMs: 90_000, what: 'scheduler dev ready' },
+    ),
+    exited.then(() => Promise.reject(new Error(`scheduler dev exited early:\n${text}`))),
+  ])
+  return {
+    output: () => text,
+    ready,
+    async interrupt() {
+      process.kill(-(child.pid as number), 'SIGINT')
+      return (await exited)[0] as number | null
+    },
+  }
+}
+
+/** Lines that would alarm a user at shutdown: warnings, errors, stacks, dumped objects. */
+function alarming(output: string): string[] {
+  return output.split('\n').filter((line) => {
+    if (line.startsWith('{')) return (JSON.parse(line) as { level: number }).level >= 40
+    return /warn|error|ECONNRESET|terminating connection|Client \{|^\s+at /i.test(line)
+  })
+}
+
+/** The job's executions, as `state/attempt`. */
+async function executions(databaseUrl: string, jobId: string): Promise<string[]> {
+  const client = new pg.Client({ connectionString: databaseUrl })
+  await client.connect()
+  try {
+    const { rows } = await client.query<{ state: string; attempt: number }>('select state, attempt from pgsched.executions where job_id = $1', [jobId])
+    return rows.map((r) => `${r.state}/${r.attempt}`)
+  } finally {
+    await client.end()
+  }
+}
+
+describe('scheduler dev without DATABASE_URL', () => {
+  it('prints a curl line whose echo job succeeds offline at once, keeps its key across a restart, and stops quietly on Ctrl-C', {
+    timeout: 240_000,
+  }, async () => {
+    const ports = { api: await freePort(), pg: await freePort() }
+    const first = startDev(ports)
+    const printed = await first.ready
+    expect(printed.apiUrl).toBe(`http://127.0.0.1:${ports.api}`)
+    expect(printed.curl).not.toContain('example.com')
+    // Ready means listening: the printed line works the moment it is printed.
+    const { stdout } = await run('sh', ['-c', `${printed.curl} --silent --show-error`])
+    const jobId = (/"id":"([0-9a-f-]{36})"/.exec(stdout) as RegExpExecArray)[1] as string
+    await waitFor(async () => (await executions(printed.databaseUrl, jobId)).join() === 'succeeded/1', { timeoutMs: 30_000, what: 'the echo job succeeded' })
+
+    const keyFile = join(dataDir, 'dev-api-key')
+    expect(statSync(keyFile).mode & 0o777).toBe(0o600)
+    expect(await first.interrupt()).toBe(0)
+    expect(alarming(first.output())).toEqual([])
+    expect(first.output()).toContain('pgsched stopped')
+
+    const second = startDev(ports)
+    const again = await second.ready
+    expect(again.key).toBe(printed.key)
+    const res = await fetch(`${again.apiUrl}/v1/jobs/${jobId}`, { headers: { authorization: `Bearer ${printed.key}` } })
+    expect(res.status).toBe(200)
+    expect(await second.interrupt()).toBe(0)
+    expect(alarming(second.output())).toEqual([])
+
+    expect(await portFree(ports.api)).toBe(true)
+    expect(await portFree(ports.pg)).toBe(true)
+  })
+})

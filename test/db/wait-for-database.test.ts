@@ -1,0 +1,72 @@
+import { Writable } from 'node:stream'
+import { pino } from 'pino'
+import { afterEach, describe, expect, it } from 'vitest'
+import { waitForDatabase } from '../../src/db/wait-for-database.ts'
+import { useTestDb } from '../db.ts'
+import { waitFor } from '../wait-for.ts'
+import { startTcpProxy, viaProxy, type TcpProxy } from '../worker/tcp-proxy.ts'
+
+const t = useTestDb()
+
+/** A logger whose lines are kept, parsed. */
+function capturingLogger() {
+  const lines: Array<Record<string, unknown>> = []
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      lines.push(JSON.parse(chunk.toString('utf8')) as Record<string, unknown>)
+      done()
+    },
+  })
+  return { log: pino({ level: 'info' }, stream), lines }
+}
+
+let proxy: TcpProxy | undefined
+afterEach(async () => {
+  await proxy?.close()
+  proxy = undefined
+})
+
+describe('waitForDatabase', () => {
+  it('returns at once, logging nothing, when the database answers', async () => {
+    const { log, lines } = capturingLogger()
+    expect(await waitForDatabase({ databaseUrl: t.url, log, signal: new AbortController().signal })).toBe(true)
+    expect(lines).toEqual([])
+  })
+
+  it('retries an unreachable database with growing waits, logging each, until it answers', async () => {
+    proxy = await startTcpProxy({ host: new URL(t.url).hostname, port: Number(new URL(t.url).port || 5432) })
+    const url = viaProxy(t.url, proxy)
+    await proxy.close() // the port now refuses connections
+    const { log, lines } = capturingLogger()
+    const waiting = waitForDatabase({ databaseUrl: url, log, signal: new AbortController().signal, firstDelayMs: 20, maxDelayMs: 200 })
+    await waitFor(() => lines.length >= 4, { what: 'four waits logged' })
+    await proxy.reopen()
+    expect(await waiting).toBe(true)
+    const waits = lines.filter((l) => l.msg === 'database unreachable at start-up; retrying')
+    expect(waits.length).toBeGreaterThanOrEqual(4)
+    expect(waits.map((l) => l.attempt)).toEqual(waits.map((_, i) => i + 1))
+    const delays = waits.map((l) => l.retryInMs as number)
+    expect(delays[0]).toBeLessThanOrEqual(24) // 20 ms ± 20 %
+    expect(delays[3]).toBeGreaterThanOrEqual(128) // 160 ms ± 20 %
+    for (const d of delays) expect(d).toBeLessThanOrEqual(240)
+    expect(waits[0]).toMatchObject({ level: 40, err: expect.objectContaining({ code: 'ECONNREFUSED' }) })
+    expect(lines.at(-1)).toMatchObject({ msg: 'database reachable', attempt: waits.length + 1 })
+  })
+
+  it('returns false when the signal aborts the wait', async () => {
+    const { log, lines } = capturingLogger()
+    const abort = new AbortController()
+    const waiting = waitForDatabase({ databaseUrl: 'postgres://nobody@127.0.0.1:1/none', log, signal: abort.signal, firstDelayMs: 60_000 })
+    await waitFor(() => lines.length >= 1, { what: 'the first wait' })
+    abort.abort()
+    expect(await waiting).toBe(false)
+  })
+
+  it('fails at once when waiting cannot help (a database that does not exist)', async () => {
+    const { log, lines } = capturingLogger()
+    const url = new URL(t.url)
+    url.pathname = '/no_such_database_here'
+    await expect(waitForDatabase({ databaseUrl: url.toString(), log, signal: new AbortController().signal })).rejects.toMatchObject({ code: '3D000' })
+    expect(lines).toEqual([])
+  })
+})
