@@ -10,6 +10,8 @@ import { createDb, type Database } from './db/pool.ts'
 import { HandlerRegistry, type Handler } from './worker/handlers.ts'
 import { createHttpHandler } from './worker/http-handler.ts'
 import { Worker } from './worker/worker.ts'
+import { WorkerMetrics } from './worker/metrics.ts'
+import { MetricsServer } from './worker/metrics-server.ts'
 import { Reaper } from './maintenance/reaper.ts'
 import { Pruner } from './maintenance/pruner.ts'
 import { TriggerScheduler } from './maintenance/trigger-scheduler.ts'
@@ -22,6 +24,10 @@ export const DISPATCH_IDLE_TIMEOUT_MS = 10_000
 export interface WorkerSystem {
   worker: Worker
   database: Database
+  /** The process's metrics; undefined when SCHEDULER_WORKER_METRICS_PORT is off. */
+  metrics: WorkerMetrics | undefined
+  /** The port /metrics is served on once started; undefined when off or not opened. */
+  metricsPort(): number | undefined
   start(): Promise<void>
   /** Graceful: the worker hands back what it could not finish. Idempotent. */
   stop(): Promise<void>
@@ -65,7 +71,10 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
   })
   const registry = new HandlerRegistry(w.httpHandler === 'on' ? [createHttpHandler({ allow: w.httpAllow })] : [])
   for (const h of params.handlers) registry.add(h)
+  // Off (port 0): no registry at all, and the worker reports no events.
+  const metrics = w.metricsPort > 0 ? new WorkerMetrics() : undefined
   const worker = new Worker({
+    events: metrics,
     db: hot.db,
     databaseUrl: config.databaseUrl,
     log,
@@ -82,7 +91,16 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     sandboxMemoryMb: w.sandboxMemoryMb,
     sandboxGraceMs: w.sandboxGraceMs,
   })
-  const reaper = new Reaper({ db: database.db, log, intervalMs: w.reaperIntervalMs, batchSize: w.reaperBatchSize })
+  const reaper = new Reaper({ db: database.db, log, intervalMs: w.reaperIntervalMs, batchSize: w.reaperBatchSize, onExpired: metrics?.expired })
+  metrics?.observe({
+    holding: () => worker.holding,
+    pools: [
+      { name: 'worker', pool: hot.pool },
+      { name: 'maintenance', pool: database.pool },
+    ],
+  })
+  const metricsServer = metrics && new MetricsServer({ registry: metrics.registry, port: w.metricsPort, host: w.metricsHost, log })
+  let metricsPort: number | undefined
   const triggerScheduler = new TriggerScheduler({
     db: database.db,
     log,
@@ -96,7 +114,10 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
   return {
     worker,
     database,
+    metrics,
+    metricsPort: () => metricsPort,
     async start() {
+      metricsPort = await metricsServer?.start()
       await worker.start()
       reaper.start()
       triggerScheduler.start()
@@ -105,6 +126,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     stop() {
       stopping ??= (async () => {
         await Promise.all([worker.stop(), reaper.stop(), triggerScheduler.stop(), pruner.stop()])
+        await metricsServer?.stop()
         await Promise.all([database.db.destroy(), hot.db.destroy()])
       })()
       return stopping
