@@ -25,8 +25,13 @@ export const TRACER_NAME = 'pgsched'
 /** messaging.system of every pgsched span (the OpenTelemetry messaging semantic conventions). */
 export const MESSAGING_SYSTEM = 'pgsched'
 
-/** pgsched's tracer: a proxy, so an SDK registered after this module loaded is still used. */
-export const tracer: Tracer = trace.getTracer(TRACER_NAME)
+/**
+ * pgsched's tracer from the provider registered now (a tracer kept from before `trace.disable()`
+ * would stay a no-op). Ask only once tracingOn(): without an SDK each call makes a proxy.
+ */
+export function tracer(): Tracer {
+  return trace.getTracer(TRACER_NAME)
+}
 
 /**
  * True when an SDK registered a tracer provider. Without one, callers skip spans altogether (a
@@ -79,7 +84,7 @@ export async function tracedSubmit<T>(
   messageId?: (result: T) => string,
 ): Promise<T> {
   if (!tracingOn()) return submit(null)
-  const span = tracer.startSpan(`send ${queue}`, { kind: SpanKind.PRODUCER }, parent ?? context.active())
+  const span = tracer().startSpan(`send ${queue}`, { kind: SpanKind.PRODUCER }, parent ?? context.active())
   if (!span.isRecording()) {
     span.end()
     return submit(null)

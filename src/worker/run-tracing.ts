@@ -20,12 +20,13 @@ import type { Run } from './run.ts'
  * `sentAtMs`, answered at `returnedAtMs`, monotonic ms). Call only while tracing is on.
  */
 export function startRunSpans(runs: readonly Run[], workerId: string, sentAtMs: number, returnedAtMs: number): void {
+  const t = tracer()
   for (const run of runs) {
     const c = run.claimed
     const submit = parseTraceparent(c.traceparent)
     const parent = submit ? trace.setSpanContext(ROOT_CONTEXT, submit) : ROOT_CONTEXT
     const links: Link[] | undefined = submit ? [{ context: submit }] : undefined
-    const span = tracer.startSpan(`process ${c.queue}`, { kind: SpanKind.CONSUMER, startTime: sentAtMs, links }, parent)
+    const span = t.startSpan(`process ${c.queue}`, { kind: SpanKind.CONSUMER, startTime: sentAtMs, links }, parent)
     if (!span.isRecording()) continue
     span.setAttributes({
       ...messagingAttributes(c.queue, 'process', 'run'),
@@ -37,7 +38,7 @@ export function startRunSpans(runs: readonly Run[], workerId: string, sentAtMs: 
       'pgsched.execution.lag_ms': c.startedAtMs - c.runAtMs,
     })
     run.span = span
-    const receive = tracer.startSpan(`receive ${c.queue}`, { kind: SpanKind.CLIENT, startTime: sentAtMs }, trace.setSpan(ROOT_CONTEXT, span))
+    const receive = t.startSpan(`receive ${c.queue}`, { kind: SpanKind.CLIENT, startTime: sentAtMs }, trace.setSpan(ROOT_CONTEXT, span))
     receive.setAttributes({ ...messagingAttributes(c.queue, 'receive', 'claim'), 'messaging.batch.message_count': runs.length })
     receive.end(returnedAtMs)
   }
@@ -51,7 +52,7 @@ export function inRunSpan<T>(run: Run, fn: () => T): T {
 /** Starts the settle span of a run's outcome write; undefined when the run has no span. */
 export function startSettleSpan(run: Run, outcome: 'complete' | 'fail'): Span | undefined {
   if (!run.span) return undefined
-  const span = tracer.startSpan(`settle ${run.claimed.queue}`, { kind: SpanKind.CLIENT }, trace.setSpan(ROOT_CONTEXT, run.span))
+  const span = tracer().startSpan(`settle ${run.claimed.queue}`, { kind: SpanKind.CLIENT }, trace.setSpan(ROOT_CONTEXT, run.span))
   span.setAttributes({ ...messagingAttributes(run.claimed.queue, 'settle', outcome), 'messaging.message.id': run.claimed.jobId })
   return span
 }
