@@ -5,7 +5,10 @@
  * commits or rolls back together with the caller's data.
  */
 import type pg from 'pg'
-import { Kysely, PostgresDialect, type Transaction } from 'kysely'
+import type { Context } from '@opentelemetry/api'
+import { tracedSubmit } from './lib/tracing.ts'
+import { Kysely, type Transaction } from 'kysely'
+import { kyselyOnClient } from './db/kysely-on-client.ts'
 import { uuidV7 } from './lib/uuid-v7.ts'
 import { systemClock, type Clock } from './clock.ts'
 import { ConflictError, InvalidStateError, NotFoundError, QuotaExceededError, ValidationError } from './errors.ts'
@@ -28,6 +31,8 @@ export type Executor = Kysely<DB> | Transaction<DB> | pg.ClientBase
 export interface CallOptions {
   /** Run inside this transaction / on this connection. */
   trx?: Executor
+  /** The OpenTelemetry context a submit's span is a child of; default the active context. */
+  traceContext?: Context
 }
 
 export interface SubmitResult {
@@ -121,17 +126,6 @@ function limitOf(limit: number | undefined): number {
     throw new ValidationError('limit must be an integer from 1 to 500', [{ path: 'limit', message: 'limit must be an integer from 1 to 500' }])
   }
   return value
-}
-
-/** A Kysely instance running every query on one pg client (the caller's connection). */
-function kyselyOnClient(client: pg.ClientBase): Kysely<DB> {
-  const connection = {
-    query: (...args: unknown[]) => (client.query as (...a: unknown[]) => unknown)(...args),
-    release: () => {},
-  }
-  return new Kysely<DB>({
-    dialect: new PostgresDialect({ pool: { connect: async () => connection, end: async () => {} } as never }),
-  })
 }
 
 function isKysely(value: Executor): value is Kysely<DB> {
@@ -231,14 +225,14 @@ function makeClient(
     return fn(onClient)
   }
 
-  const withIds = (inputs: readonly NormalizedSubmit[]): SubmitRow[] => {
+  const withIds = (inputs: readonly NormalizedSubmit[], traceparent: string | null): SubmitRow[] => {
     const nowMs = Date.now()
-    return inputs.map((n) => ({ ...n, id: uuidV7(nowMs), executionId: uuidV7(nowMs) }))
+    return inputs.map((n) => ({ ...n, id: uuidV7(nowMs), executionId: uuidV7(nowMs), traceparent }))
   }
 
   /** Inserts within the tenant's admission quotas, all or none; `inTransaction`: `ex` is a transaction. */
-  async function insert(ex: Kysely<DB>, inputs: readonly NormalizedSubmit[], inTransaction: boolean) {
-    const rows = withIds(inputs)
+  async function insert(ex: Kysely<DB>, inputs: readonly NormalizedSubmit[], inTransaction: boolean, traceparent: string | null) {
+    const rows = withIds(inputs, traceparent)
     return { rows, ...(await insertRows(ex, tenant, createdBy, rows, { quotaDb: db, partial: false, inTransaction })) }
   }
 
@@ -252,6 +246,48 @@ function makeClient(
     return job
   }
 
+  /** One submit: grouped with concurrent ones by the batcher, unless in the caller's transaction. */
+  async function submitOne(n: NormalizedSubmit, traceparent: string | null, options?: CallOptions): Promise<SubmitResult> {
+    let row: SubmitRow
+    let outcome: JobInsertOutcome
+    let now: Date
+    if (batcher && options?.trx === undefined) {
+      row = withIds([n], traceparent)[0] as SubmitRow
+      ;({ outcome, now } = await batcher.insert(tenant, createdBy, row))
+    } else {
+      const res = await run(options, (ex) => insert(ex, [n], options?.trx !== undefined, traceparent))
+      row = res.rows[0] as SubmitRow
+      outcome = res.outcomes[0] as JobInsertOutcome
+      now = res.now
+    }
+    if (outcome.created) {
+      const served = await workerServes(db, n.queue, n.type, LIVE_WORKER_MS)
+      return { job: newJob(n, row.id, row.executionId, tenant, createdBy, now, served), created: true }
+    }
+    if (outcome.rejected) throw refused(outcome.rejected)
+    if (outcome.existingRequestHash !== n.requestHash || !outcome.existingJobId) throw conflict(n.idempotencyKey)
+    return { job: await viewJob(outcome.existingJobId, options), created: false }
+  }
+
+  /** A batch in one statement, all or none. */
+  function submitMany(normalized: readonly NormalizedSubmit[], traceparent: string | null, options?: CallOptions) {
+    return run(
+      options,
+      async (ex) => {
+        const { rows, outcomes } = await insert(ex, normalized, true, traceparent)
+        const rejected = outcomes.find((o) => o.rejected)?.rejected
+        if (rejected) throw refused(rejected)
+        return outcomes.map((o, i) => {
+          const n = normalized[i] as NormalizedSubmit
+          if (o.created) return { id: (rows[i] as { id: string }).id, created: true }
+          if (o.existingRequestHash !== n.requestHash || !o.existingJobId) throw conflict(n.idempotencyKey)
+          return { id: o.existingJobId, created: false }
+        })
+      },
+      true,
+    )
+  }
+
   const client: Client = {
     tenant,
     queues: queueAdmin(db),
@@ -259,25 +295,13 @@ function makeClient(
 
     async submitJob(input, options) {
       const n = normalizeSubmit(input, clock.now())
-      let row: SubmitRow
-      let outcome: JobInsertOutcome
-      let now: Date
-      if (batcher && options?.trx === undefined) {
-        row = withIds([n])[0] as SubmitRow
-        ;({ outcome, now } = await batcher.insert(tenant, createdBy, row))
-      } else {
-        const res = await run(options, (ex) => insert(ex, [n], options?.trx !== undefined))
-        row = res.rows[0] as SubmitRow
-        outcome = res.outcomes[0] as JobInsertOutcome
-        now = res.now
-      }
-      if (outcome.created) {
-        const served = await workerServes(db, n.queue, n.type, LIVE_WORKER_MS)
-        return { job: newJob(n, row.id, row.executionId, tenant, createdBy, now, served), created: true }
-      }
-      if (outcome.rejected) throw refused(outcome.rejected)
-      if (outcome.existingRequestHash !== n.requestHash || !outcome.existingJobId) throw conflict(n.idempotencyKey)
-      return { job: await viewJob(outcome.existingJobId, options), created: false }
+      return tracedSubmit(
+        n.queue,
+        1,
+        options?.traceContext,
+        (traceparent) => submitOne(n, traceparent, options),
+        (r) => r.job.id,
+      )
     },
 
     async submitJobs(inputs, options) {
@@ -297,21 +321,9 @@ function makeClient(
         }
       })
       if (normalized.length === 0) return []
-      return run(
-        options,
-        async (ex) => {
-          const { rows, outcomes } = await insert(ex, normalized, true)
-          const rejected = outcomes.find((o) => o.rejected)?.rejected
-          if (rejected) throw refused(rejected)
-          return outcomes.map((o, i) => {
-            const n = normalized[i] as NormalizedSubmit
-            if (o.created) return { id: (rows[i] as { id: string }).id, created: true }
-            if (o.existingRequestHash !== n.requestHash || !o.existingJobId) throw conflict(n.idempotencyKey)
-            return { id: o.existingJobId, created: false }
-          })
-        },
-        true,
-      )
+      // One span for the batch, named after its first job's queue.
+      const queue = (normalized[0] as NormalizedSubmit).queue
+      return tracedSubmit(queue, normalized.length, options?.traceContext, (traceparent) => submitMany(normalized, traceparent, options))
     },
 
     viewJob,

@@ -64,6 +64,10 @@ export const ConfigSchema = Type.Object({
       httpAllow: Type.String({ default: '' }),
       /** off: the worker has no built-in `http` handler. */
       httpHandler: Type.Union([Type.Literal('on'), Type.Literal('off')], { default: 'on' }),
+      /** Port of the worker process's Prometheus `/metrics` (0, or `off` in the environment: none). One per process: several workers on a host need distinct ports. */
+      metricsPort: Type.Integer({ default: 9464, minimum: 0, maximum: 65535 }),
+      /** Address the metrics port listens on. */
+      metricsHost: Type.String({ default: '0.0.0.0', minLength: 1 }),
     },
     { default: {} },
   ),
@@ -131,6 +135,8 @@ export const ENV_MAP: Readonly<Record<string, string>> = {
   SCHEDULER_SANDBOX_GRACE_MS: 'worker.sandboxGraceMs',
   SCHEDULER_HTTP_ALLOW: 'worker.httpAllow',
   SCHEDULER_HTTP_HANDLER: 'worker.httpHandler',
+  SCHEDULER_WORKER_METRICS_PORT: 'worker.metricsPort',
+  SCHEDULER_WORKER_METRICS_HOST: 'worker.metricsHost',
   PORT: 'api.port',
   HOST: 'api.host',
   SCHEDULER_BODY_LIMIT_BYTES: 'api.bodyLimitBytes',
@@ -171,6 +177,9 @@ function describeAccepted(schema: TSchema | undefined): string {
   return 'a non-empty string'
 }
 
+/** A port setting's `off` is 0 (no port). */
+const offAsZero = (value: unknown): unknown => (typeof value === 'string' && value.trim().toLowerCase() === 'off' ? 0 : value)
+
 /**
  * Builds the configuration from environment variables and flags.
  * @throws ConfigError listing every invalid variable/flag with what it accepts.
@@ -181,12 +190,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, fl
   for (const [name, path] of Object.entries(ENV_MAP)) {
     const value = env[name]
     if (value === undefined || value === '') continue
-    setPath(raw, path, path === 'worker.queues' ? value.split(',').map((q) => q.trim()) : value)
+    setPath(raw, path, path === 'worker.queues' ? value.split(',').map((q) => q.trim()) : path === 'worker.metricsPort' ? offAsZero(value) : value)
     sourceOf[path] = name
   }
   for (const [path, value] of Object.entries(flags)) {
     if (value === undefined) continue
-    setPath(raw, path, value)
+    setPath(raw, path, path === 'worker.metricsPort' ? offAsZero(value) : value)
     sourceOf[path] = `--${path
       .split('.')
       .pop()

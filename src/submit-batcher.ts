@@ -12,7 +12,8 @@ import type { DB } from './db/schema.ts'
 import { admitSubmits, tenantHasQuota } from './db/queries/admission.ts'
 import { jobInsertMany, type JobInsertOutcome } from './db/queries/jobs.ts'
 
-export type SubmitRow = NormalizedSubmit & { id: string; executionId: string }
+/** A submit to insert: its ids, and the traceparent of its span when one recorded it (migration 0023). */
+export type SubmitRow = NormalizedSubmit & { id: string; executionId: string; traceparent?: string | null }
 
 export interface InsertedRows {
   outcomes: JobInsertOutcome[]

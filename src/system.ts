@@ -12,6 +12,8 @@ import { createHttpHandler } from './worker/http-handler.ts'
 import { Worker } from './worker/worker.ts'
 import { createOutputStore } from './worker/output-stores.ts'
 import type { OutputStore } from './worker/output-store.ts'
+import { WorkerMetrics } from './worker/metrics.ts'
+import { MetricsServer } from './worker/metrics-server.ts'
 import { Reaper } from './maintenance/reaper.ts'
 import { Pruner } from './maintenance/pruner.ts'
 import { TriggerScheduler } from './maintenance/trigger-scheduler.ts'
@@ -24,6 +26,10 @@ export const DISPATCH_IDLE_TIMEOUT_MS = 10_000
 export interface WorkerSystem {
   worker: Worker
   database: Database
+  /** The process's metrics; undefined when SCHEDULER_WORKER_METRICS_PORT is off. */
+  metrics: WorkerMetrics | undefined
+  /** The port /metrics is served on once started; undefined when off or not opened. */
+  metricsPort(): number | undefined
   start(): Promise<void>
   /** Graceful: the worker hands back what it could not finish. Idempotent. */
   stop(): Promise<void>
@@ -70,7 +76,10 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
   const registry = new HandlerRegistry(w.httpHandler === 'on' ? [createHttpHandler({ allow: w.httpAllow })] : [])
   for (const h of params.handlers) registry.add(h)
   const outputStore = params.outputStore ?? createOutputStore({ settings: config.output, db: hot.db, log })
+  // Off (port 0): no registry at all, and the worker reports no events.
+  const metrics = w.metricsPort > 0 ? new WorkerMetrics() : undefined
   const worker = new Worker({
+    events: metrics,
     db: hot.db,
     databaseUrl: config.databaseUrl,
     log,
@@ -87,7 +96,16 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     sandboxMemoryMb: w.sandboxMemoryMb,
     sandboxGraceMs: w.sandboxGraceMs,
   })
-  const reaper = new Reaper({ db: database.db, log, intervalMs: w.reaperIntervalMs, batchSize: w.reaperBatchSize })
+  const reaper = new Reaper({ db: database.db, log, intervalMs: w.reaperIntervalMs, batchSize: w.reaperBatchSize, onExpired: metrics?.expired })
+  metrics?.observe({
+    holding: () => worker.holding,
+    pools: [
+      { name: 'worker', pool: hot.pool },
+      { name: 'maintenance', pool: database.pool },
+    ],
+  })
+  const metricsServer = metrics && new MetricsServer({ registry: metrics.registry, port: w.metricsPort, host: w.metricsHost, log })
+  let metricsPort: number | undefined
   const triggerScheduler = new TriggerScheduler({
     db: database.db,
     log,
@@ -101,8 +119,11 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
   return {
     worker,
     database,
+    metrics,
+    metricsPort: () => metricsPort,
     async start() {
       await outputStore.start()
+      metricsPort = await metricsServer?.start()
       await worker.start()
       reaper.start()
       triggerScheduler.start()
@@ -113,6 +134,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
         await Promise.all([worker.stop(), reaper.stop(), triggerScheduler.stop(), pruner.stop()])
         // What the runs handed back at shutdown had written.
         await outputStore.stop()
+        await metricsServer?.stop()
         await Promise.all([database.db.destroy(), hot.db.destroy()])
       })()
       return stopping

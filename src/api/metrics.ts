@@ -4,6 +4,7 @@
  *   pgsched_http_requests_total{method,route,status_code}
  *   pgsched_http_request_duration_seconds{method,route,status_code}  histogram
  *   pgsched_jobs_submitted_total{queue}      jobs created (idempotent repeats excluded)
+ *   pgsched_submit_durable_seconds{queue}    histogram: a submit request received → its job committed
  *   pgsched_queue_depth{queue,state}         pending/running executions, read from the
  *                                            database at most every `queueDepthCacheMs`
  *   pgsched_queue_unserved{queue}            pending executions whose type no live worker
@@ -22,6 +23,8 @@ export interface ApiMetrics {
   readonly registry: Registry
   observeRequest(labels: { method: string; route: string; statusCode: number }, durationMs: number): void
   jobSubmitted(queue: string): void
+  /** A submit's job is durable (committed, or found for an idempotent repeat) `elapsedMs` after its request was received. */
+  submitDurable(queue: string, elapsedMs: number): void
 }
 
 export interface CreateApiMetricsParams {
@@ -53,6 +56,14 @@ export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
     name: 'pgsched_jobs_submitted_total',
     help: 'Jobs accepted by this API process (repeats of an idempotent submit excluded).',
     labelNames: ['queue'] as const,
+    registers: [registry],
+  })
+
+  const durable = new Histogram({
+    name: 'pgsched_submit_durable_seconds',
+    help: 'Time from a submit request received to its job committed (or, for an idempotent repeat, found), by queue.',
+    labelNames: ['queue'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   })
 
@@ -130,6 +141,9 @@ export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
     },
     jobSubmitted(queue) {
       submitted.inc({ queue })
+    },
+    submitDurable(queue, elapsedMs) {
+      durable.observe({ queue }, elapsedMs / 1000)
     },
   }
 }

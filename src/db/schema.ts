@@ -24,6 +24,8 @@ export interface JobsTable {
   concurrency_key: ColumnType<string | null, string | null | undefined, string | null>
   /** Migration 0018. */
   start_deadline_ms: ColumnType<number | null, number | null | undefined, number | null>
+  /** Migration 0023: the submit's W3C traceparent, when a tracer recorded it. */
+  traceparent: ColumnType<string | null, string | null | undefined, string | null>
   state: Generated<'active' | 'paused' | 'cancelled'>
   created_by: string | null
   created_at: DefaultTimestamp

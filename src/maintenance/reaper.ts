@@ -18,6 +18,8 @@ export interface ReaperOptions {
   log: Logger
   intervalMs: number
   batchSize: number
+  /** Told how many executions of (queue, type) each pass expired (worker metrics). */
+  onExpired?: (queue: string, type: string, count: number) => void
 }
 
 export class Reaper {
@@ -41,7 +43,11 @@ export class Reaper {
     }
     if (total.retried + total.failed > 0) this.log.info(total, 'requeued executions with expired leases')
     for (;;) {
-      const n = await executionExpireLate(this.o.db, { limit: this.o.batchSize, now: now ?? null })
+      let n = 0
+      for (const r of await executionExpireLate(this.o.db, { limit: this.o.batchSize, now: now ?? null })) {
+        n += r.n
+        this.o.onExpired?.(r.queue, r.type, r.n)
+      }
       total.expired += n
       if (n < this.o.batchSize) break
     }

@@ -17,6 +17,7 @@ import type { OutcomeWriter } from './outcome-writer.ts'
 import type { OutputStore } from './output-store.ts'
 import { RunContext } from './run-context.ts'
 import type { Run } from './run.ts'
+import { inRunSpan } from './run-tracing.ts'
 import type { Placement, SandboxPool } from './sandbox-pool.ts'
 import { SandboxResult } from './sandbox.ts'
 
@@ -138,6 +139,8 @@ export class Executor {
     if (!handler) throw new FatalError(`no handler for type "${run.claimed.type}"`)
     const ctx = run.ctx as RunContext
     const placement = this.p.sandboxed?.placements.get(handler.type)
+    // A traced run's handler runs in its span's context (spans it makes are the run's children).
+    if (run.span) return inRunSpan(run, () => (placement ? this.p.sandboxed?.pool.run({ ...placement, handler, ctx }) : handler.run(ctx)))
     return placement ? this.p.sandboxed?.pool.run({ ...placement, handler, ctx }) : handler.run(ctx)
   }
 

@@ -19,6 +19,7 @@ import { abortableSleep } from '../lib/service.ts'
 import { LeaseLostError } from './abort-reasons.ts'
 import type { Completer } from './completer.ts'
 import type { Run } from './run.ts'
+import type { WorkerEvents } from './worker-options.ts'
 
 /**
  * The guard runs every heartbeatMs / 4, but at most this far apart whatever the heartbeat: after a
@@ -40,6 +41,8 @@ export interface LeaseKeeperParams {
   heartbeatMs: number
   /** A held lease is lost: the callee aborts the run and `release`s it. Runs whose outcome is being written are not reported. */
   onLost: (run: Run, reason: LeaseLostError) => void
+  /** Told of each heartbeat the database answered. */
+  events?: Pick<WorkerEvents, 'heartbeat'>
 }
 
 /** The held leases, their heartbeat and their guard; see the file header. */
@@ -128,6 +131,7 @@ export class LeaseKeeper {
       )
       this.failures = 0
       const tookMs = performance.now() - sentAtMs
+      this.p.events?.heartbeat?.(tookMs, renewed.size)
       if (tookMs > this.p.heartbeatMs) this.p.log.warn({ tookMs: Math.round(tookMs), leases: held.length }, 'heartbeat slower than its interval')
       for (const h of held) {
         if (renewed.has(h.ref.id)) h.leaseSureUntilMs = sentAtMs + this.p.leaseMs

@@ -13,6 +13,8 @@ import type { Completer, WriteResult } from './completer.ts'
 import type { LeaseKeeper } from './lease-keeper.ts'
 import type { RunContext } from './run-context.ts'
 import type { Run } from './run.ts'
+import { endRunSpan, startSettleSpan } from './run-tracing.ts'
+import type { WorkerEvents } from './worker-options.ts'
 
 /** First delay before retrying a write the database did not answer; doubles per failure. */
 const WRITE_RETRY_MIN_MS = 100
@@ -32,6 +34,8 @@ export interface OutcomeWriterParams {
   onRetryScheduled: (retryInMs: number) => void
   /** An outcome was recorded: the run no longer counts against its queue's limits. */
   onRecorded?: (queue: string) => void
+  /** Told of each outcome the database accepted, and of each it refused (lease lost). */
+  events?: Pick<WorkerEvents, 'outcomeWritten' | 'leaseLost'>
 }
 
 /** Records outcomes; see the file header. */
@@ -57,6 +61,7 @@ export class OutcomeWriter {
     } catch (err: unknown) {
       // Not expected; the lease is let go so the reaper requeues the execution.
       this.p.leases.release(run)
+      endRunSpan(run, 'not recorded', err instanceof Error ? err : undefined)
       ctx.log.error({ err }, 'outcome not recorded')
     } finally {
       this.writing.delete(writing)
@@ -80,9 +85,11 @@ export class OutcomeWriter {
     const closing = ctx.closeOutput()
     const outputUri = closing === null ? null : await closing
     const { ref } = run
+    const events = this.p.events
     let delayMs = WRITE_RETRY_MIN_MS
     for (;;) {
       let result: WriteResult
+      const settle = startSettleSpan(run, outcome.kind)
       try {
         result =
           outcome.kind === 'complete'
@@ -101,15 +108,19 @@ export class OutcomeWriter {
                   at: new Date().toISOString(),
                 }),
               })
-      } catch {
+      } catch (err: unknown) {
+        settle?.recordException(err instanceof Error ? err : String(err))
+        settle?.end()
         // A lost run is no longer held: the lease keeper reported it, so its writes end here.
         if (!this.p.leases.holds(run)) {
+          endRunSpan(run, 'lease lost')
           ctx.log.warn('outcome not recorded: lease lost while the database was unreachable')
           return
         }
         // Stopped: the heartbeat is over too, so the lease cannot be kept; the reaper requeues it.
         if (this.stopped.signal.aborted) {
           this.p.leases.release(run)
+          endRunSpan(run, 'not recorded')
           ctx.log.warn('outcome not recorded: the worker stopped while the database was unreachable')
           return
         }
@@ -119,15 +130,26 @@ export class OutcomeWriter {
       }
       this.p.leases.release(run)
       if (result.accepted) this.p.onRecorded?.(run.claimed.queue)
-      if (!result.accepted) {
+      const written = !result.accepted ? undefined : outcome.kind === 'complete' ? 'succeeded' : result.retry?.state === 'pending' ? 'retried' : 'failed'
+      if (settle) {
+        settle.setAttribute('pgsched.outcome', written ?? 'refused')
+        settle.end()
+        endRunSpan(run, written ?? 'lease lost', outcome.kind === 'fail' ? outcome.error : undefined)
+      }
+      if (written === undefined) {
+        events?.leaseLost?.(run.claimed)
         ctx.log.warn({ outcome: outcome.kind }, 'outcome rejected: lease lost (fenced)')
-      } else if (outcome.kind === 'complete') {
+        return
+      }
+      events?.outcomeWritten?.(run.claimed, written)
+      if (written === 'succeeded') {
         // Checked first: building the run's child logger for a message nobody reads costs more than the run.
         if (this.p.log.isLevelEnabled('debug')) ctx.log.debug('execution succeeded')
-      } else if (result.retry?.state === 'pending') {
-        ctx.log.warn({ err: outcome.error, retryInMs: result.retry.retryInMs }, 'execution failed; will retry')
-        this.p.onRetryScheduled(result.retry.retryInMs)
-      } else {
+      } else if (written === 'retried') {
+        const retryInMs = result.accepted ? (result.retry?.retryInMs ?? 0) : 0
+        ctx.log.warn({ err: outcome.kind === 'fail' ? outcome.error : undefined, retryInMs }, 'execution failed; will retry')
+        this.p.onRetryScheduled(retryInMs)
+      } else if (outcome.kind === 'fail') {
         ctx.log.warn({ err: outcome.error, fatal: outcome.fatal }, 'execution failed')
       }
       return

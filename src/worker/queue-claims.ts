@@ -42,13 +42,14 @@ export class QueueClaims {
     return s !== undefined && (s.fairShare || s.concurrencyLimit != null || s.keyConcurrencyLimit != null || s.rateLimit != null)
   }
 
-  /** Claims up to `room` executions; see the file header. */
-  async claim(room: number): Promise<{ claimed: ClaimedExecution[]; full: boolean }> {
+  /** Claims up to `room` executions; see the file header. `withTraceparent`: also read each job's traceparent. */
+  async claim(room: number, withTraceparent = false): Promise<{ claimed: ClaimedExecution[]; full: boolean }> {
     if (performance.now() - this.readAtMs >= QUEUE_SETTINGS_TTL_MS) {
       this.settings = new Map((await queueSettingsOf(this.p.db, this.p.queues)).map((s) => [s.name, s]))
       this.readAtMs = performance.now()
     }
     const { db, workerId, types, leaseMs } = this.p
+    const base = { workerId, types, leaseMs, withTraceparent }
     const open: string[] = []
     const limited: string[] = []
     for (const q of this.p.queues) {
@@ -60,11 +61,11 @@ export class QueueClaims {
     const claimed: ClaimedExecution[] = []
     let full = false
     const steps = [
-      ...(open.length > 0 ? [async () => void claimed.push(...(await executionClaimBatch(db, { workerId, queues: open, types, limit: room, leaseMs })))] : []),
+      ...(open.length > 0 ? [async () => void claimed.push(...(await executionClaimBatch(db, { ...base, queues: open, limit: room })))] : []),
       ...limited.map((queue) => async () => {
         const left = room - claimed.length
         if (left <= 0) return
-        const got = await queueClaimLimited(db, { workerId, queues: [queue], types, limit: left, leaseMs })
+        const got = await queueClaimLimited(db, { ...base, queues: [queue], limit: left })
         claimed.push(...got.claimed)
         full ||= got.full
       }),

@@ -11,6 +11,7 @@
  * lease keeper (a LeaseLostError) can take a finishing run: the database is out
  * of reach, so the writer's retries must end before the lease can expire.
  */
+import type { Span } from '@opentelemetry/api'
 import type { ClaimedExecution } from '../db/queries/claim.ts'
 import type { LeaseRef } from '../db/queries/lease.ts'
 import type { AbortReason } from './abort-reasons.ts'
@@ -41,6 +42,8 @@ export interface Run extends AbortState {
    * confirmed claim or renewal was sent, plus leaseMs.
    */
   leaseSureUntilMs: number
+  /** Its process span, while an OpenTelemetry SDK records it (run-tracing.ts). */
+  span: Span | undefined
 }
 
 /** A freshly claimed run, buffered. `leaseSureUntilMs`: when the claim was sent (monotonic ms) + leaseMs. */
@@ -55,5 +58,6 @@ export function createRun(claimed: ClaimedExecution, leaseSureUntilMs: number): 
     onAbort: undefined,
     ctx: undefined,
     leaseSureUntilMs,
+    span: undefined,
   }
 }

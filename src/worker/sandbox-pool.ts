@@ -101,6 +101,13 @@ export class SandboxPool {
     return this.live.size
   }
 
+  /** Sandboxes alive and idle, kept for the next run. */
+  get idleSize(): number {
+    let n = 0
+    for (const list of this.idle.values()) n += list.length
+    return n
+  }
+
   /** Runs the handler in a pooled sandbox; settles with its result or error. */
   async run(r: PooledRun): Promise<SandboxResult> {
     const key = `${r.mode}\u0000${r.memoryLimitMb ?? ''}\u0000${r.handler.module}`

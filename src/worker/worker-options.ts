@@ -11,14 +11,32 @@ import type { HandlerRegistry } from './handlers.ts'
 import type { SandboxMode } from './sandbox-protocol.ts'
 import type { OutputStore } from './output-store.ts'
 
-/** What a worker reports as it goes (for metrics and tests); each is optional and called synchronously. */
+/** How an outcome written ended: succeeded, failed for good (fatal or out of attempts), or failed with a retry scheduled. */
+export type WrittenOutcome = 'succeeded' | 'failed' | 'retried'
+
+/**
+ * What a worker reports as it goes (for metrics and tests); each is optional and called
+ * synchronously, with objects the worker holds anyway (no allocation per call).
+ */
 export interface WorkerEvents {
-  /** A claim returned `count` executions; `waiting` of those held wait for a slot once free slots took theirs. */
-  claimed?(count: number, waiting: number): void
+  /**
+   * A claim returned `count` executions (`executions`); `waiting` of those held wait for a slot once
+   * free slots took theirs.
+   */
+  claimed?(count: number, waiting: number, executions: readonly ClaimedExecution[]): void
   /** A run took a slot (its handler starts in a microtask). */
   runStarted?(execution: ClaimedExecution): void
   /** A run's slot is free again: its handler returned, or it never started. `ranMs` on the monotonic clock. */
   runEnded?(execution: ClaimedExecution, ranMs: number): void
+  /** The database accepted a run's outcome. */
+  outcomeWritten?(execution: ClaimedExecution, outcome: WrittenOutcome): void
+  /**
+   * This worker lost an execution's lease: the heartbeat found it reaped or taken over, the guard gave
+   * it up unconfirmed, or the fence refused its outcome. A cancel is not counted.
+   */
+  leaseLost?(execution: ClaimedExecution): void
+  /** A heartbeat renewed `leases` leases in one statement that took `tookMs` (monotonic clock). */
+  heartbeat?(tookMs: number, leases: number): void
 }
 
 /** A Worker's dependencies and settings; durations in ms. */
@@ -72,5 +90,8 @@ export function guardedEvents(events: WorkerEvents, log: Logger): WorkerEvents {
     claimed: events.claimed && guard('claimed', events.claimed.bind(events)),
     runStarted: events.runStarted && guard('runStarted', events.runStarted.bind(events)),
     runEnded: events.runEnded && guard('runEnded', events.runEnded.bind(events)),
+    outcomeWritten: events.outcomeWritten && guard('outcomeWritten', events.outcomeWritten.bind(events)),
+    leaseLost: events.leaseLost && guard('leaseLost', events.leaseLost.bind(events)),
+    heartbeat: events.heartbeat && guard('heartbeat', events.heartbeat.bind(events)),
   }
 }

@@ -20,7 +20,8 @@ import type { ClaimedExecution } from '../db/queries/claim.ts'
 import { AUTOVACUUM_OFF_WARNING, serverAutovacuumOn } from '../db/queries/ops.ts'
 import { workerMarkStopped, workerRegister } from '../db/queries/workers.ts'
 import type { Logger } from '../logger.ts'
-import { CancelledError, ShutdownError, endsLease, type AbortReason } from './abort-reasons.ts'
+import { tracingOn } from '../lib/tracing.ts'
+import { CancelledError, LeaseLostError, ShutdownError, endsLease, type AbortReason } from './abort-reasons.ts'
 import { Completer } from './completer.ts'
 import { Executor } from './executor.ts'
 import { LeaseKeeper } from './lease-keeper.ts'
@@ -29,6 +30,7 @@ import { Notifier } from './notifier.ts'
 import { OutcomeWriter } from './outcome-writer.ts'
 import { QueueClaims } from './queue-claims.ts'
 import { createRun, type Run } from './run.ts'
+import { endRunSpan, startRunSpans } from './run-tracing.ts'
 import { SandboxPool, sandboxPlacements } from './sandbox-pool.ts'
 import { WakeUp } from './wake-up.ts'
 import { guardedEvents, type WorkerEvents, type WorkerOptions } from './worker-options.ts'
@@ -78,13 +80,14 @@ export class Worker {
     })
     this.wakeUp = new WakeUp({ db: o.db, workerId: this.id, queues: o.queues, types: o.handlers.types(), pollIntervalMs: o.pollIntervalMs })
     // db, leaseMs and heartbeatMs from the options.
-    this.leases = new LeaseKeeper({ ...o, completer: this.completer, workerId: this.id, log, onLost: this.abort })
+    const events = this.events
+    this.leases = new LeaseKeeper({ ...o, completer: this.completer, workerId: this.id, log, onLost: this.abort, events })
     const onRetryScheduled = (retryInMs: number) => this.wakeUp.wakeIn(retryInMs)
     // The end of a run of a limited queue frees room under its limit: claim again at once.
     const onRecorded = (queue: string) => {
       if (this.claims.isLimited(queue)) this.wakeUp.wake()
     }
-    this.outcomes = new OutcomeWriter({ completer: this.completer, workerId: this.id, log, leases: this.leases, onRetryScheduled, onRecorded })
+    this.outcomes = new OutcomeWriter({ completer: this.completer, workerId: this.id, log, leases: this.leases, onRetryScheduled, onRecorded, events })
     const { handlers, outputStore } = o
     const placements = sandboxPlacements(handlers, { mode: o.sandbox, memoryLimitMb: o.sandboxMemoryMb }, log)
     if (placements.size > 0) {
@@ -119,6 +122,12 @@ export class Worker {
     return this.o.handlers.types()
   }
 
+  /** What the worker holds now (for metrics): runs in slots, runs claimed and waiting for one, sandboxes alive and idle. */
+  get holding(): { running: number; buffered: number; sandboxes: number; idleSandboxes: number } {
+    const sandboxes = this.sandboxes
+    return { running: this.queue.running, buffered: this.queue.waiting, sandboxes: sandboxes?.size ?? 0, idleSandboxes: sandboxes?.idleSize ?? 0 }
+  }
+
   async start(): Promise<void> {
     if (this.started) throw new Error('worker already started')
     this.started = true
@@ -142,9 +151,11 @@ export class Worker {
     }
     const sentAtMs = performance.now()
     const claimNo = this.queue.claimSent()
+    // Traceparents are read, and runs traced, only while an OpenTelemetry SDK is registered.
+    const traced = tracingOn()
     let claimed: ClaimedExecution[] = []
     try {
-      const result = await this.claims.claim(room)
+      const result = await this.claims.claim(room, traced)
       claimed = result.claimed
       // A queue at its concurrency limit: no wake-up announces another worker's run ending.
       if (result.full) this.wakeUp.wakeIn(LIMITED_QUEUE_RECLAIM_MS)
@@ -155,11 +166,12 @@ export class Worker {
     if (claimed.length > 0) {
       this.log.debug({ count: claimed.length, room }, 'claimed executions')
       const runs = claimed.map((c) => createRun(c, sentAtMs + this.o.leaseMs))
+      if (traced) startRunSpans(runs, this.id, sentAtMs, performance.now())
       for (const run of runs) this.leases.hold(run)
       this.queue.add(runs)
       this.startWaiting()
     }
-    this.events?.claimed?.(claimed.length, this.queue.waiting)
+    this.events?.claimed?.(claimed.length, this.queue.waiting, claimed)
     return claimed.length
   }
 
@@ -230,6 +242,8 @@ export class Worker {
     if (endsLease(reason)) {
       run.state = 'lost'
       this.leases.release(run)
+      if (reason instanceof LeaseLostError) this.events?.leaseLost?.(run.claimed)
+      endRunSpan(run, reason instanceof LeaseLostError ? 'lease lost' : 'cancelled', reason)
     }
     if (buffered) {
       this.queue.remove(run)
@@ -265,6 +279,7 @@ export class Worker {
     for (const run of unfinished) this.abort(run, new ShutdownError('worker shutting down'))
     if (unfinished.length > 0) {
       const released = await this.leases.handBack(unfinished)
+      for (const run of unfinished) endRunSpan(run, 'handed back')
       this.log.info({ count: released }, 'handed back unfinished executions')
     }
     // Outcomes of handlers that returned as the grace period ended, after the first drain.

@@ -28,6 +28,7 @@ function claimed(overrides: Partial<ClaimedExecution> = {}): ClaimedExecution {
     timeoutMs: 60_000,
     scheduledForMs: 0,
     runAtMs: 0,
+    startedAtMs: 0,
     payload: { n: 1 },
     ...overrides,
   }

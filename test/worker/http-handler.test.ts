@@ -176,7 +176,9 @@ describe('http handler address policy', () => {
       ['on', true],
       ['off', false],
     ] as const) {
-      const config = loadConfig({ DATABASE_URL: t.url, SCHEDULER_HTTP_HANDLER: setting }) as Parameters<typeof createWorkerSystem>[0]['config']
+      const config = loadConfig({ DATABASE_URL: t.url, SCHEDULER_HTTP_HANDLER: setting, SCHEDULER_WORKER_METRICS_PORT: 'off' }) as Parameters<
+        typeof createWorkerSystem
+      >[0]['config']
       const system = createWorkerSystem({ config, log: t.log, handlers: [] })
       expect(system.worker.types.includes('http'), setting).toBe(served)
       await system.stop()

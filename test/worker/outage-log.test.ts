@@ -48,6 +48,7 @@ describe('a database outage in the worker log', () => {
       SCHEDULER_REAPER_INTERVAL_MS: '100',
       SCHEDULER_DISPATCHER_INTERVAL_MS: '100',
       SCHEDULER_PRUNE_INTERVAL_MS: '1000',
+      SCHEDULER_WORKER_METRICS_PORT: 'off',
     }) as Parameters<typeof createWorkerSystem>[0]['config']
     const ran: string[] = []
     const system = createWorkerSystem({ config, log, handlers: [defineHandler('outage.job', async (ctx) => void ran.push(ctx.jobId))] })

@@ -58,6 +58,8 @@ export function useWorkerProcesses(t: TestDb) {
         LEDGER_DATABASE_URL: t.url,
         LOG_LEVEL: 'info',
         SCHEDULER_OUTPUT_DIR: '/tmp/pgsched-test-output',
+        // Several workers per test: each would want the same metrics port.
+        SCHEDULER_WORKER_METRICS_PORT: 'off',
         ...options.env,
       },
       stdio: ['ignore', 'pipe', 'pipe'],

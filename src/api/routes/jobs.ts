@@ -6,7 +6,9 @@
  * transaction).
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { ROOT_CONTEXT, trace, type Context } from '@opentelemetry/api'
 import { ValidationError } from '../../errors.ts'
+import { parseTraceparent, tracingOn } from '../../lib/tracing.ts'
 import type { SubmitJobInput } from '../../core/job.ts'
 import { IdParams, PageQuery } from '../schemas/common.ts'
 import { CommonErrors, ErrorRef, ErrorResponses, documented } from '../schemas/error.ts'
@@ -16,6 +18,17 @@ import type { RouteDeps } from './deps.ts'
 
 const security = [{ apiKey: [] }]
 const LOCATION = { Location: { type: 'string', format: 'uri-reference', description: 'The job: /v1/jobs/{id}.' } } as const
+
+/**
+ * The submit span's parent: the active span (HTTP instrumentation's), or else the caller's W3C
+ * `traceparent` header, so a caller's trace continues through the submit to its runs. Nothing is
+ * parsed while no OpenTelemetry SDK is registered.
+ */
+function submitTraceOptions(header: string | string[] | undefined): { traceContext?: Context } | undefined {
+  if (typeof header !== 'string' || !tracingOn() || trace.getActiveSpan()) return undefined
+  const remote = parseTraceparent(header)
+  return remote && { traceContext: trace.setSpanContext(ROOT_CONTEXT, remote) }
+}
 
 /** Registers the /jobs routes (mounted under /v1 behind authentication). */
 export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps) => {
@@ -55,7 +68,9 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
       const input: SubmitJobInput = { ...request.body }
       const key = bodyKey ?? headerKey
       if (key !== undefined) input.idempotencyKey = key
-      const { job, created } = await deps.clientFor(request).submitJob(input)
+      const { job, created } = await deps.clientFor(request).submitJob(input, submitTraceOptions(request.headers.traceparent))
+      // Fastify's clock of the request, from its arrival: the job is committed by now.
+      deps.metrics.submitDurable(job.queue, reply.elapsedTime)
       if (created) deps.metrics.jobSubmitted(job.queue)
       return reply
         .code(created ? 202 : 200)

@@ -23,6 +23,7 @@ interface WorkerFlags {
   shutdownGraceMs?: string
   sandbox?: string
   sandboxMemoryMb?: string
+  metricsPort?: string
 }
 
 export function registerWorker(program: Command): void {
@@ -42,6 +43,10 @@ export function registerWorker(program: Command): void {
       "run every handler from --handlers in-process (none), in a worker thread or in a child process (env SCHEDULER_SANDBOX; default: each handler's own)",
     )
     .option('--sandbox-memory-mb <mb>', 'JavaScript heap limit of a sandbox, for handlers that set none (env SCHEDULER_SANDBOX_MEMORY_MB)')
+    .option(
+      '--metrics-port <port>',
+      'port serving Prometheus /metrics; "off" or 0: none; one per process, so several workers on a host need distinct ports (env SCHEDULER_WORKER_METRICS_PORT, default 9464)',
+    )
     .action(async (flags: WorkerFlags) => {
       const config = loadConfig(process.env, {
         'worker.handlers': flags.handlers,
@@ -54,6 +59,7 @@ export function registerWorker(program: Command): void {
         'worker.shutdownGraceMs': flags.shutdownGraceMs,
         'worker.sandbox': flags.sandbox,
         'worker.sandboxMemoryMb': flags.sandboxMemoryMb,
+        'worker.metricsPort': flags.metricsPort,
       })
       const databaseUrl = config.databaseUrl
       if (!databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')

@@ -26,6 +26,8 @@ export interface ExecutionClaimBatchParams {
    * take turns between tenants (migrations/0016).
    */
   limited?: { capacity: number | null; keyLimit: number | null; fair?: boolean; fairOfferScale?: number }
+  /** Also return each job's traceparent (only asked for while a tracer records: it costs a second probe of jobs per row). */
+  withTraceparent?: boolean
 }
 
 export interface ClaimedExecution {
@@ -41,6 +43,13 @@ export interface ClaimedExecution {
   scheduledForMs: number
   /** When it became due (epoch ms; the claim takes due executions by priority, then this). */
   runAtMs: number
+  /**
+   * When the claim took it (epoch ms): the started_at the claim wrote, read back from the row, so
+   * `startedAtMs - runAtMs` is the database's own schedule lag for this attempt.
+   */
+  startedAtMs: number
+  /** The W3C traceparent of the submit, when the claim asked for it (withTraceparent) and the job has one. */
+  traceparent?: string | null
   payload: unknown
   /** A rate-limited queue's execution: start the handler this many ms after the claim returns (its slot). */
   startDelayMs?: number
@@ -197,7 +206,9 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
     returning e.id, e.job_id as "jobId", e.type, e.queue, e.priority, e.attempt, e.max_attempts as "maxAttempts",
               e.timeout_ms as "timeoutMs", (extract(epoch from e.scheduled_for) * 1000)::float8 as "scheduledForMs",
               (extract(epoch from e.run_at) * 1000)::float8 as "runAtMs",
+              (extract(epoch from e.started_at) * 1000)::float8 as "startedAtMs",
               (select j.payload from pgsched.jobs j where j.id = e.job_id) as payload
+              ${params.withTraceparent ? sql`, (select j.traceparent from pgsched.jobs j where j.id = e.job_id) as traceparent` : sql``}
               ${fair ? sql`, exists (select 1 from ranked where sentinel) and (select count(*) from due) < ${limit} as "cut"` : sql``}
   `
 }

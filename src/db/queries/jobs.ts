@@ -16,7 +16,7 @@ type Executor = Kysely<DB>
 export interface JobInsertManyParams {
   tenant: string
   createdBy: string | null
-  jobs: ReadonlyArray<NormalizedSubmit & { id: string; executionId: string }>
+  jobs: ReadonlyArray<NormalizedSubmit & { id: string; executionId: string; traceparent?: string | null }>
 }
 
 export interface JobInsertOutcome {
@@ -55,6 +55,16 @@ function jobArrays(j: JobInsertManyParams['jobs']) {
 }
 
 /**
+ * The traceparent column of an insert (migration 0023): only when a submit of the batch was traced,
+ * so an untraced insert sends no extra parameter. `array`: the unnest argument; `alias`: its name
+ * at the end of the unnest's column list; `column`: its place in the jobs column and select lists.
+ */
+function traceparentColumn(j: JobInsertManyParams['jobs']) {
+  if (!j.some((x) => x.traceparent)) return { array: sql``, alias: sql``, column: sql`` }
+  return { array: sql`, ${j.map((x) => x.traceparent ?? null)}::text[]`, alias: sql`, traceparent`, column: sql`, traceparent` }
+}
+
+/**
  * Inserts jobs with their execution (run now / at) or trigger (cron / interval)
  * in one statement. A job whose idempotency key is already taken is not
  * inserted; its outcome names the existing job. Atomic on its own; runs inside
@@ -64,6 +74,7 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
   const j = params.jobs
   if (j.every((x) => x.idempotencyKey === null && (x.kind === 'now' || x.kind === 'at'))) return jobInsertPlain(db, params)
   const col = <T>(f: (x: (typeof j)[number]) => T): T[] => j.map(f)
+  const tp = traceparentColumn(j)
   const result = await sql<{
     id: string
     created: boolean
@@ -78,10 +89,10 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
           ${col((x) => x.kind)}::text[], ${col((x) => x.runAt)}::timestamptz[], ${col((x) => x.cron)}::text[],
           ${col((x) => x.timezone)}::text[], ${col((x) => x.intervalMs)}::bigint[], ${col((x) => x.startAt)}::timestamptz[],
           ${col((x) => x.endAt)}::timestamptz[], ${col((x) => x.firstFireAt)}::timestamptz[], ${col((x) => x.misfirePolicy)}::text[],
-          ${col((x) => x.misfireMaxRuns)}::int[], ${col((x) => x.overlapPolicy)}::text[]
+          ${col((x) => x.misfireMaxRuns)}::int[], ${col((x) => x.overlapPolicy)}::text[]${tp.array}
         ) with ordinality as i(id, execution_id, type, queue, priority, payload, max_attempts, timeout_ms, backoff_base_ms,
                                backoff_max_ms, concurrency_key, start_deadline_ms, idempotency_key, request_hash, kind, run_at, cron, timezone, interval_ms,
-                               start_at, end_at, first_fire_at, misfire_policy, misfire_max_runs, overlap_policy, ord)
+                               start_at, end_at, first_fire_at, misfire_policy, misfire_max_runs, overlap_policy${tp.alias}, ord)
     ),
     keyed as (
       insert into pgsched.job_idempotency_keys (tenant, idempotency_key, job_id, request_hash)
@@ -96,9 +107,9 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
     ),
     new_jobs as (
       insert into pgsched.jobs (id, tenant, type, queue, priority, payload, max_attempts, backoff_base_ms, backoff_max_ms,
-                                timeout_ms, idempotency_key, concurrency_key, start_deadline_ms, created_by)
+                                timeout_ms, idempotency_key, concurrency_key, start_deadline_ms, created_by${tp.column})
       select id, ${params.tenant}::text, type, queue, priority, payload::jsonb, max_attempts, backoff_base_ms, backoff_max_ms,
-             timeout_ms, idempotency_key, concurrency_key, start_deadline_ms, ${params.createdBy}::text
+             timeout_ms, idempotency_key, concurrency_key, start_deadline_ms, ${params.createdBy}::text${tp.column}
         from accepted
       returning id
     ),
@@ -145,19 +156,20 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
  */
 async function jobInsertPlain(db: Executor, params: JobInsertManyParams): Promise<{ outcomes: JobInsertOutcome[]; now: Date }> {
   const j = params.jobs
+  const tp = traceparentColumn(j)
   const result = await sql<{ now: Date }>`${sql.raw(PREPARE)}
     with input as (
       select *
         from unnest(
-          ${jobArrays(j)}, ${j.map((x) => x.runAt)}::timestamptz[]
+          ${jobArrays(j)}, ${j.map((x) => x.runAt)}::timestamptz[]${tp.array}
         ) as i(id, execution_id, type, queue, priority, payload, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms,
-               concurrency_key, start_deadline_ms, run_at)
+               concurrency_key, start_deadline_ms, run_at${tp.alias})
     ),
     new_jobs as (
       insert into pgsched.jobs (id, tenant, type, queue, priority, payload, max_attempts, backoff_base_ms, backoff_max_ms,
-                                timeout_ms, concurrency_key, start_deadline_ms, created_by)
+                                timeout_ms, concurrency_key, start_deadline_ms, created_by${tp.column})
       select id, ${params.tenant}::text, type, queue, priority, payload::jsonb, max_attempts, backoff_base_ms, backoff_max_ms,
-             timeout_ms, concurrency_key, start_deadline_ms, ${params.createdBy}::text
+             timeout_ms, concurrency_key, start_deadline_ms, ${params.createdBy}::text${tp.column}
         from input
     ),
     new_executions as (

@@ -82,10 +82,13 @@ const startDeadlineError = executionErrorSql({
 /**
  * Ends up to `limit` pending executions whose first attempt missed its start deadline before `now`
  * (the database clock when null): failed at attempt 0 with a StartDeadlineError, which makes the
- * job's status EXPIRED. Returns how many.
+ * job's status EXPIRED. Returns how many, by queue and type.
  */
-export async function executionExpireLate(db: Kysely<DB>, params: { limit: number; now?: Date | null }): Promise<number> {
-  const { rows } = await sql<{ n: number }>`${sql.raw(PREPARE)}
+export async function executionExpireLate(
+  db: Kysely<DB>,
+  params: { limit: number; now?: Date | null },
+): Promise<Array<{ queue: string; type: string; n: number }>> {
+  const { rows } = await sql<{ queue: string; type: string; n: number }>`${sql.raw(PREPARE)}
     with late as (
       select id, job_id
         from pgsched.executions
@@ -101,8 +104,8 @@ export async function executionExpireLate(db: Kysely<DB>, params: { limit: numbe
         from late x
         join pgsched.jobs j on j.id = x.job_id
        where e.id = x.id and e.job_id = x.job_id
-      returning e.id
+      returning e.queue, e.type
     )
-    select count(*)::int as n from expired`.execute(db)
-  return rows[0]?.n ?? 0
+    select queue, type, count(*)::int as n from expired group by queue, type`.execute(db)
+  return rows
 }

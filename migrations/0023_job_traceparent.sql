@@ -1,0 +1,7 @@
+-- Traces: a job submitted while an OpenTelemetry SDK records a span keeps that span's W3C
+-- traceparent, so each run (a span of the worker's) joins the submit's trace and links to it.
+-- Null when nothing traced the submit (no SDK registered, or a submit through pgsched.submit_job).
+
+alter table pgsched.jobs add column traceparent text;
+alter table pgsched.jobs add constraint jobs_traceparent_check check (traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$');
+comment on column pgsched.jobs.traceparent is 'W3C traceparent (version 00) of the span that submitted the job; its runs are traced as its children (null: not traced).';

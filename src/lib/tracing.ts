@@ -1,0 +1,107 @@
+/**
+ * OpenTelemetry through @opentelemetry/api only: pgsched never registers an SDK. With none
+ * registered every tracer is a no-op, and the code that traces asks `tracingOn()` (or a span's
+ * isRecording()) before it builds attributes, reads a traceparent or stores one, so tracing costs
+ * nothing then. The W3C traceparent is formatted and parsed here (version 00) rather than through
+ * the global propagator, which is a no-op until an SDK sets one.
+ * Callers: the client's submit (a PRODUCER span), the API's submit route, the worker's run spans.
+ */
+import {
+  context,
+  ProxyTracerProvider,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  TraceFlags,
+  type Attributes,
+  type Context,
+  type SpanContext,
+  type Tracer,
+} from '@opentelemetry/api'
+
+/** The instrumentation scope of every pgsched span. */
+export const TRACER_NAME = 'pgsched'
+
+/** messaging.system of every pgsched span (the OpenTelemetry messaging semantic conventions). */
+export const MESSAGING_SYSTEM = 'pgsched'
+
+/**
+ * pgsched's tracer from the provider registered now (a tracer kept from before `trace.disable()`
+ * would stay a no-op). Ask only once tracingOn(): without an SDK each call makes a proxy.
+ */
+export function tracer(): Tracer {
+  return trace.getTracer(TRACER_NAME)
+}
+
+/**
+ * True when an SDK registered a tracer provider. Without one, callers skip spans altogether (a
+ * no-op span would cost little, but what they would compute for it — a traceparent, attributes — is
+ * skipped too). A provider set through `trace.setGlobalTracerProvider` counts at once.
+ */
+export function tracingOn(): boolean {
+  const provider = trace.getTracerProvider()
+  return !(provider instanceof ProxyTracerProvider) || provider.getDelegateTracer(TRACER_NAME) !== undefined
+}
+
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/
+
+/** The W3C traceparent header value (version 00) of a span context. */
+export function traceparentOf(ctx: SpanContext): string {
+  return `00-${ctx.traceId}-${ctx.spanId}-${(ctx.traceFlags & 0xff).toString(16).padStart(2, '0')}`
+}
+
+/** The remote span context a traceparent names; undefined if it is not a valid version-00 traceparent. */
+export function parseTraceparent(value: string | null | undefined): SpanContext | undefined {
+  if (!value) return undefined
+  const m = TRACEPARENT.exec(value)
+  if (!m) return undefined
+  const [, traceId, spanId, flags] = m as unknown as [string, string, string, string]
+  if (/^0+$/.test(traceId) || /^0+$/.test(spanId)) return undefined
+  return { traceId, spanId, traceFlags: Number.parseInt(flags, 16) & TraceFlags.SAMPLED, isRemote: true }
+}
+
+/** The messaging attributes every pgsched span carries: system, queue, operation. */
+export function messagingAttributes(queue: string, operationType: 'send' | 'receive' | 'process' | 'settle', operationName: string): Attributes {
+  return {
+    'messaging.system': MESSAGING_SYSTEM,
+    'messaging.destination.name': queue,
+    'messaging.operation.type': operationType,
+    'messaging.operation.name': operationName,
+  }
+}
+
+/**
+ * Runs a submit of `count` jobs to `queue` in a PRODUCER span ("send {queue}", a child of `parent`,
+ * default the active context) and hands `submit` the span's traceparent to store with the jobs.
+ * With no SDK, or a span not sampled, `submit` gets null and no span is built. The span ends when
+ * the insert has committed or failed; `messageId` names the job of a single submit.
+ */
+export async function tracedSubmit<T>(
+  queue: string,
+  count: number,
+  parent: Context | undefined,
+  submit: (traceparent: string | null) => Promise<T>,
+  messageId?: (result: T) => string,
+): Promise<T> {
+  if (!tracingOn()) return submit(null)
+  const span = tracer().startSpan(`send ${queue}`, { kind: SpanKind.PRODUCER }, parent ?? context.active())
+  if (!span.isRecording()) {
+    span.end()
+    return submit(null)
+  }
+  span.setAttributes(messagingAttributes(queue, 'send', 'submit'))
+  if (count !== 1) span.setAttribute('messaging.batch.message_count', count)
+  try {
+    const result = await submit(traceparentOf(span.spanContext()))
+    if (messageId) span.setAttribute('messaging.message.id', messageId(result))
+    return result
+  } catch (err: unknown) {
+    const error = err instanceof Error ? err : new Error(String(err))
+    span.recordException(error)
+    span.setStatus({ code: SpanStatusCode.ERROR, message: error.message })
+    span.setAttribute('error.type', error.name)
+    throw err
+  } finally {
+    span.end()
+  }
+}

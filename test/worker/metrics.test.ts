@@ -1,0 +1,172 @@
+import { createServer } from 'node:net'
+import type { AddressInfo } from 'node:net'
+import { sql } from 'kysely'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { loadConfig } from '../../src/config.ts'
+import { FatalError } from '../../src/errors.ts'
+import { createWorkerSystem, type WorkerSystem } from '../../src/system.ts'
+import { defineHandler } from '../../src/worker/handlers.ts'
+import { SCHEDULE_LAG_BUCKETS_S } from '../../src/worker/metrics.ts'
+import { useTestDb } from '../db.ts'
+import { scrape } from '../prometheus-text.ts'
+import { waitFor } from '../wait-for.ts'
+
+const t = useTestDb()
+
+/** A port free a moment ago (the OS picks it). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+const systems: WorkerSystem[] = []
+afterEach(async () => {
+  await Promise.all(systems.splice(0).map((s) => s.stop()))
+})
+
+async function startSystem(env: Record<string, string>): Promise<WorkerSystem> {
+  const config = loadConfig({
+    DATABASE_URL: t.url,
+    SCHEDULER_QUEUES: 'default,reports',
+    SCHEDULER_WORKER_CONCURRENCY: '8',
+    SCHEDULER_HEARTBEAT_MS: '200',
+    SCHEDULER_LEASE_MS: '30000',
+    SCHEDULER_REAPER_INTERVAL_MS: '100',
+    SCHEDULER_WORKER_METRICS_HOST: '127.0.0.1',
+    ...env,
+  }) as Parameters<typeof createWorkerSystem>[0]['config']
+  const handlers = [
+    defineHandler<{ fail?: boolean }>('metrics.job', async (ctx) => {
+      await new Promise((r) => setTimeout(r, 5))
+      if (ctx.payload.fail) throw new FatalError('asked to fail')
+      return { ok: true }
+    }),
+  ]
+  const system = createWorkerSystem({ config, log: t.log, handlers })
+  systems.push(system)
+  await system.start()
+  return system
+}
+
+describe('worker metrics', () => {
+  it("serves a busy worker's /metrics, with a schedule-lag count equal to the executions started and lags equal to the database's started_at − run_at", async () => {
+    const client = createClient({ db: t.db, tenant: 'acme' })
+    const nowMs = Date.now()
+    // Due at different times in the past, so the lags spread over several buckets.
+    const jobs = Array.from({ length: 400 }, (_, i) => ({
+      type: 'metrics.job',
+      queue: i % 4 === 0 ? 'reports' : 'default',
+      payload: { fail: i % 10 === 0 },
+      maxAttempts: 1,
+      schedule: { at: new Date(nowMs - (i % 7) * 1_300 - (i % 3) * 40).toISOString() },
+    }))
+    // Not claimed (its start deadline passed long ago): the reaper expires it.
+    jobs.push({ type: 'metrics.job', queue: 'default', payload: { fail: false }, maxAttempts: 1, schedule: { at: new Date(nowMs - 3_600_000).toISOString() } })
+    await client.submitJobs(jobs.slice(0, -1))
+    await client.submitJob({ ...(jobs.at(-1) as (typeof jobs)[number]), startDeadlineMs: 1_000 })
+
+    const port = await freePort()
+    const system = await startSystem({ SCHEDULER_WORKER_METRICS_PORT: String(port) })
+    expect(system.metricsPort()).toBe(port)
+
+    // While it works: a real scrape of the port.
+    const busy = await waitFor(
+      async () => {
+        const s = await scrape(port)
+        return s.sum('pgsched_worker_executions_started_total') > 0 && s.sum('pgsched_worker_executions_started_total') < 400 ? s : undefined
+      },
+      { what: 'a scrape while the worker runs jobs', intervalMs: 5 },
+    )
+    expect(busy.contentType).toContain('text/plain')
+    expect(busy.types.get('pgsched_worker_schedule_lag_seconds')).toBe('histogram')
+
+    const finished = async () => {
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.executions where state in ('succeeded', 'failed')`.execute(t.db)
+      return rows[0]?.n === 401
+    }
+    await waitFor(finished, { timeoutMs: 60_000, what: 'every execution to finish or expire' })
+    const s = await waitFor(
+      async () => {
+        const m = await scrape(port)
+        return m.sum('pgsched_worker_executions_succeeded_total') + m.sum('pgsched_worker_executions_failed_total') === 400 &&
+          m.sum('pgsched_worker_executions_expired_total') === 1
+          ? m
+          : undefined
+      },
+      { what: 'the outcomes counted' },
+    )
+
+    // The database's own lag of each attempt that started (each ran once: maxAttempts 1).
+    const { rows } = await sql<{ queue: string; lag_s: string }>`
+      select queue, extract(epoch from started_at - run_at)::text as lag_s
+        from pgsched.executions where started_at is not null`.execute(t.db)
+    expect(rows).toHaveLength(400)
+    const started = s.sum('pgsched_worker_executions_started_total')
+    expect(started).toBe(400)
+    expect(s.sum('pgsched_worker_executions_claimed_total')).toBe(400)
+    expect(s.sum('pgsched_worker_schedule_lag_seconds_count')).toBe(started)
+    for (const queue of ['default', 'reports']) {
+      const lags = rows.filter((r) => r.queue === queue).map((r) => Number(r.lag_s))
+      expect(s.sum('pgsched_worker_schedule_lag_seconds_count', { queue })).toBe(lags.length)
+      // The sum of the lags recorded equals the database's within a millisecond in all (each value
+      // is the same started_at − run_at, read as epoch milliseconds: off by under a microsecond).
+      const dbSum = lags.reduce((a, b) => a + b, 0)
+      expect(Math.abs(s.sum('pgsched_worker_schedule_lag_seconds_sum', { queue }) - dbSum)).toBeLessThan(0.001)
+      // Every bucket holds exactly the executions whose database lag is at most its bound (a lag
+      // within a microsecond of a bound may fall either side).
+      for (const le of SCHEDULE_LAG_BUCKETS_S) {
+        const bucket = s.sum('pgsched_worker_schedule_lag_seconds_bucket', { queue, le: String(le) })
+        expect(bucket).toBeGreaterThanOrEqual(lags.filter((l) => l <= le - 1e-6).length)
+        expect(bucket).toBeLessThanOrEqual(lags.filter((l) => l <= le + 1e-6).length)
+      }
+    }
+    // The lags spread: some under a second, some over five.
+    expect(s.sum('pgsched_worker_schedule_lag_seconds_bucket', { le: '1' })).toBeGreaterThan(0)
+    expect(s.sum('pgsched_worker_schedule_lag_seconds_bucket', { le: '5' })).toBeLessThan(400)
+
+    expect(s.sum('pgsched_worker_executions_failed_total', { queue: 'default', type: 'metrics.job' })).toBe(20)
+    expect(s.sum('pgsched_worker_executions_failed_total', { queue: 'reports', type: 'metrics.job' })).toBe(20)
+    expect(s.sum('pgsched_worker_executions_succeeded_total', { queue: 'reports', type: 'metrics.job' })).toBe(80)
+    expect(s.sum('pgsched_worker_executions_expired_total', { queue: 'default', type: 'metrics.job' })).toBe(1)
+    expect(s.sum('pgsched_worker_executions_retried_total')).toBe(0)
+    expect(s.sum('pgsched_worker_leases_lost_total')).toBe(0)
+    expect(s.sum('pgsched_worker_run_duration_seconds_count')).toBe(400)
+    expect(s.sum('pgsched_worker_run_duration_seconds_sum')).toBeGreaterThanOrEqual(400 * 0.004)
+    expect(s.sum('pgsched_worker_executions_running')).toBe(0)
+    expect(s.sum('pgsched_worker_executions_buffered')).toBe(0)
+    expect(s.sum('pgsched_worker_db_pool_connections', { pool: 'worker' })).toBeGreaterThan(0)
+    expect(s.samples.some((x) => x.name === 'pgsched_worker_db_pool_waiting' && x.labels.pool === 'maintenance')).toBe(true)
+    expect(s.samples.some((x) => x.name === 'pgsched_worker_db_pool_idle')).toBe(true)
+    expect(s.sum('pgsched_worker_sandboxes')).toBe(0)
+    await waitFor(async () => (await scrape(port)).sum('pgsched_worker_heartbeat_duration_seconds_count') > 0, { what: 'a heartbeat counted' })
+    // prom-client's process metrics come along.
+    expect(s.types.has('process_cpu_seconds_total')).toBe(true)
+  })
+
+  it('opens no port when SCHEDULER_WORKER_METRICS_PORT is off, and serves nothing but GET /metrics', async () => {
+    const off = await startSystem({ SCHEDULER_WORKER_METRICS_PORT: 'off' })
+    expect(off.metrics).toBeUndefined()
+    expect(off.metricsPort()).toBeUndefined()
+    const port = await freePort()
+    await startSystem({ SCHEDULER_WORKER_METRICS_PORT: String(port) })
+    await expect(scrape(port, '/other')).rejects.toThrow(/404/)
+  })
+
+  it('runs on without metrics when its port is taken, logging why', async () => {
+    const port = await freePort()
+    const first = await startSystem({ SCHEDULER_WORKER_METRICS_PORT: String(port) })
+    const second = await startSystem({ SCHEDULER_WORKER_METRICS_PORT: String(port) })
+    expect(first.metricsPort()).toBe(port)
+    expect(second.metricsPort()).toBeUndefined()
+    const client = createClient({ db: t.db, tenant: 'acme' })
+    const { job } = await client.submitJob({ type: 'metrics.job' })
+    await waitFor(async () => (await client.viewJob(job.id)).status === 'COMPLETED', { what: 'the job to run' })
+  })
+})

@@ -1,0 +1,117 @@
+import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api'
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base'
+import { sql } from 'kysely'
+import { afterAll, beforeEach, describe, expect, it } from 'vitest'
+import { FatalError } from '../../src/errors.ts'
+import { defineHandler } from '../../src/worker/handlers.ts'
+import { useTestApi } from '../api/helpers.ts'
+import { useTestDb } from '../db.ts'
+import { waitFor } from '../wait-for.ts'
+import { useWorkers } from './harness.ts'
+
+const t = useTestDb()
+const api = useTestApi(t)
+const startWorker = useWorkers(t)
+const exporter = new InMemorySpanExporter()
+const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] })
+
+beforeEach(() => {
+  trace.disable()
+  exporter.reset()
+})
+afterAll(() => trace.disable())
+
+const handlers = [
+  defineHandler<{ fail?: boolean }>('trace.job', async (ctx) => {
+    if (ctx.payload.fail) throw new FatalError('asked to fail')
+    return { ok: true }
+  }),
+]
+
+async function traceparentOf(jobId: string): Promise<string | null> {
+  const { rows } = await sql<{ traceparent: string | null }>`select traceparent from pgsched.jobs where id = ${jobId}::uuid`.execute(t.db)
+  return rows[0]?.traceparent ?? null
+}
+
+const named = (spans: ReadableSpan[], name: string) => spans.filter((s) => s.name === name)
+
+describe('traces', () => {
+  it('puts a REST submit and its run in one trace: the run span is a child of the submit span and linked to it', async () => {
+    trace.setGlobalTracerProvider(provider)
+    const key = await api.keyFor('acme')
+    const res = await api.call(key, 'POST', '/v1/jobs', { type: 'trace.job', queue: 'default' })
+    expect(res.statusCode).toBe(202)
+    const jobId = (res.json() as { id: string }).id
+    await startWorker(handlers)
+    await waitFor(() => named(exporter.getFinishedSpans(), 'process default').length === 1, { what: 'the run span to end' })
+    const spans = exporter.getFinishedSpans()
+
+    const [submit] = named(spans, 'send default')
+    const [run] = named(spans, 'process default')
+    expect(submit?.kind).toBe(SpanKind.PRODUCER)
+    expect(run?.kind).toBe(SpanKind.CONSUMER)
+    const submitCtx = submit?.spanContext()
+    expect(run?.spanContext().traceId).toBe(submitCtx?.traceId)
+    expect(run?.parentSpanContext?.spanId).toBe(submitCtx?.spanId)
+    expect(run?.links.map((l) => l.context.spanId)).toEqual([submitCtx?.spanId])
+    expect(await traceparentOf(jobId)).toBe(`00-${submitCtx?.traceId}-${submitCtx?.spanId}-01`)
+
+    expect(submit?.attributes).toMatchObject({
+      'messaging.system': 'pgsched',
+      'messaging.destination.name': 'default',
+      'messaging.operation.type': 'send',
+      'messaging.message.id': jobId,
+    })
+    expect(run?.attributes).toMatchObject({
+      'messaging.system': 'pgsched',
+      'messaging.destination.name': 'default',
+      'messaging.operation.type': 'process',
+      'messaging.message.id': jobId,
+      'pgsched.job.type': 'trace.job',
+      'pgsched.execution.attempt': 1,
+      'pgsched.outcome': 'succeeded',
+    })
+    // The claim and the outcome write, children of the run.
+    for (const [name, type] of [
+      ['receive default', 'receive'],
+      ['settle default', 'settle'],
+    ] as const) {
+      const [child] = named(spans, name)
+      expect(child?.kind).toBe(SpanKind.CLIENT)
+      expect(child?.parentSpanContext?.spanId).toBe(run?.spanContext().spanId)
+      expect(child?.spanContext().traceId).toBe(submitCtx?.traceId)
+      expect(child?.attributes['messaging.operation.type']).toBe(type)
+    }
+  })
+
+  it("continues a REST caller's trace from its traceparent header, and marks a failed run as an error", async () => {
+    trace.setGlobalTracerProvider(provider)
+    const key = await api.keyFor('acme')
+    const caller = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'
+    const res = await api.call(key, 'POST', '/v1/jobs', { type: 'trace.job', payload: { fail: true } }, { traceparent: caller })
+    expect(res.statusCode).toBe(202)
+    await startWorker(handlers)
+    await waitFor(() => named(exporter.getFinishedSpans(), 'process default').length === 1, { what: 'the run span to end' })
+    const spans = exporter.getFinishedSpans()
+    const [submit] = named(spans, 'send default')
+    const [run] = named(spans, 'process default')
+    expect(submit?.spanContext().traceId).toBe('0af7651916cd43dd8448eb211c80319c')
+    expect(submit?.parentSpanContext?.spanId).toBe('b7ad6b7169203331')
+    expect(run?.spanContext().traceId).toBe('0af7651916cd43dd8448eb211c80319c')
+    expect(run?.status.code).toBe(SpanStatusCode.ERROR)
+    expect(run?.attributes['pgsched.outcome']).toBe('failed')
+  })
+
+  it('stores no traceparent and makes no span while no SDK is registered', async () => {
+    const key = await api.keyFor('acme')
+    const res = await api.call(key, 'POST', '/v1/jobs', { type: 'trace.job' })
+    const jobId = (res.json() as { id: string }).id
+    await startWorker(handlers)
+    await waitFor(async () => {
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.executions where state = 'succeeded'`.execute(t.db)
+      return rows[0]?.n === 1
+    })
+    expect(await traceparentOf(jobId)).toBeNull()
+    expect(exporter.getFinishedSpans()).toEqual([])
+  })
+})
