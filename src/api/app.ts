@@ -31,6 +31,10 @@ import { healthRoutes } from './routes/health.ts'
 import { jobRoutes } from './routes/jobs.ts'
 import { queueRoutes } from './routes/queues.ts'
 import { tenantRoutes } from './routes/tenants.ts'
+import { eventRoutes } from './routes/events.ts'
+import { webhookRoutes } from './routes/webhooks.ts'
+import { EventSchema } from './schemas/event.ts'
+import { WebhookSchema } from './schemas/webhook.ts'
 import { QueueSchema } from './schemas/queue.ts'
 import { TenantSchema } from './schemas/tenant.ts'
 import type { RouteDeps } from './routes/deps.ts'
@@ -53,6 +57,8 @@ export interface AppDeps {
   queueDepthCacheMs?: number
   /** For /readyz; default: the package's migrations/ folder. */
   migrationsDir?: string
+  /** Event retention (SCHEDULER_EVENTS_RETENTION_MS): how long a stream's events are captured after it leaves. */
+  eventsRetentionMs?: number
 }
 
 /** A client-supplied X-Request-Id is kept when it is short and plain; otherwise a UUID is made. */
@@ -123,6 +129,8 @@ export function buildApp(deps: AppDeps) {
   app.addSchema(JobSchema)
   app.addSchema(QueueSchema)
   app.addSchema(TenantSchema)
+  app.addSchema(EventSchema)
+  app.addSchema(WebhookSchema)
   void app.register(swagger, {
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
@@ -141,6 +149,8 @@ export function buildApp(deps: AppDeps) {
         { name: 'executions', description: 'Runs of jobs' },
         { name: 'queues', description: 'Queue settings and figures (operator keys only)' },
         { name: 'tenants', description: 'Tenant weights and admission quotas (operator keys only)' },
+        { name: 'events', description: 'Job and execution events as Server-Sent Events' },
+        { name: 'webhooks', description: 'Webhook subscriptions and their deliveries' },
         { name: 'ops', description: 'Health, readiness and metrics' },
       ],
       components: {
@@ -167,6 +177,7 @@ export function buildApp(deps: AppDeps) {
       })
       const routeDeps: RouteDeps = {
         metrics,
+        eventsRetentionMs: deps.eventsRetentionMs,
         clientFor(request: FastifyRequest) {
           const identity = request.identity
           if (!identity) throw new SchedulerError('unauthorized', 'missing API key; send Authorization: Bearer <api key>')
@@ -177,6 +188,8 @@ export function buildApp(deps: AppDeps) {
       await v1.register(executionRoutes, routeDeps)
       await v1.register(queueRoutes, routeDeps)
       await v1.register(tenantRoutes, routeDeps)
+      await v1.register(eventRoutes, routeDeps)
+      await v1.register(webhookRoutes, routeDeps)
     },
     { prefix: '/v1' },
   )

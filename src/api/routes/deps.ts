@@ -8,6 +8,8 @@ export interface RouteDeps {
   /** The client acting for the request's tenant (the request must be authenticated). */
   clientFor(request: FastifyRequest): Client
   metrics: ApiMetrics
+  /** How long a stream's events are captured after it leaves (a reconnect within it misses nothing). */
+  eventsRetentionMs?: number
 }
 
 /** Refuses a request without an operator key; `what` says why these routes are for operators. */

@@ -37,7 +37,13 @@ export interface StartApiServerParams {
 export async function startApiServer(params: StartApiServerParams): Promise<ApiServer> {
   const { config, log } = params
   const database = createDb({ databaseUrl: params.databaseUrl, poolSize: config.db.poolSize, applicationName: 'pgsched-api', log })
-  const app = buildApp({ db: database.db, log, client: createClient({ db: database.db }), bodyLimitBytes: config.api.bodyLimitBytes })
+  const app = buildApp({
+    db: database.db,
+    log,
+    client: createClient({ db: database.db }),
+    bodyLimitBytes: config.api.bodyLimitBytes,
+    eventsRetentionMs: config.events.retentionMs,
+  })
   try {
     await app.listen({ port: config.api.port, host: config.api.host })
   } catch (err: unknown) {

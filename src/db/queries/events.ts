@@ -53,7 +53,10 @@ export async function eventSequence(db: Kysely<DB>, params: { limit: number }): 
                limit ${params.limit}::int) p
     ),
     done as (
-      update pgsched.events e set seq = n.seq from numbered n where e.id = n.id returning 1
+      update pgsched.events e set seq = n.seq from numbered n
+       where e.id = n.id
+         and e.seq is null   -- rechecked on the latest row: a pass that took the lock after ours committed skips our rows
+      returning 1
     )
     select count(*)::int as n from done`.execute(db)
   return rows[0]?.n ?? 0
@@ -105,15 +108,15 @@ function toEvent(r: EventRow): JobEvent {
 export async function eventListAfter(db: Kysely<DB>, params: EventListAfterParams): Promise<JobEvent[]> {
   const f = params.filter
   const { rows } = await sql<EventRow>`
-    select seq::text as seq, at, type, tenant, job_id, execution_id, queue, job_type, attempt
-      from pgsched.events
-     where seq is not null and seq > ${params.after}::bigint
+    select e.seq::text as seq, e.at, e.type, e.tenant, e.job_id, e.execution_id, e.queue, e.job_type, e.attempt
+      from pgsched.events e
+     where e.seq is not null and e.seq > ${params.after}::bigint
        and (${params.tenant}::text is null or tenant = ${params.tenant}::text)
        and (${f.jobId ?? null}::uuid is null or job_id = ${f.jobId ?? null}::uuid)
        and (${f.type ?? null}::text is null or job_type = ${f.type ?? null}::text)
        and (${f.queue ?? null}::text is null or queue = ${f.queue ?? null}::text)
        and (${f.events && f.events.length > 0 ? [...f.events] : null}::text[] is null or type = any(${f.events && f.events.length > 0 ? [...f.events] : null}::text[]))
-     order by seq
+     order by e.seq   -- the number, not the text it is returned as
      limit ${params.limit}::int`.execute(db)
   return rows.map(toEvent)
 }
