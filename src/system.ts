@@ -13,6 +13,8 @@ import { Worker } from './worker/worker.ts'
 import { Reaper } from './maintenance/reaper.ts'
 import { Pruner } from './maintenance/pruner.ts'
 import { TriggerScheduler } from './maintenance/trigger-scheduler.ts'
+import { WebhookDispatcher } from './maintenance/webhook-dispatcher.ts'
+import { createWebhookHandler } from './worker/webhook-handler.ts'
 
 /** Connections for the reaper, the trigger scheduler and the pruner. */
 export const MAINTENANCE_POOL_SIZE = 2
@@ -63,7 +65,10 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     // host vanishes mid-pass, the server ends the session, and a standby takes over.
     idleInTransactionTimeoutMs: DISPATCH_IDLE_TIMEOUT_MS,
   })
-  const registry = new HandlerRegistry(w.httpHandler === 'on' ? [createHttpHandler({ allow: w.httpAllow })] : [])
+  // the webhook deliveries go through the http handler's rules: off with it
+  const registry = new HandlerRegistry(
+    w.httpHandler === 'on' ? [createHttpHandler({ allow: w.httpAllow }), createWebhookHandler({ db: database.db, allow: w.httpAllow })] : [],
+  )
   for (const h of params.handlers) registry.add(h)
   const worker = new Worker({
     db: hot.db,
@@ -91,7 +96,15 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     batchSize: w.dispatcherBatchSize,
     misfireThresholdMs: w.misfireThresholdMs,
   })
-  const pruner = new Pruner({ db: database.db, log, retentionMs: w.retentionMs, intervalMs: w.pruneIntervalMs, batchSize: w.pruneBatchSize })
+  const pruner = new Pruner({
+    db: database.db,
+    log,
+    retentionMs: w.retentionMs,
+    eventRetentionMs: config.events.retentionMs,
+    intervalMs: w.pruneIntervalMs,
+    batchSize: w.pruneBatchSize,
+  })
+  const webhookDispatcher = new WebhookDispatcher({ db: database.db, log })
   let stopping: Promise<void> | undefined
   return {
     worker,
@@ -101,10 +114,11 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
       reaper.start()
       triggerScheduler.start()
       pruner.start()
+      webhookDispatcher.start()
     },
     stop() {
       stopping ??= (async () => {
-        await Promise.all([worker.stop(), reaper.stop(), triggerScheduler.stop(), pruner.stop()])
+        await Promise.all([worker.stop(), reaper.stop(), triggerScheduler.stop(), pruner.stop(), webhookDispatcher.stop()])
         await Promise.all([database.db.destroy(), hot.db.destroy()])
       })()
       return stopping

@@ -23,6 +23,7 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   keys: async () => (await import('./commands/keys.ts')).registerKeys,
   queues: async () => (await import('./commands/queues.ts')).registerQueues,
   tenants: async () => (await import('./commands/tenants.ts')).registerTenants,
+  webhooks: async () => (await import('./commands/webhooks.ts')).registerWebhooks,
 }
 
 export async function main(argv: string[]): Promise<void> {
