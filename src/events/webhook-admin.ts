@@ -36,8 +36,8 @@ export interface WebhookAdmin {
   list(): Promise<WebhookSubscription[]>
   /** The new subscription with its secret (the only time it is returned). */
   create(input: CreateWebhookInput): Promise<WebhookSubscription & { secret: string }>
-  /** @throws NotFoundError when the tenant has no such subscription. */
-  delete(id: string): Promise<void>
+  /** Returns the deleted subscription. @throws NotFoundError when the tenant has no such subscription. */
+  delete(id: string): Promise<WebhookSubscription>
   /** Delivery attempts, newest first. @throws NotFoundError when the tenant has no such subscription. */
   deliveries(id: string, params?: { limit?: number }): Promise<WebhookDelivery[]>
 }
@@ -84,9 +84,9 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string): WebhookAdmin {
       return { ...withoutSecret(row), secret }
     },
     async delete(id) {
-      if (typeof id !== 'string' || !UUID.test(id) || !(await webhookSubscriptionDelete(db, { tenant, id }))) {
-        throw new NotFoundError(`webhook ${id} not found`)
-      }
+      const deleted = typeof id === 'string' && UUID.test(id) ? await webhookSubscriptionDelete(db, { tenant, id }) : undefined
+      if (!deleted) throw new NotFoundError(`webhook ${id} not found`)
+      return withoutSecret(deleted)
     },
     async deliveries(id, params = {}) {
       await own(id)

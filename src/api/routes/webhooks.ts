@@ -13,6 +13,7 @@ import {
   deliveryToJson,
   WebhookListSchema,
   WebhookParams,
+  WebhookRef,
   webhookToJson,
 } from '../schemas/webhook.ts'
 import type { RouteDeps } from './deps.ts'
@@ -66,14 +67,10 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         description: 'No further deliveries start (a delivery job already queued fails at once); the delivery log goes with it.',
         security,
         params: WebhookParams,
-        response: { 204: { type: 'null', description: 'Deleted.' }, ...CommonErrors },
+        response: { 200: WebhookRef, ...CommonErrors },
       },
     },
-    async (request, reply) => {
-      await deps.clientFor(request).webhooks.delete(request.params.id)
-      reply.code(204)
-      return null
-    },
+    async (request) => webhookToJson(await deps.clientFor(request).webhooks.delete(request.params.id)),
   )
 
   app.get(

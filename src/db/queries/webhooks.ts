@@ -48,17 +48,17 @@ export async function webhookSubscriptionList(db: Kysely<DB>, p: { tenant: strin
   return rows
 }
 
-/** Deletes a subscription (with its listener and delivery log); false when the tenant has no such one. */
-export async function webhookSubscriptionDelete(db: Kysely<DB>, p: { tenant: string; id: string }): Promise<boolean> {
-  const { rows } = await sql<{ id: string }>`
+/** Deletes a subscription (with its listener and delivery log); undefined when the tenant has no such one. */
+export async function webhookSubscriptionDelete(db: Kysely<DB>, p: { tenant: string; id: string }): Promise<WebhookSubscriptionRow | undefined> {
+  const { rows } = await sql<WebhookSubscriptionRow>`
     with sub as (
-      delete from pgsched.webhook_subscriptions where id = ${p.id}::uuid and tenant = ${p.tenant}::text returning id
+      delete from pgsched.webhook_subscriptions where id = ${p.id}::uuid and tenant = ${p.tenant}::text returning *
     ),
     listener as (
       delete from pgsched.event_listeners where id in (select id from sub) and kind = 'webhook'
     )
-    select id from sub`.execute(db)
-  return rows.length > 0
+    select ${columns} from sub`.execute(db)
+  return rows[0]
 }
 
 export interface WebhookDeliveryRow {
