@@ -24,6 +24,9 @@ import { queueAdmin, type QueueAdmin } from './queue-admin.ts'
 import { tenantAdmin, type TenantAdmin } from './tenant-admin.ts'
 import { insertRows, SubmitBatcher, type SubmitRow } from './submit-batcher.ts'
 import { executionGetById, executionListByJob } from './db/queries/executions.ts'
+import type { JobEvent } from './core/events.ts'
+import { streamEvents, type StreamEventsParams } from './events/event-stream.ts'
+import { webhookAdmin, type WebhookAdmin } from './events/webhook-admin.ts'
 
 /** Where a call runs: the client's pool (default), a Kysely transaction, or a pg client. */
 export type Executor = Kysely<DB> | Transaction<DB> | pg.ClientBase
@@ -91,6 +94,10 @@ export interface Client {
   readonly queues: QueueAdmin
   /** Tenant settings: fair-share weight and admission quotas, for every tenant (see tenant-admin.ts). */
   readonly tenants: TenantAdmin
+  /** The tenant's job and execution events as they happen (`allTenants`: every tenant's; events/event-stream.ts). */
+  events(params?: StreamEventsParams & { allTenants?: boolean }): Promise<AsyncGenerator<JobEvent, void, undefined>>
+  /** The tenant's webhook subscriptions and their delivery logs (events/webhook-admin.ts). */
+  readonly webhooks: WebhookAdmin
   /** The same client acting for another tenant (shares the pool). */
   withTenant(tenant: string, createdBy?: string): Client
   /** Closes the pool if the client created it. */
@@ -292,6 +299,8 @@ function makeClient(
     tenant,
     queues: queueAdmin(db),
     tenants: tenantAdmin(db),
+    events: (params = {}) => streamEvents(db, params.allTenants === true ? null : tenant, params),
+    webhooks: webhookAdmin(db, tenant),
 
     async submitJob(input, options) {
       const n = normalizeSubmit(input, clock.now())

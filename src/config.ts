@@ -86,6 +86,13 @@ export const ConfigSchema = Type.Object({
     },
     { default: {} },
   ),
+  events: Type.Object(
+    {
+      /** Events are kept this long, and captured this long after a stream disconnects (its reconnect window). */
+      retentionMs: Ms(3_600_000, 10_000, 7 * 86_400_000),
+    },
+    { default: {} },
+  ),
   api: Type.Object(
     {
       port: Type.Integer({ default: 8080, minimum: 0, maximum: 65535 }),
@@ -137,6 +144,7 @@ export const ENV_MAP: Readonly<Record<string, string>> = {
   SCHEDULER_HTTP_HANDLER: 'worker.httpHandler',
   SCHEDULER_WORKER_METRICS_PORT: 'worker.metricsPort',
   SCHEDULER_WORKER_METRICS_HOST: 'worker.metricsHost',
+  SCHEDULER_EVENTS_RETENTION_MS: 'events.retentionMs',
   PORT: 'api.port',
   HOST: 'api.host',
   SCHEDULER_BODY_LIMIT_BYTES: 'api.bodyLimitBytes',

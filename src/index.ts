@@ -9,6 +9,10 @@ export type { Handler, HandlerContext, HandlerFn, HandlerOptions } from './worke
 export type { SandboxMode } from './worker/sandbox-protocol.ts'
 export { SandboxError } from './worker/sandbox.ts'
 export { httpHandler, createHttpHandler } from './worker/http-handler.ts'
+export { verifyWebhookSignature, signWebhook, SIGNATURE_HEADER, type VerifyWebhookSignatureParams } from './events/signature.ts'
+export type { JobEvent, EventType, EventFilter } from './core/events.ts'
+export type { StreamEventsParams } from './events/event-stream.ts'
+export type { WebhookAdmin, WebhookSubscription, WebhookDelivery, CreateWebhookInput } from './events/webhook-admin.ts'
 export {
   FatalError,
   SchedulerError,

@@ -17,6 +17,8 @@ import { MetricsServer } from './worker/metrics-server.ts'
 import { Reaper } from './maintenance/reaper.ts'
 import { Pruner } from './maintenance/pruner.ts'
 import { TriggerScheduler } from './maintenance/trigger-scheduler.ts'
+import { WebhookDispatcher } from './maintenance/webhook-dispatcher.ts'
+import { createWebhookHandler } from './worker/webhook-handler.ts'
 
 /** Connections for the reaper, the trigger scheduler and the pruner. */
 export const MAINTENANCE_POOL_SIZE = 2
@@ -73,7 +75,10 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     // host vanishes mid-pass, the server ends the session, and a standby takes over.
     idleInTransactionTimeoutMs: DISPATCH_IDLE_TIMEOUT_MS,
   })
-  const registry = new HandlerRegistry(w.httpHandler === 'on' ? [createHttpHandler({ allow: w.httpAllow })] : [])
+  // the webhook deliveries go through the http handler's rules: off with it
+  const registry = new HandlerRegistry(
+    w.httpHandler === 'on' ? [createHttpHandler({ allow: w.httpAllow }), createWebhookHandler({ db: database.db, allow: w.httpAllow })] : [],
+  )
   for (const h of params.handlers) registry.add(h)
   const outputStore = params.outputStore ?? createOutputStore({ settings: config.output, db: hot.db, log })
   // Off (port 0): no registry at all, and the worker reports no events.
@@ -114,7 +119,15 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     batchSize: w.dispatcherBatchSize,
     misfireThresholdMs: w.misfireThresholdMs,
   })
-  const pruner = new Pruner({ db: database.db, log, retentionMs: w.retentionMs, intervalMs: w.pruneIntervalMs, batchSize: w.pruneBatchSize })
+  const pruner = new Pruner({
+    db: database.db,
+    log,
+    retentionMs: w.retentionMs,
+    eventRetentionMs: config.events.retentionMs,
+    intervalMs: w.pruneIntervalMs,
+    batchSize: w.pruneBatchSize,
+  })
+  const webhookDispatcher = new WebhookDispatcher({ db: database.db, log })
   let stopping: Promise<void> | undefined
   return {
     worker,
@@ -128,10 +141,11 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
       reaper.start()
       triggerScheduler.start()
       pruner.start()
+      webhookDispatcher.start()
     },
     stop() {
       stopping ??= (async () => {
-        await Promise.all([worker.stop(), reaper.stop(), triggerScheduler.stop(), pruner.stop()])
+        await Promise.all([worker.stop(), reaper.stop(), triggerScheduler.stop(), pruner.stop(), webhookDispatcher.stop()])
         // What the runs handed back at shutdown had written.
         await outputStore.stop()
         await metricsServer?.stop()

@@ -36,6 +36,10 @@ import { queueRoutes } from './routes/queues.ts'
 import { tenantRoutes } from './routes/tenants.ts'
 import { QueueListSchema, QueuePatchBody, QueueSchema } from './schemas/queue.ts'
 import { TenantListSchema, TenantPatchBody, TenantSchema } from './schemas/tenant.ts'
+import { eventRoutes } from './routes/events.ts'
+import { webhookRoutes } from './routes/webhooks.ts'
+import { EventSchema } from './schemas/event.ts'
+import { WebhookSchema } from './schemas/webhook.ts'
 import type { RouteDeps } from './routes/deps.ts'
 import { ErrorDetailSchema, ErrorSchema } from './schemas/error.ts'
 import { ExecutionPageSchema, ExecutionSchema } from './schemas/execution.ts'
@@ -60,6 +64,8 @@ export interface AppDeps {
   outputS3?: S3Settings
   /** How often `GET /v1/executions/{id}/output?follow=true` polls; default FOLLOW_POLL_MS. */
   outputFollowPollMs?: number
+  /** Event retention (SCHEDULER_EVENTS_RETENTION_MS): how long a stream's events are captured after it leaves. */
+  eventsRetentionMs?: number
 }
 
 /**
@@ -156,7 +162,7 @@ export function buildApp(deps: AppDeps) {
   })
 
   // Shared response schemas: referenced by $id from routes, components in the OpenAPI document.
-  for (const schema of SHARED_SCHEMAS) app.addSchema(schema)
+  for (const schema of [...SHARED_SCHEMAS, EventSchema, WebhookSchema]) app.addSchema(schema)
   void app.register(swagger, {
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
@@ -175,6 +181,8 @@ export function buildApp(deps: AppDeps) {
         { name: 'executions', description: 'Runs of jobs' },
         { name: 'queues', description: 'Queue settings and figures (operator keys only)' },
         { name: 'tenants', description: 'Tenant weights and admission quotas (operator keys only)' },
+        { name: 'events', description: 'Job and execution events as Server-Sent Events' },
+        { name: 'webhooks', description: 'Webhook subscriptions and their deliveries' },
         { name: 'ops', description: 'Health, readiness and metrics' },
       ],
       components: {
@@ -202,6 +210,7 @@ export function buildApp(deps: AppDeps) {
       const routeDeps: RouteDeps = {
         metrics,
         output,
+        eventsRetentionMs: deps.eventsRetentionMs,
         clientFor(request: FastifyRequest) {
           const identity = request.identity
           if (!identity) throw new SchedulerError('unauthorized', 'missing API key; send Authorization: Bearer <api key>')
@@ -212,6 +221,8 @@ export function buildApp(deps: AppDeps) {
       await v1.register(executionRoutes, routeDeps)
       await v1.register(queueRoutes, routeDeps)
       await v1.register(tenantRoutes, routeDeps)
+      await v1.register(eventRoutes, routeDeps)
+      await v1.register(webhookRoutes, routeDeps)
     },
     { prefix: '/v1' },
   )

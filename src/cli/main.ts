@@ -62,6 +62,11 @@ export const COMMANDS: Readonly<Record<string, CommandEntry>> = {
     options: false,
     load: async () => (await import('./commands/tenants.ts')).registerTenants,
   },
+  webhooks: {
+    summary: "a tenant's webhook subscriptions (events POSTed, signed, to a URL) and their deliveries",
+    options: false,
+    load: async () => (await import('./commands/webhooks.ts')).registerWebhooks,
+  },
 }
 
 /** The installed package's version (package.json). */

@@ -1,10 +1,13 @@
 /**
  * The pruner: deletes terminal executions finished longer ago than the
- * retention (and one-time jobs left with nothing), in bounded batches.
+ * retention (and one-time jobs left with nothing), webhook delivery records as
+ * old, and events older than the event retention, in bounded batches.
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
 import { executionPruneFinished } from '../db/queries/prune.ts'
+import { eventPruneOld } from '../db/queries/events.ts'
+import { webhookDeliveryPruneOld } from '../db/queries/webhooks.ts'
 import type { Logger } from '../logger.ts'
 import { startLoop, type LoopHandle } from '../lib/service.ts'
 
@@ -12,6 +15,8 @@ export interface PrunerOptions {
   db: Kysely<DB>
   log: Logger
   retentionMs: number
+  /** Events (migration 0022) are kept this long; default 1 hour. */
+  eventRetentionMs?: number
   intervalMs: number
   batchSize: number
 }
@@ -27,15 +32,22 @@ export class Pruner {
   }
 
   /** Deletes batches until one comes back short. */
-  async runOnce(): Promise<{ executions: number; jobs: number }> {
-    const total = { executions: 0, jobs: 0 }
+  async runOnce(): Promise<{ executions: number; jobs: number; events: number }> {
+    const total = { executions: 0, jobs: 0, events: 0 }
     for (;;) {
       const r = await executionPruneFinished(this.o.db, { olderThanMs: this.o.retentionMs, limit: this.o.batchSize })
       total.executions += r.executions
       total.jobs += r.jobs
       if (r.executions < this.o.batchSize) break
     }
-    if (total.executions > 0) this.log.info(total, 'pruned finished executions')
+    const limit = this.o.batchSize
+    while ((await webhookDeliveryPruneOld(this.o.db, { olderThanMs: this.o.retentionMs, limit })) === limit);
+    for (;;) {
+      const n = await eventPruneOld(this.o.db, { olderThanMs: this.o.eventRetentionMs ?? 3_600_000, limit })
+      total.events += n
+      if (n < limit) break
+    }
+    if (total.executions > 0 || total.events > 0) this.log.info(total, 'pruned finished executions')
     return total
   }
 

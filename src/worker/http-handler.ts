@@ -196,9 +196,15 @@ export function createHttpHandler(options: { allow?: string | AddressPolicy; res
     }
     if (answer.status >= 200 && answer.status < 300) return summary
     const message = `${method} ${url.href} answered ${answer.status}`
-    if (answer.status >= 400 && answer.status < 500 && answer.status !== 408 && answer.status !== 429) throw new FatalError(message)
-    throw new Error(message)
+    const fatal = answer.status >= 400 && answer.status < 500 && answer.status !== 408 && answer.status !== 429
+    throw Object.assign(fatal ? new FatalError(message) : new Error(message), { answerStatus: answer.status })
   })
+}
+
+/** The HTTP status of the answer a failure of the `http` handler reports (undefined: no answer came). */
+export function httpAnswerStatus(err: unknown): number | undefined {
+  const status = (err as { answerStatus?: unknown } | null)?.answerStatus
+  return typeof status === 'number' ? status : undefined
 }
 
 /** The `http` handler with the default policy: no loopback, private, link-local or reserved address. */

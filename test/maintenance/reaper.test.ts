@@ -63,7 +63,7 @@ describe('Pruner', () => {
     await insertExecution(t.db, { ...old, state: 'failed', finishedAt: msAgo(DAY_MS) })
     await insertExecution(t.db, old)
     const pruner = new Pruner({ db: t.db, log: t.log, retentionMs: 7 * DAY_MS, intervalMs: 1000, batchSize: 3 })
-    expect(await pruner.runOnce()).toEqual({ executions: 4, jobs: 4 })
+    expect(await pruner.runOnce()).toEqual({ executions: 4, jobs: 4, events: 0 })
     expect(await states()).toEqual({ failed: 1, pending: 1 })
     expect((await t.db.selectFrom('pgsched.jobs').select('id').execute()).length).toBe(2)
   })

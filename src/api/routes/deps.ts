@@ -11,6 +11,8 @@ export interface RouteDeps {
   metrics: ApiMetrics
   /** For the execution output route. */
   output: OutputRouteDeps
+  /** How long a stream's events are captured after it leaves (a reconnect within it misses nothing). */
+  eventsRetentionMs?: number
 }
 
 /** Refuses a request without an operator key; `what` says why these routes are for operators. */

@@ -43,6 +43,7 @@ export async function startApiServer(params: StartApiServerParams): Promise<ApiS
     client: createClient({ db: database.db }),
     bodyLimitBytes: config.api.bodyLimitBytes,
     outputS3: { endpoint: config.output.s3Endpoint, region: config.output.s3Region },
+    eventsRetentionMs: config.events.retentionMs,
   })
   try {
     await app.listen({ port: config.api.port, host: config.api.host })

@@ -5,10 +5,12 @@
  * never wait on each other), leases them to the worker and returns what the
  * handler needs. Served by the partial index executions_claim_idx. Paused and
  * limited queues are skipped; a limited queue is claimed by queueClaimLimited.
+ * While someone listens to events, the same statement records a `started` event per row.
  */
 import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
+import { eventsCaptured } from './event-capture.ts'
 
 export interface ExecutionClaimBatchParams {
   workerId: string
@@ -189,7 +191,8 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
       select id, job_id from eligible order by pos limit ${limit}
     )`
   return sql<ClaimedExecution>`${sql.raw(PREPARE)}
-    with ${fair ? sql`recursive ` : sql``}${dueCte}
+    with ${fair ? sql`recursive ` : sql``}${dueCte},
+    claimed as (
     update pgsched.executions e
        set state = 'running',
            attempt = e.attempt + 1,
@@ -203,13 +206,17 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
      where e.id = any(array(select id from due))
        and e.job_id = any(array(select job_id from due))
        and e.state = 'pending'   -- rechecked: the per-key form locks no row before this
-    returning e.id, e.job_id as "jobId", e.type, e.queue, e.priority, e.attempt, e.max_attempts as "maxAttempts",
-              e.timeout_ms as "timeoutMs", (extract(epoch from e.scheduled_for) * 1000)::float8 as "scheduledForMs",
-              (extract(epoch from e.run_at) * 1000)::float8 as "runAtMs",
-              (extract(epoch from e.started_at) * 1000)::float8 as "startedAtMs",
-              (select j.payload from pgsched.jobs j where j.id = e.job_id) as payload
-              ${params.withTraceparent ? sql`, (select j.traceparent from pgsched.jobs j where j.id = e.job_id) as traceparent` : sql``}
-              ${fair ? sql`, exists (select 1 from ranked where sentinel) and (select count(*) from due) < ${limit} as "cut"` : sql``}
+    returning e.id, e.job_id, e.type, e.queue, e.priority, e.attempt, e.max_attempts, e.timeout_ms, e.scheduled_for, e.run_at, e.started_at, e.tenant
+    ),
+    ${eventsCaptured(sql`select 'started', tenant, job_id, id, queue, type, attempt from claimed`)}
+    select c.id, c.job_id as "jobId", c.type, c.queue, c.priority, c.attempt, c.max_attempts as "maxAttempts",
+           c.timeout_ms as "timeoutMs", (extract(epoch from c.scheduled_for) * 1000)::float8 as "scheduledForMs",
+           (extract(epoch from c.run_at) * 1000)::float8 as "runAtMs",
+           (extract(epoch from c.started_at) * 1000)::float8 as "startedAtMs",
+           (select j.payload from pgsched.jobs j where j.id = c.job_id) as payload
+           ${params.withTraceparent ? sql`, (select j.traceparent from pgsched.jobs j where j.id = c.job_id) as traceparent` : sql``}
+           ${fair ? sql`, exists (select 1 from ranked where sentinel) and (select count(*) from due) < ${limit} as "cut"` : sql``}
+      from claimed c
   `
 }
 

@@ -2,12 +2,14 @@
  * SQL that writes jobs: batch insert (job + execution or trigger + idempotency
  * key in one statement) and the control transitions (cancel, pause, resume).
  * Reading jobs (view, keyset list) and the mapping to domain types: job-views.ts.
+ * Each records its events (submitted, cancelled, paused, resumed) while someone listens.
  */
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
 import { executionErrorSql, executionsFromSubmitted } from './fragments.ts'
+import { eventsCaptured } from './event-capture.ts'
 import type { NormalizedSubmit } from '../../core/job.ts'
 import type { QuotaRejection } from './admission.ts'
 
@@ -126,7 +128,9 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
              misfire_policy, misfire_max_runs, overlap_policy
         from accepted
        where kind in ('cron', 'interval')
-    )
+    ),
+    ${eventsCaptured(sql`select 'submitted', ${params.tenant}::text, id, case when kind in ('now', 'at') then execution_id end, queue, type, 0
+                           from accepted order by ord`)}
     select i.id,
            i.id in (select id from new_jobs) as created,
            k.job_id as existing_job_id,
@@ -175,7 +179,8 @@ async function jobInsertPlain(db: Executor, params: JobInsertManyParams): Promis
     new_executions as (
       ${executionsFromSubmitted(params.tenant)}
         from input
-    )
+    ),
+    ${eventsCaptured(sql`select 'submitted', ${params.tenant}::text, id, execution_id, queue, type, 0 from input`)}
     select now() as now
   `.execute(db)
   return {
@@ -212,7 +217,7 @@ export async function jobCancel(db: Executor, params: JobCancelParams): Promise<
       update pgsched.jobs
          set state = 'cancelled', updated_at = now()
        where id = ${params.id}::uuid and tenant = ${params.tenant}::text
-      returning id
+      returning id, tenant, queue, type
     ),
     stop_trigger as (
       update pgsched.triggers
@@ -228,8 +233,12 @@ export async function jobCancel(db: Executor, params: JobCancelParams): Promise<
          set state = 'cancelled', finished_at = now(), last_worker_id = coalesce(worker_id, last_worker_id), worker_id = null, lease_expires_at = null,
              error = ${cancelledError}
        where job_id in (select id from job) and state in ('pending', 'running')
-      returning id
+      returning id, job_id, tenant, queue, type, attempt
     ),
+    -- an event per execution cancelled, or one for the job when none was
+    ${eventsCaptured(sql`select 'cancelled', tenant, job_id, id, queue, type, attempt from cancelled
+                          union all
+                         select 'cancelled', tenant, id, null::uuid, queue, type, null::int from job where not exists (select 1 from cancelled)`)},
     notified as (
       select pg_notify('pgsched_cancel', json_agg(id)::text) from running having count(*) > 0
     )
@@ -260,12 +269,17 @@ export async function jobSetPaused(db: Executor, params: JobSetPausedParams): Pr
          set state = case when ${params.paused}::boolean then 'paused' else 'active' end, updated_at = now()
        where id = ${params.id}::uuid and tenant = ${params.tenant}::text and state in ('active', 'paused')
          and exists (select 1 from pgsched.triggers t where t.job_id = ${params.id}::uuid)
-      returning id
-    )
-    update pgsched.triggers
-       set paused = ${params.paused}::boolean, updated_at = now()
-     where job_id in (select id from job)
-    returning job_id
+      returning id, tenant, queue, type
+    ),
+    changed as (
+      update pgsched.triggers
+         set paused = ${params.paused}::boolean, updated_at = now()
+       where job_id in (select id from job)
+      returning job_id
+    ),
+    ${eventsCaptured(sql`select case when ${params.paused}::boolean then 'paused' else 'resumed' end, tenant, id, null::uuid, queue, type, null::int
+                           from job where id in (select job_id from changed)`)}
+    select job_id from changed
   `.execute(db)
   return result.rows.length > 0
 }

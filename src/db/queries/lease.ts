@@ -7,12 +7,15 @@
  *   complete   running → succeeded
  *   fail       running → pending (retry with backoff) | failed (fatal or out of attempts)
  *   release    running → pending now, attempt not counted (graceful shutdown)
+ * While someone listens, complete and fail record their events (succeeded, retrying, failed) in
+ * the same statement (event-capture.ts); release records none (the hand-back is not an attempt).
  */
 import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
 import { attemptLogEntry, retryRunAt, wakeCte } from './fragments.ts'
+import { eventsCaptured } from './event-capture.ts'
 
 /** An execution as the worker holding it knows it. */
 export interface LeaseRef {
@@ -85,6 +88,7 @@ export interface ExecutionCompleteManyParams {
 export function executionCompleteManyQuery(params: ExecutionCompleteManyParams) {
   const c = params.completions
   return sql<{ id: string }>`${sql.raw(PREPARE)}
+    with done as (
     update pgsched.executions e
        set state = 'succeeded',
            finished_at = now(),
@@ -97,7 +101,10 @@ export function executionCompleteManyQuery(params: ExecutionCompleteManyParams) 
       from unnest(${leaseArrays(c)}, ${c.map((x) => x.resultJson)}::text[], ${c.map((x) => x.outputUri)}::text[])
            as d(id, job_id, attempt, result, output_uri)
      where ${fencedBy(params.workerId)}
-    returning e.id
+    returning e.id, e.job_id, e.tenant, e.queue, e.type, e.attempt
+    ),
+    ${eventsCaptured(sql`select 'succeeded', tenant, job_id, id, queue, type, attempt from done`)}
+    select id from done
   `
 }
 
@@ -154,9 +161,10 @@ export function executionFailManyQuery(params: ExecutionFailManyParams) {
              as d(id, job_id, attempt, error, fatal, output_uri)
         join pgsched.jobs j on j.id = d.job_id
        where ${fencedBy(params.workerId)}
-      returning e.id, e.state, e.run_at, e.queue
+      returning e.id, e.state, e.run_at, e.queue, e.job_id, e.tenant, e.type, e.attempt
     ),
-    ${wakeCte}
+    ${wakeCte},
+    ${eventsCaptured(sql`select case when state = 'failed' then 'failed' else 'retrying' end, tenant, job_id, id, queue, type, attempt from moved`)}
     select id, state, run_at as "runAt",
            greatest(0, floor(extract(epoch from run_at - now()) * 1000))::float8 as "retryInMs"
       from moved, (select count(*) from wake) as w

@@ -8,6 +8,7 @@ import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { attemptLogEntry, executionErrorSql, retryRunAt, wakeCte } from './fragments.ts'
+import { eventsCaptured } from './event-capture.ts'
 
 /** The error a rescued attempt ends with; `e` = the expired execution, before the update. */
 const leaseExpiredError = executionErrorSql({
@@ -58,9 +59,10 @@ export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRe
         from expired x
         join pgsched.jobs j on j.id = x.job_id
        where e.id = x.id and e.job_id = x.job_id
-      returning e.state, e.run_at, e.queue
+      returning e.id, e.state, e.run_at, e.queue, e.job_id, e.tenant, e.type, e.attempt
     ),
-    ${wakeCte}
+    ${wakeCte},
+    ${eventsCaptured(sql`select case when state = 'failed' then 'failed' else 'retrying' end, tenant, job_id, id, queue, type, attempt from moved`)}
     select count(*) filter (where state = 'pending')::text as retried,
            count(*) filter (where state = 'failed')::text as failed,
            min(run_at) filter (where state = 'pending') as next_run_at
@@ -104,8 +106,9 @@ export async function executionExpireLate(
         from late x
         join pgsched.jobs j on j.id = x.job_id
        where e.id = x.id and e.job_id = x.job_id
-      returning e.queue, e.type
-    )
+      returning e.id, e.job_id, e.tenant, e.queue, e.type, e.attempt
+    ),
+    ${eventsCaptured(sql`select 'expired', tenant, job_id, id, queue, type, attempt from expired`)}
     select queue, type, count(*)::int as n from expired group by queue, type`.execute(db)
   return rows
 }

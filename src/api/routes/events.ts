@@ -1,0 +1,103 @@
+/**
+ * GET /v1/events: the tenant's job and execution events as Server-Sent Events (an operator key's
+ * stream carries every tenant's). Each event is `id: <n>` and `data: <Event JSON>`; a reconnect
+ * with Last-Event-ID (or ?after=) resumes after that event, without gaps within the event
+ * retention. A comment line (`: open`) says the stream is open (capture has started); `: ping`
+ * lines keep idle connections alive. Streams end when the client leaves or the API closes.
+ */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { EventType, JobEvent } from '../../core/events.ts'
+import { eventToJson } from '../../core/events.ts'
+import { CommonErrors } from '../schemas/error.ts'
+import { EventStreamQuery } from '../schemas/event.ts'
+import type { RouteDeps } from './deps.ts'
+
+/** Idle streams get a comment this often, so proxies and clients do not time them out. */
+const PING_MS = 15_000
+const LAST_EVENT_ID = /^[0-9]{1,19}$/
+
+export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps) => {
+  const open = new Set<AbortController>()
+  app.addHook('preClose', async () => {
+    for (const c of open) c.abort()
+  })
+
+  app.get(
+    '/events',
+    {
+      schema: {
+        operationId: 'streamEvents',
+        tags: ['events'],
+        summary: 'Stream job and execution events (Server-Sent Events)',
+        description:
+          'text/event-stream of the tenant’s events (an operator key: every tenant’s), filtered by job, job type, queue and event types. ' +
+          'Each message is `id: <event id>` and `data: <Event as JSON>`; ids increase along the stream. Reconnect with the `Last-Event-ID` header ' +
+          '(or `after`) to get every event after that one, once and in order, within the event retention (SCHEDULER_EVENTS_RETENTION_MS, ' +
+          'default 1 hour). Without it the stream starts with the events after it opened (signalled by a `: open` comment).',
+        security: [{ apiKey: [] }],
+        querystring: EventStreamQuery,
+        response: {
+          200: { description: 'An endless text/event-stream; each `data:` is an Event.', content: { 'text/event-stream': { schema: { $ref: 'Event#' } } } },
+          ...CommonErrors,
+        },
+      },
+    },
+    async (request, reply) => {
+      const client = deps.clientFor(request)
+      const q = request.query
+      const header = request.headers['last-event-id']
+      const after = typeof header === 'string' && LAST_EVENT_ID.test(header.trim()) ? header.trim() : q.after
+      const controller = new AbortController()
+      const events = await client.events({
+        allTenants: request.identity?.operator === true,
+        jobId: q.jobId,
+        type: q.type,
+        queue: q.queue,
+        events: q.events?.split(',') as EventType[] | undefined,
+        after,
+        signal: controller.signal,
+        retentionMs: deps.eventsRetentionMs,
+      })
+      open.add(controller)
+      const res = reply.raw
+      reply.hijack()
+      res.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+        'x-request-id': request.id,
+      })
+      request.raw.on('close', () => controller.abort())
+      res.on('close', () => controller.abort())
+      const write = async (text: string) => {
+        if (!res.write(text) && !controller.signal.aborted) {
+          await new Promise<void>((resolve) => {
+            const done = () => {
+              res.off('drain', done)
+              controller.signal.removeEventListener('abort', done)
+              resolve()
+            }
+            res.on('drain', done)
+            controller.signal.addEventListener('abort', done, { once: true })
+          })
+        }
+      }
+      const ping = setInterval(() => res.write(': ping\n\n'), PING_MS)
+      try {
+        await write(': open\n\n')
+        for await (const event of events as AsyncIterable<JobEvent>) {
+          if (controller.signal.aborted) break
+          await write(`id: ${event.id}\ndata: ${JSON.stringify(eventToJson(event))}\n\n`)
+        }
+      } catch (err: unknown) {
+        request.log.warn({ err }, 'event stream failed')
+      } finally {
+        clearInterval(ping)
+        open.delete(controller)
+        controller.abort()
+        res.end()
+      }
+    },
+  )
+}

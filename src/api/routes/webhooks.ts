@@ -1,0 +1,94 @@
+/**
+ * /v1/webhooks: the tenant's webhook subscriptions (list, create, delete) and each one's delivery
+ * log. Every event of the tenant whose type a subscription wants is POSTed to its URL by a job of
+ * type pgsched.webhook (at least once, retried with backoff), signed in the Pgsched-Signature header.
+ */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { CommonErrors } from '../schemas/error.ts'
+import {
+  CreatedWebhookSchema,
+  CreateWebhookBody,
+  DeliveryListSchema,
+  DeliveryQuery,
+  deliveryToJson,
+  WebhookListSchema,
+  WebhookParams,
+  WebhookRef,
+  webhookToJson,
+} from '../schemas/webhook.ts'
+import type { RouteDeps } from './deps.ts'
+
+const security = [{ apiKey: [] }]
+
+export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps) => {
+  app.get(
+    '/webhooks',
+    {
+      schema: {
+        operationId: 'listWebhooks',
+        tags: ['webhooks'],
+        summary: 'List webhook subscriptions',
+        security,
+        response: { 200: WebhookListSchema, ...CommonErrors },
+      },
+    },
+    async (request) => ({ items: (await deps.clientFor(request).webhooks.list()).map(webhookToJson) }),
+  )
+
+  app.post(
+    '/webhooks',
+    {
+      schema: {
+        operationId: 'createWebhook',
+        tags: ['webhooks'],
+        summary: 'Create a webhook subscription',
+        description:
+          'From now on each event of the tenant of a chosen type is POSTed to `url` as JSON (the Event), signed: ' +
+          '`Pgsched-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with the secret>`. The answer carries the secret, once.',
+        security,
+        body: CreateWebhookBody,
+        response: { 201: CreatedWebhookSchema, ...CommonErrors },
+      },
+    },
+    async (request, reply) => {
+      const created = await deps.clientFor(request).webhooks.create(request.body)
+      reply.code(201).header('location', `/v1/webhooks/${created.id}`)
+      return { ...webhookToJson(created), secret: created.secret }
+    },
+  )
+
+  app.delete(
+    '/webhooks/:id',
+    {
+      schema: {
+        operationId: 'deleteWebhook',
+        tags: ['webhooks'],
+        summary: 'Delete a webhook subscription',
+        description: 'No further deliveries start (a delivery job already queued fails at once); the delivery log goes with it.',
+        security,
+        params: WebhookParams,
+        response: { 200: WebhookRef, ...CommonErrors },
+      },
+    },
+    async (request) => webhookToJson(await deps.clientFor(request).webhooks.delete(request.params.id)),
+  )
+
+  app.get(
+    '/webhooks/:id/deliveries',
+    {
+      schema: {
+        operationId: 'listWebhookDeliveries',
+        tags: ['webhooks'],
+        summary: 'List a webhook’s delivery attempts',
+        description: 'Every delivery attempt, newest first: the event, the attempt, the receiver’s status code or the error.',
+        security,
+        params: WebhookParams,
+        querystring: DeliveryQuery,
+        response: { 200: DeliveryListSchema, ...CommonErrors },
+      },
+    },
+    async (request) => ({
+      items: (await deps.clientFor(request).webhooks.deliveries(request.params.id, { limit: request.query.limit })).map(deliveryToJson),
+    }),
+  )
+}

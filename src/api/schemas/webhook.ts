@@ -1,0 +1,70 @@
+/** The JSON of webhook subscriptions and deliveries (/v1/webhooks) and the bodies they take. */
+import { Type } from '@fastify/type-provider-typebox'
+import { EVENT_TYPES, type EventType as EventTypeName } from '../../core/events.ts'
+import { QUEUE_PATTERN } from '../../core/names.ts'
+import type { WebhookDelivery, WebhookSubscription } from '../../events/webhook-admin.ts'
+import { DateTime, Nullable, Uuid } from './common.ts'
+
+const EventType = Type.Unsafe<EventTypeName>({ type: 'string', enum: [...EVENT_TYPES] })
+
+const subscriptionFields = {
+  id: Uuid('The subscription'),
+  url: Type.String({ description: 'Where events are POSTed.' }),
+  events: Type.Array(EventType, { description: 'The event types sent; empty: all.' }),
+  queue: Type.String({ description: 'The queue of the delivery jobs (type pgsched.webhook).' }),
+  createdAt: DateTime('When it was created; events from then on are sent.'),
+}
+
+export const WebhookSchema = Type.Object(subscriptionFields, { $id: 'Webhook', description: 'A webhook subscription (its secret is shown only when created).' })
+export const WebhookRef = Type.Ref('Webhook')
+
+export const CreatedWebhookSchema = Type.Object(
+  { ...subscriptionFields, secret: Type.String({ description: 'The signing secret: shown this once.' }) },
+  { description: 'The new subscription, with its secret.' },
+)
+
+export const WebhookListSchema = Type.Object({ items: Type.Array(WebhookRef) })
+
+export const CreateWebhookBody = Type.Object(
+  {
+    url: Type.String({ minLength: 1, maxLength: 2048, pattern: '^https?://', 'x-expected': 'an http or https URL', description: 'An http or https URL.' }),
+    events: Type.Optional(Type.Array(EventType, { maxItems: EVENT_TYPES.length, description: 'Event types to send; absent or empty: all.' })),
+    secret: Type.Optional(
+      Type.String({ minLength: 16, maxLength: 256, 'x-expected': '16-256 characters', description: 'The signing secret; generated when absent.' }),
+    ),
+    queue: Type.Optional(Type.String({ pattern: QUEUE_PATTERN, 'x-expected': 'a queue name', description: 'Queue of the delivery jobs; default `default`.' })),
+  },
+  { additionalProperties: false },
+)
+
+export const WebhookParams = Type.Object({ id: Uuid('The subscription') }, { additionalProperties: false })
+
+export const DeliveryListSchema = Type.Object({
+  items: Type.Array(
+    Type.Object({
+      id: Uuid('The delivery attempt'),
+      eventId: Type.String({ description: 'The event delivered (its stream id).' }),
+      eventType: EventType,
+      jobId: Uuid('The delivery job (type pgsched.webhook)'),
+      attempt: Type.Integer({ description: 'The delivery job’s attempt.' }),
+      at: DateTime('When the attempt ended.'),
+      statusCode: Nullable(Type.Integer({ description: 'The receiver’s HTTP status; null when no answer came.' })),
+      ok: Type.Boolean({ description: 'A 2xx answer.' }),
+      error: Nullable(Type.String()),
+      durationMs: Type.Integer(),
+    }),
+  ),
+})
+
+export const DeliveryQuery = Type.Object(
+  { limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100, 'x-expected': 'an integer from 1 to 1000' })) },
+  { additionalProperties: false },
+)
+
+export function webhookToJson(w: WebhookSubscription) {
+  return { id: w.id, url: w.url, events: w.events, queue: w.queue, createdAt: w.createdAt.toISOString() }
+}
+
+export function deliveryToJson(d: WebhookDelivery) {
+  return { ...d, at: d.at.toISOString() }
+}

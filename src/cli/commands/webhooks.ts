@@ -1,0 +1,90 @@
+/**
+ * `scheduler webhooks list|create|delete|deliveries --tenant <name>`: a tenant's webhook
+ * subscriptions and their delivery logs (as /v1/webhooks does for an API key; this command needs
+ * DATABASE_URL). `create` prints the secret, once.
+ */
+import type { Command } from 'commander'
+import { deliveryToJson, webhookToJson } from '../../api/schemas/webhook.ts'
+import { isEventType, type EventType } from '../../core/events.ts'
+import { ValidationError } from '../../errors.ts'
+import { webhookAdmin, type WebhookAdmin } from '../../events/webhook-admin.ts'
+import { formatTable, withDatabase } from '../shared.ts'
+
+const run = <T>(tenant: string, fn: (webhooks: WebhookAdmin) => Promise<T>) => withDatabase('pgsched-webhooks', ({ db }) => fn(webhookAdmin(db, tenant)))
+const print = (value: unknown): void => {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`)
+}
+
+function eventList(text: string | undefined): EventType[] {
+  const names = (text ?? '').split(',').filter((s) => s.trim() !== '')
+  const bad = names.find((n) => !isEventType(n))
+  if (bad !== undefined) throw new ValidationError(`--events: unknown event type "${bad}"`, [{ path: 'events', message: 'unknown event type' }])
+  return names as EventType[]
+}
+
+export function registerWebhooks(program: Command): void {
+  const webhooks = program.command('webhooks').description("a tenant's webhook subscriptions (events POSTed, signed, to a URL) and their deliveries")
+  const tenant = ['--tenant <name>', 'the tenant', 'default'] as const
+  const json = ['--json', 'print JSON (as the REST API answers)'] as const
+
+  webhooks
+    .command('list')
+    .description("the tenant's subscriptions")
+    .option(...tenant)
+    .option(...json)
+    .action(async (opts: { tenant: string; json?: boolean }) => {
+      const list = await run(opts.tenant, (w) => w.list())
+      if (opts.json) return print(list.map(webhookToJson))
+      process.stdout.write(
+        list.length === 0
+          ? 'no webhooks\n'
+          : `${formatTable([['ID', 'URL', 'EVENTS', 'QUEUE'], ...list.map((s) => [s.id, s.url, s.events.length === 0 ? 'all' : s.events.join(','), s.queue])])}\n`,
+      )
+    })
+  webhooks
+    .command('create')
+    .description('subscribe a URL to the tenant’s events; prints the signing secret once')
+    .argument('<url>')
+    .option(...tenant)
+    .option('--events <types>', 'comma-separated event types (default: all)')
+    .option('--secret <secret>', 'the signing secret, 16-256 characters (default: generated)')
+    .option('--queue <queue>', 'queue of the delivery jobs', 'default')
+    .action(async (url: string, opts: { tenant: string; events?: string; secret?: string; queue: string }) => {
+      const created = await run(opts.tenant, (w) => w.create({ url, events: eventList(opts.events), secret: opts.secret, queue: opts.queue }))
+      print({ ...webhookToJson(created), secret: created.secret })
+    })
+  webhooks
+    .command('delete')
+    .description('delete a subscription (and its delivery log)')
+    .argument('<id>')
+    .option(...tenant)
+    .action(async (id: string, opts: { tenant: string }) => {
+      await run(opts.tenant, (w) => w.delete(id))
+      process.stdout.write(`deleted webhook ${id}\n`)
+    })
+  webhooks
+    .command('deliveries')
+    .description("a subscription's delivery attempts, newest first")
+    .argument('<id>')
+    .option(...tenant)
+    .option('--limit <n>', 'how many (1-1000)', '50')
+    .option(...json)
+    .action(async (id: string, opts: { tenant: string; limit: string; json?: boolean }) => {
+      const list = await run(opts.tenant, (w) => w.deliveries(id, { limit: Number(opts.limit) }))
+      if (opts.json) return print(list.map(deliveryToJson))
+      process.stdout.write(
+        `${formatTable([
+          ['AT', 'EVENT', 'TYPE', 'ATTEMPT', 'STATUS', 'MS', 'ERROR'],
+          ...list.map((d) => [
+            d.at.toISOString(),
+            d.eventId,
+            d.eventType,
+            String(d.attempt),
+            d.statusCode === null ? '-' : String(d.statusCode),
+            String(d.durationMs),
+            d.error ?? '',
+          ]),
+        ])}\n`,
+      )
+    })
+}

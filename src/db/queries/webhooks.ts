@@ -1,0 +1,186 @@
+/**
+ * Webhook subscriptions and their delivery log (migration 0022). A subscription is also an event
+ * listener (same id, until infinity), so its tenant's events are captured while it exists. The
+ * dispatcher's statements (which events go to which subscription) are here too.
+ */
+import { sql, type Kysely } from 'kysely'
+import type { DB } from '../schema.ts'
+import type { EventType, JobEvent } from '../../core/events.ts'
+
+export interface WebhookSubscriptionRow {
+  id: string
+  tenant: string
+  url: string
+  events: EventType[]
+  queue: string
+  secret: string
+  createdAt: Date
+}
+
+const columns = sql`id, tenant, url, events, queue, secret, created_at as "createdAt"`
+
+export async function webhookSubscriptionInsert(
+  db: Kysely<DB>,
+  p: { tenant: string; url: string; events: readonly EventType[]; queue: string; secret: string },
+): Promise<WebhookSubscriptionRow> {
+  const { rows } = await sql<WebhookSubscriptionRow>`
+    with sub as (
+      insert into pgsched.webhook_subscriptions (tenant, url, events, queue, secret)
+      values (${p.tenant}::text, ${p.url}::text, ${[...p.events]}::text[], ${p.queue}::text, ${p.secret}::text)
+      returning *
+    ),
+    listener as (
+      -- its tenant's events are captured from now on, until the subscription is deleted
+      insert into pgsched.event_listeners (id, tenant, kind, until)
+      select id, tenant, 'webhook', 'infinity' from sub
+    )
+    select ${columns} from sub`.execute(db)
+  return rows[0] as WebhookSubscriptionRow
+}
+
+/** The tenant's subscriptions, oldest first (tenant null: any tenant's, by id). */
+export async function webhookSubscriptionList(db: Kysely<DB>, p: { tenant: string | null; id?: string }): Promise<WebhookSubscriptionRow[]> {
+  const { rows } = await sql<WebhookSubscriptionRow>`
+    select ${columns} from pgsched.webhook_subscriptions
+     where (${p.tenant}::text is null or tenant = ${p.tenant}::text)
+       and (${p.id ?? null}::uuid is null or id = ${p.id ?? null}::uuid)
+     order by id`.execute(db)
+  return rows
+}
+
+/** Deletes a subscription (with its listener and delivery log); undefined when the tenant has no such one. */
+export async function webhookSubscriptionDelete(db: Kysely<DB>, p: { tenant: string; id: string }): Promise<WebhookSubscriptionRow | undefined> {
+  const { rows } = await sql<WebhookSubscriptionRow>`
+    with sub as (
+      delete from pgsched.webhook_subscriptions where id = ${p.id}::uuid and tenant = ${p.tenant}::text returning *
+    ),
+    listener as (
+      delete from pgsched.event_listeners where id in (select id from sub) and kind = 'webhook'
+    )
+    select ${columns} from sub`.execute(db)
+  return rows[0]
+}
+
+export interface WebhookDeliveryRow {
+  id: string
+  eventId: string
+  eventType: EventType
+  jobId: string
+  attempt: number
+  at: Date
+  statusCode: number | null
+  ok: boolean
+  error: string | null
+  durationMs: number
+}
+
+/** Records one delivery attempt. */
+export async function webhookDeliveryInsert(db: Kysely<DB>, p: Omit<WebhookDeliveryRow, 'id' | 'at'> & { subscriptionId: string }): Promise<void> {
+  await sql`
+    insert into pgsched.webhook_deliveries (subscription_id, event_seq, event_type, job_id, attempt, status_code, ok, error, duration_ms)
+    select ${p.subscriptionId}::uuid, ${p.eventId}::bigint, ${p.eventType}::text, ${p.jobId}::uuid, ${p.attempt}::int,
+           ${p.statusCode}::int, ${p.ok}::bool, ${p.error}::text, ${p.durationMs}::int
+     where exists (select 1 from pgsched.webhook_subscriptions where id = ${p.subscriptionId}::uuid)   -- not for a deleted one`.execute(db)
+}
+
+/** A subscription's delivery attempts, newest first. */
+export async function webhookDeliveryList(db: Kysely<DB>, p: { subscriptionId: string; limit: number }): Promise<WebhookDeliveryRow[]> {
+  const { rows } = await sql<WebhookDeliveryRow>`
+    select id, event_seq::text as "eventId", event_type as "eventType", job_id as "jobId", attempt, at, status_code as "statusCode", ok, error,
+           duration_ms as "durationMs"
+      from pgsched.webhook_deliveries
+     where subscription_id = ${p.subscriptionId}::uuid
+     order by id desc
+     limit ${p.limit}::int`.execute(db)
+  return rows
+}
+
+/** Deletes up to `limit` delivery records older than `olderThanMs`; returns how many. */
+export async function webhookDeliveryPruneOld(db: Kysely<DB>, p: { olderThanMs: number; limit: number }): Promise<number> {
+  const { rows } = await sql<{ n: number }>`
+    with deleted as (
+      delete from pgsched.webhook_deliveries
+       where id in (select id from pgsched.webhook_deliveries
+                     where at < now() - ${p.olderThanMs}::bigint * interval '1 millisecond' order by at limit ${p.limit}::int)
+      returning 1
+    )
+    select count(*)::int as n from deleted`.execute(db)
+  return rows[0]?.n ?? 0
+}
+
+/** Whether any webhook subscription exists (the dispatcher's cheap check). */
+export async function webhookSubscriptionAny(db: Kysely<DB>): Promise<boolean> {
+  const { rows } = await sql<{ any: boolean }>`select exists (select 1 from pgsched.webhook_subscriptions) as any`.execute(db)
+  return rows[0]?.any ?? false
+}
+
+export interface WebhookDue {
+  subscriptionId: string
+  queue: string
+  event: JobEvent
+}
+
+/**
+ * Under the lock of the webhooks cursor (SKIP LOCKED: one dispatcher at a time; `trx` must be a
+ * transaction), the next `limit` numbered events after it, each paired with every subscription
+ * of its tenant that wants its type and existed when it happened. Events of pgsched's own jobs
+ * (pgsched.webhook deliveries) are never sent. `upTo`: where the cursor goes once they are
+ * submitted; null when another dispatcher holds the cursor. `read`: how many events.
+ */
+export async function webhookDueAfterCursor(trx: Kysely<DB>, p: { limit: number }): Promise<{ upTo: string | null; read: number; due: WebhookDue[] }> {
+  const { rows: cursor } = await sql<{ seq: string }>`
+    select seq::text as seq from pgsched.event_cursors where name = 'webhooks' for update skip locked`.execute(trx)
+  const from = cursor[0]?.seq
+  if (from === undefined) return { upTo: null, read: 0, due: [] }
+  const { rows } = await sql<{
+    seq: string
+    at: Date
+    type: EventType
+    tenant: string
+    job_id: string
+    execution_id: string | null
+    queue: string
+    job_type: string
+    attempt: number | null
+    subscription_id: string | null
+    subscription_queue: string | null
+    last: string
+  }>`
+    with next as (
+      select * from pgsched.events where seq is not null and seq > ${from}::bigint order by seq limit ${p.limit}::int
+    )
+    select e.seq::text as seq, e.at, e.type, e.tenant, e.job_id, e.execution_id, e.queue, e.job_type, e.attempt,
+           s.id as subscription_id, s.queue as subscription_queue, (select max(seq) from next)::text as last
+      from next e
+      left join pgsched.webhook_subscriptions s
+        on s.tenant = e.tenant and (cardinality(s.events) = 0 or e.type = any(s.events)) and s.created_at <= e.at
+       and e.job_type not like 'pgsched.%'
+     order by e.seq, s.id`.execute(trx)
+  const due = rows.flatMap((r) =>
+    r.subscription_id === null
+      ? []
+      : [
+          {
+            subscriptionId: r.subscription_id,
+            queue: r.subscription_queue as string,
+            event: {
+              id: r.seq,
+              type: r.type,
+              at: r.at,
+              tenant: r.tenant,
+              jobId: r.job_id,
+              executionId: r.execution_id,
+              queue: r.queue,
+              jobType: r.job_type,
+              attempt: r.attempt,
+            },
+          },
+        ],
+  )
+  return { upTo: rows[0]?.last ?? from, read: new Set(rows.map((r) => r.seq)).size, due }
+}
+
+/** Moves the webhooks cursor (in the transaction that holds it). */
+export async function webhookCursorAdvance(trx: Kysely<DB>, p: { to: string }): Promise<void> {
+  await sql`update pgsched.event_cursors set seq = greatest(seq, ${p.to}::bigint) where name = 'webhooks'`.execute(trx)
+}

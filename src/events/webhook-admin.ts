@@ -1,0 +1,98 @@
+/**
+ * Webhook subscriptions of one tenant (client.webhooks; REST /v1/webhooks and `scheduler webhooks`
+ * over it): list, create, delete, and each one's delivery log. The secret is shown once, when the
+ * subscription is created (generated when not given); lists never show it.
+ */
+import { randomBytes } from 'node:crypto'
+import type { Kysely } from 'kysely'
+import type { DB } from '../db/schema.ts'
+import { EVENT_TYPES, isEventType, type EventType } from '../core/events.ts'
+import { isQueueName, QUEUE_RULE } from '../core/names.ts'
+import { NotFoundError, ValidationError } from '../errors.ts'
+import {
+  webhookDeliveryList,
+  webhookSubscriptionDelete,
+  webhookSubscriptionInsert,
+  webhookSubscriptionList,
+  type WebhookDeliveryRow,
+  type WebhookSubscriptionRow,
+} from '../db/queries/webhooks.ts'
+
+export type WebhookSubscription = Omit<WebhookSubscriptionRow, 'secret'>
+export type WebhookDelivery = WebhookDeliveryRow
+
+export interface CreateWebhookInput {
+  /** http or https; the worker's address rules apply when it is called (SCHEDULER_HTTP_ALLOW). */
+  url: string
+  /** Event types to send; empty or absent: all. */
+  events?: readonly EventType[]
+  /** 16-256 characters; generated (32 random bytes, hex) when absent. */
+  secret?: string
+  /** The queue of the delivery jobs (type pgsched.webhook); default `default`. */
+  queue?: string
+}
+
+export interface WebhookAdmin {
+  list(): Promise<WebhookSubscription[]>
+  /** The new subscription with its secret (the only time it is returned). */
+  create(input: CreateWebhookInput): Promise<WebhookSubscription & { secret: string }>
+  /** Returns the deleted subscription. @throws NotFoundError when the tenant has no such subscription. */
+  delete(id: string): Promise<WebhookSubscription>
+  /** Delivery attempts, newest first. @throws NotFoundError when the tenant has no such subscription. */
+  deliveries(id: string, params?: { limit?: number }): Promise<WebhookDelivery[]>
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+function invalid(path: string, message: string): ValidationError {
+  return new ValidationError(message, [{ path, message }])
+}
+
+function withoutSecret(row: WebhookSubscriptionRow): WebhookSubscription {
+  const { secret: _secret, ...rest } = row
+  return rest
+}
+
+export function webhookAdmin(db: Kysely<DB>, tenant: string): WebhookAdmin {
+  const own = async (id: string): Promise<void> => {
+    if (typeof id !== 'string' || !UUID.test(id) || (await webhookSubscriptionList(db, { tenant, id })).length === 0) {
+      throw new NotFoundError(`webhook ${id} not found`)
+    }
+  }
+  return {
+    async list() {
+      return (await webhookSubscriptionList(db, { tenant })).map(withoutSecret)
+    },
+    async create(input) {
+      let url: URL
+      try {
+        url = new URL(input.url)
+      } catch {
+        throw invalid('url', 'url must be an absolute http or https URL')
+      }
+      if ((url.protocol !== 'http:' && url.protocol !== 'https:') || input.url.length > 2048) {
+        throw invalid('url', 'url must be an http or https URL of at most 2048 characters')
+      }
+      const events = [...new Set(input.events ?? [])]
+      const bad = events.find((e) => !isEventType(e))
+      if (bad !== undefined) throw invalid('events', `events must be among ${EVENT_TYPES.join(', ')} (got ${JSON.stringify(bad)})`)
+      const secret = input.secret ?? randomBytes(32).toString('hex')
+      if (typeof secret !== 'string' || secret.length < 16 || secret.length > 256) throw invalid('secret', 'secret must be 16-256 characters')
+      const queue = input.queue ?? 'default'
+      if (!isQueueName(queue)) throw invalid('queue', `queue must be ${QUEUE_RULE}`)
+      const row = await webhookSubscriptionInsert(db, { tenant, url: input.url, events, queue, secret })
+      return { ...withoutSecret(row), secret }
+    },
+    async delete(id) {
+      const deleted = typeof id === 'string' && UUID.test(id) ? await webhookSubscriptionDelete(db, { tenant, id }) : undefined
+      if (!deleted) throw new NotFoundError(`webhook ${id} not found`)
+      return withoutSecret(deleted)
+    },
+    async deliveries(id, params = {}) {
+      await own(id)
+      const limit = params.limit ?? 100
+      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw invalid('limit', 'limit must be an integer from 1 to 1000')
+      return webhookDeliveryList(db, { subscriptionId: id, limit })
+    },
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * Built-in handler `pgsched.webhook`: delivers one event to one webhook subscription. The
+ * dispatcher (maintenance/webhook-dispatcher.ts) submits a job per event and subscription, payload
+ * {subscriptionId, event}; each attempt reads the subscription (deleted: fatal, nothing sent),
+ * signs the body with its secret at the time of sending (events/signature.ts) and POSTs it through
+ * the built-in `http` handler, under the same address rules (SCHEDULER_HTTP_ALLOW), redirects and
+ * outcome rules: 2xx delivered; 4xx fatal except 408 and 429; 5xx, timeouts and network errors
+ * retried with the job's backoff. Each attempt is written to the subscription's delivery log.
+ */
+import type { Kysely } from 'kysely'
+import type { DB } from '../db/schema.ts'
+import { FatalError } from '../errors.ts'
+import type { AddressPolicy } from '../lib/address-policy.ts'
+import { SIGNATURE_HEADER, signWebhook } from '../events/signature.ts'
+import { WEBHOOK_JOB_TYPE, type JobEvent } from '../core/events.ts'
+import { webhookDeliveryInsert, webhookSubscriptionList } from '../db/queries/webhooks.ts'
+import { defineHandler, type Handler, type HandlerContext } from './handlers.ts'
+import { createHttpHandler, httpAnswerStatus, type HttpResolve } from './http-handler.ts'
+
+/** How long a receiver has to answer one delivery. */
+export const WEBHOOK_TIMEOUT_MS = 10_000
+
+interface WebhookPayload {
+  subscriptionId: string
+  event: Record<string, unknown> & Pick<JobEvent, 'id' | 'type'>
+}
+
+export function createWebhookHandler(options: { db: Kysely<DB>; allow?: string | AddressPolicy; resolve?: HttpResolve }): Handler {
+  const http = createHttpHandler({ allow: options.allow, resolve: options.resolve })
+  const { db } = options
+  return defineHandler(WEBHOOK_JOB_TYPE, async (ctx) => {
+    const p = ctx.payload as WebhookPayload
+    const sub = (await webhookSubscriptionList(db, { tenant: null, id: p.subscriptionId }))[0]
+    if (!sub) throw new FatalError(`webhook subscription ${p.subscriptionId} was deleted`)
+    const body = JSON.stringify(p.event)
+    const headers = {
+      'content-type': 'application/json',
+      'user-agent': 'pgsched-webhook',
+      [SIGNATURE_HEADER]: signWebhook(sub.secret, body, Math.floor(Date.now() / 1000)),
+      'Pgsched-Event-Id': p.event.id,
+      'Pgsched-Delivery-Id': ctx.jobId,
+    }
+    const request = { url: sub.url, method: 'POST', headers, body, timeoutMs: WEBHOOK_TIMEOUT_MS }
+    const startedAt = performance.now()
+    const record = (statusCode: number | null, ok: boolean, error: string | null) =>
+      webhookDeliveryInsert(db, {
+        subscriptionId: sub.id,
+        eventId: p.event.id,
+        eventType: p.event.type,
+        jobId: ctx.jobId,
+        attempt: ctx.attempt,
+        statusCode,
+        ok,
+        error,
+        durationMs: Math.round(performance.now() - startedAt),
+      })
+    let result: unknown
+    try {
+      result = await http.run(Object.create(ctx, { payload: { value: request } }) as HandlerContext)
+    } catch (err: unknown) {
+      await record(httpAnswerStatus(err) ?? null, false, err instanceof Error ? err.message : String(err))
+      throw err
+    }
+    const status = (result as { status: number }).status
+    await record(status, true, null)
+    return { status }
+  })
+}

@@ -1,0 +1,155 @@
+/**
+ * GET /v1/events over a real HTTP connection to a listening API, with in-process workers running
+ * the jobs: a client that disconnects for 5 s during a burst and reconnects with Last-Event-ID gets
+ * every event once and in order per job; another tenant's client sees none of them.
+ */
+import { setTimeout as sleep } from 'node:timers/promises'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { buildApp, type App } from '../../src/api/app.ts'
+import { createApiKey } from '../../src/api/auth.ts'
+import { createClient } from '../../src/client.ts'
+import { defineHandler } from '../../src/worker/handlers.ts'
+import { useTestDb } from '../db.ts'
+import { useWorkers } from '../worker/harness.ts'
+import { waitFor } from '../wait-for.ts'
+
+const t = useTestDb()
+const startWorker = useWorkers(t)
+let app: App
+let base: string
+
+beforeAll(async () => {
+  app = buildApp({ db: t.db, log: t.log })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const address = app.server.address()
+  base = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`
+})
+afterAll(async () => {
+  await app?.close()
+})
+
+interface Received {
+  id: string
+  type: string
+  jobId: string
+  tenant: string
+}
+
+/** An SSE client: collects events until stopped; `opened` resolves on the `: open` comment. */
+function connect(key: string, query = '', lastEventId?: string) {
+  const controller = new AbortController()
+  const events: Received[] = []
+  let resolveOpen: () => void = () => {}
+  const opened = new Promise<void>((resolve) => {
+    resolveOpen = resolve
+  })
+  const done = (async () => {
+    const res = await fetch(`${base}/v1/events${query}`, {
+      headers: { authorization: `Bearer ${key}`, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
+      signal: controller.signal,
+    })
+    expect(res.status).toBe(200)
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/)
+    const decoder = new TextDecoder()
+    let buffer = ''
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buffer += decoder.decode(chunk, { stream: true })
+        let end = buffer.indexOf('\n\n')
+        while (end >= 0) {
+          const message = buffer.slice(0, end)
+          buffer = buffer.slice(end + 2)
+          if (message === ': open') resolveOpen()
+          const data = message.split('\n').find((l) => l.startsWith('data: '))
+          const id = message.split('\n').find((l) => l.startsWith('id: '))
+          if (data && id) {
+            const event = JSON.parse(data.slice(6)) as Received
+            expect(event.id).toBe(id.slice(4))
+            events.push(event)
+          }
+          end = buffer.indexOf('\n\n')
+        }
+      }
+    } catch (err: unknown) {
+      if (!controller.signal.aborted) throw err
+    }
+  })()
+  return {
+    events,
+    opened,
+    async close() {
+      controller.abort()
+      await done.catch(() => {})
+    },
+  }
+}
+
+describe('GET /v1/events', () => {
+  it('resumes with Last-Event-ID after a 5 s disconnect during a burst of 1,000 jobs: every event once, in order per job; tenant B sees none', async () => {
+    const keyA = (await createApiKey(t.db, { tenant: 'a' })).key
+    const keyB = (await createApiKey(t.db, { tenant: 'b' })).key
+    const first = connect(keyA)
+    const other = connect(keyB)
+    await Promise.all([first.opened, other.opened])
+    // 1,000 jobs of 20 ms each on 10 slots: about 2 s of work, submitted over about 3 s
+    await startWorker([defineHandler('work', () => sleep(20))], { concurrency: 10 })
+    const a = createClient({ db: t.db, tenant: 'a' })
+    const submitted: string[] = []
+    const submitting = (async () => {
+      for (let batch = 0; batch < 20; batch++) {
+        const ids = await a.submitJobs(Array.from({ length: 50 }, () => ({ type: 'work' })))
+        submitted.push(...ids.map((j) => j.id))
+        await sleep(150)
+      }
+    })()
+    await waitFor(() => first.events.length >= 100, { timeoutMs: 60_000, what: 'the first 100 events' })
+    await first.close()
+    const lastSeen = first.events[first.events.length - 1] as Received
+    await sleep(5_000) // the disconnect itself, not a wait for a condition
+    const second = connect(keyA, '', lastSeen.id)
+    await submitting
+    const all = () => [...first.events, ...second.events]
+    await waitFor(() => all().filter((e) => e.type === 'succeeded').length >= 1_000, { timeoutMs: 120_000, what: '1,000 succeeded events' })
+    await second.close()
+
+    const events = all()
+    const ids = events.map((e) => BigInt(e.id))
+    for (let i = 1; i < ids.length; i++) expect((ids[i] as bigint) > (ids[i - 1] as bigint)).toBe(true)
+    expect(new Set(events.map((e) => e.id)).size).toBe(events.length)
+    expect(events.every((e) => e.tenant === 'a')).toBe(true)
+    const byJob = new Map<string, string[]>()
+    for (const e of events) byJob.set(e.jobId, [...(byJob.get(e.jobId) ?? []), e.type])
+    expect(byJob.size).toBe(1_000)
+    for (const id of submitted) expect(byJob.get(id)).toEqual(['submitted', 'started', 'succeeded'])
+
+    // tenant B's stream works (it gets B's own event) and never carried A's
+    const { job } = await createClient({ db: t.db, tenant: 'b' }).submitJob({ type: 'work' })
+    await waitFor(() => other.events.some((e) => e.jobId === job.id && e.type === 'succeeded'), { timeoutMs: 30_000, what: "B's own event" })
+    await other.close()
+    expect(other.events.every((e) => e.tenant === 'b')).toBe(true)
+  }, 180_000)
+
+  it('filters by job, job type, queue and event type', async () => {
+    const key = (await createApiKey(t.db, { tenant: 'f' })).key
+    const stream = connect(key, '?type=wanted&queue=q1&events=submitted,cancelled')
+    await stream.opened
+    const f = createClient({ db: t.db, tenant: 'f' })
+    const { job } = await f.submitJob({ type: 'wanted', queue: 'q1' })
+    await f.submitJob({ type: 'other', queue: 'q1' })
+    await f.submitJob({ type: 'wanted', queue: 'q2' })
+    await f.cancelJob(job.id)
+    await waitFor(() => stream.events.length >= 2, { timeoutMs: 30_000, what: 'the filtered events' })
+    await sleep(300)
+    await stream.close()
+    expect(stream.events.map((e) => [e.jobId, e.type])).toEqual([
+      [job.id, 'submitted'],
+      [job.id, 'cancelled'],
+    ])
+  })
+
+  it('refuses a bad filter with 400', async () => {
+    const key = (await createApiKey(t.db, { tenant: 'f' })).key
+    const res = await fetch(`${base}/v1/events?events=finished`, { headers: { authorization: `Bearer ${key}` } })
+    expect(res.status).toBe(400)
+  })
+})

@@ -1,0 +1,92 @@
+import { sql } from 'kysely'
+import { describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import type { JobEvent } from '../../src/core/events.ts'
+import { eventListAfter, eventListenerOpen } from '../../src/db/queries/events.ts'
+import { executionClaimBatch } from '../../src/db/queries/claim.ts'
+import { executionCompleteMany, executionFailMany } from '../../src/db/queries/lease.ts'
+import { executionExpireLate, executionRescueExpired } from '../../src/db/queries/rescue.ts'
+import { sequenceEvents } from '../../src/events/event-stream.ts'
+import { Pruner } from '../../src/maintenance/pruner.ts'
+import { useTestDb } from '../db.ts'
+
+const t = useTestDb()
+const WORKER = '00000000-0000-7000-8000-0000000000e1'
+
+async function eventCount(): Promise<number> {
+  const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.events`.execute(t.db)
+  return rows[0]?.n ?? 0
+}
+
+async function allEvents(tenant: string | null): Promise<JobEvent[]> {
+  await sequenceEvents(t.db)
+  return eventListAfter(t.db, { after: '0', tenant, filter: {}, limit: 10_000 })
+}
+
+async function claim(limit = 10) {
+  return executionClaimBatch(t.db, { workerId: WORKER, queues: ['default'], types: ['t'], limit, leaseMs: 30_000 })
+}
+
+describe('event capture', () => {
+  it('writes nothing while nobody listens', async () => {
+    const client = createClient({ db: t.db, tenant: 'a' })
+    await client.submitJobs([{ type: 't' }, { type: 't' }])
+    const claimed = await claim()
+    await executionCompleteMany(t.db, { workerId: WORKER, completions: claimed.map((c) => ({ ...c, resultJson: 'null', outputUri: null })) })
+    expect(await eventCount()).toBe(0)
+  })
+
+  it('records each state change of a listened tenant, in order, and nothing of other tenants', async () => {
+    await eventListenerOpen(t.db, { tenant: 'a', keepMs: 60_000 })
+    const a = createClient({ db: t.db, tenant: 'a' })
+    const b = createClient({ db: t.db, tenant: 'b' })
+    const [ok, bad, last] = await a.submitJobs([{ type: 't' }, { type: 't', maxAttempts: 2 }, { type: 't', maxAttempts: 1 }])
+    await b.submitJob({ type: 't' })
+    const first = await claim(3)
+    const byJob = (id: string | undefined) => first.find((c) => c.jobId === id) as (typeof first)[number]
+    await executionCompleteMany(t.db, { workerId: WORKER, completions: [{ ...byJob(ok?.id), resultJson: '1', outputUri: null }] })
+    await executionFailMany(t.db, {
+      workerId: WORKER,
+      failures: [bad, last].map((j) => ({ ...byJob(j?.id), errorJson: '{"message":"x"}', fatal: false, outputUri: null })),
+    })
+    const events = await allEvents(null)
+    expect(events.every((e) => e.tenant === 'a')).toBe(true)
+    const of = (id: string | undefined) => events.filter((e) => e.jobId === id).map((e) => `${e.type}:${e.attempt}`)
+    expect(of(ok?.id)).toEqual(['submitted:0', 'started:1', 'succeeded:1'])
+    expect(of(bad?.id)).toEqual(['submitted:0', 'started:1', 'retrying:1'])
+    expect(of(last?.id)).toEqual(['submitted:0', 'started:1', 'failed:1'])
+    const ids = events.map((e) => BigInt(e.id))
+    expect(ids).toEqual([...ids].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0)))
+    expect(new Set(ids).size).toBe(ids.length)
+  })
+
+  it('records cancel, pause, resume, rescue and expiry', async () => {
+    await eventListenerOpen(t.db, { tenant: null, keepMs: 60_000 })
+    const a = createClient({ db: t.db, tenant: 'a' })
+    const { job: cron } = await a.submitJob({ type: 't', schedule: { cron: '0 0 1 1 *' } })
+    await a.pauseJob(cron.id)
+    await a.resumeJob(cron.id)
+    await a.cancelJob(cron.id)
+    const { job: late } = await a.submitJob({ type: 't', startDeadlineMs: 1_000 })
+    await executionExpireLate(t.db, { limit: 10, now: new Date(Date.now() + 60_000) })
+    const { job: lost } = await a.submitJob({ type: 'u' })
+    await executionClaimBatch(t.db, { workerId: WORKER, queues: ['default'], types: ['u'], limit: 1, leaseMs: 1_000 })
+    await executionRescueExpired(t.db, { limit: 10, now: new Date(Date.now() + 60_000) })
+    const events = await allEvents(null)
+    const of = (id: string) => events.filter((e) => e.jobId === id).map((e) => e.type)
+    expect(of(cron.id)).toEqual(['submitted', 'paused', 'resumed', 'cancelled'])
+    expect(of(late.id)).toEqual(['submitted', 'expired'])
+    expect(of(lost.id)).toEqual(['submitted', 'started', 'retrying'])
+    expect(events.find((e) => e.jobId === cron.id)?.executionId).toBeNull()
+  })
+
+  it('prunes events older than the retention', async () => {
+    await eventListenerOpen(t.db, { tenant: 'a', keepMs: 60_000 })
+    await createClient({ db: t.db, tenant: 'a' }).submitJobs([{ type: 't' }, { type: 't' }])
+    await sequenceEvents(t.db)
+    await sql`update pgsched.events set at = now() - interval '2 hours'`.execute(t.db)
+    const pruner = new Pruner({ db: t.db, log: t.log, retentionMs: 86_400_000, eventRetentionMs: 3_600_000, intervalMs: 60_000, batchSize: 100 })
+    expect((await pruner.runOnce()).events).toBe(2)
+    expect(await eventCount()).toBe(0)
+  })
+})

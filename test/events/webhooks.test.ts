@@ -1,0 +1,130 @@
+/**
+ * Webhooks end to end: a subscription made over REST, a job run by a worker, the dispatcher
+ * submitting the delivery, the built-in pgsched.webhook handler POSTing it to a local receiver
+ * (allowed as the http handler's allowlist allows it) that answers 500 three times, then 200.
+ */
+import { createServer, type Server } from 'node:http'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { signWebhook, verifyWebhookSignature } from '../../src/index.ts'
+import { createClient } from '../../src/client.ts'
+import { WebhookDispatcher } from '../../src/maintenance/webhook-dispatcher.ts'
+import { defineHandler } from '../../src/worker/handlers.ts'
+import { createWebhookHandler } from '../../src/worker/webhook-handler.ts'
+import { useTestApi } from '../api/helpers.ts'
+import { useTestDb } from '../db.ts'
+import { useWorkers } from '../worker/harness.ts'
+import { waitFor } from '../wait-for.ts'
+
+const t = useTestDb()
+const api = useTestApi(t)
+const startWorker = useWorkers(t)
+
+interface Delivery {
+  body: string
+  signature: string | undefined
+  status: number
+}
+
+let server: Server
+let url: string
+let answers: number[] = []
+const received: Delivery[] = []
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (c: Buffer) => chunks.push(c))
+    req.on('end', () => {
+      const status = answers.shift() ?? 200
+      received.push({ body: Buffer.concat(chunks).toString('utf8'), signature: req.headers['pgsched-signature'] as string | undefined, status })
+      res.writeHead(status).end()
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const address = server.address()
+  url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/hook`
+})
+afterAll(async () => {
+  await new Promise((resolve) => server.close(resolve))
+})
+
+let dispatcher: WebhookDispatcher | undefined
+afterEach(async () => {
+  await dispatcher?.stop()
+  dispatcher = undefined
+  received.length = 0
+  answers = []
+})
+
+describe('webhooks', () => {
+  it('delivers an event four times to a receiver that answers 500 three times, each validly signed, and logs all four', async () => {
+    const key = await api.keyFor('a')
+    const created = await api.call(key, 'POST', '/v1/webhooks', { url, events: ['succeeded'] })
+    expect(created.statusCode).toBe(201)
+    const sub = created.json<{ id: string; secret: string; events: string[] }>()
+    expect(sub.secret).toMatch(/^[0-9a-f]{64}$/)
+    expect((await api.call(key, 'GET', '/v1/webhooks')).json()).toEqual({ items: [expect.not.objectContaining({ secret: expect.anything() })] })
+
+    answers = [500, 500, 500]
+    dispatcher = new WebhookDispatcher({ db: t.db, log: t.log, intervalMs: 100 })
+    dispatcher.start()
+    await startWorker([defineHandler('work', () => 'done'), createWebhookHandler({ db: t.db, allow: '127.0.0.1' })])
+    const { job } = await createClient({ db: t.db, tenant: 'a' }).submitJob({ type: 'work' })
+
+    await waitFor(() => received.length >= 4, { timeoutMs: 60_000, what: 'four deliveries' })
+    expect(received.map((d) => d.status)).toEqual([500, 500, 500, 200])
+    for (const d of received) {
+      expect(verifyWebhookSignature({ secret: sub.secret, body: d.body, header: d.signature })).toBe(true)
+      expect(JSON.parse(d.body)).toMatchObject({ type: 'succeeded', jobId: job.id, tenant: 'a', jobType: 'work' })
+    }
+    expect(new Set(received.map((d) => JSON.parse(d.body).id)).size).toBe(1)
+
+    const log = await waitFor(
+      async () => {
+        const res = await api.call(key, 'GET', `/v1/webhooks/${sub.id}/deliveries`)
+        const items = res.json<{ items: Array<{ attempt: number; statusCode: number; ok: boolean }> }>().items
+        return items.length >= 4 ? items : undefined
+      },
+      { what: 'the delivery log' },
+    )
+    expect(log.map((d) => [d.attempt, d.statusCode, d.ok])).toEqual([
+      [4, 200, true],
+      [3, 500, false],
+      [2, 500, false],
+      [1, 500, false],
+    ])
+
+    // another tenant sees neither the subscription nor its log
+    const other = await api.keyFor('b')
+    expect((await api.call(other, 'GET', `/v1/webhooks/${sub.id}/deliveries`)).statusCode).toBe(404)
+    expect((await api.call(other, 'GET', '/v1/webhooks')).json()).toEqual({ items: [] })
+  }, 90_000)
+
+  it('fails the documented verification for a forged, altered or stale signature', () => {
+    const secret = 'a-secret-of-enough-length'
+    const body = '{"id":"1","type":"succeeded"}'
+    const nowS = Math.floor(Date.now() / 1000)
+    const sign = (s: string, b: string, at: number) => signWebhook(s, b, at)
+    expect(verifyWebhookSignature({ secret, body, header: sign(secret, body, nowS) })).toBe(true)
+    expect(verifyWebhookSignature({ secret, body, header: sign('another-secret-of-length', body, nowS) })).toBe(false)
+    expect(verifyWebhookSignature({ secret, body: body.replace('succeeded', 'failed'), header: sign(secret, body, nowS) })).toBe(false)
+    expect(verifyWebhookSignature({ secret, body, header: sign(secret, body, nowS - 3600) })).toBe(false)
+    expect(verifyWebhookSignature({ secret, body, header: `t=${nowS},v1=${'0'.repeat(64)}` })).toBe(false)
+    expect(verifyWebhookSignature({ secret, body, header: undefined })).toBe(false)
+  })
+
+  it('creates, lists and deletes subscriptions, and refuses bad ones with 400', async () => {
+    const key = await api.keyFor('c')
+    expect((await api.call(key, 'POST', '/v1/webhooks', { url: 'ftp://x' })).statusCode).toBe(400)
+    expect((await api.call(key, 'POST', '/v1/webhooks', { url, events: ['finished'] })).statusCode).toBe(400)
+    expect((await api.call(key, 'POST', '/v1/webhooks', { url, secret: 'short' })).statusCode).toBe(400)
+    const created = await api.call(key, 'POST', '/v1/webhooks', { url, secret: 'sixteen-chars-ok!' })
+    const { id } = created.json<{ id: string }>()
+    expect(created.headers.location).toBe(`/v1/webhooks/${id}`)
+    const del = await api.app.inject({ method: 'DELETE', url: `/v1/webhooks/${id}`, headers: { authorization: `Bearer ${key}` } })
+    expect(del.statusCode).toBe(200)
+    expect(del.json()).toMatchObject({ id, url })
+    const again = await api.app.inject({ method: 'DELETE', url: `/v1/webhooks/${id}`, headers: { authorization: `Bearer ${key}` } })
+    expect(again.statusCode).toBe(404)
+  })
+})
