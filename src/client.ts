@@ -13,7 +13,8 @@ import { uuidV7 } from './lib/uuid-v7.ts'
 import { systemClock, type Clock } from './clock.ts'
 import { ConflictError, InvalidStateError, NotFoundError, QuotaExceededError, ValidationError } from './errors.ts'
 import type { QuotaRejection } from './db/queries/admission.ts'
-import { LIVE_WORKER_MS, normalizeSubmit, unservedMessage, type Execution, type Job, type NormalizedSubmit, type SubmitJobInput } from './core/job.ts'
+import { LIVE_WORKER_MS, normalizeSubmit, type Execution, type Job, type NormalizedSubmit, type SubmitJobInput } from './core/job.ts'
+import { newJob } from './core/new-job.ts'
 import type { JobStatus } from './core/job-status.ts'
 import { workerServes } from './db/queries/workers.ts'
 import { createDb } from './db/pool.ts'
@@ -137,68 +138,6 @@ function limitOf(limit: number | undefined): number {
 
 function isKysely(value: Executor): value is Kysely<DB> {
   return value instanceof Kysely
-}
-
-/** The job a fresh submit created, built from what was inserted (no read-back). */
-function newJob(n: NormalizedSubmit, id: string, executionId: string, tenant: string, createdBy: string | null, now: Date, served: boolean): Job {
-  const recurring = n.kind === 'cron' || n.kind === 'interval'
-  const runAt = n.runAt ?? now
-  return {
-    id,
-    tenant,
-    type: n.type,
-    queue: n.queue,
-    priority: n.priority,
-    payload: JSON.parse(n.payloadJson) as unknown,
-    maxAttempts: n.maxAttempts,
-    timeoutMs: n.timeoutMs,
-    backoffBaseMs: n.backoffBaseMs,
-    backoffMaxMs: n.backoffMaxMs,
-    idempotencyKey: n.idempotencyKey,
-    concurrencyKey: n.concurrencyKey,
-    startDeadlineMs: n.startDeadlineMs,
-    state: 'active',
-    status: 'SCHEDULED',
-    lastRun: recurring ? null : { executionId, status: 'PENDING', attempt: 0, scheduledFor: runAt, finishedAt: null },
-    createdAt: now,
-    createdBy,
-    schedule: recurring
-      ? {
-          kind: n.kind as 'cron' | 'interval',
-          cron: n.cron,
-          timezone: n.timezone,
-          intervalMs: n.intervalMs,
-          startAt: n.startAt,
-          endAt: n.endAt,
-          misfirePolicy: n.misfirePolicy,
-          misfireMaxRuns: n.misfireMaxRuns,
-          overlapPolicy: n.overlapPolicy,
-          paused: false,
-          error: null,
-        }
-      : null,
-    nextRunAt: n.kind === 'cron' ? n.firstFireAt : n.kind === 'interval' ? (n.startAt && n.startAt > now ? n.startAt : now) : runAt,
-    unserved: served ? null : unservedMessage(n.type, n.queue),
-    lastExecution: recurring
-      ? null
-      : {
-          id: executionId,
-          jobId: id,
-          state: 'pending',
-          attempt: 0,
-          maxAttempts: n.maxAttempts,
-          scheduledFor: runAt,
-          runAt,
-          startedAt: null,
-          finishedAt: null,
-          workerId: null,
-          leaseExpiresAt: null,
-          result: null,
-          error: null,
-          outputUri: null,
-          attempts: [],
-        },
-  }
 }
 
 export function createClient(options: CreateClientOptions): Client {
