@@ -80,6 +80,22 @@ const plausibleBody = fc.record(
   { requiredKeys: ['type'] },
 )
 
+/**
+ * A body inside every single-field rule (the schema's), so that some submits are accepted: with every
+ * field drawn near and past its limits, nearly every plausible body breaks at least one rule.
+ */
+const validBody = fc.record(
+  {
+    type: fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,20}$/),
+    payload: fc.jsonValue({ maxDepth: 3 }),
+    queue: fc.constantFrom('default', 'email', 'reports'),
+    priority: fc.integer({ min: -1000, max: 1000 }),
+    maxAttempts: fc.integer({ min: 1, max: 1000 }),
+    schedule: fc.oneof(fc.record({ at: iso }), fc.record({ every: fc.constantFrom('PT1S', '5m', 60_000, '1h30m') })),
+  },
+  { requiredKeys: ['type'] },
+)
+
 /** A plausible body with one structural mutation. */
 const mutatedBody = fc
   .tuple(plausibleBody, fc.nat(10), fc.jsonValue({ maxDepth: 3 }), fc.string({ minLength: 1, maxLength: 20 }), fc.string({ unit: 'binary', maxLength: 30 }))
@@ -156,6 +172,7 @@ type Request = { body: string; contentType: string | null; idempotencyHeader: st
 const request: fc.Arbitrary<Request> = fc.record({
   body: fc.oneof(
     { weight: 4, arbitrary: fc.oneof(plausibleBody, mutatedBody, fc.jsonValue()).map((v) => JSON.stringify(v) ?? 'null') },
+    { weight: 1, arbitrary: validBody.map((v) => JSON.stringify(v)) },
     { weight: 1, arbitrary: bodyText },
   ),
   contentType: fc.oneof(
