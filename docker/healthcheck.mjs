@@ -1,7 +1,7 @@
 // The Docker image's HEALTHCHECK (plain Node, no dependencies). A container runs one scheduler
 // command, read from the command line of its first process (/proc/1/cmdline, or the file given as
-// the first argument). For `scheduler api` (or `scheduler-api`) it asks GET /healthz on 127.0.0.1
-// at --port, else PORT, else 8080, and is healthy only on a 200 within 3 s. Any other command
+// the first argument). For `scheduler api` (or `scheduler-api`) it asks GET /healthz at --host,
+// else HOST (127.0.0.1 when that is every address, the default), at --port, else PORT, else 8080, and is healthy only on a 200 within 3 s. Any other command
 // (worker, migrate) serves no HTTP: the process being alive is its health, so it reports healthy.
 import { readFileSync } from 'node:fs'
 
@@ -16,20 +16,33 @@ function schedulerCommand(argv) {
   return { command: argv[i + 1], args: argv.slice(i + 2) }
 }
 
+/** The value of `--name <v>` or `--name=<v>` in `args`, if given. */
+function flag(args, name) {
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === name && args[i + 1] !== undefined) return args[i + 1]
+    if (args[i].startsWith(`${name}=`)) return args[i].slice(name.length + 1)
+  }
+  return undefined
+}
+
 /** The port `scheduler api` listens on for these arguments and environment. */
 function apiPort(args, env) {
-  for (let i = 0; i < args.length; i++) {
-    if (args[i] === '--port' && args[i + 1] !== undefined) return Number(args[i + 1])
-    if (args[i].startsWith('--port=')) return Number(args[i].slice('--port='.length))
-  }
-  return env.PORT ? Number(env.PORT) : 8080
+  const port = flag(args, '--port') ?? env.PORT
+  return port ? Number(port) : 8080
+}
+
+/** Where to reach it: its --host/HOST, or loopback when it listens on every address (the default). */
+function apiHost(args, env) {
+  const host = flag(args, '--host') ?? env.HOST
+  if (!host || host === '0.0.0.0' || host === '::') return '127.0.0.1'
+  return host.includes(':') ? `[${host}]` : host
 }
 
 async function check(cmdlineFile) {
   const argv = readFileSync(cmdlineFile, 'utf8').split('\0').filter(Boolean)
   const found = schedulerCommand(argv)
   if (found?.command !== 'api') return true
-  const res = await fetch(`http://127.0.0.1:${apiPort(found.args, process.env)}/healthz`, { signal: AbortSignal.timeout(TIMEOUT_MS) })
+  const res = await fetch(`http://${apiHost(found.args, process.env)}:${apiPort(found.args, process.env)}/healthz`, { signal: AbortSignal.timeout(TIMEOUT_MS) })
   return res.status === 200
 }
 

@@ -101,7 +101,11 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     sandboxMemoryMb: w.sandboxMemoryMb,
     sandboxGraceMs: w.sandboxGraceMs,
   })
-  const reaper = new Reaper({ db: database.db, log, intervalMs: w.reaperIntervalMs, batchSize: w.reaperBatchSize, onExpired: metrics?.expired })
+  // Expiries are counted for the queues and types this worker serves only: the reaper ends any
+  // tenant's late executions, and a label per arbitrary submitted name would grow without bound.
+  const onExpired =
+    metrics && ((queue: string, type: string, n: number) => (w.queues.includes(queue) && registry.get(type) ? metrics.expired(queue, type, n) : undefined))
+  const reaper = new Reaper({ db: database.db, log, intervalMs: w.reaperIntervalMs, batchSize: w.reaperBatchSize, onExpired })
   metrics?.observe({
     holding: () => worker.holding,
     pools: [

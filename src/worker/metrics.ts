@@ -41,7 +41,11 @@ const COUNTERS = [
   ['executions_succeeded_total', 'succeeded', 'Attempts whose success the database accepted.'],
   ['executions_failed_total', 'failed', 'Attempts that failed for good (fatal, or out of attempts), as accepted by the database.'],
   ['executions_retried_total', 'retried', 'Attempts that failed with a retry scheduled, as accepted by the database.'],
-  ['executions_expired_total', 'expired', "Executions this process's reaper ended because their first attempt missed its start deadline."],
+  [
+    'executions_expired_total',
+    'expired',
+    'Executions of the queues and types this worker serves that its reaper ended because their first attempt missed its start deadline.',
+  ],
   ['leases_lost_total', 'leasesLost', 'Leases this worker lost: reaped or taken over, not confirmed in time, or an outcome refused by its fence.'],
 ] as const
 

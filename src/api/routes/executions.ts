@@ -75,10 +75,12 @@ interface FollowParams {
   deps: OutputRouteDeps
   /** Called once the response is being sent (Fastify has set its headers). */
   started: () => void
+  /** Aborted when the client hangs up or the API closes: the follow ends at once. */
+  stop: AbortSignal
 }
 
 /** See the file header: the attempt running now, or the next one of a pending execution. */
-async function* follow({ client, execution, deps, started }: FollowParams): AsyncGenerator<Buffer> {
+async function* follow({ client, execution, deps, started, stop }: FollowParams): AsyncGenerator<Buffer> {
   started()
   let e = execution
   const attempt = e.state === 'running' ? e.attempt : e.attempt + 1
@@ -95,8 +97,9 @@ async function* follow({ client, execution, deps, started }: FollowParams): Asyn
         uri = e.outputUri
       }
       if (reader) yield* drain(reader)
-      if (ended || deps.closing.aborted) return
-      await abortableSleep(deps.followPollMs, deps.closing)
+      if (ended || stop.aborted) return
+      await abortableSleep(deps.followPollMs, stop)
+      if (stop.aborted) return
       try {
         e = await client.viewExecution(e.id)
       } catch (err: unknown) {
@@ -153,7 +156,11 @@ export const executionRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app,
       let text = true
       if (request.query.follow === true && live(execution)) {
         // The status and headers go out at once, not with the first output (which may be a while).
-        body = follow({ client, execution, deps: deps.output, started: () => reply.raw.flushHeaders() })
+        // A client that hangs up ends the follow (a generator between yields is not ended by the stream).
+        const hangUp = new AbortController()
+        reply.raw.once('close', () => hangUp.abort())
+        const stop = AbortSignal.any([hangUp.signal, deps.output.closing])
+        body = follow({ client, execution, deps: deps.output, started: () => reply.raw.flushHeaders(), stop })
         reply.header('cache-control', 'no-store')
       } else {
         if (!location) throw new NotFoundError(`execution ${id} has no stored output`)

@@ -55,7 +55,12 @@ export const ExecutionSchema = Type.Object(
     leaseExpiresAt: Nullable(DateTime("End of the running attempt's lease.")),
     result: Type.Unknown({ description: 'What the handler returned (JSON), or null.' }),
     error: Nullable(ExecutionErrorSchema),
-    outputUri: Nullable(Type.String({ description: 'Where the worker stored the output (file:// URI).' })),
+    outputUri: Nullable(
+      Type.String({
+        description:
+          'Where the worker stored the output: `pgsched:output/<execution>/<attempt>` (PostgreSQL), `s3://bucket/prefix/…/` or `file:///…`; read it through `outputUrl`.',
+      }),
+    ),
     outputUrl: Nullable(Type.String({ description: 'API path that streams the stored output.' })),
     attempts: Type.Array(AttemptSchema, {
       description: 'Every attempt, oldest first: those that failed or lost their lease, then the latest (running, succeeded or cancelled).',

@@ -30,7 +30,13 @@ export function registerDev(program: Command): void {
     .option('--port <n>', 'REST API port (default 8080, or PORT)')
     .option('--host <address>', `address the REST API listens on (default ${DEV_HOST_DEFAULT}, or HOST)`)
     .action(async (opts: { port?: string; host?: string }) => {
-      const config = loadConfig(process.env, { 'api.port': opts.port, 'api.host': opts.host ?? process.env.HOST ?? DEV_HOST_DEFAULT })
+      // The worker's metrics port too listens on this machine only, unless its own setting says otherwise.
+      const metricsHost = process.env.SCHEDULER_WORKER_METRICS_HOST ?? DEV_HOST_DEFAULT
+      const config = loadConfig(process.env, {
+        'api.port': opts.port,
+        'api.host': opts.host ?? process.env.HOST ?? DEV_HOST_DEFAULT,
+        'worker.metricsHost': metricsHost,
+      })
       const pretty = process.stdout.isTTY === true ? { colors: process.env.NO_COLOR === undefined } : undefined
       const log = createLogger({ level: config.logLevel, pretty })
       const say = (line: string) => process.stdout.write(`${line}\n`)
