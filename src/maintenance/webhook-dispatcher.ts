@@ -94,6 +94,7 @@ async function submitDeliveries(trx: Kysely<DB>, due: readonly WebhookDue[]): Pr
           ...WEBHOOK_DELIVERY,
         },
         now,
+        { internal: true },
       ),
       id: uuidV7(nowMs),
       executionId: uuidV7(nowMs),

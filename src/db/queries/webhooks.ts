@@ -48,6 +48,19 @@ export async function webhookSubscriptionList(db: Kysely<DB>, p: { tenant: strin
   return rows
 }
 
+/**
+ * The subscription a delivery job names, only when it belongs to the job's tenant (undefined when
+ * it was deleted, or is another tenant's: a job's payload never picks whose secret signs it).
+ */
+export async function webhookSubscriptionForJob(db: Kysely<DB>, p: { id: string; jobId: string }): Promise<WebhookSubscriptionRow | undefined> {
+  const { rows } = await sql<WebhookSubscriptionRow>`
+    select s.id, s.tenant, s.url, s.events, s.queue, s.secret, s.created_at as "createdAt"
+      from pgsched.webhook_subscriptions s
+      join pgsched.jobs j on j.id = ${p.jobId}::uuid and j.tenant = s.tenant
+     where s.id = ${p.id}::uuid`.execute(db)
+  return rows[0]
+}
+
 /** Deletes a subscription (with its listener and delivery log); undefined when the tenant has no such one. */
 export async function webhookSubscriptionDelete(db: Kysely<DB>, p: { tenant: string; id: string }): Promise<WebhookSubscriptionRow | undefined> {
   const { rows } = await sql<WebhookSubscriptionRow>`
