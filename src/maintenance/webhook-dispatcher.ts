@@ -3,8 +3,8 @@
  * (the sequencer), then, holding the webhooks cursor (one dispatcher at a time across processes;
  * the others skip), submits one `pgsched.webhook` job per event and subscription that wants it, and
  * moves the cursor past those events, in one transaction: an event is handed to its subscriptions
- * exactly once, and delivered at least once by the job (retried with backoff). Every worker runs
- * it; with no subscription a pass is one cheap query.
+ * exactly once, and delivered at least once by the job (retried with backoff). Every worker with
+ * the http handler on (SCHEDULER_HTTP_HANDLER) runs it; with no subscription a pass is one cheap query.
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
