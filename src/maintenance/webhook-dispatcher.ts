@@ -21,7 +21,12 @@ import { sequenceEvents } from '../events/event-stream.ts'
 export const WEBHOOK_DISPATCH_INTERVAL_MS = 250
 /** Events read per pass transaction (a pass runs transactions until one comes back short). */
 const EVENTS_PER_PASS = 1_000
-/** Attempts and backoff of a delivery: retries over about an hour (base 1 s, doubling, at most 10 min apart). */
+/**
+ * Attempts and backoff of a delivery: 12 attempts, the waits between them random (full jitter) up to
+ * 1 s, 2 s, 4 s, … doubling, at most 10 min: all made within about 27 minutes of the first (the sum
+ * of the caps, core/backoff.ts retryWindowMaxMs: 1,623 s), about 14 minutes on average, plus the
+ * requests' own time.
+ */
 export const WEBHOOK_DELIVERY = { maxAttempts: 12, backoffBaseMs: 1_000, backoffMaxMs: 600_000, timeoutMs: 30_000 } as const
 
 export interface WebhookDispatcherOptions {

@@ -11,7 +11,9 @@ import { createClient } from '../../src/client.ts'
 import { normalizeSubmit } from '../../src/core/job.ts'
 import { jobInsertMany } from '../../src/db/queries/jobs.ts'
 import { uuidV7 } from '../../src/lib/uuid-v7.ts'
-import { WebhookDispatcher } from '../../src/maintenance/webhook-dispatcher.ts'
+import { readFileSync } from 'node:fs'
+import { retryWindowMaxMs } from '../../src/core/backoff.ts'
+import { WEBHOOK_DELIVERY, WebhookDispatcher } from '../../src/maintenance/webhook-dispatcher.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { createWebhookHandler } from '../../src/worker/webhook-handler.ts'
 import { useTestApi } from '../api/helpers.ts'
@@ -165,4 +167,12 @@ describe('webhooks', () => {
     await waitFor(async () => (await stateOf(foreign)) === 'failed' && (await stateOf(own)) === 'succeeded', { what: 'both delivery jobs done' })
     expect(received).toHaveLength(1)
   }, 60_000)
+
+  it('states the real retry window of a delivery in the README', () => {
+    const maxMs = retryWindowMaxMs(WEBHOOK_DELIVERY)
+    expect(maxMs).toBe(1_623_000)
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8').replace(/\s+/g, ' ')
+    expect(readme).toContain(`${WEBHOOK_DELIVERY.maxAttempts} attempts;`)
+    expect(readme).toContain(`at most ${Math.round(maxMs / 60_000)} minutes after the first, about ${Math.round(maxMs / 2 / 60_000)} on average`)
+  })
 })
