@@ -43,6 +43,10 @@ begin
     raise exception 'type must be 1-128 characters: letters, digits and _ . : / - (not first), got %', coalesce(quote_literal(submit_job.type), 'null')
       using errcode = '22023';
   end if;
+  if starts_with(submit_job.type, 'pgsched.') then
+    raise exception 'type must not start with pgsched. (reserved for pgsched''s own jobs), got %', quote_literal(submit_job.type)
+      using errcode = '22023';
+  end if;
   if submit_job.queue is null or submit_job.queue !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$' then
     raise exception 'queue must be 1-64 characters: letters, digits and _ . : / - (not first), got %', coalesce(quote_literal(submit_job.queue), 'null')
       using errcode = '22023';

@@ -26,6 +26,10 @@ create table pgsched.event_listeners (
 );
 comment on table pgsched.event_listeners is 'Who listens to events (streams and webhook subscriptions): while a row is live (until > now()), the state changes of its tenant''s jobs are written to pgsched.events.';
 comment on column pgsched.event_listeners.tenant is 'The tenant listened to; null: every tenant (a stream of an operator key).';
+-- The streams of one tenant (null: of every tenant) share one row, renewed to the later end; the
+-- table every state change checks holds a row per tenant listened to and per webhook subscription,
+-- so it is read whole (no index on until: the renewals stay HOT updates).
+create unique index event_listeners_stream_idx on pgsched.event_listeners (coalesce(tenant, ''), kind) where kind = 'stream';
 comment on column pgsched.event_listeners.until is 'A stream renews this while connected (now + the event retention); a webhook subscription''s is infinity.';
 
 create sequence pgsched.event_seq as bigint;

@@ -32,6 +32,8 @@ export interface WorkerSystem {
   metrics: WorkerMetrics | undefined
   /** The port /metrics is served on once started; undefined when off or not opened. */
   metricsPort(): number | undefined
+  /** Turns events into webhook deliveries; undefined with SCHEDULER_HTTP_HANDLER=off (nothing here could deliver them). */
+  webhookDispatcher: WebhookDispatcher | undefined
   start(): Promise<void>
   /** Graceful: the worker hands back what it could not finish. Idempotent. */
   stop(): Promise<void>
@@ -131,13 +133,15 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     intervalMs: w.pruneIntervalMs,
     batchSize: w.pruneBatchSize,
   })
-  const webhookDispatcher = new WebhookDispatcher({ db: database.db, log })
+  // only where pgsched.webhook runs: a worker without the http handler leaves the events to one with it
+  const webhookDispatcher = w.httpHandler === 'on' ? new WebhookDispatcher({ db: database.db, log }) : undefined
   let stopping: Promise<void> | undefined
   return {
     worker,
     database,
     metrics,
     metricsPort: () => metricsPort,
+    webhookDispatcher,
     async start() {
       await outputStore.start()
       metricsPort = await metricsServer?.start()
@@ -145,11 +149,11 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
       reaper.start()
       triggerScheduler.start()
       pruner.start()
-      webhookDispatcher.start()
+      webhookDispatcher?.start()
     },
     stop() {
       stopping ??= (async () => {
-        await Promise.all([worker.stop(), reaper.stop(), triggerScheduler.stop(), pruner.stop(), webhookDispatcher.stop()])
+        await Promise.all([worker.stop(), reaper.stop(), triggerScheduler.stop(), pruner.stop(), webhookDispatcher?.stop()])
         // What the runs handed back at shutdown had written.
         await outputStore.stop()
         await metricsServer?.stop()

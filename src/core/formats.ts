@@ -8,10 +8,11 @@
  *   cron              a cron expression (core/cron.ts)
  *   time-zone         an IANA time zone name this runtime knows
  *   pgsched-duration  a duration (core/duration.ts) from 1 second to 366 days
+ *   pgsched-job-type  a job type a submit may use: a type's shape, not starting with `pgsched.`
  */
 import { cronProblem, isValidTimeZone } from './cron.ts'
 import { DURATION_PATTERN, DURATION_RULE, parseDurationMs } from './duration.ts'
-import { INTERVAL_MS } from './names.ts'
+import { INTERVAL_MS, RESERVED_TYPE_PREFIX, RESERVED_TYPE_RULE, TYPE_RULE, isTypeName } from './names.ts'
 
 const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i
 
@@ -39,7 +40,13 @@ export function parseIntervalMs(value: unknown): number | undefined {
   return ms !== undefined && ms >= INTERVAL_MS.min && ms <= INTERVAL_MS.max ? ms : undefined
 }
 
-export type FormatName = 'date-time' | 'cron' | 'time-zone' | 'pgsched-duration'
+/** Why `value` cannot be the type of a submitted job (undefined when it can). */
+export function submitTypeProblem(value: unknown, label: string): string | undefined {
+  if (!isTypeName(value)) return `${label} must be ${TYPE_RULE}`
+  return value.startsWith(RESERVED_TYPE_PREFIX) ? `${label} must ${RESERVED_TYPE_RULE}` : undefined
+}
+
+export type FormatName = 'date-time' | 'cron' | 'time-zone' | 'pgsched-duration' | 'pgsched-job-type'
 
 /** Each format's check: the refusal for a field named `label`, or undefined when `value` is valid. */
 export const FORMAT_PROBLEMS: Record<FormatName, (value: string, label: string) => string | undefined> = {
@@ -48,4 +55,5 @@ export const FORMAT_PROBLEMS: Record<FormatName, (value: string, label: string) 
   'time-zone': (value, label) =>
     isValidTimeZone(value) ? undefined : `${label} ${JSON.stringify(value)} is not a known IANA time zone (such as Europe/Berlin)`,
   'pgsched-duration': (value, label) => (parseIntervalMs(value) === undefined ? `${label} must be ${INTERVAL_RULE}` : undefined),
+  'pgsched-job-type': (value, label) => submitTypeProblem(value, label),
 }

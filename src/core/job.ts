@@ -12,7 +12,7 @@
 import { createHash } from 'node:crypto'
 import { ValidationError, type ErrorDetail } from '../errors.ts'
 import { cronNextFireAt } from './cron.ts'
-import { FORMAT_PROBLEMS, INTERVAL_RULE, parseInstant, parseIntervalMs } from './formats.ts'
+import { FORMAT_PROBLEMS, INTERVAL_RULE, parseInstant, parseIntervalMs, submitTypeProblem } from './formats.ts'
 import { jsonValueProblem } from './json-value.ts'
 import type { ExecutionError } from './execution-error.ts'
 import type { JobStatus, LastRun } from './job-status.ts'
@@ -221,9 +221,11 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 /**
  * Validates a submit request and applies defaults.
  * @param now fire-time computations start here (the caller's clock).
+ * @param options.internal pgsched's own jobs (the webhook dispatcher's): the only ones that may
+ *   have a type starting with `pgsched.`.
  * @throws ValidationError whose details name every bad field.
  */
-export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSubmit {
+export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { internal?: boolean } = {}): NormalizedSubmit {
   const problems: ErrorDetail[] = []
   const bad = (path: string, message: string) => problems.push({ path, message })
   const int = (path: string, value: unknown, def: number, { min, max }: IntRange): number => {
@@ -245,6 +247,10 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date): NormalizedSub
 
   if (!isRecord(input)) throw new ValidationError('job must be an object', [{ path: '', message: 'job must be an object' }])
   if (!isTypeName(input.type)) bad('type', `type must be ${TYPE_RULE}`)
+  else if (options.internal !== true) {
+    const problem = submitTypeProblem(input.type, 'type')
+    if (problem) bad('type', problem)
+  }
   const queue = input.queue ?? 'default'
   if (!isQueueName(queue)) bad('queue', `queue must be ${QUEUE_RULE}`)
   const payload = input.payload === undefined ? {} : input.payload

@@ -28,6 +28,14 @@ export const QUEUE_PATTERN = `^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,${QUEUE_MAX_LENGTH 
  */
 export const TENANT_PATTERN = `^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,${TENANT_MAX_LENGTH - 1}}$`
 
+/**
+ * Job types starting with this are pgsched's own (`pgsched.webhook` deliveries): only pgsched
+ * creates them, never a submit (normalizeSubmit, POST /v1/jobs and pgsched.submit_job refuse them).
+ */
+export const RESERVED_TYPE_PREFIX = 'pgsched.'
+/** Why a submitted type is refused although it has a type's shape. */
+export const RESERVED_TYPE_RULE = `not start with ${RESERVED_TYPE_PREFIX} (reserved for pgsched's own jobs)`
+
 /** The rule for a type, in words, for error messages and API docs. */
 export const TYPE_RULE = `1-${TYPE_MAX_LENGTH} characters: letters, digits and _ . : / - (not first)`
 /** The rule for a queue name, in words. */

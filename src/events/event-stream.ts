@@ -9,7 +9,7 @@
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
 import type { EventFilter, JobEvent } from '../core/events.ts'
-import { eventLatestSeq, eventListAfter, eventListenerOpen, eventListenerRenewMany, eventSequence } from '../db/queries/events.ts'
+import { eventLatestSeq, eventPageAfter, eventListenerOpen, eventListenerRenewMany, eventSequence } from '../db/queries/events.ts'
 
 /** How long events are kept, and captured after a stream leaves, unless configured (SCHEDULER_EVENTS_RETENTION_MS). */
 export const EVENTS_RETENTION_MS_DEFAULT = 3_600_000
@@ -87,13 +87,15 @@ async function* follow(
         renewedAt = Date.now()
       }
       await sequenceEvents(db)
-      const page = await eventListAfter(db, { after: cursor, tenant, filter, limit: PAGE_SIZE })
-      for (const event of page) {
+      const page = await eventPageAfter(db, { after: cursor, tenant, filter, limit: PAGE_SIZE })
+      for (const event of page.events) {
         cursor = event.id
         yield event
         if (signal?.aborted) return
       }
-      if (page.length < PAGE_SIZE) await pause(pollMs, signal)
+      // past what did not match too: a rarely matching filter does not rescan the retention each poll
+      cursor = page.upTo
+      if (page.events.length < PAGE_SIZE) await pause(pollMs, signal)
     }
   } finally {
     // capture goes on for the whole retention from now: a reconnect within it misses nothing

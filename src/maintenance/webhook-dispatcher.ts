@@ -3,8 +3,8 @@
  * (the sequencer), then, holding the webhooks cursor (one dispatcher at a time across processes;
  * the others skip), submits one `pgsched.webhook` job per event and subscription that wants it, and
  * moves the cursor past those events, in one transaction: an event is handed to its subscriptions
- * exactly once, and delivered at least once by the job (retried with backoff). Every worker runs
- * it; with no subscription a pass is one cheap query.
+ * exactly once, and delivered at least once by the job (retried with backoff). Every worker with
+ * the http handler on (SCHEDULER_HTTP_HANDLER) runs it; with no subscription a pass is one cheap query.
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
@@ -21,7 +21,12 @@ import { sequenceEvents } from '../events/event-stream.ts'
 export const WEBHOOK_DISPATCH_INTERVAL_MS = 250
 /** Events read per pass transaction (a pass runs transactions until one comes back short). */
 const EVENTS_PER_PASS = 1_000
-/** Attempts and backoff of a delivery: retries over about an hour (base 1 s, doubling, at most 10 min apart). */
+/**
+ * Attempts and backoff of a delivery: 12 attempts, the waits between them random (full jitter) up to
+ * 1 s, 2 s, 4 s, … doubling, at most 10 min: all made within about 27 minutes of the first (the sum
+ * of the caps, core/backoff.ts retryWindowMaxMs: 1,623 s), about 14 minutes on average, plus the
+ * requests' own time.
+ */
 export const WEBHOOK_DELIVERY = { maxAttempts: 12, backoffBaseMs: 1_000, backoffMaxMs: 600_000, timeoutMs: 30_000 } as const
 
 export interface WebhookDispatcherOptions {
@@ -94,6 +99,7 @@ async function submitDeliveries(trx: Kysely<DB>, due: readonly WebhookDue[]): Pr
           ...WEBHOOK_DELIVERY,
         },
         now,
+        { internal: true },
       ),
       id: uuidV7(nowMs),
       executionId: uuidV7(nowMs),

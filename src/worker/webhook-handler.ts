@@ -1,7 +1,8 @@
 /**
  * Built-in handler `pgsched.webhook`: delivers one event to one webhook subscription. The
  * dispatcher (maintenance/webhook-dispatcher.ts) submits a job per event and subscription, payload
- * {subscriptionId, event}; each attempt reads the subscription (deleted: fatal, nothing sent),
+ * {subscriptionId, event}; each attempt reads the subscription (deleted, or of another tenant than
+ * the job's: fatal, nothing sent),
  * signs the body with its secret at the time of sending (events/signature.ts) and POSTs it through
  * the built-in `http` handler, under the same address rules (SCHEDULER_HTTP_ALLOW), redirects and
  * outcome rules: 2xx delivered; 4xx fatal except 408 and 429; 5xx, timeouts and network errors
@@ -13,7 +14,7 @@ import { FatalError } from '../errors.ts'
 import type { AddressPolicy } from '../lib/address-policy.ts'
 import { SIGNATURE_HEADER, signWebhook } from '../events/signature.ts'
 import { WEBHOOK_JOB_TYPE, type JobEvent } from '../core/events.ts'
-import { webhookDeliveryInsert, webhookSubscriptionList } from '../db/queries/webhooks.ts'
+import { webhookDeliveryInsert, webhookSubscriptionForJob } from '../db/queries/webhooks.ts'
 import { defineHandler, type Handler, type HandlerContext } from './handlers.ts'
 import { createHttpHandler, httpAnswerStatus, type HttpResolve } from './http-handler.ts'
 
@@ -30,8 +31,8 @@ export function createWebhookHandler(options: { db: Kysely<DB>; allow?: string |
   const { db } = options
   return defineHandler(WEBHOOK_JOB_TYPE, async (ctx) => {
     const p = ctx.payload as WebhookPayload
-    const sub = (await webhookSubscriptionList(db, { tenant: null, id: p.subscriptionId }))[0]
-    if (!sub) throw new FatalError(`webhook subscription ${p.subscriptionId} was deleted`)
+    const sub = await webhookSubscriptionForJob(db, { id: p.subscriptionId, jobId: ctx.jobId })
+    if (!sub) throw new FatalError(`webhook subscription ${p.subscriptionId} was deleted (or is not of this job's tenant)`)
     const body = JSON.stringify(p.event)
     const headers = {
       'content-type': 'application/json',

@@ -3,7 +3,11 @@
  * the jobs: a client that disconnects for 5 s during a burst and reconnects with Last-Event-ID gets
  * every event once and in order per job; another tenant's client sees none of them.
  */
+import { get } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { sql } from 'kysely'
+import pg from 'pg'
+import { pino } from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildApp, type App } from '../../src/api/app.ts'
 import { createApiKey } from '../../src/api/auth.ts'
@@ -40,19 +44,22 @@ function connect(key: string, query = '', lastEventId?: string) {
   const controller = new AbortController()
   const events: Received[] = []
   let resolveOpen: () => void = () => {}
-  const opened = new Promise<void>((resolve) => {
+  let rejectOpen: (err: unknown) => void = () => {}
+  const opened = new Promise<void>((resolve, reject) => {
     resolveOpen = resolve
+    rejectOpen = reject
   })
+  opened.catch(() => {}) // a test may never await it
   const done = (async () => {
-    const res = await fetch(`${base}/v1/events${query}`, {
-      headers: { authorization: `Bearer ${key}`, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
-      signal: controller.signal,
-    })
-    expect(res.status).toBe(200)
-    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/)
-    const decoder = new TextDecoder()
-    let buffer = ''
     try {
+      const res = await fetch(`${base}/v1/events${query}`, {
+        headers: { authorization: `Bearer ${key}`, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
+        signal: controller.signal,
+      })
+      expect(res.status).toBe(200)
+      expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/)
+      const decoder = new TextDecoder()
+      let buffer = ''
       for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
         buffer += decoder.decode(chunk, { stream: true })
         let end = buffer.indexOf('\n\n')
@@ -71,15 +78,17 @@ function connect(key: string, query = '', lastEventId?: string) {
         }
       }
     } catch (err: unknown) {
-      if (!controller.signal.aborted) throw err
+      // only the abort of close() ends the reader quietly; a failed assertion fails the test
+      if (!(controller.signal.aborted && err instanceof Error && err.name === 'AbortError')) throw err
     }
   })()
+  done.catch(rejectOpen) // handled here too: a failure before close() also fails `opened`, and close() rethrows it
   return {
     events,
     opened,
     async close() {
       controller.abort()
-      await done.catch(() => {})
+      await done
     },
   }
 }
@@ -151,5 +160,45 @@ describe('GET /v1/events', () => {
     const key = (await createApiKey(t.db, { tenant: 'f' })).key
     const res = await fetch(`${base}/v1/events?events=finished`, { headers: { authorization: `Bearer ${key}` } })
     expect(res.status).toBe(400)
+  })
+
+  it('ends the stream of a client that left while it was opening', async () => {
+    const lines: string[] = []
+    const log = pino({ level: 'debug' }, { write: (line: string) => lines.push(line) })
+    const app2 = buildApp({ db: t.db, log })
+    await app2.listen({ host: '127.0.0.1', port: 0 })
+    const address = app2.server.address()
+    const key = (await createApiKey(t.db, { tenant: 'g' })).key
+    const blocker = new pg.Client({ connectionString: t.url })
+    await blocker.connect()
+    try {
+      // the stream's listener insert waits on this lock: the client leaves while the stream opens
+      await blocker.query('begin')
+      await blocker.query('lock table pgsched.event_listeners in share mode')
+      const req = get({
+        host: '127.0.0.1',
+        port: typeof address === 'object' && address ? address.port : 0,
+        path: '/v1/events',
+        headers: { authorization: `Bearer ${key}` },
+      })
+      req.on('error', () => {})
+      await waitFor(
+        async () =>
+          (
+            await sql`select 1 from pg_stat_activity
+                       where datname = current_database() and wait_event_type = 'Lock' and query like '%insert into pgsched.event_listeners%'`.execute(t.db)
+          ).rows.length > 0,
+        { what: 'the stream opening, waiting on the lock' },
+      )
+      req.destroy()
+      await waitFor(() => new Promise<boolean>((resolve) => app2.server.getConnections((_, n) => resolve(n === 0))), {
+        what: 'the server to see the client leave',
+      })
+      await blocker.query('commit')
+      await waitFor(() => lines.some((l) => l.includes('event stream ended')), { timeoutMs: 30_000, what: 'the handler to end' })
+    } finally {
+      await blocker.end()
+      await app2.close()
+    }
   })
 })

@@ -42,7 +42,7 @@ async function documentOf(): Promise<Doc> {
 /** Validators for the document's components, with its formats (the checks are the server's own). */
 function componentValidators(doc: Doc) {
   const ajv = new Ajv({ strict: false, allErrors: true })
-  for (const format of ['date-time', 'uuid', 'cron', 'time-zone', 'pgsched-duration', 'uri-reference']) ajv.addFormat(format, true)
+  for (const format of ['date-time', 'uuid', 'cron', 'time-zone', 'pgsched-duration', 'pgsched-job-type', 'uri-reference']) ajv.addFormat(format, true)
   ajv.addSchema({ $id: 'doc', components: doc.components })
   return (name: string) => {
     const validate = ajv.getSchema(`doc#/components/schemas/${name}`)

@@ -7,6 +7,7 @@
  * document fails the test instead of being ignored.
  */
 import fc from 'fast-check'
+import { TYPE_PATTERN } from '../../src/core/names.ts'
 
 type Schema = Record<string, unknown>
 
@@ -85,6 +86,8 @@ const FORMATS: Record<string, () => fc.Arbitrary<string>> = {
   cron: cronArbitrary,
   'time-zone': () => fc.constantFrom(...Intl.supportedValuesOf('timeZone')),
   'pgsched-duration': durationArbitrary,
+  // a type's pattern (checked by the caller's filter), not the reserved prefix
+  'pgsched-job-type': () => fc.stringMatching(new RegExp(TYPE_PATTERN, 'u')).filter((s) => !s.startsWith('pgsched.')),
   uuid: () => fc.uuid(),
 }
 

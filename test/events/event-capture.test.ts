@@ -1,14 +1,21 @@
-import { sql } from 'kysely'
+import { Kysely, PostgresDialect, sql } from 'kysely'
+import pg from 'pg'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import type { JobEvent } from '../../src/core/events.ts'
-import { eventListAfter, eventListenerOpen } from '../../src/db/queries/events.ts'
+import { normalizeSubmit } from '../../src/core/job.ts'
+import { eventListAfter, eventListenerOpen, eventPruneOld } from '../../src/db/queries/events.ts'
+import { jobInsertMany } from '../../src/db/queries/jobs.ts'
+import { webhookCursorAdvance, webhookSubscriptionInsert } from '../../src/db/queries/webhooks.ts'
+import type { DB } from '../../src/db/schema.ts'
+import { uuidV7 } from '../../src/lib/uuid-v7.ts'
 import { executionClaimBatch } from '../../src/db/queries/claim.ts'
 import { executionCompleteMany, executionFailMany } from '../../src/db/queries/lease.ts'
 import { executionExpireLate, executionRescueExpired } from '../../src/db/queries/rescue.ts'
-import { sequenceEvents } from '../../src/events/event-stream.ts'
+import { sequenceEvents, streamEvents } from '../../src/events/event-stream.ts'
 import { Pruner } from '../../src/maintenance/pruner.ts'
 import { useTestDb } from '../db.ts'
+import { waitFor } from '../wait-for.ts'
 
 const t = useTestDb()
 const WORKER = '00000000-0000-7000-8000-0000000000e1'
@@ -88,5 +95,71 @@ describe('event capture', () => {
     const pruner = new Pruner({ db: t.db, log: t.log, retentionMs: 86_400_000, eventRetentionMs: 3_600_000, intervalMs: 60_000, batchSize: 100 })
     expect((await pruner.runOnce()).events).toBe(2)
     expect(await eventCount()).toBe(0)
+  })
+
+  it('records nothing of pgsched.* jobs (webhook deliveries)', async () => {
+    await eventListenerOpen(t.db, { tenant: 'a', keepMs: 60_000 })
+    const internal = { ...normalizeSubmit({ type: 'pgsched.webhook' }, new Date(), { internal: true }), id: uuidV7(), executionId: uuidV7() }
+    await jobInsertMany(t.db, { tenant: 'a', createdBy: 'test', jobs: [internal] })
+    const { job } = await createClient({ db: t.db, tenant: 'a' }).submitJob({ type: 't' })
+    expect((await allEvents('a')).map((e) => e.jobId)).toEqual([job.id])
+  })
+
+  it('keeps one stream listener row per tenant (and one for every tenant), renewed to the later end', async () => {
+    const first = await eventListenerOpen(t.db, { tenant: 'a', keepMs: 60_000 })
+    const again = await eventListenerOpen(t.db, { tenant: 'a', keepMs: 600_000 })
+    const shorter = await eventListenerOpen(t.db, { tenant: 'a', keepMs: 1_000 })
+    const all = await eventListenerOpen(t.db, { tenant: null, keepMs: 60_000 })
+    expect(await eventListenerOpen(t.db, { tenant: null, keepMs: 60_000 })).toBe(all)
+    expect([again, shorter]).toEqual([first, first])
+    const { rows } = await sql<{ tenant: string | null; left_s: number }>`
+      select tenant, extract(epoch from until - now())::float8 as left_s from pgsched.event_listeners order by tenant nulls first`.execute(t.db)
+    expect(rows.map((r) => r.tenant)).toEqual([null, 'a'])
+    expect(rows[1]?.left_s).toBeGreaterThan(500)
+  })
+
+  it('keeps events the webhook dispatcher has not read while a subscription exists (up to the bound)', async () => {
+    await webhookSubscriptionInsert(t.db, { tenant: 'a', url: 'http://127.0.0.1:9/hook', events: [], queue: 'default', secret: 'sixteen-chars-ok!' })
+    await createClient({ db: t.db, tenant: 'a' }).submitJobs([{ type: 't' }, { type: 't' }, { type: 't' }])
+    await sequenceEvents(t.db)
+    await createClient({ db: t.db, tenant: 'a' }).submitJob({ type: 't' }) // never numbered
+    await sql`update pgsched.events set at = now() - interval '2 hours'`.execute(t.db)
+    const prune = () => eventPruneOld(t.db, { olderThanMs: 3_600_000, limit: 100 })
+    expect(await prune()).toBe(0)
+    const numbered = (await allEvents('a')).map((e) => e.id)
+    await sql`update pgsched.events set at = now() - interval '2 hours'`.execute(t.db)
+    await t.db.transaction().execute((trx) => webhookCursorAdvance(trx, { to: numbered[1] as string }))
+    expect(await prune()).toBe(2)
+    expect(await eventCount()).toBe(2)
+    // a dispatcher that never comes does not keep them for ever
+    await sql`update pgsched.events set at = now() - interval '8 days'`.execute(t.db)
+    expect(await prune()).toBe(2)
+  })
+
+  it('a stream whose filter matches nothing moves past the events it read', async () => {
+    const afters: unknown[] = []
+    const pool = new pg.Pool({ connectionString: t.url, max: 2 })
+    const db = new Kysely<DB>({
+      dialect: new PostgresDialect({ pool }),
+      log: (e) => {
+        if (e.level === 'query' && e.query.sql.includes('order by e.seq')) afters.push(e.query.parameters[0])
+      },
+    })
+    const controller = new AbortController()
+    try {
+      const stream = await streamEvents(db, 'a', { queue: 'rare', signal: controller.signal, pollIntervalMs: 20 })
+      const reading = (async () => {
+        for await (const _ of stream) expect.unreachable('no event matches')
+      })()
+      await createClient({ db: t.db, tenant: 'a' }).submitJobs([{ type: 't' }, { type: 't' }])
+      await sequenceEvents(t.db)
+      const latest = (await allEvents('a')).at(-1)?.id
+      await waitFor(() => afters.includes(latest), { timeoutMs: 30_000, what: 'the stream to read after the latest event' })
+      controller.abort()
+      await reading
+    } finally {
+      controller.abort()
+      await db.destroy()
+    }
   })
 })

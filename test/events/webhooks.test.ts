@@ -4,10 +4,16 @@
  * (allowed as the http handler's allowlist allows it) that answers 500 three times, then 200.
  */
 import { createServer, type Server } from 'node:http'
+import { sql } from 'kysely'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { signWebhook, verifyWebhookSignature } from '../../src/index.ts'
 import { createClient } from '../../src/client.ts'
-import { WebhookDispatcher } from '../../src/maintenance/webhook-dispatcher.ts'
+import { normalizeSubmit } from '../../src/core/job.ts'
+import { jobInsertMany } from '../../src/db/queries/jobs.ts'
+import { uuidV7 } from '../../src/lib/uuid-v7.ts'
+import { readFileSync } from 'node:fs'
+import { retryWindowMaxMs } from '../../src/core/backoff.ts'
+import { WEBHOOK_DELIVERY, WebhookDispatcher } from '../../src/maintenance/webhook-dispatcher.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { createWebhookHandler } from '../../src/worker/webhook-handler.ts'
 import { useTestApi } from '../api/helpers.ts'
@@ -126,5 +132,47 @@ describe('webhooks', () => {
     expect(del.json()).toMatchObject({ id, url })
     const again = await api.app.inject({ method: 'DELETE', url: `/v1/webhooks/${id}`, headers: { authorization: `Bearer ${key}` } })
     expect(again.statusCode).toBe(404)
+  })
+
+  it('refuses pgsched.* job types from tenants (REST, client, SQL), and never signs for another tenant', async () => {
+    const keyA = await api.keyFor('d')
+    const sub = (await api.call(keyA, 'POST', '/v1/webhooks', { url })).json<{ id: string }>()
+    const forged = { subscriptionId: sub.id, event: { id: '1', type: 'succeeded' } }
+
+    const keyB = await api.keyFor('e')
+    const rest = await api.call(keyB, 'POST', '/v1/jobs', { type: 'pgsched.webhook', payload: forged })
+    expect(rest.statusCode).toBe(400)
+    expect(rest.body).toContain('must not start with pgsched.')
+    expect((await api.call(keyB, 'POST', '/v1/jobs', { type: 'pgsched-ok.webhook' })).statusCode).toBeLessThan(300)
+    await expect(createClient({ db: t.db, tenant: 'e' }).submitJob({ type: 'pgsched.webhook', payload: forged })).rejects.toThrow(
+      /must not start with pgsched\./,
+    )
+    await expect(sql`select pgsched.submit_job('pgsched.webhook', ${JSON.stringify(forged)}::jsonb, tenant => 'e')`.execute(t.db)).rejects.toThrow(/reserved/)
+
+    // a delivery job of tenant e naming tenant d's subscription (as if it had got in): fails, nothing sent
+    const insert = async (tenant: string) => {
+      const job = {
+        ...normalizeSubmit({ type: 'pgsched.webhook', payload: forged, maxAttempts: 1 }, new Date(), { internal: true }),
+        id: uuidV7(),
+        executionId: uuidV7(),
+      }
+      await jobInsertMany(t.db, { tenant, createdBy: 'test', jobs: [job] })
+      return job.id
+    }
+    const stateOf = async (jobId: string) =>
+      (await sql<{ state: string }>`select state from pgsched.executions where job_id = ${jobId}::uuid`.execute(t.db)).rows[0]?.state
+    const foreign = await insert('e')
+    const own = await insert('d')
+    await startWorker([createWebhookHandler({ db: t.db, allow: '127.0.0.1' })])
+    await waitFor(async () => (await stateOf(foreign)) === 'failed' && (await stateOf(own)) === 'succeeded', { what: 'both delivery jobs done' })
+    expect(received).toHaveLength(1)
+  }, 60_000)
+
+  it('states the real retry window of a delivery in the README', () => {
+    const maxMs = retryWindowMaxMs(WEBHOOK_DELIVERY)
+    expect(maxMs).toBe(1_623_000)
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8').replace(/\s+/g, ' ')
+    expect(readme).toContain(`${WEBHOOK_DELIVERY.maxAttempts} attempts;`)
+    expect(readme).toContain(`at most ${Math.round(maxMs / 60_000)} minutes after the first, about ${Math.round(maxMs / 2 / 60_000)} on average`)
   })
 })

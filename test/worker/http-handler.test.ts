@@ -171,7 +171,7 @@ describe('http handler address policy', () => {
     }
   })
 
-  it('is left out of a worker process with SCHEDULER_HTTP_HANDLER=off', async () => {
+  it('is left out of a worker process with SCHEDULER_HTTP_HANDLER=off, with the webhook handler and dispatcher', async () => {
     for (const [setting, served] of [
       ['on', true],
       ['off', false],
@@ -181,6 +181,9 @@ describe('http handler address policy', () => {
       >[0]['config']
       const system = createWorkerSystem({ config, log: t.log, handlers: [] })
       expect(system.worker.types.includes('http'), setting).toBe(served)
+      // webhooks go out through the http handler: no delivery handler, no dispatcher submitting deliveries
+      expect(system.worker.types.includes('pgsched.webhook'), setting).toBe(served)
+      expect(system.webhookDispatcher !== undefined, setting).toBe(served)
       await system.stop()
     }
   })

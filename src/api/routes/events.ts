@@ -48,19 +48,34 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
       const header = request.headers['last-event-id']
       const after = typeof header === 'string' && LAST_EVENT_ID.test(header.trim()) ? header.trim() : q.after
       const controller = new AbortController()
-      const events = await client.events({
-        allTenants: request.identity?.operator === true,
-        jobId: q.jobId,
-        type: q.type,
-        queue: q.queue,
-        events: q.events?.split(',') as EventType[] | undefined,
-        after,
-        signal: controller.signal,
-        retentionMs: deps.eventsRetentionMs,
-      })
-      open.add(controller)
       const res = reply.raw
+      // before any await: a client that leaves while the stream opens ends it too
+      res.on('close', () => controller.abort())
+      open.add(controller)
+      let events: AsyncGenerator<JobEvent, void, undefined>
+      try {
+        events = await client.events({
+          allTenants: request.identity?.operator === true,
+          jobId: q.jobId,
+          type: q.type,
+          queue: q.queue,
+          events: q.events?.split(',') as EventType[] | undefined,
+          after,
+          signal: controller.signal,
+          retentionMs: deps.eventsRetentionMs,
+        })
+      } catch (err: unknown) {
+        open.delete(controller)
+        throw err
+      }
       reply.hijack()
+      if (controller.signal.aborted || res.destroyed || request.raw.socket?.destroyed === true) {
+        open.delete(controller)
+        await events.return()
+        res.end()
+        request.log.debug('event stream ended (the client left while it opened)')
+        return
+      }
       res.writeHead(200, {
         'content-type': 'text/event-stream; charset=utf-8',
         'cache-control': 'no-cache',
@@ -69,7 +84,6 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         'x-request-id': request.id,
       })
       request.raw.on('close', () => controller.abort())
-      res.on('close', () => controller.abort())
       const write = async (text: string) => {
         if (!res.write(text) && !controller.signal.aborted) {
           await new Promise<void>((resolve) => {
@@ -83,8 +97,9 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
           })
         }
       }
-      const ping = setInterval(() => res.write(': ping\n\n'), PING_MS)
+      let ping: NodeJS.Timeout | undefined
       try {
+        ping = setInterval(() => res.write(': ping\n\n'), PING_MS)
         await write(': open\n\n')
         for await (const event of events as AsyncIterable<JobEvent>) {
           if (controller.signal.aborted) break
@@ -97,6 +112,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         open.delete(controller)
         controller.abort()
         res.end()
+        request.log.debug('event stream ended')
       }
     },
   )

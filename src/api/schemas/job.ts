@@ -3,7 +3,7 @@
  * of a job with its mapping from the domain type. The submit body carries
  * every constraint normalizeSubmit (core/job.ts) enforces on a single field —
  * patterns, lengths in characters, ranges, enums and the formats of
- * core/formats.ts (date-time, cron, time-zone, pgsched-duration), which the
+ * core/formats.ts (date-time, cron, time-zone, pgsched-duration, pgsched-job-type), which the
  * API validates with the same functions — so a value valid per the schema is
  * refused only for a cross-field reason the descriptions name (endAt after
  * startAt, backoffMaxMs at least backoffBaseMs, startAt/endAt only with a
@@ -131,7 +131,15 @@ export const ScheduleInputSchema = Type.Union(
 /** Body of POST /v1/jobs. */
 export const SubmitJobBody = Type.Object(
   {
-    type: TypeName(`Handler name: ${TYPE_RULE}.`),
+    type: Type.String({
+      minLength: 1,
+      maxLength: TYPE_MAX_LENGTH,
+      pattern: TYPE_PATTERN,
+      format: 'pgsched-job-type',
+      'x-expected': TYPE_RULE,
+      description: `Handler name: ${TYPE_RULE}; not starting with \`pgsched.\` (format pgsched-job-type: reserved for pgsched's own jobs).`,
+      examples: ['email.send'],
+    }),
     payload: Type.Optional(
       Type.Unknown({
         description:

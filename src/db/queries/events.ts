@@ -17,11 +17,17 @@ export interface EventListenerOpenParams {
   keepMs: number
 }
 
-/** Registers a stream as a listener (capture starts when this commits); returns its id. */
+/**
+ * Registers a stream as a listener (capture starts when this commits); returns its id. The streams
+ * of one tenant (or of every tenant) share one row, renewed to the later end, so the table every
+ * state change checks stays as small as the number of tenants listened to.
+ */
 export async function eventListenerOpen(db: Kysely<DB>, params: EventListenerOpenParams): Promise<string> {
   const { rows } = await sql<{ id: string }>`
     insert into pgsched.event_listeners (tenant, kind, until)
     values (${params.tenant}::text, 'stream', now() + ${params.keepMs}::bigint * interval '1 millisecond')
+    on conflict (coalesce(tenant, ''), kind) where kind = 'stream'
+    do update set until = greatest(pgsched.event_listeners.until, excluded.until)
     returning id`.execute(db)
   return (rows[0] as { id: string }).id
 }
@@ -78,7 +84,8 @@ export interface EventListAfterParams {
   limit: number
 }
 
-interface EventRow {
+/** An event row as the queries here and in webhooks.ts select it (seq as text). */
+export interface EventRow {
   seq: string
   at: Date
   type: EventType
@@ -90,7 +97,10 @@ interface EventRow {
   attempt: number | null
 }
 
-function toEvent(r: EventRow): JobEvent {
+/** The columns of an EventRow, from pgsched.events aliased `e`. */
+export const EVENT_COLUMNS = sql`e.seq::text as seq, e.at, e.type, e.tenant, e.job_id, e.execution_id, e.queue, e.job_type, e.attempt`
+
+export function toEvent(r: EventRow): JobEvent {
   return {
     id: r.seq,
     type: r.type,
@@ -104,21 +114,52 @@ function toEvent(r: EventRow): JobEvent {
   }
 }
 
+export interface EventPage {
+  /** Matching events, in number order. */
+  events: JobEvent[]
+  /**
+   * Where the reader may go on from: the last event's number when the page is full, else the
+   * highest number visible to the query (matching or not). Safe because the sequencer numbers
+   * only committed events, and one pass at a time (its transaction-scoped advisory lock is released
+   * at commit, so a later pass's nextval comes after every number already visible): no event
+   * numbered at or below a number a reader has seen becomes visible later.
+   */
+  upTo: string
+}
+
+/** The next page of a stream: numbered events after `after` that match, in number order, and where to go on from. */
+export async function eventPageAfter(db: Kysely<DB>, params: EventListAfterParams): Promise<EventPage> {
+  const f = params.filter
+  const events = f.events && f.events.length > 0 ? [...f.events] : null
+  const { rows } = await sql<EventRow & { top: string }>`
+    with top as (
+      -- in the same snapshot as the page (one statement), through events_seq_idx
+      select coalesce(max(seq), 0) as seq from pgsched.events where seq is not null
+    )
+    select greatest(top.seq, ${params.after}::bigint)::text as top, page.*
+      from top
+      left join lateral (
+        select ${EVENT_COLUMNS}
+          from pgsched.events e
+         where e.seq is not null and e.seq > ${params.after}::bigint and e.seq <= top.seq
+           and (${params.tenant}::text is null or tenant = ${params.tenant}::text)
+           and (${f.jobId ?? null}::uuid is null or job_id = ${f.jobId ?? null}::uuid)
+           and (${f.type ?? null}::text is null or job_type = ${f.type ?? null}::text)
+           and (${f.queue ?? null}::text is null or queue = ${f.queue ?? null}::text)
+           and (${events}::text[] is null or type = any(${events}::text[]))
+         order by e.seq   -- the number, not the text it is returned as
+         limit ${params.limit}::int
+      ) page on true
+     order by page.seq::bigint`.execute(db)
+  const page = rows.filter((r) => r.seq !== null).map(toEvent)
+  const last = page.at(-1)?.id
+  const upTo = page.length >= params.limit && last !== undefined ? last : (rows[0]?.top ?? params.after)
+  return { events: page, upTo }
+}
+
 /** The next page of a stream: numbered events after `after` that match, in number order. */
 export async function eventListAfter(db: Kysely<DB>, params: EventListAfterParams): Promise<JobEvent[]> {
-  const f = params.filter
-  const { rows } = await sql<EventRow>`
-    select e.seq::text as seq, e.at, e.type, e.tenant, e.job_id, e.execution_id, e.queue, e.job_type, e.attempt
-      from pgsched.events e
-     where e.seq is not null and e.seq > ${params.after}::bigint
-       and (${params.tenant}::text is null or tenant = ${params.tenant}::text)
-       and (${f.jobId ?? null}::uuid is null or job_id = ${f.jobId ?? null}::uuid)
-       and (${f.type ?? null}::text is null or job_type = ${f.type ?? null}::text)
-       and (${f.queue ?? null}::text is null or queue = ${f.queue ?? null}::text)
-       and (${f.events && f.events.length > 0 ? [...f.events] : null}::text[] is null or type = any(${f.events && f.events.length > 0 ? [...f.events] : null}::text[]))
-     order by e.seq   -- the number, not the text it is returned as
-     limit ${params.limit}::int`.execute(db)
-  return rows.map(toEvent)
+  return (await eventPageAfter(db, params)).events
 }
 
 /** The oldest event still kept (its number), or null: a Last-Event-ID before it may have missed events. */
@@ -128,24 +169,37 @@ export async function eventOldestSeq(db: Kysely<DB>): Promise<string | null> {
   return rows[0]?.seq ?? null
 }
 
+/** While a webhook subscription exists, events the dispatcher has not read are kept this long at most (a week). */
+export const EVENTS_UNDISPATCHED_MAX_MS = 604_800_000
+
 /**
  * Retention: deletes up to `limit` events older than `olderThanMs` (numbered or not), and the
- * stream listeners whose capture ended. Returns how many events.
+ * stream listeners whose capture ended. While a webhook subscription exists, events the webhook
+ * dispatcher has not read yet (unnumbered, or after the webhooks cursor) are kept, so none is
+ * pruned before it is handed to its subscriptions, unless older than `undispatchedMaxMs` (a
+ * dispatcher that never runs must not grow the table for ever). Returns how many events.
  */
-export async function eventPruneOld(db: Kysely<DB>, params: { olderThanMs: number; limit: number }): Promise<number> {
+export async function eventPruneOld(db: Kysely<DB>, params: { olderThanMs: number; limit: number; undispatchedMaxMs?: number }): Promise<number> {
+  const holdMs = Math.max(params.olderThanMs, params.undispatchedMaxMs ?? EVENTS_UNDISPATCHED_MAX_MS)
   const { rows } = await sql<{ n: number }>`
     with cutoff as (
-      select now() - ${params.olderThanMs}::bigint * interval '1 millisecond' as at
+      select now() - ${params.olderThanMs}::bigint * interval '1 millisecond' as at,
+             now() - ${holdMs}::bigint * interval '1 millisecond' as hold_at,
+             -- null: nothing held (no webhook subscription)
+             case when exists (select 1 from pgsched.webhook_subscriptions)
+                  then coalesce((select seq from pgsched.event_cursors where name = 'webhooks'), 0) end as dispatched
     ),
     doomed as (
       -- the oldest by number, then the never numbered, each through its own index; kept when recent
-      (select id, at from pgsched.events where seq is not null order by seq limit ${params.limit}::int)
+      (select id, seq, at from pgsched.events where seq is not null order by seq limit ${params.limit}::int)
       union all
-      (select id, at from pgsched.events where seq is null order by id limit ${params.limit}::int)
+      (select id, seq, at from pgsched.events where seq is null order by id limit ${params.limit}::int)
     ),
     deleted as (
       delete from pgsched.events e
-       where e.id in (select id from doomed where at < (select at from cutoff))
+       where e.id in (select d.id from doomed d, cutoff c
+                       where d.at < c.at
+                         and (c.dispatched is null or d.seq <= c.dispatched or d.at < c.hold_at))
       returning 1
     ),
     listeners as (

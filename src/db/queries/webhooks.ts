@@ -6,6 +6,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { EventType, JobEvent } from '../../core/events.ts'
+import { EVENT_COLUMNS, type EventRow, toEvent } from './events.ts'
 
 export interface WebhookSubscriptionRow {
   id: string
@@ -46,6 +47,19 @@ export async function webhookSubscriptionList(db: Kysely<DB>, p: { tenant: strin
        and (${p.id ?? null}::uuid is null or id = ${p.id ?? null}::uuid)
      order by id`.execute(db)
   return rows
+}
+
+/**
+ * The subscription a delivery job names, only when it belongs to the job's tenant (undefined when
+ * it was deleted, or is another tenant's: a job's payload never picks whose secret signs it).
+ */
+export async function webhookSubscriptionForJob(db: Kysely<DB>, p: { id: string; jobId: string }): Promise<WebhookSubscriptionRow | undefined> {
+  const { rows } = await sql<WebhookSubscriptionRow>`
+    select s.id, s.tenant, s.url, s.events, s.queue, s.secret, s.created_at as "createdAt"
+      from pgsched.webhook_subscriptions s
+      join pgsched.jobs j on j.id = ${p.jobId}::uuid and j.tenant = s.tenant
+     where s.id = ${p.id}::uuid`.execute(db)
+  return rows[0]
 }
 
 /** Deletes a subscription (with its listener and delivery log); undefined when the tenant has no such one. */
@@ -132,50 +146,18 @@ export async function webhookDueAfterCursor(trx: Kysely<DB>, p: { limit: number 
     select seq::text as seq from pgsched.event_cursors where name = 'webhooks' for update skip locked`.execute(trx)
   const from = cursor[0]?.seq
   if (from === undefined) return { upTo: null, read: 0, due: [] }
-  const { rows } = await sql<{
-    seq: string
-    at: Date
-    type: EventType
-    tenant: string
-    job_id: string
-    execution_id: string | null
-    queue: string
-    job_type: string
-    attempt: number | null
-    subscription_id: string | null
-    subscription_queue: string | null
-    last: string
-  }>`
+  const { rows } = await sql<EventRow & { subscription_id: string | null; subscription_queue: string | null; last: string }>`
     with next as (
       select * from pgsched.events where seq is not null and seq > ${from}::bigint order by seq limit ${p.limit}::int
     )
-    select e.seq::text as seq, e.at, e.type, e.tenant, e.job_id, e.execution_id, e.queue, e.job_type, e.attempt,
-           s.id as subscription_id, s.queue as subscription_queue, (select max(seq) from next)::text as last
+    select ${EVENT_COLUMNS}, s.id as subscription_id, s.queue as subscription_queue, (select max(seq) from next)::text as last
       from next e
       left join pgsched.webhook_subscriptions s
         on s.tenant = e.tenant and (cardinality(s.events) = 0 or e.type = any(s.events)) and s.created_at <= e.at
        and e.job_type not like 'pgsched.%'
      order by e.seq, s.id`.execute(trx)
   const due = rows.flatMap((r) =>
-    r.subscription_id === null
-      ? []
-      : [
-          {
-            subscriptionId: r.subscription_id,
-            queue: r.subscription_queue as string,
-            event: {
-              id: r.seq,
-              type: r.type,
-              at: r.at,
-              tenant: r.tenant,
-              jobId: r.job_id,
-              executionId: r.execution_id,
-              queue: r.queue,
-              jobType: r.job_type,
-              attempt: r.attempt,
-            },
-          },
-        ],
+    r.subscription_id === null ? [] : [{ subscriptionId: r.subscription_id, queue: r.subscription_queue as string, event: toEvent(r) }],
   )
   return { upTo: rows[0]?.last ?? from, read: new Set(rows.map((r) => r.seq)).size, due }
 }
