@@ -5,7 +5,12 @@
  * started), and the response ends with the whole output once the attempt ends.
  */
 import type { AddressInfo } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Kysely, PostgresDialect } from 'kysely'
+import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { buildApp } from '../../src/api/app.ts'
+import type { DB } from '../../src/db/schema.ts'
 import { createClient } from '../../src/client.ts'
 import { executionOutputAppendMany, executionOutputUriSet } from '../../src/db/queries/output.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
@@ -100,5 +105,48 @@ describe('GET /v1/executions/{id}/output', () => {
     expect(follow.state.text).toBe('line 1\nline 2\n')
     const after = await api.call(key, 'GET', `/v1/executions/${executionId}/output?follow=true`)
     expect(after.body).toBe('line 1\nline 2\n')
+  })
+
+  it('stops following when the client hangs up', async () => {
+    const key = await api.keyFor('acme')
+    const { job } = await createClient({ db: t.db, tenant: 'acme' }).submitJob({ type: 'never-served' })
+    const executionId = job.lastExecution?.id as string
+    // An app whose every statement naming the execution is counted: each poll of the follow reads it.
+    let reads = 0
+    const pool = new pg.Pool({ connectionString: t.url, max: 2 })
+    const db = new Kysely<DB>({
+      dialect: new PostgresDialect({ pool }),
+      log: (e) => {
+        if (e.level === 'query' && e.query.parameters.includes(executionId)) reads++
+      },
+    })
+    const app = buildApp({ db, log: t.log, outputFollowPollMs: 20 })
+    try {
+      await app.listen({ port: 0, host: '127.0.0.1' })
+      const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/v1/executions/${executionId}/output?follow=true`
+      const hangUp = new AbortController()
+      const res = await fetch(url, { headers: { authorization: `Bearer ${key}` }, signal: hangUp.signal })
+      expect(res.status).toBe(200)
+      await waitFor(() => reads >= 5, { what: 'the follow to poll the pending execution' })
+      hangUp.abort()
+      await res.body?.cancel().catch(() => undefined)
+      // Within a few polls of the hang-up the follow has ended; then nothing reads the execution any more.
+      await waitFor(
+        async () => {
+          const before = reads
+          await sleep(100)
+          return reads === before
+        },
+        { what: 'the follow to stop polling' },
+      )
+      const settled = reads
+      await sleep(500) // 25 poll intervals: a follow still running would read the execution again
+      expect(reads).toBe(settled)
+    } finally {
+      // The aborted fetch's socket stays open on the server's side (the close would wait for it).
+      app.server.closeAllConnections()
+      await app.close()
+      await db.destroy()
+    }
   })
 })
