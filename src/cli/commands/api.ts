@@ -62,7 +62,11 @@ export async function startApiServer(params: StartApiServerParams): Promise<ApiS
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     close() {
       closing ??= (async () => {
+        // The server's close waits for every connection; one a client left open (an aborted
+        // streaming response) is cut once the grace is over, so a shutdown always ends.
+        const cut = setTimeout(() => app.server.closeAllConnections(), HANDLERS_GRACE_MS)
         await app.close()
+        clearTimeout(cut)
         // A request whose client hung up may still be running after close(): let it finish its writes.
         if (!(await apiHandlersSettled(app, HANDLERS_GRACE_MS))) {
           log.warn({ graceMs: HANDLERS_GRACE_MS }, 'request handlers still running at shutdown; closing the pool under them')
@@ -74,7 +78,7 @@ export async function startApiServer(params: StartApiServerParams): Promise<ApiS
   }
 }
 
-/** How long a close waits for request handlers whose clients hung up. */
+/** How long a close waits for connections, then for request handlers whose clients hung up. */
 const HANDLERS_GRACE_MS = 10_000
 
 export function registerApi(program: Command): void {
