@@ -22,12 +22,15 @@ export const DURATION_PATTERN = `^(?:${COMPACT_DURATION.source.slice(1, -1)}|${I
 /** The accepted forms, in words (error messages, API docs). */
 export const DURATION_RULE = 'milliseconds, a duration such as 10s, 5m, 1h30m or 500ms, or an ISO-8601 duration such as PT10S or P1D (no years or months)'
 
-const UNIT_MS = { w: 604_800_000, d: 86_400_000, h: 3_600_000, m: 60_000, s: 1000, ms: 1 } as const
+/** Milliseconds per unit, in the order both patterns capture them: w, d, h, m, s, then ms (compact only). */
+const GROUP_UNIT_MS = [604_800_000, 86_400_000, 3_600_000, 60_000, 1000, 1] as const
 
-function sum(parts: ReadonlyArray<[string | undefined, number]>): number | undefined {
-  if (parts.every(([v]) => v === undefined)) return undefined
+/** The milliseconds a match of either pattern captures; undefined when it captured no unit (`P`, ``). */
+function matchedMs(m: RegExpExecArray): number | undefined {
+  const groups = m.slice(1)
+  if (groups.every((v) => v === undefined)) return undefined
   let ms = 0
-  for (const [v, unit] of parts) if (v !== undefined) ms += Number(v) * unit
+  for (const [i, v] of groups.entries()) if (v !== undefined) ms += Number(v) * (GROUP_UNIT_MS[i] ?? 0)
   return Math.round(ms)
 }
 
@@ -35,14 +38,7 @@ function sum(parts: ReadonlyArray<[string | undefined, number]>): number | undef
 export function parseIsoDurationMs(text: string): number | undefined {
   const m = ISO_DURATION.exec(text)
   if (!m || text.endsWith('T')) return undefined
-  const [, w, d, h, min, s] = m
-  return sum([
-    [w, UNIT_MS.w],
-    [d, UNIT_MS.d],
-    [h, UNIT_MS.h],
-    [min, UNIT_MS.m],
-    [s, UNIT_MS.s],
-  ])
+  return matchedMs(m)
 }
 
 /**
@@ -53,16 +49,5 @@ export function parseDurationMs(value: unknown): number | undefined {
   if (typeof value === 'number') return Number.isSafeInteger(value) ? value : undefined
   if (typeof value !== 'string') return undefined
   const compact = COMPACT_DURATION.exec(value)
-  if (compact) {
-    const [, w, d, h, min, s, ms] = compact
-    return sum([
-      [w, UNIT_MS.w],
-      [d, UNIT_MS.d],
-      [h, UNIT_MS.h],
-      [min, UNIT_MS.m],
-      [s, UNIT_MS.s],
-      [ms, UNIT_MS.ms],
-    ])
-  }
-  return parseIsoDurationMs(value)
+  return compact ? matchedMs(compact) : parseIsoDurationMs(value)
 }

@@ -6,10 +6,9 @@
  * sandbox that exited, crashed, or was ended for an abort is never reused.
  * Caller: the Executor, for handlers whose effective mode is not `none`.
  */
-import type { Writable } from 'node:stream'
 import type { Logger } from '../logger.ts'
-import type { Handler, HandlerRegistry } from './handlers.ts'
-import type { SandboxInit, SandboxMode } from './sandbox-protocol.ts'
+import type { Handler, HandlerContext, HandlerRegistry } from './handlers.ts'
+import type { RunDataField, SandboxInit, SandboxMode } from './sandbox-protocol.ts'
 import { Sandbox, type SandboxResult } from './sandbox.ts'
 
 export interface SandboxPoolParams {
@@ -27,18 +26,7 @@ export interface SandboxPoolParams {
 /** What a run needs from the worker: its data, its abort signal, its output stream. */
 export interface PooledRun extends Placement {
   handler: Handler
-  ctx: {
-    payload: unknown
-    jobId: string
-    executionId: string
-    attempt: number
-    maxAttempts: number
-    type: string
-    queue: string
-    scheduledFor: Date
-    readonly signal: AbortSignal
-    readonly output: Writable
-  }
+  ctx: Pick<HandlerContext, RunDataField | 'scheduledFor' | 'signal' | 'output'>
 }
 
 /** Where one handler type runs when it is sandboxed. */

@@ -5,6 +5,8 @@
  * (`serialization: 'advanced'`). One run at a time per sandbox; `id` names it.
  */
 
+import type { HandlerContext } from './handlers.ts'
+
 /** Where a sandboxed handler runs: `none` is in the worker's own thread. */
 export type SandboxMode = 'none' | 'thread' | 'process'
 
@@ -18,17 +20,11 @@ export interface SandboxInit {
   mode: Exclude<SandboxMode, 'none'>
 }
 
-/** The data fields of a HandlerContext (signal, log and output are rebuilt inside). */
-export interface SandboxRunContext {
-  payload: unknown
-  jobId: string
-  executionId: string
-  attempt: number
-  maxAttempts: number
-  type: string
-  queue: string
-  scheduledForMs: number
-}
+/** The plain data fields of a HandlerContext, which cross to a sandbox as they are. */
+export type RunDataField = 'payload' | 'jobId' | 'executionId' | 'attempt' | 'maxAttempts' | 'type' | 'queue'
+
+/** The data fields of a HandlerContext (the fire time as epoch ms; signal, log and output are rebuilt inside). */
+export type SandboxRunContext = Pick<HandlerContext, RunDataField> & { scheduledForMs: number }
 
 /** An error as it crosses the boundary. */
 export interface SandboxErrorData {
