@@ -22,6 +22,7 @@ interface BenchFlags {
   json?: string
   reps?: string
   historyRows?: string
+  keepHistory?: boolean
   only?: string
   partitions?: string
   steadyRate?: string
@@ -76,13 +77,14 @@ export function registerBench(program: Command): void {
     .option('--quick', 'small sizes and one repetition (under a minute)')
     .option('--json <file>', 'also write the report as JSON')
     .option('--reps <n>', 'repetitions per figure (default 3; 1 with --quick)')
-    .option('--history-rows <n>', 'terminal executions written for the scale scenario (default 10000000; 20000 with --quick)')
+    .option('--history-rows <n>', 'executions of history written for the scale and list scenarios (default 10000000; 20000 with --quick)')
+    .option('--keep-history', "keep the list scenario's seeded database for the next run of the same size (dropped otherwise)")
     .option(
       '--only <scenarios>',
       `comma-separated scenarios to run (${SCENARIOS.join(', ')}); docs are not rewritten. flow (all three burn-down-… variants: ` +
         'a concurrency limit, fair share or a rate limit on but not binding, each paired with the plain burn-down) and sandbox (burn-down-thread, ' +
         `burn-down-process: every handler in a thread or process sandbox, each paired with the in-process burn-down, at concurrency ${SANDBOX_CONCURRENCY}) ` +
-        'run only when named',
+        'and list (the API reads of the jobs page, timed over HTTP with --history-rows executions in history) run only when named',
     )
     .option('--partitions <n>', `hash partitions of the scratch schema (default: SCHEDULER_PARTITIONS or ${PARTITION_COUNT_DEFAULT})`)
     .option('--steady-rate <n>', 'jobs per second the steady scenario submits over REST (default 600; 100 with --quick)')
@@ -102,6 +104,7 @@ export function registerBench(program: Command): void {
         quick,
         reps: positiveInt(flags.reps, 'reps', quick ? 1 : 3),
         historyRows: positiveInt(flags.historyRows, 'history-rows', quick ? 20_000 : 10_000_000),
+        keepHistory: Boolean(flags.keepHistory),
         steadyRate: positiveInt(flags.steadyRate, 'steady-rate', quick ? 100 : 600),
         steadySeconds: positiveInt(flags.steadySeconds, 'steady-seconds', quick ? 5 : 30),
         partitions: config.db.partitions,
