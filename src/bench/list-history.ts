@@ -7,12 +7,13 @@
  *
  * The layout, over HISTORY_DAYS days ending when the seeding began (within the pruner's default
  * retention of 7 days, so a worker would keep it):
- * - a tenth of the rows belong to recurring jobs (one per 10,000 rows, each with an equal share of
- *   runs at an even interval; one in ten paused), the rest to one-time jobs, one execution each;
+ * - a tenth of the rows belong to recurring jobs (one per 10,000 rows, at least 10, each with an
+ *   equal share of runs at an even interval; one in ten paused), the rest to one-time jobs, one
+ *   execution each;
  * - tenants acme 55 %, globex 30 %, initech 10 %, umbrella 5 %; eight types over four queues;
- * - one-time outcomes: 90 % succeeded, 5 % failed (five distinct errors, unevenly), 1 % expired
- *   (missed their start deadline), 1 % cancelled, the rest succeeded; the newest 0.2 % are a backlog:
- *   60 % of them pending, 5 % running, the rest as above. A fifth carry an idempotency key.
+ * - one-time outcomes: 90 % succeeded, 5 % failed (four distinct errors, unevenly), 1 % expired
+ *   (missed their start deadline), 1 % cancelled, the rest succeeded; the newest 0.2 % (at least
+ *   200) are a backlog: 60 % of them pending, 5 % running, the rest as above. A fifth carry an idempotency key.
  * Outcomes, tenants and types come from hashes of the row number, so they are independent.
  */
 import { performance } from 'node:perf_hooks'
@@ -26,7 +27,16 @@ const HISTORY_DAYS = 6
 const HISTORY_WORKER_ID = '00000000-0000-7000-8000-0000000be001'
 
 export const LIST_TENANTS = ['acme', 'globex', 'initech', 'umbrella'] as const
-export const LIST_TYPES = ['email.send', 'report.build', 'image.resize', 'invoice.sync', 'webhook.deliver', 'search.index', 'export.csv', 'cleanup.tmp'] as const
+export const LIST_TYPES = [
+  'email.send',
+  'report.build',
+  'image.resize',
+  'invoice.sync',
+  'webhook.deliver',
+  'search.index',
+  'export.csv',
+  'cleanup.tmp',
+] as const
 export const LIST_QUEUES = ['default', 'critical', 'bulk', 'emails'] as const
 
 /** The shape of the history for `rows` executions. */
@@ -38,7 +48,7 @@ export interface HistoryLayout {
 }
 
 export function historyLayout(rows: number): HistoryLayout {
-  const recurringJobs = Math.max(1, Math.floor(rows / 10_000))
+  const recurringJobs = Math.max(10, Math.floor(rows / 10_000))
   const runsPerRecurringJob = Math.max(1, Math.floor(rows / 10 / recurringJobs))
   return { rows, recurringJobs, runsPerRecurringJob, oneTimeJobs: Math.max(0, rows - recurringJobs * runsPerRecurringJob) }
 }
@@ -70,11 +80,12 @@ function chunksOf(l: HistoryLayout): Chunk[] {
 const uuidAt = (at: ReturnType<typeof sql>, seed: ReturnType<typeof sql>) =>
   sql`(lpad(to_hex((extract(epoch from ${at}) * 1000)::bigint), 12, '0') || '7' || substr(md5(${seed}), 1, 3) || '8' || substr(md5(${seed}), 4, 15))::uuid`
 
-const tenantOf = (h: ReturnType<typeof sql>) => sql`(case when ${h} < 55 then 'acme' when ${h} < 85 then 'globex' when ${h} < 95 then 'initech' else 'umbrella' end)`
+const tenantOf = (h: ReturnType<typeof sql>) =>
+  sql`(case when ${h} < 55 then 'acme' when ${h} < 85 then 'globex' when ${h} < 95 then 'initech' else 'umbrella' end)`
 const typeOf = (h: ReturnType<typeof sql>) => sql`((${sql.val([...LIST_TYPES])}::text[])[${h} + 1])`
 /** Types map to queues (two types per queue), as a deployment routes them. */
 const queueOf = (h: ReturnType<typeof sql>) => sql`((${sql.val([...LIST_QUEUES])}::text[])[${h} % 4 + 1])`
-/** Five errors, the first far more frequent than the last. */
+/** Four errors, the first far more frequent than the last. */
 const errorOf = (h: ReturnType<typeof sql>, at: ReturnType<typeof sql>, attempt: ReturnType<typeof sql>) => sql`jsonb_build_object(
   'name', (array['TimeoutError', 'TimeoutError', 'TimeoutError', 'TimeoutError', 'Error', 'Error', 'Error', 'TypeError', 'TypeError', 'HttpError'])[${h} + 1],
   'message', (array['handler timed out after 300000 ms', 'handler timed out after 300000 ms', 'handler timed out after 300000 ms',
@@ -85,7 +96,7 @@ const errorOf = (h: ReturnType<typeof sql>, at: ReturnType<typeof sql>, attempt:
 
 async function writeOneTime(db: Kysely<DB>, l: HistoryLayout, c: Chunk, start: Date, end: Date): Promise<void> {
   const stepMs = (end.getTime() - start.getTime()) / Math.max(1, l.oneTimeJobs)
-  const backlogFrom = Math.floor(l.oneTimeJobs * 0.998)
+  const backlogFrom = l.oneTimeJobs - Math.max(200, Math.floor(l.oneTimeJobs * 0.002))
   // fate: s succeeded, f failed, x expired, c cancelled, p pending, r running
   const g = sql`
     select k, at, ${tenantOf(sql`th`)} as tenant, ${typeOf(sql`ty`)} as type, ${queueOf(sql`ty`)} as queue, er, u,
@@ -166,11 +177,16 @@ async function writeRecurring(db: Kysely<DB>, l: HistoryLayout, c: Chunk, start:
  * autovacuum would have let them) and checkpoints.
  */
 export async function writeListHistory(db: Kysely<DB>, rows: number, progress: (line: string) => void): Promise<void> {
-  await sql`create table if not exists public.bench_list_seed (chunk text primary key, executions bigint not null, at timestamptz not null default now())`.execute(db)
+  await sql`create table if not exists public.bench_list_seed (chunk text primary key, executions bigint not null, at timestamptz not null default now())`.execute(
+    db,
+  )
   await sql`insert into public.bench_list_seed (chunk, executions) values ('layout', ${rows}::bigint) on conflict (chunk) do nothing`.execute(db)
-  const { rows: seeded } = await sql<{ chunk: string; executions: string; at: Date }>`select chunk, executions::text, at from public.bench_list_seed`.execute(db)
+  const { rows: seeded } = await sql<{ chunk: string; executions: string; at: Date }>`select chunk, executions::text, at from public.bench_list_seed`.execute(
+    db,
+  )
   const layoutRow = seeded.find((r) => r.chunk === 'layout')
-  if (!layoutRow || Number(layoutRow.executions) !== rows) throw new Error(`the list history database was seeded for ${layoutRow?.executions} rows, not ${rows}`)
+  if (!layoutRow || Number(layoutRow.executions) !== rows)
+    throw new Error(`the list history database was seeded for ${layoutRow?.executions} rows, not ${rows}`)
   const done = new Set(seeded.map((r) => r.chunk))
   if (done.has('vacuumed')) {
     progress(`list: ${rows.toLocaleString('en-US')} executions of history already written`)
