@@ -5,9 +5,9 @@
  * a row over HTTP (after WARM_UP_REQUESTS unmeasured ones; fewer if it takes seconds, see
  * BUDGET_MS_PER_URL), and its median and p95 reported.
  *
- * The seeded database is named after its size and partition count, so an interrupted seeding
- * resumes in the next run, and `keep` leaves it for the next run (to compare indexes or code on
- * the same history without writing it again); otherwise it is dropped at the end.
+ * The seeded database is named after its size and partition count, so an interrupted (or failed)
+ * seeding resumes in the next run, and `keep` leaves it for the next run (to compare indexes or
+ * code on the same history without writing it again); otherwise it is dropped at the end.
  */
 import { performance } from 'node:perf_hooks'
 import { sql, type Kysely } from 'kysely'
@@ -118,7 +118,7 @@ export async function addListRows(o: ListScenario): Promise<void> {
   })()
   if (!exists) await admin(o.databaseUrl, `create database ${name}`)
   else o.progress(`list: reusing database ${name}`)
-  let dropped = false
+  let seeded = false
   const database = createDb({ databaseUrl: url.toString(), poolSize: 4, applicationName: 'pgsched-bench' })
   try {
     // Migrations added since the database was seeded apply to it now (e.g. a new index).
@@ -126,6 +126,7 @@ export async function addListRows(o: ListScenario): Promise<void> {
     const { applied } = await migrate({ databaseUrl: url.toString(), partitions: o.partitions })
     if (exists && applied.length > 0) o.progress(`list: applied ${applied.join(', ')} in ${Math.round((performance.now() - t0) / 1000)} s`)
     await writeListHistory(database.db, o.historyRows, o.progress)
+    seeded = true
     const key = (await createApiKey(database.db, { tenant: TENANT, name: 'bench list' })).key
     const port = await freePort()
     const api = o.track(spawnApi({ databaseUrl: url.toString(), port }))
@@ -153,11 +154,9 @@ export async function addListRows(o: ListScenario): Promise<void> {
     }
   } finally {
     await database.db.destroy()
-    if (!o.keep) {
-      await admin(o.databaseUrl, `drop database if exists ${name} with (force)`)
-      dropped = true
-    }
-    if (!dropped) o.progress(`list: kept database ${name} for the next run`)
+    // A seeding that failed half-way is kept too: the next run resumes it.
+    if (o.keep || !seeded) o.progress(`list: kept database ${name} for the next run`)
+    else await admin(o.databaseUrl, `drop database if exists ${name} with (force)`)
   }
 }
 
