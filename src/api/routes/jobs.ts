@@ -15,6 +15,7 @@ import { CommonErrors, ErrorRef, ErrorResponses, documented } from '../schemas/e
 import { ExecutionPageRef, executionToJson } from '../schemas/execution.ts'
 import { JobPageRef, JobRef, ListJobsQuery, SubmitJobBodyRef, SubmitJobHeaders, jobToJson } from '../schemas/job.ts'
 import type { RouteDeps } from './deps.ts'
+import { operationsFor } from './job-operations.ts'
 
 const security = [{ apiKey: [] }]
 const LOCATION = { Location: { type: 'string', format: 'uri-reference', description: 'The job: /v1/jobs/{id}.' } } as const
@@ -86,14 +87,16 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
         operationId: 'listJobs',
         tags: ['jobs'],
         summary: 'List jobs',
-        description: "The tenant's jobs, newest first, filtered by status, type and queue; keyset-paginated, so pages stay stable while jobs are added.",
+        description:
+          "The tenant's jobs (an operator key: every tenant's, or one named by `tenant`), newest first, filtered by status, type, queue, " +
+          "idempotency key, the latest execution's error and creation time; keyset-paginated, so pages stay stable while jobs are added.",
         security,
         querystring: ListJobsQuery,
-        response: { 200: documented(JobPageRef, 'A page of jobs.'), ...CommonErrors },
+        response: { 200: documented(JobPageRef, 'A page of jobs.'), ...CommonErrors, 403: ErrorResponses[403] },
       },
     },
     async (request) => {
-      const page = await deps.clientFor(request).listJobs(request.query)
+      const page = await operationsFor(deps, request).listJobs(request.query)
       return { items: page.items.map(jobToJson), nextCursor: page.nextCursor }
     },
   )
