@@ -78,6 +78,8 @@ export interface JobOperations {
   deleteJob(id: string): Promise<void>
   /** Cancels, retries or deletes at most `limit` jobs of the filter; repeat until `remaining` is 0. */
   bulkJobs(params: BulkJobsParams): Promise<BulkJobsResult>
+  /** The tenant a job belongs to (in a tenant's scope, always that tenant); undefined when there is no such job. */
+  tenantOfJob(id: string): Promise<string | undefined>
 }
 
 /** The action's past participle, for messages. */
@@ -185,6 +187,11 @@ export function jobOperations(db: Kysely<DB>, own: string | null): JobOperations
     rerunJob: async (id) => (await actOnOne('rerun', id, 'finished (COMPLETED, FAILED, EXPIRED or CANCELLED)')) as Job,
     async deleteJob(id) {
       await actOnOne('delete', id, 'finished (COMPLETED, FAILED, EXPIRED or CANCELLED)')
+    },
+
+    async tenantOfJob(id) {
+      assertUuid(id, 'id')
+      return own ?? jobTenantOf(db, id)
     },
 
     async bulkJobs(params) {

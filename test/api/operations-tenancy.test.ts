@@ -79,7 +79,7 @@ describe('job operations across tenants', () => {
     expect(await t.db.selectFrom('pgsched.queues').selectAll().execute()).toEqual([])
   })
 
-  it("lets an operator key retry another tenant's job by id and list every tenant's jobs", async () => {
+  it("lets an operator key retry, view and cancel another tenant's job by id and list every tenant's jobs", async () => {
     const operator = (await createApiKey(t.db, { tenant: 'ops', operator: true })).key
     const { jobId } = await insertExecution(t.db, { state: 'failed', error: { message: 'x', name: 'Error', attempt: 1 }, job: { tenant: 'hooli' } })
     const res = await api.call(operator, 'POST', `/v1/jobs/${jobId}/retry`)
@@ -87,5 +87,11 @@ describe('job operations across tenants', () => {
     expect(res.json()).toMatchObject({ tenant: 'hooli', status: 'SCHEDULED' })
     const list = await api.call(operator, 'GET', '/v1/jobs?tenant=hooli')
     expect(list.json().items.map((j: { id: string }) => j.id)).toEqual([jobId])
+    // and views and controls it by id, as the dashboard's job page does
+    expect((await api.call(operator, 'GET', `/v1/jobs/${jobId}`)).json()).toMatchObject({ id: jobId, tenant: 'hooli' })
+    expect((await api.call(operator, 'GET', `/v1/jobs/${jobId}/executions`)).json().items).toHaveLength(2)
+    expect((await api.call(operator, 'POST', `/v1/jobs/${jobId}/cancel`)).json()).toMatchObject({ status: 'CANCELLED' })
+    // a tenant key still cannot
+    expect((await api.call(await api.keyFor('acme'), 'GET', `/v1/jobs/${jobId}`)).statusCode).toBe(404)
   })
 })

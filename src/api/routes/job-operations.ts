@@ -7,6 +7,7 @@
 import { Readable } from 'node:stream'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
+import type { Client } from '../../client.ts'
 import type { Job } from '../../core/job.ts'
 import type { JobOperations } from '../../job-operations.ts'
 import { IdParams } from '../schemas/common.ts'
@@ -22,6 +23,17 @@ const security = [{ apiKey: [] }]
 export function operationsFor(deps: RouteDeps, request: FastifyRequest) {
   const client = deps.clientFor(request)
   return request.identity?.operator ? client.allTenants() : client
+}
+
+/**
+ * The client for a route addressing one job: the key's tenant's, or for an operator key the
+ * job's own tenant's (so operators see and control every tenant's jobs by id).
+ */
+export async function clientForJob(deps: RouteDeps, request: FastifyRequest, id: string): Promise<Client> {
+  const client = deps.clientFor(request)
+  if (!request.identity?.operator) return client
+  const tenant = await client.allTenants().tenantOfJob(id)
+  return tenant === undefined || tenant === client.tenant ? client : client.withTenant(tenant, `api-key:${request.identity.keyId}`)
 }
 
 /** The JSON export: one array, written a job at a time. */

@@ -15,7 +15,7 @@ import { CommonErrors, ErrorRef, ErrorResponses, documented } from '../schemas/e
 import { ExecutionPageRef, executionToJson } from '../schemas/execution.ts'
 import { JobPageRef, JobRef, ListJobsQuery, SubmitJobBodyRef, SubmitJobHeaders, jobToJson } from '../schemas/job.ts'
 import type { RouteDeps } from './deps.ts'
-import { operationsFor } from './job-operations.ts'
+import { clientForJob, operationsFor } from './job-operations.ts'
 
 const security = [{ apiKey: [] }]
 const LOCATION = { Location: { type: 'string', format: 'uri-reference', description: 'The job: /v1/jobs/{id}.' } } as const
@@ -114,7 +114,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
         response: { 200: documented(JobRef, 'The job.'), ...CommonErrors, 404: ErrorResponses[404] },
       },
     },
-    async (request) => jobToJson(await deps.clientFor(request).viewJob(request.params.id)),
+    async (request) => jobToJson(await (await clientForJob(deps, request, request.params.id)).viewJob(request.params.id)),
   )
 
   app.get(
@@ -132,7 +132,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
       },
     },
     async (request) => {
-      const page = await deps.clientFor(request).listExecutions(request.params.id, request.query)
+      const page = await (await clientForJob(deps, request, request.params.id)).listExecutions(request.params.id, request.query)
       return { items: page.items.map(executionToJson), nextCursor: page.nextCursor }
     },
   )
@@ -158,8 +158,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
         },
       },
       async (request) => {
-        const client = deps.clientFor(request)
         const id = request.params.id
+        const client = await clientForJob(deps, request, id)
         const job = action === 'cancel' ? await client.cancelJob(id) : action === 'pause' ? await client.pauseJob(id) : await client.resumeJob(id)
         return jobToJson(job)
       },
