@@ -80,6 +80,19 @@ describe('scheduler jobs', () => {
   }, 120_000)
 })
 
+describe('scheduler jobs bulk on a terminal', () => {
+  it('rewrites one progress line in place', async () => {
+    await insertExecutions(t.db, 1500, { state: 'pending', job: { tenant: 'tty', queue: 'tty' } })
+    // script(1) runs the command on a pseudo-terminal: stderr is a TTY there
+    const { stdout } = await exec('script', ['-qec', 'node bin/scheduler jobs bulk cancel --queue tty', '/dev/null'], {
+      env: { ...process.env, DATABASE_URL: t.url },
+    })
+    expect(stdout).toContain('\rcancel: 1000 of 1500 jobs (66%), 500 left\u001b[K')
+    expect(stdout).toContain('\rcancel: 1500 of 1500 jobs (100%), 0 left\u001b[K\r\n')
+    expect(stdout).toContain('cancel: 1500 jobs changed in 2 calls')
+  }, 120_000)
+})
+
 describe('scheduler workers list', () => {
   it('lists the workers with their state, as a table and as JSON', async () => {
     const id = '00000000-0000-7000-8000-00000000e001'
