@@ -100,12 +100,9 @@ export async function jobRunAgainMany(trx: Executor, params: JobActParams & { ac
         from target
       returning id, job_id, tenant, queue, type
     ),
-    wake as (
-      select pg_notify('pgsched_executions', json_build_object('queues', array_agg(distinct queue), 'delayMs', 0)::text)
-        from added having count(*) > 0
-    ),
     ${eventsCaptured(sql`select 'submitted', tenant, job_id, id, queue, type, 0 from added`)}
-    select job_id as id, (select count(*) from wake) as woken from added order by job_id`.execute(trx)
+    -- the insert trigger on executions wakes the workers that wait for these queues (migration 0011)
+    select job_id as id from added order by job_id`.execute(trx)
   return rows.map((r) => r.id)
 }
 
