@@ -38,11 +38,15 @@ describe('POST /v1/jobs/{id}/retry', () => {
 
     const history = await api.call(key, 'GET', `/v1/jobs/${jobId}/executions`)
     expect(history.json().items).toHaveLength(2)
+    // a worker claims the new run as its first attempt
+    const [claimed] = await executionClaimBatch(t.db, { workerId: WORKER, queues: ['default'], types: ['noop'], limit: 1, leaseMs: 60_000 })
+    expect(claimed).toMatchObject({ id: rows[1]?.id, attempt: 1 })
+    expect((await api.call(key, 'GET', `/v1/jobs/${jobId}`)).json().status).toBe('RUNNING')
 
-    // a second retry finds it SCHEDULED: 409 naming the status, nothing added
+    // a second retry finds it RUNNING: 409 naming the status, nothing added
     const again = await api.call(key, 'POST', `/v1/jobs/${jobId}/retry`)
     expect(again.statusCode).toBe(409)
-    expect(again.json().message).toContain('is SCHEDULED')
+    expect(again.json().message).toContain('is RUNNING')
     expect(await executionsOf(jobId)).toHaveLength(2)
   })
 
