@@ -212,7 +212,7 @@ describe('the dashboard in Chromium', () => {
     expect(await page.locator('tbody tr td:nth-child(5)').allTextContents()).toEqual(expect.arrayContaining(['globex']))
     expect(new Set(await page.locator('tbody tr td:nth-child(5)').allTextContents())).toEqual(new Set(['globex']))
     await page.goto(`${api.url}/ui/#/jobs/${theirs.id}`)
-    await expect(page.getByRole('alert').textContent()).resolves.toMatch(/not found/i)
+    await expect(page.getByRole('alert').first().textContent()).resolves.toMatch(/not found/i)
     await page.context().close()
   })
 
@@ -227,6 +227,62 @@ describe('the dashboard in Chromium', () => {
     await waitFor(async () => (await payload.textContent())?.includes('<img src=x'), { what: 'the payload shown as text' })
     expect(await page.locator('main img, main script').count()).toBe(0)
     expect(await page.evaluate<unknown>('window.__injected')).toBeUndefined()
+    await page.context().close()
+  })
+
+  it('marks paused and limited queues on the overview', async () => {
+    await rest(operatorKey, 'POST', '/v1/queues/ui-overview-paused/pause')
+    await rest(operatorKey, 'PATCH', '/v1/queues/ui-overview-limited', { concurrencyLimit: 3 })
+    const page = await signedIn(operatorKey)
+    await page.goto(`${api.url}/ui/#/overview`)
+    const paused = page.locator('[data-queue="ui-overview-paused"]')
+    const limited = page.locator('[data-queue="ui-overview-limited"]')
+    await expect(paused.locator('.badge').allTextContents()).resolves.toEqual(['paused'])
+    await expect(limited.locator('.badge').allTextContents()).resolves.toEqual(['limited'])
+    await page.context().close()
+  })
+
+  it('draws throughput, failure rate and schedule lag over the last hour from /v1/stats', async () => {
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/overview`)
+    await page.waitForSelector('figure.chart canvas')
+    await expect(page.locator('figure.chart figcaption').allTextContents()).resolves.toEqual(['Throughput per minute', 'Failure rate', 'Schedule lag'])
+    // The jobs run above show in the throughput table of the last hour.
+    const started = await page.locator('figure.chart').first().locator('tbody td:nth-child(2)').allTextContents()
+    expect(started.map(Number).reduce((a, b) => a + b, 0)).toBeGreaterThan(0)
+    const operatorPage = await signedIn(operatorKey)
+    await operatorPage.goto(`${api.url}/ui/#/overview`)
+    await operatorPage.waitForSelector('figure.chart canvas')
+    await shot(operatorPage, 'overview')
+    await operatorPage.context().close()
+    await page.context().close()
+  })
+
+  it('lists recurring schedules with their next fire times', async () => {
+    const job = await submit(acmeKey, {
+      type: 'switch.fail',
+      schedule: { cron: '0 3 * * *', timezone: 'Europe/Berlin' },
+      payload: { failWhile: join(flags, 'never') },
+    })
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/schedules`)
+    const row = page.locator('tr', { has: page.locator(`a[href="#/jobs/${job.id}"]`) })
+    await row.waitFor()
+    await expect(row.locator('td').nth(3).textContent()).resolves.toContain('0 3 * * *')
+    expect(await row.locator('td').nth(4).locator('li').count()).toBe(5)
+    await shot(page, 'schedules')
+    await row.getByRole('button', { name: 'Pause' }).click()
+    await waitFor(async () => (await rest<{ state: string }>(acmeKey, 'GET', `/v1/jobs/${job.id}`)).state === 'paused', { what: 'the schedule to pause' })
+    await page.context().close()
+  })
+
+  it('lists the running worker as alive with what it serves', async () => {
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/workers`)
+    const row = page.locator('tr[data-worker-state="alive"]').first()
+    await row.waitFor()
+    await expect(row.textContent()).resolves.toContain('ui-pause')
+    await shot(page, 'workers')
     await page.context().close()
   })
 
