@@ -5,7 +5,7 @@
  * job, bulk retry of 100 failed jobs, pausing a queue, tenant isolation and escaping of tenant
  * input. With UI_SCREENSHOTS=<folder> (npm run screenshots) it also saves a PNG of each page.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
@@ -112,7 +112,6 @@ describe('the dashboard in Chromium', () => {
     await page.waitForSelector(row, { timeout: 20_000 })
     writeFileSync(gate, '')
     await page.waitForSelector(`${row}[data-status="COMPLETED"]`, { timeout: 20_000 })
-    await shot(page, 'jobs')
     await page.context().close()
   })
 
@@ -166,9 +165,10 @@ describe('the dashboard in Chromium', () => {
     const group = page.locator('tr', { hasText: 'bulk switch on' })
     await group.waitFor()
     expect(await group.getAttribute('data-count')).toBe('100')
+    await group.getByRole('button', { name: 'Show jobs and sample' }).click()
+    await group.locator('.job-list li').first().waitFor()
     await shot(page, 'failures')
     rmSync(flag)
-    await group.getByRole('button', { name: 'Show jobs and sample' }).click()
     await group.getByRole('button', { name: 'Retry this group' }).click()
     await waitFor(async () => (await group.locator('.progress').textContent())?.includes('retry: 100 job(s) done'), { what: 'the bulk retry to report 100' })
     const completed = async () => (await rest<{ items: JobJson[] }>(acmeKey, 'GET', '/v1/jobs?queue=ui-bulk&status=COMPLETED&limit=500')).items.length
@@ -283,6 +283,40 @@ describe('the dashboard in Chromium', () => {
     await row.waitFor()
     await expect(row.textContent()).resolves.toContain('ui-pause')
     await shot(page, 'workers')
+    await page.context().close()
+  })
+
+  it('filters the job list, finds a job by idempotency key, pages through it and exports it', async () => {
+    const keyed = await submit(acmeKey, { type: 'switch.fail', idempotencyKey: 'order-4711', payload: { failWhile: join(flags, 'never') } })
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/jobs`)
+    await page.getByLabel('Job id or idempotency key').fill('order-4711')
+    await page.getByRole('button', { name: 'Apply' }).click()
+    await page.waitForSelector(`tr[data-job-id="${keyed.id}"]`)
+    expect(await page.locator('tbody tr').count()).toBe(1)
+    await page.getByRole('link', { name: 'Clear' }).click()
+    await page.getByLabel('Queue').fill('ui-bulk')
+    await page.getByRole('button', { name: 'Apply' }).click()
+    // 100 jobs in ui-bulk, 50 to a page: two pages, then back.
+    await waitFor(async () => (await page.locator('tbody tr').count()) === 50, { what: 'the first page of 50' })
+    const first = await page.locator('tbody tr').first().getAttribute('data-job-id')
+    await page.getByRole('button', { name: 'Next' }).click()
+    await page.getByText('Page 2').waitFor()
+    await waitFor(async () => (await page.locator('tbody tr').first().getAttribute('data-job-id')) !== first, { what: 'the second page' })
+    expect(await page.locator('tbody tr').count()).toBe(50)
+    expect(await page.getByRole('button', { name: 'Next' }).isDisabled()).toBe(true)
+    await page.getByRole('button', { name: 'Previous' }).click()
+    await waitFor(async () => (await page.locator('tbody tr').first().getAttribute('data-job-id')) === first, { what: 'the first page again' })
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'CSV' }).click()])
+    const csv = readFileSync(await download.path(), 'utf8')
+      .trim()
+      .split('\n')
+    expect(csv).toHaveLength(101)
+    const operatorPage = await signedIn(operatorKey)
+    await operatorPage.goto(`${api.url}/ui/#/jobs`)
+    await operatorPage.locator('tbody tr').first().waitFor()
+    await shot(operatorPage, 'jobs')
+    await operatorPage.context().close()
     await page.context().close()
   })
 

@@ -33,7 +33,8 @@ export function Chart({ title, times, series, unit }: ChartProps) {
       {
         width: width(el),
         height: 180,
-        series: [{}, ...series.map((s) => ({ label: s.label, stroke: s.color, width: 2, spanGaps: false }))],
+        // Points as well as lines: a minute with figures between two without still shows.
+        series: [{}, ...series.map((s) => ({ label: s.label, stroke: s.color, width: 2, spanGaps: false, points: { show: true, size: 5, fill: s.color } }))],
         axes: [{}, { label: unit, size: 60 }],
         legend: { live: false },
         cursor: { show: false },

@@ -120,15 +120,17 @@ export function QueuesPage() {
                       .join(', ') || 'none'}
                   </td>
                   {identity.operator && (
-                    <td class="actions">
-                      {q.paused ? (
-                        <ActionButton label={`Resume ${q.name}`} run={act(q.name, 'resume')} done={`Queue ${q.name} resumed`} />
-                      ) : (
-                        <ActionButton label={`Pause ${q.name}`} run={act(q.name, 'pause')} done={`Queue ${q.name} paused`} />
-                      )}
-                      <button type="button" aria-expanded={editing === q.name} onClick={() => setEditing(editing === q.name ? null : q.name)}>
-                        Edit limits
-                      </button>
+                    <td>
+                      <div class="actions">
+                        {q.paused ? (
+                          <ActionButton label={`Resume ${q.name}`} run={act(q.name, 'resume')} done={`Queue ${q.name} resumed`} />
+                        ) : (
+                          <ActionButton label={`Pause ${q.name}`} run={act(q.name, 'pause')} done={`Queue ${q.name} paused`} />
+                        )}
+                        <button type="button" aria-expanded={editing === q.name} onClick={() => setEditing(editing === q.name ? null : q.name)}>
+                          Edit limits
+                        </button>
+                      </div>
                     </td>
                   )}
                 </tr>

@@ -66,9 +66,15 @@ export function SchedulesPage() {
                     </ul>
                   </td>
                   <td>
-                    {s.lastRun?.status ? <StatusBadge status={s.lastRun.status} /> : '—'} {when(s.lastRun?.finishedAt ?? null)}
+                    {s.lastRun?.status ? (
+                      <>
+                        <StatusBadge status={s.lastRun.status} /> {when(s.lastRun.finishedAt ?? s.lastRun.scheduledFor ?? null)}
+                      </>
+                    ) : (
+                      'not run yet'
+                    )}
                   </td>
-                  <td class="actions">
+                  <td>
                     {s.paused ? (
                       <ActionButton label="Resume" run={act(s.jobId, 'resume')} done="Schedule resumed" />
                     ) : (
