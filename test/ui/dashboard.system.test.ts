@@ -301,7 +301,7 @@ describe('the dashboard in Chromium', () => {
     await waitFor(async () => (await page.locator('tbody tr').count()) === 50, { what: 'the first page of 50' })
     const first = await page.locator('tbody tr').first().getAttribute('data-job-id')
     await page.getByRole('button', { name: 'Next' }).click()
-    await page.getByText('Page 2').waitFor()
+    await page.getByText('Page 2', { exact: true }).waitFor()
     await waitFor(async () => (await page.locator('tbody tr').first().getAttribute('data-job-id')) !== first, { what: 'the second page' })
     expect(await page.locator('tbody tr').count()).toBe(50)
     expect(await page.getByRole('button', { name: 'Next' }).isDisabled()).toBe(true)
