@@ -170,7 +170,9 @@ describe('the dashboard in Chromium', () => {
     await shot(page, 'failures')
     rmSync(flag)
     await group.getByRole('button', { name: 'Retry this group' }).click()
-    await waitFor(async () => (await group.locator('.progress').textContent())?.includes('retry: 100 job(s) done'), { what: 'the bulk retry to report 100' })
+    await waitFor(async () => (await page.locator('.bulk-progress').textContent())?.includes('retry: 100 job(s) done'), {
+      what: 'the bulk retry to report 100',
+    })
     const completed = async () => (await rest<{ items: JobJson[] }>(acmeKey, 'GET', '/v1/jobs?queue=ui-bulk&status=COMPLETED&limit=500')).items.length
     await waitFor(async () => (await completed()) === 100, { what: '100 retried jobs to succeed', timeoutMs: 60_000 })
     await page.getByText('bulk switch on').waitFor({ state: 'detached', timeout: 20_000 })
@@ -298,7 +300,9 @@ describe('the dashboard in Chromium', () => {
     await page.getByLabel('Queue').fill('ui-bulk')
     await page.getByRole('button', { name: 'Apply' }).click()
     // 100 jobs in ui-bulk, 50 to a page: two pages, then back.
-    await waitFor(async () => (await page.locator('tbody tr').count()) === 50, { what: 'the first page of 50' })
+    await waitFor(async () => (await page.locator('tbody tr[data-queue="ui-bulk"]').count()) === 50 && (await page.locator('tbody tr').count()) === 50, {
+      what: 'the first page of 50 jobs of ui-bulk',
+    })
     const first = await page.locator('tbody tr').first().getAttribute('data-job-id')
     await page.getByRole('button', { name: 'Next' }).click()
     await page.getByText('Page 2', { exact: true }).waitFor()

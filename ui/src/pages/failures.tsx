@@ -30,8 +30,11 @@ async function runBulk(action: BulkAction, filter: BulkFilter, progress: (text: 
   return changed
 }
 
-function BulkButtons({ filter, what, done }: { filter: BulkFilter; what: string; done: () => void }) {
-  const [progress, setProgress] = useState('')
+/**
+ * Retry, cancel and delete buttons for the jobs `filter` selects. Progress goes to the page's
+ * own status line (`progress`), which stays when the group's row goes away once it is done.
+ */
+function BulkButtons({ filter, what, done, setProgress }: { filter: BulkFilter; what: string; done: () => void; setProgress: (text: string) => void }) {
   const run = (action: BulkAction) => async () => {
     const changed = await runBulk(action, filter, setProgress)
     setProgress(`${action}: ${changed} job(s) done`)
@@ -51,9 +54,6 @@ function BulkButtons({ filter, what, done }: { filter: BulkFilter; what: string;
           done={`${verbs[a]} ${what}: finished`}
         />
       ))}
-      <span class="progress" role="status" aria-live="polite">
-        {progress}
-      </span>
     </fieldset>
   )
 }
@@ -89,6 +89,7 @@ function GroupJobs({ group }: { group: FailureGroup }) {
 export function FailuresPage() {
   const [queue, setQueue] = useState('')
   const [open, setOpen] = useState<string | null>(null)
+  const [progress, setProgress] = useState('')
   const failures = useLoad((signal) => call<{ items: FailureGroup[] }>(withQuery('/v1/failures', { queue }), { signal }), [queue])
   useLiveRefresh((e) => e.type === 'failed' || e.type === 'expired' || e.type === 'started', failures.reload, 2000)
   const groups = failures.data?.items ?? []
@@ -123,12 +124,16 @@ export function FailuresPage() {
             <BulkButtons
               filter={queue ? { status: 'FAILED', queue } : { status: 'FAILED' }}
               what="all failed jobs"
+              setProgress={setProgress}
               done={() => {
                 failures.reload()
                 announce('Failure groups reloaded')
               }}
             />
           )}
+          <p class="bulk-progress" role="status" aria-live="polite">
+            {progress}
+          </p>
           <TableWrap label="Failure groups">
             <table class="failures">
               <thead>
@@ -157,6 +162,7 @@ export function FailuresPage() {
                             <BulkButtons
                               filter={{ errorType: g.errorType, errorMessage: g.message, ...(queue ? { queue } : {}) }}
                               what="this group"
+                              setProgress={setProgress}
                               done={failures.reload}
                             />
                             <h2 class="small">Sample payload (job {shortId(g.sampleJobId)})</h2>

@@ -126,7 +126,7 @@ export function JobsPage({ query }: { query: URLSearchParams }) {
       </div>
       <ErrorNotice error={page.error} what="This job list" />
       <TableWrap label="Jobs">
-        <table class="jobs">
+        <table class="jobs" aria-busy={page.loading}>
           <caption class="visually-hidden">Jobs, newest first{stack.length > 1 ? `, page ${stack.length}` : ''}</caption>
           <thead>
             <tr>
@@ -142,7 +142,7 @@ export function JobsPage({ query }: { query: URLSearchParams }) {
           </thead>
           <tbody aria-live="polite" aria-relevant="additions">
             {items.map((job) => (
-              <tr key={job.id} data-job-id={job.id} data-status={job.status}>
+              <tr key={job.id} data-job-id={job.id} data-status={job.status} data-queue={job.queue}>
                 <td>
                   <a href={href(`/jobs/${job.id}`)} title={job.id}>
                     {shortId(job.id)}
