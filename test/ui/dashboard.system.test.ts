@@ -273,7 +273,7 @@ describe('the dashboard in Chromium', () => {
     await expect(row.locator('td').nth(3).textContent()).resolves.toContain('0 3 * * *')
     expect(await row.locator('td').nth(4).locator('li').count()).toBe(5)
     await shot(page, 'schedules')
-    await row.getByRole('button', { name: 'Pause' }).click()
+    await row.getByRole('button', { name: `Pause schedule ${job.id}` }).click()
     await waitFor(async () => (await rest<{ state: string }>(acmeKey, 'GET', `/v1/jobs/${job.id}`)).state === 'paused', { what: 'the schedule to pause' })
     await page.context().close()
   })

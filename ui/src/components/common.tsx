@@ -72,6 +72,8 @@ export function Announcer() {
 /** A button that runs an API action, disabled while it runs; errors and results are announced. */
 export function ActionButton(props: {
   label: string
+  /** The accessible name when the visible label needs context ("Retry job 1a2b…"). */
+  name?: string
   run: () => Promise<unknown>
   done?: string
   confirm?: string
@@ -84,15 +86,23 @@ export function ActionButton(props: {
     setBusy(true)
     try {
       await props.run()
-      announce(props.done ?? `${props.label}: done`)
+      announce(props.done ?? `${props.name ?? props.label}: done`)
     } catch (err: unknown) {
-      announce(`${props.label} failed: ${err instanceof ApiError && err.missingRoute ? 'not available on this server yet' : messageOf(err)}`)
+      announce(`${props.name ?? props.label} failed: ${err instanceof ApiError && err.missingRoute ? 'not available on this server yet' : messageOf(err)}`)
     } finally {
       setBusy(false)
     }
   }
   return (
-    <button type="button" class={props.kind ?? ''} disabled={busy} aria-busy={busy} aria-describedby={props.describedBy} onClick={() => void click()}>
+    <button
+      type="button"
+      class={props.kind ?? ''}
+      disabled={busy}
+      aria-busy={busy}
+      aria-label={props.name}
+      aria-describedby={props.describedBy}
+      onClick={() => void click()}
+    >
       {props.label}
     </button>
   )

@@ -77,8 +77,8 @@ function GroupJobs({ group }: { group: FailureGroup }) {
               {shortId(j.id)}
             </a>{' '}
             <StatusBadge status={j.status} /> {j.type} in {j.queue}{' '}
-            <ActionButton label={`Retry ${shortId(j.id)}`} run={act(j.id, 'retry')} done="Retry submitted" />
-            <ActionButton label={`Cancel ${shortId(j.id)}`} run={act(j.id, 'cancel')} done="Job cancelled" />
+            <ActionButton label="Retry" name={`Retry job ${j.id}`} run={act(j.id, 'retry')} done="Retry submitted" />
+            <ActionButton label="Cancel" name={`Cancel job ${j.id}`} run={act(j.id, 'cancel')} done="Job cancelled" />
           </li>
         ))}
       </ul>

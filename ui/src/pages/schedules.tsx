@@ -76,9 +76,9 @@ export function SchedulesPage() {
                   </td>
                   <td>
                     {s.paused ? (
-                      <ActionButton label="Resume" run={act(s.jobId, 'resume')} done="Schedule resumed" />
+                      <ActionButton label="Resume" name={`Resume schedule ${s.jobId}`} run={act(s.jobId, 'resume')} done="Schedule resumed" />
                     ) : (
-                      <ActionButton label="Pause" run={act(s.jobId, 'pause')} done="Schedule paused" />
+                      <ActionButton label="Pause" name={`Pause schedule ${s.jobId}`} run={act(s.jobId, 'pause')} done="Schedule paused" />
                     )}
                   </td>
                 </tr>
