@@ -14,7 +14,7 @@ import { createApiKey } from '../../src/api/auth.ts'
 import { useTestDb } from '../db.ts'
 import type { ApiProcess } from '../faults/api-process.ts'
 import { waitFor } from '../wait-for.ts'
-import { launchBrowser, openPage, signIn, startApi, startWorkerProcess, stopApi, type WorkerProcess } from './stack.ts'
+import { cspViolations, launchBrowser, openPage, signIn, startApi, startWorkerProcess, stopApi, type WorkerProcess } from './stack.ts'
 
 const t = useTestDb({ truncate: false })
 const flags = mkdtempSync(join(tmpdir(), 'pgsched-ui-'))
@@ -336,5 +336,9 @@ describe('the dashboard in Chromium', () => {
     await page.locator('tbody tr').first().waitFor()
     await shot(page, 'jobs-390')
     await page.context().close()
+  })
+
+  it('broke no rule of its Content-Security-Policy on any page above', () => {
+    expect(cspViolations).toEqual([])
   })
 })

@@ -74,6 +74,9 @@ export async function launchBrowser(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] })
 }
 
+/** What Chromium reported as refused by the dashboard's Content-Security-Policy, on any page opened here. */
+export const cspViolations: string[] = []
+
 /**
  * A page at `width` px that counts what it receives: `transferredBytes()` waits until every
  * request but the endless event stream has finished, then sums their header and body sizes.
@@ -81,6 +84,9 @@ export async function launchBrowser(): Promise<Browser> {
 export async function openPage(browser: Browser, width: number): Promise<{ context: BrowserContext; page: Page; transferredBytes(): Promise<number> }> {
   const context = await browser.newContext({ viewport: { width, height: 900 }, deviceScaleFactor: 1 })
   const page = await context.newPage()
+  page.on('console', (message) => {
+    if (message.text().includes('Content Security Policy')) cspViolations.push(message.text())
+  })
   const open = new Set<Request>()
   const sizes: Array<Promise<number>> = []
   page.on('request', (request) => {

@@ -46,8 +46,9 @@ async function errorOf(res: Response): Promise<ApiError> {
   } catch {
     // not JSON: keep the status line
   }
-  // Fastify's answer for an unknown route: "Route GET:/v1/x not found".
-  const missingRoute = res.status === 404 && (body === undefined || /^Route .* not found$/.test(String(body.message ?? '')))
+  // A server without the operation: 404 "no route POST /v1/…", or 405 where the path serves other methods
+  // (DELETE /v1/jobs/{id} on a server that only has GET there).
+  const missingRoute = res.status === 405 || (res.status === 404 && /^no route /.test(String(body?.message ?? '')))
   if (res.status === 401) signOut(message)
   return new ApiError(res.status, missingRoute ? 'this server does not offer this operation yet' : message, missingRoute)
 }
