@@ -3,12 +3,13 @@
  * keyset page of jobs (newest first, filtered as job-filter.ts says). Rows become domain types through `toJob` and `toExecution` (which
  * executions.ts uses too).
  */
-import { sql, type Kysely, type SqlBool, type RawBuilder } from 'kysely'
+import { sql, type Expression, type Kysely, type SqlBool, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { AttemptRecord, Execution, Job, Schedule } from '../../core/job.ts'
 import { LIVE_WORKER_MS, unservedMessage } from '../../core/job.ts'
 import { jobStatus, lastRunOf } from '../../core/job-status.ts'
-import { jobFilterSql, type JobFilter } from './job-filter.ts'
+import { candidateAccepted, isCandidateStatus, jobCandidates } from './job-candidates.ts'
+import { jobFilterSql, statusCondition, type JobFilter } from './job-filter.ts'
 
 type Executor = Kysely<DB>
 
@@ -202,10 +203,39 @@ export interface JobListParams extends JobFilter {
   beforeId?: string
 }
 
-/** One page of jobs matching the filter, newest first (keyset on the time-ordered id). */
+/**
+ * A condition the planner cannot see into: a scalar subquery, whose selectivity it takes as one
+ * half. The status conditions test the trigger of a left join for null, which it estimates near
+ * zero (its statistics have no null job_id); expecting almost no match, it then reads and sorts
+ * every job of the tenant instead of reading them newest first until the page is full (COMPLETED
+ * at 10,000,000 executions: 30 s instead of 20 ms). Taking half to match, it reads newest first.
+ */
+const opaque = (condition: Expression<SqlBool>) => sql<SqlBool>`(select ${condition})`
+
+/**
+ * One page of jobs matching the filter, newest first (keyset on the time-ordered id). A rare
+ * status is read from its candidates (job-candidates.ts), the others through the jobs indexes.
+ */
 export async function jobList(db: Executor, params: JobListParams): Promise<Job[]> {
-  let q = jobViewQuery(db).where(sql<SqlBool>`${jobFilterSql(params)}`)
+  const { status, ...filter } = params
+  let q = jobViewQuery(db).where(sql<SqlBool>`${jobFilterSql(filter)}`)
   if (params.beforeId) q = q.where('j.id', '<', params.beforeId)
+  if (isCandidateStatus(status)) {
+    // one page per source of candidates, merged: each job is accepted through one source only
+    const pages = await Promise.all(
+      jobCandidates(status, params.tenant, params.beforeId).map((candidates) =>
+        q
+          .innerJoin(candidates.as('d'), (join) => join.onRef('d.job_id', '=', 'j.id'))
+          .where(opaque(sql<SqlBool>`${candidateAccepted(status)} and ${statusCondition(status)}`))
+          .orderBy('j.id', 'desc')
+          .limit(params.limit)
+          .execute(),
+      ),
+    )
+    const rows = pages.flat().sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
+    return rows.slice(0, params.limit).map((r) => toJob(r as JobViewRow))
+  }
+  if (status) q = q.where(opaque(statusCondition(status)))
   const rows = await q.orderBy('j.id', 'desc').limit(params.limit).execute()
   return rows.map((r) => toJob(r as JobViewRow))
 }
