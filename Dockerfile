@@ -10,7 +10,8 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 
-# Build: every dependency (TypeScript), then the sources, compiled to dist/.
+# Build: every dependency (TypeScript, esbuild), then the sources, compiled to dist/, and the
+# dashboard (ui/) bundled into dist/ui.
 FROM node:20-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -18,6 +19,9 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
 RUN npx tsc -p tsconfig.json
+COPY scripts/build-ui.mjs ./scripts/build-ui.mjs
+COPY ui ./ui
+RUN node scripts/build-ui.mjs
 
 # Runtime: production dependencies and compiled code, as a non-root user.
 # Handler modules (--handlers) can import Node's built-ins, "pgsched" itself and what pgsched

@@ -31,6 +31,7 @@ import { executionRoutes, FOLLOW_POLL_MS } from './routes/executions.ts'
 import { OutputReaders } from './output-readers.ts'
 import type { S3Settings } from '../lib/s3.ts'
 import { healthRoutes } from './routes/health.ts'
+import { dashboardDirDefault, registerDashboard } from './dashboard.ts'
 import { jobRoutes } from './routes/jobs.ts'
 import { queueRoutes } from './routes/queues.ts'
 import { tenantRoutes } from './routes/tenants.ts'
@@ -69,6 +70,8 @@ export interface AppDeps {
   outputFollowPollMs?: number
   /** Event retention (SCHEDULER_EVENTS_RETENTION_MS): how long a stream's events are captured after it leaves. */
   eventsRetentionMs?: number
+  /** The built dashboard served at /ui; default: the package's dist/ui. */
+  dashboardDir?: string
 }
 
 /**
@@ -205,6 +208,8 @@ export function buildApp(deps: AppDeps) {
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
 
   void app.register(healthRoutes, { db: deps.db, metrics, migrationsDir: deps.migrationsDir })
+  // biome-ignore lint/nursery/noMisusedPromises: an async plugin is a FastifyPluginAsync, which fastify awaits
+  void app.register(async (ui) => registerDashboard(ui, deps.dashboardDir ?? dashboardDirDefault()))
 
   void app.register(
     // biome-ignore lint/nursery/noMisusedPromises: an async plugin is a FastifyPluginAsync, which fastify awaits

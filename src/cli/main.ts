@@ -47,7 +47,7 @@ export const COMMANDS: Readonly<Record<string, CommandEntry>> = {
     load: async () => (await import('./commands/bench.ts')).registerBench,
   },
   api: {
-    summary: 'serve the REST API (OpenAPI document at /openapi.json, UI at /docs)',
+    summary: 'serve the REST API (OpenAPI document at /openapi.json, UI at /docs) and the dashboard at /ui',
     options: true,
     load: async () => (await import('./commands/api.ts')).registerApi,
   },

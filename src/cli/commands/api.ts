@@ -84,7 +84,7 @@ const HANDLERS_GRACE_MS = 10_000
 export function registerApi(program: Command): void {
   program
     .command('api')
-    .description('serve the REST API (OpenAPI document at /openapi.json, UI at /docs)')
+    .description('serve the REST API (OpenAPI document at /openapi.json, UI at /docs) and the dashboard at /ui')
     .option('--port <n>', 'port to listen on (default 8080, or PORT)')
     .option('--host <address>', 'address to listen on (default 0.0.0.0, or HOST)')
     .action(async (opts: { port?: string; host?: string }) => {

@@ -87,6 +87,7 @@ export function registerDev(program: Command): void {
         api = await startApiServer({ config, databaseUrl, log })
         const { key, file } = await devApiKey(api.db, { dataDir: config.dev.dataDir })
         say(`REST API: ${api.url}  (docs at ${api.url}/docs)`)
+        say(`dashboard: ${api.url}/ui/  (sign in with the key below)`)
         say(`development API key (tenant "dev"): ${key}  (kept in ${file})`)
         say(`  ${devCurl(api.url, key)}`)
         say('pgsched is ready (Ctrl-C stops it)')

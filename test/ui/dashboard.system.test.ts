@@ -1,0 +1,344 @@
+/**
+ * The dashboard at /ui in a real browser (Debian's Chromium through playwright-core) against a
+ * real `scheduler api` and a real `scheduler worker` process: sign-in, the transfer of a page
+ * load, live updates of the job list, a job's output followed while it runs, retry of a failed
+ * job, bulk retry of 100 failed jobs, pausing a queue, tenant isolation and escaping of tenant
+ * input. With UI_SCREENSHOTS=<folder> (npm run screenshots) it also saves a PNG of each page.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Browser, Page } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createApiKey } from '../../src/api/auth.ts'
+import { useTestDb } from '../db.ts'
+import type { ApiProcess } from '../faults/api-process.ts'
+import { waitFor } from '../wait-for.ts'
+import { cspViolations, launchBrowser, openPage, signIn, startApi, startWorkerProcess, stopApi, type WorkerProcess } from './stack.ts'
+
+const t = useTestDb({ truncate: false })
+const flags = mkdtempSync(join(tmpdir(), 'pgsched-ui-'))
+const screenshots = process.env.UI_SCREENSHOTS
+const QUEUES = ['default', 'ui-bulk', 'ui-pause', 'ui-retry']
+/** What one page load may transfer (issue 20: under 300 KB). */
+const PAGE_LOAD_BYTES_MAX = 300 * 1024
+
+let api: ApiProcess
+let worker: WorkerProcess
+let browser: Browser
+let operatorKey: string
+let acmeKey: string
+let globexKey: string
+
+interface JobJson {
+  id: string
+  status: string
+  queue: string
+}
+
+async function rest<T>(key: string, method: string, path: string, body?: unknown): Promise<T> {
+  const res = await fetch(`${api.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`)
+  return (await res.json()) as T
+}
+
+const submit = (key: string, body: Record<string, unknown>) => rest<JobJson>(key, 'POST', '/v1/jobs', body)
+const viewJob = (id: string) => rest<JobJson>(acmeKey, 'GET', `/v1/jobs/${id}`)
+
+async function shot(page: Page, name: string): Promise<void> {
+  if (!screenshots) return
+  mkdirSync(screenshots, { recursive: true })
+  await page.screenshot({ path: join(screenshots, `${name}.png`), fullPage: false })
+}
+
+/** A new signed-in page at `width` px. */
+async function signedIn(key: string, width = 1280): Promise<Page> {
+  const { page } = await openPage(browser, width)
+  await signIn(page, api.url, key)
+  return page
+}
+
+beforeAll(async () => {
+  operatorKey = (await createApiKey(t.db, { tenant: 'ops', operator: true })).key
+  acmeKey = (await createApiKey(t.db, { tenant: 'acme' })).key
+  globexKey = (await createApiKey(t.db, { tenant: 'globex' })).key
+  api = await startApi(t.url)
+  worker = await startWorkerProcess(t.url, QUEUES)
+  browser = await launchBrowser()
+})
+
+afterAll(async () => {
+  await browser?.close()
+  await worker?.stop()
+  await stopApi(api)
+  rmSync(flags, { recursive: true, force: true })
+})
+
+describe('the dashboard in Chromium', () => {
+  it('refuses an unknown key, signs in with a valid one, and a first visit transfers under 300 KB', async () => {
+    const { page, context, transferredBytes } = await openPage(browser, 1280)
+    await page.goto(`${api.url}/ui/`)
+    await page.getByLabel('API key').fill(`psk_${'A'.repeat(43)}`)
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await expect(page.getByRole('alert').textContent()).resolves.toContain('API key is not valid')
+
+    await page.getByLabel('API key').fill(operatorKey)
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await page.getByRole('heading', { name: 'Overview' }).waitFor()
+    await page.locator('[data-live="on"]').waitFor()
+    const bytes = await transferredBytes()
+    console.log(`dashboard first visit (sign-in page, sign-in, overview): ${bytes} bytes transferred`)
+    expect(bytes).toBeLessThan(PAGE_LOAD_BYTES_MAX)
+    // The key is kept for the tab, never in the address.
+    expect(page.url()).not.toContain(operatorKey)
+    await page.getByRole('button', { name: 'Sign out' }).click()
+    await page.getByLabel('API key').waitFor()
+    expect(await page.evaluate<number>('sessionStorage.length + localStorage.length')).toBe(0)
+    await context.close()
+  })
+
+  it('shows a submitted job in the list and its finish, without reloading', async () => {
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/jobs`)
+    await page.getByRole('heading', { name: 'Jobs' }).waitFor()
+    await page.locator('[data-live="on"]').waitFor()
+    const gate = join(flags, 'list-gate')
+    const job = await submit(acmeKey, { type: 'output.gate', payload: { gate } })
+    const row = `tr[data-job-id="${job.id}"]`
+    await page.waitForSelector(row, { timeout: 20_000 })
+    writeFileSync(gate, '')
+    await page.waitForSelector(`${row}[data-status="COMPLETED"]`, { timeout: 20_000 })
+    await page.context().close()
+  })
+
+  it("follows a running job's output live on its page, then shows the stored output", async () => {
+    const gate = join(flags, 'output-gate')
+    const job = await submit(acmeKey, { type: 'output.gate', payload: { gate } })
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/jobs`)
+    await page.locator(`tr[data-job-id="${job.id}"] a`).click()
+    await page.getByRole('heading', { name: `Job ${job.id}` }).waitFor()
+    const output = page.locator('.output-text pre').first()
+    await waitFor(async () => (await output.textContent())?.includes('before gate'), { what: 'the first line of output while the job runs' })
+    expect((await viewJob(job.id)).status).toBe('RUNNING')
+    writeFileSync(gate, '')
+    await waitFor(async () => (await output.textContent())?.includes('after gate'), { what: 'the line written after the gate opened' })
+    await page.waitForSelector('[data-job-status="COMPLETED"]', { timeout: 20_000 })
+    await page.reload()
+    await waitFor(async () => (await page.locator('.output-text pre').first().textContent()) === 'before gate\nafter gate\n', { what: 'the stored output' })
+    await shot(page, 'job-detail')
+    await page.context().close()
+  })
+
+  it('retries a failed job from its page and shows it succeed', async () => {
+    const flag = join(flags, 'retry-switch')
+    writeFileSync(flag, '')
+    const job = await submit(acmeKey, { type: 'switch.fail', queue: 'ui-retry', maxAttempts: 1, payload: { failWhile: flag, message: 'switch on' } })
+    await waitFor(async () => (await viewJob(job.id)).status === 'FAILED', { what: 'the job to fail' })
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/jobs/${job.id}`)
+    await page.waitForSelector('[data-job-status="FAILED"]')
+    await expect(page.locator('.execution').first().textContent()).resolves.toContain('switch on')
+    rmSync(flag)
+    await page.getByRole('button', { name: 'Retry', exact: true }).click()
+    await page.waitForSelector('[data-job-status="COMPLETED"]', { timeout: 20_000 })
+    // The failed attempt stays in the history beside the successful run.
+    await expect(page.locator('main').textContent()).resolves.toContain('switch on')
+    await page.context().close()
+  })
+
+  it('bulk-retries 100 failed jobs from the failures page', async () => {
+    const flag = join(flags, 'bulk-switch')
+    writeFileSync(flag, '')
+    const payload = { failWhile: flag, message: 'bulk switch on' }
+    for (let i = 0; i < 100; i += 25) {
+      await Promise.all(Array.from({ length: 25 }, () => submit(acmeKey, { type: 'switch.fail', queue: 'ui-bulk', maxAttempts: 1, payload })))
+    }
+    const failedCount = async () => (await rest<{ items: JobJson[] }>(acmeKey, 'GET', '/v1/jobs?queue=ui-bulk&status=FAILED&limit=500')).items.length
+    await waitFor(async () => (await failedCount()) === 100, { what: '100 failed jobs', timeoutMs: 60_000 })
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/failures`)
+    const group = page.locator('tr', { hasText: 'bulk switch on' })
+    await group.waitFor()
+    expect(await group.getAttribute('data-count')).toBe('100')
+    await group.getByRole('button', { name: 'Show jobs and sample' }).click()
+    await group.locator('.job-list li').first().waitFor()
+    await shot(page, 'failures')
+    rmSync(flag)
+    await group.getByRole('button', { name: 'Retry this group' }).click()
+    await waitFor(async () => (await page.locator('.bulk-progress').textContent())?.includes('retry: 100 job(s) done'), {
+      what: 'the bulk retry to report 100',
+    })
+    const completed = async () => (await rest<{ items: JobJson[] }>(acmeKey, 'GET', '/v1/jobs?queue=ui-bulk&status=COMPLETED&limit=500')).items.length
+    await waitFor(async () => (await completed()) === 100, { what: '100 retried jobs to succeed', timeoutMs: 60_000 })
+    await page.getByText('bulk switch on').waitFor({ state: 'detached', timeout: 20_000 })
+    await page.context().close()
+  })
+
+  it('pauses a queue from the queues page: nothing more of it runs until it is resumed', async () => {
+    const gate = join(flags, 'pause-gate')
+    const running = await submit(acmeKey, { type: 'output.gate', queue: 'ui-pause', payload: { gate } })
+    await waitFor(async () => (await viewJob(running.id)).status === 'RUNNING', { what: 'the first job to run' })
+    const page = await signedIn(operatorKey)
+    await page.goto(`${api.url}/ui/#/queues`)
+    const row = page.locator('tr[data-queue="ui-pause"]')
+    await row.getByRole('button', { name: 'Pause ui-pause' }).click()
+    await page.waitForSelector('tr[data-queue="ui-pause"][data-paused="true"]')
+    const waiting = await submit(acmeKey, { type: 'switch.fail', queue: 'ui-pause', payload: { failWhile: join(flags, 'never') } })
+    writeFileSync(gate, '')
+    // The worker still works: the running job finishes, and a job of another queue submitted after the paused one runs.
+    await waitFor(async () => (await viewJob(running.id)).status === 'COMPLETED', { what: 'the running job to finish' })
+    const other = await submit(acmeKey, { type: 'switch.fail', queue: 'default', payload: { failWhile: join(flags, 'never') } })
+    await waitFor(async () => (await viewJob(other.id)).status === 'COMPLETED', { what: 'a job of another queue to run' })
+    expect((await viewJob(waiting.id)).status).toBe('SCHEDULED')
+    await waitFor(async () => (await row.locator('td').nth(1).textContent()) === '1' && (await row.locator('td').nth(3).textContent()) === '0', {
+      what: 'the queue row to show 1 due and 0 running',
+    })
+    await shot(page, 'queues')
+    await row.getByRole('button', { name: 'Resume ui-pause' }).click()
+    await waitFor(async () => (await viewJob(waiting.id)).status === 'COMPLETED', { what: 'the waiting job to run once resumed' })
+    await page.context().close()
+  })
+
+  it("shows a tenant key only its own tenant's jobs", async () => {
+    const mine = await submit(globexKey, { type: 'switch.fail', payload: { failWhile: join(flags, 'never') } })
+    const theirs = await submit(acmeKey, { type: 'switch.fail', payload: { failWhile: join(flags, 'never') } })
+    const page = await signedIn(globexKey)
+    await page.goto(`${api.url}/ui/#/jobs`)
+    await page.waitForSelector(`tr[data-job-id="${mine.id}"]`)
+    expect(await page.locator(`tr[data-job-id="${theirs.id}"]`).count()).toBe(0)
+    expect(await page.locator('tbody tr td:nth-child(5)').allTextContents()).toEqual(expect.arrayContaining(['globex']))
+    expect(new Set(await page.locator('tbody tr td:nth-child(5)').allTextContents())).toEqual(new Set(['globex']))
+    await page.goto(`${api.url}/ui/#/jobs/${theirs.id}`)
+    await expect(page.getByRole('alert').first().textContent()).resolves.toMatch(/not found/i)
+    await page.context().close()
+  })
+
+  it('shows tenant input as text: markup in a payload is not run', async () => {
+    const job = await submit(acmeKey, {
+      type: 'switch.fail',
+      payload: { failWhile: join(flags, 'never'), note: '<img src=x onerror="window.__injected=1"><script>window.__injected=2</script>' },
+    })
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/jobs/${job.id}`)
+    const payload = page.getByLabel('Payload')
+    await waitFor(async () => (await payload.textContent())?.includes('<img src=x'), { what: 'the payload shown as text' })
+    expect(await page.locator('main img, main script').count()).toBe(0)
+    expect(await page.evaluate<unknown>('window.__injected')).toBeUndefined()
+    await page.context().close()
+  })
+
+  it('marks paused and limited queues on the overview', async () => {
+    await rest(operatorKey, 'POST', '/v1/queues/ui-overview-paused/pause')
+    await rest(operatorKey, 'PATCH', '/v1/queues/ui-overview-limited', { concurrencyLimit: 3 })
+    const page = await signedIn(operatorKey)
+    await page.goto(`${api.url}/ui/#/overview`)
+    const paused = page.locator('[data-queue="ui-overview-paused"]')
+    const limited = page.locator('[data-queue="ui-overview-limited"]')
+    await expect(paused.locator('.badge').allTextContents()).resolves.toEqual(['paused'])
+    await expect(limited.locator('.badge').allTextContents()).resolves.toEqual(['limited'])
+    await page.context().close()
+  })
+
+  it('draws throughput, failure rate and schedule lag over the last hour from /v1/stats', async () => {
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/overview`)
+    await page.waitForSelector('figure.chart canvas')
+    await expect(page.locator('figure.chart figcaption').allTextContents()).resolves.toEqual(['Throughput per minute', 'Failure rate', 'Schedule lag'])
+    // The jobs run above show in the throughput table of the last hour.
+    const started = await page.locator('figure.chart').first().locator('tbody td:nth-child(2)').allTextContents()
+    expect(started.map(Number).reduce((a, b) => a + b, 0)).toBeGreaterThan(0)
+    const operatorPage = await signedIn(operatorKey)
+    await operatorPage.goto(`${api.url}/ui/#/overview`)
+    await operatorPage.waitForSelector('figure.chart canvas')
+    await shot(operatorPage, 'overview')
+    await operatorPage.context().close()
+    await page.context().close()
+  })
+
+  it('lists recurring schedules with their next fire times', async () => {
+    const job = await submit(acmeKey, {
+      type: 'switch.fail',
+      schedule: { cron: '0 3 * * *', timezone: 'Europe/Berlin' },
+      payload: { failWhile: join(flags, 'never') },
+    })
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/schedules`)
+    const row = page.locator('tr', { has: page.locator(`a[href="#/jobs/${job.id}"]`) })
+    await row.waitFor()
+    await expect(row.locator('td').nth(3).textContent()).resolves.toContain('0 3 * * *')
+    expect(await row.locator('td').nth(4).locator('li').count()).toBe(5)
+    await shot(page, 'schedules')
+    await row.getByRole('button', { name: `Pause schedule ${job.id}` }).click()
+    await waitFor(async () => (await rest<{ state: string }>(acmeKey, 'GET', `/v1/jobs/${job.id}`)).state === 'paused', { what: 'the schedule to pause' })
+    await page.context().close()
+  })
+
+  it('lists the running worker as alive with what it serves', async () => {
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/workers`)
+    const row = page.locator('tr[data-worker-state="alive"]').first()
+    await row.waitFor()
+    await expect(row.textContent()).resolves.toContain('ui-pause')
+    await shot(page, 'workers')
+    await page.context().close()
+  })
+
+  it('filters the job list, finds a job by idempotency key, pages through it and exports it', async () => {
+    const keyed = await submit(acmeKey, { type: 'switch.fail', idempotencyKey: 'order-4711', payload: { failWhile: join(flags, 'never') } })
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/jobs`)
+    await page.getByLabel('Job id or idempotency key').fill('order-4711')
+    await page.getByRole('button', { name: 'Apply' }).click()
+    await page.waitForSelector(`tr[data-job-id="${keyed.id}"]`)
+    expect(await page.locator('tbody tr').count()).toBe(1)
+    await page.getByRole('link', { name: 'Clear' }).click()
+    await page.getByLabel('Queue').fill('ui-bulk')
+    await page.getByRole('button', { name: 'Apply' }).click()
+    // 100 jobs in ui-bulk, 50 to a page: two pages, then back.
+    await waitFor(async () => (await page.locator('tbody tr[data-queue="ui-bulk"]').count()) === 50 && (await page.locator('tbody tr').count()) === 50, {
+      what: 'the first page of 50 jobs of ui-bulk',
+    })
+    const first = await page.locator('tbody tr').first().getAttribute('data-job-id')
+    await page.getByRole('button', { name: 'Next' }).click()
+    await page.getByText('Page 2', { exact: true }).waitFor()
+    await waitFor(async () => (await page.locator('tbody tr').first().getAttribute('data-job-id')) !== first, { what: 'the second page' })
+    expect(await page.locator('tbody tr').count()).toBe(50)
+    expect(await page.getByRole('button', { name: 'Next' }).isDisabled()).toBe(true)
+    await page.getByRole('button', { name: 'Previous' }).click()
+    await waitFor(async () => (await page.locator('tbody tr').first().getAttribute('data-job-id')) === first, { what: 'the first page again' })
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'CSV' }).click()])
+    const csv = readFileSync(await download.path(), 'utf8')
+      .trim()
+      .split('\n')
+    expect(csv).toHaveLength(101)
+    const operatorPage = await signedIn(operatorKey)
+    await operatorPage.goto(`${api.url}/ui/#/jobs`)
+    await operatorPage.locator('tbody tr').first().waitFor()
+    await shot(operatorPage, 'jobs')
+    await operatorPage.context().close()
+    await page.context().close()
+  })
+
+  it('shows every page readably at 390 px', async () => {
+    const page = await signedIn(acmeKey, 390)
+    for (const path of ['overview', 'jobs', 'failures', 'schedules', 'queues', 'workers']) {
+      await page.goto(`${api.url}/ui/#/${path}`)
+      await page.locator('h1').waitFor()
+      // Nothing wider than the screen: wide tables scroll inside their own region.
+      expect(await page.evaluate<number>('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390)
+    }
+    await page.goto(`${api.url}/ui/#/jobs`)
+    await page.locator('tbody tr').first().waitFor()
+    await shot(page, 'jobs-390')
+    await page.context().close()
+  })
+
+  it('broke no rule of its Content-Security-Policy on any page above', () => {
+    expect(cspViolations).toEqual([])
+  })
+})

@@ -1,0 +1,109 @@
+/** Small pieces every page uses: error notices, status badges, JSON blocks, action buttons, the announcer. */
+import type { ComponentChildren } from 'preact'
+import { useState } from 'preact/hooks'
+import { ApiError, messageOf } from '../api.ts'
+import { json } from '../format.ts'
+
+/** An error from loading or acting; a route this server lacks is said plainly, not as a failure. */
+export function ErrorNotice({ error, what }: { error: unknown; what?: string }) {
+  if (!error) return null
+  if (error instanceof ApiError && error.missingRoute) {
+    return (
+      <p class="notice" role="status">
+        {what ?? 'This view'} is not available on this server yet (its API answered 404).
+      </p>
+    )
+  }
+  if (error instanceof ApiError && error.status === 403) {
+    return (
+      <p class="notice" role="status">
+        {what ?? 'This view'} needs an operator key: {error.message}
+      </p>
+    )
+  }
+  return (
+    <p class="error" role="alert">
+      {messageOf(error)}
+    </p>
+  )
+}
+
+export function StatusBadge({ status }: { status: string }) {
+  return <span class={`badge badge-${status.toLowerCase().replace(/[^a-z]/g, '')}`}>{status}</span>
+}
+
+/** Any JSON value (tenant input included) as escaped text. */
+export function JsonBlock({ value, label }: { value: unknown; label: string }) {
+  return (
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling region must be reachable by keyboard
+    <section class="json" aria-label={label} tabIndex={0}>
+      <pre>{json(value)}</pre>
+    </section>
+  )
+}
+
+/** A wide table that scrolls on its own on a narrow screen, focusable so a keyboard can scroll it. */
+export function TableWrap({ label, children }: { label: string; children: ComponentChildren }) {
+  return (
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling region must be reachable by keyboard
+    <section class="table-wrap" aria-label={label} tabIndex={0}>
+      {children}
+    </section>
+  )
+}
+
+let announceSink: ((text: string) => void) | null = null
+
+/** Says `text` to screen readers (and shows it) in the page's polite live region. */
+export function announce(text: string): void {
+  announceSink?.(text)
+}
+
+export function Announcer() {
+  const [text, setText] = useState('')
+  announceSink = setText
+  return (
+    <p class="announcer" role="status" aria-live="polite">
+      {text}
+    </p>
+  )
+}
+
+/** A button that runs an API action, disabled while it runs; errors and results are announced. */
+export function ActionButton(props: {
+  label: string
+  /** The accessible name when the visible label needs context ("Retry job 1a2b…"). */
+  name?: string
+  run: () => Promise<unknown>
+  done?: string
+  confirm?: string
+  kind?: 'danger' | 'primary'
+  describedBy?: string
+}) {
+  const [busy, setBusy] = useState(false)
+  const click = async () => {
+    if (props.confirm && !window.confirm(props.confirm)) return
+    setBusy(true)
+    try {
+      await props.run()
+      announce(props.done ?? `${props.name ?? props.label}: done`)
+    } catch (err: unknown) {
+      announce(`${props.name ?? props.label} failed: ${err instanceof ApiError && err.missingRoute ? 'not available on this server yet' : messageOf(err)}`)
+    } finally {
+      setBusy(false)
+    }
+  }
+  return (
+    <button
+      type="button"
+      class={props.kind ?? ''}
+      disabled={busy}
+      aria-busy={busy}
+      aria-label={props.name}
+      aria-describedby={props.describedBy}
+      onClick={() => void click()}
+    >
+      {props.label}
+    </button>
+  )
+}

@@ -1,0 +1,191 @@
+/**
+ * Failed jobs grouped by their latest error (type and message), largest groups first, with counts,
+ * first and last seen and one sample payload. Retry, cancel or delete one job, a whole group
+ * (POST /v1/jobs/bulk with the group's errorType and errorMessage) or every failed job; bulk
+ * calls repeat until the API reports nothing remaining, and the progress is announced.
+ */
+import { useState } from 'preact/hooks'
+import { call, withQuery } from '../api.ts'
+import { ActionButton, announce, ErrorNotice, JsonBlock, StatusBadge, TableWrap } from '../components/common.tsx'
+import { shortId, when } from '../format.ts'
+import { useLiveRefresh, useLoad } from '../hooks.ts'
+import { href } from '../router.ts'
+import type { BulkResult, FailureGroup, Job, Page } from '../types.ts'
+
+type BulkAction = 'retry' | 'cancel' | 'delete'
+type BulkFilter = Record<string, string | boolean>
+
+/** Most bulk calls one click makes (1000 jobs each): a runaway loop stops here. */
+const BULK_CALLS_MAX = 1000
+
+/** Repeats a bulk action until nothing remains; reports progress after each call. */
+async function runBulk(action: BulkAction, filter: BulkFilter, progress: (text: string) => void): Promise<number> {
+  let changed = 0
+  for (let i = 0; i < BULK_CALLS_MAX; i++) {
+    const r = await call<BulkResult>('/v1/jobs/bulk', { method: 'POST', body: { action, filter, limit: 1000 } })
+    changed += r.changed
+    progress(`${action}: ${changed} done, ${r.remaining} remaining`)
+    if (r.remaining === 0 || (r.matched === 0 && r.changed === 0)) break
+  }
+  return changed
+}
+
+/**
+ * Retry, cancel and delete buttons for the jobs `filter` selects. Progress goes to the page's
+ * own status line (`progress`), which stays when the group's row goes away once it is done.
+ */
+function BulkButtons({ filter, what, done, setProgress }: { filter: BulkFilter; what: string; done: () => void; setProgress: (text: string) => void }) {
+  const run = (action: BulkAction) => async () => {
+    const changed = await runBulk(action, filter, setProgress)
+    setProgress(`${action}: ${changed} job(s) done`)
+    done()
+  }
+  const verbs = { retry: 'Retry', cancel: 'Cancel', delete: 'Delete' } as const
+  return (
+    <fieldset class="actions">
+      <legend class="visually-hidden">Actions on {what}</legend>
+      {(['retry', 'cancel', 'delete'] as const).map((a) => (
+        <ActionButton
+          key={a}
+          label={`${verbs[a]} ${what}`}
+          kind={a === 'retry' ? 'primary' : 'danger'}
+          confirm={a === 'retry' ? undefined : `${verbs[a]} ${what}?`}
+          run={run(a)}
+          done={`${verbs[a]} ${what}: finished`}
+        />
+      ))}
+    </fieldset>
+  )
+}
+
+function GroupJobs({ group }: { group: FailureGroup }) {
+  const jobs = useLoad(
+    (signal) => call<Page<Job>>(withQuery('/v1/jobs', { errorType: group.errorType, errorMessage: group.message, limit: 20 }), { signal }),
+    [group.errorType, group.message],
+  )
+  const act = (id: string, action: 'retry' | 'cancel') => async () => {
+    await call(`/v1/jobs/${id}/${action}`, { method: 'POST' })
+    jobs.reload()
+  }
+  return (
+    <>
+      <ErrorNotice error={jobs.error} what="The jobs of this group" />
+      <ul class="plain job-list">
+        {jobs.data?.items.map((j) => (
+          <li key={j.id}>
+            <a href={href(`/jobs/${j.id}`)} title={j.id}>
+              {shortId(j.id)}
+            </a>{' '}
+            <StatusBadge status={j.status} /> {j.type} in {j.queue}{' '}
+            <ActionButton label="Retry" name={`Retry job ${j.id}`} run={act(j.id, 'retry')} done="Retry submitted" />
+            <ActionButton label="Cancel" name={`Cancel job ${j.id}`} run={act(j.id, 'cancel')} done="Job cancelled" />
+          </li>
+        ))}
+      </ul>
+    </>
+  )
+}
+
+export function FailuresPage() {
+  const [queue, setQueue] = useState('')
+  const [open, setOpen] = useState<string | null>(null)
+  const [progress, setProgress] = useState('')
+  const failures = useLoad((signal) => call<{ items: FailureGroup[] }>(withQuery('/v1/failures', { queue }), { signal }), [queue])
+  useLiveRefresh((e) => e.type === 'failed' || e.type === 'expired' || e.type === 'started', failures.reload, 2000)
+  const groups = failures.data?.items ?? []
+  const total = groups.reduce((n, g) => n + g.count, 0)
+  return (
+    <>
+      <h1 tabIndex={-1}>Failures</h1>
+      <form
+        class="filters"
+        aria-label="Failure filters"
+        onSubmit={(e) => {
+          e.preventDefault()
+          const data = new FormData(e.currentTarget)
+          setQueue(String(data.get('queue') ?? ''))
+        }}
+      >
+        <div class="field">
+          <label for="failures-queue">Queue</label>
+          <input id="failures-queue" name="queue" defaultValue={queue} />
+        </div>
+        <div class="field buttons">
+          <button type="submit">Apply</button>
+        </div>
+      </form>
+      <ErrorNotice error={failures.error} what="The failure groups" />
+      {failures.data && (
+        <>
+          <p>
+            {total} failed job(s) in {groups.length} group(s).
+          </p>
+          {total > 0 && (
+            <BulkButtons
+              filter={queue ? { status: 'FAILED', queue } : { status: 'FAILED' }}
+              what="all failed jobs"
+              setProgress={setProgress}
+              done={() => {
+                failures.reload()
+                announce('Failure groups reloaded')
+              }}
+            />
+          )}
+          <p class="bulk-progress" role="status" aria-live="polite">
+            {progress}
+          </p>
+          <TableWrap label="Failure groups">
+            <table class="failures">
+              <thead>
+                <tr>
+                  <th scope="col">Error</th>
+                  <th scope="col">Count</th>
+                  <th scope="col">First seen</th>
+                  <th scope="col">Last seen</th>
+                  <th scope="col">Types and queues</th>
+                </tr>
+              </thead>
+              <tbody>
+                {groups.map((g) => {
+                  const id = `${g.errorType}\n${g.message}`
+                  return (
+                    <tr key={id} data-error-type={g.errorType} data-count={g.count}>
+                      <td>
+                        <p class="error-text">
+                          <strong>{g.errorType}</strong>: {g.message}
+                        </p>
+                        <button type="button" aria-expanded={open === id} onClick={() => setOpen(open === id ? null : id)}>
+                          {open === id ? 'Hide jobs and sample' : 'Show jobs and sample'}
+                        </button>
+                        {open === id && (
+                          <div class="group-detail">
+                            <BulkButtons
+                              filter={{ errorType: g.errorType, errorMessage: g.message, ...(queue ? { queue } : {}) }}
+                              what="this group"
+                              setProgress={setProgress}
+                              done={failures.reload}
+                            />
+                            <h2 class="small">Sample payload (job {shortId(g.sampleJobId)})</h2>
+                            <JsonBlock value={g.samplePayload} label="Sample payload" />
+                            <GroupJobs group={g} />
+                          </div>
+                        )}
+                      </td>
+                      <td>{g.count}</td>
+                      <td>{when(g.firstSeenAt)}</td>
+                      <td>{when(g.lastSeenAt)}</td>
+                      <td>
+                        {g.types.join(', ')} · {g.queues.join(', ')}
+                      </td>
+                    </tr>
+                  )
+                })}
+              </tbody>
+            </table>
+            {groups.length === 0 && <p class="empty">No failed jobs.</p>}
+          </TableWrap>
+        </>
+      )}
+    </>
+  )
+}

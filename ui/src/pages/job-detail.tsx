@@ -1,0 +1,204 @@
+/**
+ * One job: its status and settings, its schedule with the next fire times, the actions its status
+ * allows (cancel, pause/resume, retry, rerun, delete), and every execution with every attempt,
+ * error and result; the latest execution's output is read, and followed live while it runs.
+ * Live events of this job reload the page's data.
+ */
+import { call } from '../api.ts'
+import { ActionButton, ErrorNotice, JsonBlock, StatusBadge, TableWrap } from '../components/common.tsx'
+import { Output } from '../components/output.tsx'
+import { duration, when } from '../format.ts'
+import { useLiveRefresh, useLoad } from '../hooks.ts'
+import { navigate } from '../router.ts'
+import type { Execution, Job, Page, ScheduleInfo } from '../types.ts'
+
+const FINISHED = new Set(['COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED'])
+const RETRYABLE = new Set(['FAILED', 'EXPIRED', 'CANCELLED'])
+
+function scheduleText(job: Job): string {
+  const s = job.schedule
+  if (!s) return 'one-time'
+  const what = s.kind === 'cron' ? `cron ${s.cron ?? ''} (${s.timezone})` : `every ${duration(s.intervalMs)}`
+  return `${what}${s.paused ? ', paused' : ''}${s.error ? `, stopped: ${s.error}` : ''}`
+}
+
+async function nextFireTimes(jobId: string, signal: AbortSignal): Promise<string[]> {
+  try {
+    const page = await call<{ items: ScheduleInfo[] }>('/v1/schedules?limit=500', { signal })
+    return page.items.find((s) => s.jobId === jobId)?.nextFireTimes ?? []
+  } catch {
+    return []
+  }
+}
+
+function Actions({ job, reload }: { job: Job; reload: () => void }) {
+  const act = (action: string) => async () => {
+    await call(`/v1/jobs/${job.id}/${action}`, { method: 'POST' })
+    reload()
+  }
+  const finished = FINISHED.has(job.status)
+  return (
+    <fieldset class="actions">
+      <legend class="visually-hidden">Job actions</legend>
+      {!finished && <ActionButton label="Cancel" kind="danger" run={act('cancel')} done="Job cancelled" confirm="Cancel this job?" />}
+      {job.schedule && job.state === 'active' && <ActionButton label="Pause" run={act('pause')} done="Job paused" />}
+      {job.state === 'paused' && <ActionButton label="Resume" run={act('resume')} done="Job resumed" />}
+      {RETRYABLE.has(job.status) && <ActionButton label="Retry" kind="primary" run={act('retry')} done="Retry submitted" />}
+      {finished && <ActionButton label="Rerun" run={act('rerun')} done="Rerun submitted" />}
+      {finished && (
+        <ActionButton
+          label="Delete"
+          kind="danger"
+          confirm="Delete this job and all its history?"
+          run={async () => {
+            await call(`/v1/jobs/${job.id}`, { method: 'DELETE' })
+            navigate('/jobs')
+          }}
+          done="Job deleted"
+        />
+      )}
+    </fieldset>
+  )
+}
+
+function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
+  const live = e.state === 'pending' || e.state === 'running'
+  return (
+    <article class="execution" aria-labelledby={`ex-${e.id}`} data-execution-id={e.id} data-state={e.state}>
+      <h3 id={`ex-${e.id}`}>
+        Execution for {when(e.scheduledFor)} <StatusBadge status={e.state} />
+      </h3>
+      <dl class="facts">
+        <dt>Attempts</dt>
+        <dd>
+          {e.attempt}/{e.maxAttempts}
+        </dd>
+        <dt>Run at</dt>
+        <dd>{when(e.runAt)}</dd>
+        <dt>Started</dt>
+        <dd>{when(e.startedAt)}</dd>
+        <dt>Finished</dt>
+        <dd>{when(e.finishedAt)}</dd>
+      </dl>
+      {e.attempts.length > 0 && (
+        <TableWrap label={`Attempts of execution ${e.id}`}>
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Attempt</th>
+                <th scope="col">Outcome</th>
+                <th scope="col">Started</th>
+                <th scope="col">Ended</th>
+                <th scope="col">Worker</th>
+                <th scope="col">Error</th>
+              </tr>
+            </thead>
+            <tbody>
+              {e.attempts.map((a) => (
+                <tr key={a.attempt}>
+                  <td>{a.attempt}</td>
+                  <td>{a.outcome}</td>
+                  <td>{when(a.startedAt)}</td>
+                  <td>{when(a.endedAt)}</td>
+                  <td>{a.host ? `${a.workerId ?? ''} on ${a.host}` : (a.workerId ?? '—')}</td>
+                  <td class="error-text">{a.error ? `${a.error.name}: ${a.error.message}` : ''}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </TableWrap>
+      )}
+      {e.error && (
+        <p class="error-text">
+          Error: {e.error.name}: {e.error.message}
+        </p>
+      )}
+      {e.result !== null && e.result !== undefined && (
+        <>
+          <h4>Result</h4>
+          <JsonBlock value={e.result} label="Result" />
+        </>
+      )}
+      {latest || live ? (
+        <>
+          <h4>Output</h4>
+          <Output executionId={e.id} live={live} />
+        </>
+      ) : (
+        e.outputUrl && (
+          <details>
+            <summary>Output</summary>
+            <Output executionId={e.id} live={false} />
+          </details>
+        )
+      )}
+    </article>
+  )
+}
+
+export function JobDetailPage({ id }: { id: string }) {
+  const job = useLoad((signal) => call<Job>(`/v1/jobs/${id}`, { signal }), [id])
+  const executions = useLoad((signal) => call<Page<Execution>>(`/v1/jobs/${id}/executions?limit=50`, { signal }), [id])
+  const fires = useLoad((signal) => (job.data?.schedule ? nextFireTimes(id, signal) : Promise.resolve([])), [id, Boolean(job.data?.schedule)])
+  const reload = () => {
+    job.reload()
+    executions.reload()
+  }
+  useLiveRefresh((e) => e.jobId === id, reload, 300)
+  const j = job.data
+  return (
+    <>
+      <h1 tabIndex={-1}>Job {id}</h1>
+      <ErrorNotice error={job.error} what="This job" />
+      {j && (
+        <>
+          <section aria-label="Job summary" class="card" data-job-status={j.status}>
+            <p class="status-line">
+              Status <StatusBadge status={j.status} /> <span class="visually-hidden">{j.status}</span>
+            </p>
+            <dl class="facts">
+              <dt>Type</dt>
+              <dd>{j.type}</dd>
+              <dt>Queue</dt>
+              <dd>{j.queue}</dd>
+              <dt>Tenant</dt>
+              <dd>{j.tenant}</dd>
+              <dt>Priority</dt>
+              <dd>{j.priority}</dd>
+              <dt>Idempotency key</dt>
+              <dd>{j.idempotencyKey ?? '—'}</dd>
+              <dt>Created</dt>
+              <dd>{when(j.createdAt)}</dd>
+              <dt>Schedule</dt>
+              <dd>{scheduleText(j)}</dd>
+              <dt>Next run</dt>
+              <dd>{when(j.nextRunAt)}</dd>
+              {(fires.data?.length ?? 0) > 0 && (
+                <>
+                  <dt>Next fire times</dt>
+                  <dd>
+                    <ul class="plain">
+                      {fires.data?.map((t) => (
+                        <li key={t}>{when(t)}</li>
+                      ))}
+                    </ul>
+                  </dd>
+                </>
+              )}
+            </dl>
+            {j.unserved && <p class="notice">{j.unserved}</p>}
+            <Actions job={j} reload={reload} />
+          </section>
+          <h2>Payload</h2>
+          <JsonBlock value={j.payload} label="Payload" />
+        </>
+      )}
+      <h2>Executions</h2>
+      <ErrorNotice error={executions.error} what="The executions" />
+      {executions.data?.items.map((e, i) => (
+        <ExecutionView key={e.id} e={e} latest={i === 0} />
+      ))}
+      {executions.data?.items.length === 0 && <p class="empty">No executions yet.</p>}
+    </>
+  )
+}

@@ -1,0 +1,183 @@
+/**
+ * The jobs list: filters (status, type, queue, tenant for operator keys), a search by job id or
+ * idempotency key, keyset paging (the API's cursors; "previous" goes back along the cursors
+ * already seen), export of the filtered list, and live refresh of the first page.
+ */
+import { useContext, useState } from 'preact/hooks'
+import { call, request, withQuery } from '../api.ts'
+import { announce, ErrorNotice, StatusBadge, TableWrap } from '../components/common.tsx'
+import { isUuid, shortId, when } from '../format.ts'
+import { useLiveRefresh, useLoad } from '../hooks.ts'
+import { IdentityContext } from '../identity.ts'
+import { href, navigate } from '../router.ts'
+import { JOB_STATUSES, type Job, type Page } from '../types.ts'
+
+const FILTERS = ['status', 'type', 'queue', 'tenant', 'idempotencyKey', 'errorType', 'errorMessage'] as const
+type Filters = Partial<Record<(typeof FILTERS)[number], string>>
+
+const PAGE_SIZE = 50
+
+function filtersOf(query: URLSearchParams): Filters {
+  const f: Filters = {}
+  for (const k of FILTERS) {
+    const v = query.get(k)
+    if (v) f[k] = v
+  }
+  return f
+}
+
+async function download(format: 'csv' | 'json', filters: Filters): Promise<void> {
+  const res = await request(withQuery('/v1/jobs/export', { format, ...filters }))
+  const url = URL.createObjectURL(await res.blob())
+  const a = document.createElement('a')
+  a.href = url
+  a.download = `jobs.${format}`
+  document.body.append(a)
+  a.click()
+  a.remove()
+  setTimeout(() => URL.revokeObjectURL(url), 10_000)
+}
+
+function FilterForm({ filters }: { filters: Filters }) {
+  const identity = useContext(IdentityContext)
+  const [draft, setDraft] = useState<Filters>(filters)
+  const [search, setSearch] = useState(filters.idempotencyKey ?? '')
+  const set = (k: keyof Filters) => (e: Event) => setDraft({ ...draft, [k]: (e.currentTarget as HTMLInputElement).value })
+  const apply = (e: Event) => {
+    e.preventDefault()
+    const text = search.trim()
+    if (isUuid(text)) return navigate(`/jobs/${text.toLowerCase()}`)
+    navigate('/jobs', { ...draft, idempotencyKey: text || undefined })
+  }
+  return (
+    <form class="filters" onSubmit={apply} aria-label="Job filters">
+      <div class="field">
+        <label for="f-status">Status</label>
+        <select id="f-status" value={draft.status ?? ''} onChange={set('status')}>
+          <option value="">any</option>
+          {JOB_STATUSES.map((s) => (
+            <option key={s} value={s}>
+              {s}
+            </option>
+          ))}
+        </select>
+      </div>
+      <div class="field">
+        <label for="f-type">Type</label>
+        <input id="f-type" value={draft.type ?? ''} onInput={set('type')} />
+      </div>
+      <div class="field">
+        <label for="f-queue">Queue</label>
+        <input id="f-queue" value={draft.queue ?? ''} onInput={set('queue')} />
+      </div>
+      {identity.operator && (
+        <div class="field">
+          <label for="f-tenant">Tenant</label>
+          <input id="f-tenant" list="tenant-names" value={draft.tenant ?? ''} onInput={set('tenant')} />
+          <datalist id="tenant-names">
+            {identity.tenants.map((t) => (
+              <option key={t} value={t} />
+            ))}
+          </datalist>
+        </div>
+      )}
+      <div class="field grow">
+        <label for="f-search">Job id or idempotency key</label>
+        <input id="f-search" type="search" value={search} onInput={(e) => setSearch(e.currentTarget.value)} />
+      </div>
+      <div class="field buttons">
+        <button type="submit" class="primary">
+          Apply
+        </button>
+        <a class="button" href="#/jobs">
+          Clear
+        </a>
+      </div>
+    </form>
+  )
+}
+
+export function JobsPage({ query }: { query: URLSearchParams }) {
+  const filters = filtersOf(query)
+  const key = JSON.stringify(filters)
+  // The cursors of the pages before this one (keyset paging has no offsets to go back to).
+  const [cursors, setCursors] = useState<{ key: string; stack: Array<string | undefined> }>({ key, stack: [undefined] })
+  const stack = cursors.key === key ? cursors.stack : [undefined]
+  const cursor = stack[stack.length - 1]
+  const page = useLoad((signal) => call<Page<Job>>(withQuery('/v1/jobs', { ...filters, limit: PAGE_SIZE, cursor }), { signal }), [key, cursor])
+  // Live: the first page follows new jobs and state changes; later pages stay put.
+  useLiveRefresh(
+    (e) => stack.length === 1 && (!filters.queue || e.queue === filters.queue) && (!filters.type || e.jobType === filters.type),
+    () => page.reload(),
+  )
+  const items = page.data?.items ?? []
+  return (
+    <>
+      <h1 tabIndex={-1}>Jobs</h1>
+      <FilterForm key={key} filters={filters} />
+      <div class="toolbar">
+        <span>Export this list:</span>
+        <button type="button" onClick={() => download('csv', filters).catch((err: unknown) => announce(`Export failed: ${String(err)}`))}>
+          CSV
+        </button>
+        <button type="button" onClick={() => download('json', filters).catch((err: unknown) => announce(`Export failed: ${String(err)}`))}>
+          JSON
+        </button>
+      </div>
+      <ErrorNotice error={page.error} what="This job list" />
+      <TableWrap label="Jobs">
+        <table class="jobs" aria-busy={page.loading}>
+          <caption class="visually-hidden">Jobs, newest first{stack.length > 1 ? `, page ${stack.length}` : ''}</caption>
+          <thead>
+            <tr>
+              <th scope="col">Job</th>
+              <th scope="col">Status</th>
+              <th scope="col">Type</th>
+              <th scope="col">Queue</th>
+              <th scope="col">Tenant</th>
+              <th scope="col">Attempts</th>
+              <th scope="col">Created</th>
+              <th scope="col">Next run</th>
+            </tr>
+          </thead>
+          <tbody aria-live="polite" aria-relevant="additions">
+            {items.map((job) => (
+              <tr key={job.id} data-job-id={job.id} data-status={job.status} data-queue={job.queue}>
+                <td>
+                  <a href={href(`/jobs/${job.id}`)} title={job.id}>
+                    {shortId(job.id)}
+                  </a>
+                </td>
+                <td>
+                  <StatusBadge status={job.status} />
+                </td>
+                <td>{job.type}</td>
+                <td>{job.queue}</td>
+                <td>{job.tenant}</td>
+                <td>
+                  {job.attempts}/{job.maxAttempts}
+                </td>
+                <td>{when(job.createdAt)}</td>
+                <td>{when(job.nextRunAt)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+        {items.length === 0 && !page.loading && <p class="empty">No jobs match.</p>}
+      </TableWrap>
+      <nav class="pager" aria-label="Pages">
+        <button type="button" disabled={stack.length <= 1} onClick={() => setCursors({ key, stack: stack.slice(0, -1) })}>
+          Previous
+        </button>
+        <span>Page {stack.length}</span>
+        <button
+          type="button"
+          disabled={!page.data?.nextCursor}
+          onClick={() => page.data?.nextCursor && setCursors({ key, stack: [...stack, page.data.nextCursor] })}
+        >
+          Next
+        </button>
+      </nav>
+    </>
+  )
+}

@@ -1,0 +1,157 @@
+/**
+ * Queues: settings and live figures; operator keys pause and resume a queue and edit its limits
+ * (PATCH /v1/queues/{name}; an empty field removes a limit).
+ */
+import { useContext, useState } from 'preact/hooks'
+import { call, messageOf } from '../api.ts'
+import { ActionButton, announce, ErrorNotice, TableWrap } from '../components/common.tsx'
+import { duration } from '../format.ts'
+import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
+import { IdentityContext } from '../identity.ts'
+import type { Queue } from '../types.ts'
+
+const LIMITS = [
+  { field: 'concurrencyLimit', label: 'Concurrency limit' },
+  { field: 'keyConcurrencyLimit', label: 'Per-key concurrency limit' },
+  { field: 'rateLimit', label: 'Rate limit (starts per period)' },
+  { field: 'ratePeriodMs', label: 'Rate period (ms)' },
+] as const
+
+function LimitsForm({ queue, saved }: { queue: Queue; saved: () => void }) {
+  const [values, setValues] = useState(() => Object.fromEntries(LIMITS.map((l) => [l.field, String(queue[l.field] ?? '')])) as Record<string, string>)
+  const [error, setError] = useState('')
+  const save = async (e: Event) => {
+    e.preventDefault()
+    setError('')
+    const body: Record<string, number | null> = {}
+    for (const { field } of LIMITS) {
+      const text = (values[field] ?? '').trim()
+      if (field === 'ratePeriodMs') {
+        if (text) body[field] = Number(text)
+        continue
+      }
+      body[field] = text ? Number(text) : null
+    }
+    if (body.ratePeriodMs !== undefined && !('rateLimit' in body)) body.rateLimit = null
+    try {
+      await call(`/v1/queues/${encodeURIComponent(queue.name)}`, { method: 'PATCH', body })
+      announce(`Limits of queue ${queue.name} saved`)
+      saved()
+    } catch (err: unknown) {
+      setError(messageOf(err))
+    }
+  }
+  const id = (f: string) => `q-${queue.name}-${f}`
+  return (
+    <form class="limits" onSubmit={(e) => void save(e)} aria-label={`Limits of queue ${queue.name}`}>
+      {LIMITS.map((l) => (
+        <div class="field" key={l.field}>
+          <label for={id(l.field)}>{l.label}</label>
+          <input
+            id={id(l.field)}
+            inputMode="numeric"
+            pattern="[0-9]*"
+            placeholder="no limit"
+            value={values[l.field]}
+            onInput={(e) => setValues({ ...values, [l.field]: e.currentTarget.value })}
+          />
+        </div>
+      ))}
+      <div class="field buttons">
+        <button type="submit" class="primary">
+          Save limits
+        </button>
+      </div>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+    </form>
+  )
+}
+
+export function QueuesPage() {
+  const identity = useContext(IdentityContext)
+  const queues = useLoad((signal) => call<{ items: Queue[] }>('/v1/queues', { signal }), [])
+  const [editing, setEditing] = useState<string | null>(null)
+  useLiveRefresh(() => true, queues.reload, 2000)
+  useInterval(queues.reload, 15_000)
+  const act = (name: string, action: 'pause' | 'resume') => async () => {
+    await call(`/v1/queues/${encodeURIComponent(name)}/${action}`, { method: 'POST' })
+    queues.reload()
+  }
+  return (
+    <>
+      <h1 tabIndex={-1}>Queues</h1>
+      <ErrorNotice error={queues.error} what="The queue list" />
+      {queues.data && (
+        <TableWrap label="Queues">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Queue</th>
+                <th scope="col">State</th>
+                <th scope="col">Due</th>
+                <th scope="col">Scheduled</th>
+                <th scope="col">Running</th>
+                <th scope="col">Oldest due</th>
+                <th scope="col">Limits</th>
+                {identity.operator && <th scope="col">Actions</th>}
+              </tr>
+            </thead>
+            <tbody>
+              {queues.data.items.map((q) => (
+                <tr key={q.name} data-queue={q.name} data-paused={String(q.paused)}>
+                  <th scope="row">{q.name}</th>
+                  <td>{q.paused ? <span class="badge badge-paused">paused</span> : 'active'}</td>
+                  <td>{q.due}</td>
+                  <td>{q.scheduled}</td>
+                  <td>{q.running}</td>
+                  <td>{duration(q.oldestDueLagMs)}</td>
+                  <td>
+                    {[
+                      q.concurrencyLimit !== null && `${q.concurrencyLimit} at once`,
+                      q.keyConcurrencyLimit !== null && `${q.keyConcurrencyLimit} per key`,
+                      q.rateLimit !== null && `${q.rateLimit} per ${duration(q.ratePeriodMs)}`,
+                      q.fairShare && 'fair share',
+                    ]
+                      .filter(Boolean)
+                      .join(', ') || 'none'}
+                  </td>
+                  {identity.operator && (
+                    <td>
+                      <div class="actions">
+                        {q.paused ? (
+                          <ActionButton label={`Resume ${q.name}`} run={act(q.name, 'resume')} done={`Queue ${q.name} resumed`} />
+                        ) : (
+                          <ActionButton label={`Pause ${q.name}`} run={act(q.name, 'pause')} done={`Queue ${q.name} paused`} />
+                        )}
+                        <button type="button" aria-expanded={editing === q.name} onClick={() => setEditing(editing === q.name ? null : q.name)}>
+                          Edit limits
+                        </button>
+                      </div>
+                    </td>
+                  )}
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </TableWrap>
+      )}
+      {editing && queues.data?.items.find((q) => q.name === editing) && (
+        <section class="card" aria-label={`Edit queue ${editing}`}>
+          <h2>Limits of {editing}</h2>
+          <LimitsForm
+            key={editing}
+            queue={queues.data.items.find((q) => q.name === editing) as Queue}
+            saved={() => {
+              setEditing(null)
+              queues.reload()
+            }}
+          />
+        </section>
+      )}
+    </>
+  )
+}

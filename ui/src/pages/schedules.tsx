@@ -1,0 +1,102 @@
+/** Recurring schedules: what fires, when it fires next, its last run; pause and resume each. */
+import { useState } from 'preact/hooks'
+import { call, withQuery } from '../api.ts'
+import { ActionButton, ErrorNotice, StatusBadge, TableWrap } from '../components/common.tsx'
+import { json, shortId, when } from '../format.ts'
+import { useLiveRefresh, useLoad } from '../hooks.ts'
+import { href } from '../router.ts'
+import type { Page, ScheduleInfo } from '../types.ts'
+
+function scheduleText(s: unknown): string {
+  if (typeof s === 'string') return s
+  if (s && typeof s === 'object') {
+    const o = s as Record<string, unknown>
+    if (typeof o.cron === 'string') return `cron ${o.cron}`
+    if (o.every !== undefined) return `every ${String(o.every)}`
+  }
+  return json(s)
+}
+
+export function SchedulesPage() {
+  const [stack, setStack] = useState<Array<string | undefined>>([undefined])
+  const cursor = stack[stack.length - 1]
+  const page = useLoad((signal) => call<Page<ScheduleInfo>>(withQuery('/v1/schedules', { limit: 100, cursor }), { signal }), [cursor])
+  useLiveRefresh((e) => e.type === 'paused' || e.type === 'resumed' || e.type === 'started' || e.type === 'succeeded' || e.type === 'failed', page.reload, 2000)
+  const act = (id: string, action: 'pause' | 'resume') => async () => {
+    await call(`/v1/jobs/${id}/${action}`, { method: 'POST' })
+    page.reload()
+  }
+  return (
+    <>
+      <h1 tabIndex={-1}>Recurring schedules</h1>
+      <ErrorNotice error={page.error} what="The schedule list" />
+      {page.data && (
+        <TableWrap label="Schedules">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Job</th>
+                <th scope="col">Type</th>
+                <th scope="col">Queue</th>
+                <th scope="col">Schedule</th>
+                <th scope="col">Next fire times</th>
+                <th scope="col">Last run</th>
+                <th scope="col">Actions</th>
+              </tr>
+            </thead>
+            <tbody>
+              {page.data.items.map((s) => (
+                <tr key={s.jobId}>
+                  <td>
+                    <a href={href(`/jobs/${s.jobId}`)} title={s.jobId}>
+                      {shortId(s.jobId)}
+                    </a>
+                  </td>
+                  <td>{s.type}</td>
+                  <td>{s.queue}</td>
+                  <td>
+                    {scheduleText(s.schedule)}
+                    {s.timezone ? ` (${s.timezone})` : ''} {s.paused && <span class="badge badge-paused">paused</span>}
+                  </td>
+                  <td>
+                    <ul class="plain">
+                      {s.nextFireTimes.slice(0, 5).map((t) => (
+                        <li key={t}>{when(t)}</li>
+                      ))}
+                    </ul>
+                  </td>
+                  <td>
+                    {s.lastRun?.status ? (
+                      <>
+                        <StatusBadge status={s.lastRun.status} /> {when(s.lastRun.finishedAt ?? s.lastRun.scheduledFor ?? null)}
+                      </>
+                    ) : (
+                      'not run yet'
+                    )}
+                  </td>
+                  <td>
+                    {s.paused ? (
+                      <ActionButton label="Resume" name={`Resume schedule ${s.jobId}`} run={act(s.jobId, 'resume')} done="Schedule resumed" />
+                    ) : (
+                      <ActionButton label="Pause" name={`Pause schedule ${s.jobId}`} run={act(s.jobId, 'pause')} done="Schedule paused" />
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          {page.data.items.length === 0 && <p class="empty">No recurring jobs.</p>}
+        </TableWrap>
+      )}
+      <nav class="pager" aria-label="Pages">
+        <button type="button" disabled={stack.length <= 1} onClick={() => setStack(stack.slice(0, -1))}>
+          Previous
+        </button>
+        <span>Page {stack.length}</span>
+        <button type="button" disabled={!page.data?.nextCursor} onClick={() => page.data?.nextCursor && setStack([...stack, page.data.nextCursor])}>
+          Next
+        </button>
+      </nav>
+    </>
+  )
+}

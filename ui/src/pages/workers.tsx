@@ -1,0 +1,56 @@
+/** Workers: alive, stale or stopped, where they run, what they serve and how busy they are. */
+import { call } from '../api.ts'
+import { ErrorNotice, StatusBadge, TableWrap } from '../components/common.tsx'
+import { when } from '../format.ts'
+import { useInterval, useLoad } from '../hooks.ts'
+import type { WorkerInfo } from '../types.ts'
+
+export function WorkersPage() {
+  const workers = useLoad((signal) => call<{ items: WorkerInfo[] }>('/v1/workers', { signal }), [])
+  useInterval(workers.reload, 10_000)
+  return (
+    <>
+      <h1 tabIndex={-1}>Workers</h1>
+      <ErrorNotice error={workers.error} what="The worker list" />
+      {workers.data && (
+        <TableWrap label="Workers">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Worker</th>
+                <th scope="col">State</th>
+                <th scope="col">Host</th>
+                <th scope="col">PID</th>
+                <th scope="col">Queues</th>
+                <th scope="col">Types</th>
+                <th scope="col">In flight</th>
+                <th scope="col">Started</th>
+                <th scope="col">Last seen</th>
+              </tr>
+            </thead>
+            <tbody>
+              {workers.data.items.map((w) => (
+                <tr key={w.id} data-worker-state={w.state}>
+                  <th scope="row">{w.id}</th>
+                  <td>
+                    <StatusBadge status={w.state} />
+                  </td>
+                  <td>{w.host}</td>
+                  <td>{w.pid}</td>
+                  <td>{w.queues.join(', ')}</td>
+                  <td>{w.types.join(', ')}</td>
+                  <td>
+                    {w.inFlight}/{w.concurrency}
+                  </td>
+                  <td>{when(w.startedAt)}</td>
+                  <td>{when(w.stoppedAt ?? w.lastSeenAt)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          {workers.data.items.length === 0 && <p class="empty">No worker has started.</p>}
+        </TableWrap>
+      )}
+    </>
+  )
+}

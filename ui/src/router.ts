@@ -1,0 +1,38 @@
+/**
+ * Hash routes (`#/jobs?status=FAILED`, `#/jobs/<id>`): the server serves one page, and a
+ * route is a bookmarkable, shareable link that carries no secret.
+ */
+import { useEffect, useState } from 'preact/hooks'
+
+export interface Route {
+  path: string[]
+  query: URLSearchParams
+}
+
+export function parseRoute(hash: string): Route {
+  const text = hash.replace(/^#/, '') || '/'
+  const [path = '/', query = ''] = text.split('?', 2)
+  return { path: path.split('/').filter(Boolean).map(decodeURIComponent), query: new URLSearchParams(query) }
+}
+
+export function useRoute(): Route {
+  const [route, setRoute] = useState(() => parseRoute(location.hash))
+  useEffect(() => {
+    const changed = () => setRoute(parseRoute(location.hash))
+    addEventListener('hashchange', changed)
+    return () => removeEventListener('hashchange', changed)
+  }, [])
+  return route
+}
+
+/** `#/path?query` for a link. */
+export function href(path: string, query: Record<string, string | undefined> = {}): string {
+  const q = new URLSearchParams()
+  for (const [k, v] of Object.entries(query)) if (v) q.set(k, v)
+  const s = q.toString()
+  return `#${path}${s ? `?${s}` : ''}`
+}
+
+export function navigate(path: string, query: Record<string, string | undefined> = {}): void {
+  location.hash = href(path, query)
+}

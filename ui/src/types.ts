@@ -1,0 +1,142 @@
+/** The shapes of the API's JSON the dashboard reads (see the OpenAPI document at /openapi.json). */
+export interface ExecutionError {
+  message: string
+  name: string
+  fatal?: boolean
+  timedOut?: boolean
+  attempt: number
+  workerId?: string
+  at?: string
+}
+
+export interface Attempt {
+  attempt: number
+  startedAt: string | null
+  endedAt: string | null
+  workerId: string | null
+  host: string | null
+  outcome: string
+  error: ExecutionError | null
+}
+
+export interface Execution {
+  id: string
+  jobId: string
+  state: string
+  attempt: number
+  maxAttempts: number
+  scheduledFor: string
+  runAt: string
+  startedAt: string | null
+  finishedAt: string | null
+  workerId: string | null
+  result: unknown
+  error: ExecutionError | null
+  outputUrl: string | null
+  attempts: Attempt[]
+}
+
+export interface Schedule {
+  kind: 'cron' | 'interval'
+  cron: string | null
+  timezone: string
+  intervalMs: number | null
+  paused: boolean
+  error: string | null
+}
+
+export interface Job {
+  id: string
+  tenant: string
+  type: string
+  queue: string
+  priority: number
+  payload: unknown
+  maxAttempts: number
+  idempotencyKey: string | null
+  state: string
+  status: string
+  attempts: number
+  createdAt: string
+  schedule: Schedule | null
+  nextRunAt: string | null
+  lastExecution: Execution | null
+  unserved: string | null
+}
+
+export interface Page<T> {
+  items: T[]
+  nextCursor: string | null
+}
+
+export interface Queue {
+  name: string
+  paused: boolean
+  pausedAt: string | null
+  concurrencyLimit: number | null
+  keyConcurrencyLimit: number | null
+  rateLimit: number | null
+  ratePeriodMs: number | null
+  fairShare: boolean
+  due: number
+  scheduled: number
+  running: number
+  oldestDueLagMs: number | null
+  unserved: number
+}
+
+export interface StatsRow {
+  minute: string
+  queue: string
+  started: number
+  succeeded: number
+  failed: number
+  lagP50Ms: number | null
+  lagP95Ms: number | null
+}
+
+export interface FailureGroup {
+  errorType: string
+  message: string
+  count: number
+  firstSeenAt: string
+  lastSeenAt: string
+  types: string[]
+  queues: string[]
+  sampleJobId: string
+  samplePayload: unknown
+}
+
+export interface WorkerInfo {
+  id: string
+  host: string
+  pid: number
+  queues: string[]
+  types: string[]
+  concurrency: number
+  inFlight: number
+  state: 'alive' | 'stale' | 'stopped'
+  startedAt: string
+  lastSeenAt: string
+  stoppedAt: string | null
+}
+
+export interface ScheduleInfo {
+  jobId: string
+  type: string
+  queue: string
+  schedule: unknown
+  timezone: string | null
+  paused: boolean
+  nextFireTimes: string[]
+  lastRun: { status?: string; finishedAt?: string | null; scheduledFor?: string } | null
+}
+
+export interface BulkResult {
+  action: string
+  matched: number
+  changed: number
+  remaining: number
+}
+
+export const JOB_STATUSES = ['SCHEDULED', 'RUNNING', 'PAUSED', 'COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED'] as const
