@@ -1,14 +1,14 @@
 /**
  * SQL that reads jobs: one job with its schedule and latest execution, and a
- * tenant's jobs as a keyset page (newest first, filtered by status, type and
- * queue). Rows become domain types through `toJob` and `toExecution` (which
+ * keyset page of jobs (newest first, filtered as job-filter.ts says). Rows become domain types through `toJob` and `toExecution` (which
  * executions.ts uses too).
  */
-import { sql, type Kysely, type SqlBool, type Expression, type RawBuilder } from 'kysely'
+import { sql, type Kysely, type SqlBool, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { AttemptRecord, Execution, Job, Schedule } from '../../core/job.ts'
 import { LIVE_WORKER_MS, unservedMessage } from '../../core/job.ts'
-import { jobStatus, lastRunOf, type JobStatus } from '../../core/job-status.ts'
+import { jobStatus, lastRunOf } from '../../core/job-status.ts'
+import { jobFilterSql, type JobFilter } from './job-filter.ts'
 
 type Executor = Kysely<DB>
 
@@ -196,51 +196,16 @@ export async function jobGetById(db: Executor, params: JobGetByIdParams): Promis
   return row ? toJob(row as JobViewRow) : undefined
 }
 
-export interface JobListParams {
-  tenant: string
+export interface JobListParams extends JobFilter {
   limit: number
   /** Only jobs with an id below this one (the previous page's last id). */
   beforeId?: string
-  status?: JobStatus
-  type?: string
-  queue?: string
 }
 
-/**
- * The `status` filter: core/job-status.ts `jobStatus` in SQL. `ended`: no work to come — no pending
- * or running execution, and no schedule that still fires.
- */
-function statusCondition(status: JobStatus): Expression<SqlBool> {
-  const firing = sql`(t.job_id is not null and t.error is null and (t.next_fire_at is not null or t.queued_fire_at is not null))`
-  const ended = sql`(j.state = 'active' and (e.state is null or e.state not in ('pending', 'running')) and not ${firing}
-                     and (t.job_id is null or t.error is null))`
-  switch (status) {
-    case 'PAUSED':
-      return sql<SqlBool>`j.state = 'paused'`
-    case 'RUNNING':
-      return sql<SqlBool>`(j.state = 'active' and e.state = 'running')`
-    case 'SCHEDULED':
-      return sql<SqlBool>`(j.state = 'active' and (e.state = 'pending' or ((e.state is null or e.state <> 'running') and ${firing})
-                           or (t.job_id is null and e.id is null)))`
-    case 'CANCELLED':
-      return sql<SqlBool>`(j.state = 'cancelled' or (${ended} and e.state = 'cancelled'))`
-    case 'COMPLETED':
-      return sql<SqlBool>`(${ended} and (e.state = 'succeeded' or (e.id is null and t.job_id is not null)))`
-    case 'FAILED':
-      return sql<SqlBool>`((${ended} and e.state = 'failed' and e.attempt > 0)
-                           or (j.state = 'active' and t.error is not null and (e.state is null or e.state not in ('pending', 'running'))))`
-    case 'EXPIRED':
-      return sql<SqlBool>`(${ended} and e.state = 'failed' and e.attempt = 0)`
-  }
-}
-
-/** One page of a tenant's jobs, newest first (keyset on the time-ordered id). */
+/** One page of jobs matching the filter, newest first (keyset on the time-ordered id). */
 export async function jobList(db: Executor, params: JobListParams): Promise<Job[]> {
-  let q = jobViewQuery(db).where('j.tenant', '=', params.tenant)
+  let q = jobViewQuery(db).where(sql<SqlBool>`${jobFilterSql(params)}`)
   if (params.beforeId) q = q.where('j.id', '<', params.beforeId)
-  if (params.type) q = q.where('j.type', '=', params.type)
-  if (params.queue) q = q.where('j.queue', '=', params.queue)
-  if (params.status) q = q.where(statusCondition(params.status))
   const rows = await q.orderBy('j.id', 'desc').limit(params.limit).execute()
   return rows.map((r) => toJob(r as JobViewRow))
 }
