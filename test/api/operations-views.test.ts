@@ -195,6 +195,11 @@ describe('GET /v1/jobs filters and /v1/jobs/export', () => {
     expect(record).toMatchObject({ id: job.id, tenant: 'exp', queue: 'odd', status: 'SCHEDULED', idempotencyKey: 'x,"y"' })
     expect(JSON.parse(record.payload as string)).toEqual(tricky)
 
+    // text that a spreadsheet would run as a formula is exported with a leading quote
+    await client.submitJob({ type: 'k', queue: 'formula', idempotencyKey: '=HYPERLINK("http://example.com")' })
+    const formula = parseCsv((await api.call(key, 'GET', '/v1/jobs/export?format=csv&queue=formula')).body)
+    expect(formula[1]?.[(header ?? []).indexOf('idempotencyKey')]).toBe(`'=HYPERLINK("http://example.com")`)
+
     const empty = await api.call(key, 'GET', '/v1/jobs/export?queue=none')
     expect(empty.json()).toEqual([])
     expect(parseCsv((await api.call(key, 'GET', '/v1/jobs/export?format=csv&queue=none')).body)).toHaveLength(1)
