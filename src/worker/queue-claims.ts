@@ -5,7 +5,7 @@
  * - queues without settings: one ordinary claim statement, in priority order across them;
  * - each limited or fair-share queue: a claim of its own with the room left. While its limits
  *   should not bind for that claim (no per-key limit of concurrency or rate; as last seen, the running executions plus
- *   the claim within its concurrency limit; the claim's starts within the rate limit's horizon),
+ *   the claim within its concurrency limit; the claim's start slots spanning a tenth of the rate limit's horizon at most),
  *   an admitted claim (queueClaimAdmitted: one statement, checked at its end under the settings
  *   row lock); otherwise, or when the check refuses it, a claim under the settings row lock
  *   (queueClaimLimited), and only that for the next QUEUE_SETTINGS_TTL_MS.
@@ -62,7 +62,9 @@ export class QueueClaims {
       const running = this.running.get(queue)
       if (running == null || running + room > s.concurrencyLimit) return false
     }
-    if (s.rateLimit != null && s.ratePeriodMs != null && ((room - 1) * s.ratePeriodMs * RATE_SPACING) / s.rateLimit > RATE_HORIZON_MS) return false
+    // A rate that paces the starts (their slots spread over more than a tenth of the horizon) keeps
+    // the claim under the lock, whose slots are read from the clock just before the commit.
+    if (s.rateLimit != null && s.ratePeriodMs != null && (room * s.ratePeriodMs * RATE_SPACING) / s.rateLimit > RATE_HORIZON_MS / 10) return false
     return true
   }
 
