@@ -1,6 +1,6 @@
 /**
  * Queue operations (client.queues): list queues with their live figures, pause and resume a
- * queue, set or clear its limits (concurrency, per concurrency key, rate) and turn fair share between
+ * queue, set or clear its limits (concurrency, per concurrency key, rate, rate per concurrency key) and turn fair share between
  * tenants on or off. They act on the queue for every tenant: the REST API
  * offers them to operator keys only. Each change takes effect in every worker within a second (see
  * migrations/0012_queue_settings.sql for what pause and the limit guarantee).
@@ -16,6 +16,7 @@ import {
   queueSetConcurrencyLimit,
   queueSetFairShare,
   queueSetKeyConcurrencyLimit,
+  queueSetKeyRateLimit,
   queueSetRateLimit,
   type QueueView,
 } from './db/queries/queues.ts'
@@ -46,6 +47,12 @@ export interface QueueAdmin {
    * evenly spaced at 93 % of the limit; null removes the rate limit.
    */
   setRateLimit(name: string, limit: number | null, periodMs?: number): Promise<QueueView>
+  /**
+   * At most `limit` starts of one concurrency key per `periodMs` (default 1000) across all workers,
+   * evenly spaced at 93 % of the limit as the queue's rate limit is; executions without a key are not
+   * limited by it; null removes it.
+   */
+  setKeyRateLimit(name: string, limit: number | null, periodMs?: number): Promise<QueueView>
   /**
    * Fair share between tenants: claims take turns between the tenants with due work at each
    * priority (strict priority first; turns weighted by the tenants' weights) instead of taking the
@@ -100,6 +107,12 @@ export function queueAdmin(db: Kysely<DB>): QueueAdmin {
       assertRange('rateLimit', limit, RATE_LIMIT_MAX, 'no rate limit')
       assertRange('ratePeriodMs', periodMs, RATE_PERIOD_MS_MAX)
       return change(name, () => queueSetRateLimit(db, name, limit, limit === null ? null : periodMs))
+    },
+    setKeyRateLimit(name, limit, periodMs = 1000) {
+      assertQueueName(name)
+      assertRange('keyRateLimit', limit, RATE_LIMIT_MAX, 'no rate limit per key')
+      assertRange('keyRatePeriodMs', periodMs, RATE_PERIOD_MS_MAX)
+      return change(name, () => queueSetKeyRateLimit(db, name, limit, limit === null ? null : periodMs))
     },
     setFairShare(name, on) {
       if (typeof on !== 'boolean') {

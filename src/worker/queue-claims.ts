@@ -3,7 +3,12 @@
  * second, so a pause, a resume or a new limit takes effect within a second; the claim statement
  * itself skips paused and limited queues whatever this cache says):
  * - queues without settings: one ordinary claim statement, in priority order across them;
- * - each limited or fair-share queue: a claim of its own (queueClaimLimited), with the room left.
+ * - each limited or fair-share queue: a claim of its own with the room left. While its limits
+ *   should not bind for that claim (no per-key limit of concurrency or rate; as last seen, the running executions plus
+ *   the claim within its concurrency limit; the claim's start slots spanning a tenth of the rate limit's horizon at most),
+ *   an admitted claim (queueClaimAdmitted: one statement, checked at its end under the settings
+ *   row lock); otherwise, or when the check refuses it, a claim under the settings row lock
+ *   (queueClaimLimited), and only that for the next QUEUE_SETTINGS_TTL_MS.
  * `full` says that a limit held work back: nothing announces the end of another worker's run, so
  * the caller should claim again soon rather than wait for a wake-up.
  * Each claim commits on its own: when a later one fails, what the earlier ones took is still
@@ -12,7 +17,9 @@
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
-import { executionClaimBatch, queueClaimLimited, queueSettingsOf, type ClaimedExecution, type QueueSetting } from '../db/queries/claim.ts'
+import { executionClaimBatch, queueSettingsOf, type ClaimedExecution, type QueueSetting } from '../db/queries/claim.ts'
+import { queueClaimAdmitted } from '../db/queries/claim-admitted.ts'
+import { queueClaimLimited, RATE_HORIZON_MS, RATE_SPACING } from '../db/queries/claim-limited.ts'
 
 /** How long settings read from the database are used. */
 export const QUEUE_SETTINGS_TTL_MS = 1_000
@@ -31,6 +38,10 @@ export class QueueClaims {
   private readonly p: QueueClaimsParams
   private settings = new Map<string, QueueSetting>()
   private readAtMs = Number.NEGATIVE_INFINITY
+  /** Per limited queue: its running executions as the last claim of it saw them (null: unknown). */
+  private readonly running = new Map<string, number | null>()
+  /** Per limited queue: until when (performance.now() ms) it is claimed only under its lock. */
+  private readonly lockedUntil = new Map<string, number>()
 
   constructor(params: QueueClaimsParams) {
     this.p = params
@@ -39,7 +50,22 @@ export class QueueClaims {
   /** Whether `queue` has a limit or fair share (as last read): the end of one of its runs frees room. */
   isLimited(queue: string): boolean {
     const s = this.settings.get(queue)
-    return s !== undefined && (s.fairShare || s.concurrencyLimit != null || s.keyConcurrencyLimit != null || s.rateLimit != null)
+    return s !== undefined && (s.fairShare || s.concurrencyLimit != null || s.keyConcurrencyLimit != null || s.rateLimit != null || s.keyRateLimit != null)
+  }
+
+  /** Whether a claim of `room` from limited `queue` should go without its lock (see the file header). */
+  private admittable(queue: string, room: number): boolean {
+    const s = this.settings.get(queue)
+    if (s === undefined || s.keyConcurrencyLimit != null || s.keyRateLimit != null) return false
+    if ((this.lockedUntil.get(queue) ?? Number.NEGATIVE_INFINITY) > performance.now()) return false
+    if (s.concurrencyLimit != null) {
+      const running = this.running.get(queue)
+      if (running == null || running + room > s.concurrencyLimit) return false
+    }
+    // A rate that paces the starts (their slots spread over more than a tenth of the horizon) keeps
+    // the claim under the lock, whose slots are read from the clock just before the commit.
+    if (s.rateLimit != null && s.ratePeriodMs != null && (room * s.ratePeriodMs * RATE_SPACING) / s.rateLimit > RATE_HORIZON_MS / 10) return false
+    return true
   }
 
   /** Claims up to `room` executions; see the file header. `withTraceparent`: also read each job's traceparent. */
@@ -65,8 +91,18 @@ export class QueueClaims {
       ...limited.map((queue) => async () => {
         const left = room - claimed.length
         if (left <= 0) return
+        if (this.admittable(queue, left)) {
+          const got = await queueClaimAdmitted(db, { ...base, queues: [queue], limit: left, fair: this.settings.get(queue)?.fairShare === true })
+          if (got !== null) {
+            claimed.push(...got.claimed)
+            if (got.running !== null) this.running.set(queue, got.running)
+            return
+          }
+          this.lockedUntil.set(queue, performance.now() + QUEUE_SETTINGS_TTL_MS)
+        }
         const got = await queueClaimLimited(db, { ...base, queues: [queue], limit: left })
         claimed.push(...got.claimed)
+        this.running.set(queue, got.running)
         full ||= got.full
       }),
     ]

@@ -43,6 +43,8 @@ describe('/v1/queues', () => {
         keyConcurrencyLimit: null,
         rateLimit: null,
         ratePeriodMs: null,
+        keyRateLimit: null,
+        keyRatePeriodMs: null,
         fairShare: false,
         due: 1,
         scheduled: 1,
@@ -71,6 +73,10 @@ describe('/v1/queues', () => {
     expect(paced.json()).toMatchObject({ rateLimit: 20, ratePeriodMs: 60_000, keyConcurrencyLimit: 1 })
     const unpaced = await api.call(key, 'PATCH', '/v1/queues/mail', { rateLimit: null })
     expect(unpaced.json()).toMatchObject({ rateLimit: null, ratePeriodMs: null })
+    const perKeyPaced = await api.call(key, 'PATCH', '/v1/queues/mail', { keyRateLimit: 2 })
+    expect(perKeyPaced.json()).toMatchObject({ keyRateLimit: 2, keyRatePeriodMs: 1000, rateLimit: null })
+    const perKeyUnpaced = await api.call(key, 'PATCH', '/v1/queues/mail', { keyRateLimit: null })
+    expect(perKeyUnpaced.json()).toMatchObject({ keyRateLimit: null, keyRatePeriodMs: null })
     // A queue nobody used yet can be set up ahead of its jobs.
     const fresh = await api.call(key, 'POST', '/v1/queues/reports/pause')
     expect(fresh.json()).toMatchObject({ name: 'reports', paused: true, due: 0, running: 0 })
@@ -86,6 +92,12 @@ describe('/v1/queues', () => {
     const periodAlone = await api.call(key, 'PATCH', '/v1/queues/mail', { ratePeriodMs: 1000 })
     expect(periodAlone.statusCode).toBe(400)
     expect(periodAlone.json().details).toEqual([{ path: 'ratePeriodMs', message: 'ratePeriodMs goes with rateLimit' }])
+    const keyPeriodAlone = await api.call(key, 'PATCH', '/v1/queues/mail', { keyRatePeriodMs: 1000 })
+    expect(keyPeriodAlone.statusCode).toBe(400)
+    expect(keyPeriodAlone.json().details).toEqual([{ path: 'keyRatePeriodMs', message: 'keyRatePeriodMs goes with keyRateLimit' }])
+    const keyRateZero = await api.call(key, 'PATCH', '/v1/queues/mail', { keyRateLimit: 0 })
+    expect(keyRateZero.statusCode).toBe(400)
+    expect(keyRateZero.json().details?.[0]?.path).toBe('keyRateLimit')
     const badName = await api.call(key, 'POST', `/v1/queues/${encodeURIComponent('bad queue')}/pause`)
     expect(badName.statusCode).toBe(400)
     expect(badName.json().details?.[0]?.path).toBe('name')

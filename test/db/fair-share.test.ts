@@ -6,7 +6,8 @@
 import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
-import { executionClaimBatch, queueClaimLimited } from '../../src/db/queries/claim.ts'
+import { executionClaimBatch } from '../../src/db/queries/claim.ts'
+import { queueClaimLimited } from '../../src/db/queries/claim-limited.ts'
 import { useTestDb } from '../db.ts'
 import { insertExecutions } from '../factories.ts'
 

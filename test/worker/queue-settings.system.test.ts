@@ -8,6 +8,8 @@
  *   in flight at once.
  * - A queue rate-limited to 50 per second, three workers, 1,500 jobs: no one-second window at the
  *   sink holds more than 50 starts, and the queue drains at 45 per second or more.
+ * - A queue rate-limited to 5 per second per concurrency key, 3 keys, two workers: no one-second
+ *   window at the sink holds more than 5 starts of one key, and the keys run side by side.
  * - A fair-share queue: behind tenant A's 100,000 due jobs, another tenant's jobs wait without fair
  *   share, and with it each starts within one claim batch (per worker) of its submission.
  * - A paused queue: once the pause returns, the sink sees only executions claimed before it; after
@@ -35,8 +37,8 @@ const env = {
 
 interface Sink {
   url: string
-  /** Requests received: the job number and the time (Date.now()). */
-  arrivals: Array<{ n: number; atMs: number }>
+  /** Requests received: the job number, its `key` (query parameter; '' without) and the time (Date.now()). */
+  arrivals: Array<{ n: number; key: string; atMs: number }>
   inFlight: number
   maxInFlight: number
   /** The most requests of one `key` (query parameter) in flight at once. */
@@ -61,7 +63,7 @@ async function startSink(holdMs: number): Promise<Sink> {
     s.maxInFlight = Math.max(s.maxInFlight, s.inFlight)
     ofKey.set(key, (ofKey.get(key) ?? 0) + 1)
     if (key !== '') s.maxInFlightOfKey = Math.max(s.maxInFlightOfKey, ofKey.get(key) ?? 0)
-    s.arrivals.push({ n: Number(query.get('n')), atMs: Date.now() })
+    s.arrivals.push({ n: Number(query.get('n')), key, atMs: Date.now() })
     let open = true
     const end = () => {
       if (!open) return
@@ -87,6 +89,17 @@ async function startSink(holdMs: number): Promise<Sink> {
 
 const jobsFor = (queue: string, count: number, url: string) =>
   Array.from({ length: count }, (_, n) => ({ type: 'http', queue, payload: { url: `${url}?n=${n}` } }))
+
+/** The most of `times` (ms) in any window of `windowMs` (two pointers over the sorted times). */
+function mostInWindow(unsorted: readonly number[], windowMs: number): number {
+  const times = [...unsorted].sort((a, b) => a - b)
+  let most = 0
+  for (let i = 0, j = 0; j < times.length; j++) {
+    while ((times[j] as number) - (times[i] as number) >= windowMs) i++
+    most = Math.max(most, j - i + 1)
+  }
+  return most
+}
 
 async function countSucceeded(queue: string): Promise<number> {
   const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.executions where queue = ${queue} and state = 'succeeded'`.execute(t.db)
@@ -157,6 +170,40 @@ describe('queue settings across worker processes', () => {
     process.stderr.write(`rate 50/s: ${times.length} requests, at most ${most} in a second, ${perS.toFixed(1)} per second\n`)
     expect(most).toBeLessThanOrEqual(50)
     expect(perS).toBeGreaterThanOrEqual(45)
+  })
+
+  it('holds a rate limit of 5 per second per concurrency key at the sink across 2 workers, keys side by side', { timeout: 120_000 }, async () => {
+    sink = await startSink(5)
+    const s = sink
+    await client().queues.setKeyRateLimit('per-key-paced', 5, 1_000)
+    const workers = [0, 1].map(() => spawnWorker({ concurrency: 20, env: { ...env, SCHEDULER_QUEUES: 'per-key-paced' } }))
+    await Promise.all(workers.map((w) => w.ready))
+    // Warm-up without keys (not limited per key): a worker's first requests are slower and would bunch.
+    await client().submitJobs(jobsFor('per-key-paced', 40, s.url))
+    await waitFor(async () => (await countSucceeded('per-key-paced')) === 40, { what: '40 warm-up jobs to succeed', timeoutMs: 30_000 })
+    s.arrivals.length = 0
+    await client().submitJobs(
+      Array.from({ length: 60 }, (_, n) => ({
+        type: 'http',
+        queue: 'per-key-paced',
+        concurrencyKey: `k${n % 3}`,
+        payload: { url: `${s.url}?n=${n}&key=k${n % 3}` },
+      })),
+    )
+    await waitFor(async () => (await countSucceeded('per-key-paced')) === 100, { what: '60 keyed jobs to succeed', timeoutMs: 60_000, intervalMs: 250 })
+    const perKey = ['k0', 'k1', 'k2'].map((k) =>
+      mostInWindow(
+        s.arrivals.filter((a) => a.key === k).map((a) => a.atMs),
+        1_000,
+      ),
+    )
+    const all = mostInWindow(
+      s.arrivals.map((a) => a.atMs),
+      1_000,
+    )
+    process.stderr.write(`rate 5/s per key, 3 keys: at most ${perKey.join(', ')} of one key in a second, ${all} of all\n`)
+    for (const most of perKey) expect(most).toBeLessThanOrEqual(5)
+    expect(all).toBeGreaterThan(5) // the keys ran side by side
   })
 
   it('claims nothing from a queue once its pause returns, and takes work again within a second of a resume', { timeout: 120_000 }, async () => {

@@ -95,7 +95,8 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         summary: "Set a queue's limits and fair share",
         description:
           'At most `concurrencyLimit` executions of the queue run at once across all workers and hosts, and at most `keyConcurrencyLimit` of one ' +
-          'concurrency key, and at most `rateLimit` starts per `ratePeriodMs` (null: no limit); `fairShare` makes claims take turns between tenants. ' +
+          'concurrency key, and at most `rateLimit` starts per `ratePeriodMs`, and at most `keyRateLimit` starts of one concurrency key per ' +
+          '`keyRatePeriodMs` (null: no limit); `fairShare` makes claims take turns between tenants. ' +
           'Fields left out stay as they are. Takes effect within a second.',
         security,
         params: QueueParams,
@@ -106,14 +107,19 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
     async (request) => {
       const queues = queuesFor(request)
       const { name } = request.params
-      const { concurrencyLimit, keyConcurrencyLimit, rateLimit, ratePeriodMs, fairShare } = request.body
+      const { concurrencyLimit, keyConcurrencyLimit, rateLimit, ratePeriodMs, keyRateLimit, keyRatePeriodMs, fairShare } = request.body
       if (ratePeriodMs !== undefined && rateLimit === undefined) {
         throw new ValidationError('ratePeriodMs goes with rateLimit', [{ path: 'ratePeriodMs', message: 'ratePeriodMs goes with rateLimit' }])
+      }
+      if (keyRatePeriodMs !== undefined && keyRateLimit === undefined) {
+        const message = 'keyRatePeriodMs goes with keyRateLimit'
+        throw new ValidationError(message, [{ path: 'keyRatePeriodMs', message }])
       }
       let view = await queues.view(name)
       if (concurrencyLimit !== undefined) view = await queues.setConcurrencyLimit(name, concurrencyLimit)
       if (keyConcurrencyLimit !== undefined) view = await queues.setKeyConcurrencyLimit(name, keyConcurrencyLimit)
       if (rateLimit !== undefined) view = await queues.setRateLimit(name, rateLimit, ratePeriodMs)
+      if (keyRateLimit !== undefined) view = await queues.setKeyRateLimit(name, keyRateLimit, keyRatePeriodMs)
       if (fairShare !== undefined) view = await queues.setFairShare(name, fairShare)
       return queueToJson(view)
     },

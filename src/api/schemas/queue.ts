@@ -23,6 +23,14 @@ export const QueueSchema = Type.Object(
       Type.Integer({ minimum: 1, maximum: RATE_LIMIT_MAX, description: 'Most starts per ratePeriodMs across all workers; null: no rate limit.' }),
     ),
     ratePeriodMs: Nullable(Type.Integer({ minimum: 1, maximum: RATE_PERIOD_MS_MAX, description: 'The period of rateLimit, ms.' })),
+    keyRateLimit: Nullable(
+      Type.Integer({
+        minimum: 1,
+        maximum: RATE_LIMIT_MAX,
+        description: 'Most starts of one concurrency key per keyRatePeriodMs across all workers; null: no rate limit per key.',
+      }),
+    ),
+    keyRatePeriodMs: Nullable(Type.Integer({ minimum: 1, maximum: RATE_PERIOD_MS_MAX, description: 'The period of keyRateLimit, ms.' })),
     fairShare: Type.Boolean({
       description: 'Claims take turns between the tenants with due work (strict priority first, then round-robin weighted by tenant weight).',
     }),
@@ -84,6 +92,26 @@ export const QueuePatchBody = Type.Object(
         maximum: RATE_PERIOD_MS_MAX,
         'x-expected': `an integer from 1 to ${RATE_PERIOD_MS_MAX}`,
         description: 'The period of rateLimit in ms; default 1000. Used with rateLimit.',
+      }),
+    ),
+    keyRateLimit: Type.Optional(
+      Nullable(
+        Type.Integer({
+          minimum: 1,
+          maximum: RATE_LIMIT_MAX,
+          'x-expected': `an integer from 1 to ${RATE_LIMIT_MAX}, or null for no rate limit per key`,
+          description:
+            "Most starts of one concurrency key (a job's `concurrencyKey`; claims, reruns included) per keyRatePeriodMs across all workers, " +
+            'evenly spaced at 93 % of it; executions without a key are not limited by it; null removes it.',
+        }),
+      ),
+    ),
+    keyRatePeriodMs: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: RATE_PERIOD_MS_MAX,
+        'x-expected': `an integer from 1 to ${RATE_PERIOD_MS_MAX}`,
+        description: 'The period of keyRateLimit in ms; default 1000. Used with keyRateLimit.',
       }),
     ),
     fairShare: Type.Optional(

@@ -1,5 +1,5 @@
 /**
- * `scheduler queues list|view|pause|resume|limit|key-limit|rate-limit|fair-share`: queue settings and live figures, for every
+ * `scheduler queues list|view|pause|resume|limit|key-limit|rate-limit|key-rate-limit|fair-share`: queue settings and live figures, for every
  * tenant (the REST routes need an operator key; this command needs DATABASE_URL). Each prints the
  * queue afterwards, as a table or, with --json, as the REST API's JSON.
  */
@@ -11,13 +11,14 @@ import { formatTable, withDatabase } from '../shared.ts'
 
 function queueTable(queues: readonly QueueView[]): string {
   return formatTable([
-    ['QUEUE', 'PAUSED', 'LIMIT', 'PER KEY', 'RATE', 'FAIR', 'DUE', 'SCHEDULED', 'RUNNING', 'OLDEST DUE', 'UNSERVED'],
+    ['QUEUE', 'PAUSED', 'LIMIT', 'PER KEY', 'RATE', 'RATE PER KEY', 'FAIR', 'DUE', 'SCHEDULED', 'RUNNING', 'OLDEST DUE', 'UNSERVED'],
     ...queues.map((q) => [
       q.name,
       q.paused ? 'yes' : 'no',
       q.concurrencyLimit === null ? '-' : String(q.concurrencyLimit),
       q.keyConcurrencyLimit === null ? '-' : String(q.keyConcurrencyLimit),
       q.rateLimit === null ? '-' : `${q.rateLimit}/${q.ratePeriodMs} ms`,
+      q.keyRateLimit === null ? '-' : `${q.keyRateLimit}/${q.keyRatePeriodMs} ms`,
       q.fairShare ? 'yes' : 'no',
       String(q.due),
       String(q.scheduled),
@@ -88,6 +89,16 @@ export function registerQueues(program: Command): void {
     .option(...json)
     .action((name: string, limit: string, opts: { json?: boolean; perMs: string }) =>
       show(opts.json, (q) => q.setRateLimit(name, parseLimit(limit), Number(opts.perMs))),
+    )
+  queues
+    .command('key-rate-limit')
+    .description('at most <limit> starts of one concurrency key of the queue per period across all workers ("none": no rate limit per key)')
+    .argument('<queue>')
+    .argument('<limit>', 'a positive integer, or none')
+    .option('--per-ms <ms>', 'the period in milliseconds', '1000')
+    .option(...json)
+    .action((name: string, limit: string, opts: { json?: boolean; perMs: string }) =>
+      show(opts.json, (q) => q.setKeyRateLimit(name, parseLimit(limit), Number(opts.perMs))),
     )
   queues
     .command('key-limit')

@@ -27,9 +27,25 @@ export interface ExecutionClaimBatchParams {
    * the queue running now); `keyLimit`, its limit per concurrency key (null: no such limit); `fair`:
    * take turns between tenants (migrations/0016).
    */
-  limited?: { capacity: number | null; keyLimit: number | null; fair?: boolean; fairOfferScale?: number }
+  limited?: { capacity: number | null; keyLimit: number | null; fair?: boolean; fairOfferScale?: number; keyRate?: KeyRate }
+  /**
+   * The claim of one limited queue whose limits should not bind (`queues` holds just it), without its
+   * settings row lock: the rows are taken as by the ordinary claim (or by the fair order, `fair`), then
+   * pgsched.queue_claim_admit (migrations/0027) checks them against the limits under the lock, takes
+   * their rate-limit start slots, or undoes the claim (SQLSTATE PGS01). See claim-admitted.ts.
+   */
+  admit?: { fair: boolean; horizonMs: number; rateSpacing: number }
   /** Also return each job's traceparent (only asked for while a tracer records: it costs a second probe of jobs per row). */
   withTraceparent?: boolean
+}
+
+/**
+ * A rate limit per concurrency key in a limited claim: each key takes only as many executions as it
+ * has start slots (`spacingMs` apart, from its row in queue_key_slots or now) within `horizonMs`.
+ */
+export interface KeyRate {
+  spacingMs: number
+  horizonMs: number
 }
 
 export interface ClaimedExecution {
@@ -57,6 +73,10 @@ export interface ClaimedExecution {
   startDelayMs?: number
   /** A fair claim stopped at a tenant's sentinel before its limit (queueClaimLimited claims again with larger offers). */
   cut?: boolean
+  /** The execution's concurrency key: returned only by a claim with a rate limit per key (`limited.keyRate`). */
+  concurrencyKey?: string | null
+  /** An admitted claim (`admit`): what pgsched.queue_claim_admit returned (the same on every row). */
+  admitted?: { firstSlotMs: number; spacingMs: number | null; running: number | null }
 }
 
 /** The fewest due executions each tenant offers a fair claim (see the offer CTE). */
@@ -69,7 +89,8 @@ const KEY_SCAN_MIN = 500
 /** The claim statement itself, unexecuted (for EXPLAIN in `scheduler bench`). */
 export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
   const now = params.now ?? null
-  const limited = params.limited
+  const admit = params.admit
+  const limited = params.limited ?? (admit ? { capacity: null, keyLimit: null, fair: admit.fair } : undefined)
   const queue = params.queues[0]
   // One queue: `queue = $1` lets each partition's claim index return rows already in priority
   // order (a merge append, then LIMIT). `queue = any(...)` cannot, and sorts every due row.
@@ -77,7 +98,8 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
   const queueMatch = one ? sql`queue = ${queue}::text` : sql`queue = any(${params.queues}::text[])`
   // Paused and limited queues are not this statement's (see migrations/0012): one probe of
   // pgsched.queues per statement (a one-time filter, or an array computed once).
-  const held = sql`(s.paused or s.fair_share or s.concurrency_limit is not null or s.key_concurrency_limit is not null or s.rate_limit is not null)`
+  const held = sql`(s.paused or s.fair_share or s.concurrency_limit is not null or s.key_concurrency_limit is not null or s.rate_limit is not null
+                     or s.key_rate_limit is not null)`
   const settingsMatch =
     limited !== undefined
       ? sql``
@@ -103,20 +125,31 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
        limit ${rowLimit}
          ${lock}`
   const keyLimit = limited?.keyLimit ?? null
+  const keyRate = limited?.keyRate ?? null
+  const keyed = keyLimit !== null || keyRate !== null
   const fair = limited?.fair === true
-  // A per-key limit: leave out keys already at their limit (index executions_running_key_idx), so
-  // one key's backlog cannot fill the window.
-  const keyFilter =
+  // A per-key limit: leave out keys already at their limit (index executions_running_key_idx), and
+  // with a rate limit per key those whose next slot is past the horizon, so one key's backlog cannot
+  // fill the window.
+  const keyFilter = sql`${
     keyLimit === null
       ? sql``
       : sql`and (concurrency_key is null or concurrency_key not in (
                   select r.concurrency_key from pgsched.executions r
                    where r.state = 'running' and r.queue = ${queue}::text and r.concurrency_key is not null
                    group by r.concurrency_key having count(*) >= ${keyLimit}::int))`
-  const scan = keyLimit === null ? sql`${params.limit}::int` : sql`${Math.max(KEY_SCAN_MIN, params.limit * KEY_SCAN_FACTOR)}::int`
+  }${
+    keyRate === null
+      ? sql``
+      : sql`
+         and (concurrency_key is null or concurrency_key not in (
+                  select k.concurrency_key from pgsched.queue_key_slots k
+                   where k.queue = ${queue}::text and k.next_start_at > clock_timestamp() + ${keyRate.horizonMs}::float8 * interval '1 millisecond'))`
+  }`
+  const scan = !keyed ? sql`${params.limit}::int` : sql`${Math.max(KEY_SCAN_MIN, params.limit * KEY_SCAN_FACTOR)}::int`
   const candidateColumns = sql`id, job_id, concurrency_key, tenant, priority, run_at`
   const dueCte =
-    !fair && keyLimit === null
+    !fair && !keyed
       ? // rows other workers hold are skipped, not waited on
         sql`due as materialized (${due(sql`id, job_id`, sql`for update skip locked`, limit)}
     )`
@@ -169,22 +202,32 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
     ),`
     }
     ${
-      keyLimit === null
+      !keyed
         ? sql`eligible as (select id, job_id, pos from head),`
-        : // numbered within their key in claim order; a key takes no more than its limit minus what of it runs now
+        : // numbered within their key in claim order; a key takes no more than its limit minus what of
+          // it runs now, and no more than its start slots within the horizon
           sql`numbered as (
       select h.*, row_number() over (partition by h.concurrency_key order by h.pos) as nth from head h
     ),
     key_running as (
       select concurrency_key, count(*)::int as n
         from pgsched.executions
-       where state = 'running' and queue = ${queue}::text and concurrency_key in (select concurrency_key from numbered)
+       where ${keyLimit === null ? sql`false and ` : sql``}state = 'running' and queue = ${queue}::text
+         and concurrency_key in (select concurrency_key from numbered)
        group by concurrency_key
     ),
     eligible as (
       select c.id, c.job_id, c.pos
         from numbered c left join key_running k on k.concurrency_key = c.concurrency_key
-       where c.concurrency_key is null or c.nth <= ${keyLimit}::int - coalesce(k.n, 0)
+        ${keyRate === null ? sql`` : sql`left join pgsched.queue_key_slots ks on ks.queue = ${queue}::text and ks.concurrency_key = c.concurrency_key`}
+       where c.concurrency_key is null
+          or (${keyLimit === null ? sql`true` : sql`c.nth <= ${keyLimit}::int - coalesce(k.n, 0)`}
+              and ${
+                keyRate === null
+                  ? sql`true`
+                  : sql`c.nth <= floor((${keyRate.horizonMs}::float8 - greatest(0, extract(epoch from coalesce(ks.next_start_at, clock_timestamp()) - clock_timestamp()) * 1000))
+                                       / ${keyRate.spacingMs}::float8) + 1`
+              })
     ),`
     }
     due as materialized (
@@ -207,8 +250,20 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
        and e.job_id = any(array(select job_id from due))
        and e.state = 'pending'   -- rechecked: the per-key form locks no row before this
     returning e.id, e.job_id, e.type, e.queue, e.priority, e.attempt, e.max_attempts, e.timeout_ms, e.scheduled_for, e.run_at, e.started_at, e.tenant
+           ${keyRate ? sql`, e.concurrency_key` : sql``}
     ),
-    ${eventsCaptured(sql`select 'started', tenant, job_id, id, queue, type, attempt from claimed`)}
+    ${eventsCaptured(sql`select 'started', tenant, job_id, id, queue, type, attempt from claimed`)}${
+      admit
+        ? sql`,
+    -- after every row is taken (it reads their count): the check under the settings row lock
+    admitted as (
+      select json_build_object('firstSlotMs', a.first_slot_ms, 'spacingMs', a.spacing_ms, 'running', a.running) as a
+        from pgsched.queue_claim_admit(${queue}::text, (select count(*)::int from claimed), ${params.workerId}::uuid,
+                                       (select started_at from claimed limit 1), ${admit.fair}::boolean,
+                                       ${admit.horizonMs}::float8, ${admit.rateSpacing}::float8) a
+    )`
+        : sql``
+    }
     select c.id, c.job_id as "jobId", c.type, c.queue, c.priority, c.attempt, c.max_attempts as "maxAttempts",
            c.timeout_ms as "timeoutMs", (extract(epoch from c.scheduled_for) * 1000)::float8 as "scheduledForMs",
            (extract(epoch from c.run_at) * 1000)::float8 as "runAtMs",
@@ -216,6 +271,8 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
            (select j.payload from pgsched.jobs j where j.id = c.job_id) as payload
            ${params.withTraceparent ? sql`, (select j.traceparent from pgsched.jobs j where j.id = c.job_id) as traceparent` : sql``}
            ${fair ? sql`, exists (select 1 from ranked where sentinel) and (select count(*) from due) < ${limit} as "cut"` : sql``}
+           ${admit ? sql`, (select a from admitted) as "admitted"` : sql``}
+           ${keyRate ? sql`, c.concurrency_key as "concurrencyKey"` : sql``}
       from claimed c
   `
 }
@@ -231,6 +288,8 @@ export interface QueueSetting {
   concurrencyLimit: number | null
   keyConcurrencyLimit: number | null
   rateLimit: number | null
+  ratePeriodMs: number | null
+  keyRateLimit: number | null
   fairShare: boolean
 }
 
@@ -238,98 +297,7 @@ export interface QueueSetting {
 export async function queueSettingsOf(db: Kysely<DB>, queues: readonly string[]): Promise<QueueSetting[]> {
   const { rows } = await sql<QueueSetting>`${sql.raw(PREPARE)}
     select name, paused, concurrency_limit as "concurrencyLimit", key_concurrency_limit as "keyConcurrencyLimit", rate_limit as "rateLimit",
-           fair_share as "fairShare"
+           rate_period_ms as "ratePeriodMs", key_rate_limit as "keyRateLimit", fair_share as "fairShare"
       from pgsched.queues where name = any(${queues}::text[])`.execute(db)
   return rows
-}
-
-/** Rate-limited queues: slots are the period / limit times this apart (see migration 0015). */
-const RATE_SPACING = 1.07
-/** How far ahead of its slot a rate-limited execution may be claimed (the worker waits for the slot). */
-const RATE_HORIZON_MS = 100
-
-interface LimitedSetting {
-  paused: boolean
-  fair: boolean
-  limit: number | null
-  keyLimit: number | null
-  /** Rate limit: slot spacing (ms; null: no rate limit). */
-  spacingMs: number | null
-  running: number
-  due: boolean
-}
-
-/**
- * Claims from one limited queue: locks its settings row (claims of the queue take turns), then
- * claims at most its limit minus what runs now, per key at most the key limit minus what of it
- * runs, and with a rate limit only as many as there are start slots within RATE_HORIZON_MS (each
- * execution carries the delay to its slot, and next_start_at moves past the last). Nothing when
- * the queue is paused or no longer limited (the ordinary claim takes it then). `full`: a limit, not
- * a lack of due work, held the claim back (as far as the counts read with the lock tell).
- */
-export async function queueClaimLimited(
-  db: Kysely<DB>,
-  params: Omit<ExecutionClaimBatchParams, 'limited'>,
-): Promise<{ claimed: ClaimedExecution[]; full: boolean }> {
-  const queue = params.queues[0] as string
-  return db.transaction().execute(async (trx) => {
-    const { rows } = await sql<LimitedSetting>`${sql.raw(PREPARE)}
-      select paused, fair_share as fair, concurrency_limit as limit, key_concurrency_limit as "keyLimit",
-             rate_period_ms::float8 / rate_limit * ${RATE_SPACING}::float8 as "spacingMs",
-             exists (select 1 from pgsched.executions p where p.state = 'pending' and p.queue = ${queue}::text and p.run_at <= now()) as due,
-             (select count(*)::int from pgsched.executions r where r.state = 'running' and r.queue = ${queue}::text) as running
-        from pgsched.queues where name = ${queue}::text for update`.execute(trx)
-    const s = rows[0]
-    if (!s || s.paused || (!s.fair && s.limit === null && s.keyLimit === null && s.spacingMs === null)) return { claimed: [], full: false }
-    let room = params.limit
-    // The first free slot, read once the lock is held (the transaction's now() is from before any
-    // wait for it), as ms from then: how many slots fit the horizon.
-    let slots: { firstSlotMs: number } | undefined
-    if (s.spacingMs !== null) {
-      const { rows: r } = await sql<{ firstSlotMs: number }>`${sql.raw(PREPARE)}
-        select greatest(0, extract(epoch from coalesce(next_start_at, t.at) - t.at) * 1000)::float8 as "firstSlotMs"
-          from pgsched.queues, (select clock_timestamp() as at) t
-         where name = ${queue}::text`.execute(trx)
-      slots = r[0]
-      if (slots) room = Math.min(room, slots.firstSlotMs > RATE_HORIZON_MS ? 0 : Math.floor((RATE_HORIZON_MS - slots.firstSlotMs) / s.spacingMs) + 1)
-    }
-    const limited = { capacity: s.limit, keyLimit: s.keyLimit, fair: s.fair }
-    const claimed: ClaimedExecution[] = []
-    // A fair claim cut short by a tenant's small offer (one tenant far ahead in priority or far less
-    // busy) claims again, with offers ten and a hundred times larger.
-    for (let scale = 1; room - claimed.length > 0 && scale <= 100; scale *= 10) {
-      const { rows } = await executionClaimBatchQuery({
-        ...params,
-        limit: room - claimed.length,
-        queues: [queue],
-        limited: { ...limited, fairOfferScale: scale },
-      }).execute(trx)
-      const cut = rows.some((r) => r.cut)
-      for (const r of rows) {
-        delete r.cut
-        claimed.push(r)
-      }
-      if (!cut) break
-    }
-    if (s.spacingMs !== null && slots && claimed.length > 0) {
-      const { spacingMs } = s
-      const span = claimed.length * spacingMs
-      // Slots from the clock read last, just before the commit, and never in the past: the worker
-      // waits from when the answer arrives, so a delay counted from an earlier instant (the claim's
-      // own time, a wait for the lock) would start runs early, bunched with the previous claim's.
-      const { rows: u } = await sql<{ firstSlotMs: number }>`${sql.raw(PREPARE)}
-        update pgsched.queues q
-           set next_start_at = greatest(coalesce(q.next_start_at, t.at), t.at) + ${span}::float8 * interval '1 millisecond'
-          from (select clock_timestamp() as at) t
-         where q.name = ${queue}::text
-        returning (extract(epoch from q.next_start_at - t.at) * 1000 - ${span}::float8)::float8 as "firstSlotMs"`.execute(trx)
-      const first = u[0]?.firstSlotMs ?? 0
-      claimed.forEach((c, i) => {
-        c.startDelayMs = Math.max(0, first + i * spacingMs)
-      })
-    }
-    // Held back by a limit (the queue's, a key's or the rate): as far as the counts read with the lock tell.
-    const queueFull = s.limit !== null && s.running + claimed.length >= s.limit
-    return { claimed, full: claimed.length < params.limit && s.due && (queueFull || s.keyLimit !== null || s.spacingMs !== null) }
-  })
 }

@@ -20,6 +20,9 @@ export interface QueueView {
   /** Most starts per ratePeriodMs across all workers; null: no rate limit. */
   rateLimit: number | null
   ratePeriodMs: number | null
+  /** Most starts of one concurrency key per keyRatePeriodMs across all workers; null: no rate limit per key. */
+  keyRateLimit: number | null
+  keyRatePeriodMs: number | null
   /** Claims take turns between tenants (weighted, within each priority). */
   fairShare: boolean
   /** Pending executions that are due now. */
@@ -43,6 +46,8 @@ interface QueueRow {
   key_concurrency_limit: number | null
   rate_limit: number | null
   rate_period_ms: number | null
+  key_rate_limit: number | null
+  key_rate_period_ms: number | null
   fair_share: boolean
   due: number
   scheduled: number
@@ -60,6 +65,8 @@ const toView = (r: QueueRow): QueueView => ({
   keyConcurrencyLimit: r.key_concurrency_limit,
   rateLimit: r.rate_limit,
   ratePeriodMs: r.rate_period_ms,
+  keyRateLimit: r.key_rate_limit,
+  keyRatePeriodMs: r.key_rate_period_ms,
   fairShare: r.fair_share,
   due: r.due,
   scheduled: r.scheduled,
@@ -106,6 +113,7 @@ export async function queueList(db: Kysely<DB>, params: { only?: string; tenant?
        group by g.queue
     )
     select coalesce(q.name, l.queue) as name, coalesce(q.paused, false) as paused, q.paused_at, q.concurrency_limit, q.key_concurrency_limit, q.rate_limit, q.rate_period_ms,
+           q.key_rate_limit, q.key_rate_period_ms,
            coalesce(q.fair_share, false) as fair_share,
            coalesce(l.due, 0) as due, coalesce(l.scheduled, 0) as scheduled, coalesce(l.running, 0) as running,
            floor(extract(epoch from now() - l.oldest_due) * 1000)::float8 as lag_ms,
@@ -129,6 +137,8 @@ export async function queueGet(db: Kysely<DB>, name: string): Promise<QueueView>
       keyConcurrencyLimit: null,
       rateLimit: null,
       ratePeriodMs: null,
+      keyRateLimit: null,
+      keyRatePeriodMs: null,
       fairShare: false,
       due: 0,
       scheduled: 0,
@@ -169,6 +179,11 @@ export async function queueResume(db: Kysely<DB>, name: string): Promise<void> {
 /** Sets (or, with nulls, clears) a queue's rate limit: at most `limit` starts per `periodMs`. */
 export async function queueSetRateLimit(db: Kysely<DB>, name: string, limit: number | null, periodMs: number | null): Promise<void> {
   await sql`select pgsched.set_queue_rate_limit(${name}::text, ${limit}::int, ${periodMs}::int)`.execute(db)
+}
+
+/** Sets (or, with nulls, clears) a queue's rate limit per concurrency key: at most `limit` starts of one key per `periodMs`. */
+export async function queueSetKeyRateLimit(db: Kysely<DB>, name: string, limit: number | null, periodMs: number | null): Promise<void> {
+  await sql`select pgsched.set_queue_key_rate_limit(${name}::text, ${limit}::int, ${periodMs}::int)`.execute(db)
 }
 
 /** Sets (or, with null, clears) a queue's limit per concurrency key. */

@@ -1,0 +1,65 @@
+/**
+ * The admitted claim of a limited queue (migrations/0027): when its limits should not bind, one
+ * statement takes the rows without the queue's settings row lock (as the ordinary claim does, or in
+ * the fair order) and pgsched.queue_claim_admit checks them against the limits under that lock at
+ * its end: one round trip, and the lock held for microseconds instead of a transaction of several
+ * statements. When the check fails the statement is undone (SQLSTATE PGS01) and this returns null:
+ * the caller claims under the lock instead (queueClaimLimited).
+ */
+import type { Kysely } from 'kysely'
+import type { DB } from '../schema.ts'
+import { executionClaimBatchQuery, type ClaimedExecution, type ExecutionClaimBatchParams } from './claim.ts'
+import { RATE_HORIZON_MS, RATE_SPACING } from './claim-limited.ts'
+
+/** The SQLSTATE pgsched.queue_claim_admit raises when a claim must be undone. */
+export const CLAIM_NOT_ADMITTED = 'PGS01'
+
+export interface QueueClaimAdmittedParams extends Omit<ExecutionClaimBatchParams, 'limited' | 'admit'> {
+  /** The queue is claimed in the fair order (fair share on, as last read). */
+  fair: boolean
+}
+
+export interface AdmittedClaim {
+  claimed: ClaimedExecution[]
+  /** The queue's running executions once this claim was admitted (null: no concurrency limit, or nothing claimed). */
+  running: number | null
+}
+
+const isNotAdmitted = (err: unknown): boolean => typeof err === 'object' && err !== null && (err as { code?: unknown }).code === CLAIM_NOT_ADMITTED
+
+/** Claims from one limited queue (`queues` holds just it) as the file header says; null when not admitted. */
+export async function queueClaimAdmitted(db: Kysely<DB>, params: QueueClaimAdmittedParams): Promise<AdmittedClaim | null> {
+  const { fair, ...rest } = params
+  const admit = { fair, horizonMs: RATE_HORIZON_MS, rateSpacing: RATE_SPACING }
+  const claimed: ClaimedExecution[] = []
+  let running: number | null = null
+  // A fair claim cut short by a tenant's small offer claims again with offers ten and a hundred
+  // times larger (as queueClaimLimited does); each of those statements is admitted on its own.
+  for (let scale = 1; params.limit - claimed.length > 0 && scale <= 100; scale *= 10) {
+    const query = executionClaimBatchQuery({
+      ...rest,
+      limit: params.limit - claimed.length,
+      admit,
+      limited: fair ? { capacity: null, keyLimit: null, fair: true, fairOfferScale: scale } : undefined,
+    })
+    let rows: ClaimedExecution[]
+    try {
+      rows = (await query.execute(db)).rows
+    } catch (err: unknown) {
+      if (!isNotAdmitted(err)) throw err
+      return claimed.length > 0 ? { claimed, running } : null
+    }
+    const cut = rows.some((r) => r.cut)
+    const first = rows[0]?.admitted
+    rows.forEach((r, i) => {
+      delete r.cut
+      delete r.admitted
+      // each start at its slot (the slots were taken from the clock read just before the commit)
+      if (first?.spacingMs != null) r.startDelayMs = Math.max(0, first.firstSlotMs + i * first.spacingMs)
+      claimed.push(r)
+    })
+    if (first) running = first.running
+    if (!cut) break
+  }
+  return { claimed, running }
+}

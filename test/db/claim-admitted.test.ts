@@ -1,0 +1,135 @@
+/**
+ * The admitted claim of a limited queue (migration 0027, claim-admitted.ts): taken without the
+ * settings row lock and checked against the limits at the end of the same statement. A claim that
+ * would exceed a limit is undone whole; claims admitted at once never exceed the concurrency limit
+ * together; a rate-limited claim takes its start slots; QueueClaims falls back to the locked claim.
+ */
+import { sql } from 'kysely'
+import { describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { queueClaimAdmitted } from '../../src/db/queries/claim-admitted.ts'
+import { queueClaimLimited } from '../../src/db/queries/claim-limited.ts'
+import { QueueClaims } from '../../src/worker/queue-claims.ts'
+import { useTestDb } from '../db.ts'
+
+const t = useTestDb()
+const W = '00000000-0000-7000-8000-00000000a002'
+const client = (tenant = 'acme') => createClient({ db: t.db, tenant })
+const admitted = (queue: string, limit: number, fair = false) =>
+  queueClaimAdmitted(t.db, { workerId: W, queues: [queue], types: ['k'], limit, leaseMs: 60_000, fair })
+const running = async (queue: string) =>
+  (await sql<{ n: number }>`select count(*)::int as n from pgsched.executions where state = 'running' and queue = ${queue}`.execute(t.db)).rows[0]?.n
+
+describe('admitted claims of limited queues', () => {
+  it('admits a claim within the concurrency limit and undoes one over it', async () => {
+    await client().submitJobs(Array.from({ length: 10 }, () => ({ type: 'k', queue: 'narrow' })))
+    await sql`select pgsched.set_queue_concurrency_limit('narrow', 4)`.execute(t.db)
+    const first = await admitted('narrow', 3)
+    expect(first?.claimed).toHaveLength(3)
+    expect(first?.running).toBe(3)
+    expect(await admitted('narrow', 2)).toBeNull() // 3 + 2 > 4: nothing taken
+    expect(await running('narrow')).toBe(3)
+    expect((await admitted('narrow', 1))?.claimed).toHaveLength(1)
+    expect(await running('narrow')).toBe(4)
+  })
+
+  it('counts the running executions only when the bound it keeps of them says a claim may not fit', async () => {
+    await client().submitJobs(Array.from({ length: 20 }, () => ({ type: 'k', queue: 'bounded' })))
+    await sql`select pgsched.set_queue_concurrency_limit('bounded', 10)`.execute(t.db)
+    const bound = async () => (await sql<{ b: number | null }>`select running_bound as b from pgsched.queues where name = 'bounded'`.execute(t.db)).rows[0]?.b
+    const first = await admitted('bounded', 4)
+    expect(await bound()).toBe(4)
+    // the 4 end: the bound stays at 4 (an upper bound), and the next claim is added to it uncounted
+    await sql`update pgsched.executions set state = 'succeeded', finished_at = now(), worker_id = null, lease_expires_at = null
+               where id = any(${first?.claimed.map((c) => c.id) ?? []}::uuid[])`.execute(t.db)
+    expect((await admitted('bounded', 4))?.running).toBe(8)
+    // 8 + 4 > 10 by the bound: counted (4 run), so it fits after all, and the bound is exact again
+    expect((await admitted('bounded', 4))?.running).toBe(8)
+    expect(await bound()).toBe(8)
+    // a change of the limit, and a claim under the lock, clear it
+    await sql`select pgsched.set_queue_concurrency_limit('bounded', 9)`.execute(t.db)
+    expect(await bound()).toBeNull()
+    expect((await admitted('bounded', 1))?.running).toBe(9)
+    await queueClaimLimited(t.db, { workerId: W, queues: ['bounded'], types: ['k'], limit: 1, leaseMs: 60_000 })
+    expect(await bound()).toBeNull()
+    expect(await admitted('bounded', 1)).toBeNull()
+    expect(await running('bounded')).toBe(9)
+  })
+
+  it('never exceeds the concurrency limit with many admitted claims at once', async () => {
+    await client().submitJobs(Array.from({ length: 40 }, () => ({ type: 'k', queue: 'crowd' })))
+    await sql`select pgsched.set_queue_concurrency_limit('crowd', 7)`.execute(t.db)
+    const results = await Promise.all(Array.from({ length: 12 }, () => admitted('crowd', 3)))
+    const taken = results.flatMap((r) => r?.claimed ?? [])
+    expect(taken.length).toBeLessThanOrEqual(7)
+    expect(taken.length).toBeGreaterThanOrEqual(3)
+    expect(await running('crowd')).toBe(taken.length)
+    expect(new Set(taken.map((c) => c.id)).size).toBe(taken.length)
+  })
+
+  it('gives a rate-limited claim evenly spaced start slots and undoes one past the horizon', async () => {
+    await client().submitJobs(Array.from({ length: 20 }, () => ({ type: 'k', queue: 'paced' })))
+    await sql`select pgsched.set_queue_rate_limit('paced', 50, 1000)`.execute(t.db)
+    // Slots 1000 / 50 × 1.07 = 21.4 ms apart: 4 starts span 64.2 ms, within the 100 ms horizon.
+    const first = await admitted('paced', 4)
+    const delays = first?.claimed.map((c) => c.startDelayMs ?? Number.NaN) ?? []
+    expect(delays).toHaveLength(4)
+    expect(delays[0]).toBe(0)
+    for (const [i, d] of delays.entries()) expect(d).toBeCloseTo(i * 21.4, 6)
+    // The slots moved 4 × 21.4 ms past the clock read when they were taken (after the rows were).
+    const { rows } = await sql<{ next_ms: number; now_ms: number }>`
+      select (extract(epoch from next_start_at) * 1000)::float8 as next_ms, (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms
+        from pgsched.queues where name = 'paced'`.execute(t.db)
+    const startedAtMs = first?.claimed[0]?.startedAtMs ?? Number.NaN
+    expect(rows[0]?.next_ms).toBeGreaterThanOrEqual(startedAtMs + 85.6 - 0.01)
+    expect(rows[0]?.next_ms).toBeLessThanOrEqual((rows[0]?.now_ms ?? 0) + 85.6 + 0.01)
+    // Slots taken up to a second ahead: no start of a new claim fits the 100 ms horizon.
+    await sql`update pgsched.queues set next_start_at = clock_timestamp() + interval '1 second' where name = 'paced'`.execute(t.db)
+    expect(await admitted('paced', 1)).toBeNull()
+    expect(await running('paced')).toBe(4)
+  })
+
+  it('undoes the claim of a queue paused, given a per-key limit or turned fair since it was planned', async () => {
+    await client().submitJobs(Array.from({ length: 3 }, () => ({ type: 'k', queue: 'moving' })))
+    await sql`select pgsched.set_queue_concurrency_limit('moving', 100)`.execute(t.db)
+    await sql`select pgsched.pause_queue('moving')`.execute(t.db)
+    expect(await admitted('moving', 1)).toBeNull()
+    await sql`select pgsched.resume_queue('moving')`.execute(t.db)
+    await sql`select pgsched.set_queue_key_concurrency_limit('moving', 1)`.execute(t.db)
+    expect(await admitted('moving', 1)).toBeNull()
+    await sql`select pgsched.set_queue_key_concurrency_limit('moving', null)`.execute(t.db)
+    await sql`select pgsched.set_queue_fair_share('moving', true)`.execute(t.db)
+    expect(await admitted('moving', 1, false)).toBeNull()
+    expect(await running('moving')).toBe(0)
+    expect((await admitted('moving', 1, true))?.claimed).toHaveLength(1)
+  })
+
+  it('takes turns between tenants in a fair queue', async () => {
+    await client('big').submitJobs(Array.from({ length: 20 }, () => ({ type: 'k', queue: 'shared' })))
+    await client('small').submitJobs(Array.from({ length: 2 }, () => ({ type: 'k', queue: 'shared' })))
+    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    const got = await admitted('shared', 4, true)
+    const { rows } = await sql<{ tenant: string }>`
+      select tenant from pgsched.executions where id = any(${got?.claimed.map((c) => c.id) ?? []}::uuid[])`.execute(t.db)
+    expect(rows.map((r) => r.tenant).sort()).toEqual(['big', 'big', 'small', 'small'])
+  })
+
+  it('QueueClaims claims without the lock while the limit has room, and under it once the limit is near', async () => {
+    await client().submitJobs(Array.from({ length: 30 }, () => ({ type: 'k', queue: 'capped' })))
+    await sql`select pgsched.set_queue_concurrency_limit('capped', 12)`.execute(t.db)
+    const errors: unknown[] = []
+    const claims = new QueueClaims({ db: t.db, workerId: W, queues: ['capped'], types: ['k'], leaseMs: 60_000, onError: (e) => errors.push(e) })
+    // the first claim learns what runs (under the lock), the next ones go without it while 12 is not reached
+    expect((await claims.claim(4)).claimed).toHaveLength(4)
+    expect((await claims.claim(4)).claimed).toHaveLength(4)
+    // another claimer takes 3 behind this one's back: 11 run, and this one's view says 8
+    expect((await admitted('capped', 3))?.claimed).toHaveLength(3)
+    // 8 + 4 fits the limit as last seen, so it is tried without the lock and refused (11 + 4 > 12):
+    // the claim under the lock takes the 1 left
+    const last = await claims.claim(4)
+    expect(last.claimed).toHaveLength(1)
+    expect(last.full).toBe(true)
+    expect(await running('capped')).toBe(12)
+    expect(errors).toEqual([])
+  })
+})
