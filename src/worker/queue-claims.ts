@@ -58,6 +58,9 @@ export class QueueClaims {
     const s = this.settings.get(queue)
     if (s === undefined || s.keyConcurrencyLimit != null || s.keyRateLimit != null) return false
     if ((this.lockedUntil.get(queue) ?? Number.NEGATIVE_INFINITY) > performance.now()) return false
+    // The fair order takes its rows without SKIP LOCKED: beside a claim under the lock (which a
+    // limit that binds brings) it would deadlock with it. Fair share alone never binds.
+    if (s.fairShare && (s.concurrencyLimit != null || s.rateLimit != null)) return false
     if (s.concurrencyLimit != null) {
       const running = this.running.get(queue)
       if (running == null || running + room > s.concurrencyLimit) return false

@@ -25,7 +25,18 @@ export interface AdmittedClaim {
   running: number | null
 }
 
-const isNotAdmitted = (err: unknown): boolean => typeof err === 'object' && err !== null && (err as { code?: unknown }).code === CLAIM_NOT_ADMITTED
+/** PostgreSQL's SQLSTATE for a deadlock it broke by failing this statement. */
+const DEADLOCK_DETECTED = '40P01'
+
+/**
+ * Not admitted: refused by the check, or failed as one side of a deadlock with a claim under the
+ * settings row lock (that claim holds the lock and waits for rows this one took): either way the
+ * claim was undone whole, and the caller claims under the lock.
+ */
+const isNotAdmitted = (err: unknown): boolean => {
+  const code = typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined
+  return code === CLAIM_NOT_ADMITTED || code === DEADLOCK_DETECTED
+}
 
 /** Claims from one limited queue (`queues` holds just it) as the file header says; null when not admitted. */
 export async function queueClaimAdmitted(db: Kysely<DB>, params: QueueClaimAdmittedParams): Promise<AdmittedClaim | null> {

@@ -153,7 +153,9 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
       ? // rows other workers hold are skipped, not waited on
         sql`due as materialized (${due(sql`id, job_id`, sql`for update skip locked`, limit)}
     )`
-      : // The limited forms lock no row to skip: the claims of this queue take turns on its settings row.
+      : // The limited forms lock no row to skip: the claims of this queue take turns on its settings row
+        // (an admitted fair claim, which does not, runs only on a queue with no limit that can bind:
+        // queue-claims.ts).
         sql`${
           fair
             ? // Fair: each tenant with pending executions (a skip scan of executions_tenant_idx) offers its
