@@ -143,11 +143,11 @@ export function jobOperations(db: Kysely<DB>, own: string | null): JobOperations
   }
 
   /** Acts on the given jobs in one transaction; returns the ids changed. */
-  function act(action: JobAction, tenant: string | null, ids: readonly string[]): Promise<string[]> {
+  function act(action: JobAction, tenant: string | null, ids: readonly string[], filter?: JobFilter): Promise<string[]> {
     return db.transaction().execute(async (trx) => {
-      if (action === 'cancel') return (await jobCancelMany(trx, { tenant, ids })).jobIds
-      if (action === 'delete') return jobDeleteMany(trx, { tenant, ids })
-      return jobRunAgainMany(trx, { tenant, ids, action })
+      if (action === 'cancel') return (await jobCancelMany(trx, { tenant, ids, filter })).jobIds
+      if (action === 'delete') return jobDeleteMany(trx, { tenant, ids, filter })
+      return jobRunAgainMany(trx, { tenant, ids, filter, action })
     })
   }
 
@@ -201,7 +201,8 @@ export function jobOperations(db: Kysely<DB>, own: string | null): JobOperations
       if (!Number.isInteger(limit) || limit < 1 || limit > BULK_LIMIT_MAX) throw fail('limit', `limit must be an integer from 1 to ${BULK_LIMIT_MAX}`)
       const filter = bulkFilter(own, params.filter)
       const ids = await jobIdsForAction(db, { filter, action, limit })
-      const changed = await act(action, filter.tenant, ids)
+      // the filter again when acting: a job that changed since its id was read no longer matches
+      const changed = await act(action, filter.tenant, ids, filter)
       const remaining = await jobCountForAction(db, { filter, action })
       return { action, matched: ids.length, changed: changed.length, remaining }
     },

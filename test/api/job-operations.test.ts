@@ -92,6 +92,19 @@ describe('POST /v1/jobs/{id}/retry', () => {
     expect(trigger.next_fire_at).toBeNull()
   })
 
+  it('drops a fire time the cancelled schedule had queued behind a run, so the retry is its only run', async () => {
+    const key = await api.keyFor('acme')
+    const { jobId } = await insertTrigger(t.db, { job: { state: 'cancelled' }, nextFireAt: null })
+    await t.db
+      .updateTable('pgsched.triggers')
+      .set({ queued_fire_at: new Date(Date.now() - 60_000) })
+      .where('job_id', '=', jobId)
+      .execute()
+    expect((await api.call(key, 'POST', `/v1/jobs/${jobId}/retry`)).statusCode).toBe(200)
+    const trigger = await t.db.selectFrom('pgsched.triggers').select(['next_fire_at', 'queued_fire_at']).where('job_id', '=', jobId).executeTakeFirstOrThrow()
+    expect(trigger).toEqual({ next_fire_at: null, queued_fire_at: null })
+  })
+
   it('adds exactly one execution when two retries of the same job race', async () => {
     const key = await api.keyFor('acme')
     const { jobId } = await insertExecution(t.db, { state: 'failed', error: failedError })

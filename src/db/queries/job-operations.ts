@@ -66,6 +66,8 @@ export interface JobActParams {
   /** null: any tenant's (operator scope). */
   tenant: string | null
   ids: readonly string[]
+  /** Also the bulk call's filter, checked again as the jobs are acted on. */
+  filter?: JobFilter
 }
 
 /** The jobs of `ids` (and tenant) that `action` applies to, as a CTE body over the joins. */
@@ -73,7 +75,7 @@ const targets = (action: JobAction, p: JobActParams) =>
   sql`select j.id, j.tenant, j.queue, j.type, j.priority, j.max_attempts, j.timeout_ms, j.concurrency_key, j.start_deadline_ms,
              j.idempotency_key, e.scheduled_for as last_scheduled_for
         from ${jobJoins}
-       where ${jobFilterSql({ tenant: p.tenant, ids: p.ids })} and ${actionAppliesSql(action)}`
+       where ${jobFilterSql({ ...p.filter, tenant: p.tenant, ids: p.ids })} and ${actionAppliesSql(action)}`
 
 /**
  * Retry or rerun: each qualifying job gets a new pending execution due now, attempts counted from
@@ -89,6 +91,12 @@ export async function jobRunAgainMany(trx: Executor, params: JobActParams & { ac
     reactivated as (
       update pgsched.jobs set state = 'active', updated_at = now()
        where id in (select id from target) and state = 'cancelled'
+    ),
+    -- a stopped schedule stays stopped: a fire time it had queued behind a run is dropped, or the
+    -- dispatcher would run it once the job is active again
+    unqueued as (
+      update pgsched.triggers set queued_fire_at = null
+       where job_id in (select id from target) and next_fire_at is null and queued_fire_at is not null
     ),
     added as (
       insert into pgsched.executions (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms,

@@ -264,11 +264,16 @@ export interface JobSetPausedParams {
  */
 export async function jobSetPaused(db: Executor, params: JobSetPausedParams): Promise<boolean> {
   const result = await sql<{ job_id: string }>`
-    with job as (
+    -- the trigger first, then the job: the order of a cancel and of the job operations, so a pause
+    -- beside them waits instead of deadlocking
+    with locked as (
+      select job_id from pgsched.triggers where job_id = ${params.id}::uuid for update
+    ),
+    job as (
       update pgsched.jobs
          set state = case when ${params.paused}::boolean then 'paused' else 'active' end, updated_at = now()
        where id = ${params.id}::uuid and tenant = ${params.tenant}::text and state in ('active', 'paused')
-         and exists (select 1 from pgsched.triggers t where t.job_id = ${params.id}::uuid)
+         and exists (select 1 from locked)
       returning id, tenant, queue, type
     ),
     changed as (
