@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildApp, type App } from '../../src/api/app.ts'
 import { createApiKey } from '../../src/api/auth.ts'
 import { createClient } from '../../src/client.ts'
+import { compareEventIds } from '../../src/core/events.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
 import { useWorkers } from '../worker/harness.ts'
@@ -122,8 +123,8 @@ describe('GET /v1/events', () => {
     await second.close()
 
     const events = all()
-    const ids = events.map((e) => BigInt(e.id))
-    for (let i = 1; i < ids.length; i++) expect((ids[i] as bigint) > (ids[i - 1] as bigint)).toBe(true)
+    const ids = events.map((e) => e.id)
+    for (let i = 1; i < ids.length; i++) expect(compareEventIds(ids[i] as string, ids[i - 1] as string)).toBeGreaterThan(0)
     expect(new Set(events.map((e) => e.id)).size).toBe(events.length)
     expect(events.every((e) => e.tenant === 'a')).toBe(true)
     const byJob = new Map<string, string[]>()

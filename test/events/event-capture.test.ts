@@ -2,7 +2,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely'
 import pg from 'pg'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
-import type { JobEvent } from '../../src/core/events.ts'
+import { compareEventIds, type JobEvent } from '../../src/core/events.ts'
 import { normalizeSubmit } from '../../src/core/job.ts'
 import { eventListAfter, eventListenerOpen, eventPruneOld } from '../../src/db/queries/events.ts'
 import { jobInsertMany } from '../../src/db/queries/jobs.ts'
@@ -62,8 +62,8 @@ describe('event capture', () => {
     expect(of(ok?.id)).toEqual(['submitted:0', 'started:1', 'succeeded:1'])
     expect(of(bad?.id)).toEqual(['submitted:0', 'started:1', 'retrying:1'])
     expect(of(last?.id)).toEqual(['submitted:0', 'started:1', 'failed:1'])
-    const ids = events.map((e) => BigInt(e.id))
-    expect(ids).toEqual([...ids].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0)))
+    const ids = events.map((e) => e.id)
+    expect(ids).toEqual([...ids].sort(compareEventIds))
     expect(new Set(ids).size).toBe(ids.length)
   })
 
@@ -91,7 +91,7 @@ describe('event capture', () => {
     await eventListenerOpen(t.db, { tenant: 'a', keepMs: 60_000 })
     await createClient({ db: t.db, tenant: 'a' }).submitJobs([{ type: 't' }, { type: 't' }])
     await sequenceEvents(t.db)
-    await sql`update pgsched.events set at = now() - interval '2 hours'`.execute(t.db)
+    await sql`update pgsched.event_batches set at = now() - interval '2 hours'`.execute(t.db)
     const pruner = new Pruner({ db: t.db, log: t.log, retentionMs: 86_400_000, eventRetentionMs: 3_600_000, intervalMs: 60_000, batchSize: 100 })
     expect((await pruner.runOnce()).events).toBe(2)
     expect(await eventCount()).toBe(0)
@@ -120,19 +120,20 @@ describe('event capture', () => {
 
   it('keeps events the webhook dispatcher has not read while a subscription exists (up to the bound)', async () => {
     await webhookSubscriptionInsert(t.db, { tenant: 'a', url: 'http://127.0.0.1:9/hook', events: [], queue: 'default', secret: 'sixteen-chars-ok!' })
-    await createClient({ db: t.db, tenant: 'a' }).submitJobs([{ type: 't' }, { type: 't' }, { type: 't' }])
+    for (let k = 0; k < 3; k++) await createClient({ db: t.db, tenant: 'a' }).submitJob({ type: 't' }) // a batch each
     await sequenceEvents(t.db)
     await createClient({ db: t.db, tenant: 'a' }).submitJob({ type: 't' }) // never numbered
-    await sql`update pgsched.events set at = now() - interval '2 hours'`.execute(t.db)
+    await sql`update pgsched.event_batches set at = now() - interval '2 hours'`.execute(t.db)
     const prune = () => eventPruneOld(t.db, { olderThanMs: 3_600_000, limit: 100 })
     expect(await prune()).toBe(0)
     const numbered = (await allEvents('a')).map((e) => e.id)
-    await sql`update pgsched.events set at = now() - interval '2 hours'`.execute(t.db)
-    await t.db.transaction().execute((trx) => webhookCursorAdvance(trx, { to: numbered[1] as string }))
+    await sql`update pgsched.event_batches set at = now() - interval '2 hours'`.execute(t.db)
+    // the cursor is a batch number: the second batch read
+    await t.db.transaction().execute((trx) => webhookCursorAdvance(trx, { to: (numbered[1] as string).split('-')[0] as string }))
     expect(await prune()).toBe(2)
     expect(await eventCount()).toBe(2)
     // a dispatcher that never comes does not keep them for ever
-    await sql`update pgsched.events set at = now() - interval '8 days'`.execute(t.db)
+    await sql`update pgsched.event_batches set at = now() - interval '8 days'`.execute(t.db)
     expect(await prune()).toBe(2)
   })
 
@@ -142,7 +143,7 @@ describe('event capture', () => {
     const db = new Kysely<DB>({
       dialect: new PostgresDialect({ pool }),
       log: (e) => {
-        if (e.level === 'query' && e.query.sql.includes('order by e.seq')) afters.push(e.query.parameters[0])
+        if (e.level === 'query' && e.query.sql.includes('order by b.seq, e.n')) afters.push(e.query.parameters[0])
       },
     })
     const controller = new AbortController()
@@ -153,7 +154,8 @@ describe('event capture', () => {
       })()
       await createClient({ db: t.db, tenant: 'a' }).submitJobs([{ type: 't' }, { type: 't' }])
       await sequenceEvents(t.db)
-      const latest = (await allEvents('a')).at(-1)?.id
+      // the stream goes on after the latest batch, all of it read (the batch number of the latest event's id)
+      const latest = (await allEvents('a')).at(-1)?.id.split('-')[0]
       await waitFor(() => afters.includes(latest), { timeoutMs: 30_000, what: 'the stream to read after the latest event' })
       controller.abort()
       await reading

@@ -1,20 +1,20 @@
 /**
  * GET /v1/events: the tenant's job and execution events as Server-Sent Events (an operator key's
- * stream carries every tenant's). Each event is `id: <n>` and `data: <Event JSON>`; a reconnect
+ * stream carries every tenant's). Each event is `id: <batch>-<index>` and `data: <Event JSON>`; a reconnect
  * with Last-Event-ID (or ?after=) resumes after that event, without gaps within the event
  * retention. A comment line (`: open`) says the stream is open (capture has started); `: ping`
  * lines keep idle connections alive. Streams end when the client leaves or the API closes.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { EventType, JobEvent } from '../../core/events.ts'
-import { eventToJson } from '../../core/events.ts'
+import { EVENT_ID_PATTERN, eventToJson } from '../../core/events.ts'
 import { CommonErrors } from '../schemas/error.ts'
 import { EventStreamQuery } from '../schemas/event.ts'
 import type { RouteDeps } from './deps.ts'
 
 /** Idle streams get a comment this often, so proxies and clients do not time them out. */
 const PING_MS = 15_000
-const LAST_EVENT_ID = /^[0-9]{1,19}$/
+const LAST_EVENT_ID = new RegExp(EVENT_ID_PATTERN)
 
 export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps) => {
   const open = new Set<AbortController>()
