@@ -26,6 +26,7 @@ create table pgsched.event_batches (
   queues text[] not null,
   job_types text[] not null,
   attempts integer[] not null,
+  size integer not null generated always as (cardinality(types)) stored,
   constraint event_batches_pkey primary key (id),
   constraint event_batches_types_check check (types <@ array['submitted', 'started', 'retrying', 'succeeded', 'failed', 'cancelled', 'expired', 'paused', 'resumed']),
   constraint event_batches_arrays_check check (
@@ -40,6 +41,7 @@ comment on column pgsched.event_batches.seq is 'The batch''s number in the strea
 comment on column pgsched.event_batches.types is 'submitted | started | retrying (a failed attempt with attempts left, or an expired lease) | succeeded | failed | cancelled | expired (start deadline missed) | paused | resumed.';
 comment on column pgsched.event_batches.execution_ids is 'The execution that changed; null for a change of the job alone (a recurring job submitted, paused, resumed or cancelled with nothing running).';
 comment on column pgsched.event_batches.job_types is 'The job''s type (handler name).';
+comment on column pgsched.event_batches.size is 'How many events the batch holds (read without the arrays, which a large batch keeps out of line).';
 comment on column pgsched.event_batches.attempts is 'The execution''s attempt after the change (0: not started; null for a change of the job alone).';
 
 create index event_batches_unsequenced_idx on pgsched.event_batches (id) where seq is null;

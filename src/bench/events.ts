@@ -31,9 +31,11 @@ const EVENTS_PER_JOB = 3
 /** How long the client may lag behind the drained queue before the run fails. */
 const CATCH_UP_MS = 120_000
 
-/** One SSE client of GET /v1/events: counts the events it reads (`id:` lines), until stopped. */
+/** One SSE client of GET /v1/events: counts the events it reads, until stopped. */
 interface SseReader {
   received(): number
+  /** Events by type, and ids received more than once (none, if the stream is right). */
+  tally(): { byType: Record<string, number>; repeated: number }
   stop(): Promise<void>
 }
 
@@ -43,6 +45,9 @@ async function openSse(url: string, key: string): Promise<SseReader> {
   if (!res.ok || !res.body) throw new Error(`GET /v1/events answered ${res.status}: ${await res.text()}`)
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader()
   let count = 0
+  let repeated = 0
+  const ids = new Set<string>()
+  const byType: Record<string, number> = {}
   let carry = ''
   let opened: () => void = () => {}
   const open = new Promise<void>((resolve) => (opened = resolve))
@@ -64,7 +69,13 @@ async function openSse(url: string, key: string): Promise<SseReader> {
           // a real client's work per event: its id and its JSON
           const id = /^id: (.+)$/m.exec(message)?.[1]
           const data = /^data: (.+)$/m.exec(message)?.[1]
-          if (id !== undefined && data !== undefined && (JSON.parse(data) as { id?: unknown }).id === id) count++
+          if (id === undefined || data === undefined) continue
+          const event = JSON.parse(data) as { id?: unknown; type: string }
+          if (event.id !== id) throw new Error(`an SSE message's id ${id} differs from its event's ${String(event.id)}`)
+          count++
+          byType[event.type] = (byType[event.type] ?? 0) + 1
+          if (ids.has(id)) repeated++
+          else ids.add(id)
         }
       }
     } catch (err: unknown) {
@@ -74,6 +85,7 @@ async function openSse(url: string, key: string): Promise<SseReader> {
   await Promise.race([open, reading])
   return {
     received: () => count,
+    tally: () => ({ byType: { ...byType }, repeated }),
     async stop() {
       controller.abort()
       await reading.catch(() => undefined)
@@ -114,11 +126,14 @@ export function eventsVariants(names: readonly EventsVariantName[], s: Scratch, 
       },
       teardown: async () => {
         const got = sse?.received()
+        const tally = sse?.tally()
         await sse?.stop()
         await api?.stop()
         sse = undefined
         api = undefined
-        if (got !== undefined && got !== jobs * EVENTS_PER_JOB) throw new Error(`the SSE client received ${got} events, not ${jobs * EVENTS_PER_JOB}`)
+        if (got !== undefined && (got !== jobs * EVENTS_PER_JOB || tally?.repeated !== 0)) {
+          throw new Error(`the SSE client received ${got} events, not ${jobs * EVENTS_PER_JOB}: ${JSON.stringify(tally)}`)
+        }
       },
     },
   }

@@ -12,7 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildApp, type App } from '../../src/api/app.ts'
 import { createApiKey } from '../../src/api/auth.ts'
 import { createClient } from '../../src/client.ts'
-import { compareEventIds } from '../../src/core/events.ts'
+import { compareEventIds, eventToJson } from '../../src/core/events.ts'
+import { eventListAfter } from '../../src/db/queries/events.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
 import { useWorkers } from '../worker/harness.ts'
@@ -155,6 +156,9 @@ describe('GET /v1/events', () => {
       [job.id, 'submitted'],
       [job.id, 'cancelled'],
     ])
+    // each message is the Event JSON the TypeScript client's events carry (eventToJson), key for key
+    const same = await eventListAfter(t.db, { after: '0', tenant: 'f', filter: { jobId: job.id }, limit: 10 })
+    expect(stream.events).toEqual(same.map(eventToJson))
   })
 
   it('refuses a bad filter with 400', async () => {

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { compareEventIds, type JobEvent } from '../../src/core/events.ts'
 import { normalizeSubmit } from '../../src/core/job.ts'
-import { eventListAfter, eventListenerOpen, eventPruneOld } from '../../src/db/queries/events.ts'
+import { eventListAfter, eventListenerOpen, eventPageAfter, eventPruneOld } from '../../src/db/queries/events.ts'
 import { jobInsertMany } from '../../src/db/queries/jobs.ts'
 import { webhookCursorAdvance, webhookSubscriptionInsert } from '../../src/db/queries/webhooks.ts'
 import type { DB } from '../../src/db/schema.ts'
@@ -85,6 +85,34 @@ describe('event capture', () => {
     expect(of(late.id)).toEqual(['submitted', 'expired'])
     expect(of(lost.id)).toEqual(['submitted', 'started', 'retrying'])
     expect(events.find((e) => e.jobId === cron.id)?.executionId).toBeNull()
+  })
+
+  it('pages through batches of any size, small pages stopping inside a batch and resuming there, every event once in order', async () => {
+    await eventListenerOpen(t.db, { tenant: null, keepMs: 60_000 })
+    const a = createClient({ db: t.db, tenant: 'a' })
+    const b = createClient({ db: t.db, tenant: 'b' })
+    for (const size of [5, 1, 7, 3]) {
+      await a.submitJobs(Array.from({ length: size }, () => ({ type: 't' })))
+      await b.submitJobs([{ type: 't' }, { type: 't' }])
+    }
+    // a long run of single-event batches of another queue, past what one page looks at
+    for (let k = 0; k < 30; k++) await a.submitJob({ type: 't', queue: 'other' })
+    const everything = await allEvents('a')
+    expect(everything).toHaveLength(16 + 30)
+    for (const limit of [1, 4, 6, 100]) {
+      const seen: string[] = []
+      let after = '0'
+      for (let pages = 0; pages < 100; pages++) {
+        const page = await eventPageAfter(t.db, { after, tenant: 'a', filter: {}, limit })
+        seen.push(...page.events.map((e) => e.id))
+        if (page.upTo === after) break
+        after = page.upTo
+      }
+      expect(seen, `pages of ${limit}`).toEqual(everything.map((e) => e.id))
+    }
+    // a filter matching only the last event moves past the rest and finds it
+    const rare = await eventPageAfter(t.db, { after: '0', tenant: 'a', filter: { queue: 'default', events: ['submitted'] }, limit: 2 })
+    expect(rare.events.map((e) => e.id)).toEqual(everything.slice(0, 2).map((e) => e.id))
   })
 
   it('prunes events older than the retention', async () => {

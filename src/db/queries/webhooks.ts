@@ -152,21 +152,21 @@ export async function webhookDueAfterCursor(
   if (from === undefined) return { upTo: null, read: 0, more: false, due: [] }
   const { rows } = await sql<EventRow & { subscription_id: string | null; subscription_queue: string | null; last: string; read: number; more: boolean }>`
     with next as (
-      select n.*, sum(cardinality(n.types)) over (order by n.seq) as running, count(*) over () as batches
-        from (select * from pgsched.event_batches where seq is not null and seq > ${from}::bigint order by seq limit ${p.limit}::int) n
+      select n.*, sum(n.size) over (order by n.seq) as running, count(*) over () as batches
+        from (select id, seq, size from pgsched.event_batches where seq is not null and seq > ${from}::bigint order by seq limit ${p.limit}::int) n
     ),
     chosen as (
       -- whole batches while the events stay within the limit; the first one in any case
-      select * from next where running <= ${p.limit}::int or running = cardinality(types)
+      select * from next where running <= ${p.limit}::int or running = size
     ),
     summary as (
-      select max(seq)::text as last, coalesce(sum(cardinality(types)), 0)::int as read,
+      select max(seq)::text as last, coalesce(sum(size), 0)::int as read,
              (select count(*) from chosen) < coalesce((select max(batches) from next), 0) or coalesce((select max(batches) from next), 0) = ${p.limit}::int as more
         from chosen
     )
     select ${EVENT_COLUMNS}, s.id as subscription_id, s.queue as subscription_queue, summary.last, summary.read, summary.more
       from summary
-      left join (chosen b cross join lateral ${EVENTS_OF_BATCH}) on true
+      left join (chosen c join pgsched.event_batches b on b.id = c.id cross join lateral ${EVENTS_OF_BATCH}) on true
       left join pgsched.webhook_subscriptions s
         on s.tenant = e.tenant and (cardinality(s.events) = 0 or e.type = any(s.events)) and s.created_at <= b.at
        and e.job_type not like 'pgsched.%'
