@@ -278,6 +278,9 @@ export class Worker {
     const unfinished = this.leases.held().filter((run) => run.state !== 'finishing')
     for (const run of unfinished) this.abort(run, new ShutdownError('worker shutting down'))
     if (unfinished.length > 0) {
+      // Their output is stored (and later writes discarded) while the lease is still ours: a rerun
+      // of the same attempt number must not find chunks of this run arriving after its own.
+      await Promise.all(unfinished.map((run) => run.ctx?.closeOutput()))
       const released = await this.leases.handBack(unfinished)
       for (const run of unfinished) endRunSpan(run, 'handed back')
       this.log.info({ count: released }, 'handed back unfinished executions')

@@ -162,3 +162,39 @@ describe('the Postgres output store', () => {
     expect(await output(recent.id)).toBe('chunk 1\nchunk 2\n')
   })
 })
+
+describe('a run handed back at shutdown', () => {
+  it('has its output stored before the hand-back, and nothing it writes afterwards', async () => {
+    const wrote = gate()
+    const finished = gate()
+    const store = createOutputStore({ settings: outputSettings(), db: t.db, log: t.log })
+    const worker = await startWorker(
+      [
+        defineHandler('stubborn', async (ctx) => {
+          ctx.output.write('before\n')
+          wrote.open()
+          // ignores its signal: writes once more when aborted, and again a little later
+          await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
+          ctx.output.write('after the abort\n')
+          await new Promise((resolve) => setTimeout(resolve, 100))
+          ctx.output.write('later still\n')
+          finished.open()
+          return null
+        }),
+      ],
+      { shutdownGraceMs: 50, outputStore: store },
+    )
+    const { job } = await client().submitJob({ type: 'stubborn' })
+    await wrote.opened
+    await worker.stop()
+    const handedBack = await execution(job.id)
+    expect(handedBack.state).toBe('pending')
+    await finished.opened
+    // stores whatever the store still holds: a write accepted after the hand-back would land now
+    await store.stop()
+    expect(await output(handedBack.id)).toBe('before\n')
+    const rows = await t.db.selectFrom('pgsched.execution_output').select(['created_at']).where('execution_id', '=', handedBack.id).execute()
+    expect(rows.length).toBeGreaterThan(0)
+    for (const row of rows) expect(row.created_at.getTime()).toBeLessThanOrEqual(handedBack.run_at.getTime())
+  })
+})
