@@ -65,6 +65,17 @@ select b.seq::text || '-' || (e.n - 1)::text as id,
        with ordinality as e (type, tenant, job_id, execution_id, queue, job_type, attempt, n);
 comment on view pgsched.events is 'One row per event of pgsched.event_batches; id (<seq>-<index>, null until numbered) is the stream''s event id.';
 
+-- Processes of the previous version, until they are replaced, still capture into pgsched.events:
+-- each row they insert becomes a batch of one, so their statements neither fail nor lose events.
+create function pgsched.events_insert_one() returns trigger language plpgsql as $$
+begin
+  insert into pgsched.event_batches (types, tenants, job_ids, execution_ids, queues, job_types, attempts)
+  values (array[new.type], array[new.tenant], array[new.job_id], array[new.execution_id], array[new.queue], array[new.job_type], array[new.attempt]);
+  return new;
+end
+$$;
+create trigger events_insert_one instead of insert on pgsched.events for each row execute function pgsched.events_insert_one();
+
 -- A delivery names its event by the stream's id (text now); the old numbers stay valid ids.
 alter table pgsched.webhook_deliveries rename column event_seq to event_id;
 alter table pgsched.webhook_deliveries alter column event_id type text using event_id::text;

@@ -68,6 +68,15 @@ describe('migration 0024 (event batches)', () => {
       const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.events`.execute(db)
       expect(rows[0]?.n).toBe(5)
       expect((await webhookDeliveryList(db, { subscriptionId: sub, limit: 10 })).map((d) => d.eventId)).toEqual(['8'])
+      // a statement of the previous version (its capture CTE inserting into pgsched.events) still works
+      await sql`
+        with captured as (
+          insert into pgsched.events (type, tenant, job_id, execution_id, queue, job_type, attempt)
+          select 'succeeded', 'b', ${job(2)}::uuid, ${job(12)}::uuid, 'q', 'u', 1
+        )
+        select 1`.execute(db)
+      await sequenceEvents(db)
+      expect((await eventListAfter(db, { after: '11', tenant: 'b', filter: {}, limit: 10 })).map((e) => [e.id, e.type])).toEqual([['12-0', 'succeeded']])
     } finally {
       await db.destroy()
     }
