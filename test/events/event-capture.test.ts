@@ -109,7 +109,21 @@ describe('event capture', () => {
         after = page.upTo
       }
       expect(seen, `pages of ${limit}`).toEqual(everything.map((e) => e.id))
+      // where the last page left the reader, nothing is read again
+      expect((await eventPageAfter(t.db, { after, tenant: 'a', filter: {}, limit })).events, `after ${after}`).toEqual([])
     }
+    // a page that ends inside the last batch, then its rest: the reader goes on after the whole batch
+    const lastBatch = (everything.at(-1)?.id as string).split('-')[0] as string
+    await a.submitJobs(Array.from({ length: 5 }, () => ({ type: 't' })))
+    await sequenceEvents(t.db)
+    const top = (await allEvents('a')).at(-1)?.id as string
+    const [batch] = top.split('-')
+    const inside = await eventPageAfter(t.db, { after: lastBatch, tenant: 'a', filter: {}, limit: 3 })
+    expect(inside.upTo).toBe(`${batch}-2`)
+    const rest = await eventPageAfter(t.db, { after: inside.upTo, tenant: 'a', filter: {}, limit: 3 })
+    expect(rest.events.map((e) => e.id)).toEqual([`${batch}-3`, `${batch}-4`])
+    expect(rest.upTo).toBe(batch)
+    expect((await eventPageAfter(t.db, { after: rest.upTo, tenant: 'a', filter: {}, limit: 3 })).events).toEqual([])
     // a filter matching only the last event moves past the rest and finds it
     const rare = await eventPageAfter(t.db, { after: '0', tenant: 'a', filter: { queue: 'default', events: ['submitted'] }, limit: 2 })
     expect(rare.events.map((e) => e.id)).toEqual(everything.slice(0, 2).map((e) => e.id))

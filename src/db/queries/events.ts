@@ -205,8 +205,9 @@ function pageUpTo(params: EventListAfterParams, count: number, lastId: string | 
   if (count >= params.limit && lastId !== undefined) return lastId
   // not full: every matching event of the batches read is in the page
   if (end?.more && end.last_batch !== null) return end.last_batch
+  // every batch up to the top was read whole, the position's own included (a bare number: after all of it)
   const at = parseEventPosition(params.after)
-  if (end && at && BigInt(end.top) > BigInt(at.batch)) return end.top
+  if (end && at && BigInt(end.top) >= BigInt(at.batch)) return end.top
   return params.after
 }
 
