@@ -113,11 +113,10 @@ describe('event capture', () => {
       expect((await eventPageAfter(t.db, { after, tenant: 'a', filter: {}, limit })).events, `after ${after}`).toEqual([])
     }
     // a page that ends inside the last batch, then its rest: the reader goes on after the whole batch
-    const lastBatch = (everything.at(-1)?.id as string).split('-')[0] as string
+    const lastBatch = String(everything.at(-1)?.id).split('-')[0] as string
     await a.submitJobs(Array.from({ length: 5 }, () => ({ type: 't' })))
     await sequenceEvents(t.db)
-    const top = (await allEvents('a')).at(-1)?.id as string
-    const [batch] = top.split('-')
+    const [batch] = String((await allEvents('a')).at(-1)?.id).split('-')
     const inside = await eventPageAfter(t.db, { after: lastBatch, tenant: 'a', filter: {}, limit: 3 })
     expect(inside.upTo).toBe(`${batch}-2`)
     const rest = await eventPageAfter(t.db, { after: inside.upTo, tenant: 'a', filter: {}, limit: 3 })
