@@ -1,5 +1,6 @@
 /**
- * The TypeScript client: submit, view, list, cancel, pause and resume jobs.
+ * The TypeScript client: submit, view, list, cancel, pause and resume jobs (and, through
+ * job-operations.ts and operations-views.ts, retry, rerun, delete, bulk operations and the views).
  * The REST API is a thin layer over this module. Every call can run inside the
  * caller's own transaction (a Kysely transaction or a `pg` client), so a job
  * commits or rolls back together with the caller's data.
@@ -15,16 +16,18 @@ import { ConflictError, InvalidStateError, NotFoundError, QuotaExceededError, Va
 import type { QuotaRejection } from './db/queries/admission.ts'
 import { LIVE_WORKER_MS, normalizeSubmit, type Execution, type Job, type NormalizedSubmit, type SubmitJobInput } from './core/job.ts'
 import { newJob } from './core/new-job.ts'
-import type { JobStatus } from './core/job-status.ts'
 import { workerServes } from './db/queries/workers.ts'
 import { createDb } from './db/pool.ts'
 import type { DB } from './db/schema.ts'
 import { jobCancel, jobSetPaused, type JobInsertOutcome } from './db/queries/jobs.ts'
-import { jobGetById, jobList } from './db/queries/job-views.ts'
+import { jobGetById } from './db/queries/job-views.ts'
+import { jobOperations, type JobOperations, type ListJobsParams } from './job-operations.ts'
+import { operationsViews, type OperationsViews } from './operations-views.ts'
 import { queueAdmin, type QueueAdmin } from './queue-admin.ts'
 import { tenantAdmin, type TenantAdmin } from './tenant-admin.ts'
 import { insertRows, SubmitBatcher, type SubmitRow } from './submit-batcher.ts'
 import { executionGetById, executionListByJob } from './db/queries/executions.ts'
+import { assertUuid, decodeCursor, encodeCursor, limitOf, type Page } from './paging.ts'
 import type { JobEvent } from './core/events.ts'
 import { streamEvents, type StreamEventsParams } from './events/event-stream.ts'
 import { webhookAdmin, type WebhookAdmin } from './events/webhook-admin.ts'
@@ -45,20 +48,7 @@ export interface SubmitResult {
   created: boolean
 }
 
-export interface ListJobsParams {
-  status?: JobStatus
-  type?: string
-  queue?: string
-  /** 1–500, default 50. */
-  limit?: number
-  /** `nextCursor` of the previous page. */
-  cursor?: string
-}
-
-export interface Page<T> {
-  items: T[]
-  nextCursor: string | null
-}
+export type { ListJobsParams, Page }
 
 export interface CreateClientOptions {
   /** Either a URL (the client owns a pool; call close()) … */
@@ -79,7 +69,11 @@ export interface CreateClientOptions {
   batchSubmits?: boolean
 }
 
-export interface Client {
+/**
+ * Besides its own calls, a client has the job operations (job-operations.ts) and the dashboard's
+ * views (operations-views.ts) for its tenant; `allTenants()` has them for every tenant.
+ */
+export interface Client extends Omit<JobOperations, 'listJobs'>, OperationsViews {
   readonly tenant: string
   submitJob(input: SubmitJobInput, options?: CallOptions): Promise<SubmitResult>
   /** Submits many jobs in one statement; returns ids in input order. */
@@ -99,42 +93,15 @@ export interface Client {
   events(params?: StreamEventsParams & { allTenants?: boolean }): Promise<AsyncGenerator<JobEvent, void, undefined>>
   /** The tenant's webhook subscriptions and their delivery logs (events/webhook-admin.ts). */
   readonly webhooks: WebhookAdmin
+  /** The job operations and views over every tenant (what operator keys use); a `tenant` filter narrows them. */
+  allTenants(): JobOperations & OperationsViews
   /** The same client acting for another tenant (shares the pool). */
   withTenant(tenant: string, createdBy?: string): Client
   /** Closes the pool if the client created it. */
   close(): Promise<void>
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const MAX_BATCH = 50_000
-
-function assertUuid(id: string, what: string): void {
-  if (typeof id !== 'string' || !UUID.test(id)) {
-    throw new ValidationError(`${what} must be a UUID`, [{ path: what, message: `${what} must be a UUID` }])
-  }
-}
-
-function encodeCursor(value: string): string {
-  return Buffer.from(value, 'utf8').toString('base64url')
-}
-
-function decodeCursor(cursor: string, valid: RegExp): string {
-  const value = Buffer.from(cursor, 'base64url').toString('utf8')
-  if (!valid.test(value) || encodeCursor(value) !== cursor) {
-    throw new ValidationError('cursor is invalid; pass nextCursor from the previous page', [
-      { path: 'cursor', message: 'cursor is invalid; pass nextCursor from the previous page' },
-    ])
-  }
-  return value
-}
-
-function limitOf(limit: number | undefined): number {
-  const value = limit ?? 50
-  if (!Number.isInteger(value) || value < 1 || value > 500) {
-    throw new ValidationError('limit must be an integer from 1 to 500', [{ path: 'limit', message: 'limit must be an integer from 1 to 500' }])
-  }
-  return value
-}
 
 function isKysely(value: Executor): value is Kysely<DB> {
   return value instanceof Kysely
@@ -234,7 +201,11 @@ function makeClient(
     )
   }
 
+  const operations = jobOperations(db, tenant)
   const client: Client = {
+    ...operations,
+    ...operationsViews(db, tenant),
+    allTenants: () => ({ ...jobOperations(db, null), ...operationsViews(db, null) }),
     tenant,
     queues: queueAdmin(db),
     tenants: tenantAdmin(db),
@@ -276,16 +247,7 @@ function makeClient(
 
     viewJob,
 
-    async listJobs(params = {}, options) {
-      const limit = limitOf(params.limit)
-      const beforeId = params.cursor === undefined ? undefined : decodeCursor(params.cursor, UUID)
-      const items = await run(options, (ex) =>
-        jobList(ex, { tenant, limit: limit + 1, beforeId, status: params.status, type: params.type, queue: params.queue }),
-      )
-      const page = items.slice(0, limit)
-      const last = page[page.length - 1]
-      return { items: page, nextCursor: items.length > limit && last ? encodeCursor(last.id) : null }
-    },
+    listJobs: (params = {}, options) => run(options, (ex) => jobOperations(ex, tenant).listJobs(params)),
 
     async listExecutions(jobId, params = {}, options) {
       const limit = limitOf(params.limit)

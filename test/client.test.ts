@@ -219,3 +219,35 @@ describe('client.cancelJob / pauseJob', () => {
     expect((await client().viewJob(job.id)).status).toBe('SCHEDULED')
   })
 })
+
+describe('client job operations', () => {
+  it('retries, reruns, deletes and bulk-cancels jobs of its tenant, and exports them', async () => {
+    const c = createClient({ db: t.db, tenant: 'ops-client' })
+    const { job } = await c.submitJob({ type: 'k', queue: 'ops-client' })
+    await expect(c.retryJob(job.id)).rejects.toThrow(InvalidStateError)
+    await expect(c.rerunJob(job.id)).rejects.toThrow(`job ${job.id} is SCHEDULED`)
+    expect(await c.bulkJobs({ action: 'cancel', filter: { queue: 'ops-client' } })).toEqual({ action: 'cancel', matched: 1, changed: 1, remaining: 0 })
+    expect((await c.retryJob(job.id)).status).toBe('SCHEDULED')
+    await c.cancelJob(job.id)
+    expect((await c.rerunJob(job.id)).lastRun?.status).toBe('PENDING')
+    await c.cancelJob(job.id)
+    const exported = []
+    for await (const j of c.exportJobs({ queue: 'ops-client' })) exported.push(j.id)
+    expect(exported).toEqual([job.id])
+    await c.deleteJob(job.id)
+    await expect(c.viewJob(job.id)).rejects.toThrow(NotFoundError)
+    await expect(c.deleteJob(job.id)).rejects.toThrow(NotFoundError)
+    // another tenant's client does not find it, and every tenant's finds what is left
+    await expect(client().retryJob(job.id)).rejects.toThrow(NotFoundError)
+    expect(await c.allTenants().tenantOfJob(job.id)).toBeUndefined()
+  })
+
+  it('refuses bad bulk requests with the field named', async () => {
+    const c = client()
+    await expect(c.bulkJobs({ action: 'cancel', filter: {} })).rejects.toMatchObject({ details: [{ path: 'filter' }] })
+    await expect(c.bulkJobs({ action: 'cancel', filter: { all: true }, limit: 0 })).rejects.toMatchObject({ details: [{ path: 'limit' }] })
+    await expect(c.bulkJobs({ action: 'cancel', filter: { ids: ['nope'] } })).rejects.toMatchObject({ details: [{ path: 'filter.ids' }] })
+    await expect(c.listJobs({ tenant: 'globex' })).rejects.toThrow('only an operator key may name another tenant')
+    await expect(c.stats({ minutes: 0 })).rejects.toThrow(ValidationError)
+  })
+})

@@ -35,6 +35,9 @@ import { jobRoutes } from './routes/jobs.ts'
 import { queueRoutes } from './routes/queues.ts'
 import { tenantRoutes } from './routes/tenants.ts'
 import { QueueListSchema, QueuePatchBody, QueueSchema } from './schemas/queue.ts'
+import { OPERATIONS_SCHEMAS } from './schemas/operations.ts'
+import { jobOperationRoutes } from './routes/job-operations.ts'
+import { viewRoutes } from './routes/views.ts'
 import { TenantListSchema, TenantPatchBody, TenantSchema } from './schemas/tenant.ts'
 import { eventRoutes } from './routes/events.ts'
 import { streamEventMessages } from '../events/event-stream.ts'
@@ -87,6 +90,7 @@ const SHARED_SCHEMAS = [
   TenantSchema,
   TenantListSchema,
   TenantPatchBody,
+  ...OPERATIONS_SCHEMAS,
 ]
 
 /** A client-supplied X-Request-Id is kept when it is short and plain; otherwise a UUID is made. */
@@ -180,7 +184,8 @@ export function buildApp(deps: AppDeps) {
       tags: [
         { name: 'jobs', description: 'Submit, view, list and control jobs' },
         { name: 'executions', description: 'Runs of jobs' },
-        { name: 'queues', description: 'Queue settings and figures (operator keys only)' },
+        { name: 'queues', description: 'Queue settings (operator keys only) and figures' },
+        { name: 'workers', description: 'Workers and what they hold' },
         { name: 'tenants', description: 'Tenant weights and admission quotas (operator keys only)' },
         { name: 'events', description: 'Job and execution events as Server-Sent Events' },
         { name: 'webhooks', description: 'Webhook subscriptions and their deliveries' },
@@ -221,6 +226,8 @@ export function buildApp(deps: AppDeps) {
       }
       await v1.register(jobRoutes, routeDeps)
       await v1.register(executionRoutes, routeDeps)
+      await v1.register(jobOperationRoutes, routeDeps)
+      await v1.register(viewRoutes, routeDeps)
       await v1.register(queueRoutes, routeDeps)
       await v1.register(tenantRoutes, routeDeps)
       await v1.register(eventRoutes, routeDeps)

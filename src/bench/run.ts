@@ -10,7 +10,8 @@
  * load). Opt-in (`--only`), each a set of burn-down variants paired with the plain burn-down
  * (variants.ts): flow, with a concurrency limit, fair share or a rate limit on but not binding
  * (flow.ts); sandbox, with every handler in a thread or process sandbox (sandboxes.ts); events, with
- * events written for nobody or read by one SSE client (events.ts).
+ * events written for nobody or read by one SSE client (events.ts). Also opt-in: list, the reads of
+ * the jobs page over HTTP with the history rows in place (list.ts).
  */
 import { performance } from 'node:perf_hooks'
 import { sql } from 'kysely'
@@ -31,6 +32,7 @@ import {
   waitUntilDrained,
   writeHistory,
 } from './probes.ts'
+import { addListRows } from './list.ts'
 import { loadAutocannon, spawnWorker, type BenchProcess } from './processes.ts'
 import { change, format, type BenchReport, type Row } from './report.ts'
 import { addSandboxStartRows, SANDBOX_CONCURRENCY, SANDBOX_REFERENCE, SANDBOX_VARIANTS, sandboxVariants } from './sandboxes.ts'
@@ -45,6 +47,8 @@ export interface BenchOptions {
   quick: boolean
   reps: number
   historyRows: number
+  /** Leave the list scenario's seeded database for the next run. */
+  keepHistory: boolean
   /** The steady scenario: jobs per second over REST, and the measured window (s). */
   steadyRate: number
   steadySeconds: number
@@ -58,8 +62,8 @@ export interface BenchOptions {
 
 /** Scenarios of a run without `--only`. */
 export const DEFAULT_SCENARIOS = ['ceiling', 'burn-down', 'submit', 'latency', 'priority', 'scale', 'memory', 'recurring', 'steady'] as const
-/** Every scenario `--only` accepts: the default ones, the flow-control ones (flow: all three), the sandbox ones (sandbox: both), the event ones (events: both). */
-export const SCENARIOS = [...DEFAULT_SCENARIOS, 'flow', ...FLOW_VARIANTS, 'sandbox', ...SANDBOX_VARIANTS, 'events', ...EVENTS_VARIANTS] as const
+/** Every scenario `--only` accepts: the default ones, the flow-control ones (flow: all three), the sandbox ones (sandbox: both), the event ones (events: both), list. */
+export const SCENARIOS = [...DEFAULT_SCENARIOS, 'flow', ...FLOW_VARIANTS, 'sandbox', ...SANDBOX_VARIANTS, 'events', ...EVENTS_VARIANTS, 'list'] as const
 export type Scenario = (typeof SCENARIOS)[number]
 
 const WORKER_ID = '00000000-0000-7000-8000-00000000be00'
@@ -377,6 +381,10 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     // 8–9. steady states: recurring jobs alone, and REST submits beside recurring jobs (CPU per execution)
     if (want('recurring')) await addRecurringRows(s, o, track, add)
     if (want('steady')) await addSteadyRows(s, o, track, add)
+    // 10. list (only when named): the jobs page's reads with the history in place
+    if (o.only?.includes('list')) {
+      await addListRows({ ...o, keep: o.keepHistory, add, track })
+    }
   } finally {
     await Promise.all([...spawned].map((p) => p.stop().catch(() => undefined)))
     await s.drop()

@@ -52,6 +52,16 @@ export const COMMANDS: Readonly<Record<string, CommandEntry>> = {
     load: async () => (await import('./commands/api.ts')).registerApi,
   },
   keys: { summary: 'manage API keys (each key acts for one tenant)', options: false, load: async () => (await import('./commands/keys.ts')).registerKeys },
+  jobs: {
+    summary: 'submit, list, view, cancel, retry, rerun and delete jobs, one or many at a time',
+    options: false,
+    load: async () => (await import('./commands/jobs.ts')).registerJobs,
+  },
+  workers: {
+    summary: 'see the workers: alive, stale or stopped, and what they run',
+    options: false,
+    load: async () => (await import('./commands/workers.ts')).registerWorkers,
+  },
   queues: {
     summary: 'see and change queues: pause, resume, limits, fair share (for every tenant)',
     options: false,

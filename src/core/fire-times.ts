@@ -179,3 +179,22 @@ export function applyOverlap(policy: OverlapPolicy, busy: boolean, queuedFireAt:
   if (policy === 'skip') return { execute, queuedFireAt: null, dropped: rest.length }
   return { execute, queuedFireAt: rest[0] ?? null, dropped: Math.max(0, rest.length - 1) }
 }
+
+/**
+ * The next `count` fire times of a schedule from its stored next one (`nextFireAt` first), within
+ * its end; fewer when the schedule ends sooner, none when it cannot be evaluated.
+ */
+export function upcomingFireTimes(s: TriggerSchedule, nextFireAt: Date, count: number): Date[] {
+  const out: Date[] = []
+  if (count < 1 || !withinEnd(s, nextFireAt)) return out
+  out.push(nextFireAt)
+  try {
+    for (const f of forward(s, nextFireAt, nextFireAt)) {
+      if (out.length >= count || !withinEnd(s, f)) break
+      out.push(f)
+    }
+  } catch (err: unknown) {
+    if (!(err instanceof ScheduleError)) throw err
+  }
+  return out
+}

@@ -14,7 +14,7 @@
  *   FAILED      finished: its (last) run failed, or the schedule stopped
  *               (its fire times could not be computed)
  *   EXPIRED     finished: its (last) execution missed its start deadline
- * The SQL of the `status` filter (db/queries/job-views.ts statusCondition)
+ * The SQL of the `status` filter (db/queries/job-filter.ts statusCondition)
  * derives the same values; test/api/job-status.test.ts holds both to it.
  */
 import type { Execution, JobState } from './job.ts'

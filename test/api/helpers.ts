@@ -13,7 +13,7 @@ export interface TestApi {
   /** A new key for `tenant`. */
   keyFor(tenant: string): Promise<string>
   /** An injected request with `Authorization: Bearer <key>`. */
-  call(key: string, method: 'GET' | 'POST' | 'PATCH', url: string, body?: unknown, headers?: Record<string, string>): Promise<LightMyRequestResponse>
+  call(key: string, method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, body?: unknown, headers?: Record<string, string>): Promise<LightMyRequestResponse>
 }
 
 /** Builds the app once per file (after the database exists) and closes it at the end. */

@@ -31,7 +31,7 @@ describe('HTTP conventions', () => {
     const id = (await api.call(key, 'POST', '/v1/jobs', { type: 'x' })).json().id as string
     const cases: Array<[string, string, string]> = [
       ['DELETE', '/v1/jobs', 'GET, HEAD, POST'],
-      ['PUT', `/v1/jobs/${id}`, 'GET, HEAD'],
+      ['PUT', `/v1/jobs/${id}`, 'DELETE, GET, HEAD'],
       ['GET', `/v1/jobs/${id}/cancel`, 'POST'],
       ['DELETE', '/v1/queues/default', 'GET, HEAD, PATCH'],
       ['POST', '/healthz', 'GET, HEAD'],

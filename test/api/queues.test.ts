@@ -10,10 +10,10 @@ const api = useTestApi(t)
 const operatorKey = async () => (await createApiKey(t.db, { tenant: 'ops', operator: true })).key
 
 describe('/v1/queues', () => {
-  it('answers 403 to a tenant key: queues are shared by every tenant', async () => {
+  it('answers 403 to a tenant key that views or changes a queue: queues are shared by every tenant', async () => {
     const key = await api.keyFor('acme')
     for (const [method, url, body] of [
-      ['GET', '/v1/queues', undefined],
+      ['GET', '/v1/queues/mail', undefined],
       ['POST', '/v1/queues/mail/pause', undefined],
       ['PATCH', '/v1/queues/mail', { concurrencyLimit: 2 }],
     ] as const) {

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
+import { LIST_REQUESTS } from '../../src/bench/list.ts'
 import { adminUrl } from '../db.ts'
 
 const run = promisify(execFile)
@@ -110,5 +111,30 @@ describe('scheduler bench --quick', () => {
     for (const row of ratios) expect(row.figure.median).toBeGreaterThan(0)
     // the SSE variant's CPU counts its API process with the workers
     expect(report.rows.some((r) => r.scenario === 'burn-down-events-sse' && r.metric.includes('API process'))).toBe(true)
+  })
+
+  it('times the reads of the jobs page over HTTP with history in place, only when named, and drops its database', { timeout: 300_000 }, async () => {
+    const out = join(mkdtempSync(join(tmpdir(), 'pgsched-bench-')), 'report.json')
+    const { stderr } = await run('node', ['bin/scheduler', 'bench', '--only', 'list', '--history-rows', '10000', '--json', out], {
+      env: { ...process.env, DATABASE_URL: adminUrl() },
+      maxBuffer: 10 * 1024 * 1024,
+    })
+    expect(stderr).toContain('list: writing 10,000 executions of history')
+    const report = JSON.parse(readFileSync(out, 'utf8')) as {
+      rows: Array<{ scenario: string; metric: string; unit: string; figure: { median: number; runs: number[] }; target?: string }>
+    }
+    expect([...new Set(report.rows.map((r) => r.scenario))]).toEqual(['list'])
+    // each request of the table: its median and p95 over 20 requests, in ms
+    const medians = report.rows.filter((r) => r.metric.endsWith('median of 20'))
+    expect(medians.map((r) => r.metric)).toEqual(LIST_REQUESTS.map((q) => `${q.name}, 10,000 executions in history: median of 20`))
+    expect(report.rows.filter((r) => r.metric.endsWith('p95 of 20'))).toHaveLength(LIST_REQUESTS.length)
+    for (const row of medians) {
+      expect(row.figure.runs).toHaveLength(20)
+      expect(row.figure.median).toBeGreaterThan(0)
+      expect(row.unit).toBe('ms')
+    }
+    expect(medians.find((r) => r.metric.startsWith('GET /v1/jobs (first page, 50)'))?.target).toBe('< 100')
+    const { stdout: dbs } = await run('psql', [adminUrl(), '-Atc', "select count(*) from pg_database where datname like 'pgsched_bench_list_10000_p%'"])
+    expect(dbs.trim()).toBe('0')
   })
 })

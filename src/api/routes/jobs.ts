@@ -15,6 +15,7 @@ import { CommonErrors, ErrorRef, ErrorResponses, documented } from '../schemas/e
 import { ExecutionPageRef, executionToJson } from '../schemas/execution.ts'
 import { JobPageRef, JobRef, ListJobsQuery, SubmitJobBodyRef, SubmitJobHeaders, jobToJson } from '../schemas/job.ts'
 import type { RouteDeps } from './deps.ts'
+import { clientForJob, operationsFor } from './job-operations.ts'
 
 const security = [{ apiKey: [] }]
 const LOCATION = { Location: { type: 'string', format: 'uri-reference', description: 'The job: /v1/jobs/{id}.' } } as const
@@ -86,14 +87,16 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
         operationId: 'listJobs',
         tags: ['jobs'],
         summary: 'List jobs',
-        description: "The tenant's jobs, newest first, filtered by status, type and queue; keyset-paginated, so pages stay stable while jobs are added.",
+        description:
+          "The tenant's jobs (an operator key: every tenant's, or one named by `tenant`), newest first, filtered by status, type, queue, " +
+          "idempotency key, the latest execution's error and creation time; keyset-paginated, so pages stay stable while jobs are added.",
         security,
         querystring: ListJobsQuery,
-        response: { 200: documented(JobPageRef, 'A page of jobs.'), ...CommonErrors },
+        response: { 200: documented(JobPageRef, 'A page of jobs.'), ...CommonErrors, 403: ErrorResponses[403] },
       },
     },
     async (request) => {
-      const page = await deps.clientFor(request).listJobs(request.query)
+      const page = await operationsFor(deps, request).listJobs(request.query)
       return { items: page.items.map(jobToJson), nextCursor: page.nextCursor }
     },
   )
@@ -105,13 +108,13 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
         operationId: 'viewJob',
         tags: ['jobs'],
         summary: 'View a job',
-        description: 'The job with its status, next run and latest execution.',
+        description: "The job with its status, next run and latest execution. An operator key sees every tenant's jobs.",
         security,
         params: IdParams,
         response: { 200: documented(JobRef, 'The job.'), ...CommonErrors, 404: ErrorResponses[404] },
       },
     },
-    async (request) => jobToJson(await deps.clientFor(request).viewJob(request.params.id)),
+    async (request) => jobToJson(await (await clientForJob(deps, request, request.params.id)).viewJob(request.params.id)),
   )
 
   app.get(
@@ -121,7 +124,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
         operationId: 'listExecutions',
         tags: ['jobs'],
         summary: "A job's executions",
-        description: 'Runs of the job, latest fire time first, with state, attempt, times, result and error.',
+        description: "Runs of the job, latest fire time first, with state, attempt, times, result and error. An operator key sees every tenant's jobs.",
         security,
         params: IdParams,
         querystring: PageQuery,
@@ -129,7 +132,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
       },
     },
     async (request) => {
-      const page = await deps.clientFor(request).listExecutions(request.params.id, request.query)
+      const page = await (await clientForJob(deps, request, request.params.id)).listExecutions(request.params.id, request.query)
       return { items: page.items.map(executionToJson), nextCursor: page.nextCursor }
     },
   )
@@ -155,8 +158,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
         },
       },
       async (request) => {
-        const client = deps.clientFor(request)
         const id = request.params.id
+        const client = await clientForJob(deps, request, id)
         const job = action === 'cancel' ? await client.cancelJob(id) : action === 'pause' ? await client.pauseJob(id) : await client.resumeJob(id)
         return jobToJson(job)
       },

@@ -1,7 +1,8 @@
 /**
  * /v1/queues: the queues with their settings and live figures, pause, resume and the concurrency
- * limit. A queue is shared by every tenant, so these routes answer operator keys only
- * (`scheduler keys create --operator`); other keys get 403.
+ * limit. A queue is shared by every tenant, so changing or viewing one answers operator keys only
+ * (`scheduler keys create --operator`; other keys get 403); the list answers tenant keys too, with
+ * figures of their own executions.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
@@ -30,12 +31,18 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         operationId: 'listQueues',
         tags: ['queues'],
         summary: 'List queues',
-        description: 'Every queue with settings or with pending or running executions: paused, concurrency limit, depth by state, oldest due lag.',
+        description:
+          'Every queue with settings or with pending or running executions: paused, concurrency limit, depth by state, oldest due lag. ' +
+          "For a tenant key, the figures count that tenant's executions only (and queues appear where it has work or that have settings).",
         security,
         response: { 200: documented(QueueListRef, 'The queues.'), ...errors },
       },
     },
-    async (request) => ({ items: (await queuesFor(request).list()).map(queueToJson) }),
+    async (request) => {
+      const client = deps.clientFor(request)
+      const queues = request.identity?.operator ? await client.queues.list() : await client.listQueues()
+      return { items: queues.map(queueToJson) }
+    },
   )
 
   app.get(

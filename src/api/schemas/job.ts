@@ -191,12 +191,30 @@ export const SubmitJobHeaders = Type.Object({
   'idempotency-key': Type.Optional(text(IDEMPOTENCY_KEY_MAX_LENGTH, { description: 'Alternative to body `idempotencyKey`.' })),
 })
 
+/** The filters of GET /v1/jobs, its export and a bulk operation: every one given must match. */
+export const JobFilterProperties = {
+  status: Type.Optional(JobStatusSchema),
+  type: Type.Optional(TypeName('Only jobs of this type.')),
+  queue: Type.Optional(QueueName('Only jobs of this queue.')),
+  tenant: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 128,
+      'x-expected': 'a string of 1 to 128 characters',
+      description: "Operator keys only: only this tenant's jobs (a tenant key may name only its own tenant; another is a 403).",
+    }),
+  ),
+  idempotencyKey: Type.Optional(text(IDEMPOTENCY_KEY_MAX_LENGTH, { description: 'Only the job submitted with this idempotency key.' })),
+  errorType: Type.Optional(text(200, { description: "Only jobs whose latest execution's error has this `name` (exact)." })),
+  errorMessage: Type.Optional(text(4000, { description: "Only jobs whose latest execution's error has this `message` (exact)." })),
+  createdAfter: Type.Optional(Instant('Only jobs created after this instant.')),
+  createdBefore: Type.Optional(Instant('Only jobs created before this instant.')),
+}
+
 /** Query string of GET /v1/jobs. */
 export const ListJobsQuery = Type.Object(
   {
-    status: Type.Optional(JobStatusSchema),
-    type: Type.Optional(TypeName('Only jobs of this type.')),
-    queue: Type.Optional(QueueName('Only jobs of this queue.')),
+    ...JobFilterProperties,
     limit: Type.Optional(Limit),
     cursor: Type.Optional(Cursor),
   },

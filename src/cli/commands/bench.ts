@@ -1,9 +1,10 @@
 /**
  * `scheduler bench`: runs the benchmark scenarios against a scratch database
  * on the DATABASE_URL server, prints the table, optionally writes JSON, and,
- * only when asked (--write-docs, full runs), rewrites docs/benchmarks.md with the
+ * only when asked (--write-docs: full runs, or the list section alone), rewrites docs/benchmarks.md with the
  * figures: an installed package's folder may well be read-only (the Docker image).
  */
+import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -22,6 +23,7 @@ interface BenchFlags {
   json?: string
   reps?: string
   historyRows?: string
+  keepHistory?: boolean
   only?: string
   partitions?: string
   steadyRate?: string
@@ -43,6 +45,43 @@ function sideBySide(): string {
   } catch {
     return ''
   }
+}
+
+const LIST_HEADING = '## Listing jobs with history in place'
+
+/** The list scenario's section of docs/benchmarks.md (written by `--only list --write-docs`), or nothing. */
+function listSection(existing: string): string {
+  const start = existing.indexOf(LIST_HEADING)
+  if (start < 0) return ''
+  const end = existing.indexOf('\n## ', start + LIST_HEADING.length)
+  return existing.slice(start, end < 0 ? undefined : end + 1).trimEnd()
+}
+
+function listMarkdown(report: BenchReport, command: string): string {
+  return `${LIST_HEADING}
+
+Run: ${report.startedAt}, ${Math.round(report.durationS)} s, with \`${command}\` at commit ${commitOf()}, on the machine above
+(shared with other work while it ran: single requests vary by tens of milliseconds). One API process on a database
+holding the history (src/bench/list-history.ts); each request is sent 20 times in a row after 2 unmeasured ones, by
+a tenant key of the largest tenant (55 % of the jobs). The median's range is that of the 20 requests.
+
+${reportTable(report)}
+`
+}
+
+/** The commit the package was built from, when it is a git checkout. */
+function commitOf(): string {
+  try {
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: packageRoot(), encoding: 'utf8' }).trim()
+  } catch {
+    return 'unknown'
+  }
+}
+
+/** `section` in place of the list section of `existing` (or appended). */
+function withListSection(existing: string, section: string): string {
+  const old = listSection(existing)
+  return old ? existing.replace(old, section.trimEnd()) : `${existing.trimEnd()}\n\n${section}`
 }
 
 function markdown(report: BenchReport, command: string): string {
@@ -69,6 +108,14 @@ ${report.explain}
 `
 }
 
+function readOr(file: string, fallback: string): string {
+  try {
+    return readFileSync(file, 'utf8')
+  } catch {
+    return fallback
+  }
+}
+
 export function registerBench(program: Command): void {
   program
     .command('bench')
@@ -76,25 +123,31 @@ export function registerBench(program: Command): void {
     .option('--quick', 'small sizes and one repetition (under a minute)')
     .option('--json <file>', 'also write the report as JSON')
     .option('--reps <n>', 'repetitions per figure (default 3; 1 with --quick)')
-    .option('--history-rows <n>', 'terminal executions written for the scale scenario (default 10000000; 20000 with --quick)')
+    .option('--history-rows <n>', 'executions of history written for the scale and list scenarios (default 10000000; 20000 with --quick)')
+    .option('--keep-history', "keep the list scenario's seeded database for the next run of the same size (dropped otherwise)")
     .option(
       '--only <scenarios>',
       `comma-separated scenarios to run (${SCENARIOS.join(', ')}); docs are not rewritten. flow (all three burn-down-… variants: ` +
         'a concurrency limit, fair share or a rate limit on but not binding, each paired with the plain burn-down) and sandbox (burn-down-thread, ' +
         `burn-down-process: every handler in a thread or process sandbox, each paired with the in-process burn-down, at concurrency ${SANDBOX_CONCURRENCY}) ` +
-        'and events (burn-down-events-kept: events written with nobody reading; burn-down-events-sse: one SSE client reading GET /v1/events; ' +
-        'each paired with the plain burn-down) run only when named',
+        'events (burn-down-events-kept: events written with nobody reading; burn-down-events-sse: one SSE client reading GET /v1/events; ' +
+        'each paired with the plain burn-down) and list (the API reads of the jobs page, timed over HTTP with --history-rows executions in history) run only when named',
     )
     .option('--partitions <n>', `hash partitions of the scratch schema (default: SCHEDULER_PARTITIONS or ${PARTITION_COUNT_DEFAULT})`)
     .option('--steady-rate <n>', 'jobs per second the steady scenario submits over REST (default 600; 100 with --quick)')
     .option('--steady-seconds <n>', 'measured window of the steady scenario, after a warm-up of 10 s (3 s with --quick) (default 30; 5 with --quick)')
-    .option('--write-docs [file]', "after a full run, write the figures as markdown to file (default: the package's docs/benchmarks.md)")
+    .option(
+      '--write-docs [file]',
+      "after a full run, write the figures as markdown to file (default: the package's docs/benchmarks.md); with --only list alone, write or replace its section there",
+    )
     .action(async (flags: BenchFlags) => {
       const config = loadConfig(process.env, { 'db.partitions': flags.partitions })
       if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL; a scratch database is created beside it)')
       const quick = Boolean(flags.quick)
       const only = flags.only?.split(',').map((x) => x.trim())
-      if (flags.writeDocs !== undefined && (quick || only)) throw new ConfigError('--write-docs needs a full run (without --quick and --only)')
+      const listOnly = only?.length === 1 && only[0] === 'list'
+      if (flags.writeDocs !== undefined && (quick || (only && !listOnly)))
+        throw new ConfigError('--write-docs needs a full run (without --quick and --only), or --only list alone')
       const unknown = only?.filter((x) => !(SCENARIOS as readonly string[]).includes(x))
       if (unknown && unknown.length > 0)
         throw new ConfigError(`--only: unknown scenario ${unknown.map((x) => `"${x}"`).join(', ')}; choose from ${SCENARIOS.join(', ')}`)
@@ -103,6 +156,7 @@ export function registerBench(program: Command): void {
         quick,
         reps: positiveInt(flags.reps, 'reps', quick ? 1 : 3),
         historyRows: positiveInt(flags.historyRows, 'history-rows', quick ? 20_000 : 10_000_000),
+        keepHistory: Boolean(flags.keepHistory),
         steadyRate: positiveInt(flags.steadyRate, 'steady-rate', quick ? 100 : 600),
         steadySeconds: positiveInt(flags.steadySeconds, 'steady-seconds', quick ? 5 : 30),
         partitions: config.db.partitions,
@@ -115,7 +169,10 @@ export function registerBench(program: Command): void {
       if (flags.writeDocs !== undefined) {
         const command = ['scheduler bench', ...process.argv.slice(3)].join(' ')
         const file = typeof flags.writeDocs === 'string' ? flags.writeDocs : join(packageRoot(), 'docs', 'benchmarks.md')
-        await writeFile(file, markdown(report, command))
+        const existing = readOr(file, '# Benchmarks\n')
+        const list = listSection(existing)
+        const text = listOnly ? withListSection(existing, listMarkdown(report, command)) : `${markdown(report, command)}${list ? `\n${list}\n` : ''}`
+        await writeFile(file, text)
         process.stderr.write(`wrote ${file}\n`)
       }
     })

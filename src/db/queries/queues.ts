@@ -75,9 +75,14 @@ export const servedSql = (g: string) =>
                     where w.stopped_at is null and w.last_seen_at > now() - ${LIVE_WORKER_MS} * interval '1 millisecond'
                       and ${g}.queue = any(w.queues) and ${g}.type = any(w.types))`)
 
-/** Queues with settings or with pending or running executions (or just `only`), by name. */
-export async function queueList(db: Kysely<DB>, params: { only?: string } = {}): Promise<QueueView[]> {
+/**
+ * Queues with settings or with pending or running executions (or just `only`), by name. With
+ * `tenant`, the figures count that tenant's executions only (and queues without settings appear
+ * when it has work in them).
+ */
+export async function queueList(db: Kysely<DB>, params: { only?: string; tenant?: string } = {}): Promise<QueueView[]> {
   const only = params.only ?? null
+  const tenant = params.tenant ?? null
   const { rows } = await sql<QueueRow>`
     with by_type as (
       select queue, type,
@@ -88,6 +93,7 @@ export async function queueList(db: Kysely<DB>, params: { only?: string } = {}):
         from pgsched.executions
        where state in ('pending', 'running')
          and (${only}::text is null or queue = ${only}::text)
+         and (${tenant}::text is null or tenant = ${tenant}::text)
        group by queue, type
     ),
     live as (

@@ -97,3 +97,46 @@ export async function workerServes(db: Kysely<DB>, queue: string, type: string, 
   }
   return (await cache.get(db)).has(`${queue}\u0000${type}`)
 }
+
+/** A worker as listed: what it serves and how busy it is. */
+export interface WorkerView {
+  id: string
+  host: string
+  pid: number
+  queues: string[]
+  types: string[]
+  concurrency: number
+  /** Executions it holds a lease on now. */
+  inFlight: number
+  /** alive: seen within `liveMs`; stale: not seen since and not stopped; stopped: shut down. */
+  state: 'alive' | 'stale' | 'stopped'
+  startedAt: Date
+  lastSeenAt: Date
+  stoppedAt: Date | null
+}
+
+/** The workers seen most recently first (at most `limit`), with the executions each holds. */
+export async function workerList(db: Kysely<DB>, params: { liveMs: number; limit: number }): Promise<WorkerView[]> {
+  const { rows } = await sql<Omit<WorkerView, 'inFlight'> & { in_flight: string; started_at: Date; last_seen_at: Date; stopped_at: Date | null }>`
+    select w.id, w.host, w.pid, w.queues, w.types, w.concurrency, w.started_at, w.last_seen_at, w.stopped_at,
+           case when w.stopped_at is not null then 'stopped'
+                when w.last_seen_at > now() - ${params.liveMs}::int * interval '1 millisecond' then 'alive'
+                else 'stale' end as state,
+           (select count(*) from pgsched.executions x where x.state = 'running' and x.worker_id = w.id)::text as in_flight
+      from pgsched.workers w
+     order by w.last_seen_at desc, w.id
+     limit ${params.limit}::int`.execute(db)
+  return rows.map((r) => ({
+    id: r.id,
+    host: r.host,
+    pid: r.pid,
+    queues: r.queues,
+    types: r.types,
+    concurrency: r.concurrency,
+    inFlight: Number(r.in_flight),
+    state: r.state,
+    startedAt: r.started_at,
+    lastSeenAt: r.last_seen_at,
+    stoppedAt: r.stopped_at,
+  }))
+}

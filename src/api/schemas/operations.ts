@@ -1,0 +1,193 @@
+/**
+ * Route schemas of the job operations and the dashboard's views: the bulk request and its
+ * counts, failure groups, workers, schedules and per-minute figures, with their JSON mappings.
+ */
+import { Type, type Static } from '@fastify/type-provider-typebox'
+import type { BulkJobsResult } from '../../job-operations.ts'
+import type { FailureGroup, MinuteStats, ScheduleView, WorkerView } from '../../operations-views.ts'
+import { lastRunOf } from '../../core/job-status.ts'
+import { Cursor, DateTime, Limit, Nullable, Uuid } from './common.ts'
+import { JobFilterProperties, LastRunSchema } from './job.ts'
+
+const BulkAction = Type.Enum(['cancel', 'retry', 'delete'], {
+  description: 'cancel: SCHEDULED, RUNNING or PAUSED jobs; retry: FAILED, EXPIRED or CANCELLED ones; delete: finished ones.',
+})
+
+/** Body of POST /v1/jobs/bulk. */
+export const BulkJobsBody = Type.Object(
+  {
+    action: BulkAction,
+    filter: Type.Object(
+      {
+        ...JobFilterProperties,
+        ids: Type.Optional(
+          Type.Array(Uuid('A job id.'), { maxItems: 1000, 'x-expected': 'an array of at most 1000 job ids', description: 'Only these jobs.' }),
+        ),
+        all: Type.Optional(Type.Boolean({ description: 'Must be true when no other filter field is given: the action then covers every job in scope.' })),
+      },
+      { additionalProperties: false, description: 'Which jobs: every field given must match. An empty filter is refused unless `all` is true.' },
+    ),
+    limit: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: 1000, default: 1000, 'x-expected': 'an integer from 1 to 1000', description: 'Most jobs acted on in this call.' }),
+    ),
+  },
+  { $id: 'BulkJobsRequest', additionalProperties: false, description: 'An action on the jobs of a filter, at most `limit` per call.' },
+)
+
+export const BulkJobsBodyRef = Type.Unsafe<Static<typeof BulkJobsBody>>(Type.Ref('BulkJobsRequest'))
+
+export const BulkJobsResultSchema = Type.Object(
+  {
+    action: BulkAction,
+    matched: Type.Integer({ minimum: 0, description: 'Jobs of the filter the action applied to when this call looked (at most `limit`).' }),
+    changed: Type.Integer({ minimum: 0, description: 'Jobs this call changed (fewer than matched when some changed meanwhile).' }),
+    remaining: Type.Integer({ minimum: 0, description: 'Jobs of the filter the action still applies to; 0 when done. Repeat the call until then.' }),
+  },
+  { $id: 'BulkJobsResult', description: 'What one bulk call did.' },
+)
+
+export const BulkJobsResultRef = Type.Unsafe<BulkJobsResult>(Type.Ref('BulkJobsResult'))
+
+/** Query string of GET /v1/jobs/export. */
+export const ExportJobsQuery = Type.Object(
+  {
+    format: Type.Optional(Type.Enum(['csv', 'json'], { default: 'json', description: 'csv (RFC 4180, a header row) or json (one array).' })),
+    ...JobFilterProperties,
+  },
+  { additionalProperties: false },
+)
+
+export const FailureGroupListSchema = Type.Object(
+  {
+    items: Type.Array(
+      Type.Object({
+        errorType: Type.String({ description: "The latest error's name (ScheduleError when the schedule stopped)." }),
+        message: Type.String(),
+        count: Type.Integer({ minimum: 1, description: 'Jobs in the group.' }),
+        firstSeenAt: DateTime('The earliest failure of the group.'),
+        lastSeenAt: DateTime('The latest failure of the group.'),
+        types: Type.Array(Type.String()),
+        queues: Type.Array(Type.String()),
+        sampleJobId: Uuid('The newest job of the group.'),
+        samplePayload: Type.Unknown({ description: "That job's payload." }),
+      }),
+    ),
+  },
+  { $id: 'FailureGroupList', description: 'FAILED and EXPIRED jobs grouped by their latest error (type and message), largest groups first.' },
+)
+
+export const FailuresQuery = Type.Object(
+  {
+    queue: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Only jobs of this queue.' })),
+    type: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'Only jobs of this type.' })),
+    since: Type.Optional(Type.String({ format: 'date-time', description: 'Only failures at or after this instant.' })),
+    tenant: JobFilterProperties.tenant,
+  },
+  { additionalProperties: false },
+)
+
+export const WorkerListSchema = Type.Object(
+  {
+    items: Type.Array(
+      Type.Object({
+        id: Uuid('The worker.'),
+        host: Type.String(),
+        pid: Type.Integer(),
+        queues: Type.Array(Type.String()),
+        types: Type.Array(Type.String()),
+        concurrency: Type.Integer(),
+        inFlight: Type.Integer({ minimum: 0, description: 'Executions it holds a lease on.' }),
+        state: Type.Enum(['alive', 'stale', 'stopped'], { description: 'alive: seen within 60 s; stale: not seen since and not stopped; stopped: shut down.' }),
+        startedAt: DateTime('When it started.'),
+        lastSeenAt: DateTime('Its last heartbeat.'),
+        stoppedAt: Nullable(DateTime('When it stopped; null while it runs.')),
+      }),
+    ),
+  },
+  { $id: 'WorkerList', description: 'Workers, most recently seen first (at most 500).' },
+)
+
+export const ScheduleListSchema = Type.Object(
+  {
+    items: Type.Array(
+      Type.Object({
+        jobId: Uuid('The recurring job.'),
+        tenant: Type.String(),
+        type: Type.String(),
+        queue: Type.String(),
+        kind: Type.Enum(['cron', 'interval']),
+        schedule: Type.String({ description: 'The cron expression, or the interval as a duration (90s, 5m, 1h).' }),
+        intervalMs: Nullable(Type.Integer()),
+        timezone: Type.String(),
+        paused: Type.Boolean(),
+        nextFireTimes: Type.Array(DateTime('A fire time.'), { maxItems: 5, description: 'The next fire times; empty while paused or once stopped.' }),
+        lastRun: Nullable(LastRunSchema),
+      }),
+    ),
+    nextCursor: Nullable(Type.String({ description: 'Pass as `cursor` for the next page; null on the last page.' })),
+  },
+  { $id: 'ScheduleList', description: 'Recurring jobs with their schedules, by job id.' },
+)
+
+export const SchedulesQuery = Type.Object(
+  { limit: Type.Optional(Limit), cursor: Type.Optional(Cursor), tenant: JobFilterProperties.tenant },
+  { additionalProperties: false },
+)
+
+export const MinuteStatsListSchema = Type.Object(
+  {
+    items: Type.Array(
+      Type.Object({
+        minute: DateTime('The start of the minute.'),
+        queue: Type.String(),
+        started: Type.Integer({ minimum: 0 }),
+        succeeded: Type.Integer({ minimum: 0 }),
+        failed: Type.Integer({ minimum: 0 }),
+        lagP50Ms: Nullable(Type.Number({ description: 'Median of start time minus due time of the executions started.' })),
+        lagP95Ms: Nullable(Type.Number({ description: 'Its 95th percentile.' })),
+      }),
+    ),
+  },
+  { $id: 'MinuteStatsList', description: 'Per-minute figures per queue, oldest minute first; minutes without activity are left out.' },
+)
+
+export const StatsQuery = Type.Object(
+  {
+    minutes: Type.Optional(Type.Integer({ minimum: 1, maximum: 1440, default: 60, 'x-expected': 'an integer from 1 to 1440', description: 'The window.' })),
+    queue: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Only this queue.' })),
+    tenant: JobFilterProperties.tenant,
+  },
+  { additionalProperties: false },
+)
+
+export const OPERATIONS_SCHEMAS = [BulkJobsBody, BulkJobsResultSchema, FailureGroupListSchema, WorkerListSchema, ScheduleListSchema, MinuteStatsListSchema]
+
+const iso = (d: Date | null) => d?.toISOString() ?? null
+
+export const failureToJson = (f: FailureGroup) => ({ ...f, firstSeenAt: f.firstSeenAt.toISOString(), lastSeenAt: f.lastSeenAt.toISOString() })
+
+export const workerToJson = (w: WorkerView) => ({
+  ...w,
+  startedAt: w.startedAt.toISOString(),
+  lastSeenAt: w.lastSeenAt.toISOString(),
+  stoppedAt: iso(w.stoppedAt),
+})
+
+export function scheduleToJson(s: ScheduleView) {
+  const last = lastRunOf(s.lastExecution)
+  return {
+    jobId: s.jobId,
+    tenant: s.tenant,
+    type: s.type,
+    queue: s.queue,
+    kind: s.kind,
+    schedule: s.schedule,
+    intervalMs: s.intervalMs,
+    timezone: s.timezone,
+    paused: s.paused,
+    nextFireTimes: s.nextFireTimes.map((d) => d.toISOString()),
+    lastRun: last ? { ...last, scheduledFor: last.scheduledFor.toISOString(), finishedAt: iso(last.finishedAt) } : null,
+  }
+}
+
+export const statsToJson = (m: MinuteStats) => ({ ...m, minute: m.minute.toISOString() })

@@ -1,0 +1,173 @@
+/**
+ * `scheduler jobs submit|list|view|cancel|retry|rerun|delete|bulk`: jobs from the command line.
+ * Like `scheduler queues`, it works on the database (DATABASE_URL), so it acts as an operator
+ * key does: on every tenant's jobs unless `--tenant` names one (submit: the tenant to submit for,
+ * default `default`). Each prints a readable table, or with --json the REST API's JSON.
+ */
+import type { Command } from 'commander'
+import type { Kysely } from 'kysely'
+import { jobToJson } from '../../api/schemas/job.ts'
+import type { Client } from '../../client.ts'
+import type { Job, SubmitJobInput } from '../../core/job.ts'
+import { jobTenantOf } from '../../db/queries/job-operations.ts'
+import type { DB } from '../../db/schema.ts'
+import { NotFoundError, ValidationError } from '../../errors.ts'
+import { ago, filterOf, filterOptions, jobTable, print, withClient, type FilterOpts } from '../job-cli.ts'
+import { formatTable } from '../shared.ts'
+import { registerJobsBulk } from './jobs-bulk.ts'
+
+/** The client acting for the job's tenant (`--tenant`, or the job's own). */
+async function clientForJob(client: Client, db: Kysely<DB>, id: string, tenant: string | undefined): Promise<Client> {
+  if (tenant !== undefined) return client.withTenant(tenant, 'cli')
+  const own = /^[0-9a-f-]{36}$/i.test(id) ? await jobTenantOf(db, id) : undefined
+  if (own === undefined) throw new NotFoundError(`job ${id} not found`)
+  return client.withTenant(own, 'cli')
+}
+
+function number(text: string | undefined, name: string): number | undefined {
+  if (text === undefined) return undefined
+  const n = Number(text)
+  if (!Number.isInteger(n)) throw new ValidationError(`${name} must be an integer, got "${text}"`, [{ path: name, message: 'an integer' }])
+  return n
+}
+
+interface SubmitOpts {
+  tenant?: string
+  payload?: string
+  queue?: string
+  priority?: string
+  at?: string
+  cron?: string
+  every?: string
+  timezone?: string
+  idempotencyKey?: string
+  maxAttempts?: string
+  json?: boolean
+}
+
+function submitInput(type: string, o: SubmitOpts): SubmitJobInput {
+  let payload: unknown
+  if (o.payload !== undefined) {
+    try {
+      payload = JSON.parse(o.payload)
+    } catch {
+      throw new ValidationError('--payload must be JSON', [{ path: 'payload', message: 'not JSON' }])
+    }
+  }
+  const schedules = [o.at, o.cron, o.every].filter((s) => s !== undefined).length
+  if (schedules > 1) throw new ValidationError('give one of --at, --cron and --every', [{ path: 'schedule', message: 'one of --at, --cron, --every' }])
+  const input: SubmitJobInput = { type }
+  if (payload !== undefined) input.payload = payload
+  if (o.queue !== undefined) input.queue = o.queue
+  if (o.priority !== undefined) input.priority = number(o.priority, 'priority')
+  if (o.maxAttempts !== undefined) input.maxAttempts = number(o.maxAttempts, 'maxAttempts')
+  if (o.idempotencyKey !== undefined) input.idempotencyKey = o.idempotencyKey
+  if (o.at !== undefined) input.schedule = { at: o.at }
+  if (o.cron !== undefined) input.schedule = o.timezone === undefined ? { cron: o.cron } : { cron: o.cron, timezone: o.timezone }
+  if (o.every !== undefined) input.schedule = { every: /^\d+$/.test(o.every) ? Number(o.every) : o.every }
+  return input
+}
+
+function showJob(job: Job, json: boolean | undefined): void {
+  if (json) print(jobToJson(job))
+  else process.stdout.write(`${jobTable([job])}\n`)
+}
+
+export function registerJobs(program: Command): void {
+  const jobs = program.command('jobs').description('submit, list, view, cancel, retry, rerun and delete jobs, one or many at a time')
+  const json = ['--json', 'print JSON (as the REST API answers)'] as const
+  const tenant = ['--tenant <name>', "the job's tenant (default: whichever it is)"] as const
+
+  jobs
+    .command('submit')
+    .description('submit a job (now, at a time, or on a schedule) for a tenant')
+    .argument('<type>', 'the handler name')
+    .option('--tenant <name>', 'the tenant', 'default')
+    .option('--payload <json>', 'the payload, as JSON')
+    .option('--queue <queue>', 'the queue (default: default)')
+    .option('--priority <n>', 'higher runs first (-1000 to 1000)')
+    .option('--at <time>', 'run once at this ISO-8601 time')
+    .option('--cron <expression>', 'run on this cron schedule')
+    .option('--timezone <zone>', 'the cron schedule’s IANA time zone (default UTC)')
+    .option('--every <duration>', 'run every interval (10s, 5m, 1h, or milliseconds)')
+    .option('--idempotency-key <key>', 'the same key and request return the same job')
+    .option('--max-attempts <n>', 'attempts per execution')
+    .option(...json)
+    .action((type: string, o: SubmitOpts) =>
+      withClient(o.tenant, async (client) => {
+        const { job, created } = await client.submitJob(submitInput(type, o))
+        if (o.json) return print(jobToJson(job))
+        process.stdout.write(`${created ? 'submitted' : 'already submitted (same idempotency key)'}\n${jobTable([job])}\n`)
+      }),
+    )
+
+  filterOptions(jobs.command('list').description('jobs, newest first, by filter (a page at a time)'))
+    .option('--limit <n>', 'page size, 1-500', '50')
+    .option('--cursor <cursor>', 'the next-page cursor printed by the previous page')
+    .option(...json)
+    .action((o: FilterOpts & { limit: string; cursor?: string; json?: boolean }) =>
+      withClient(undefined, async (client) => {
+        const page = await client.allTenants().listJobs({ ...filterOf(o), limit: number(o.limit, 'limit'), cursor: o.cursor })
+        if (o.json) return print({ items: page.items.map(jobToJson), nextCursor: page.nextCursor })
+        process.stdout.write(page.items.length === 0 ? 'no jobs\n' : `${jobTable(page.items)}\n`)
+        if (page.nextCursor) process.stdout.write(`more: --cursor ${page.nextCursor}\n`)
+      }),
+    )
+
+  jobs
+    .command('view')
+    .description('one job with its status, schedule and latest execution')
+    .argument('<id>')
+    .option(...tenant)
+    .option(...json)
+    .action((id: string, o: { tenant?: string; json?: boolean }) =>
+      withClient(undefined, async (client, db) => {
+        const job = await (await clientForJob(client, db, id, o.tenant)).viewJob(id)
+        if (o.json) return print(jobToJson(job))
+        const e = job.lastExecution
+        process.stdout.write(
+          `${formatTable([
+            ['FIELD', 'VALUE'],
+            ['id', job.id],
+            ['tenant', job.tenant],
+            ['type', job.type],
+            ['queue', job.queue],
+            ['status', job.status],
+            ['payload', JSON.stringify(job.payload)],
+            ['schedule', job.schedule ? (job.schedule.cron ?? `every ${job.schedule.intervalMs} ms`) : '-'],
+            ['next run', ago(job.nextRunAt)],
+            ['last run', job.lastRun ? `${job.lastRun.status}, attempt ${job.lastRun.attempt}` : '-'],
+            ['last error', e?.error ? `${e.error.name}: ${e.error.message}` : '-'],
+            ['created', ago(job.createdAt)],
+          ])}\n`,
+        )
+      }),
+    )
+
+  const act = (name: 'cancel' | 'retry' | 'rerun' | 'delete', description: string) =>
+    jobs
+      .command(name)
+      .description(description)
+      .argument('<id>')
+      .option(...tenant)
+      .option(...json)
+      .action((id: string, o: { tenant?: string; json?: boolean }) =>
+        withClient(undefined, async (client, db) => {
+          const c = await clientForJob(client, db, id, o.tenant)
+          if (name === 'delete') {
+            await c.deleteJob(id)
+            if (o.json) print({ id, deleted: true })
+            else process.stdout.write(`deleted job ${id}\n`)
+            return
+          }
+          const job = name === 'cancel' ? await c.cancelJob(id) : name === 'retry' ? await c.retryJob(id) : await c.rerunJob(id)
+          showJob(job, o.json)
+        }),
+      )
+  act('cancel', 'cancel a job: pending runs are dropped, a running one is told to stop, a recurring one stops firing')
+  act('retry', 'run a FAILED, EXPIRED or CANCELLED job again now (attempts from 0; history kept)')
+  act('rerun', 'run a finished job once more now with the same payload (history kept)')
+  act('delete', 'delete a finished job with its executions and output')
+
+  registerJobsBulk(jobs)
+}

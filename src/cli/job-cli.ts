@@ -1,0 +1,90 @@
+/**
+ * What the `scheduler jobs` commands share: a client on DATABASE_URL, JSON and table output, and
+ * the filter options of listings and bulk calls.
+ */
+import type { Command } from 'commander'
+import type { Kysely } from 'kysely'
+import { createClient, type Client } from '../client.ts'
+import type { Job } from '../core/job.ts'
+import { JOB_STATUSES, type JobStatus } from '../core/job-status.ts'
+import type { DB } from '../db/schema.ts'
+import { ValidationError } from '../errors.ts'
+import type { JobListFilter } from '../job-operations.ts'
+import { formatTable, withDatabase } from './shared.ts'
+
+/** Runs `fn` with a client on DATABASE_URL (tenant `tenant`, or `default`). */
+export const withClient = <T>(tenant: string | undefined, fn: (client: Client, db: Kysely<DB>) => Promise<T>) =>
+  withDatabase('pgsched-jobs', ({ db }) => fn(createClient({ db, tenant: tenant ?? 'default', createdBy: 'cli', batchSubmits: false }), db))
+
+export const print = (value: unknown): void => {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`)
+}
+
+export const ago = (d: Date | null): string =>
+  d === null
+    ? '-'
+    : d
+        .toISOString()
+        .replace('T', ' ')
+        .replace(/\.\d+Z$/, 'Z')
+
+export function jobTable(jobs: readonly Job[]): string {
+  return formatTable([
+    ['ID', 'TENANT', 'TYPE', 'QUEUE', 'STATUS', 'ATTEMPTS', 'CREATED', 'NEXT RUN', 'LAST ERROR'],
+    ...jobs.map((j) => [
+      j.id,
+      j.tenant,
+      j.type,
+      j.queue,
+      j.status,
+      String(j.lastExecution?.attempt ?? 0),
+      ago(j.createdAt),
+      ago(j.nextRunAt),
+      j.lastExecution?.error ? `${j.lastExecution.error.name}: ${j.lastExecution.error.message}`.slice(0, 60) : '-',
+    ]),
+  ])
+}
+
+/** The filter options every listing and bulk call takes. */
+export function filterOptions(command: Command): Command {
+  return command
+    .option('--status <status>', `one of ${JOB_STATUSES.join(', ')}`)
+    .option('--type <type>', 'only jobs of this type')
+    .option('--queue <queue>', 'only jobs of this queue')
+    .option('--tenant <name>', "only this tenant's jobs (default: every tenant's)")
+    .option('--idempotency-key <key>', 'only the job with this idempotency key')
+    .option('--error-type <name>', "only jobs whose latest error's name is this")
+    .option('--error-message <text>', "only jobs whose latest error's message is this (exact)")
+    .option('--created-after <time>', 'only jobs created after this ISO-8601 time')
+    .option('--created-before <time>', 'only jobs created before this ISO-8601 time')
+}
+
+export interface FilterOpts {
+  status?: string
+  type?: string
+  queue?: string
+  tenant?: string
+  idempotencyKey?: string
+  errorType?: string
+  errorMessage?: string
+  createdAfter?: string
+  createdBefore?: string
+}
+
+export function filterOf(o: FilterOpts): JobListFilter {
+  if (o.status !== undefined && !(JOB_STATUSES as readonly string[]).includes(o.status.toUpperCase())) {
+    throw new ValidationError(`--status must be one of ${JOB_STATUSES.join(', ')}, got "${o.status}"`, [{ path: 'status', message: 'unknown status' }])
+  }
+  const f: JobListFilter = {
+    status: o.status?.toUpperCase() as JobStatus | undefined,
+    type: o.type,
+    queue: o.queue,
+    tenant: o.tenant,
+    idempotencyKey: o.idempotencyKey,
+    errorType: o.errorType,
+    errorMessage: o.errorMessage,
+    createdAfter: o.createdAfter,
+    createdBefore: o.createdBefore,
+  }
+  return Object.fromEntries(Object.entries(f).filter(([, v]) => v !== undefined)) as JobListFilter
+}

@@ -1,0 +1,95 @@
+/**
+ * Where a page of jobs filtered by a rare status is read from. Listing newest first through
+ * the jobs index and testing each job's status stops after a page of matches, which is quick
+ * while matches are dense (COMPLETED, SCHEDULED with a backlog), but reads every job of the
+ * tenant when they are rare (10 RUNNING jobs among millions). For the statuses that a small
+ * partial index can enumerate, the page is read from candidates instead: job ids, newest first,
+ * a superset of the jobs with that status, each with the execution that would make it so.
+ *
+ *   status      candidates (migration 0026's partial indexes)
+ *   RUNNING     running executions (executions_lease_idx: as many as the workers' slots)
+ *   FAILED      failed executions with an attempt (executions_ended_badly_idx), and
+ *               schedules stopped by an error (triggers_error_idx)
+ *   EXPIRED     failed executions without an attempt (executions_ended_badly_idx)
+ *   CANCELLED   cancelled jobs (jobs_tenant_inactive_idx); an execution is cancelled only
+ *               with its job
+ *   PAUSED      paused jobs (jobs_tenant_inactive_idx)
+ * An execution candidate counts only as its job's latest execution, so a recurring job with many
+ * failed runs is listed once; `candidateAccepted` says which candidate of a job stands for it.
+ * The status condition itself is still applied to every candidate.
+ */
+import { sql, type RawBuilder, type SqlBool } from 'kysely'
+import type { JobStatus } from '../../core/job-status.ts'
+
+/** A candidate: a job id and the execution (null: the job itself, or its schedule) that makes it one. */
+export interface JobCandidate {
+  job_id: string
+  execution_id: string | null
+}
+
+/** Statuses read from candidates. */
+export type CandidateStatus = 'RUNNING' | 'FAILED' | 'EXPIRED' | 'CANCELLED' | 'PAUSED'
+
+export function isCandidateStatus(status: JobStatus | undefined): status is CandidateStatus {
+  return status === 'RUNNING' || status === 'FAILED' || status === 'EXPIRED' || status === 'CANCELLED' || status === 'PAUSED'
+}
+
+/**
+ * The candidates of `status`, one set per source, each newest job first: an ordered subquery (so
+ * the planner keeps it apart and a page stops reading it once full) that one index returns in
+ * order. The caller reads the sources apart and merges their pages: a UNION ALL of them is sorted
+ * whole (480,000 failed executions at 10,000,000), not merged in order. `tenant` narrows the job
+ * candidates; execution candidates are narrowed by the caller's join to jobs (executions finished
+ * before migration 0016 carry no tenant).
+ */
+export function jobCandidates(status: CandidateStatus, tenant: string | null, beforeId?: string): RawBuilder<JobCandidate>[] {
+  const below = (column: RawBuilder<unknown>) => (beforeId === undefined ? sql`true` : sql`${column} < ${beforeId}::uuid`)
+  const executions = (condition: RawBuilder<unknown>) => sql<JobCandidate>`
+      (select x.job_id, x.id as execution_id
+         from pgsched.executions x
+        where ${condition} and ${below(sql`x.job_id`)}
+        order by x.job_id desc)`
+  const jobs = (condition: RawBuilder<unknown>) => sql<JobCandidate>`
+      (select c.id as job_id, null::uuid as execution_id
+         from pgsched.jobs c
+        where ${condition}
+          and ${tenant === null ? sql`true` : sql`c.tenant = ${tenant}::text`} and ${below(sql`c.id`)}
+        order by c.id desc)`
+  const stoppedSchedules = sql<JobCandidate>`
+      (select s.job_id, null::uuid as execution_id
+         from pgsched.triggers s
+        where s.error is not null and ${below(sql`s.job_id`)}
+        order by s.job_id desc)`
+  switch (status) {
+    case 'RUNNING':
+      return [executions(sql`x.state = 'running'`)]
+    case 'FAILED':
+      return [executions(sql`x.state = 'failed' and x.attempt > 0`), stoppedSchedules]
+    case 'EXPIRED':
+      return [executions(sql`x.state = 'failed' and x.attempt = 0`)]
+    case 'CANCELLED':
+      // An execution is cancelled only with its job (jobCancel), so the cancelled jobs are all the
+      // candidates: reading cancelled executions too would read every one of them to accept none.
+      return [jobs(sql`c.state = 'cancelled'`)]
+    case 'PAUSED':
+      return [jobs(sql`c.state = 'paused'`)]
+  }
+}
+
+/**
+ * Whether the candidate `d` stands for its job `j` (with trigger `t` and latest execution `e`):
+ * an execution candidate only as the latest execution, and each job through one candidate only.
+ */
+export function candidateAccepted(status: CandidateStatus): RawBuilder<SqlBool> {
+  switch (status) {
+    case 'RUNNING':
+    case 'EXPIRED':
+    case 'PAUSED':
+    case 'CANCELLED':
+      return sql<SqlBool>`(d.execution_id is null or d.execution_id = e.id)`
+    case 'FAILED':
+      // a stopped schedule whose latest run failed too is listed through that run
+      return sql<SqlBool>`(case when d.execution_id is null then not coalesce(e.state = 'failed' and e.attempt > 0, false)
+                               else d.execution_id = e.id end)`
+  }
+}

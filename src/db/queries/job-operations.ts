@@ -1,0 +1,199 @@
+/**
+ * SQL of the job operations: retry, rerun, cancel and delete, for one job or many chosen by a
+ * filter. Each runs in the caller's transaction in two steps: it locks the jobs' triggers, then
+ * the jobs (in id order, the order every operation takes), and then one statement acts on the
+ * jobs that still qualify as read at that moment. So a concurrent cancel, retry or delete of the
+ * same job waits for the first and then finds it no longer qualifies; a worker still holding
+ * a lease keeps the job from being retried, rerun or deleted (only jobs with no pending or
+ * running execution are), and its late completion touches only its own execution.
+ */
+import { sql, type Kysely, type RawBuilder } from 'kysely'
+import type { DB } from '../schema.ts'
+import type { JobStatus } from '../../core/job-status.ts'
+import { eventsCaptured } from './event-capture.ts'
+import { executionErrorSql } from './fragments.ts'
+import { jobFilterSql, jobJoins, statusCondition, type JobFilter } from './job-filter.ts'
+
+type Executor = Kysely<DB>
+
+/** What an operation does to a job. */
+export type JobAction = 'cancel' | 'retry' | 'rerun' | 'delete'
+
+/** The statuses each action applies to. */
+export const ACTION_STATUSES: Record<JobAction, readonly JobStatus[]> = {
+  cancel: ['SCHEDULED', 'RUNNING', 'PAUSED'],
+  retry: ['FAILED', 'EXPIRED', 'CANCELLED'],
+  rerun: ['COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED'],
+  delete: ['COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED'],
+}
+
+/** Whether `action` applies to the job `j` (with `t` and `e`) as it is now. */
+export function actionAppliesSql(action: JobAction): RawBuilder<unknown> {
+  const statuses = sql.join(
+    ACTION_STATUSES[action].map((s) => sql`${statusCondition(s)}`),
+    sql` or `,
+  )
+  if (action === 'cancel') return sql`(${statuses})`
+  // a finished job: besides its status, no execution of it is waiting or held by a worker
+  return sql`((${statuses}) and not exists (select 1 from pgsched.executions x where x.job_id = j.id and x.state in ('pending', 'running')))`
+}
+
+/** Up to `limit` ids of jobs that match `filter` and that `action` applies to, in id order. */
+export async function jobIdsForAction(db: Executor, params: { filter: JobFilter; action: JobAction; limit: number }): Promise<string[]> {
+  const { rows } = await sql<{ id: string }>`
+    select j.id from ${jobJoins}
+     where ${jobFilterSql(params.filter)} and ${actionAppliesSql(params.action)}
+     order by j.id
+     limit ${params.limit}::int`.execute(db)
+  return rows.map((r) => r.id)
+}
+
+/** How many jobs match `filter` and `action` still applies to. */
+export async function jobCountForAction(db: Executor, params: { filter: JobFilter; action: JobAction }): Promise<number> {
+  const { rows } = await sql<{ n: string }>`
+    select count(*)::text as n from ${jobJoins}
+     where ${jobFilterSql(params.filter)} and ${actionAppliesSql(params.action)}`.execute(db)
+  return Number(rows[0]?.n ?? 0)
+}
+
+/** Locks the jobs' triggers, then the jobs, in id order (run inside a transaction). */
+async function lockJobs(trx: Executor, ids: readonly string[]): Promise<void> {
+  await sql`select job_id from pgsched.triggers where job_id = any(${[...ids]}::uuid[]) order by job_id for update`.execute(trx)
+  await sql`select id from pgsched.jobs where id = any(${[...ids]}::uuid[]) order by id for update`.execute(trx)
+}
+
+export interface JobActParams {
+  /** null: any tenant's (operator scope). */
+  tenant: string | null
+  ids: readonly string[]
+}
+
+/** The jobs of `ids` (and tenant) that `action` applies to, as a CTE body over the joins. */
+const targets = (action: JobAction, p: JobActParams) =>
+  sql`select j.id, j.tenant, j.queue, j.type, j.priority, j.max_attempts, j.timeout_ms, j.concurrency_key, j.start_deadline_ms,
+             j.idempotency_key, e.scheduled_for as last_scheduled_for
+        from ${jobJoins}
+       where ${jobFilterSql({ tenant: p.tenant, ids: p.ids })} and ${actionAppliesSql(action)}`
+
+/**
+ * Retry or rerun: each qualifying job gets a new pending execution due now, attempts counted from
+ * 0, after (by its time) every earlier one, which stays as history; a cancelled job becomes active
+ * again (a recurring one's schedule stays stopped: this is one run). Returns the ids changed.
+ * Run inside a transaction.
+ */
+export async function jobRunAgainMany(trx: Executor, params: JobActParams & { action: 'retry' | 'rerun' }): Promise<string[]> {
+  if (params.ids.length === 0) return []
+  await lockJobs(trx, params.ids)
+  const { rows } = await sql<{ id: string }>`
+    with target as (${targets(params.action, params)}),
+    reactivated as (
+      update pgsched.jobs set state = 'active', updated_at = now()
+       where id in (select id from target) and state = 'cancelled'
+    ),
+    added as (
+      insert into pgsched.executions (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms,
+                                      concurrency_key, tenant, start_deadline)
+      select id, queue, type, priority,
+             -- the latest run by its time, even when an earlier run was due later (a cancelled future run)
+             greatest(now(), last_scheduled_for + interval '1 microsecond'), now(), max_attempts, timeout_ms,
+             concurrency_key, tenant, now() + start_deadline_ms * interval '1 millisecond'
+        from target
+      returning id, job_id, tenant, queue, type
+    ),
+    ${eventsCaptured(sql`select 'submitted', tenant, job_id, id, queue, type, 0 from added`)}
+    -- the insert trigger on executions wakes the workers that wait for these queues (migration 0011)
+    select job_id as id from added order by job_id`.execute(trx)
+  return rows.map((r) => r.id)
+}
+
+/** The error a cancelled execution ends with (the row before the update: a running one names its worker). */
+const cancelledError = executionErrorSql({
+  message: sql`'cancelled'`,
+  name: sql`'CancelledError'`,
+  attempt: sql`attempt`,
+  workerId: sql`worker_id`,
+})
+
+/**
+ * Cancels the qualifying jobs (scheduled, running or paused): each job and its trigger stop,
+ * pending and running executions become cancelled (a running one's worker loses its lease; a
+ * notification on `pgsched_cancel` makes it abort the handler at once). Run inside a transaction.
+ * Returns the ids of the jobs cancelled and of the executions that were running.
+ */
+export async function jobCancelMany(trx: Executor, params: JobActParams): Promise<{ jobIds: string[]; runningExecutionIds: string[] }> {
+  if (params.ids.length === 0) return { jobIds: [], runningExecutionIds: [] }
+  await lockJobs(trx, params.ids)
+  const { rows } = await sql<{ job_ids: string[] | null; running_ids: string[] | null }>`
+    with target as (${targets('cancel', params)}),
+    job as (
+      update pgsched.jobs
+         set state = 'cancelled', updated_at = now()
+       where id in (select id from target)
+      returning id, tenant, queue, type
+    ),
+    stop_trigger as (
+      update pgsched.triggers
+         set next_fire_at = null, updated_at = now()
+       where job_id in (select id from job)
+    ),
+    running as (
+      select id from pgsched.executions
+       where job_id in (select id from job) and state = 'running'
+    ),
+    cancelled as (
+      update pgsched.executions
+         set state = 'cancelled', finished_at = now(), last_worker_id = coalesce(worker_id, last_worker_id), worker_id = null, lease_expires_at = null,
+             error = ${cancelledError}
+       where job_id in (select id from job) and state in ('pending', 'running')
+      returning id, job_id, tenant, queue, type, attempt
+    ),
+    ${eventsCaptured(sql`select 'cancelled', tenant, job_id, id, queue, type, attempt from cancelled
+                          union all
+                         select 'cancelled', tenant, id, null::uuid, queue, type, null::int from job
+                          where id not in (select job_id from cancelled)`)},
+    notified as (
+      select pg_notify('pgsched_cancel', json_agg(id)::text) from running having count(*) > 0
+    )
+    select (select array_agg(id order by id) from job) as job_ids,
+           (select array_agg(id) from running) as running_ids,
+           (select count(*) from notified) as notified`.execute(trx)
+  const row = rows[0]
+  return { jobIds: row?.job_ids ?? [], runningExecutionIds: row?.running_ids ?? [] }
+}
+
+/**
+ * Deletes the qualifying finished jobs with their executions, output chunks, trigger and
+ * idempotency key (the key may then be used again). Run inside a transaction. Returns the ids
+ * deleted.
+ */
+export async function jobDeleteMany(trx: Executor, params: JobActParams): Promise<string[]> {
+  if (params.ids.length === 0) return []
+  await lockJobs(trx, params.ids)
+  const { rows } = await sql<{ id: string }>`
+    with target as (${targets('delete', params)}),
+    doomed_executions as (
+      delete from pgsched.executions x where x.job_id in (select id from target) returning x.id
+    ),
+    output as (
+      delete from pgsched.execution_output o where o.execution_id in (select id from doomed_executions)
+    ),
+    doomed_trigger as (
+      delete from pgsched.triggers where job_id in (select id from target)
+    ),
+    keys as (
+      delete from pgsched.job_idempotency_keys k
+       using target g
+       where g.idempotency_key is not null and k.tenant = g.tenant and k.idempotency_key = g.idempotency_key and k.job_id = g.id
+    ),
+    deleted as (
+      delete from pgsched.jobs where id in (select id from target) returning id
+    )
+    select id from deleted order by id`.execute(trx)
+  return rows.map((r) => r.id)
+}
+
+/** The tenant of a job, whichever it is (for operator keys); undefined when there is no such job. */
+export async function jobTenantOf(db: Executor, id: string): Promise<string | undefined> {
+  const row = await db.selectFrom('pgsched.jobs').select('tenant').where('id', '=', id).executeTakeFirst()
+  return row?.tenant
+}

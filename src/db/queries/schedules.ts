@@ -1,0 +1,80 @@
+/**
+ * Recurring jobs (a cron or interval trigger) with their schedule and latest run, as a keyset page
+ * by job id. Their next fire times are computed from the stored next one (core/fire-times.ts).
+ */
+import { sql, type Kysely } from 'kysely'
+import type { DB } from '../schema.ts'
+import type { Execution, JobState } from '../../core/job.ts'
+import { toExecution } from './job-views.ts'
+
+export interface ScheduleRow {
+  jobId: string
+  tenant: string
+  type: string
+  queue: string
+  state: JobState
+  kind: 'cron' | 'interval'
+  cronExpression: string | null
+  intervalMs: number | null
+  timezone: string
+  startAt: Date | null
+  endAt: Date | null
+  paused: boolean
+  /** Null once the schedule stopped (cancelled, past its end, or failed). */
+  nextFireAt: Date | null
+  lastExecution: Execution | null
+}
+
+export interface ScheduleListParams {
+  /** null: every tenant. */
+  tenant: string | null
+  limit: number
+  /** Only jobs with an id above this one (the previous page's last). */
+  afterId?: string
+}
+
+export async function scheduleList(db: Kysely<DB>, params: ScheduleListParams): Promise<ScheduleRow[]> {
+  const { rows } = await sql<{
+    job_id: string
+    tenant: string
+    type: string
+    queue: string
+    state: JobState
+    kind: 'cron' | 'interval'
+    cron_expression: string | null
+    interval_ms: string | null
+    timezone: string
+    start_at: Date | null
+    end_at: Date | null
+    paused: boolean
+    next_fire_at: Date | null
+    last_execution: Record<string, unknown> | null
+  }>`
+    select t.job_id, j.tenant, j.type, j.queue, j.state, t.kind, t.cron_expression, t.interval_ms::text as interval_ms, t.timezone,
+           t.start_at, t.end_at, t.paused or j.state = 'paused' as paused,
+           case when t.next_fire_at = '-infinity' or j.state = 'cancelled' then null else t.next_fire_at end as next_fire_at,
+           (select to_jsonb(le) from pgsched.executions le where le.job_id = j.id order by le.scheduled_for desc limit 1) as last_execution
+      from pgsched.triggers t
+      join pgsched.jobs j on j.id = t.job_id
+     where t.kind in ('cron', 'interval')
+       and (${params.tenant}::text is null or j.tenant = ${params.tenant}::text)
+       and (${params.afterId ?? null}::uuid is null or t.job_id > ${params.afterId ?? null}::uuid)
+     order by t.job_id
+     limit ${params.limit}::int`.execute(db)
+  return rows.map((r) => ({
+    jobId: r.job_id,
+    tenant: r.tenant,
+    type: r.type,
+    queue: r.queue,
+    state: r.state,
+    kind: r.kind,
+    cronExpression: r.cron_expression,
+    intervalMs: r.interval_ms === null ? null : Number(r.interval_ms),
+    timezone: r.timezone,
+    startAt: r.start_at,
+    endAt: r.end_at,
+    paused: r.paused,
+    nextFireAt: r.next_fire_at,
+    lastExecution: r.last_execution ? toExecution(r.last_execution) : null,
+  }))
+}

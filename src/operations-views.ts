@@ -1,0 +1,142 @@
+/**
+ * What an operator's dashboard reads beside jobs: failed jobs grouped by error, workers, recurring
+ * schedules with their next fire times, per-minute figures and the queues with figures of the
+ * scope's own executions. A scope is one tenant, or every tenant (null; a `tenant` parameter may
+ * narrow it). Workers hold no job data: every scope lists all of them.
+ */
+import type { Kysely } from 'kysely'
+import { upcomingFireTimes } from './core/fire-times.ts'
+import { LIVE_WORKER_MS, type Execution, type JobState } from './core/job.ts'
+import type { DB } from './db/schema.ts'
+import { ForbiddenError, ValidationError } from './errors.ts'
+import { failureGroupList, type FailureGroup } from './db/queries/failures.ts'
+import { scheduleList } from './db/queries/schedules.ts'
+import { statsPerMinute, type MinuteStats } from './db/queries/stats.ts'
+import { workerList, type WorkerView } from './db/queries/workers.ts'
+import { queueList, type QueueView } from './db/queries/queues.ts'
+import { UUID, decodeCursor, encodeCursor, limitOf, type Page } from './paging.ts'
+
+export type { FailureGroup, MinuteStats, WorkerView }
+
+/** A recurring job's schedule as listed. */
+export interface ScheduleView {
+  jobId: string
+  tenant: string
+  type: string
+  queue: string
+  state: JobState
+  kind: 'cron' | 'interval'
+  /** The cron expression, or the interval as a duration (`90s`, `5m`, `1h`, `1500ms`). */
+  schedule: string
+  intervalMs: number | null
+  timezone: string
+  paused: boolean
+  /** The next fire times (up to 5); none once the schedule stopped or while it is paused. */
+  nextFireTimes: Date[]
+  lastExecution: Execution | null
+}
+
+export interface OperationsViews {
+  listFailures(params?: { queue?: string; type?: string; since?: Date | string; tenant?: string }): Promise<FailureGroup[]>
+  /** Every worker seen, most recent first (at most 500). */
+  listWorkers(): Promise<WorkerView[]>
+  listSchedules(params?: { limit?: number; cursor?: string; tenant?: string }): Promise<Page<ScheduleView>>
+  /** Per-minute figures over the last `minutes` (1–1440, default 60). */
+  stats(params?: { minutes?: number; queue?: string; tenant?: string }): Promise<MinuteStats[]>
+  /** The queues with their settings and figures counting only the scope's executions. */
+  listQueues(params?: { tenant?: string }): Promise<QueueView[]>
+}
+
+/** Most failure groups listed; most workers listed. */
+const FAILURE_GROUPS_MAX = 500
+const WORKERS_MAX = 500
+const NEXT_FIRE_TIMES = 5
+
+const fail = (path: string, message: string) => new ValidationError(message, [{ path, message }])
+
+/** An interval as a compact duration: the largest unit that divides it. */
+export function formatIntervalMs(ms: number): string {
+  for (const [unit, size] of [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+  ] as const) {
+    if (ms % size === 0) return `${ms / size}${unit}`
+  }
+  return `${ms}ms`
+}
+
+export function operationsViews(db: Kysely<DB>, own: string | null): OperationsViews {
+  /** The tenant a read covers: the scope's own (naming another is refused), or the one asked for, or every tenant. */
+  const tenantOf = (asked: string | undefined): string | null => {
+    if (own !== null && asked !== undefined && asked !== own) {
+      throw new ForbiddenError(`tenant "${asked}": a key of tenant "${own}" sees its own tenant only; only an operator key may name another`)
+    }
+    return own ?? asked ?? null
+  }
+  return {
+    async listFailures(params = {}) {
+      let since: Date | undefined
+      if (params.since !== undefined) {
+        since = new Date(params.since)
+        if (Number.isNaN(since.getTime())) throw fail('since', 'since must be an ISO-8601 date-time')
+      }
+      return failureGroupList(db, { tenant: tenantOf(params.tenant), queue: params.queue, type: params.type, since, limit: FAILURE_GROUPS_MAX })
+    },
+
+    listWorkers: () => workerList(db, { liveMs: LIVE_WORKER_MS, limit: WORKERS_MAX }),
+
+    async listSchedules(params = {}) {
+      const limit = limitOf(params.limit)
+      const afterId = params.cursor === undefined ? undefined : decodeCursor(params.cursor, UUID)
+      const rows = await scheduleList(db, { tenant: tenantOf(params.tenant), limit: limit + 1, afterId })
+      const page = rows.slice(0, limit)
+      const last = page[page.length - 1]
+      return {
+        items: page.map((r) => ({
+          jobId: r.jobId,
+          tenant: r.tenant,
+          type: r.type,
+          queue: r.queue,
+          state: r.state,
+          kind: r.kind,
+          schedule: r.kind === 'cron' ? (r.cronExpression ?? '') : formatIntervalMs(r.intervalMs ?? 0),
+          intervalMs: r.intervalMs,
+          timezone: r.timezone,
+          paused: r.paused,
+          nextFireTimes:
+            r.nextFireAt === null || r.paused
+              ? []
+              : upcomingFireTimes(
+                  {
+                    kind: r.kind,
+                    cronExpression: r.cronExpression,
+                    timezone: r.timezone,
+                    intervalMs: r.intervalMs,
+                    startAt: r.startAt,
+                    endAt: r.endAt,
+                    misfirePolicy: 'fire_once',
+                    misfireMaxRuns: 1,
+                  },
+                  r.nextFireAt,
+                  NEXT_FIRE_TIMES,
+                ),
+          lastExecution: r.lastExecution,
+        })),
+        nextCursor: rows.length > limit && last ? encodeCursor(last.jobId) : null,
+      }
+    },
+
+    async stats(params = {}) {
+      const minutes = params.minutes ?? 60
+      if (!Number.isInteger(minutes) || minutes < 1 || minutes > 1440) throw fail('minutes', 'minutes must be an integer from 1 to 1440')
+      return statsPerMinute(db, { tenant: tenantOf(params.tenant), minutes, queue: params.queue })
+    },
+
+    listQueues: (params = {}) => {
+      const tenant = tenantOf(params.tenant)
+      return queueList(db, tenant === null ? {} : { tenant })
+    },
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * POST /v1/jobs/bulk on 10,000 jobs: cancel, retry and delete, each repeated until nothing
+ * remains, with exact counts checked against the database; the bounds of one call; and the
+ * refusals of a bad request.
+ */
+import { sql } from 'kysely'
+import { describe, expect, it } from 'vitest'
+import { createApiKey } from '../../src/api/auth.ts'
+import { useTestDb } from '../db.ts'
+import { insertExecutions, setExecutionState } from '../factories.ts'
+import { useTestApi } from './helpers.ts'
+
+const t = useTestDb()
+const api = useTestApi(t)
+
+const JOBS = 10_000
+
+/** Calls the bulk route until `remaining` is 0; returns each call's counts. */
+async function untilDone(key: string, body: Record<string, unknown>) {
+  const calls: Array<{ matched: number; changed: number; remaining: number }> = []
+  for (;;) {
+    const res = await api.call(key, 'POST', '/v1/jobs/bulk', body)
+    expect(res.statusCode, res.body).toBe(200)
+    calls.push(res.json())
+    if (res.json().remaining === 0) return calls
+    if (calls.length > 50) throw new Error('bulk calls did not finish')
+  }
+}
+
+const count = async (where: ReturnType<typeof sql>) =>
+  Number((await sql<{ n: string }>`select count(*)::text as n from pgsched.jobs j where ${where}`.execute(t.db)).rows[0]?.n)
+
+describe('POST /v1/jobs/bulk', () => {
+  it('cancels, retries and deletes 10,000 jobs a thousand per call with exact counts, leaving another tenant alone', async () => {
+    const key = await api.keyFor('acme')
+    const acmeJobs = await insertExecutions(t.db, JOBS, { state: 'pending', job: { tenant: 'acme', queue: 'bulk' } })
+    await insertExecutions(t.db, 300, { state: 'pending', job: { tenant: 'globex', queue: 'bulk' } })
+
+    const cancels = await untilDone(key, { action: 'cancel', filter: { queue: 'bulk' } })
+    expect(cancels.map((c) => c.changed)).toEqual(Array(10).fill(1000))
+    expect(cancels.map((c) => c.remaining)).toEqual([9000, 8000, 7000, 6000, 5000, 4000, 3000, 2000, 1000, 0])
+    expect(await count(sql`j.tenant = 'acme' and j.state = 'cancelled'`)).toBe(JOBS)
+    expect(
+      Number(
+        (await sql<{ n: string }>`select count(*)::text as n from pgsched.executions where tenant = 'acme' and state = 'cancelled'`.execute(t.db)).rows[0]?.n,
+      ),
+    ).toBe(JOBS)
+    expect(await count(sql`j.tenant = 'globex' and j.state = 'active'`)).toBe(300)
+
+    // repeating a finished call is safe: nothing matches any more
+    const repeat = await api.call(key, 'POST', '/v1/jobs/bulk', { action: 'cancel', filter: { queue: 'bulk' } })
+    expect(repeat.json()).toEqual({ action: 'cancel', matched: 0, changed: 0, remaining: 0 })
+
+    const retries = await untilDone(key, { action: 'retry', filter: { queue: 'bulk', status: 'CANCELLED' }, limit: 1000 })
+    expect(retries.reduce((n, c) => n + c.changed, 0)).toBe(JOBS)
+    expect(retries.every((c) => c.matched === c.changed)).toBe(true)
+    const pending = await sql<{ n: string }>`select count(*)::text as n from pgsched.executions where tenant = 'acme' and state = 'pending'`.execute(t.db)
+    expect(Number(pending.rows[0]?.n)).toBe(JOBS)
+    expect(await count(sql`j.tenant = 'acme' and j.state = 'active'`)).toBe(JOBS)
+
+    // the workers finish them all; then delete
+    expect(await setExecutionState(t.db, { jobIds: acmeJobs.map((j) => j.jobId), state: 'succeeded' })).toBe(2 * JOBS)
+    const deletes = await untilDone(key, { action: 'delete', filter: { queue: 'bulk' } })
+    expect(deletes.reduce((n, c) => n + c.changed, 0)).toBe(JOBS)
+    expect(deletes.length).toBe(10)
+    expect(await count(sql`j.tenant = 'acme'`)).toBe(0)
+    const left = await sql<{ tenant: string; n: string }>`select tenant, count(*)::text as n from pgsched.executions group by tenant`.execute(t.db)
+    expect(left.rows).toEqual([{ tenant: 'globex', n: '300' }])
+  }, 120_000)
+
+  it('acts on at most `limit` jobs, by ids or by error, and reports what is left', async () => {
+    const key = await api.keyFor('initech')
+    const failed = await insertExecutions(t.db, 5, {
+      state: 'failed',
+      error: { message: 'connection refused', name: 'NetError', attempt: 1 },
+      job: { tenant: 'initech', queue: 'mail' },
+    })
+    await insertExecutions(t.db, 2, { state: 'failed', error: { message: 'other', name: 'NetError', attempt: 1 }, job: { tenant: 'initech', queue: 'mail' } })
+    const first = await api.call(key, 'POST', '/v1/jobs/bulk', {
+      action: 'retry',
+      filter: { errorType: 'NetError', errorMessage: 'connection refused' },
+      limit: 2,
+    })
+    expect(first.json()).toEqual({ action: 'retry', matched: 2, changed: 2, remaining: 3 })
+    const byIds = await api.call(key, 'POST', '/v1/jobs/bulk', { action: 'retry', filter: { ids: failed.map((f) => f.jobId) } })
+    expect(byIds.json()).toEqual({ action: 'retry', matched: 3, changed: 3, remaining: 0 })
+    const all = await api.call(key, 'POST', '/v1/jobs/bulk', { action: 'retry', filter: { all: true } })
+    expect(all.json()).toEqual({ action: 'retry', matched: 2, changed: 2, remaining: 0 })
+  })
+
+  it('refuses an empty filter, a bad action, a limit over 1000 and more than 1000 ids, naming the field', async () => {
+    const key = await api.keyFor('acme')
+    const cases: Array<[unknown, string]> = [
+      [{ action: 'cancel', filter: {} }, 'filter'],
+      [{ action: 'cancel', filter: { all: false } }, 'filter'],
+      [{ action: 'explode', filter: { all: true } }, 'action'],
+      [{ action: 'cancel', filter: { all: true }, limit: 1001 }, 'limit'],
+      [{ action: 'cancel', filter: { ids: Array.from({ length: 1001 }, () => '00000000-0000-7000-8000-000000000001') } }, 'filter.ids'],
+      [{ action: 'cancel', filter: { createdAfter: 'yesterday' } }, 'filter.createdAfter'],
+    ]
+    for (const [body, path] of cases) {
+      const res = await api.call(key, 'POST', '/v1/jobs/bulk', body)
+      expect(res.statusCode, JSON.stringify(body).slice(0, 80)).toBe(400)
+      expect(res.json().details?.map((d: { path: string }) => d.path) ?? [], JSON.stringify(res.json())).toContain(path)
+    }
+  })
+
+  it('lets an operator key act on every tenant, or on one named by filter.tenant', async () => {
+    const operator = (await createApiKey(t.db, { tenant: 'ops', operator: true })).key
+    await insertExecutions(t.db, 3, { state: 'pending', job: { tenant: 'umbrella', queue: 'op' } })
+    await insertExecutions(t.db, 4, { state: 'pending', job: { tenant: 'hooli', queue: 'op' } })
+    const one = await api.call(operator, 'POST', '/v1/jobs/bulk', { action: 'cancel', filter: { queue: 'op', tenant: 'hooli' } })
+    expect(one.json()).toEqual({ action: 'cancel', matched: 4, changed: 4, remaining: 0 })
+    const rest = await api.call(operator, 'POST', '/v1/jobs/bulk', { action: 'cancel', filter: { queue: 'op' } })
+    expect(rest.json()).toEqual({ action: 'cancel', matched: 3, changed: 3, remaining: 0 })
+  })
+})

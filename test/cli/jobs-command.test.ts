@@ -1,0 +1,105 @@
+/**
+ * `scheduler jobs …` and `scheduler workers list`, run as the real bin against this file's
+ * database: JSON and table output, the single-job operations, and `jobs bulk` repeating its
+ * calls until nothing is left, with progress on stderr (a line per call when stderr is not a
+ * terminal).
+ */
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import { describe, expect, it } from 'vitest'
+import { workerRegister } from '../../src/db/queries/workers.ts'
+import { useTestDb } from '../db.ts'
+import { insertExecution, insertExecutions } from '../factories.ts'
+
+const exec = promisify(execFile)
+const t = useTestDb()
+
+const scheduler = (...args: string[]) => exec('node', ['bin/scheduler', ...args], { env: { ...process.env, DATABASE_URL: t.url } })
+const failing = (...args: string[]) =>
+  scheduler(...args).then(
+    () => {
+      throw new Error(`scheduler ${args.join(' ')} succeeded`)
+    },
+    (err: { code: number; stderr: string }) => err,
+  )
+
+describe('scheduler jobs', () => {
+  it('submits, lists, views, cancels, retries, reruns and deletes a job', async () => {
+    const submitted = JSON.parse(
+      (await scheduler('jobs', 'submit', 'mail.send', '--tenant', 'acme', '--payload', '{"to":"a@b.c"}', '--queue', 'mail', '--json')).stdout,
+    )
+    expect(submitted).toMatchObject({ tenant: 'acme', type: 'mail.send', queue: 'mail', payload: { to: 'a@b.c' }, status: 'SCHEDULED' })
+    const id = submitted.id as string
+
+    const table = (await scheduler('jobs', 'list', '--queue', 'mail')).stdout
+    expect(table.split('\n')[0]).toMatch(/^ID\s+TENANT\s+TYPE\s+QUEUE\s+STATUS/)
+    expect(table).toContain(id)
+    const listed = JSON.parse((await scheduler('jobs', 'list', '--tenant', 'acme', '--status', 'scheduled', '--json')).stdout)
+    expect(listed.items.map((j: { id: string }) => j.id)).toEqual([id])
+
+    expect((await scheduler('jobs', 'view', id)).stdout).toMatch(/payload\s+\{"to":"a@b.c"\}/)
+    expect(JSON.parse((await scheduler('jobs', 'cancel', id, '--json')).stdout).status).toBe('CANCELLED')
+    const retried = JSON.parse((await scheduler('jobs', 'retry', id, '--json')).stdout)
+    expect(retried).toMatchObject({ status: 'SCHEDULED', lastRun: { status: 'PENDING' } })
+
+    const refused = await failing('jobs', 'rerun', id)
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toContain(`job ${id} is SCHEDULED`)
+
+    await scheduler('jobs', 'cancel', id)
+    expect((await scheduler('jobs', 'delete', id)).stdout).toBe(`deleted job ${id}\n`)
+    expect((await failing('jobs', 'view', id)).stderr).toContain(`job ${id} not found`)
+  }, 120_000)
+
+  it('bulk-cancels 2,500 jobs in calls of 1,000, with a progress line per call on stderr', async () => {
+    await insertExecutions(t.db, 2500, { state: 'pending', job: { tenant: 'bulk', queue: 'bulk' } })
+    await insertExecution(t.db, { state: 'pending', job: { tenant: 'bulk', queue: 'other' } })
+    const { stdout, stderr } = await scheduler('jobs', 'bulk', 'cancel', '--queue', 'bulk', '--json')
+    expect(JSON.parse(stdout)).toEqual({ action: 'cancel', matched: 2500, changed: 2500, remaining: 0, calls: 3 })
+    expect(stderr.trimEnd().split('\n')).toEqual([
+      'cancel: 1000 of 2500 jobs (40%), 1500 left',
+      'cancel: 2000 of 2500 jobs (80%), 500 left',
+      'cancel: 2500 of 2500 jobs (100%), 0 left',
+    ])
+    const states = await t.db
+      .selectFrom('pgsched.jobs')
+      .select(['queue', 'state'])
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where('tenant', '=', 'bulk')
+      .groupBy(['queue', 'state'])
+      .orderBy('queue')
+      .execute()
+    expect(states.map((s) => [s.queue, s.state, Number(s.n)])).toEqual([
+      ['bulk', 'cancelled', 2500],
+      ['other', 'active', 1],
+    ])
+
+    const again = await scheduler('jobs', 'bulk', 'cancel', '--queue', 'bulk')
+    expect(again.stdout).toBe('cancel: 0 jobs changed in 1 calls\n')
+    expect((await failing('jobs', 'bulk', 'cancel')).stderr).toContain('filter is empty')
+  }, 120_000)
+})
+
+describe('scheduler jobs bulk on a terminal', () => {
+  it('rewrites one progress line in place', async () => {
+    await insertExecutions(t.db, 1500, { state: 'pending', job: { tenant: 'tty', queue: 'tty' } })
+    // script(1) runs the command on a pseudo-terminal: stderr is a TTY there
+    const { stdout } = await exec('script', ['-qec', 'node bin/scheduler jobs bulk cancel --queue tty', '/dev/null'], {
+      env: { ...process.env, DATABASE_URL: t.url },
+    })
+    expect(stdout).toContain('\rcancel: 1000 of 1500 jobs (66%), 500 left\u001b[K')
+    expect(stdout).toContain('\rcancel: 1500 of 1500 jobs (100%), 0 left\u001b[K\r\n')
+    expect(stdout).toContain('cancel: 1500 jobs changed in 2 calls')
+  }, 120_000)
+})
+
+describe('scheduler workers list', () => {
+  it('lists the workers with their state, as a table and as JSON', async () => {
+    const id = '00000000-0000-7000-8000-00000000e001'
+    await workerRegister(t.db, { id, host: 'box-1', pid: 4242, queues: ['mail'], types: ['mail.send'], concurrency: 8 })
+    const table = (await scheduler('workers', 'list')).stdout
+    expect(table).toMatch(new RegExp(`${id}\\s+alive\\s+box-1\\s+4242\\s+mail\\s+mail\\.send\\s+0/8`))
+    const json = JSON.parse((await scheduler('workers', 'list', '--json')).stdout)
+    expect(json.items).toEqual([expect.objectContaining({ id, state: 'alive', host: 'box-1', inFlight: 0 })])
+  }, 120_000)
+})
