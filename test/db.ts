@@ -71,7 +71,7 @@ export function useTestDb(options: { truncate?: boolean } = {}): TestDb {
       await sql`delete from pgsched.executions; delete from pgsched.execution_output; delete from pgsched.triggers; delete from pgsched.job_idempotency_keys;
                 delete from pgsched.jobs; delete from pgsched.workers; delete from pgsched.api_keys;
                 delete from pgsched.waiting_workers; delete from pgsched.queues; delete from pgsched.tenants;
-                delete from pgsched.events; delete from pgsched.event_listeners; delete from pgsched.webhook_subscriptions;
+                delete from pgsched.event_batches; delete from pgsched.event_listeners; delete from pgsched.webhook_subscriptions;
                 update pgsched.event_cursors set seq = 0`.execute(t.db)
     })
   }

@@ -41,6 +41,7 @@ import { jobOperationRoutes } from './routes/job-operations.ts'
 import { viewRoutes } from './routes/views.ts'
 import { TenantListSchema, TenantPatchBody, TenantSchema } from './schemas/tenant.ts'
 import { eventRoutes } from './routes/events.ts'
+import { streamEventMessages } from '../events/event-stream.ts'
 import { webhookRoutes } from './routes/webhooks.ts'
 import { EventSchema } from './schemas/event.ts'
 import { WebhookSchema } from './schemas/webhook.ts'
@@ -221,6 +222,7 @@ export function buildApp(deps: AppDeps) {
         metrics,
         output,
         eventsRetentionMs: deps.eventsRetentionMs,
+        eventMessages: (tenant, params) => streamEventMessages(deps.db, tenant, params),
         clientFor(request: FastifyRequest) {
           const identity = request.identity
           if (!identity) throw new SchedulerError('unauthorized', 'missing API key; send Authorization: Bearer <api key>')

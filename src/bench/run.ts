@@ -9,14 +9,16 @@
  * load, scale (history rows), memory (peak RSS), recurring and steady (CPU per execution at a steady
  * load). Opt-in (`--only`), each a set of burn-down variants paired with the plain burn-down
  * (variants.ts): flow, with a concurrency limit, fair share or a rate limit on but not binding
- * (flow.ts); sandbox, with every handler in a thread or process sandbox (sandboxes.ts). Also opt-in:
- * list, the reads of the jobs page over HTTP with the history rows in place (list.ts).
+ * (flow.ts); sandbox, with every handler in a thread or process sandbox (sandboxes.ts); events, with
+ * events written for nobody or read by one SSE client (events.ts). Also opt-in: list, the reads of
+ * the jobs page over HTTP with the history rows in place (list.ts).
  */
 import { performance } from 'node:perf_hooks'
 import { sql } from 'kysely'
 import { createClient } from '../client.ts'
 import type { Logger } from '../logger.ts'
 import { cpuMeter } from './cpu.ts'
+import { EVENTS_TARGET, EVENTS_VARIANTS, eventsVariants } from './events.ts'
 import { FLOW_TARGET, FLOW_VARIANTS, flowVariants } from './flow.ts'
 import { monotonicMs, type ProbeMessage } from './handlers.ts'
 import {
@@ -60,8 +62,8 @@ export interface BenchOptions {
 
 /** Scenarios of a run without `--only`. */
 export const DEFAULT_SCENARIOS = ['ceiling', 'burn-down', 'submit', 'latency', 'priority', 'scale', 'memory', 'recurring', 'steady'] as const
-/** Every scenario `--only` accepts: the default ones, the flow-control ones (flow: all three), the sandbox ones (sandbox: both), list. */
-export const SCENARIOS = [...DEFAULT_SCENARIOS, 'flow', ...FLOW_VARIANTS, 'sandbox', ...SANDBOX_VARIANTS, 'list'] as const
+/** Every scenario `--only` accepts: the default ones, the flow-control ones (flow: all three), the sandbox ones (sandbox: both), the event ones (events: both), list. */
+export const SCENARIOS = [...DEFAULT_SCENARIOS, 'flow', ...FLOW_VARIANTS, 'sandbox', ...SANDBOX_VARIANTS, 'events', ...EVENTS_VARIANTS, 'list'] as const
 export type Scenario = (typeof SCENARIOS)[number]
 
 const WORKER_ID = '00000000-0000-7000-8000-00000000be00'
@@ -97,6 +99,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     spawned.add(p)
     return p
   }
+  const events = eventsVariants(named('events', EVENTS_VARIANTS), s, N, track)
   try {
     postgres = await serverDescription(s.db)
 
@@ -123,19 +126,20 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       submit: Submit,
       prepare: () => Promise<void>,
       processes = 1,
-      worker: { concurrency?: number; env?: Record<string, string> } = {},
+      worker: { concurrency?: number; env?: Record<string, string>; variant?: BurnDownVariant } = {},
     ): Promise<{ jobsPerS: number; peakRssMb: number; workerUs: number; postgresUs: number }> => {
       await prepare()
       await insertJobs(on.db, submit, N)
       const since = await dbNow(on.db)
-      const { concurrency = 100, env } = worker
+      const { concurrency = 100, env, variant } = worker
       const workers = Array.from({ length: processes }, () => track(spawnWorker({ databaseUrl: on.url, concurrency, env })))
       try {
         await Promise.all(workers.map((w) => w.ready))
-        // CPU from the moment every worker is ready until the queue is empty, per job burnt down
-        // (a worker's with its sandbox child processes).
-        const meter = cpuMeter(Object.fromEntries(workers.map((w, i) => [`w${i}`, w.child.pid])))
+        // CPU from the moment every worker is ready until the queue is empty (and the variant has
+        // settled), per job burnt down (a worker's with its sandbox child processes, and the variant's own).
+        const meter = cpuMeter({ ...Object.fromEntries(workers.map((w, i) => [`w${i}`, w.child.pid])), ...variant?.watch?.() })
         await waitUntilDrained(on, 600_000)
+        await variant?.settle?.()
         const cpu = meter.read()
         const workerS = Object.values(cpu.processes).reduce((a, b) => a + b, 0)
         return {
@@ -162,7 +166,9 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
             await s.reset()
             await v?.setup?.()
           }
-          const run = await burnDownOnce(s, v?.submit ?? submitMany, prepare, processes, { concurrency, env: v?.workerEnv })
+          const run = await burnDownOnce(s, v?.submit ?? submitMany, prepare, processes, { concurrency, env: v?.workerEnv, variant: v }).finally(() =>
+            v?.teardown?.(),
+          )
           if (v) {
             variantRuns.get(v.name)?.push(run)
             continue
@@ -176,8 +182,8 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     }
     const burnDownWhat = (processes: number, concurrency: number) =>
       `${N.toLocaleString('en-US')} no-op jobs, ${processes} worker process${processes > 1 ? 'es' : ''} × concurrency ${concurrency}`
-    for (const processes of want('burn-down') || want('memory') || flow.length > 0 ? [1, 2] : []) {
-      const { runs, variantRuns, f, workerUs, postgresUs } = await burnDown(processes, `burn-down ${processes} process(es)`, flow)
+    for (const processes of want('burn-down') || want('memory') || flow.length > 0 || events.length > 0 ? [1, 2] : []) {
+      const { runs, variantRuns, f, workerUs, postgresUs } = await burnDown(processes, `burn-down ${processes} process(es)`, [...flow, ...events])
       const what = burnDownWhat(processes, 100)
       add({
         scenario: 'burn-down',
@@ -191,6 +197,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       add({ scenario: 'burn-down', metric: `CPU per job, ${cpuOf}: worker${processes > 1 ? 's' : ''}`, unit: 'µs', figure: workerUs })
       add({ scenario: 'burn-down', metric: `CPU per job, ${cpuOf}: PostgreSQL`, unit: 'µs', figure: postgresUs })
       addVariantRows({ variants: flow, plain: runs, runs: variantRuns, what, processes, ceiling, target: FLOW_TARGET, add })
+      addVariantRows({ variants: events, plain: runs, runs: variantRuns, what, processes, ceiling, target: EVENTS_TARGET, add })
     }
     // The sandbox variants, paired with their own in-process burn-down at the sandboxes' concurrency.
     if (sandbox.length > 0) await addSandboxStartRows(sandboxNames, add)

@@ -45,9 +45,10 @@ export async function createScratch(databaseUrl: string, partitions: number): Pr
     name,
     url: scratchUrl,
     async reset() {
-      // Queue settings and tenants too: a scenario that sets a limit must not leave it to the next.
+      // Queue settings, tenants and event listeners too: a scenario that sets a limit, or listens to
+      // events, must not leave it to the next.
       await sql`truncate pgsched.executions, pgsched.triggers, pgsched.job_idempotency_keys, pgsched.jobs, pgsched.workers, pgsched.waiting_workers,
-                         pgsched.queues, pgsched.tenants`.execute(database.db)
+                         pgsched.queues, pgsched.tenants, pgsched.event_listeners, pgsched.event_batches`.execute(database.db)
     },
     async drop() {
       await database.db.destroy()

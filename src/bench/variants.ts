@@ -19,6 +19,12 @@ export interface BurnDownVariant {
   submit?: Submit
   /** Environment of its worker processes, over the plain burn-down's. */
   workerEnv?: Record<string, string>
+  /** Processes of its own (name → pid) whose CPU counts with the workers' (e.g. an API process). */
+  watch?(): Record<string, number | undefined>
+  /** Awaited once the queue is drained, before the CPU is read (e.g. until a reader has caught up). */
+  settle?(): Promise<void>
+  /** Undoes `setup` after the run (stops what it started). */
+  teardown?(): Promise<void>
 }
 
 /** `items` rotated left by `by`: repetition i of a pairing starts with a different member. */
@@ -84,7 +90,7 @@ export function addVariantRows(params: {
     })
     add({
       scenario: v.name,
-      metric: `CPU per job, ${workers} (burn-down: ${format(plainWorker.median)} µs)`,
+      metric: `CPU per job, ${workers}${v.watch ? ' and its own (API process)' : ''} (burn-down: ${format(plainWorker.median)} µs)`,
       unit: 'µs',
       figure: figure(runs.map((r) => r.workerUs)),
     })

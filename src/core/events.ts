@@ -1,7 +1,10 @@
 /**
  * Job and execution events: the types a stream or a webhook carries and their shape. An event's
- * `id` is its number in the stream (pgsched.events.seq, as a string: it may pass 2^53), increasing
- * in the order the changes committed; per execution, in the order they happened.
+ * `id` is `<batch>-<index>`: the number of the batch that holds it (pgsched.event_batches.seq, one
+ * batch per statement that changed state; it may pass 2^53, so it stays text) and its place in the
+ * batch. Ids increase along the stream, batch by batch in the order the changes committed and in
+ * order within a batch; per execution, in the order they happened. A bare `<batch>` (an id given
+ * before migration 0024, or where a stream may resume) stands for "after every event of that batch".
  */
 
 export const EVENT_TYPES = ['submitted', 'started', 'retrying', 'succeeded', 'failed', 'cancelled', 'expired', 'paused', 'resumed'] as const
@@ -12,7 +15,7 @@ export type EventType = (typeof EVENT_TYPES)[number]
 export const WEBHOOK_JOB_TYPE = 'pgsched.webhook'
 
 export interface JobEvent {
-  /** The event's number in the stream (SSE `id`, `Last-Event-ID`). */
+  /** The event's id in the stream, `<batch>-<index>` (SSE `id`, `Last-Event-ID`). */
   id: string
   type: EventType
   /** When the change was written (database clock). */
@@ -55,4 +58,29 @@ export function eventToJson(e: JobEvent): Record<string, unknown> {
     jobType: e.jobType,
     attempt: e.attempt,
   }
+}
+
+/** An event id (`<batch>-<index>`) or a batch number (`<batch>`): what a stream resumes after. */
+export const EVENT_ID_PATTERN = '^[0-9]{1,19}(-[0-9]{1,9})?$'
+
+/** Where a stream resumes: after event `index` of batch `batch`, or after the whole batch when index is null. */
+export interface EventPosition {
+  batch: string
+  index: number | null
+}
+
+/** Parses an event id or a batch number (EVENT_ID_PATTERN); null when it is neither. */
+export function parseEventPosition(id: string): EventPosition | null {
+  const m = /^([0-9]{1,19})(?:-([0-9]{1,9}))?$/.exec(id)
+  if (!m) return null
+  return { batch: m[1] as string, index: m[2] === undefined ? null : Number(m[2]) }
+}
+
+/** Orders event ids (or batch numbers, which come after every event of their batch) as the stream does: negative when `a` comes first. */
+export function compareEventIds(a: string, b: string): number {
+  const [x, y] = [parseEventPosition(a), parseEventPosition(b)]
+  if (!x || !y) throw new Error(`not an event id: ${JSON.stringify(x ? b : a)}`)
+  const [bx, by] = [BigInt(x.batch), BigInt(y.batch)]
+  if (bx !== by) return bx < by ? -1 : 1
+  return (x.index ?? Number.MAX_SAFE_INTEGER) - (y.index ?? Number.MAX_SAFE_INTEGER)
 }

@@ -1,5 +1,6 @@
 /**
- * The event stream as an async iterator (client.events(), and GET /v1/events over it). Opening a
+ * The event stream as an async iterator: of events (client.events()), or of pages of Server-Sent
+ * Events text (GET /v1/events). Opening a
  * stream registers a listener (so the statements that change state start writing events of its
  * tenant), then polls: a sequencer pass (numbers what committed; one process at a time, the others
  * skip) and the next page after the last event it gave. Closing leaves the listener to expire after
@@ -9,7 +10,7 @@
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
 import type { EventFilter, JobEvent } from '../core/events.ts'
-import { eventLatestSeq, eventPageAfter, eventListenerOpen, eventListenerRenewMany, eventSequence } from '../db/queries/events.ts'
+import { eventLatestSeq, eventMessagePageAfter, eventPageAfter, eventListenerOpen, eventListenerRenewMany, eventSequence } from '../db/queries/events.ts'
 
 /** How long events are kept, and captured after a stream leaves, unless configured (SCHEDULER_EVENTS_RETENTION_MS). */
 export const EVENTS_RETENTION_MS_DEFAULT = 3_600_000
@@ -53,33 +54,76 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
   })
 }
 
+/** One page as a stream reads it: what it yields, how many events, and where to go on from. */
+interface FollowedPage<P> {
+  page: P
+  count: number
+  upTo: string
+}
+
+/** Reads one page after a position (the filter and tenant bound in). */
+type PageReader<P> = (after: string) => Promise<FollowedPage<P>>
+
 /**
  * Opens a stream of the events of `tenant` (null: every tenant) matching `params`: once this
  * resolves, capture has started, and the iterator yields every matching event from then on (or
  * after `after`), as they happen, until `signal` aborts or the loop breaks.
  */
 export async function streamEvents(db: Kysely<DB>, tenant: string | null, params: StreamEventsParams = {}): Promise<AsyncGenerator<JobEvent, void, undefined>> {
+  const pages = await openPages(db, tenant, params, async (after) => {
+    const p = await eventPageAfter(db, { after, tenant, filter: filterOf(params), limit: PAGE_SIZE })
+    return { page: p.events, count: p.events.length, upTo: p.upTo }
+  })
+  return (async function* () {
+    for await (const page of pages) yield* page
+  })()
+}
+
+/**
+ * The same stream as Server-Sent Events text, page by page (GET /v1/events): each chunk holds the
+ * `id:`/`data:` messages of one page, built by the database, so the API does no work per event.
+ */
+export async function streamEventMessages(
+  db: Kysely<DB>,
+  tenant: string | null,
+  params: StreamEventsParams = {},
+): Promise<AsyncGenerator<string, void, undefined>> {
+  return openPages(db, tenant, params, async (after) => {
+    const p = await eventMessagePageAfter(db, { after, tenant, filter: filterOf(params), limit: PAGE_SIZE })
+    return { page: p.text, count: p.count, upTo: p.upTo }
+  })
+}
+
+function filterOf(params: StreamEventsParams): EventFilter {
+  return { jobId: params.jobId, type: params.type, queue: params.queue, events: params.events }
+}
+
+async function openPages<P>(
+  db: Kysely<DB>,
+  tenant: string | null,
+  params: StreamEventsParams,
+  read: PageReader<P>,
+): Promise<AsyncGenerator<P, void, undefined>> {
   const keepMs = params.retentionMs ?? EVENTS_RETENTION_MS_DEFAULT
   // The latest number before the listener exists: every event captured for this stream is numbered after it.
   const cursor = params.after ?? (await eventLatestSeq(db))
   const listener = await eventListenerOpen(db, { tenant, keepMs })
-  return follow(db, tenant, params, cursor, listener, keepMs)
+  return follow(db, params, cursor, listener, keepMs, read)
 }
 
-async function* follow(
+async function* follow<P>(
   db: Kysely<DB>,
-  tenant: string | null,
   params: StreamEventsParams,
   after: string,
   listener: string,
   keepMs: number,
-): AsyncGenerator<JobEvent, void, undefined> {
+  read: PageReader<P>,
+): AsyncGenerator<P, void, undefined> {
   const pollMs = params.pollIntervalMs ?? EVENTS_POLL_MS_DEFAULT
   const { signal } = params
   let cursor = after
   const renewEveryMs = Math.min(60_000, Math.max(1_000, Math.floor(keepMs / 4)))
   let renewedAt = Date.now()
-  const filter: EventFilter = { jobId: params.jobId, type: params.type, queue: params.queue, events: params.events }
   try {
     while (!signal?.aborted) {
       if (Date.now() - renewedAt >= renewEveryMs) {
@@ -87,15 +131,14 @@ async function* follow(
         renewedAt = Date.now()
       }
       await sequenceEvents(db)
-      const page = await eventPageAfter(db, { after: cursor, tenant, filter, limit: PAGE_SIZE })
-      for (const event of page.events) {
-        cursor = event.id
-        yield event
+      const page = await read(cursor)
+      if (page.count > 0) {
+        yield page.page
         if (signal?.aborted) return
       }
       // past what did not match too: a rarely matching filter does not rescan the retention each poll
       cursor = page.upTo
-      if (page.events.length < PAGE_SIZE) await pause(pollMs, signal)
+      if (page.count < PAGE_SIZE) await pause(pollMs, signal)
     }
   } finally {
     // capture goes on for the whole retention from now: a reconnect within it misses nothing

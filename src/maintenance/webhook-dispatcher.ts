@@ -51,15 +51,15 @@ export class WebhookDispatcher {
     await sequenceEvents(this.o.db)
     let total = 0
     for (;;) {
-      const { read, jobs } = await this.o.db.transaction().execute(async (trx) => {
-        const { upTo, read, due } = await webhookDueAfterCursor(trx, { limit: EVENTS_PER_PASS })
-        if (upTo === null) return { read: 0, jobs: 0 }
+      const { more, jobs } = await this.o.db.transaction().execute(async (trx) => {
+        const { upTo, read, more, due } = await webhookDueAfterCursor(trx, { limit: EVENTS_PER_PASS })
+        if (upTo === null) return { more: false, jobs: 0 }
         await submitDeliveries(trx, due)
         if (read > 0) await webhookCursorAdvance(trx, { to: upTo })
-        return { read, jobs: due.length }
+        return { more, jobs: due.length }
       })
       total += jobs
-      if (read < EVENTS_PER_PASS) break
+      if (!more) break
     }
     if (total > 0) this.log.debug({ count: total }, 'webhook deliveries submitted')
     return total

@@ -12,6 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildApp, type App } from '../../src/api/app.ts'
 import { createApiKey } from '../../src/api/auth.ts'
 import { createClient } from '../../src/client.ts'
+import { compareEventIds, eventToJson } from '../../src/core/events.ts'
+import { eventListAfter } from '../../src/db/queries/events.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
 import { useWorkers } from '../worker/harness.ts'
@@ -122,8 +124,8 @@ describe('GET /v1/events', () => {
     await second.close()
 
     const events = all()
-    const ids = events.map((e) => BigInt(e.id))
-    for (let i = 1; i < ids.length; i++) expect((ids[i] as bigint) > (ids[i - 1] as bigint)).toBe(true)
+    const ids = events.map((e) => e.id)
+    for (let i = 1; i < ids.length; i++) expect(compareEventIds(ids[i] as string, ids[i - 1] as string)).toBeGreaterThan(0)
     expect(new Set(events.map((e) => e.id)).size).toBe(events.length)
     expect(events.every((e) => e.tenant === 'a')).toBe(true)
     const byJob = new Map<string, string[]>()
@@ -154,6 +156,9 @@ describe('GET /v1/events', () => {
       [job.id, 'submitted'],
       [job.id, 'cancelled'],
     ])
+    // each message is the Event JSON the TypeScript client's events carry (eventToJson), key for key
+    const same = await eventListAfter(t.db, { after: '0', tenant: 'f', filter: { jobId: job.id }, limit: 10 })
+    expect(stream.events).toEqual(same.map(eventToJson))
   })
 
   it('refuses a bad filter with 400', async () => {

@@ -94,6 +94,25 @@ describe('scheduler bench --quick', () => {
     expect(dbs.trim()).toBe('0')
   })
 
+  it('runs the event variants only when named, each paired with the plain burn-down, the SSE client getting every event once', {
+    timeout: 180_000,
+  }, async () => {
+    const out = join(mkdtempSync(join(tmpdir(), 'pgsched-bench-')), 'report.json')
+    await run('node', ['bin/scheduler', 'bench', '--quick', '--only', 'events', '--json', out], {
+      env: { ...process.env, DATABASE_URL: adminUrl() },
+      maxBuffer: 10 * 1024 * 1024,
+    })
+    const report = JSON.parse(readFileSync(out, 'utf8')) as {
+      rows: Array<{ scenario: string; metric: string; unit: string; figure: { median: number } }>
+    }
+    expect([...new Set(report.rows.map((r) => r.scenario))].sort()).toEqual(['burn-down', 'burn-down-events-kept', 'burn-down-events-sse'])
+    const ratios = report.rows.filter((r) => r.unit === '% of burn-down')
+    expect(ratios.map((r) => r.scenario).sort()).toEqual(['burn-down-events-kept', 'burn-down-events-kept', 'burn-down-events-sse', 'burn-down-events-sse'])
+    for (const row of ratios) expect(row.figure.median).toBeGreaterThan(0)
+    // the SSE variant's CPU counts its API process with the workers
+    expect(report.rows.some((r) => r.scenario === 'burn-down-events-sse' && r.metric.includes('API process'))).toBe(true)
+  })
+
   it('times the reads of the jobs page over HTTP with history in place, only when named, and drops its database', { timeout: 300_000 }, async () => {
     const out = join(mkdtempSync(join(tmpdir(), 'pgsched-bench-')), 'report.json')
     const { stderr } = await run('node', ['bin/scheduler', 'bench', '--only', 'list', '--history-rows', '10000', '--json', out], {

@@ -2,9 +2,9 @@ import { Kysely, PostgresDialect, sql } from 'kysely'
 import pg from 'pg'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
-import type { JobEvent } from '../../src/core/events.ts'
+import { compareEventIds, type JobEvent } from '../../src/core/events.ts'
 import { normalizeSubmit } from '../../src/core/job.ts'
-import { eventListAfter, eventListenerOpen, eventPruneOld } from '../../src/db/queries/events.ts'
+import { eventListAfter, eventListenerOpen, eventPageAfter, eventPruneOld } from '../../src/db/queries/events.ts'
 import { jobInsertMany } from '../../src/db/queries/jobs.ts'
 import { webhookCursorAdvance, webhookSubscriptionInsert } from '../../src/db/queries/webhooks.ts'
 import type { DB } from '../../src/db/schema.ts'
@@ -62,8 +62,8 @@ describe('event capture', () => {
     expect(of(ok?.id)).toEqual(['submitted:0', 'started:1', 'succeeded:1'])
     expect(of(bad?.id)).toEqual(['submitted:0', 'started:1', 'retrying:1'])
     expect(of(last?.id)).toEqual(['submitted:0', 'started:1', 'failed:1'])
-    const ids = events.map((e) => BigInt(e.id))
-    expect(ids).toEqual([...ids].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0)))
+    const ids = events.map((e) => e.id)
+    expect(ids).toEqual([...ids].sort(compareEventIds))
     expect(new Set(ids).size).toBe(ids.length)
   })
 
@@ -87,11 +87,52 @@ describe('event capture', () => {
     expect(events.find((e) => e.jobId === cron.id)?.executionId).toBeNull()
   })
 
+  it('pages through batches of any size, small pages stopping inside a batch and resuming there, every event once in order', async () => {
+    await eventListenerOpen(t.db, { tenant: null, keepMs: 60_000 })
+    const a = createClient({ db: t.db, tenant: 'a' })
+    const b = createClient({ db: t.db, tenant: 'b' })
+    for (const size of [5, 1, 7, 3]) {
+      await a.submitJobs(Array.from({ length: size }, () => ({ type: 't' })))
+      await b.submitJobs([{ type: 't' }, { type: 't' }])
+    }
+    // a long run of single-event batches of another queue, past what one page looks at
+    for (let k = 0; k < 30; k++) await a.submitJob({ type: 't', queue: 'other' })
+    const everything = await allEvents('a')
+    expect(everything).toHaveLength(16 + 30)
+    for (const limit of [1, 4, 6, 100]) {
+      const seen: string[] = []
+      let after = '0'
+      for (let pages = 0; pages < 100; pages++) {
+        const page = await eventPageAfter(t.db, { after, tenant: 'a', filter: {}, limit })
+        seen.push(...page.events.map((e) => e.id))
+        if (page.upTo === after) break
+        after = page.upTo
+      }
+      expect(seen, `pages of ${limit}`).toEqual(everything.map((e) => e.id))
+      // where the last page left the reader, nothing is read again
+      expect((await eventPageAfter(t.db, { after, tenant: 'a', filter: {}, limit })).events, `after ${after}`).toEqual([])
+    }
+    // a page that ends inside the last batch, then its rest: the reader goes on after the whole batch
+    const lastBatch = String(everything.at(-1)?.id).split('-')[0] as string
+    await a.submitJobs(Array.from({ length: 5 }, () => ({ type: 't' })))
+    await sequenceEvents(t.db)
+    const [batch] = String((await allEvents('a')).at(-1)?.id).split('-')
+    const inside = await eventPageAfter(t.db, { after: lastBatch, tenant: 'a', filter: {}, limit: 3 })
+    expect(inside.upTo).toBe(`${batch}-2`)
+    const rest = await eventPageAfter(t.db, { after: inside.upTo, tenant: 'a', filter: {}, limit: 3 })
+    expect(rest.events.map((e) => e.id)).toEqual([`${batch}-3`, `${batch}-4`])
+    expect(rest.upTo).toBe(batch)
+    expect((await eventPageAfter(t.db, { after: rest.upTo, tenant: 'a', filter: {}, limit: 3 })).events).toEqual([])
+    // a filter matching only the last event moves past the rest and finds it
+    const rare = await eventPageAfter(t.db, { after: '0', tenant: 'a', filter: { queue: 'default', events: ['submitted'] }, limit: 2 })
+    expect(rare.events.map((e) => e.id)).toEqual(everything.slice(0, 2).map((e) => e.id))
+  })
+
   it('prunes events older than the retention', async () => {
     await eventListenerOpen(t.db, { tenant: 'a', keepMs: 60_000 })
     await createClient({ db: t.db, tenant: 'a' }).submitJobs([{ type: 't' }, { type: 't' }])
     await sequenceEvents(t.db)
-    await sql`update pgsched.events set at = now() - interval '2 hours'`.execute(t.db)
+    await sql`update pgsched.event_batches set at = now() - interval '2 hours'`.execute(t.db)
     const pruner = new Pruner({ db: t.db, log: t.log, retentionMs: 86_400_000, eventRetentionMs: 3_600_000, intervalMs: 60_000, batchSize: 100 })
     expect((await pruner.runOnce()).events).toBe(2)
     expect(await eventCount()).toBe(0)
@@ -120,19 +161,20 @@ describe('event capture', () => {
 
   it('keeps events the webhook dispatcher has not read while a subscription exists (up to the bound)', async () => {
     await webhookSubscriptionInsert(t.db, { tenant: 'a', url: 'http://127.0.0.1:9/hook', events: [], queue: 'default', secret: 'sixteen-chars-ok!' })
-    await createClient({ db: t.db, tenant: 'a' }).submitJobs([{ type: 't' }, { type: 't' }, { type: 't' }])
+    for (let k = 0; k < 3; k++) await createClient({ db: t.db, tenant: 'a' }).submitJob({ type: 't' }) // a batch each
     await sequenceEvents(t.db)
     await createClient({ db: t.db, tenant: 'a' }).submitJob({ type: 't' }) // never numbered
-    await sql`update pgsched.events set at = now() - interval '2 hours'`.execute(t.db)
+    await sql`update pgsched.event_batches set at = now() - interval '2 hours'`.execute(t.db)
     const prune = () => eventPruneOld(t.db, { olderThanMs: 3_600_000, limit: 100 })
     expect(await prune()).toBe(0)
     const numbered = (await allEvents('a')).map((e) => e.id)
-    await sql`update pgsched.events set at = now() - interval '2 hours'`.execute(t.db)
-    await t.db.transaction().execute((trx) => webhookCursorAdvance(trx, { to: numbered[1] as string }))
+    await sql`update pgsched.event_batches set at = now() - interval '2 hours'`.execute(t.db)
+    // the cursor is a batch number: the second batch read
+    await t.db.transaction().execute((trx) => webhookCursorAdvance(trx, { to: (numbered[1] as string).split('-')[0] as string }))
     expect(await prune()).toBe(2)
     expect(await eventCount()).toBe(2)
     // a dispatcher that never comes does not keep them for ever
-    await sql`update pgsched.events set at = now() - interval '8 days'`.execute(t.db)
+    await sql`update pgsched.event_batches set at = now() - interval '8 days'`.execute(t.db)
     expect(await prune()).toBe(2)
   })
 
@@ -142,7 +184,7 @@ describe('event capture', () => {
     const db = new Kysely<DB>({
       dialect: new PostgresDialect({ pool }),
       log: (e) => {
-        if (e.level === 'query' && e.query.sql.includes('order by e.seq')) afters.push(e.query.parameters[0])
+        if (e.level === 'query' && e.query.sql.includes('order by b.seq, e.n')) afters.push(e.query.parameters[0])
       },
     })
     const controller = new AbortController()
@@ -153,7 +195,8 @@ describe('event capture', () => {
       })()
       await createClient({ db: t.db, tenant: 'a' }).submitJobs([{ type: 't' }, { type: 't' }])
       await sequenceEvents(t.db)
-      const latest = (await allEvents('a')).at(-1)?.id
+      // the stream goes on after the latest batch, all of it read (the batch number of the latest event's id)
+      const latest = (await allEvents('a')).at(-1)?.id.split('-')[0]
       await waitFor(() => afters.includes(latest), { timeoutMs: 30_000, what: 'the stream to read after the latest event' })
       controller.abort()
       await reading

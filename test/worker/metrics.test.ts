@@ -7,12 +7,16 @@ import { loadConfig } from '../../src/config.ts'
 import { FatalError } from '../../src/errors.ts'
 import { createWorkerSystem, type WorkerSystem } from '../../src/system.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
-import { SCHEDULE_LAG_BUCKETS_S } from '../../src/worker/metrics.ts'
+import { executionRescueExpired } from '../../src/db/queries/rescue.ts'
+import { SCHEDULE_LAG_BUCKETS_S, WorkerMetrics } from '../../src/worker/metrics.ts'
+import type { ClaimedExecution } from '../../src/db/queries/claim.ts'
 import { useTestDb } from '../db.ts'
-import { scrape } from '../prometheus-text.ts'
+import { parsePrometheusText, scrape } from '../prometheus-text.ts'
 import { waitFor } from '../wait-for.ts'
+import { useWorkers } from './harness.ts'
 
 const t = useTestDb()
+const startWorker = useWorkers(t)
 
 /** A port free a moment ago (the OS picks it). */
 function freePort(): Promise<number> {
@@ -168,5 +172,89 @@ describe('worker metrics', () => {
     const client = createClient({ db: t.db, tenant: 'acme' })
     const { job } = await client.submitJob({ type: 'metrics.job' })
     await waitFor(async () => (await client.viewJob(job.id)).status === 'COMPLETED', { what: 'the job to run' })
+  })
+})
+
+describe('worker metrics: retried and leases lost', () => {
+  const read = async (m: WorkerMetrics) => parsePrometheusText(await m.registry.metrics())
+  const claimed = (queue: string, type: string) => ({ queue, type }) as ClaimedExecution
+
+  it('counts each retried outcome and each lost lease under its queue and type, and as nothing else', async () => {
+    const m = new WorkerMetrics()
+    m.outcomeWritten(claimed('default', 'a'), 'retried')
+    m.outcomeWritten(claimed('default', 'a'), 'retried')
+    m.outcomeWritten(claimed('reports', 'a'), 'retried')
+    m.outcomeWritten(claimed('default', 'a'), 'succeeded')
+    m.leaseLost(claimed('default', 'b'))
+    m.leaseLost(claimed('reports', 'a'))
+    m.leaseLost(claimed('reports', 'a'))
+    const s = await read(m)
+    expect(s.types.get('pgsched_worker_executions_retried_total')).toBe('counter')
+    expect(s.types.get('pgsched_worker_leases_lost_total')).toBe('counter')
+    expect(s.sum('pgsched_worker_executions_retried_total', { queue: 'default', type: 'a' })).toBe(2)
+    expect(s.sum('pgsched_worker_executions_retried_total', { queue: 'reports', type: 'a' })).toBe(1)
+    expect(s.sum('pgsched_worker_executions_retried_total', { type: 'b' })).toBe(0)
+    expect(s.sum('pgsched_worker_leases_lost_total', { queue: 'default', type: 'b' })).toBe(1)
+    expect(s.sum('pgsched_worker_leases_lost_total', { queue: 'reports', type: 'a' })).toBe(2)
+    expect(s.sum('pgsched_worker_leases_lost_total', { queue: 'default', type: 'a' })).toBe(0)
+    // neither is an outcome of another kind
+    expect(s.sum('pgsched_worker_executions_succeeded_total')).toBe(1)
+    expect(s.sum('pgsched_worker_executions_failed_total')).toBe(0)
+  })
+
+  it('counts the retries a worker writes: two failed attempts of each flaky job, then its success', async () => {
+    const m = new WorkerMetrics()
+    await startWorker(
+      [
+        defineHandler('flaky', (ctx) => {
+          if (ctx.attempt <= 2) throw new Error(`planned failure ${ctx.attempt}`)
+        }),
+      ],
+      { events: m },
+    )
+    const client = createClient({ db: t.db, tenant: 'acme' })
+    await client.submitJobs(Array.from({ length: 5 }, () => ({ type: 'flaky', maxAttempts: 3, backoffBaseMs: 0, backoffMaxMs: 0 })))
+    const s = await waitFor(
+      async () => {
+        const x = await read(m)
+        return x.sum('pgsched_worker_executions_succeeded_total') === 5 ? x : undefined
+      },
+      { timeoutMs: 30_000, what: 'five successes' },
+    )
+    expect(s.sum('pgsched_worker_executions_retried_total', { queue: 'default', type: 'flaky' })).toBe(10)
+    expect(s.sum('pgsched_worker_executions_failed_total')).toBe(0)
+    expect(s.sum('pgsched_worker_leases_lost_total')).toBe(0)
+    expect(s.sum('pgsched_worker_executions_started_total')).toBe(15)
+  })
+
+  it('counts a lease lost once when the execution is rescued while its handler runs, and writes no outcome for it', async () => {
+    const m = new WorkerMetrics()
+    let release: () => void = () => {}
+    const held = new Promise<void>((resolve) => (release = resolve))
+    let running = false
+    const worker = await startWorker(
+      [
+        defineHandler('held', async () => {
+          running = true
+          await held
+        }),
+      ],
+      { events: m },
+    )
+    const client = createClient({ db: t.db, tenant: 'acme' })
+    const { job } = await client.submitJob({ type: 'held', maxAttempts: 1 })
+    await waitFor(() => running, { what: 'the handler to start' })
+    // the reaper of another process, an hour on: the lease has expired, the attempt is over
+    expect(await executionRescueExpired(t.db, { limit: 10, now: new Date(Date.now() + 3_600_000) })).toMatchObject({ failed: 1 })
+    release()
+    await waitFor(async () => (await read(m)).sum('pgsched_worker_leases_lost_total') > 0, { timeoutMs: 30_000, what: 'the lost lease counted' })
+    // once the worker has stopped, nothing of this run is left to count (the heartbeat's finding and the fence are one loss)
+    await worker.stop()
+    const s = await read(m)
+    expect(s.sum('pgsched_worker_leases_lost_total', { queue: 'default', type: 'held' })).toBe(1)
+    expect(s.sum('pgsched_worker_executions_succeeded_total') + s.sum('pgsched_worker_executions_failed_total')).toBe(0)
+    expect(s.sum('pgsched_worker_executions_retried_total')).toBe(0)
+    // the database keeps the rescue's outcome, not the handler's
+    expect((await client.viewJob(job.id)).status).toBe('FAILED')
   })
 })

@@ -1,6 +1,7 @@
 /** What the /v1 route plugins are given by app.ts. */
 import type { FastifyRequest } from 'fastify'
 import type { Client } from '../../client.ts'
+import type { StreamEventsParams } from '../../events/event-stream.ts'
 import { ForbiddenError } from '../../errors.ts'
 import type { ApiMetrics } from '../metrics.ts'
 import type { OutputRouteDeps } from './executions.ts'
@@ -13,6 +14,8 @@ export interface RouteDeps {
   output: OutputRouteDeps
   /** How long a stream's events are captured after it leaves (a reconnect within it misses nothing). */
   eventsRetentionMs?: number
+  /** Opens a stream of SSE text pages of `tenant`'s events (null: every tenant's; events/event-stream.ts streamEventMessages). */
+  eventMessages(tenant: string | null, params: StreamEventsParams): Promise<AsyncGenerator<string, void, undefined>>
 }
 
 /** Refuses a request without an operator key; `what` says why these routes are for operators. */

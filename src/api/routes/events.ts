@@ -1,20 +1,20 @@
 /**
  * GET /v1/events: the tenant's job and execution events as Server-Sent Events (an operator key's
- * stream carries every tenant's). Each event is `id: <n>` and `data: <Event JSON>`; a reconnect
+ * stream carries every tenant's). Each event is `id: <batch>-<index>` and `data: <Event JSON>`; a reconnect
  * with Last-Event-ID (or ?after=) resumes after that event, without gaps within the event
  * retention. A comment line (`: open`) says the stream is open (capture has started); `: ping`
  * lines keep idle connections alive. Streams end when the client leaves or the API closes.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { EventType, JobEvent } from '../../core/events.ts'
-import { eventToJson } from '../../core/events.ts'
+import type { EventType } from '../../core/events.ts'
+import { EVENT_ID_PATTERN } from '../../core/events.ts'
 import { CommonErrors } from '../schemas/error.ts'
 import { EventStreamQuery } from '../schemas/event.ts'
 import type { RouteDeps } from './deps.ts'
 
 /** Idle streams get a comment this often, so proxies and clients do not time them out. */
 const PING_MS = 15_000
-const LAST_EVENT_ID = /^[0-9]{1,19}$/
+const LAST_EVENT_ID = new RegExp(EVENT_ID_PATTERN)
 
 export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps) => {
   const open = new Set<AbortController>()
@@ -43,7 +43,11 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
       },
     },
     async (request, reply) => {
-      const client = deps.clientFor(request)
+      deps.clientFor(request) // refuses a request without an API key
+      const identity = request.identity
+      if (!identity) throw new Error('a request without an identity passed clientFor')
+      // the key's tenant; an operator key's stream carries every tenant's events
+      const tenant = identity.operator ? null : identity.tenant
       const q = request.query
       const header = request.headers['last-event-id']
       const after = typeof header === 'string' && LAST_EVENT_ID.test(header.trim()) ? header.trim() : q.after
@@ -52,10 +56,9 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
       // before any await: a client that leaves while the stream opens ends it too
       res.on('close', () => controller.abort())
       open.add(controller)
-      let events: AsyncGenerator<JobEvent, void, undefined>
+      let pages: AsyncGenerator<string, void, undefined>
       try {
-        events = await client.events({
-          allTenants: request.identity?.operator === true,
+        pages = await deps.eventMessages(tenant, {
           jobId: q.jobId,
           type: q.type,
           queue: q.queue,
@@ -71,7 +74,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
       reply.hijack()
       if (controller.signal.aborted || res.destroyed || request.raw.socket?.destroyed === true) {
         open.delete(controller)
-        await events.return()
+        await pages.return()
         res.end()
         request.log.debug('event stream ended (the client left while it opened)')
         return
@@ -84,7 +87,19 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         'x-request-id': request.id,
       })
       request.raw.on('close', () => controller.abort())
+      // The events of one page come without a pause between them: corked until the next turn of the
+      // event loop, they leave in one write to the socket instead of one per event.
+      let corked = false
+      const uncork = () => {
+        corked = false
+        res.uncork()
+      }
       const write = async (text: string) => {
+        if (!corked) {
+          corked = true
+          res.cork()
+          setImmediate(uncork)
+        }
         if (!res.write(text) && !controller.signal.aborted) {
           await new Promise<void>((resolve) => {
             const done = () => {
@@ -101,9 +116,10 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
       try {
         ping = setInterval(() => res.write(': ping\n\n'), PING_MS)
         await write(': open\n\n')
-        for await (const event of events as AsyncIterable<JobEvent>) {
+        // each page's messages come as one text (the database builds them): one write per page
+        for await (const text of pages as AsyncIterable<string>) {
           if (controller.signal.aborted) break
-          await write(`id: ${event.id}\ndata: ${JSON.stringify(eventToJson(event))}\n\n`)
+          await write(text)
         }
       } catch (err: unknown) {
         request.log.warn({ err }, 'event stream failed')

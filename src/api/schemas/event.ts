@@ -1,12 +1,16 @@
 /** The JSON of an event (each SSE `data:` of GET /v1/events, and a webhook's body) and the stream's query. */
 import { Type } from '@fastify/type-provider-typebox'
-import { EVENT_TYPES, type EventType } from '../../core/events.ts'
+import { EVENT_ID_PATTERN, EVENT_TYPES, type EventType } from '../../core/events.ts'
 import { QUEUE_PATTERN, TYPE_PATTERN } from '../../core/names.ts'
 import { DateTime, Nullable, Uuid } from './common.ts'
 
 export const EventSchema = Type.Object(
   {
-    id: Type.String({ pattern: '^[0-9]+$', description: 'The event number: increasing along the stream; the SSE `id` (send it back as Last-Event-ID).' }),
+    id: Type.String({
+      pattern: '^[0-9]+-[0-9]+$',
+      description:
+        'The event id, `<batch>-<index>` (the batch: the events of one statement, numbered in commit order): increasing along the stream; the SSE `id` (send it back as Last-Event-ID).',
+    }),
     type: Type.Unsafe<EventType>({
       type: 'string',
       enum: [...EVENT_TYPES],
@@ -39,9 +43,10 @@ export const EventStreamQuery = Type.Object(
     ),
     after: Type.Optional(
       Type.String({
-        pattern: '^[0-9]{1,19}$',
+        pattern: EVENT_ID_PATTERN,
         'x-expected': 'an event id',
-        description: 'Resume after this event id (as the Last-Event-ID header does; the header wins).',
+        description:
+          'Resume after this event id (as the Last-Event-ID header does; the header wins); a bare batch number `<batch>` resumes after that whole batch.',
       }),
     ),
   },

@@ -130,7 +130,8 @@ export function registerBench(program: Command): void {
       `comma-separated scenarios to run (${SCENARIOS.join(', ')}); docs are not rewritten. flow (all three burn-down-… variants: ` +
         'a concurrency limit, fair share or a rate limit on but not binding, each paired with the plain burn-down) and sandbox (burn-down-thread, ' +
         `burn-down-process: every handler in a thread or process sandbox, each paired with the in-process burn-down, at concurrency ${SANDBOX_CONCURRENCY}) ` +
-        'and list (the API reads of the jobs page, timed over HTTP with --history-rows executions in history) run only when named',
+        'events (burn-down-events-kept: events written with nobody reading; burn-down-events-sse: one SSE client reading GET /v1/events; ' +
+        'each paired with the plain burn-down) and list (the API reads of the jobs page, timed over HTTP with --history-rows executions in history) run only when named',
     )
     .option('--partitions <n>', `hash partitions of the scratch schema (default: SCHEDULER_PARTITIONS or ${PARTITION_COUNT_DEFAULT})`)
     .option('--steady-rate <n>', 'jobs per second the steady scenario submits over REST (default 600; 100 with --quick)')

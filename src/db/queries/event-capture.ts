@@ -1,10 +1,11 @@
 /**
- * The one fragment that writes events (migration 0022): the CTE `captured`, spliced into every
- * statement that changes the state of an execution or a job (jobs.ts, claim.ts, lease.ts,
- * rescue.ts). It inserts one pgsched.events row per changed row, in the same statement (one insert
- * per batch, not per row), and only while someone listens: the check of pgsched.event_listeners
- * depends on no row, so the planner makes it a one-time filter and, with no live listener, the
- * insert reads nothing. Changes of pgsched's own jobs (type `pgsched.…`, webhook deliveries) are
+ * The one fragment that writes events (migrations 0022, 0024): the CTE `captured`, spliced into
+ * every statement that changes the state of an execution or a job (jobs.ts, claim.ts, lease.ts,
+ * rescue.ts). It inserts one pgsched.event_batches row holding all the statement's changes (arrays
+ * of columns, in the order of `changes`), in the same statement, and only while someone listens:
+ * the check of pgsched.event_listeners depends on no row, so the planner makes it a one-time filter
+ * and, with no live listener, the insert reads nothing. A statement none of whose changes is
+ * captured writes no row. Changes of pgsched's own jobs (type `pgsched.…`, webhook deliveries) are
  * never written. The fragment holds no parameter, so each statement's text stays the same.
  */
 import { sql, type RawBuilder } from 'kysely'
@@ -19,12 +20,14 @@ const live = sql`pgsched.event_listeners l where l.until > now()`
  */
 export function eventsCaptured(changes: RawBuilder<unknown>): RawBuilder<unknown> {
   return sql`captured as (
-      insert into pgsched.events (type, tenant, job_id, execution_id, queue, job_type, attempt)
-      select c.type, c.tenant, c.job_id, c.execution_id, c.queue, c.job_type, c.attempt
+      insert into pgsched.event_batches (types, tenants, job_ids, execution_ids, queues, job_types, attempts)
+      select array_agg(c.type), array_agg(c.tenant), array_agg(c.job_id), array_agg(c.execution_id),
+             array_agg(c.queue), array_agg(c.job_type), array_agg(c.attempt)   -- in the order of changes: one row per statement
         from (${changes}) as c (type, tenant, job_id, execution_id, queue, job_type, attempt)
        where exists (select 1 from ${live})   -- one-time filter: nobody listens, nothing is read or written
          and c.job_type not like 'pgsched.%'   -- pgsched's own jobs (webhook deliveries) are nobody's events
          and (exists (select 1 from ${live} and l.tenant is null)   -- a stream of every tenant
               or c.tenant = any (array(select l.tenant from ${live})))
+      having count(*) > 0   -- no row for a statement that captured nothing
     )`
 }

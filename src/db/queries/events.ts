@@ -1,11 +1,13 @@
 /**
- * Reading and keeping events (migration 0022): listeners (who makes the writers capture), the
- * sequencer (numbers committed events, one process at a time), pages of a stream, and pruning.
+ * Reading and keeping events (migrations 0022, 0024): listeners (who makes the writers capture), the
+ * sequencer (numbers committed event batches, one process at a time), pages of a stream (events
+ * unnested from their batches, ids `<batch>-<index>`), and pruning.
  * The writes themselves are in event-capture.ts, spliced into the statements that change state.
  */
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
-import type { EventFilter, EventType, JobEvent } from '../../core/events.ts'
+import { parseEventPosition, type EventFilter, type EventType, type JobEvent } from '../../core/events.ts'
+import { ValidationError } from '../../errors.ts'
 
 /** Advisory lock key (per database) held by the one sequencer pass at a time. */
 const SEQUENCER_LOCK_KEY = 7_411_730_296_012_556_022n
@@ -42,8 +44,9 @@ export async function eventListenerRenewMany(db: Kysely<DB>, params: { ids: read
 }
 
 /**
- * One sequencer pass: numbers up to `limit` committed unnumbered events, in insertion order, unless
- * another pass holds the sequencer lock. Returns how many it numbered (0 also when the lock was taken).
+ * One sequencer pass: numbers up to `limit` committed unnumbered event batches, in insertion order,
+ * unless another pass holds the sequencer lock. Returns how many batches it numbered (0 also when
+ * the lock was taken). One update per batch (a statement's changes), not per event.
  */
 export async function eventSequence(db: Kysely<DB>, params: { limit: number }): Promise<number> {
   const { rows } = await sql<{ n: number }>`
@@ -53,13 +56,13 @@ export async function eventSequence(db: Kysely<DB>, params: { limit: number }): 
     numbered as (
       -- nextval in the order of the ordered subquery: numbers follow insertion order
       select p.id, nextval('pgsched.event_seq') as seq
-        from (select id from pgsched.events
+        from (select id from pgsched.event_batches
                where seq is null and (select mine from turn)
                order by id
                limit ${params.limit}::int) p
     ),
     done as (
-      update pgsched.events e set seq = n.seq from numbered n
+      update pgsched.event_batches e set seq = n.seq from numbered n
        where e.id = n.id
          and e.seq is null   -- rechecked on the latest row: a pass that took the lock after ours committed skips our rows
       returning 1
@@ -68,15 +71,15 @@ export async function eventSequence(db: Kysely<DB>, params: { limit: number }): 
   return rows[0]?.n ?? 0
 }
 
-/** The number of the latest event (0 when none): a stream without Last-Event-ID starts after it. */
+/** The number of the latest batch (0 when none): a stream without Last-Event-ID starts after it. */
 export async function eventLatestSeq(db: Kysely<DB>): Promise<string> {
   const { rows } = await sql<{ seq: string }>`
-    select coalesce(max(seq), 0)::text as seq from pgsched.events where seq is not null`.execute(db)
+    select coalesce(max(seq), 0)::text as seq from pgsched.event_batches where seq is not null`.execute(db)
   return rows[0]?.seq ?? '0'
 }
 
 export interface EventListAfterParams {
-  /** Events numbered after this one. */
+  /** Events after this one: an event id `<batch>-<index>`, or a batch number (after all of it). */
   after: string
   /** Only this tenant's (null: every tenant's). */
   tenant: string | null
@@ -87,6 +90,7 @@ export interface EventListAfterParams {
 /** An event row as the queries here and in webhooks.ts select it (seq as text). */
 export interface EventRow {
   seq: string
+  index: number
   at: Date
   type: EventType
   tenant: string
@@ -97,12 +101,16 @@ export interface EventRow {
   attempt: number | null
 }
 
-/** The columns of an EventRow, from pgsched.events aliased `e`. */
-export const EVENT_COLUMNS = sql`e.seq::text as seq, e.at, e.type, e.tenant, e.job_id, e.execution_id, e.queue, e.job_type, e.attempt`
+/** The events of the batches aliased `b`, one row each, aliased `e` (`e.n`: the place in the batch, from 1). */
+export const EVENTS_OF_BATCH = sql`unnest(b.types, b.tenants, b.job_ids, b.execution_ids, b.queues, b.job_types, b.attempts)
+       with ordinality as e (type, tenant, job_id, execution_id, queue, job_type, attempt, n)`
+
+/** The columns of an EventRow, from pgsched.event_batches aliased `b` and EVENTS_OF_BATCH. */
+export const EVENT_COLUMNS = sql`b.seq::text as seq, (e.n - 1)::int as index, b.at, e.type, e.tenant, e.job_id, e.execution_id, e.queue, e.job_type, e.attempt`
 
 export function toEvent(r: EventRow): JobEvent {
   return {
-    id: r.seq,
+    id: `${r.seq}-${r.index}`,
     type: r.type,
     at: r.at,
     tenant: r.tenant,
@@ -115,57 +123,145 @@ export function toEvent(r: EventRow): JobEvent {
 }
 
 export interface EventPage {
-  /** Matching events, in number order. */
+  /** Matching events, in id order. */
   events: JobEvent[]
   /**
-   * Where the reader may go on from: the last event's number when the page is full, else the
-   * highest number visible to the query (matching or not). Safe because the sequencer numbers
-   * only committed events, and one pass at a time (its transaction-scoped advisory lock is released
-   * at commit, so a later pass's nextval comes after every number already visible): no event
-   * numbered at or below a number a reader has seen becomes visible later.
+   * Where the reader may go on from: the last event's id when the page is full, else the number of
+   * the last batch read (all of it), which is the highest number visible to the query when it read
+   * every batch up to it. Safe because the sequencer numbers only committed batches, and one pass at
+   * a time (its transaction-scoped advisory lock is released at commit, so a later pass's nextval
+   * comes after every number already visible): no batch numbered at or below a number a reader has
+   * seen becomes visible later.
    */
   upTo: string
 }
 
-/** The next page of a stream: numbered events after `after` that match, in number order, and where to go on from. */
-export async function eventPageAfter(db: Kysely<DB>, params: EventListAfterParams): Promise<EventPage> {
+/**
+ * Batches looked at per page at most: bounds a page's work when a filter matches little of a long
+ * backlog. Of these, a page unnests only the first batches that hold up to its size in events.
+ */
+const PAGE_BATCHES = 200
+/** A batch's index after all of its events (the index of a bare batch number). */
+const AFTER_ALL = 2_147_483_647
+
+/**
+ * The CTEs of a page: `top` (the highest batch number visible), `candidates` (batches after the
+ * position, of the tenant), `chosen` (the first of them holding up to a page of events, whole) and
+ * `page` (their matching events after the position, in id order, at most `limit`), with the columns
+ * `seq_n`, `n` and `id` and those `columns` adds (from `b`, the batch, and `e`, the event).
+ */
+function pageCtes(params: EventListAfterParams, columns: RawBuilder<unknown>): RawBuilder<unknown> {
   const f = params.filter
   const events = f.events && f.events.length > 0 ? [...f.events] : null
-  const { rows } = await sql<EventRow & { top: string }>`
-    with top as (
-      -- in the same snapshot as the page (one statement), through events_seq_idx
-      select coalesce(max(seq), 0) as seq from pgsched.events where seq is not null
-    )
-    select greatest(top.seq, ${params.after}::bigint)::text as top, page.*
-      from top
-      left join lateral (
-        select ${EVENT_COLUMNS}
-          from pgsched.events e
-         where e.seq is not null and e.seq > ${params.after}::bigint and e.seq <= top.seq
-           and (${params.tenant}::text is null or tenant = ${params.tenant}::text)
-           and (${f.jobId ?? null}::uuid is null or job_id = ${f.jobId ?? null}::uuid)
-           and (${f.type ?? null}::text is null or job_type = ${f.type ?? null}::text)
-           and (${f.queue ?? null}::text is null or queue = ${f.queue ?? null}::text)
-           and (${events}::text[] is null or type = any(${events}::text[]))
-         order by e.seq   -- the number, not the text it is returned as
-         limit ${params.limit}::int
-      ) page on true
-     order by page.seq::bigint`.execute(db)
-  const page = rows.filter((r) => r.seq !== null).map(toEvent)
-  const last = page.at(-1)?.id
-  const upTo = page.length >= params.limit && last !== undefined ? last : (rows[0]?.top ?? params.after)
-  return { events: page, upTo }
+  const at = parseEventPosition(params.after)
+  if (!at) throw new ValidationError(`after: not an event id: ${JSON.stringify(params.after)}`)
+  const afterIndex = at.index ?? AFTER_ALL
+  return sql`
+    with top as materialized (
+      -- in the same snapshot as the page (one statement), through event_batches_seq_idx
+      select coalesce(max(seq), 0) as seq from pgsched.event_batches where seq is not null
+    ),
+    candidates as (
+      select b.id, b.seq, b.size
+        from pgsched.event_batches b
+       where b.seq is not null and b.seq >= ${at.batch}::bigint and b.seq <= (select seq from top)
+         and (b.seq > ${at.batch}::bigint or b.size - 1 > ${afterIndex}::int)   -- a batch read to its end is past
+         and (${params.tenant}::text is null or ${params.tenant}::text = any(b.tenants))   -- whole batches of other tenants skipped
+       order by b.seq
+       limit ${PAGE_BATCHES}::int
+    ),
+    chosen as (
+      -- whole batches while they hold at most a page of events (the first one in any case)
+      select c.id, c.seq
+        from (select c.*, sum(c.size) over (order by c.seq) as running from candidates c) c
+       where c.running - c.size < ${params.limit}::int
+    ),
+    page as (
+      select b.seq as seq_n, e.n, b.seq::text || '-' || (e.n - 1)::text as id, ${columns}
+        from chosen c
+        join pgsched.event_batches b on b.id = c.id
+       cross join lateral ${EVENTS_OF_BATCH}
+       where (b.seq > ${at.batch}::bigint or e.n - 1 > ${afterIndex}::int)
+         and (${params.tenant}::text is null or e.tenant = ${params.tenant}::text)
+         and (${f.jobId ?? null}::uuid is null or e.job_id = ${f.jobId ?? null}::uuid)
+         and (${f.type ?? null}::text is null or e.job_type = ${f.type ?? null}::text)
+         and (${f.queue ?? null}::text is null or e.queue = ${f.queue ?? null}::text)
+         and (${events}::text[] is null or e.type = any(${events}::text[]))
+       order by b.seq, e.n   -- the numbers, not the text they are returned as
+       limit ${params.limit}::int
+    )`
 }
 
-/** The next page of a stream: numbered events after `after` that match, in number order. */
+/** Where a page leaves its reader (EventPage.upTo), from the page's own figures. */
+interface PageEnd {
+  top: string
+  last_batch: string | null
+  more: boolean
+}
+const PAGE_END = sql`(select seq from top)::text as top, (select max(seq) from chosen)::text as last_batch,
+       (select count(*) from chosen) < (select count(*) from candidates) or (select count(*) from candidates) >= ${PAGE_BATCHES}::int as more`
+
+function pageUpTo(params: EventListAfterParams, count: number, lastId: string | undefined, end: PageEnd | undefined): string {
+  if (count >= params.limit && lastId !== undefined) return lastId
+  // not full: every matching event of the batches read is in the page
+  if (end?.more && end.last_batch !== null) return end.last_batch
+  // every batch up to the top was read whole, the position's own included (a bare number: after all of it)
+  const at = parseEventPosition(params.after)
+  if (end && at && BigInt(end.top) >= BigInt(at.batch)) return end.top
+  return params.after
+}
+
+/** The next page of a stream: numbered events after `after` that match, in id order, and where to go on from. */
+export async function eventPageAfter(db: Kysely<DB>, params: EventListAfterParams): Promise<EventPage> {
+  const { rows } = await sql<EventRow & PageEnd>`${pageCtes(params, EVENT_COLUMNS)}
+    select ${PAGE_END}, page.*
+      from top
+      left join page on true
+     order by page.seq_n, page.n`.execute(db)
+  const page = rows.filter((r) => r.seq !== null).map(toEvent)
+  return { events: page, upTo: pageUpTo(params, page.length, page.at(-1)?.id, rows[0]) }
+}
+
+/** A page of a stream as Server-Sent Events text, built by the database (GET /v1/events). */
+export interface EventMessagePage {
+  /** `id: <id>\ndata: <Event JSON>\n\n` for each matching event, in id order ('' when none). */
+  text: string
+  count: number
+  upTo: string
+}
+
+/** The event's JSON as eventToJson (core/events.ts) makes it: the same keys, in the same order, `at` in ISO 8601 UTC with milliseconds. */
+const EVENT_JSON = sql`json_build_object('id', b.seq::text || '-' || (e.n - 1)::text, 'type', e.type,
+         'at', to_char(b.at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'tenant', e.tenant, 'jobId', e.job_id,
+         'executionId', e.execution_id, 'queue', e.queue, 'jobType', e.job_type, 'attempt', e.attempt)::text`
+
+/**
+ * The next page as eventPageAfter finds it, as SSE messages in one text: the stream's per-event
+ * work (rows to objects, dates, JSON) is done by the database in one pass instead of by the API.
+ */
+export async function eventMessagePageAfter(db: Kysely<DB>, params: EventListAfterParams): Promise<EventMessagePage> {
+  const { rows } = await sql<PageEnd & { text: string | null; count: number; last_id: string | null }>`${pageCtes(
+    params,
+    sql`'id: ' || b.seq::text || '-' || (e.n - 1)::text || chr(10) || 'data: ' || ${EVENT_JSON} || chr(10) || chr(10) as message`,
+  )}
+    select ${PAGE_END},
+           (select string_agg(message, '' order by seq_n, n) from page) as text,
+           (select count(*) from page)::int as count,
+           (select id from page order by seq_n desc, n desc limit 1) as last_id`.execute(db)
+  const r = rows[0]
+  const count = r?.count ?? 0
+  return { text: r?.text ?? '', count, upTo: pageUpTo(params, count, r?.last_id ?? undefined, r) }
+}
+
+/** The next page of a stream: numbered events after `after` that match, in id order. */
 export async function eventListAfter(db: Kysely<DB>, params: EventListAfterParams): Promise<JobEvent[]> {
   return (await eventPageAfter(db, params)).events
 }
 
-/** The oldest event still kept (its number), or null: a Last-Event-ID before it may have missed events. */
+/** The oldest batch still kept (its number), or null: a Last-Event-ID before it may have missed events. */
 export async function eventOldestSeq(db: Kysely<DB>): Promise<string | null> {
   const { rows } = await sql<{ seq: string | null }>`
-    select min(seq)::text as seq from pgsched.events where seq is not null`.execute(db)
+    select min(seq)::text as seq from pgsched.event_batches where seq is not null`.execute(db)
   return rows[0]?.seq ?? null
 }
 
@@ -173,11 +269,11 @@ export async function eventOldestSeq(db: Kysely<DB>): Promise<string | null> {
 export const EVENTS_UNDISPATCHED_MAX_MS = 604_800_000
 
 /**
- * Retention: deletes up to `limit` events older than `olderThanMs` (numbered or not), and the
+ * Retention: deletes up to `limit` event batches older than `olderThanMs` (numbered or not), and the
  * stream listeners whose capture ended. While a webhook subscription exists, events the webhook
  * dispatcher has not read yet (unnumbered, or after the webhooks cursor) are kept, so none is
  * pruned before it is handed to its subscriptions, unless older than `undispatchedMaxMs` (a
- * dispatcher that never runs must not grow the table for ever). Returns how many events.
+ * dispatcher that never runs must not grow the table for ever). Returns how many events (not batches).
  */
 export async function eventPruneOld(db: Kysely<DB>, params: { olderThanMs: number; limit: number; undispatchedMaxMs?: number }): Promise<number> {
   const holdMs = Math.max(params.olderThanMs, params.undispatchedMaxMs ?? EVENTS_UNDISPATCHED_MAX_MS)
@@ -191,20 +287,20 @@ export async function eventPruneOld(db: Kysely<DB>, params: { olderThanMs: numbe
     ),
     doomed as (
       -- the oldest by number, then the never numbered, each through its own index; kept when recent
-      (select id, seq, at from pgsched.events where seq is not null order by seq limit ${params.limit}::int)
+      (select id, seq, at from pgsched.event_batches where seq is not null order by seq limit ${params.limit}::int)
       union all
-      (select id, seq, at from pgsched.events where seq is null order by id limit ${params.limit}::int)
+      (select id, seq, at from pgsched.event_batches where seq is null order by id limit ${params.limit}::int)
     ),
     deleted as (
-      delete from pgsched.events e
+      delete from pgsched.event_batches e
        where e.id in (select d.id from doomed d, cutoff c
                        where d.at < c.at
                          and (c.dispatched is null or d.seq <= c.dispatched or d.at < c.hold_at))
-      returning 1
+      returning e.size as n
     ),
     listeners as (
       delete from pgsched.event_listeners where kind = 'stream' and until < now()
     )
-    select count(*)::int as n from deleted`.execute(db)
+    select coalesce(sum(n), 0)::int as n from deleted`.execute(db)
   return rows[0]?.n ?? 0
 }

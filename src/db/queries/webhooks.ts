@@ -6,7 +6,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { EventType, JobEvent } from '../../core/events.ts'
-import { EVENT_COLUMNS, type EventRow, toEvent } from './events.ts'
+import { EVENT_COLUMNS, EVENTS_OF_BATCH, type EventRow, toEvent } from './events.ts'
 
 export interface WebhookSubscriptionRow {
   id: string
@@ -91,8 +91,8 @@ export interface WebhookDeliveryRow {
 /** Records one delivery attempt. */
 export async function webhookDeliveryInsert(db: Kysely<DB>, p: Omit<WebhookDeliveryRow, 'id' | 'at'> & { subscriptionId: string }): Promise<void> {
   await sql`
-    insert into pgsched.webhook_deliveries (subscription_id, event_seq, event_type, job_id, attempt, status_code, ok, error, duration_ms)
-    select ${p.subscriptionId}::uuid, ${p.eventId}::bigint, ${p.eventType}::text, ${p.jobId}::uuid, ${p.attempt}::int,
+    insert into pgsched.webhook_deliveries (subscription_id, event_id, event_type, job_id, attempt, status_code, ok, error, duration_ms)
+    select ${p.subscriptionId}::uuid, ${p.eventId}::text, ${p.eventType}::text, ${p.jobId}::uuid, ${p.attempt}::int,
            ${p.statusCode}::int, ${p.ok}::bool, ${p.error}::text, ${p.durationMs}::int
      where exists (select 1 from pgsched.webhook_subscriptions where id = ${p.subscriptionId}::uuid)   -- not for a deleted one`.execute(db)
 }
@@ -100,7 +100,7 @@ export async function webhookDeliveryInsert(db: Kysely<DB>, p: Omit<WebhookDeliv
 /** A subscription's delivery attempts, newest first. */
 export async function webhookDeliveryList(db: Kysely<DB>, p: { subscriptionId: string; limit: number }): Promise<WebhookDeliveryRow[]> {
   const { rows } = await sql<WebhookDeliveryRow>`
-    select id, event_seq::text as "eventId", event_type as "eventType", job_id as "jobId", attempt, at, status_code as "statusCode", ok, error,
+    select id, event_id as "eventId", event_type as "eventType", job_id as "jobId", attempt, at, status_code as "statusCode", ok, error,
            duration_ms as "durationMs"
       from pgsched.webhook_deliveries
      where subscription_id = ${p.subscriptionId}::uuid
@@ -136,33 +136,49 @@ export interface WebhookDue {
 
 /**
  * Under the lock of the webhooks cursor (SKIP LOCKED: one dispatcher at a time; `trx` must be a
- * transaction), the next `limit` numbered events after it, each paired with every subscription
- * of its tenant that wants its type and existed when it happened. Events of pgsched's own jobs
- * (pgsched.webhook deliveries) are never sent. `upTo`: where the cursor goes once they are
- * submitted; null when another dispatcher holds the cursor. `read`: how many events.
+ * transaction), the events of the next numbered batches after it (whole batches, as many as keep
+ * the count within `limit`, at least one), each paired with every subscription of its tenant that
+ * wants its type and existed when it happened. Events of pgsched's own jobs (pgsched.webhook
+ * deliveries) are never sent. `upTo`: the batch number the cursor goes to once they are submitted;
+ * null when another dispatcher holds the cursor. `read`: how many events; `more`: batches are left.
  */
-export async function webhookDueAfterCursor(trx: Kysely<DB>, p: { limit: number }): Promise<{ upTo: string | null; read: number; due: WebhookDue[] }> {
+export async function webhookDueAfterCursor(
+  trx: Kysely<DB>,
+  p: { limit: number },
+): Promise<{ upTo: string | null; read: number; more: boolean; due: WebhookDue[] }> {
   const { rows: cursor } = await sql<{ seq: string }>`
     select seq::text as seq from pgsched.event_cursors where name = 'webhooks' for update skip locked`.execute(trx)
   const from = cursor[0]?.seq
-  if (from === undefined) return { upTo: null, read: 0, due: [] }
-  const { rows } = await sql<EventRow & { subscription_id: string | null; subscription_queue: string | null; last: string }>`
+  if (from === undefined) return { upTo: null, read: 0, more: false, due: [] }
+  const { rows } = await sql<EventRow & { subscription_id: string | null; subscription_queue: string | null; last: string; read: number; more: boolean }>`
     with next as (
-      select * from pgsched.events where seq is not null and seq > ${from}::bigint order by seq limit ${p.limit}::int
+      select n.*, sum(n.size) over (order by n.seq) as running, count(*) over () as batches
+        from (select id, seq, size from pgsched.event_batches where seq is not null and seq > ${from}::bigint order by seq limit ${p.limit}::int) n
+    ),
+    chosen as (
+      -- whole batches while the events stay within the limit; the first one in any case
+      select * from next where running <= ${p.limit}::int or running = size
+    ),
+    summary as (
+      select max(seq)::text as last, coalesce(sum(size), 0)::int as read,
+             (select count(*) from chosen) < coalesce((select max(batches) from next), 0) or coalesce((select max(batches) from next), 0) = ${p.limit}::int as more
+        from chosen
     )
-    select ${EVENT_COLUMNS}, s.id as subscription_id, s.queue as subscription_queue, (select max(seq) from next)::text as last
-      from next e
+    select ${EVENT_COLUMNS}, s.id as subscription_id, s.queue as subscription_queue, summary.last, summary.read, summary.more
+      from summary
+      left join (chosen c join pgsched.event_batches b on b.id = c.id cross join lateral ${EVENTS_OF_BATCH}) on true
       left join pgsched.webhook_subscriptions s
-        on s.tenant = e.tenant and (cardinality(s.events) = 0 or e.type = any(s.events)) and s.created_at <= e.at
+        on s.tenant = e.tenant and (cardinality(s.events) = 0 or e.type = any(s.events)) and s.created_at <= b.at
        and e.job_type not like 'pgsched.%'
-     order by e.seq, s.id`.execute(trx)
+     order by b.seq, e.n, s.id`.execute(trx)
   const due = rows.flatMap((r) =>
-    r.subscription_id === null ? [] : [{ subscriptionId: r.subscription_id, queue: r.subscription_queue as string, event: toEvent(r) }],
+    r.subscription_id === null || r.seq === null ? [] : [{ subscriptionId: r.subscription_id, queue: r.subscription_queue as string, event: toEvent(r) }],
   )
-  return { upTo: rows[0]?.last ?? from, read: new Set(rows.map((r) => r.seq)).size, due }
+  const head = rows[0]
+  return { upTo: head?.last ?? from, read: head?.read ?? 0, more: head?.more ?? false, due }
 }
 
-/** Moves the webhooks cursor (in the transaction that holds it). */
+/** Moves the webhooks cursor to batch number `to` (in the transaction that holds it). */
 export async function webhookCursorAdvance(trx: Kysely<DB>, p: { to: string }): Promise<void> {
   await sql`update pgsched.event_cursors set seq = greatest(seq, ${p.to}::bigint) where name = 'webhooks'`.execute(trx)
 }
