@@ -11,7 +11,16 @@ import type { DB } from './db/schema.ts'
 import { ForbiddenError, InvalidStateError, NotFoundError, ValidationError } from './errors.ts'
 import type { JobFilter } from './db/queries/job-filter.ts'
 import { jobGetById, jobList } from './db/queries/job-views.ts'
-import { jobCancelMany, jobCountForAction, jobDeleteMany, jobIdsForAction, jobRunAgainMany, jobTenantOf, type JobAction } from './db/queries/job-operations.ts'
+import {
+  executionTenantOf,
+  jobCancelMany,
+  jobCountForAction,
+  jobDeleteMany,
+  jobIdsForAction,
+  jobRunAgainMany,
+  jobTenantOf,
+  type JobAction,
+} from './db/queries/job-operations.ts'
 import { UUID, assertUuid, decodeCursor, encodeCursor, limitOf, type Page } from './paging.ts'
 
 /** The filters of a job list or export. Dates as Date or ISO-8601 text. */
@@ -80,6 +89,8 @@ export interface JobOperations {
   bulkJobs(params: BulkJobsParams): Promise<BulkJobsResult>
   /** The tenant a job belongs to (in a tenant's scope, always that tenant); undefined when there is no such job. */
   tenantOfJob(id: string): Promise<string | undefined>
+  /** The tenant an execution's job belongs to (in a tenant's scope, always that tenant); undefined when there is no such execution. */
+  tenantOfExecution(id: string): Promise<string | undefined>
 }
 
 /** The action's past participle, for messages. */
@@ -192,6 +203,11 @@ export function jobOperations(db: Kysely<DB>, own: string | null): JobOperations
     async tenantOfJob(id) {
       assertUuid(id, 'id')
       return own ?? jobTenantOf(db, id)
+    },
+
+    async tenantOfExecution(id) {
+      assertUuid(id, 'id')
+      return own ?? executionTenantOf(db, id)
     },
 
     async bulkJobs(params) {

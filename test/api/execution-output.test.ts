@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildApp } from '../../src/api/app.ts'
 import type { DB } from '../../src/db/schema.ts'
 import { createClient } from '../../src/client.ts'
+import { createApiKey } from '../../src/api/auth.ts'
 import { executionOutputAppendMany, executionOutputUriSet } from '../../src/db/queries/output.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
@@ -71,6 +72,11 @@ describe('GET /v1/executions/{id}/output', () => {
     expect(out.body).toBe('one\ntwo\n')
     const other = await api.call(await api.keyFor('globex'), 'GET', `/v1/executions/${e.id}/output?follow=true`)
     expect(other.statusCode).toBe(404)
+    // an operator key reads any tenant's output, as it views any tenant's job
+    const operator = (await createApiKey(t.db, { tenant: 'ops', operator: true })).key
+    const read = await api.call(operator, 'GET', `/v1/executions/${e.id}/output`)
+    expect(read.statusCode).toBe(200)
+    expect(read.body).toBe('one\ntwo\n')
   })
 
   it('refuses a follow value that is not a boolean', async () => {

@@ -21,6 +21,7 @@ import { OutputGoneError, type OutputReader, type OutputReaders } from '../outpu
 import { IdParams } from '../schemas/common.ts'
 import { CommonErrors } from '../schemas/error.ts'
 import type { RouteDeps } from './deps.ts'
+import { clientForExecution } from './job-operations.ts'
 
 /** What the output route needs besides the client. */
 export interface OutputRouteDeps {
@@ -149,7 +150,7 @@ export const executionRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app,
     },
     async (request, reply) => {
       const id = request.params.id
-      const client = deps.clientFor(request)
+      const client = await clientForExecution(deps, request, id)
       const execution = await client.viewExecution(id)
       const location = parseOutputUri(execution.outputUri)
       let body: AsyncGenerator<Buffer>

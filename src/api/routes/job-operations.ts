@@ -36,6 +36,14 @@ export async function clientForJob(deps: RouteDeps, request: FastifyRequest, id:
   return tenant === undefined || tenant === client.tenant ? client : client.withTenant(tenant, `api-key:${request.identity.keyId}`)
 }
 
+/** The client for a route addressing one execution: as clientForJob, by the execution's job. */
+export async function clientForExecution(deps: RouteDeps, request: FastifyRequest, id: string): Promise<Client> {
+  const client = deps.clientFor(request)
+  if (!request.identity?.operator) return client
+  const tenant = await client.allTenants().tenantOfExecution(id)
+  return tenant === undefined || tenant === client.tenant ? client : client.withTenant(tenant, `api-key:${request.identity.keyId}`)
+}
+
 /** The JSON export: one array, written a job at a time. */
 async function* jsonArray(jobs: AsyncGenerator<Job>): AsyncGenerator<string> {
   let first = true

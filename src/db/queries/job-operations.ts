@@ -201,6 +201,17 @@ export async function jobDeleteMany(trx: Executor, params: JobActParams): Promis
 }
 
 /** The tenant of a job, whichever it is (for operator keys); undefined when there is no such job. */
+/** The tenant of the job an execution belongs to; undefined when there is no such execution. */
+export async function executionTenantOf(db: Executor, id: string): Promise<string | undefined> {
+  const row = await db
+    .selectFrom('pgsched.executions as e')
+    .innerJoin('pgsched.jobs as j', 'j.id', 'e.job_id')
+    .select('j.tenant')
+    .where('e.id', '=', id)
+    .executeTakeFirst()
+  return row?.tenant
+}
+
 export async function jobTenantOf(db: Executor, id: string): Promise<string | undefined> {
   const row = await db.selectFrom('pgsched.jobs').select('tenant').where('id', '=', id).executeTakeFirst()
   return row?.tenant
