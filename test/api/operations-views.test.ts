@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { workerRegister } from '../../src/db/queries/workers.ts'
 import { useTestDb } from '../db.ts'
-import { insertExecution, insertExecutions, msAgo } from '../factories.ts'
+import { insertExecution, insertExecutions, insertTrigger, msAgo } from '../factories.ts'
 import { useTestApi } from './helpers.ts'
 
 const t = useTestDb()
@@ -136,6 +136,31 @@ describe('GET /v1/failures', () => {
     expect((await api.call(key, 'GET', '/v1/failures?queue=b')).json().items.map((g: { count: number }) => g.count)).toEqual([1])
     const recent = await api.call(key, 'GET', `/v1/failures?since=${new Date(Date.now() - 30_000).toISOString()}`)
     expect(recent.json().items.find((g: { errorType: string }) => g.errorType === 'NetError').count).toBe(1)
+  })
+})
+
+describe('a failure group as a filter', () => {
+  it("reaches exactly the group's jobs, a stopped schedule's (ScheduleError) as well as an execution's", async () => {
+    const key = await api.keyFor('grp')
+    const refused = { message: 'connection refused', name: 'NetError', attempt: 3 }
+    await insertExecutions(t.db, 2, { state: 'failed', error: refused, job: { tenant: 'grp' } })
+    await insertExecution(t.db, { state: 'succeeded', job: { tenant: 'grp' } })
+    const { jobId: stopped } = await insertTrigger(t.db, { job: { tenant: 'grp' }, nextFireAt: null })
+    await t.db.updateTable('pgsched.triggers').set({ error: 'the time zone Mars/Base is unknown' }).where('job_id', '=', stopped).execute()
+
+    const groups = (await api.call(key, 'GET', '/v1/failures')).json().items as Array<{ errorType: string; message: string; count: number }>
+    expect(groups.map((g) => [g.errorType, g.count])).toEqual([
+      ['NetError', 2],
+      ['ScheduleError', 1],
+    ])
+    for (const g of groups) {
+      const q = new URLSearchParams({ errorType: g.errorType, errorMessage: g.message })
+      const listed = (await api.call(key, 'GET', `/v1/jobs?${q}`)).json().items
+      expect(listed).toHaveLength(g.count)
+    }
+    const schedule = groups.find((g) => g.errorType === 'ScheduleError')
+    const listed = await api.call(key, 'GET', `/v1/jobs?${new URLSearchParams({ errorType: 'ScheduleError', errorMessage: schedule?.message ?? '' })}`)
+    expect(listed.json().items.map((j: { id: string }) => j.id)).toEqual([stopped])
   })
 })
 

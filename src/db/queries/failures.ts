@@ -5,7 +5,7 @@
  */
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
-import { jobFilterSql, jobJoins, statusCondition } from './job-filter.ts'
+import { errorMessageSql, errorTypeSql, jobFilterSql, jobJoins, statusCondition } from './job-filter.ts'
 
 export interface FailureGroup {
   errorType: string
@@ -46,8 +46,8 @@ export async function failureGroupList(db: Kysely<DB>, params: FailureGroupListP
   }>`
     with failed as (
       select j.id, j.type, j.queue, j.payload,
-             case when t.error is not null then 'ScheduleError' else coalesce(e.error->>'name', 'Error') end as error_type,
-             coalesce(t.error, e.error->>'message', '') as message,
+             coalesce(${errorTypeSql}, 'Error') as error_type,
+             coalesce(${errorMessageSql}, '') as message,
              coalesce(e.finished_at, t.updated_at, j.updated_at) as seen_at
         from ${jobJoins}
        where ${jobFilterSql({ tenant: params.tenant, queue: params.queue, type: params.type })}

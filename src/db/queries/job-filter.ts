@@ -43,9 +43,9 @@ export interface JobFilter {
   type?: string
   queue?: string
   idempotencyKey?: string
-  /** `name` of the latest execution's error (exact). */
+  /** The job's error type as the failures view groups it (errorTypeSql), exact. */
   errorType?: string
-  /** `message` of the latest execution's error (exact). */
+  /** The job's error message as the failures view groups it (errorMessageSql), exact. */
   errorMessage?: string
   createdAfter?: Date
   createdBefore?: Date
@@ -57,6 +57,14 @@ export const jobJoins = sql`pgsched.jobs j
       left join lateral (select le.* from pgsched.executions le where le.job_id = j.id
                           order by le.scheduled_for desc limit 1) e on true`
 
+/**
+ * A job's error type and message (null when it has none): its stopped schedule's error
+ * (`ScheduleError`), else its latest execution's. The failures view groups by them and the
+ * filters match them, so a group's actions reach exactly its jobs.
+ */
+export const errorTypeSql = sql`(case when t.error is not null then 'ScheduleError' when e.error is not null then coalesce(e.error->>'name', 'Error') end)`
+export const errorMessageSql = sql`(case when t.error is not null then t.error when e.error is not null then coalesce(e.error->>'message', '') end)`
+
 /** The filter as one condition over `j`, `t` and `e`. */
 export function jobFilterSql(f: JobFilter): RawBuilder<unknown> {
   const parts: RawBuilder<unknown>[] = [sql`true`]
@@ -66,8 +74,8 @@ export function jobFilterSql(f: JobFilter): RawBuilder<unknown> {
   if (f.type !== undefined) parts.push(sql`j.type = ${f.type}::text`)
   if (f.queue !== undefined) parts.push(sql`j.queue = ${f.queue}::text`)
   if (f.idempotencyKey !== undefined) parts.push(sql`j.idempotency_key = ${f.idempotencyKey}::text`)
-  if (f.errorType !== undefined) parts.push(sql`e.error->>'name' = ${f.errorType}::text`)
-  if (f.errorMessage !== undefined) parts.push(sql`e.error->>'message' = ${f.errorMessage}::text`)
+  if (f.errorType !== undefined) parts.push(sql`${errorTypeSql} = ${f.errorType}::text`)
+  if (f.errorMessage !== undefined) parts.push(sql`${errorMessageSql} = ${f.errorMessage}::text`)
   if (f.createdAfter !== undefined) parts.push(sql`j.created_at > ${f.createdAfter}::timestamptz`)
   if (f.createdBefore !== undefined) parts.push(sql`j.created_at < ${f.createdBefore}::timestamptz`)
   return sql.join(parts, sql` and `)
