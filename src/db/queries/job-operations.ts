@@ -11,7 +11,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { JobStatus } from '../../core/job-status.ts'
 import { eventsCaptured } from './event-capture.ts'
-import { executionErrorSql } from './fragments.ts'
+import { jobCancelEffects } from './jobs.ts'
 import { jobFilterSql, jobJoins, statusCondition, type JobFilter } from './job-filter.ts'
 
 type Executor = Kysely<DB>
@@ -114,14 +114,6 @@ export async function jobRunAgainMany(trx: Executor, params: JobActParams & { ac
   return rows.map((r) => r.id)
 }
 
-/** The error a cancelled execution ends with (the row before the update: a running one names its worker). */
-const cancelledError = executionErrorSql({
-  message: sql`'cancelled'`,
-  name: sql`'CancelledError'`,
-  attempt: sql`attempt`,
-  workerId: sql`worker_id`,
-})
-
 /**
  * Cancels the qualifying jobs (scheduled, running or paused): each job and its trigger stop,
  * pending and running executions become cancelled (a running one's worker loses its lease; a
@@ -139,29 +131,7 @@ export async function jobCancelMany(trx: Executor, params: JobActParams): Promis
        where id in (select id from target)
       returning id, tenant, queue, type
     ),
-    stop_trigger as (
-      update pgsched.triggers
-         set next_fire_at = null, updated_at = now()
-       where job_id in (select id from job)
-    ),
-    running as (
-      select id from pgsched.executions
-       where job_id in (select id from job) and state = 'running'
-    ),
-    cancelled as (
-      update pgsched.executions
-         set state = 'cancelled', finished_at = now(), last_worker_id = coalesce(worker_id, last_worker_id), worker_id = null, lease_expires_at = null,
-             error = ${cancelledError}
-       where job_id in (select id from job) and state in ('pending', 'running')
-      returning id, job_id, tenant, queue, type, attempt
-    ),
-    ${eventsCaptured(sql`select 'cancelled', tenant, job_id, id, queue, type, attempt from cancelled
-                          union all
-                         select 'cancelled', tenant, id, null::uuid, queue, type, null::int from job
-                          where id not in (select job_id from cancelled)`)},
-    notified as (
-      select pg_notify('pgsched_cancel', json_agg(id)::text) from running having count(*) > 0
-    )
+    ${jobCancelEffects}
     select (select array_agg(id order by id) from job) as job_ids,
            (select array_agg(id) from running) as running_ids,
            (select count(*) from notified) as notified`.execute(trx)

@@ -203,22 +203,12 @@ export interface JobCancelParams {
 }
 
 /**
- * Cancels a job: the job and its trigger stop, pending and running executions
- * become cancelled (a running one's worker loses its lease and aborts the
- * handler; a notification on `pgsched_cancel` makes that immediate).
- * Returns the ids of executions that were running, or undefined if no such job.
+ * What cancelling the jobs of a `job` CTE (updated to cancelled, returning id, tenant, queue, type)
+ * also does, as further CTEs: their triggers stop, their pending and running executions become
+ * cancelled (`cancelled`; `running` names those that ran), an event per execution cancelled or
+ * one per job when none was, and a notification on `pgsched_cancel` for the running ones.
  */
-export async function jobCancel(db: Executor, params: JobCancelParams): Promise<{ runningExecutionIds: string[] } | undefined> {
-  // Wait for a dispatcher that holds this job's trigger: the statement below then starts with
-  // a snapshot that includes the execution it may just have created, and cancels that too.
-  await sql`select job_id from pgsched.triggers where job_id = ${params.id}::uuid for update`.execute(db)
-  const result = await sql<{ found: boolean; running_ids: string[] | null }>`
-    with job as (
-      update pgsched.jobs
-         set state = 'cancelled', updated_at = now()
-       where id = ${params.id}::uuid and tenant = ${params.tenant}::text
-      returning id, tenant, queue, type
-    ),
+export const jobCancelEffects = sql`
     stop_trigger as (
       update pgsched.triggers
          set next_fire_at = null, updated_at = now()
@@ -235,13 +225,32 @@ export async function jobCancel(db: Executor, params: JobCancelParams): Promise<
        where job_id in (select id from job) and state in ('pending', 'running')
       returning id, job_id, tenant, queue, type, attempt
     ),
-    -- an event per execution cancelled, or one for the job when none was
     ${eventsCaptured(sql`select 'cancelled', tenant, job_id, id, queue, type, attempt from cancelled
                           union all
-                         select 'cancelled', tenant, id, null::uuid, queue, type, null::int from job where not exists (select 1 from cancelled)`)},
+                         select 'cancelled', tenant, id, null::uuid, queue, type, null::int from job
+                          where id not in (select job_id from cancelled)`)},
     notified as (
       select pg_notify('pgsched_cancel', json_agg(id)::text) from running having count(*) > 0
-    )
+    )`
+
+/**
+ * Cancels a job: the job and its trigger stop, pending and running executions
+ * become cancelled (a running one's worker loses its lease and aborts the
+ * handler; a notification on `pgsched_cancel` makes that immediate).
+ * Returns the ids of executions that were running, or undefined if no such job.
+ */
+export async function jobCancel(db: Executor, params: JobCancelParams): Promise<{ runningExecutionIds: string[] } | undefined> {
+  // Wait for a dispatcher that holds this job's trigger: the statement below then starts with
+  // a snapshot that includes the execution it may just have created, and cancels that too.
+  await sql`select job_id from pgsched.triggers where job_id = ${params.id}::uuid for update`.execute(db)
+  const result = await sql<{ found: boolean; running_ids: string[] | null }>`
+    with job as (
+      update pgsched.jobs
+         set state = 'cancelled', updated_at = now()
+       where id = ${params.id}::uuid and tenant = ${params.tenant}::text
+      returning id, tenant, queue, type
+    ),
+    ${jobCancelEffects}
     select exists (select 1 from job) as found,
            (select array_agg(id) from running) as running_ids,
            (select count(*) from notified) as notified,
