@@ -31,6 +31,8 @@ const CROSS_FIELD: Array<{ status: number; path?: string; message: RegExp }> = [
   { status: 400, path: 'endAt', message: /^startAt and endAt apply only to recurring schedules/ },
   { status: 400, path: 'backoffMaxMs', message: /^backoffMaxMs must be an integer from \d+ to/ },
   { status: 409, message: /^idempotency key ".*" was already used for a different job request$/s },
+  // not cross-field, but named in the payload's description: keys that could poison objects
+  { status: 400, message: /^request body must not contain (the key "__proto__"|"constructor\.prototype")$/ },
 ]
 
 async function documentOf(): Promise<Doc> {

@@ -144,7 +144,8 @@ export const SubmitJobBody = Type.Object(
       Type.Unknown({
         description:
           `Any JSON value given to the handler; default {}. At most ${MAX_PAYLOAD_BYTES} bytes as JSON and ${MAX_PAYLOAD_DEPTH} levels deep; ` +
-          'no NUL character (\\u0000) or lone surrogate in any string or key.',
+          'no NUL character (\\u0000) or lone surrogate in any string or key; over HTTP, no `__proto__` key and no `constructor` object ' +
+          'with a `prototype` key (the request body is refused: 400).',
       }),
     ),
     queue: Type.Optional(QueueName(`Queue name, ${QUEUE_RULE}; default \`default\`.`)),
