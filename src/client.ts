@@ -19,7 +19,7 @@ import { newJob } from './core/new-job.ts'
 import { workerServes } from './db/queries/workers.ts'
 import { createDb } from './db/pool.ts'
 import type { DB } from './db/schema.ts'
-import { jobCancel, jobSetPaused, type JobInsertOutcome } from './db/queries/jobs.ts'
+import { jobCancel, jobCancelSweep, jobSetPaused, type JobInsertOutcome } from './db/queries/jobs.ts'
 import { jobGetById } from './db/queries/job-views.ts'
 import { jobOperations, type JobOperations, type ListJobsParams } from './job-operations.ts'
 import { operationsViews, type OperationsViews } from './operations-views.ts'
@@ -276,6 +276,8 @@ function makeClient(
         throw new InvalidStateError(`job ${id} has already finished (${job.status}); nothing to cancel`)
       }
       await run(options, (ex) => jobCancel(ex, { tenant, id }), true)
+      // once committed (in the caller's transaction, what was in flight before its commit is not swept)
+      if (options?.trx === undefined) await jobCancelSweep(db, [id])
       return viewJob(id, options)
     },
 

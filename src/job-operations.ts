@@ -11,6 +11,7 @@ import type { DB } from './db/schema.ts'
 import { ForbiddenError, InvalidStateError, NotFoundError, ValidationError } from './errors.ts'
 import type { JobFilter } from './db/queries/job-filter.ts'
 import { jobGetById, jobList } from './db/queries/job-views.ts'
+import { jobCancelSweep } from './db/queries/jobs.ts'
 import {
   executionTenantOf,
   jobCancelMany,
@@ -154,12 +155,15 @@ export function jobOperations(db: Kysely<DB>, own: string | null): JobOperations
   }
 
   /** Acts on the given jobs in one transaction; returns the ids changed. */
-  function act(action: JobAction, tenant: string | null, ids: readonly string[], filter?: JobFilter): Promise<string[]> {
-    return db.transaction().execute(async (trx) => {
+  async function act(action: JobAction, tenant: string | null, ids: readonly string[], filter?: JobFilter): Promise<string[]> {
+    const changed = await db.transaction().execute(async (trx) => {
       if (action === 'cancel') return (await jobCancelMany(trx, { tenant, ids, filter })).jobIds
       if (action === 'delete') return jobDeleteMany(trx, { tenant, ids, filter })
       return jobRunAgainMany(trx, { tenant, ids, filter, action })
     })
+    // once the cancel committed: what claims and retries in flight moved where it could not see
+    if (action === 'cancel') await jobCancelSweep(db, changed)
+    return changed
   }
 
   /** One job: acts, or says why not (404 when absent, 409 naming its status). */

@@ -5,6 +5,9 @@ import { waitFor } from './wait-for.ts'
 import { createClient } from '../src/client.ts'
 import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from '../src/errors.ts'
 import { useTestDb } from './db.ts'
+import { executionClaimBatch, executionClaimBatchQuery } from '../src/db/queries/claim.ts'
+
+const CLAIMER = '01900000-0000-7000-8000-00000000c1a1'
 
 const t = useTestDb()
 const client = () => createClient({ db: t.db, tenant: 'acme' })
@@ -182,7 +185,7 @@ describe('client.cancelJob / pauseJob', () => {
     await dispatcher.query('begin')
     await dispatcher.query('select job_id from pgsched.triggers where job_id = $1 for update', [job.id])
     await dispatcher.query(
-      `insert into pgsched.executions (job_id, tenant, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
+      `insert into pgsched.due (job_id, tenant, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms)
        values ($1, 'acme', 'default', 'x', 0, now(), now(), 5, 1000)`,
       [job.id],
     )
@@ -199,6 +202,40 @@ describe('client.cancelJob / pauseJob', () => {
     dispatcher.release()
     expect((await cancelling).status).toBe('CANCELLED')
     expect((await executionsOf(job.id)).map((e) => e.state)).toEqual(['cancelled'])
+  })
+
+  it('also cancels the execution a claim is taking at the same moment', async () => {
+    const { job } = await client().submitJob({ type: 'x' })
+    const claimer = await t.pool.connect()
+    await claimer.query('begin')
+    // the claim runs but has not committed: it holds the due row it moves to pgsched.runs
+    const claim = executionClaimBatchQuery({ workerId: CLAIMER, queues: ['default'], types: ['x'], limit: 10, leaseMs: 60_000 }).compile(t.db)
+    expect((await claimer.query(claim.sql, [...claim.parameters])).rows).toHaveLength(1)
+    const cancelling = client().cancelJob(job.id)
+    await waitFor(
+      async () => {
+        const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and wait_event_type = 'Lock'`.execute(t.db)
+        return rows[0]?.n === 1
+      },
+      { what: 'cancel to wait for the claim' },
+    )
+    await claimer.query('commit')
+    claimer.release()
+    expect((await cancelling).status).toBe('CANCELLED')
+    expect((await executionsOf(job.id)).map((e) => e.state)).toEqual(['cancelled'])
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.runs where job_id = ${job.id}::uuid`.execute(t.db)
+    expect(rows[0]?.n).toBe(0)
+  })
+
+  it('lets no claim start an execution of a cancelled job, cancelling it instead', async () => {
+    const { job } = await client().submitJob({ type: 'x', maxAttempts: 3 })
+    await client().cancelJob(job.id)
+    // a retry that a failing attempt queued while the cancel ran, where the cancel could not see it
+    await sql`insert into pgsched.due (job_id, tenant, queue, type, priority, scheduled_for, run_at, attempt, max_attempts, timeout_ms)
+              values (${job.id}::uuid, 'acme', 'default', 'x', 0, now(), now(), 1, 3, 1000)`.execute(t.db)
+    expect(await executionClaimBatch(t.db, { workerId: CLAIMER, queues: ['default'], types: ['x'], limit: 10, leaseMs: 60_000 })).toEqual([])
+    expect((await executionsOf(job.id)).map((e) => e.state)).toEqual(['cancelled', 'cancelled'])
   })
 
   it('pauses and resumes a recurring job, and refuses to pause a one-time job', async () => {

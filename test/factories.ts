@@ -6,7 +6,7 @@
  * nowhere else; the defaults satisfy every check constraint of the schema
  * (running ⇔ worker and lease, terminal ⇔ finished_at, attempt ≤ max_attempts).
  */
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB, ExecutionState, MisfirePolicy, OverlapPolicy, TriggerKind } from '../src/db/schema.ts'
 
 /** The worker id running executions get when a test does not name one. */
@@ -163,39 +163,63 @@ export async function insertExecution(db: Kysely<DB>, overrides: ExecutionOverri
  * With `jobId`, only one: a job has one execution per fire time.
  */
 export async function insertExecutions(db: Kysely<DB>, count: number, overrides: ExecutionOverrides = {}): Promise<InsertedExecution[]> {
+  let jobs: RawBuilder<unknown>
+  let e: ReturnType<typeof executionValues>
   if (overrides.jobId !== undefined) {
     if (count !== 1) throw new Error('insertExecutions: one execution per call for a given jobId (give each its scheduledFor)')
     const job = await db.selectFrom('pgsched.jobs').select(JOB_COLUMNS).where('id', '=', overrides.jobId).executeTakeFirstOrThrow()
-    const row = await db
-      .insertInto('pgsched.executions')
-      .values(executionValues(toInsertedJob(job), overrides, new Date()))
-      .returning(['id', 'job_id'])
-      .executeTakeFirstOrThrow()
-    return [{ id: row.id, jobId: row.job_id }]
-  }
-  const j = jobValues(overrides.job ?? {})
-  const e = executionValues(
-    { id: '', tenant: j.tenant, type: j.type, queue: j.queue, priority: j.priority, maxAttempts: j.max_attempts, timeoutMs: j.timeout_ms },
-    overrides,
-    new Date(),
-  )
-  const { rows } = await sql<{ id: string; job_id: string }>`
-    with job as (
+    e = executionValues(toInsertedJob(job), overrides, new Date())
+    jobs = sql`select id, tenant, queue, type, priority, max_attempts, timeout_ms from pgsched.jobs where id = ${overrides.jobId}::uuid`
+  } else {
+    const j = jobValues(overrides.job ?? {})
+    e = executionValues(
+      { id: '', tenant: j.tenant, type: j.type, queue: j.queue, priority: j.priority, maxAttempts: j.max_attempts, timeoutMs: j.timeout_ms },
+      overrides,
+      new Date(),
+    )
+    jobs = sql`
       insert into pgsched.jobs (tenant, type, queue, priority, payload, max_attempts, backoff_base_ms, backoff_max_ms,
                                 timeout_ms, idempotency_key, state, created_by, created_at)
       select ${j.tenant}::text, ${j.type}::text, ${j.queue}::text, ${j.priority}::int, ${j.payload}::jsonb, ${j.max_attempts}::int,
              ${j.backoff_base_ms}::int, ${j.backoff_max_ms}::int, ${j.timeout_ms}::int, ${j.idempotency_key}::text, ${j.state}::text,
              ${j.created_by}::text, coalesce(${overrides.job?.createdAt ?? null}::timestamptz, now())
         from generate_series(1, ${count}::int)
-      returning id, queue, type, priority, max_attempts, timeout_ms
+      returning id, tenant, queue, type, priority, max_attempts, timeout_ms`
+  }
+  const priority = overrides.priority ?? null
+  // Each state in its table (migration 0028): pending in due, running in runs, ended in the history;
+  // a pending or running one with attempts already ended also has a pending history row (its error).
+  const live = sql`select pgsched.uuid_v7() as id, id as job_id, tenant, queue, type, coalesce(${priority}::int, priority) as priority,
+                          max_attempts, timeout_ms from job`
+  const { rows } = await sql<{ id: string; job_id: string }>`
+    with job as (${jobs}),
+    x as materialized (${live}),
+    pending as (
+      insert into pgsched.due (execution_id, job_id, tenant, queue, type, priority, max_attempts, timeout_ms, scheduled_for, run_at, attempt)
+      select id, job_id, tenant, queue, type, priority, max_attempts, timeout_ms, ${e.scheduled_for}::timestamptz, ${e.run_at}::timestamptz,
+             ${e.attempt}::int
+        from x where ${e.state}::text = 'pending'
+    ),
+    running as (
+      insert into pgsched.runs (execution_id, job_id, worker_id, attempt, lease_expires_at, started_at, queue, type, priority, run_at,
+                                scheduled_for, max_attempts, timeout_ms, tenant, created_at)
+      select id, job_id, ${e.worker_id}::uuid, ${e.attempt}::int, ${e.lease_expires_at}::timestamptz, coalesce(${e.started_at}::timestamptz, now()),
+             queue, type, priority, ${e.run_at}::timestamptz, ${e.scheduled_for}::timestamptz, max_attempts, timeout_ms, tenant, now()
+        from x where ${e.state}::text = 'running'
+    ),
+    history as (
+      insert into pgsched.execution_history (id, job_id, tenant, queue, type, priority, max_attempts, timeout_ms, scheduled_for, run_at, state,
+                                             attempt, started_at, finished_at, result, error)
+      select id, job_id, tenant, queue, type, priority, max_attempts, timeout_ms, ${e.scheduled_for}::timestamptz, ${e.run_at}::timestamptz,
+             case when ${e.state}::text in ('pending', 'running') then 'pending' else ${e.state}::text end,
+             case when ${e.state}::text = 'running' then ${e.attempt}::int - 1 else ${e.attempt}::int end,
+             ${e.started_at}::timestamptz, ${e.finished_at}::timestamptz, ${e.result}::jsonb, ${e.error}::jsonb
+        from x
+       where ${e.state}::text not in ('pending', 'running')
+          or (${e.state}::text = 'pending' and ${e.attempt}::int > 0)
+          or (${e.state}::text = 'running' and ${e.attempt}::int > 1)
     )
-    insert into pgsched.executions (job_id, tenant, queue, type, priority, max_attempts, timeout_ms, scheduled_for, run_at, state,
-                                    attempt, worker_id, lease_expires_at, started_at, finished_at, result, error)
-    select id, ${j.tenant}::text, queue, type, priority, max_attempts, timeout_ms, ${e.scheduled_for}::timestamptz, ${e.run_at}::timestamptz,
-           ${e.state}::text, ${e.attempt}::int, ${e.worker_id}::uuid, ${e.lease_expires_at}::timestamptz,
-           ${e.started_at}::timestamptz, ${e.finished_at}::timestamptz, ${e.result}::jsonb, ${e.error}::jsonb
-      from job
-    returning id, job_id`.execute(db)
+    select id, job_id from x`.execute(db)
   return rows.map((r) => ({ id: r.id, jobId: r.job_id }))
 }
 
@@ -246,6 +270,13 @@ export interface SetExecutionStateParams {
   state: 'succeeded' | 'failed' | 'cancelled'
   /** Default now. */
   finishedAt?: Date
+  /** Default: as it was (attempts made so far; a running one's current attempt). */
+  attempt?: number
+  /** Default: as it was. */
+  startedAt?: Date
+  result?: unknown
+  error?: unknown
+  outputUri?: string
 }
 
 /**
@@ -254,17 +285,48 @@ export interface SetExecutionStateParams {
  * Returns how many it moved.
  */
 export async function setExecutionState(db: Kysely<DB>, params: SetExecutionStateParams): Promise<number> {
-  const result = await db
-    .updateTable('pgsched.executions')
-    .set({
-      state: params.state,
-      finished_at: params.finishedAt ?? new Date(),
-      worker_id: null,
-      lease_expires_at: null,
-    })
-    .where('job_id', 'in', [...params.jobIds])
-    .executeTakeFirst()
-  return Number(result.numUpdatedRows)
+  const finishedAt = params.finishedAt ?? new Date()
+  const { rows } = await sql<{ n: number }>`
+    with live as (
+      delete from pgsched.due where job_id = any(${[...params.jobIds]}::uuid[])
+      returning execution_id, job_id, tenant, queue, type, priority, max_attempts, timeout_ms, scheduled_for, run_at, attempt,
+                null::timestamptz as started_at, null::uuid as worker_id
+    ),
+    held as (
+      delete from pgsched.runs where job_id = any(${[...params.jobIds]}::uuid[])
+      returning execution_id, job_id, tenant, queue, type, priority, max_attempts, timeout_ms, scheduled_for, run_at, attempt,
+                started_at, worker_id
+    ),
+    moved as (
+      insert into pgsched.execution_history as h (id, job_id, tenant, queue, type, priority, max_attempts, timeout_ms, scheduled_for, run_at,
+                                                  state, attempt, started_at, finished_at, last_worker_id)
+      select execution_id, job_id, tenant, queue, type, priority, max_attempts, timeout_ms, scheduled_for, run_at,
+             ${params.state}::text, coalesce(${params.attempt ?? null}::int, attempt), coalesce(${params.startedAt ?? null}::timestamptz, started_at),
+             ${finishedAt}::timestamptz, worker_id
+        from (select * from live union all select * from held) x
+      on conflict (id, job_id) do update set state = excluded.state, attempt = excluded.attempt, finished_at = excluded.finished_at,
+                                             started_at = coalesce(excluded.started_at, h.started_at)
+      returning 1
+    ),
+    ended as (
+      update pgsched.execution_history
+         set state = ${params.state}::text, finished_at = ${finishedAt}::timestamptz,
+             attempt = coalesce(${params.attempt ?? null}::int, attempt), started_at = coalesce(${params.startedAt ?? null}::timestamptz, started_at)
+       where job_id = any(${[...params.jobIds]}::uuid[]) and state <> 'pending'
+         and id not in (select execution_id from live union all select execution_id from held)
+      returning 1
+    )
+    select ((select count(*) from moved) + (select count(*) from ended))::int as n`.execute(db)
+  // the outcome's details, on the rows just ended
+  if (params.result !== undefined || params.error !== undefined || params.outputUri !== undefined) {
+    await sql`
+      update pgsched.execution_history
+         set result = coalesce(${params.result === undefined ? null : JSON.stringify(params.result)}::jsonb, result),
+             error = coalesce(${params.error === undefined ? null : JSON.stringify(params.error)}::jsonb, error),
+             output_uri = coalesce(${params.outputUri ?? null}::text, output_uri)
+       where job_id = any(${[...params.jobIds]}::uuid[]) and state = ${params.state}::text`.execute(db)
+  }
+  return rows[0]?.n ?? 0
 }
 
 export interface TakeOverExecutionParams {
@@ -283,15 +345,48 @@ export interface TakeOverExecutionParams {
  */
 export async function takeOverExecution(db: Kysely<DB>, params: TakeOverExecutionParams): Promise<number> {
   const result = await db
-    .updateTable('pgsched.executions')
+    .updateTable('pgsched.runs')
     .set((eb) => ({
-      state: 'running',
       attempt: eb('attempt', '+', 1),
       worker_id: params.workerId,
       lease_expires_at: new Date(Date.now() + (params.leaseMs ?? 3_600_000)),
     }))
     .where('job_id', '=', params.jobId)
-    .where('state', '=', 'running')
     .executeTakeFirst()
   return Number(result.numUpdatedRows)
+}
+
+export interface StartExecutionsParams {
+  /** The pending executions to start: these jobs'; or `queue`'s. */
+  jobIds?: readonly string[]
+  queue?: string
+  /** Default FACTORY_WORKER_ID. */
+  workerId?: string
+  /** Default one minute. */
+  leaseMs?: number
+}
+
+/**
+ * Starts pending executions as a claim would (moves them from pgsched.due to pgsched.runs, the
+ * attempt counted, leased to `workerId`), without a handler. Returns how many started.
+ */
+export async function startExecutions(db: Kysely<DB>, params: StartExecutionsParams): Promise<number> {
+  const { rows } = await sql<{ n: number }>`
+    with taken as (
+      delete from pgsched.due
+       where (${params.jobIds === undefined}::boolean or job_id = any(${[...(params.jobIds ?? [])]}::uuid[]))
+         and (${params.queue ?? null}::text is null or queue = ${params.queue ?? null}::text)
+      returning *
+    ),
+    started as (
+      insert into pgsched.runs (execution_id, job_id, worker_id, attempt, lease_expires_at, started_at, queue, type, priority, run_at,
+                                scheduled_for, max_attempts, timeout_ms, tenant, concurrency_key, start_deadline, created_at)
+      select execution_id, job_id, ${params.workerId ?? FACTORY_WORKER_ID}::uuid, attempt + 1,
+             now() + ${params.leaseMs ?? 60_000}::int * interval '1 millisecond', now(), queue, type, priority, run_at,
+             scheduled_for, max_attempts, timeout_ms, tenant, concurrency_key, start_deadline, created_at
+        from taken
+      returning 1
+    )
+    select count(*)::int as n from started`.execute(db)
+  return rows[0]?.n ?? 0
 }

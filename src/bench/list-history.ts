@@ -119,17 +119,15 @@ async function writeOneTime(db: Kysely<DB>, l: HistoryLayout, c: Chunk, start: D
   await sql`
     insert into pgsched.job_idempotency_keys (tenant, idempotency_key, job_id, request_hash, created_at)
     select tenant, 'order-' || k, job_id, 'bench', at from (${g}) g where u % 5 = 0`.execute(db)
+  // finished ones in the history, pending ones in due, running ones in runs (migration 0028)
   await sql`
-    insert into pgsched.executions (id, job_id, queue, type, priority, scheduled_for, run_at, state, attempt, max_attempts, timeout_ms,
-                                    worker_id, lease_expires_at, started_at, finished_at, result, error, tenant, last_worker_id, created_at)
+    insert into pgsched.execution_history (id, job_id, queue, type, priority, scheduled_for, run_at, state, attempt, max_attempts, timeout_ms,
+                                           started_at, finished_at, result, error, tenant, last_worker_id, created_at)
     select ${uuidAt(sql`at`, sql`'e' || k`)}, job_id, queue, type, 0, at, at,
-           case fate when 's' then 'succeeded' when 'f' then 'failed' when 'x' then 'failed' when 'c' then 'cancelled'
-                     when 'p' then 'pending' else 'running' end,
-           case fate when 's' then 1 when 'f' then 3 when 'r' then 1 else 0 end, 3, 300000,
-           case when fate = 'r' then ${HISTORY_WORKER_ID}::uuid end,
-           case when fate = 'r' then now() + interval '1 day' end,
-           case when fate in ('s', 'f', 'r') then at + interval '1 second' end,
-           case when fate in ('s', 'f', 'x', 'c') then at + interval '2 seconds' end,
+           case fate when 's' then 'succeeded' when 'f' then 'failed' when 'x' then 'failed' else 'cancelled' end,
+           case fate when 's' then 1 when 'f' then 3 else 0 end, 3, 300000,
+           case when fate in ('s', 'f') then at + interval '1 second' end,
+           at + interval '2 seconds',
            case when fate = 's' then '{"ok": true}'::jsonb end,
            case fate when 'f' then ${errorOf(sql`er`, sql`at + interval '2 seconds'`, sql`3`)}
                      when 'x' then jsonb_build_object('name', 'StartDeadlineError', 'message', 'not started by its start deadline',
@@ -137,7 +135,20 @@ async function writeOneTime(db: Kysely<DB>, l: HistoryLayout, c: Chunk, start: D
            tenant,
            case when fate in ('s', 'f') then ${HISTORY_WORKER_ID}::uuid end,
            at
-      from (${g}) g`.execute(db)
+      from (${g}) g
+     where fate in ('s', 'f', 'x', 'c')`.execute(db)
+  await sql`
+    insert into pgsched.due (execution_id, job_id, queue, type, priority, scheduled_for, run_at, attempt, max_attempts, timeout_ms, tenant, created_at)
+    select ${uuidAt(sql`at`, sql`'e' || k`)}, job_id, queue, type, 0, at, at, 0, 3, 300000, tenant, at
+      from (${g}) g
+     where fate = 'p'`.execute(db)
+  await sql`
+    insert into pgsched.runs (execution_id, job_id, worker_id, attempt, lease_expires_at, started_at, queue, type, priority, run_at, scheduled_for,
+                              max_attempts, timeout_ms, tenant, created_at)
+    select ${uuidAt(sql`at`, sql`'e' || k`)}, job_id, ${HISTORY_WORKER_ID}::uuid, 1, now() + interval '1 day', at + interval '1 second',
+           queue, type, 0, at, at, 3, 300000, tenant, at
+      from (${g}) g
+     where fate not in ('s', 'f', 'x', 'c', 'p')`.execute(db)
 }
 
 async function writeRecurring(db: Kysely<DB>, l: HistoryLayout, c: Chunk, start: Date, end: Date): Promise<void> {
@@ -159,8 +170,8 @@ async function writeRecurring(db: Kysely<DB>, l: HistoryLayout, c: Chunk, start:
            ${start}::timestamptz + (${l.runsPerRecurringJob}::int - 1) * ${intervalMs}::bigint * interval '1 millisecond', paused, ${start}::timestamptz
       from (${r}) r`.execute(db)
   await sql`
-    insert into pgsched.executions (id, job_id, queue, type, priority, scheduled_for, run_at, state, attempt, max_attempts, timeout_ms,
-                                    started_at, finished_at, result, error, tenant, last_worker_id, created_at)
+    insert into pgsched.execution_history (id, job_id, queue, type, priority, scheduled_for, run_at, state, attempt, max_attempts, timeout_ms,
+                                           started_at, finished_at, result, error, tenant, last_worker_id, created_at)
     select ${uuidAt(sql`at`, sql`'r' || r || '-' || p`)}, job_id, queue, type, 0, at, at, case when failed then 'failed' else 'succeeded' end,
            case when failed then 3 else 1 end, 3, 300000, at + interval '1 second', at + interval '2 seconds',
            case when failed then null else '{"ok": true}'::jsonb end,
@@ -221,7 +232,7 @@ export async function writeListHistory(db: Kysely<DB>, rows: number, progress: (
     }),
   )
   progress('  vacuum analyze of the history')
-  await sql`vacuum analyze pgsched.jobs, pgsched.executions, pgsched.triggers, pgsched.job_idempotency_keys`.execute(db)
+  await sql`vacuum analyze pgsched.jobs, pgsched.execution_history, pgsched.due, pgsched.runs, pgsched.triggers, pgsched.job_idempotency_keys`.execute(db)
   await sql`insert into public.bench_list_seed (chunk, executions) values ('vacuumed', 0)`.execute(db)
   await sql`checkpoint`.execute(db).catch((err: unknown) => progress(`  checkpoint skipped: ${String(err)}`))
 }

@@ -30,11 +30,10 @@ export async function freePort(): Promise<number> {
 export async function waitUntilDrained(s: Scratch, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
-    // Each probe is served by a small partial index (claim, lease), not a scan of the history.
+    // Each probe reads a small table (due, runs), not the history.
     const { rows } = await sql<{ busy: boolean }>`
-      select exists (select 1 from pgsched.executions where state = 'pending' and queue = 'default'
-                      order by queue, priority desc, run_at, id limit 1)
-          or exists (select 1 from pgsched.executions where state = 'running' order by lease_expires_at limit 1) as busy`.execute(s.db)
+      select exists (select 1 from pgsched.due where queue = 'default')
+          or exists (select 1 from pgsched.runs) as busy`.execute(s.db)
     if (rows[0]?.busy === false) return
     if (Date.now() > deadline) throw new Error(`executions still pending after ${timeoutMs} ms`)
     await new Promise((r) => setTimeout(r, 100))
@@ -49,7 +48,7 @@ export async function waitUntilDrained(s: Scratch, timeoutMs: number): Promise<v
 export async function afterAutovacuum(s: Scratch, since: Date | null, progress: (line: string) => void): Promise<void> {
   if (!(await serverAutovacuumOn(s.db))) {
     const t0 = performance.now()
-    await sql`vacuum pgsched.executions`.execute(s.db)
+    await sql`vacuum pgsched.execution_history, pgsched.due, pgsched.runs`.execute(s.db)
     progress(`  autovacuum is off on this server; ran the vacuum it would run (${Math.round(performance.now() - t0)} ms)`)
     return
   }
@@ -59,7 +58,7 @@ export async function afterAutovacuum(s: Scratch, since: Date | null, progress: 
     const { rows } = await sql<{ done: number; total: number }>`
       select count(*) filter (where greatest(last_autovacuum, last_vacuum) >= ${since}::timestamptz)::int as done, count(*)::int as total
         from pg_stat_user_tables
-       where relid in (select inhrelid from pg_inherits where inhparent = 'pgsched.executions'::regclass)
+       where relid in (select inhrelid from pg_inherits where inhparent = 'pgsched.execution_history'::regclass)
          and (n_dead_tup >= 5000 or greatest(last_autovacuum, last_vacuum) >= ${since}::timestamptz)  -- over 0007's threshold`.execute(s.db)
     const r = rows[0]
     if (r && r.done === r.total) return
@@ -112,8 +111,8 @@ export async function writeHistory(s: Scratch, rows: number, progress: (line: st
         const n = Math.min(chunk, rows - next)
         next += n
         await sql`
-        insert into pgsched.executions (job_id, queue, type, priority, scheduled_for, run_at, state, attempt, max_attempts,
-                                        timeout_ms, started_at, finished_at, result)
+        insert into pgsched.execution_history (job_id, queue, type, priority, scheduled_for, run_at, state, attempt, max_attempts,
+                                               timeout_ms, started_at, finished_at, result)
         select pgsched.uuid_v7(), 'default', 'bench.noop', 0, t, t, 'succeeded', 1, 5, 300000, t, t, 'null'::jsonb
           from (select now() - interval '1 day' - g * interval '1 millisecond' as t from generate_series(1, ${n}::int) g) x`.execute(s.db)
         written += n
@@ -121,7 +120,7 @@ export async function writeHistory(s: Scratch, rows: number, progress: (line: st
       }
     }),
   )
-  await sql`vacuum analyze pgsched.executions`.execute(s.db)
+  await sql`vacuum analyze pgsched.execution_history`.execute(s.db)
   // The history stands for a steady state, not a bulk load in progress: flush it before measuring
   // (needs superuser or pg_checkpoint; without, the checkpoint of the load may overlap the runs).
   await sql`checkpoint`.execute(s.db).catch((err: unknown) => progress(`  checkpoint skipped: ${String(err)}`))

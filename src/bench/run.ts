@@ -303,7 +303,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       // Between runs the history stays (each run's executions join it); only work left pending
       // (the EXPLAIN's) is removed, through the claim index.
       const keep = async () => {
-        await sql`delete from pgsched.executions where state = 'pending'`.execute(s.db)
+        await sql`delete from pgsched.due`.execute(s.db)
         await sql`truncate pgsched.jobs, pgsched.workers, pgsched.waiting_workers`.execute(s.db)
       }
       // Each scale run is paired with the same run on an empty twin schema, in the same minutes: the

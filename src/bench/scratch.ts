@@ -47,7 +47,7 @@ export async function createScratch(databaseUrl: string, partitions: number): Pr
     async reset() {
       // Queue settings, tenants and event listeners too: a scenario that sets a limit, or listens to
       // events, must not leave it to the next.
-      await sql`truncate pgsched.executions, pgsched.triggers, pgsched.job_idempotency_keys, pgsched.jobs, pgsched.workers, pgsched.waiting_workers,
+      await sql`truncate pgsched.execution_history, pgsched.due, pgsched.runs, pgsched.triggers, pgsched.job_idempotency_keys, pgsched.jobs, pgsched.workers, pgsched.waiting_workers,
                          pgsched.queues, pgsched.tenants, pgsched.event_listeners, pgsched.event_batches`.execute(database.db)
     },
     async drop() {
@@ -68,5 +68,5 @@ export async function insertJobs(
     const n = Math.min(10_000, count - done)
     await submit(Array.from({ length: n }, (_, k) => make(done + k)))
   }
-  await sql`analyze pgsched.executions, pgsched.jobs`.execute(db)
+  await sql`analyze pgsched.execution_history, pgsched.due, pgsched.runs, pgsched.jobs`.execute(db)
 }

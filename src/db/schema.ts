@@ -99,6 +99,46 @@ export interface ExecutionsTable {
   start_deadline: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>
 }
 
+/** Migration 0028: what may be claimed (pending executions). */
+export interface DueTable {
+  execution_id: Generated<string>
+  job_id: string
+  queue: string
+  type: string
+  priority: number
+  run_at: Timestamp
+  scheduled_for: Timestamp
+  attempt: Generated<number>
+  max_attempts: number
+  timeout_ms: number
+  tenant: string
+  concurrency_key: string | null
+  start_deadline: Timestamp | null
+  created_at: DefaultTimestamp
+}
+
+/** Migration 0028: what workers hold (running executions and their leases). */
+export interface RunsTable {
+  execution_id: string
+  job_id: string
+  worker_id: string
+  attempt: number
+  lease_expires_at: Timestamp
+  started_at: Timestamp
+  queue: string
+  type: string
+  priority: number
+  run_at: Timestamp
+  scheduled_for: Timestamp
+  max_attempts: number
+  timeout_ms: number
+  tenant: string
+  concurrency_key: string | null
+  start_deadline: Timestamp | null
+  created_at: Timestamp
+  output_uri: string | null
+}
+
 export interface WorkersTable {
   id: string
   host: string
@@ -180,7 +220,11 @@ export interface DB {
   'pgsched.jobs': JobsTable
   'pgsched.job_idempotency_keys': JobIdempotencyKeysTable
   'pgsched.triggers': TriggersTable
+  /** A view since migration 0028 (read-only): pending from due, running from runs, the rest from execution_history. */
   'pgsched.executions': ExecutionsTable
+  'pgsched.execution_history': ExecutionsTable
+  'pgsched.due': DueTable
+  'pgsched.runs': RunsTable
   'pgsched.workers': WorkersTable
   'pgsched.waiting_workers': WaitingWorkersTable
   'pgsched.api_keys': ApiKeysTable

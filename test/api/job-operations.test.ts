@@ -9,7 +9,7 @@ import { createClient } from '../../src/client.ts'
 import { executionClaimBatch } from '../../src/db/queries/claim.ts'
 import { executionCompleteMany } from '../../src/db/queries/lease.ts'
 import { useTestDb } from '../db.ts'
-import { insertExecution, insertTrigger } from '../factories.ts'
+import { insertExecution, insertTrigger, setExecutionState } from '../factories.ts'
 import { useTestApi } from './helpers.ts'
 
 const t = useTestDb()
@@ -158,8 +158,7 @@ describe('DELETE /v1/jobs/{id}', () => {
     const { job } = await client.submitJob({ type: 'k', idempotencyKey: 'order-1' })
     const [execution] = await executionsOf(job.id)
     await sql`insert into pgsched.execution_output (execution_id, attempt, data) values (${execution?.id}::uuid, 1, 'hello')`.execute(t.db)
-    await sql`update pgsched.executions set state = 'failed', attempt = 1, finished_at = now(), error = ${JSON.stringify(failedError)}::jsonb
-               where job_id = ${job.id}::uuid`.execute(t.db)
+    await setExecutionState(t.db, { jobIds: [job.id], state: 'failed', attempt: 1, error: failedError })
 
     const res = await api.call(key, 'DELETE', `/v1/jobs/${job.id}`)
     expect(res.statusCode).toBe(204)

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { describe, expect, it } from 'vitest'
+import { setExecutionState } from '../factories.ts'
 import { useTestDb } from '../db.ts'
 import { useTestApi } from './helpers.ts'
 
@@ -182,11 +183,7 @@ describe('job control', () => {
   it('refuses to cancel a job that already finished', async () => {
     const key = await api.keyFor('acme')
     const job = (await api.call(key, 'POST', '/v1/jobs', { type: 'x' })).json()
-    await t.db
-      .updateTable('pgsched.executions')
-      .set({ state: 'succeeded', attempt: 1, started_at: new Date(), finished_at: new Date(), result: '{"ok":true}' })
-      .where('job_id', '=', job.id)
-      .execute()
+    await setExecutionState(t.db, { jobIds: [job.id], state: 'succeeded', attempt: 1, startedAt: new Date(), result: { ok: true } })
     const view = (await api.call(key, 'GET', `/v1/jobs/${job.id}`)).json()
     expect(view).toMatchObject({ status: 'COMPLETED', lastRun: { status: 'SUCCEEDED' }, attempts: 1, lastExecution: { result: { ok: true } } })
     const res = await api.call(key, 'POST', `/v1/jobs/${job.id}/cancel`)
@@ -201,7 +198,7 @@ describe('GET /v1/jobs/{id}/executions and /v1/executions/{id}/output', () => {
     const job = (await api.call(key, 'POST', '/v1/jobs', { type: 'x', schedule: { every: 'PT1M' } })).json()
     const times = ['2030-01-01T00:00:00Z', '2030-01-01T00:01:00Z', '2030-01-01T00:02:00Z']
     await t.db
-      .insertInto('pgsched.executions')
+      .insertInto('pgsched.due')
       .values(
         times.map((at) => ({
           job_id: job.id,
@@ -237,11 +234,7 @@ describe('GET /v1/jobs/{id}/executions and /v1/executions/{id}/output', () => {
     const file = join(dir, `${executionId}.1.log`)
     const text = 'line one\nline two\n'.repeat(10_000)
     await writeFile(file, text)
-    await t.db
-      .updateTable('pgsched.executions')
-      .set({ output_uri: pathToFileURL(file).href })
-      .where('id', '=', executionId)
-      .execute()
+    await setExecutionState(t.db, { jobIds: [job.id], state: 'succeeded', attempt: 1, outputUri: pathToFileURL(file).href })
     const out = await api.call(key, 'GET', `/v1/executions/${executionId}/output`)
     expect(out.statusCode).toBe(200)
     expect(out.headers['content-type']).toBe('text/plain; charset=utf-8')
@@ -250,7 +243,7 @@ describe('GET /v1/jobs/{id}/executions and /v1/executions/{id}/output', () => {
     expect(view.lastExecution.outputUrl).toBe(`/v1/executions/${executionId}/output`)
 
     await t.db
-      .updateTable('pgsched.executions')
+      .updateTable('pgsched.execution_history')
       .set({ output_uri: pathToFileURL(join(dir, 'pruned.log')).href })
       .where('id', '=', executionId)
       .execute()

@@ -2,11 +2,13 @@ import { copyFile, mkdtemp, readdir, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { sql } from 'kysely'
 import { buildApp } from '../../src/api/app.ts'
 import { createApiKey } from '../../src/api/auth.ts'
 import { createDb } from '../../src/db/pool.ts'
 import { packageRoot } from '../../src/lib/package-root.ts'
 import { useTestDb } from '../db.ts'
+import { setExecutionState, startExecutions } from '../factories.ts'
 import { useTestApi } from './helpers.ts'
 
 const t = useTestDb()
@@ -111,17 +113,7 @@ describe('/metrics', () => {
     expect((await api.call(key, 'POST', '/v1/jobs', { type: 'x', priority: 'high' })).statusCode).toBe(400)
     expect((await api.call(key, 'GET', '/v1/jobs/01900000-0000-7000-8000-000000000000')).statusCode).toBe(404)
     // A running execution counts under state="running".
-    await t.db
-      .updateTable('pgsched.executions')
-      .set({
-        state: 'running',
-        attempt: 1,
-        worker_id: '01900000-0000-7000-8000-0000000000aa',
-        started_at: new Date(),
-        lease_expires_at: new Date(Date.now() + 60_000),
-      })
-      .where('queue', '=', 'reports')
-      .execute()
+    expect(await startExecutions(t.db, { queue: 'reports', workerId: '01900000-0000-7000-8000-0000000000aa' })).toBe(1)
 
     const res = await api.app.inject({ method: 'GET', url: '/metrics' })
     expect(res.statusCode).toBe(200)
@@ -153,7 +145,8 @@ describe('/metrics', () => {
       await app.inject({ method: 'POST', url: '/v1/jobs', headers: auth, payload: { type: 'x', queue: 'q' } })
       const first = (await app.inject({ method: 'GET', url: '/metrics' })).body
       expect(sample(first, 'pgsched_queue_depth{queue="q",state="pending"}')).toBe(1)
-      await t.db.updateTable('pgsched.executions').set({ state: 'cancelled', finished_at: new Date() }).execute()
+      const { rows: jobs } = await sql<{ id: string }>`select id from pgsched.jobs`.execute(t.db)
+      expect(await setExecutionState(t.db, { jobIds: jobs.map((j) => j.id), state: 'cancelled' })).toBe(1)
       const second = (await app.inject({ method: 'GET', url: '/metrics' })).body
       expect(sample(second, 'pgsched_queue_depth{queue="q",state="pending"}')).toBe(0)
     } finally {

@@ -46,7 +46,7 @@ describe('the list history', () => {
     await writeListHistory(t.db, ROWS, () => undefined)
     expect(await counts()).toEqual(full)
     // as if the seeding had stopped before the recurring jobs' chunk committed
-    await sql`delete from pgsched.executions where job_id in (select job_id from pgsched.triggers);
+    await sql`delete from pgsched.execution_history where job_id in (select job_id from pgsched.triggers);
               delete from pgsched.jobs where id in (select job_id from pgsched.triggers);
               delete from pgsched.triggers;
               delete from public.bench_list_seed where chunk in ('recurring 0', 'vacuumed')`.execute(t.db)

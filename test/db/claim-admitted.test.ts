@@ -11,6 +11,7 @@ import { queueClaimAdmitted } from '../../src/db/queries/claim-admitted.ts'
 import { queueClaimLimited } from '../../src/db/queries/claim-limited.ts'
 import { QueueClaims } from '../../src/worker/queue-claims.ts'
 import { useTestDb } from '../db.ts'
+import { setExecutionState } from '../factories.ts'
 
 const t = useTestDb()
 const W = '00000000-0000-7000-8000-00000000a002'
@@ -40,8 +41,9 @@ describe('admitted claims of limited queues', () => {
     const first = await admitted('bounded', 4)
     expect(await bound()).toBe(4)
     // the 4 end: the bound stays at 4 (an upper bound), and the next claim is added to it uncounted
-    await sql`update pgsched.executions set state = 'succeeded', finished_at = now(), worker_id = null, lease_expires_at = null
-               where id = any(${first?.claimed.map((c) => c.id) ?? []}::uuid[])`.execute(t.db)
+    // (each job here has one execution: finishing the claimed ones' jobs finishes exactly them)
+    expect(await setExecutionState(t.db, { jobIds: first?.claimed.map((c) => c.jobId) ?? [], state: 'succeeded' })).toBe(4)
+    expect(await running('bounded')).toBe(0)
     expect((await admitted('bounded', 4))?.running).toBe(8)
     // 8 + 4 > 10 by the bound: counted (4 run), so it fits after all, and the bound is exact again
     expect((await admitted('bounded', 4))?.running).toBe(8)

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { useTestDb } from '../db.ts'
@@ -13,21 +14,50 @@ async function insertJob(overrides: Record<string, unknown> = {}): Promise<strin
   return row.id
 }
 
-async function insertExecution(jobId: string, overrides: Record<string, unknown> = {}): Promise<void> {
+/**
+ * Executions live in three tables (migration 0028; pgsched.executions is a read-only view over
+ * them): what may be claimed in due, what a worker holds in runs, what ended in execution_history.
+ * Each helper inserts a valid row of its table, `overrides` aside.
+ */
+const executionColumns = (jobId: string) => ({
+  job_id: jobId,
+  tenant: 'acme',
+  queue: 'default',
+  type: 'noop',
+  priority: 0,
+  scheduled_for: new Date(),
+  run_at: new Date(),
+  max_attempts: 3,
+  timeout_ms: 1000,
+})
+
+async function insertDue(jobId: string, overrides: Record<string, unknown> = {}): Promise<void> {
   await t.db
-    .insertInto('pgsched.executions')
+    .insertInto('pgsched.due')
+    .values({ ...executionColumns(jobId), ...overrides })
+    .execute()
+}
+
+async function insertRun(jobId: string, overrides: Record<string, unknown> = {}): Promise<void> {
+  await t.db
+    .insertInto('pgsched.runs')
     .values({
-      job_id: jobId,
-      tenant: 'acme',
-      queue: 'default',
-      type: 'noop',
-      priority: 0,
-      scheduled_for: new Date(),
-      run_at: new Date(),
-      max_attempts: 3,
-      timeout_ms: 1000,
+      ...executionColumns(jobId),
+      execution_id: randomUUID(),
+      worker_id: '00000000-0000-7000-8000-000000000000',
+      attempt: 1,
+      lease_expires_at: new Date(Date.now() + 60_000),
+      started_at: new Date(),
+      created_at: new Date(),
       ...overrides,
     })
+    .execute()
+}
+
+async function insertHistory(jobId: string, overrides: Record<string, unknown> = {}): Promise<void> {
+  await t.db
+    .insertInto('pgsched.execution_history')
+    .values({ ...executionColumns(jobId), state: 'succeeded', attempt: 1, started_at: new Date(), finished_at: new Date(), ...overrides })
     .execute()
 }
 
@@ -53,22 +83,55 @@ describe('schema constraints', () => {
   })
 
   it.each([
-    ['an unknown state', { state: 'done' }, 'executions_state_check'],
-    ['running without a lease', { state: 'running' }, 'executions_lease_check'],
-    ['a lease while pending', { worker_id: '00000000-0000-7000-8000-000000000000', lease_expires_at: new Date() }, 'executions_lease_check'],
-    ['succeeded without a finish time', { state: 'succeeded' }, 'executions_finished_check'],
-    ['more attempts than allowed', { attempt: 4 }, 'executions_attempt_check'],
-    ['no tenant while it can still run', { tenant: null }, 'executions_tenant_check'],
-  ])('rejects an execution with %s', async (_name, overrides, constraint) => {
+    ['no attempts left', { attempt: 3 }, 'due_attempt_check'],
+    ['a negative attempt', { attempt: -1 }, 'due_attempt_check'],
+    ['priority above 1000', { priority: 1001 }, 'due_priority_check'],
+    ['priority below -1000', { priority: -1001 }, 'due_priority_check'],
+  ])('rejects a due execution with %s', async (_name, overrides, constraint) => {
     const jobId = await insertJob()
-    await expect(insertExecution(jobId, overrides)).rejects.toThrow(constraint)
+    await insertDue(jobId, { scheduled_for: new Date('2030-01-01T00:00:00Z') }) // the defaults pass
+    await expect(insertDue(jobId, overrides)).rejects.toThrow(constraint)
   })
 
-  it('allows one execution per job and fire time', async () => {
+  it.each([
+    ['attempt 0 (the claim makes attempt 1)', { attempt: 0 }, 'runs_attempt_check'],
+    ['more attempts than allowed', { attempt: 4 }, 'runs_attempt_check'],
+  ])('rejects a running execution with %s', async (_name, overrides, constraint) => {
+    const jobId = await insertJob()
+    await insertRun(jobId) // the defaults pass
+    await expect(insertRun(jobId, overrides)).rejects.toThrow(constraint)
+  })
+
+  it.each([
+    ['an unknown state', { state: 'done', finished_at: null }, 'executions_state_check'],
+    ['running without a lease', { state: 'running', finished_at: null }, 'executions_lease_check'],
+    [
+      'a lease while pending',
+      { state: 'pending', finished_at: null, worker_id: '00000000-0000-7000-8000-000000000000', lease_expires_at: new Date() },
+      'executions_lease_check',
+    ],
+    ['succeeded without a finish time', { finished_at: null }, 'executions_finished_check'],
+    ['a finish time while pending', { state: 'pending' }, 'executions_finished_check'],
+    ['more attempts than allowed', { attempt: 4 }, 'executions_attempt_check'],
+    ['no tenant while it can still run', { state: 'pending', finished_at: null, tenant: null }, 'executions_tenant_check'],
+  ])('rejects an execution in the history with %s', async (_name, overrides, constraint) => {
+    const jobId = await insertJob()
+    await insertHistory(jobId, { scheduled_for: new Date('2030-01-01T00:00:00Z') }) // the defaults pass
+    await expect(insertHistory(jobId, overrides)).rejects.toThrow(constraint)
+  })
+
+  it('allows one due execution per job and fire time', async () => {
     const jobId = await insertJob()
     const at = new Date('2030-01-01T00:00:00Z')
-    await insertExecution(jobId, { scheduled_for: at })
-    await expect(insertExecution(jobId, { scheduled_for: at })).rejects.toThrow(
+    await insertDue(jobId, { scheduled_for: at })
+    await expect(insertDue(jobId, { scheduled_for: at })).rejects.toThrow(/duplicate key value violates unique constraint "due_fire_time_key"/)
+  })
+
+  it('allows one execution per job and fire time in the history', async () => {
+    const jobId = await insertJob()
+    const at = new Date('2030-01-01T00:00:00Z')
+    await insertHistory(jobId, { scheduled_for: at })
+    await expect(insertHistory(jobId, { scheduled_for: at })).rejects.toThrow(
       /duplicate key value violates unique constraint "executions_p\d+_job_id_scheduled_for_key"/,
     )
   })

@@ -1,14 +1,19 @@
 /**
  * The lease statements (heartbeat, complete, fail, release) join their input
- * arrays to executions. Whatever the statistics say, each must read its input
- * once and find every row by key: a plan that rescans the input for each
- * execution row is quadratic in the batch (82 ms instead of 8 ms for 500
- * completions). The statistics here are the ones that once led the planner
- * there: taken while nothing was running, so the lease index looked empty,
- * over a history of finished runs.
+ * arrays to pgsched.runs (migration 0028: the leases, apart from the history).
+ * Whatever the statistics say, each must read its input once and find every
+ * runs row by its primary key: a plan that rescans the input for each runs row
+ * is quadratic in the batch (82 ms instead of 8 ms for 500 completions), and
+ * none of them may read the history (complete and fail write it, by key). The
+ * statistics here are the ones that once led the planner there: taken while
+ * nothing was running, so runs looked empty, over a history of finished runs.
+ * Other workers' leases fill runs after that, as they do in production: were
+ * the batch all of runs, reading runs whole (a hash join) would be the right
+ * plan, and no test of finding rows by key.
  * Each statement runs as a generic prepared plan, as the worker's hot-path
  * pool plans every statement (plan_cache_mode = force_generic_plan). The claim
- * is checked the same way: it must take its rows through the claim index.
+ * is checked the same way: it must take its rows from pgsched.due through the
+ * claim index, read about `limit` of them and never touch the history.
  * The assertions state what the product needs (rows found by index, few rows
  * read, no sort of every due row), not one plan shape: an index scan and a
  * bitmap scan of the same index are both fine, and which one the planner picks
@@ -38,6 +43,10 @@ import { insertExecutions } from '../factories.ts'
 const WORKER = randomUUID()
 const N = 300
 const HISTORY = 20_000
+/** Leases other workers hold while the statements under test run. */
+const OTHER_LEASES = 10 * N
+/** Due executions of a queue no claim here asks for. */
+const ELSEWHERE = 5_000
 
 interface PlanNode {
   'Node Type': string
@@ -48,13 +57,20 @@ interface PlanNode {
   'Rows Removed by Filter'?: number
   'Rows Removed by Index Recheck'?: number
   'Rows Removed by Join Filter'?: number
+  Operation?: string
   Plans?: PlanNode[]
 }
 
 const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)]
 
-/** Reads of executions partitions (the update itself aside). */
-const partitionReads = (plan: PlanNode[]) => plan.filter((n) => n['Relation Name']?.startsWith('executions_p') && n['Node Type'] !== 'ModifyTable')
+/** Reads of `table` (its writes aside). */
+const readsOf = (plan: PlanNode[], table: string) => plan.filter((n) => n['Relation Name'] === table && n['Node Type'] !== 'ModifyTable')
+
+/**
+ * Every node of the plan that concerns pgsched.execution_history: a read of the table or of one of
+ * its partitions (executions_p000, ...), or a write of it.
+ */
+const historyNodes = (plan: PlanNode[]) => plan.filter((n) => n['Relation Name'] === 'execution_history' || n['Relation Name']?.startsWith('executions_p'))
 
 /** Rows a node looked at: those it returned and those it threw away, over all its loops. */
 const rowsExamined = (n: PlanNode) => (n['Actual Rows'] + (n['Rows Removed by Filter'] ?? 0) + (n['Rows Removed by Index Recheck'] ?? 0)) * n['Actual Loops']
@@ -67,7 +83,9 @@ const rowsExamined = (n: PlanNode) => (n['Actual Rows'] + (n['Rows Removed by Fi
 const indexesOf = (n: PlanNode): string[] =>
   n['Index Name'] !== undefined ? [n['Index Name']] : (n.Plans ?? []).flatMap((c) => (c['Node Type'].startsWith('Bitmap') ? indexesOf(c) : []))
 
-const rowsUpdated = (plan: PlanNode[]) => plan.find((n) => n['Node Type'] === 'ModifyTable' && n['Relation Name'] === 'executions')?.['Actual Rows']
+/** The rows a write of `table` returned (each write here returns what it changed). */
+const rowsWritten = (plan: PlanNode[], table: string, operation: 'Insert' | 'Update' | 'Delete') =>
+  plan.find((n) => n['Node Type'] === 'ModifyTable' && n['Relation Name'] === table && n.Operation === operation)?.['Actual Rows']
 
 /** EXPLAIN ANALYZE of the statement as a generic prepared plan, rolled back. */
 async function genericPlan(url: string, db: Kysely<DB>, query: { compile(db: Kysely<DB>): CompiledQuery }): Promise<PlanNode[]> {
@@ -105,13 +123,18 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
 
   let claimed: ClaimedExecution[]
   beforeEach(async () => {
-    await sql`truncate pgsched.executions, pgsched.jobs`.execute(t.db)
-    // a history large enough that the planner finds rows by index rather than by reading every partition
+    await sql`truncate pgsched.execution_history, pgsched.due, pgsched.runs, pgsched.jobs`.execute(t.db)
+    // a large history (each partition holds some), which none of these statements may read
     await insertExecutions(t.db, HISTORY, { state: 'succeeded', job: { type: 'plans.noop', tenant: 'plans' } })
+    // due also holds other queues' work, which a claim of its queues must not read
+    await insertExecutions(t.db, ELSEWHERE, { job: { type: 'plans.noop', tenant: 'plans', queue: 'elsewhere' } })
     await createClient({ db: t.db, tenant: 'plans' }).submitJobs(Array.from({ length: N }, () => ({ type: 'plans.noop' })))
-    await sql`analyze pgsched.executions`.execute(t.db)
+    // statistics taken now: N + ELSEWHERE due, nothing running (runs empty), a large history
+    await sql`analyze pgsched.execution_history, pgsched.due, pgsched.runs`.execute(t.db)
     claimed = await executionClaimBatch(t.db, { workerId: WORKER, queues: ['default'], types: ['plans.noop'], limit: N, leaseMs: 60_000 })
     expect(claimed).toHaveLength(N)
+    // other workers hold leases too (taken after the statistics): a worker's batch is a part of runs, found by key
+    await insertExecutions(t.db, OTHER_LEASES, { state: 'running', workerId: randomUUID(), job: { type: 'plans.noop', tenant: 'plans' } })
   })
 
   const leases = () => claimed.map((c) => ({ id: c.id, jobId: c.jobId, attempt: c.attempt }))
@@ -126,29 +149,36 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
     release: () => executionReleaseManyQuery({ workerId: WORKER, leases: leases() }),
   }
 
+  /** How each statement changes the runs rows of its input (each write returns the rows it changed). */
+  const runsWrite = { heartbeat: 'Update', complete: 'Delete', fail: 'Delete', release: 'Delete' } as const
+
   for (const [name, query] of Object.entries(statements)) {
-    it(`${name}: reads its input once and finds each execution by key`, async () => {
+    it(`${name}: reads its input once, finds each lease by the primary key of runs and never reads the history`, async () => {
       const plan = await genericPlan(t.url, t.db, query())
       const inputScans = plan.filter((n) => n['Node Type'] === 'Function Scan')
       expect(inputScans.length).toBeGreaterThan(0)
       for (const scan of inputScans) expect(scan['Actual Loops']).toBe(1)
       const discarded = plan.reduce((sum, n) => sum + (n['Rows Removed by Join Filter'] ?? 0), 0)
       expect(discarded).toBeLessThan(N)
-      expect(rowsUpdated(plan)).toBe(N)
-      // every partition read goes through a key of the input row: the primary key (id, job_id) or
-      // the fire-time key (job_id, scheduled_for), by an index scan or a bitmap of it ...
-      const reads = partitionReads(plan)
-      expect(reads.length).toBeGreaterThan(0)
-      for (const r of reads) expect(indexesOf(r), r['Node Type']).toEqual([expect.stringMatching(/_(pkey|job_id_scheduled_for_key)$/)])
-      // ... and looks at about one row per input row, never the history
+      expect(rowsWritten(plan, 'runs', runsWrite[name as keyof typeof statements])).toBe(N)
+      // every read of runs goes through its primary key (execution_id), by an index scan or a bitmap of
+      // it, or fetches by ctid the row such a probe found (the change itself) ...
+      const reads = readsOf(plan, 'runs')
+      expect(reads.flatMap(indexesOf)).toContain('runs_pkey')
+      for (const r of reads) {
+        if (r['Node Type'] !== 'Tid Scan') expect(indexesOf(r), r['Node Type']).toEqual(['runs_pkey'])
+      }
+      // ... and looks at about one row per input row, probe and fetch
       expect(reads.reduce((sum, r) => sum + rowsExamined(r), 0)).toBeLessThanOrEqual(2 * N)
+      // the history is never read: at most written (complete, fail), its conflicts found by its key
+      for (const h of historyNodes(plan)) expect(h['Node Type'], h['Relation Name']).toBe('ModifyTable')
     })
   }
 
   /** Hands back what beforeEach claimed, so that N executions are pending and due again. */
   const handBack = () => executionReleaseMany(t.db, { workerId: WORKER, leases: leases() })
 
-  it('claim: takes due executions through the claim index in priority order, reading about `limit` rows', async () => {
+  it('claim: takes due executions through the claim index in priority order, reading about `limit` rows, never the history', async () => {
     await handBack()
     const limit = 100
     const plan = await genericPlan(
@@ -156,19 +186,26 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
       t.db,
       executionClaimBatchQuery({ workerId: WORKER, queues: ['default'], types: ['plans.noop'], limit, leaseMs: 60_000 }),
     )
-    expect(rowsUpdated(plan)).toBe(limit)
-    const reads = partitionReads(plan)
+    // `limit` rows leave due and become leases
+    expect(rowsWritten(plan, 'due', 'Delete')).toBe(limit)
+    expect(rowsWritten(plan, 'runs', 'Insert')).toBe(limit)
+    const reads = readsOf(plan, 'due')
     for (const r of reads) expect(indexesOf(r).length, r['Node Type']).toBeGreaterThan(0)
-    expect(reads.flatMap(indexesOf)).toContainEqual(expect.stringMatching(/_queue_priority_run_at_id_idx$/))
+    expect(reads.flatMap(indexesOf)).toContain('due_claim_idx')
     // the index gives the priority order: nothing sorts all N due rows to keep `limit` of them
     for (const sort of plan.filter((n) => n['Node Type'].endsWith('Sort'))) {
       expect((sort.Plans ?? []).reduce((sum, c) => sum + c['Actual Rows'] * c['Actual Loops'], 0)).toBeLessThanOrEqual(limit)
     }
-    // each partition yields at most `limit` due rows, then each claimed row is found by key
-    expect(reads.reduce((sum, r) => sum + rowsExamined(r), 0)).toBeLessThanOrEqual(limit * (partitions + 1))
+    // the claim index yields `limit` due rows, then the delete finds each claimed row by key
+    expect(reads.reduce((sum, r) => sum + rowsExamined(r), 0)).toBeLessThanOrEqual(2 * limit)
+    // the history is not read; its one node is the insert of executions of cancelled jobs (none here)
+    for (const h of historyNodes(plan)) {
+      expect(h['Node Type'], h['Relation Name']).toBe('ModifyTable')
+      expect(h['Actual Rows'], h['Relation Name']).toBe(0)
+    }
   })
 
-  it('claim for several queues: takes due executions by index, reading the due rows and never the history', async () => {
+  it('claim for several queues: takes due executions by index, reading the due rows of its queues and never the history', async () => {
     await handBack()
     const limit = 100
     const plan = await genericPlan(
@@ -176,10 +213,18 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
       t.db,
       executionClaimBatchQuery({ workerId: WORKER, queues: ['default', 'other'], types: ['plans.noop'], limit, leaseMs: 60_000 }),
     )
-    expect(rowsUpdated(plan)).toBe(limit)
-    const reads = partitionReads(plan)
-    for (const r of reads) expect(indexesOf(r).length, r['Node Type']).toBeGreaterThan(0)
-    // `queue = any(...)` takes every due row of the queues (and sorts them: see claim.ts), not more
+    expect(rowsWritten(plan, 'due', 'Delete')).toBe(limit)
+    expect(rowsWritten(plan, 'runs', 'Insert')).toBe(limit)
+    const reads = readsOf(plan, 'due')
+    // `queue = any(...)` takes every due row of the queues (and sorts them: see claim.ts), not more:
+    // not the ELSEWHERE due rows of the other queue ...
     expect(reads.reduce((sum, r) => sum + rowsExamined(r), 0)).toBeLessThanOrEqual(N + limit)
+    // ... found by index
+    for (const r of reads) expect(indexesOf(r).length, r['Node Type']).toBeGreaterThan(0)
+    // the history is not read; its one node is the insert of executions of cancelled jobs (none here)
+    for (const h of historyNodes(plan)) {
+      expect(h['Node Type'], h['Relation Name']).toBe('ModifyTable')
+      expect(h['Actual Rows'], h['Relation Name']).toBe(0)
+    }
   })
 })

@@ -39,8 +39,9 @@ describe('migrate', () => {
       `select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
         where n.nspname = 'pgsched' and c.relkind = 'p' order by 1`,
     )
-    expect(tables.map((t) => t.relname)).toEqual(['executions', 'job_idempotency_keys', 'jobs', 'triggers'])
-    const parts = await query<{ n: string }>(url, `select count(*) as n from pg_inherits where inhparent = 'pgsched.executions'::regclass`)
+    // the history of executions (migration 0028 renamed the executions table; due and runs are not partitioned)
+    expect(tables.map((t) => t.relname)).toEqual(['execution_history', 'job_idempotency_keys', 'jobs', 'triggers'])
+    const parts = await query<{ n: string }>(url, `select count(*) as n from pg_inherits where inhparent = 'pgsched.execution_history'::regclass`)
     expect(parts[0]?.n).toBe('8')
     const setting = await query<{ value: string }>(url, `select value from pgsched.settings where name = 'partition_count'`)
     expect(setting[0]?.value).toBe('8')
@@ -51,21 +52,51 @@ describe('migrate', () => {
     await migrate({ databaseUrl: url })
     const setting = await query<{ value: string }>(url, `select value from pgsched.settings where name = 'partition_count'`)
     expect(setting[0]?.value).toBe(String(PARTITION_COUNT_DEFAULT))
-    const parts = await query<{ n: string }>(url, `select count(*) as n from pg_inherits where inhparent = 'pgsched.executions'::regclass`)
+    const parts = await query<{ n: string }>(url, `select count(*) as n from pg_inherits where inhparent = 'pgsched.execution_history'::regclass`)
     expect(parts[0]?.n).toBe(String(PARTITION_COUNT_DEFAULT))
   })
 
-  it('sets every executions partition to vacuum after 5,000 dead rows, indexes included', async () => {
+  it('sets every execution_history partition to vacuum after 5,000 dead rows, indexes included', async () => {
     const url = await emptyDatabase()
     await migrate({ databaseUrl: url, partitions: 3 })
     const options = await query<{ reloptions: string[] }>(
       url,
-      `select c.reloptions from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = 'pgsched.executions'::regclass`,
+      `select c.reloptions from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = 'pgsched.execution_history'::regclass`,
     )
     expect(options).toHaveLength(3)
     for (const o of options) {
       expect(o.reloptions).toEqual(expect.arrayContaining(['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=5000', 'vacuum_index_cleanup=on']))
     }
+  })
+
+  it('sets due and runs (rows inserted and deleted all the time) to vacuum after a fixed number of dead or inserted rows', async () => {
+    const url = await emptyDatabase()
+    await migrate({ databaseUrl: url, partitions: 3 })
+    const options = await query<{ relname: string; reloptions: string[] | null }>(
+      url,
+      `select c.relname, c.reloptions from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = 'pgsched' and c.relname in ('due', 'runs') order by 1`,
+    )
+    expect(options.map((o) => o.relname)).toEqual(['due', 'runs'])
+    const [due, runs] = options
+    expect(due?.reloptions).toEqual(
+      expect.arrayContaining([
+        'autovacuum_vacuum_scale_factor=0',
+        'autovacuum_vacuum_threshold=5000',
+        'autovacuum_vacuum_insert_scale_factor=0',
+        'autovacuum_vacuum_insert_threshold=5000',
+      ]),
+    )
+    // runs: room on each page for the heartbeat's HOT updates
+    expect(runs?.reloptions).toEqual(
+      expect.arrayContaining([
+        'fillfactor=50',
+        'autovacuum_vacuum_scale_factor=0',
+        'autovacuum_vacuum_threshold=2000',
+        'autovacuum_vacuum_insert_scale_factor=0',
+        'autovacuum_vacuum_insert_threshold=2000',
+      ]),
+    )
   })
 
   it('changes nothing when run a second time, with the same count or none', async () => {

@@ -27,7 +27,7 @@ async function findInDatabase(needle: string): Promise<string[]> {
   const hex = Buffer.from(needle, 'utf8').toString('hex')
   const { rows: tables } = await sql<{ name: string }>`
     select tablename as name from pg_tables where schemaname = 'pgsched' order by tablename`.execute(t.db)
-  expect(tables.map((x) => x.name)).toEqual(expect.arrayContaining(['api_keys', 'jobs', 'executions', 'triggers', 'workers']))
+  expect(tables.map((x) => x.name)).toEqual(expect.arrayContaining(['api_keys', 'jobs', 'execution_history', 'due', 'runs', 'triggers', 'workers']))
   const found: string[] = []
   for (const { name } of tables) {
     const { rows } = await sql<{ n: number }>`

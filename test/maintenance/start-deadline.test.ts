@@ -27,7 +27,7 @@ describe('start deadlines', () => {
     const id = res.json().id as string
     const { job: onTime } = await client.submitJob({ type: 'k', startDeadlineMs: 60_000 })
     // the deadline passes (moved into the past rather than waited for)
-    await sql`update pgsched.executions set start_deadline = now() - interval '1 millisecond' where job_id = ${id}::uuid`.execute(t.db)
+    await sql`update pgsched.due set start_deadline = now() - interval '1 millisecond' where job_id = ${id}::uuid`.execute(t.db)
     const claimed = await claim()
     expect(claimed.map((c) => c.jobId)).toEqual([onTime.id]) // the expired one is not started
     const reaper = new Reaper({ db: t.db, log: t.log, intervalMs: 1_000, batchSize: 100 })
@@ -46,8 +46,12 @@ describe('start deadlines', () => {
     const { job } = await client.submitJob({ type: 'k', startDeadlineMs: 1_000, backoffBaseMs: 0, backoffMaxMs: 0 })
     const [c] = await claim()
     if (!c) throw new Error('nothing claimed')
-    await executionFailMany(t.db, { workerId: W, failures: [{ ...c, errorJson: '{"message":"x","name":"Error","attempt":1}', fatal: false, outputUri: null }] })
-    await sql`update pgsched.executions set start_deadline = now() - interval '1 second' where job_id = ${job.id}::uuid`.execute(t.db)
+    const failed = await executionFailMany(t.db, {
+      workerId: W,
+      failures: [{ ...c, errorJson: '{"message":"x","name":"Error","attempt":1}', fatal: false, outputUri: null }],
+    })
+    expect(failed).toMatchObject([{ id: c.id, state: 'pending' }]) // a retry: back in pgsched.due, one attempt made
+    await sql`update pgsched.due set start_deadline = now() - interval '1 second' where job_id = ${job.id}::uuid`.execute(t.db)
     expect(await new Reaper({ db: t.db, log: t.log, intervalMs: 1_000, batchSize: 100 }).runOnce()).toMatchObject({ expired: 0 })
     expect((await claim()).map((x) => x.jobId)).toEqual([job.id])
   })
@@ -58,7 +62,7 @@ describe('start deadlines', () => {
     const [c] = await claim()
     if (!c) throw new Error('nothing claimed')
     await executionReleaseMany(t.db, { workerId: W, leases: [c] }) // attempt back to 0, as if never claimed
-    await sql`update pgsched.executions set run_at = now() + interval '1 hour' where job_id = ${job.id}::uuid`.execute(t.db)
+    await sql`update pgsched.due set run_at = now() + interval '1 hour' where job_id = ${job.id}::uuid`.execute(t.db)
     expect(await new Reaper({ db: t.db, log: t.log, intervalMs: 1_000, batchSize: 100 }).runOnce()).toMatchObject({ expired: 0 })
     expect((await client.viewJob(job.id)).status).toBe('SCHEDULED')
   })

@@ -208,7 +208,7 @@ describe('TriggerScheduler', () => {
       ['fire_all capped at 4', { misfirePolicy: 'fire_all', misfireMaxRuns: 4 }, [30, 40, 50, 60]],
     ] as const)('%s', async (_name, policy, expected) => {
       for (const schedule of [{ cron: '*/10 * * * * *' }, { every: 'PT10S' }]) {
-        await sql`truncate pgsched.jobs, pgsched.triggers, pgsched.executions`.execute(t.db)
+        await sql`truncate pgsched.jobs, pgsched.triggers, pgsched.execution_history, pgsched.due, pgsched.runs`.execute(t.db)
         const clock = manualClock(T0)
         const job = await submit({ type: 'report', schedule, startAt: iso(T0), ...policy }, plus(T0, -1))
         const dispatcher = scheduler({ clock })
@@ -243,7 +243,7 @@ describe('TriggerScheduler', () => {
       ['Europe/Berlin', 'fall back', '2030-10-27', '2030-10-27T02:30:00+02:00'],
     ])('in %s on the %s day (%s) runs once, at %s', async (timezone, _what, day, expectedRun) => {
       for (const passEverySeconds of [0, 420]) {
-        await sql`truncate pgsched.jobs, pgsched.triggers, pgsched.executions`.execute(t.db)
+        await sql`truncate pgsched.jobs, pgsched.triggers, pgsched.execution_history, pgsched.due, pgsched.runs`.execute(t.db)
         const dayStart = Date.parse(`${day}T00:00:00Z`)
         const from = new Date(dayStart - 2 * 86_400_000)
         const until = new Date(dayStart + 2 * 86_400_000)

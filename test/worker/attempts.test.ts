@@ -71,7 +71,7 @@ describe('the attempts of an execution', () => {
     expect(execution?.attempts).toMatchObject([{ attempt: 1, outcome: 'lease expired', error: { name: 'LeaseExpiredError' } }])
     // claimed again: the second attempt shows as running, with its worker
     const W = '00000000-0000-7000-8000-00000000e001'
-    await sql`update pgsched.executions set run_at = now() where job_id = ${jobId}::uuid`.execute(t.db)
+    await sql`update pgsched.due set run_at = now() where job_id = ${jobId}::uuid`.execute(t.db)
     await executionClaimBatch(t.db, { workerId: W, queues: ['default'], types: ['slow'], limit: 1, leaseMs: 60_000 })
     const [again] = (await client.listExecutions(jobId)).items
     expect(again?.attempts).toMatchObject([

@@ -30,7 +30,7 @@ describe('Completer.exclusive', () => {
     // Block the write of `a` behind a row lock held by another connection.
     const blocker = await t.pool.connect()
     await blocker.query('begin')
-    await blocker.query('select 1 from pgsched.executions where id = $1 for update', [a.id])
+    await blocker.query('select 1 from pgsched.runs where execution_id = $1 for update', [a.id])
     const writeA = completer.complete(done(a))
     await waitFor(
       async () =>

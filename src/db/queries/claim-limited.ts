@@ -46,8 +46,8 @@ export async function queueClaimLimited(
       returning paused, fair_share as fair, concurrency_limit as limit, key_concurrency_limit as "keyLimit",
              rate_period_ms::float8 / rate_limit * ${RATE_SPACING}::float8 as "spacingMs",
              key_rate_period_ms::float8 / key_rate_limit * ${RATE_SPACING}::float8 as "keySpacingMs",
-             exists (select 1 from pgsched.executions p where p.state = 'pending' and p.queue = ${queue}::text and p.run_at <= now()) as due,
-             (select count(*)::int from pgsched.executions r where r.state = 'running' and r.queue = ${queue}::text) as running`.execute(trx)
+             exists (select 1 from pgsched.due p where p.queue = ${queue}::text and p.run_at <= now()) as due,
+             (select count(*)::int from pgsched.runs r where r.queue = ${queue}::text) as running`.execute(trx)
     const s = rows[0]
     if (!s || s.paused || (!s.fair && s.limit === null && s.keyLimit === null && s.spacingMs === null && s.keySpacingMs === null))
       return { claimed: [], full: false, running: null }

@@ -1,9 +1,9 @@
 /**
- * The claim: the hot path. One statement takes up to `limit` due pending
- * executions of the worker's queues and types, highest priority first, locks
+ * The claim: the hot path. One statement takes up to `limit` due executions
+ * (pgsched.due) of the worker's queues and types, highest priority first, locks
  * them with SKIP LOCKED (so concurrent workers never take the same row and
- * never wait on each other), leases them to the worker and returns what the
- * handler needs. Served by the partial index executions_claim_idx. Paused and
+ * never wait on each other), moves them to pgsched.runs leased to the worker and
+ * returns what the handler needs. Served by due_claim_idx. Paused and
  * limited queues are skipped; a limited queue is claimed by queueClaimLimited.
  * While someone listens to events, the same statement records a `started` event per row.
  */
@@ -11,6 +11,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { eventsCaptured } from './event-capture.ts'
+import { executionErrorSql, historyUpsert } from './fragments.ts'
 
 export interface ExecutionClaimBatchParams {
   workerId: string
@@ -69,6 +70,12 @@ export interface ClaimedExecution {
   /** The W3C traceparent of the submit, when the claim asked for it (withTraceparent) and the job has one. */
   traceparent?: string | null
   payload: unknown
+  /**
+   * Set by the worker on an execution of a fair-share claim: where it goes in the worker's buffer
+   * instead of runAtMs (the claim's time, so that the fair order of each claim is kept: a tenant's
+   * work taken by a claim is not put behind older work of a busy tenant taken by later claims).
+   */
+  orderMs?: number
   /** A rate-limited queue's execution: start the handler this many ms after the claim returns (its slot). */
   startDelayMs?: number
   /** A fair claim stopped at a tenant's sentinel before its limit (queueClaimLimited claims again with larger offers). */
@@ -92,51 +99,47 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
   const admit = params.admit
   const limited = params.limited ?? (admit ? { capacity: null, keyLimit: null, fair: admit.fair } : undefined)
   const queue = params.queues[0]
-  // One queue: `queue = $1` lets each partition's claim index return rows already in priority
-  // order (a merge append, then LIMIT). `queue = any(...)` cannot, and sorts every due row.
+  // One queue: `queue = $1` lets due_claim_idx return rows already in priority order (then LIMIT).
+  // Several: each queue's rows are read the same way in a lateral subquery (`q.name`), and the
+  // first `limit` of their union taken (`queue = any(...)` would read and sort every due row).
   const one = params.queues.length === 1 || limited !== undefined
-  const queueMatch = one ? sql`queue = ${queue}::text` : sql`queue = any(${params.queues}::text[])`
+  const queueMatch = one ? sql`queue = ${queue}::text` : sql`queue = q.name`
   // Paused and limited queues are not this statement's (see migrations/0012): one probe of
   // pgsched.queues per statement (a one-time filter, or an array computed once).
   const held = sql`(s.paused or s.fair_share or s.concurrency_limit is not null or s.key_concurrency_limit is not null or s.rate_limit is not null
                      or s.key_rate_limit is not null)`
   const settingsMatch =
-    limited !== undefined
-      ? sql``
-      : one
-        ? sql`and not exists (select 1 from pgsched.queues s where s.name = ${queue}::text and ${held})`
-        : sql`and queue <> all(array(select s.name from pgsched.queues s where ${held}))`
+    limited !== undefined ? sql`` : one ? sql`and not exists (select 1 from pgsched.queues s where s.name = ${queue}::text and ${held})` : sql`` // the several-queue claim leaves them out of its list of queues (below)
   const limit =
     limited?.capacity == null
       ? sql`${params.limit}::int`
-      : sql`least(${params.limit}::int, greatest(0, ${limited.capacity}::int - (select count(*)::int from pgsched.executions r
-                                                                          where r.state = 'running' and r.queue = ${queue}::text)))`
+      : sql`least(${params.limit}::int, greatest(0, ${limited.capacity}::int - (select count(*)::int from pgsched.runs r
+                                                                          where r.queue = ${queue}::text)))`
   const due = (columns: RawBuilder<unknown>, lock: RawBuilder<unknown>, rowLimit: RawBuilder<unknown>, extra: RawBuilder<unknown> = sql``) => sql`
       select ${columns}
-        from pgsched.executions
-       where state = 'pending'
-         and ${queueMatch}
+        from pgsched.due
+       where ${queueMatch}
          ${settingsMatch}
          ${extra}
          and type = any(${params.types}::text[])              -- only types this worker can run
          and run_at <= coalesce(${now}::timestamptz, now())
          and (start_deadline is null or attempt > 0 or start_deadline > coalesce(${now}::timestamptz, now()))   -- not expired
-       order by priority desc, run_at, id
+       order by priority desc, run_at, execution_id
        limit ${rowLimit}
          ${lock}`
   const keyLimit = limited?.keyLimit ?? null
   const keyRate = limited?.keyRate ?? null
   const keyed = keyLimit !== null || keyRate !== null
   const fair = limited?.fair === true
-  // A per-key limit: leave out keys already at their limit (index executions_running_key_idx), and
+  // A per-key limit: leave out keys already at their limit (counted in pgsched.runs), and
   // with a rate limit per key those whose next slot is past the horizon, so one key's backlog cannot
   // fill the window.
   const keyFilter = sql`${
     keyLimit === null
       ? sql``
       : sql`and (concurrency_key is null or concurrency_key not in (
-                  select r.concurrency_key from pgsched.executions r
-                   where r.state = 'running' and r.queue = ${queue}::text and r.concurrency_key is not null
+                  select r.concurrency_key from pgsched.runs r
+                   where r.queue = ${queue}::text and r.concurrency_key is not null
                    group by r.concurrency_key having count(*) >= ${keyLimit}::int))`
   }${
     keyRate === null
@@ -147,24 +150,36 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
                    where k.queue = ${queue}::text and k.next_start_at > clock_timestamp() + ${keyRate.horizonMs}::float8 * interval '1 millisecond'))`
   }`
   const scan = !keyed ? sql`${params.limit}::int` : sql`${Math.max(KEY_SCAN_MIN, params.limit * KEY_SCAN_FACTOR)}::int`
-  const candidateColumns = sql`id, job_id, concurrency_key, tenant, priority, run_at`
+  const candidateColumns = sql`execution_id as id, job_id, concurrency_key, tenant, priority, run_at`
   const dueCte =
     !fair && !keyed
       ? // rows other workers hold are skipped, not waited on
-        sql`due as materialized (${due(sql`id, job_id`, sql`for update skip locked`, limit)}
+        one
+        ? sql`due as materialized (${due(sql`execution_id as id, job_id`, sql`for update skip locked`, limit)}
+    )`
+        : // each queue's first `limit` due rows, locked (those beyond the first `limit` of all are
+          // unlocked again at commit), from the queues that are not paused or limited
+          sql`due as materialized (
+      select id, job_id from (
+        select c.* from unnest(${params.queues}::text[]) as q(name)
+         cross join lateral (${due(sql`execution_id as id, job_id, priority, run_at`, sql`for update skip locked`, limit)}) c
+         where q.name <> all(array(select s.name from pgsched.queues s where ${held}))
+      ) x
+      order by priority desc, run_at, id
+      limit ${limit}
     )`
       : // The limited forms lock no row to skip: the claims of this queue take turns on its settings row
         // (an admitted fair claim, which does not, runs only on a queue with no limit that can bind:
         // queue-claims.ts).
         sql`${
           fair
-            ? // Fair: each tenant with pending executions (a skip scan of executions_tenant_idx) offers its
+            ? // Fair: each tenant with pending executions (a skip scan of due_tenant_idx) offers its
               // first due ones in priority order.
               sql`tenants(tenant) as (
-      (select tenant from pgsched.executions where state = 'pending' and queue = ${queue}::text order by tenant limit 1)
+      (select tenant from pgsched.due where queue = ${queue}::text order by tenant limit 1)
       union all
-      select (select e.tenant from pgsched.executions e
-               where e.state = 'pending' and e.queue = ${queue}::text and e.tenant > t.tenant order by e.tenant limit 1)
+      select (select e.tenant from pgsched.due e
+               where e.queue = ${queue}::text and e.tenant > t.tenant order by e.tenant limit 1)
         from tenants t where t.tenant is not null
     ),
     -- Each offers k (about twice its share of the claim) and one more, the sentinel: the claim takes
@@ -192,8 +207,8 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
              row_number() over (order by e.priority desc, (coalesce(busy.n, 0) + e.turn) / coalesce(w.weight, 1), e.run_at, e.id) as pos
         from (select o.*, row_number() over (partition by o.tenant, o.priority order by o.run_at, o.id) as turn from offered o) e
         left join pgsched.tenants w on w.name = e.tenant
-        left join (select r.tenant, count(*) as n from pgsched.executions r
-                    where r.state = 'running' and r.queue = ${queue}::text group by r.tenant) busy on busy.tenant = e.tenant
+        left join (select r.tenant, count(*) as n from pgsched.runs r
+                    where r.queue = ${queue}::text group by r.tenant) busy on busy.tenant = e.tenant
     ),
     head as (
       select * from ranked
@@ -213,8 +228,8 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
     ),
     key_running as (
       select concurrency_key, count(*)::int as n
-        from pgsched.executions
-       where ${keyLimit === null ? sql`false and ` : sql``}state = 'running' and queue = ${queue}::text
+        from pgsched.runs
+       where ${keyLimit === null ? sql`false and ` : sql``}queue = ${queue}::text
          and concurrency_key in (select concurrency_key from numbered)
        group by concurrency_key
     ),
@@ -237,24 +252,47 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
     )`
   return sql<ClaimedExecution>`${sql.raw(PREPARE)}
     with ${fair ? sql`recursive ` : sql``}${dueCte},
-    claimed as (
-    update pgsched.executions e
-       set state = 'running',
-           attempt = e.attempt + 1,
-           worker_id = ${params.workerId}::uuid,
-           lease_expires_at = coalesce(${now}::timestamptz, now()) + ${params.leaseMs}::int * interval '1 millisecond',
-           -- when the rows were taken (one instant for the batch, read once its rows are locked), not
-           -- the statement's start: a claim that waited or was starved must not date its rows before
-           -- those of claims that ran in the meantime
-           started_at = coalesce(${now}::timestamptz, (select clock_timestamp()))
-     -- arrays rather than a join: the planner then probes the primary keys instead of hashing every partition
-     where e.id = any(array(select id from due))
-       and e.job_id = any(array(select job_id from due))
-       and e.state = 'pending'   -- rechecked: the per-key form locks no row before this
-    returning e.id, e.job_id, e.type, e.queue, e.priority, e.attempt, e.max_attempts, e.timeout_ms, e.scheduled_for, e.run_at, e.started_at, e.tenant
-           ${keyRate ? sql`, e.concurrency_key` : sql``}
+    -- the due rows leave pgsched.due (the per-key and fair forms lock no row before this: a row
+    -- another claim or a cancel took since is not there to delete) ...
+    taken as (
+      delete from pgsched.due d
+       where d.execution_id = any(array(select id from due))
+      returning d.*
     ),
-    ${eventsCaptured(sql`select 'started', tenant, job_id, id, queue, type, attempt from claimed`)}${
+    -- each with its job (one probe of the job's partition per row: \`offset 0\` keeps it a nested
+    -- loop); the payload for the handler, and the state: a job cancelled before this statement
+    -- started gets no run (jobCancelSweep relies on it), its execution is cancelled instead
+    withjob as (
+      select t.*, j.payload, j.state as job_state ${params.withTraceparent ? sql`, j.traceparent` : sql``}
+        from taken t
+        cross join lateral (select payload, state ${params.withTraceparent ? sql`, traceparent` : sql``}
+                              from pgsched.jobs where id = t.job_id offset 0) j
+    ),
+    dropped as (
+      ${historyUpsert(sql`select execution_id, job_id, queue, type, priority, scheduled_for, run_at, attempt, max_attempts, timeout_ms, null::timestamptz,
+                                 concurrency_key, tenant, start_deadline, created_at, 'cancelled', now(), null::jsonb,
+                                 ${executionErrorSql({ message: sql`'cancelled'`, name: sql`'CancelledError'`, attempt: sql`attempt` })},
+                                 null::text, null::jsonb, null::uuid
+                            from withjob where job_state = 'cancelled'`)}
+    ),
+    -- ... and become leases
+    claimed as (
+      insert into pgsched.runs (execution_id, job_id, worker_id, attempt, lease_expires_at, started_at, queue, type, priority, run_at,
+                                scheduled_for, max_attempts, timeout_ms, tenant, concurrency_key, start_deadline, created_at)
+      select execution_id, job_id, ${params.workerId}::uuid, attempt + 1,
+             coalesce(${now}::timestamptz, now()) + ${params.leaseMs}::int * interval '1 millisecond',
+             -- when the rows were taken (one instant for the batch, read once its rows are locked), not
+             -- the statement's start: a claim that waited or was starved must not date its rows before
+             -- those of claims that ran in the meantime
+             coalesce(${now}::timestamptz, (select clock_timestamp())),
+             queue, type, priority, run_at, scheduled_for, max_attempts, timeout_ms, tenant, concurrency_key, start_deadline, created_at
+        from withjob
+       where job_state <> 'cancelled'
+      returning execution_id as id, job_id, type, queue, priority, attempt, max_attempts, timeout_ms, scheduled_for, run_at, started_at, tenant
+             ${keyRate ? sql`, concurrency_key` : sql``}
+    ),
+    ${eventsCaptured(sql`select 'started', tenant, job_id, id, queue, type, attempt from claimed
+                           union all select 'cancelled', tenant, job_id, id, queue, type, attempt from dropped`)}${
       admit
         ? sql`,
     -- after every row is taken (it reads their count): the check under the settings row lock
@@ -270,12 +308,12 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
            c.timeout_ms as "timeoutMs", (extract(epoch from c.scheduled_for) * 1000)::float8 as "scheduledForMs",
            (extract(epoch from c.run_at) * 1000)::float8 as "runAtMs",
            (extract(epoch from c.started_at) * 1000)::float8 as "startedAtMs",
-           (select j.payload from pgsched.jobs j where j.id = c.job_id) as payload
-           ${params.withTraceparent ? sql`, (select j.traceparent from pgsched.jobs j where j.id = c.job_id) as traceparent` : sql``}
+           w.payload ${params.withTraceparent ? sql`, w.traceparent` : sql``}
            ${fair ? sql`, exists (select 1 from ranked where sentinel) and (select count(*) from due) < ${limit} as "cut"` : sql``}
            ${admit ? sql`, (select a from admitted) as "admitted"` : sql``}
            ${keyRate ? sql`, c.concurrency_key as "concurrencyKey"` : sql``}
       from claimed c
+      join withjob w on w.execution_id = c.id
   `
 }
 

@@ -48,25 +48,62 @@ export const claimedTriggerColumns = sql`t.job_id, t.kind, t.cron_expression, t.
 /**
  * The insert of the first execution of submitted one-time jobs of `tenant`, up to its `from`: each
  * input row (id, execution_id, queue, type, priority, run_at, max_attempts, timeout_ms,
- * concurrency_key) becomes an execution due at run_at, or now when run_at is null. Used by both
+ * concurrency_key) becomes a pgsched.due row due at run_at, or now when run_at is null. Used by both
  * forms of jobInsertMany.
  */
 export function executionsFromSubmitted(tenant: string): RawBuilder<unknown> {
-  return sql`insert into pgsched.executions (id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms,
-                                  concurrency_key, tenant, start_deadline)
+  return sql`insert into pgsched.due (execution_id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms,
+                           concurrency_key, tenant, start_deadline)
       select execution_id, id, queue, type, priority, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, timeout_ms,
              concurrency_key, ${tenant}::text, coalesce(run_at, now()) + start_deadline_ms * interval '1 millisecond'`
 }
 
 /**
- * The attempt log of an execution `e` (alias) being updated, with the attempt that is ending
- * appended (migration 0017): `outcome` and `error` are SQL expressions.
+ * The attempt log entry (migration 0017) of the attempt of `e` (alias: a pgsched.runs row that is
+ * ending) as a one-element jsonb array: `outcome` and `error` are SQL expressions. The history
+ * upsert (historyUpsert) appends it to the log the execution has.
  */
 export function attemptLogEntry(outcome: RawBuilder<unknown>, error: RawBuilder<unknown>): RawBuilder<unknown> {
-  return sql`coalesce(e.attempt_log, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+  return sql`jsonb_build_array(jsonb_build_object(
                'attempt', e.attempt, 'startedAt', e.started_at, 'endedAt', now(), 'workerId', e.worker_id,
                'host', (select w.host from pgsched.workers w where w.id = e.worker_id), 'outcome', ${outcome}, 'error', ${error}))`
 }
+
+/**
+ * The columns of pgsched.execution_history that historyUpsert writes, in order. A `from` for it
+ * selects, per execution: the pgsched.runs / pgsched.due columns (execution_id as id, job_id,
+ * queue, type, priority, scheduled_for, run_at, attempt, max_attempts, timeout_ms, started_at,
+ * concurrency_key, tenant, start_deadline, created_at) and then state, finished_at, result, error,
+ * output_uri, attempt_log (the entry to append, or null), last_worker_id.
+ */
+const HISTORY_COLUMNS = sql`id, job_id, queue, type, priority, scheduled_for, run_at, attempt, max_attempts, timeout_ms, started_at,
+                            concurrency_key, tenant, start_deadline, created_at, state, finished_at, result, error, output_uri,
+                            attempt_log, last_worker_id`
+
+/**
+ * Writes the history row of executions whose attempt ended (migration 0028): inserted, or, for an
+ * execution that has one (it waited for a retry), updated in place, its attempt log extended.
+ * `from` is a select of HISTORY_COLUMNS' values; returns id, job_id, tenant, queue, type, attempt,
+ * state, run_at of each row written.
+ */
+export function historyUpsert(from: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`insert into pgsched.execution_history as h (${HISTORY_COLUMNS})
+      ${from}
+      on conflict (id, job_id) do update
+         set state = excluded.state, attempt = excluded.attempt, run_at = excluded.run_at, started_at = coalesce(excluded.started_at, h.started_at),
+             finished_at = excluded.finished_at, result = excluded.result, error = excluded.error, output_uri = coalesce(excluded.output_uri, h.output_uri),
+             attempt_log = case when excluded.attempt_log is null then h.attempt_log
+                                else coalesce(h.attempt_log, '[]'::jsonb) || excluded.attempt_log end,
+             last_worker_id = coalesce(excluded.last_worker_id, h.last_worker_id)
+      returning h.id, h.job_id, h.tenant, h.queue, h.type, h.attempt, h.state, h.run_at`
+}
+
+/**
+ * The columns of a pgsched.due insert (a retry or a hand-back of a `runs` row `e`), in the order
+ * dueFromRuns selects them.
+ */
+export const DUE_COLUMNS = sql`execution_id, job_id, queue, type, priority, run_at, scheduled_for, attempt, max_attempts, timeout_ms,
+                               tenant, concurrency_key, start_deadline, created_at`
 
 /** now() as the worker writes `at` (Date#toISOString: UTC, milliseconds, "Z"), whatever the session's TimeZone. */
 const NOW_ISO = sql`to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
@@ -86,4 +123,43 @@ export function executionErrorSql(fields: ExecutionErrorSql): RawBuilder<unknown
     return value === undefined ? [] : [sql`${sql.lit(name)}, ${value}`]
   })
   return sql`jsonb_strip_nulls(jsonb_build_object(${sql.join(pairs)}))`
+}
+
+/**
+ * The CTEs `decided`, `requeued` and `moved` that end attempts (a failure, an expired lease): from
+ * a CTE `ended` of the pgsched.runs rows deleted (read as `e`; joined to its job `j`), each goes
+ * back to pgsched.due with the retry backoff when attempts are left and `fatal` is false, and its
+ * history row becomes pending (waiting for the retry: it keeps the error and the attempt log) or
+ * failed; cancelled, with no retry, when its job was cancelled meanwhile. `moved` returns what
+ * historyUpsert returns (state 'pending' for a retry).
+ */
+export function endedAttempts(
+  fatal: RawBuilder<unknown>,
+  error: RawBuilder<unknown>,
+  outcome: RawBuilder<unknown>,
+  outputUri: RawBuilder<unknown>,
+): RawBuilder<unknown> {
+  return sql`decided as (
+      select e.*, ${error} as ended_error, ${attemptLogEntry(outcome, error)} as log_entry,
+             (${fatal} or e.attempt >= e.max_attempts or j.state = 'cancelled') as final,
+             case when ${fatal} or e.attempt >= e.max_attempts or j.state = 'cancelled' then e.run_at else ${retryRunAt} end as next_run_at,
+             ${outputUri} as ended_output_uri, j.state = 'cancelled' as job_cancelled
+        from ended e
+        join pgsched.jobs j on j.id = e.job_id
+    ),
+    requeued as (
+      insert into pgsched.due (${DUE_COLUMNS})
+      select execution_id, job_id, queue, type, priority, next_run_at, scheduled_for, attempt, max_attempts, timeout_ms,
+             tenant, concurrency_key, start_deadline, created_at
+        from decided
+       where not final
+    ),
+    moved as (
+      ${historyUpsert(sql`select execution_id, job_id, queue, type, priority, scheduled_for, next_run_at, attempt, max_attempts, timeout_ms,
+                                 started_at, concurrency_key, tenant, start_deadline, created_at,
+                                 case when job_cancelled then 'cancelled' when final then 'failed' else 'pending' end,
+                                 case when final then now() end, null::jsonb,
+                                 ended_error, ended_output_uri, log_entry, worker_id
+                            from decided`)}
+    )`
 }

@@ -7,7 +7,7 @@
  * a superset of the jobs with that status, each with the execution that would make it so.
  *
  *   status      candidates (migration 0026's partial indexes)
- *   RUNNING     running executions (executions_lease_idx: as many as the workers' slots)
+ *   RUNNING     running executions (pgsched.runs: as many as the workers' slots)
  *   FAILED      failed executions with an attempt (executions_ended_badly_idx), and
  *               schedules stopped by an error (triggers_error_idx)
  *   EXPIRED     failed executions without an attempt (executions_ended_badly_idx)

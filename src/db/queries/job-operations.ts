@@ -35,7 +35,7 @@ export function actionAppliesSql(action: JobAction): RawBuilder<unknown> {
   )
   if (action === 'cancel') return sql`(${statuses})`
   // a finished job: besides its status, no execution of it is waiting or held by a worker
-  return sql`((${statuses}) and not exists (select 1 from pgsched.executions x where x.job_id = j.id and x.state in ('pending', 'running')))`
+  return sql`((${statuses}) and not exists (select 1 from pgsched.due x where x.job_id = j.id) and not exists (select 1 from pgsched.runs x where x.job_id = j.id))`
 }
 
 /** Up to `limit` ids of jobs that match `filter` and that `action` applies to, in id order. */
@@ -99,17 +99,17 @@ export async function jobRunAgainMany(trx: Executor, params: JobActParams & { ac
        where job_id in (select id from target) and next_fire_at is null and queued_fire_at is not null
     ),
     added as (
-      insert into pgsched.executions (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms,
-                                      concurrency_key, tenant, start_deadline)
+      insert into pgsched.due (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms,
+                               concurrency_key, tenant, start_deadline)
       select id, queue, type, priority,
              -- the latest run by its time, even when an earlier run was due later (a cancelled future run)
              greatest(now(), last_scheduled_for + interval '1 microsecond'), now(), max_attempts, timeout_ms,
              concurrency_key, tenant, now() + start_deadline_ms * interval '1 millisecond'
         from target
-      returning id, job_id, tenant, queue, type
+      returning execution_id as id, job_id, tenant, queue, type
     ),
     ${eventsCaptured(sql`select 'submitted', tenant, job_id, id, queue, type, 0 from added`)}
-    -- the insert trigger on executions wakes the workers that wait for these queues (migration 0011)
+    -- the insert trigger on due wakes the workers that wait for these queues (migration 0011)
     select job_id as id from added order by job_id`.execute(trx)
   return rows.map((r) => r.id)
 }
@@ -150,7 +150,7 @@ export async function jobDeleteMany(trx: Executor, params: JobActParams): Promis
   const { rows } = await sql<{ id: string }>`
     with target as (${targets('delete', params)}),
     doomed_executions as (
-      delete from pgsched.executions x where x.job_id in (select id from target) returning x.id
+      delete from pgsched.execution_history x where x.job_id in (select id from target) returning x.id
     ),
     output as (
       delete from pgsched.execution_output o where o.execution_id in (select id from doomed_executions)

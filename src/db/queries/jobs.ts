@@ -4,11 +4,11 @@
  * Reading jobs (view, keyset list) and the mapping to domain types: job-views.ts.
  * Each records its events (submitted, cancelled, paused, resumed) while someone listens.
  */
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
-import { executionErrorSql, executionsFromSubmitted } from './fragments.ts'
+import { executionErrorSql, executionsFromSubmitted, historyUpsert } from './fragments.ts'
 import { eventsCaptured } from './event-capture.ts'
 import type { NormalizedSubmit } from '../../core/job.ts'
 import type { QuotaRejection } from './admission.ts'
@@ -204,34 +204,83 @@ export interface JobCancelParams {
 
 /**
  * What cancelling the jobs of a `job` CTE (updated to cancelled, returning id, tenant, queue, type)
- * also does, as further CTEs: their triggers stop, their pending and running executions become
- * cancelled (`cancelled`; `running` names those that ran), an event per execution cancelled or
+ * also does, as further CTEs: their triggers stop, their pending and running executions leave
+ * pgsched.due and pgsched.runs and are cancelled in the history (`cancelled`; `running` names those that ran), an event per execution cancelled or
  * one per job when none was, and a notification on `pgsched_cancel` for the running ones.
  */
-export const jobCancelEffects = sql`
+export const jobCancelEffects = cancelEffects(true)
+
+/** jobCancelEffects; `first` false: the sweep after the cancel (jobCancelSweep), which records no event of the job alone. */
+function cancelEffects(first: boolean): RawBuilder<unknown> {
+  return sql`
     stop_trigger as (
       update pgsched.triggers
          set next_fire_at = null, updated_at = now()
-       where job_id in (select id from job)
+       where ${first}::boolean and job_id in (select id from job)
     ),
     running as (
-      select id from pgsched.executions
-       where job_id in (select id from job) and state = 'running'
+      select execution_id as id from pgsched.runs
+       where job_id in (select id from job)
+    ),
+    dropped as (
+      delete from pgsched.due where job_id in (select id from job)
+      returning execution_id, job_id, queue, type, priority, scheduled_for, run_at, attempt, max_attempts, timeout_ms,
+                null::timestamptz as started_at, concurrency_key, tenant, start_deadline, created_at, null::uuid as worker_id,
+                null::text as output_uri
+    ),
+    stopped as (
+      delete from pgsched.runs where job_id in (select id from job)
+      returning execution_id, job_id, queue, type, priority, scheduled_for, run_at, attempt, max_attempts, timeout_ms,
+                started_at, concurrency_key, tenant, start_deadline, created_at, worker_id, output_uri
     ),
     cancelled as (
-      update pgsched.executions
-         set state = 'cancelled', finished_at = now(), last_worker_id = coalesce(worker_id, last_worker_id), worker_id = null, lease_expires_at = null,
-             error = ${cancelledError}
-       where job_id in (select id from job) and state in ('pending', 'running')
-      returning id, job_id, tenant, queue, type, attempt
+      ${historyUpsert(sql`select execution_id, job_id, queue, type, priority, scheduled_for, run_at, attempt, max_attempts, timeout_ms,
+                                 started_at, concurrency_key, tenant, start_deadline, created_at, 'cancelled', now(), null::jsonb,
+                                 ${cancelledError}, output_uri, null::jsonb, worker_id
+                            from (select * from dropped union all select * from stopped) x`)}
     ),
     ${eventsCaptured(sql`select 'cancelled', tenant, job_id, id, queue, type, attempt from cancelled
                           union all
                          select 'cancelled', tenant, id, null::uuid, queue, type, null::int from job
-                          where id not in (select job_id from cancelled)`)},
+                          where ${first}::boolean and id not in (select job_id from cancelled)`)},
     notified as (
       select pg_notify('pgsched_cancel', json_agg(id)::text) from running having count(*) > 0
     )`
+}
+
+/** Longest the sweep after a cancel waits for the claims and outcome writes that were in flight. */
+const CANCEL_WAIT_MS = 10_000
+
+/**
+ * The sweep after cancelling `ids` (once the cancel committed): a claim, a retry or a hand-back in
+ * flight when the cancel ran moved an execution of those jobs into pgsched.runs or pgsched.due where
+ * the cancel's statement could not see it (a row inserted by a transaction it did not wait for).
+ * This waits, blocking no one, until the write transactions on runs that started before now have
+ * ended (as a queue pause does), then cancels what they left. A claim that starts after the cancel
+ * committed takes no execution of a cancelled job (claim.ts), so nothing can appear after this.
+ * Returns the ids of executions that were running.
+ */
+export async function jobCancelSweep(db: Executor, ids: readonly string[]): Promise<string[]> {
+  if (ids.length === 0) return []
+  // As text: microseconds, which a Date would round off.
+  const { rows: at } = await sql<{ at: string }>`select clock_timestamp()::text as at`.execute(db)
+  const since = at[0]?.at as string
+  const deadline = Date.now() + CANCEL_WAIT_MS
+  for (;;) {
+    const { rows: open } = await sql<{ n: number }>`select pgsched.claims_in_flight_since(${since}::timestamptz) as n`.execute(db)
+    if ((open[0]?.n ?? 0) === 0 || Date.now() > deadline) break
+    await new Promise((r) => setTimeout(r, 5))
+  }
+  const { rows } = await sql<{ running_ids: string[] | null }>`
+    with job as (
+      select id, tenant, queue, type from pgsched.jobs where id = any(${[...ids]}::uuid[]) and state = 'cancelled'
+    ),
+    ${cancelEffects(false)}
+    select (select array_agg(id) from running) as running_ids,
+           (select count(*) from notified) as notified,
+           (select count(*) from cancelled) as cancelled`.execute(db)
+  return rows[0]?.running_ids ?? []
+}
 
 /**
  * Cancels a job: the job and its trigger stop, pending and running executions

@@ -1,12 +1,11 @@
 /**
- * Lease statements for running executions, each one statement per batch and
- * each fenced by (worker id, attempt, state = running) and each finding its rows
- * by key, input row by input row: a worker that lost its
- * lease (reaped, cancelled, taken over) gets no row back and must stop.
- *   heartbeat  renews leases, refreshes workers.last_seen_at
- *   complete   running → succeeded
- *   fail       running → pending (retry with backoff) | failed (fatal or out of attempts)
- *   release    running → pending now, attempt not counted (graceful shutdown)
+ * Lease statements for running executions (pgsched.runs rows), each one statement per batch and
+ * each fenced by (execution, worker id, attempt), finding its rows by key, input row by input row:
+ * a worker that lost its lease (reaped, cancelled, taken over) gets no row back and must stop.
+ *   heartbeat  renews leases (a HOT update of runs), refreshes workers.last_seen_at
+ *   complete   runs → history, succeeded
+ *   fail       runs → due (retry with backoff; history pending) | history, failed (fatal or out of attempts)
+ *   release    runs → due now, attempt not counted (graceful shutdown)
  * While someone listens, complete and fail record their events (succeeded, retrying, failed) in
  * the same statement (event-capture.ts); release records none (the hand-back is not an attempt).
  */
@@ -14,7 +13,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
-import { attemptLogEntry, retryRunAt, wakeCte } from './fragments.ts'
+import { DUE_COLUMNS, endedAttempts, historyUpsert, wakeCte } from './fragments.ts'
 import { eventsCaptured } from './event-capture.ts'
 
 /** An execution as the worker holding it knows it. */
@@ -28,25 +27,24 @@ const ids = (refs: readonly LeaseRef[]) => keyArray(refs.map((r) => r.id))
 const jobIds = (refs: readonly LeaseRef[]) => keyArray(refs.map((r) => r.jobId))
 const attempts = (refs: readonly LeaseRef[]) => keyArray(refs.map((r) => r.attempt))
 
-/**
- * The fence "running and leased to this worker", written as one CASE so the
- * planner cannot match it to the partial lease index (`where state = 'running'`).
- * Each statement below joins its input arrays (unnest) to executions by key; had
- * the planner seen `state = 'running'`, it could (statistics permitting: e.g.
- * just after an ANALYZE that found nothing running) scan the lease index for the
- * outer side of a nested loop and rescan the whole input per row, quadratic in
- * the batch (82 ms instead of 8 ms for 500 completions on one partition). Opaque,
- * it leaves one plan: each input row probes the primary key of its own partition.
- */
-const leasedTo = (workerId: string) => sql`(case when e.state = 'running' then e.worker_id end) = ${workerId}::uuid`
-
 /** The leases as three arrays for unnest: ids, job ids, attempts (the first three columns of `d`). */
 const leaseArrays = (refs: readonly LeaseRef[]) => sql`${ids(refs)}::uuid[], ${jobIds(refs)}::uuid[], ${attempts(refs)}::int[]`
 
-/** The fence of every statement here: `e` is the input row `d`'s execution, at its attempt, leased to `workerId`. */
-const fencedBy = (workerId: string) => sql`e.id = d.id and e.job_id = d.job_id
-       and e.attempt = d.attempt
-       and ${leasedTo(workerId)}`
+/**
+ * The input rows (`unnest` of `arrays` as `columns`) that hold their lease, each with the ctid of
+ * its pgsched.runs row (`rid`): the fence of every statement here (the run at its attempt, leased to
+ * `workerId`; a lease that was reaped, cancelled or taken over has no such row). Each input row
+ * probes runs_pkey in a lateral subquery, so the input is always the outer side: joined directly,
+ * a generic plan made while runs looked small scanned runs as the outer side and the whole input for
+ * each of its rows (100,000 leases held: one batch of completions ran for seconds). The statement
+ * then changes runs by ctid, rechecking the worker.
+ */
+const held = (workerId: string, arrays: RawBuilder<unknown>, columns: RawBuilder<unknown>) => sql`(
+      select d.*, x.ctid as rid
+        from unnest(${arrays}) as d(${columns})
+        cross join lateral (select ctid from pgsched.runs x
+                             where x.execution_id = d.id and x.attempt = d.attempt and x.worker_id = ${workerId}::uuid offset 0) x
+    )`
 
 export interface ExecutionHeartbeatManyParams {
   workerId: string
@@ -60,11 +58,11 @@ export function executionHeartbeatManyQuery(params: ExecutionHeartbeatManyParams
     with seen as (
       update pgsched.workers set last_seen_at = now() where id = ${params.workerId}::uuid
     )
-    update pgsched.executions e
+    update pgsched.runs r
        set lease_expires_at = now() + ${params.leaseMs}::int * interval '1 millisecond'
-      from unnest(${leaseArrays(params.leases)}) as d(id, job_id, attempt)
-     where ${fencedBy(params.workerId)}
-    returning e.id
+      from ${held(params.workerId, leaseArrays(params.leases), sql`id, job_id, attempt`)} d
+     where r.ctid = d.rid and r.worker_id = ${params.workerId}::uuid
+    returning r.execution_id as id
   `
 }
 
@@ -88,20 +86,18 @@ export interface ExecutionCompleteManyParams {
 export function executionCompleteManyQuery(params: ExecutionCompleteManyParams) {
   const c = params.completions
   return sql<{ id: string }>`${sql.raw(PREPARE)}
-    with done as (
-    update pgsched.executions e
-       set state = 'succeeded',
-           finished_at = now(),
-           result = d.result::jsonb,
-           output_uri = d.output_uri,
-           error = null,
-           last_worker_id = e.worker_id,
-           worker_id = null,
-           lease_expires_at = null
-      from unnest(${leaseArrays(c)}, ${c.map((x) => x.resultJson)}::text[], ${c.map((x) => x.outputUri)}::text[])
-           as d(id, job_id, attempt, result, output_uri)
-     where ${fencedBy(params.workerId)}
-    returning e.id, e.job_id, e.tenant, e.queue, e.type, e.attempt
+    with ended as (
+      delete from pgsched.runs r
+       using ${held(params.workerId, sql`${leaseArrays(c)}, ${c.map((x) => x.resultJson)}::text[], ${c.map((x) => x.outputUri)}::text[]`, sql`id, job_id, attempt, result, output_uri`)} d
+       where r.ctid = d.rid and r.worker_id = ${params.workerId}::uuid
+      returning r.*, d.result, d.output_uri as given_output_uri
+    ),
+    done as (
+      ${historyUpsert(sql`select execution_id, job_id, queue, type, priority, scheduled_for, run_at, attempt, max_attempts, timeout_ms, started_at,
+                                 concurrency_key, tenant, start_deadline, created_at, 'succeeded', now(), result::jsonb, null::jsonb,
+                                 coalesce(given_output_uri, output_uri),
+                                 null::jsonb, worker_id
+                            from ended`)}
     ),
     ${eventsCaptured(sql`select 'succeeded', tenant, job_id, id, queue, type, attempt from done`)}
     select id from done
@@ -134,7 +130,7 @@ export interface ExecutionFailManyParams {
 
 export interface FailOutcome {
   id: string
-  state: 'pending' | 'failed'
+  state: 'pending' | 'failed' | 'cancelled'
   runAt: Date
   /** Milliseconds from now (database clock) until a retry is due. */
   retryInMs: number
@@ -144,27 +140,19 @@ export interface FailOutcome {
 export function executionFailManyQuery(params: ExecutionFailManyParams) {
   const f = params.failures
   return sql<FailOutcome>`${sql.raw(PREPARE)}
-    with moved as (
-      update pgsched.executions e
-         set state = case when d.fatal or e.attempt >= e.max_attempts then 'failed' else 'pending' end,
-             run_at = case when d.fatal or e.attempt >= e.max_attempts then e.run_at
-                           else ${retryRunAt} end,
-             finished_at = case when d.fatal or e.attempt >= e.max_attempts then now() end,
-             error = d.error::jsonb,
-             output_uri = d.output_uri,
-             attempt_log = ${attemptLogEntry(sql`'failed'`, sql`d.error::jsonb`)},
-             last_worker_id = e.worker_id,
-             worker_id = null,
-             lease_expires_at = null
-        from unnest(${leaseArrays(f)}, ${f.map((x) => x.errorJson)}::text[], ${f.map((x) => x.fatal)}::bool[],
-                    ${f.map((x) => x.outputUri)}::text[])
-             as d(id, job_id, attempt, error, fatal, output_uri)
-        join pgsched.jobs j on j.id = d.job_id
-       where ${fencedBy(params.workerId)}
-      returning e.id, e.state, e.run_at, e.queue, e.job_id, e.tenant, e.type, e.attempt
+    with ended as (
+      delete from pgsched.runs r
+       using ${held(
+         params.workerId,
+         sql`${leaseArrays(f)}, ${f.map((x) => x.errorJson)}::text[], ${f.map((x) => x.fatal)}::bool[], ${f.map((x) => x.outputUri)}::text[]`,
+         sql`id, job_id, attempt, error, fatal, output_uri`,
+       )} d
+       where r.ctid = d.rid and r.worker_id = ${params.workerId}::uuid
+      returning r.*, d.error::jsonb as error, d.fatal, d.output_uri as given_output_uri
     ),
+    ${endedAttempts(sql`e.fatal`, sql`e.error`, sql`'failed'`, sql`coalesce(e.given_output_uri, e.output_uri)`)},
     ${wakeCte},
-    ${eventsCaptured(sql`select case when state = 'failed' then 'failed' else 'retrying' end, tenant, job_id, id, queue, type, attempt from moved`)}
+    ${eventsCaptured(sql`select case state when 'pending' then 'retrying' else state end, tenant, job_id, id, queue, type, attempt from moved`)}
     select id, state, run_at as "runAt",
            greatest(0, floor(extract(epoch from run_at - now()) * 1000))::float8 as "retryInMs"
       from moved, (select count(*) from wake) as w
@@ -190,13 +178,20 @@ export interface ExecutionReleaseManyParams {
 export function executionReleaseManyQuery(params: ExecutionReleaseManyParams) {
   const l = params.leases
   return sql<{ n: string }>`${sql.raw(PREPARE)}
-    with moved as (
-      update pgsched.executions e
-         set state = 'pending', run_at = now(), attempt = e.attempt - 1, worker_id = null, lease_expires_at = null,
-             start_deadline = null   -- it started: its start deadline was met
-        from unnest(${leaseArrays(l)}) as d(id, job_id, attempt)
-       where ${fencedBy(params.workerId)}
-      returning e.state, e.run_at, e.queue   -- all pending and due now: the wake-up says delayMs 0
+    with ended as (
+      delete from pgsched.runs r
+       using ${held(params.workerId, leaseArrays(l), sql`id, job_id, attempt`)} d
+       where r.ctid = d.rid and r.worker_id = ${params.workerId}::uuid
+      returning r.*
+    ),
+    moved as (
+      insert into pgsched.due (${DUE_COLUMNS})
+      select execution_id, job_id, queue, type, priority, now(), scheduled_for, attempt - 1, max_attempts, timeout_ms,
+             tenant, concurrency_key,
+             null,   -- it started: its start deadline was met
+             created_at
+        from ended
+      returning 'pending' as state, run_at, queue   -- all pending and due now: the wake-up says delayMs 0
     ),
     ${wakeCte}
     select count(*)::text as n from moved, (select count(*) from wake) as w

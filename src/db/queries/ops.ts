@@ -1,8 +1,8 @@
 /**
  * SQL for operations endpoints: a readiness ping and the queue depth gauge
  * (how many executions wait or run, per queue, and how many wait for a worker that serves them). Both stay cheap at scale:
- * the depth counts only pending and running rows, which the partial indexes
- * `executions_claim_idx` and `executions_lease_idx` cover.
+ * the depth counts only pending and running rows, which the small tables
+ * `pgsched.due` and `pgsched.runs` hold (the view never reads the history for them).
  */
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
@@ -48,8 +48,8 @@ export async function executionCountByQueue(db: Kysely<DB>): Promise<QueueDepth[
 
 /** What a worker logs at start when the server runs without autovacuum. */
 export const AUTOVACUUM_OFF_WARNING =
-  'autovacuum is off on this server: every claim leaves a dead entry in the claim index that only VACUUM removes, ' +
-  'so claims slow down as they pile up; turn autovacuum on or run VACUUM pgsched.executions regularly'
+  'autovacuum is off on this server: every claim leaves a dead row and index entry in pgsched.due that only VACUUM removes, ' +
+  'so claims slow down as they pile up; turn autovacuum on or run VACUUM pgsched.due, pgsched.runs regularly'
 
 /** Whether the server runs autovacuum (the claim index depends on it; see migration 0007). */
 export async function serverAutovacuumOn(db: Kysely<DB>): Promise<boolean> {

@@ -47,12 +47,10 @@ export interface ExecutionOutputUriSetParams {
  */
 export async function executionOutputUriSet(db: Kysely<DB>, params: ExecutionOutputUriSetParams): Promise<boolean> {
   const result = await sql`
-    update pgsched.executions
+    update pgsched.runs
        set output_uri = ${params.uri}::text
-     where id = ${params.id}::uuid
-       and job_id = ${params.jobId}::uuid
+     where execution_id = ${params.id}::uuid
        and attempt = ${params.attempt}::int
-       and state = 'running'
        and output_uri is distinct from ${params.uri}::text
   `.execute(db)
   return Number(result.numAffectedRows ?? 0) > 0

@@ -17,13 +17,13 @@ export async function executionPruneFinished(db: Kysely<DB>, params: ExecutionPr
   const { rows } = await sql<{ executions: string; jobs: string }>`
     with doomed as (
       select id, job_id
-        from pgsched.executions
+        from pgsched.execution_history
        where finished_at < now() - ${params.olderThanMs}::bigint * interval '1 millisecond'
        limit ${params.limit}::int
          for update skip locked
     ),
     deleted as (
-      delete from pgsched.executions e
+      delete from pgsched.execution_history e
        using doomed d
        where e.id = d.id and e.job_id = d.job_id
       returning e.job_id
@@ -40,8 +40,10 @@ export async function executionPruneFinished(db: Kysely<DB>, params: ExecutionPr
        where j.id in (select distinct job_id from deleted)
          and j.created_at < now() - ${params.olderThanMs}::bigint * interval '1 millisecond'
          and not exists (select 1 from pgsched.triggers t where t.job_id = j.id)
-         and not exists (select 1 from pgsched.executions x where x.job_id = j.id
+         and not exists (select 1 from pgsched.execution_history x where x.job_id = j.id
                           and not (x.id, x.job_id) in (select id, job_id from doomed))
+         and not exists (select 1 from pgsched.due x where x.job_id = j.id)
+         and not exists (select 1 from pgsched.runs x where x.job_id = j.id)
       returning j.id, j.tenant, j.idempotency_key
     ),
     keys as (

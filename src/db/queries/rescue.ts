@@ -1,13 +1,13 @@
 /**
- * The reaper's statement: running executions whose lease expired (their
- * worker died, froze or lost the database) go back to pending with backoff, or
- * to failed when that was their last attempt; the lost attempt counts. Bounded
+ * The reaper's statement: running executions (pgsched.runs) whose lease expired
+ * (their worker died, froze or lost the database) go back to pgsched.due with
+ * backoff, or to failed when that was their last attempt; the lost attempt counts. Bounded
  * by `limit` and SKIP LOCKED, so every worker can run it without double work.
  */
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
-import { attemptLogEntry, executionErrorSql, retryRunAt, wakeCte } from './fragments.ts'
+import { endedAttempts, executionErrorSql, historyUpsert, wakeCte } from './fragments.ts'
 import { eventsCaptured } from './event-capture.ts'
 
 /** The error a rescued attempt ends with; `e` = the expired execution, before the update. */
@@ -37,32 +37,19 @@ export interface RescueOutcome {
 export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRescueExpiredParams): Promise<RescueOutcome> {
   const { rows } = await sql<{ retried: string; failed: string; next_run_at: Date | null }>`${sql.raw(PREPARE)}
     with expired as (
-      select id, job_id
-        from pgsched.executions
-       where state = 'running'
-         and lease_expires_at < coalesce(${params.now ?? null}::timestamptz, now())
+      select ctid
+        from pgsched.runs
+       where lease_expires_at < coalesce(${params.now ?? null}::timestamptz, now())
        order by lease_expires_at
        limit ${params.limit}::int
          for update skip locked
     ),
-    moved as (
-      update pgsched.executions e
-         set state = case when e.attempt >= e.max_attempts then 'failed' else 'pending' end,
-             run_at = case when e.attempt >= e.max_attempts then e.run_at
-                           else ${retryRunAt} end,
-             finished_at = case when e.attempt >= e.max_attempts then now() end,
-             error = ${leaseExpiredError},
-             attempt_log = ${attemptLogEntry(sql`'lease expired'`, leaseExpiredError)},
-             last_worker_id = e.worker_id,
-             worker_id = null,
-             lease_expires_at = null
-        from expired x
-        join pgsched.jobs j on j.id = x.job_id
-       where e.id = x.id and e.job_id = x.job_id
-      returning e.id, e.state, e.run_at, e.queue, e.job_id, e.tenant, e.type, e.attempt
+    ended as (
+      delete from pgsched.runs r where r.ctid = any(array(select ctid from expired)) returning r.*
     ),
+    ${endedAttempts(sql`false`, leaseExpiredError, sql`'lease expired'`, sql`e.output_uri`)},
     ${wakeCte},
-    ${eventsCaptured(sql`select case when state = 'failed' then 'failed' else 'retrying' end, tenant, job_id, id, queue, type, attempt from moved`)}
+    ${eventsCaptured(sql`select case state when 'pending' then 'retrying' else state end, tenant, job_id, id, queue, type, attempt from moved`)}
     select count(*) filter (where state = 'pending')::text as retried,
            count(*) filter (where state = 'failed')::text as failed,
            min(run_at) filter (where state = 'pending') as next_run_at
@@ -92,21 +79,22 @@ export async function executionExpireLate(
 ): Promise<Array<{ queue: string; type: string; n: number }>> {
   const { rows } = await sql<{ queue: string; type: string; n: number }>`${sql.raw(PREPARE)}
     with late as (
-      select id, job_id
-        from pgsched.executions
-       where state = 'pending' and attempt = 0 and start_deadline is not null
+      select ctid
+        from pgsched.due
+       where attempt = 0 and start_deadline is not null
          and start_deadline < coalesce(${params.now ?? null}::timestamptz, now())
        order by start_deadline
        limit ${params.limit}::int
          for update skip locked
     ),
+    gone as (
+      delete from pgsched.due d where d.ctid = any(array(select ctid from late)) returning d.*
+    ),
     expired as (
-      update pgsched.executions e
-         set state = 'failed', finished_at = now(), error = ${startDeadlineError}
-        from late x
-        join pgsched.jobs j on j.id = x.job_id
-       where e.id = x.id and e.job_id = x.job_id
-      returning e.id, e.job_id, e.tenant, e.queue, e.type, e.attempt
+      ${historyUpsert(sql`select e.execution_id, e.job_id, e.queue, e.type, e.priority, e.scheduled_for, e.run_at, e.attempt, e.max_attempts, e.timeout_ms,
+                                 null::timestamptz, e.concurrency_key, e.tenant, e.start_deadline, e.created_at, 'failed', now(), null::jsonb,
+                                 ${startDeadlineError}, null::text, null::jsonb, null::uuid
+                            from gone e join pgsched.jobs j on j.id = e.job_id`)}
     ),
     ${eventsCaptured(sql`select 'expired', tenant, job_id, id, queue, type, attempt from expired`)}
     select queue, type, count(*)::int as n from expired group by queue, type`.execute(db)

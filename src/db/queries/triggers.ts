@@ -5,7 +5,7 @@
  *                                          LOCKED) and the next fire time not due yet
  *   triggerClaimQueued                     queue slots to release (once per interval)
  *   triggerJobActivityMany                 fresh read of job state and "busy" (overlap skip/queue)
- *   triggerFireAndAdvance                  insert the executions (ON CONFLICT (job_id, scheduled_for) DO NOTHING)
+ *   triggerFireAndAdvance                  insert the due executions (ON CONFLICT (job_id, scheduled_for) DO NOTHING)
  *                                          and move next_fire_at / last_fire_at / queued_fire_at on
  * Each write is one statement for the whole batch (unnest of arrays). Exactly
  * one execution per fire time holds twice over: a trigger row is handled by
@@ -173,11 +173,8 @@ export async function triggerClaimQueued(trx: Transaction<DB>, params: TriggerCl
        and t.job_id <> all(${params.excludeJobIds}::uuid[])
        and exists (select 1 from pgsched.jobs j where j.id = t.job_id and j.state = 'active')
        -- looks idle (re-checked after the lock by triggerJobActivityMany)
-       and not coalesce((select e.state in ('pending', 'running')
-                           from pgsched.executions e
-                          where e.job_id = t.job_id
-                          order by e.scheduled_for desc
-                          limit 1), false)
+       and not exists (select 1 from pgsched.due d where d.job_id = t.job_id)
+       and not exists (select 1 from pgsched.runs r where r.job_id = t.job_id)
      order by t.queued_fire_at
      limit ${params.limit}::int
        for update of t skip locked
@@ -200,20 +197,15 @@ export interface TriggerJobActivityManyParams {
  * Job state and whether a run of the job is pending or running, for the
  * overlap policy. Call it after the triggers are locked: a statement started
  * after the lock sees every execution a previous holder of the lock committed.
- * "Busy" looks at the job's latest execution only: under overlap skip/queue a
- * new execution is created only when none is pending or running, so only the
- * latest can be (and the lookup is one backward step of executions_fire_time_key,
- * however long the job's history).
+ * "Busy": the job has a row in pgsched.due or pgsched.runs (an index probe of due,
+ * a read of the small runs table), however long the job's history.
  */
 export async function triggerJobActivityMany(trx: Transaction<DB>, params: TriggerJobActivityManyParams): Promise<Map<string, JobActivity>> {
   if (params.jobIds.length === 0) return new Map()
   const { rows } = await sql<{ id: string; state: JobActivity['state']; busy: boolean }>`${sql.raw(PREPARE)}
     select j.id, j.state,
-           coalesce((select e.state in ('pending', 'running')
-                       from pgsched.executions e
-                      where e.job_id = j.id
-                      order by e.scheduled_for desc
-                      limit 1), false) as busy
+           (exists (select 1 from pgsched.due d where d.job_id = j.id)
+            or exists (select 1 from pgsched.runs r where r.job_id = j.id)) as busy
       from pgsched.jobs j
      where j.id = any(${params.jobIds}::uuid[])
   `.execute(trx)
@@ -256,14 +248,17 @@ export async function triggerFireAndAdvance(trx: Transaction<DB>, params: Trigge
   if (f.length === 0 && a.length === 0) return { fired: 0, advanced: [] }
   const { rows } = await sql<{ created: string; advanced: string[] }>`${sql.raw(PREPARE)}
     with created as (
-      insert into pgsched.executions (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms, concurrency_key, tenant,
-                                      start_deadline)
+      insert into pgsched.due (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms, concurrency_key, tenant,
+                               start_deadline)
       select f.job_id, j.queue, j.type, j.priority, f.scheduled_for, f.scheduled_for, j.max_attempts, j.timeout_ms, j.concurrency_key, j.tenant,
              f.scheduled_for + j.start_deadline_ms * interval '1 millisecond'
         from unnest(${f.map((x) => x.jobId)}::uuid[], ${f.map((x) => x.scheduledFor)}::timestamptz[]) as f(job_id, scheduled_for)
         join pgsched.jobs j on j.id = f.job_id
        where j.state = 'active'   -- a paused or cancelled job gets no new runs
-      on conflict (job_id, scheduled_for) do nothing   -- a fire time never produces two executions
+         -- a fire time never produces two executions: not one that ran or runs (history, runs) ...
+         and not exists (select 1 from pgsched.execution_history h where h.job_id = f.job_id and h.scheduled_for = f.scheduled_for)
+         and not exists (select 1 from pgsched.runs r where r.job_id = f.job_id and r.scheduled_for = f.scheduled_for)
+      on conflict (job_id, scheduled_for) do nothing   -- ... nor one that waits (due_fire_time_key)
       returning job_id, scheduled_for
     ),
     advanced as (
