@@ -19,7 +19,7 @@ const RUN_TIME_FLOOR_MS = 0.01
 
 /** What the queue needs of a run: its claim's ordering fields and a claim sequence it sets. */
 export interface Queued {
-  readonly claimed: { readonly priority: number; readonly runAtMs: number }
+  readonly claimed: { readonly priority: number; readonly runAtMs: number; readonly orderMs?: number }
   seq: number
 }
 
@@ -40,9 +40,12 @@ interface PriorityFence {
   afterClaim: number
 }
 
-/** Buffer order: the claim's order (priority, then due time), then claim order. */
+/**
+ * Buffer order: the claim's order (priority, then due time, or the claim's time for a fair-share
+ * claim: `orderMs`), then claim order.
+ */
 function byPriority(a: Queued, b: Queued): number {
-  return b.claimed.priority - a.claimed.priority || a.claimed.runAtMs - b.claimed.runAtMs || a.seq - b.seq
+  return b.claimed.priority - a.claimed.priority || (a.claimed.orderMs ?? a.claimed.runAtMs) - (b.claimed.orderMs ?? b.claimed.runAtMs) || a.seq - b.seq
 }
 
 /** Waiting runs in priority order plus the slots in use; see the file header. */

@@ -95,16 +95,17 @@ export class QueueClaims {
         const left = room - claimed.length
         if (left <= 0) return
         if (this.admittable(queue, left)) {
-          const got = await queueClaimAdmitted(db, { ...base, queues: [queue], limit: left, fair: this.settings.get(queue)?.fairShare === true })
+          const fair = this.settings.get(queue)?.fairShare === true
+          const got = await queueClaimAdmitted(db, { ...base, queues: [queue], limit: left, fair })
           if (got !== null) {
-            claimed.push(...got.claimed)
+            claimed.push(...(fair ? inClaimOrder(got.claimed) : got.claimed))
             if (got.running !== null) this.running.set(queue, got.running)
             return
           }
           this.lockedUntil.set(queue, performance.now() + QUEUE_SETTINGS_TTL_MS)
         }
         const got = await queueClaimLimited(db, { ...base, queues: [queue], limit: left })
-        claimed.push(...got.claimed)
+        claimed.push(...(this.settings.get(queue)?.fairShare === true ? inClaimOrder(got.claimed) : got.claimed))
         this.running.set(queue, got.running)
         full ||= got.full
       }),
@@ -120,4 +121,14 @@ export class QueueClaims {
     }
     return { claimed, full }
   }
+}
+
+/**
+ * A fair-share claim's executions, to be buffered by when they were claimed rather than by when
+ * they became due: otherwise a tenant's work would wait behind the older work of a busy tenant that
+ * every later claim brings (claims return the fair order; the buffer keeps it).
+ */
+function inClaimOrder(claimed: ClaimedExecution[]): ClaimedExecution[] {
+  for (const c of claimed) c.orderMs = c.startedAtMs
+  return claimed
 }

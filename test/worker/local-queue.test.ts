@@ -26,6 +26,15 @@ describe('LocalQueue', () => {
     expect(startAll(q)).toEqual(['early', 'late', 'first-tie', 'second-tie', 'low'])
   })
 
+  it("keeps each fair-share claim's order: its runs go by claim time, not behind older work a later claim brings", () => {
+    const q = new LocalQueue<Item>({ concurrency: 10, prefetch: 0 })
+    const fair = (name: string, runAtMs: number, orderMs: number): Item => ({ name, claimed: { priority: 0, runAtMs, orderMs }, seq: -1 })
+    // claim 1 (at 1000): tenant B's new work and tenant A's old; claim 2 (at 2000): more of A's old work
+    q.add([fair('b', 900, 1000), fair('a1', 10, 1000)])
+    q.add([fair('a2', 10, 2000), fair('a3', 10, 2000)])
+    expect(startAll(q)).toEqual(['b', 'a1', 'a2', 'a3'])
+  })
+
   it('gives out at most concurrency slots and takes a slot back when a run ends', () => {
     const q = new LocalQueue<Item>({ concurrency: 2, prefetch: 0 })
     q.add([item('a'), item('b'), item('c')])
