@@ -239,6 +239,9 @@ describe('the dashboard in Chromium', () => {
     await page.goto(`${api.url}/ui/#/overview`)
     const paused = page.locator('[data-queue="ui-overview-paused"]')
     const limited = page.locator('[data-queue="ui-overview-limited"]')
+    // the queue cards come with the overview's data, after the page itself
+    await paused.locator('.badge').first().waitFor()
+    await limited.locator('.badge').first().waitFor()
     await expect(paused.locator('.badge').allTextContents()).resolves.toEqual(['paused'])
     await expect(limited.locator('.badge').allTextContents()).resolves.toEqual(['limited'])
     await page.context().close()
