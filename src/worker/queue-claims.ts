@@ -98,14 +98,14 @@ export class QueueClaims {
           const fair = this.settings.get(queue)?.fairShare === true
           const got = await queueClaimAdmitted(db, { ...base, queues: [queue], limit: left, fair })
           if (got !== null) {
-            claimed.push(...(fair ? inClaimOrder(got.claimed) : got.claimed))
+            claimed.push(...got.claimed)
             if (got.running !== null) this.running.set(queue, got.running)
             return
           }
           this.lockedUntil.set(queue, performance.now() + QUEUE_SETTINGS_TTL_MS)
         }
         const got = await queueClaimLimited(db, { ...base, queues: [queue], limit: left })
-        claimed.push(...(this.settings.get(queue)?.fairShare === true ? inClaimOrder(got.claimed) : got.claimed))
+        claimed.push(...got.claimed)
         this.running.set(queue, got.running)
         full ||= got.full
       }),
@@ -119,14 +119,15 @@ export class QueueClaims {
         break
       }
     }
-    return { claimed, full }
+    return { claimed: inClaimOrder(claimed), full }
   }
 }
 
 /**
- * A fair-share claim's executions, to be buffered by when they were claimed rather than by when
- * they became due: otherwise a tenant's work would wait behind the older work of a busy tenant that
- * every later claim brings (claims return the fair order; the buffer keeps it).
+ * The executions of a claim, to be buffered by when they were claimed rather than by when they
+ * became due (within a claim, in the order it returns them: priority, then due time). Otherwise a
+ * fair-share queue's work, taken for a tenant by one claim, would wait behind the older work of a
+ * busy tenant (or of another queue) that every later claim brings.
  */
 function inClaimOrder(claimed: ClaimedExecution[]): ClaimedExecution[] {
   for (const c of claimed) c.orderMs = c.startedAtMs

@@ -71,9 +71,9 @@ export interface ClaimedExecution {
   traceparent?: string | null
   payload: unknown
   /**
-   * Set by the worker on an execution of a fair-share claim: where it goes in the worker's buffer
-   * instead of runAtMs (the claim's time, so that the fair order of each claim is kept: a tenant's
-   * work taken by a claim is not put behind older work of a busy tenant taken by later claims).
+   * Set by the worker on every claimed execution: where it goes in the worker's buffer instead of
+   * runAtMs (the claim's time, so that each claim's choice is kept: a fair-share tenant's work taken
+   * by a claim is not put behind older work of a busy tenant, or another queue, taken by later claims).
    */
   orderMs?: number
   /** A rate-limited queue's execution: start the handler this many ms after the claim returns (its slot). */
@@ -314,6 +314,7 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
            ${keyRate ? sql`, c.concurrency_key as "concurrencyKey"` : sql``}
       from claimed c
       join withjob w on w.execution_id = c.id
+     order by c.priority desc, c.run_at, c.id   -- the claim's order (the worker buffers them in it)
   `
 }
 
