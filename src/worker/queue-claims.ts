@@ -125,11 +125,12 @@ export class QueueClaims {
 
 /**
  * The executions of a claim, to be buffered by when they were claimed rather than by when they
- * became due (within a claim, in the order it returns them: priority, then due time). Otherwise a
+ * became due (within a claim, by priority, then due time: the claim's own order). Otherwise a
  * fair-share queue's work, taken for a tenant by one claim, would wait behind the older work of a
  * busy tenant (or of another queue) that every later claim brings.
  */
 function inClaimOrder(claimed: ClaimedExecution[]): ClaimedExecution[] {
+  claimed.sort((a, b) => b.priority - a.priority || a.runAtMs - b.runAtMs || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
   for (const c of claimed) c.orderMs = c.startedAtMs
   return claimed
 }

@@ -314,7 +314,6 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
            ${keyRate ? sql`, c.concurrency_key as "concurrencyKey"` : sql``}
       from claimed c
       join withjob w on w.execution_id = c.id
-     order by c.priority desc, c.run_at, c.id   -- the claim's order (the worker buffers them in it)
   `
 }
 
