@@ -63,7 +63,7 @@ export function executionsFromSubmitted(tenant: string): RawBuilder<unknown> {
  * ending) as a one-element jsonb array: `outcome` and `error` are SQL expressions. The history
  * upsert (historyUpsert) appends it to the log the execution has.
  */
-export function attemptLogEntry(outcome: RawBuilder<unknown>, error: RawBuilder<unknown>): RawBuilder<unknown> {
+function attemptLogEntry(outcome: RawBuilder<unknown>, error: RawBuilder<unknown>): RawBuilder<unknown> {
   return sql`jsonb_build_array(jsonb_build_object(
                'attempt', e.attempt, 'startedAt', e.started_at, 'endedAt', now(), 'workerId', e.worker_id,
                'host', (select w.host from pgsched.workers w where w.id = e.worker_id), 'outcome', ${outcome}, 'error', ${error}))`

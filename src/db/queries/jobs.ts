@@ -12,6 +12,7 @@ import { executionErrorSql, executionsFromSubmitted, historyUpsert } from './fra
 import { eventsCaptured } from './event-capture.ts'
 import type { NormalizedSubmit } from '../../core/job.ts'
 import type { QuotaRejection } from './admission.ts'
+import { claimsInFlightEnded } from './queues.ts'
 
 type Executor = Kysely<DB>
 
@@ -248,9 +249,6 @@ function cancelEffects(first: boolean): RawBuilder<unknown> {
     )`
 }
 
-/** Longest the sweep after a cancel waits for the claims and outcome writes that were in flight. */
-const CANCEL_WAIT_MS = 10_000
-
 /**
  * The sweep after cancelling `ids` (once the cancel committed): a claim, a retry or a hand-back in
  * flight when the cancel ran moved an execution of those jobs into pgsched.runs or pgsched.due where
@@ -262,15 +260,7 @@ const CANCEL_WAIT_MS = 10_000
  */
 export async function jobCancelSweep(db: Executor, ids: readonly string[]): Promise<string[]> {
   if (ids.length === 0) return []
-  // As text: microseconds, which a Date would round off.
-  const { rows: at } = await sql<{ at: string }>`select clock_timestamp()::text as at`.execute(db)
-  const since = at[0]?.at as string
-  const deadline = Date.now() + CANCEL_WAIT_MS
-  for (;;) {
-    const { rows: open } = await sql<{ n: number }>`select pgsched.claims_in_flight_since(${since}::timestamptz) as n`.execute(db)
-    if ((open[0]?.n ?? 0) === 0 || Date.now() > deadline) break
-    await new Promise((r) => setTimeout(r, 5))
-  }
+  await claimsInFlightEnded(db)
   const { rows } = await sql<{ running_ids: string[] | null }>`
     with job as (
       select id, tenant, queue, type from pgsched.jobs where id = any(${[...ids]}::uuid[]) and state = 'cancelled'

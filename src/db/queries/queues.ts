@@ -150,25 +150,33 @@ export async function queueGet(db: Kysely<DB>, name: string): Promise<QueueView>
   )
 }
 
-/** Longest a pause waits for the claims that were in flight when it committed. */
-const PAUSE_WAIT_MS = 10_000
+/** Longest a pause, or the sweep after a cancel, waits for the claims that were in flight when it committed. */
+const IN_FLIGHT_WAIT_MS = 10_000
 
 /**
- * Pauses a queue: once this returns, workers claim nothing from it. The pause commits first (claims
- * that start later see it), then this waits, blocking no one, until the write transactions on
- * executions that started before the commit have ended: the claims in flight that missed it.
+ * Waits, blocking no one, until the write transactions on pgsched.runs (claims, outcome writes) that
+ * started before now have ended, or IN_FLIGHT_WAIT_MS passed: what a change just committed (a pause,
+ * a cancel) could not see of the work in flight.
  */
-export async function queuePause(db: Kysely<DB>, name: string): Promise<void> {
-  await sql`select pgsched.pause_queue(${name}::text)`.execute(db)
+export async function claimsInFlightEnded(db: Kysely<DB>): Promise<void> {
   // As text: microseconds, which a Date would round off.
   const { rows } = await sql<{ at: string }>`select clock_timestamp()::text as at`.execute(db)
   const committedBefore = rows[0]?.at as string
-  const deadline = Date.now() + PAUSE_WAIT_MS
+  const deadline = Date.now() + IN_FLIGHT_WAIT_MS
   for (;;) {
     const { rows: open } = await sql<{ n: number }>`select pgsched.claims_in_flight_since(${committedBefore}::timestamptz) as n`.execute(db)
     if ((open[0]?.n ?? 0) === 0 || Date.now() > deadline) return
     await new Promise((r) => setTimeout(r, 5))
   }
+}
+
+/**
+ * Pauses a queue: once this returns, workers claim nothing from it. The pause commits first (claims
+ * that start later see it), then this waits for the claims in flight that missed it.
+ */
+export async function queuePause(db: Kysely<DB>, name: string): Promise<void> {
+  await sql`select pgsched.pause_queue(${name}::text)`.execute(db)
+  await claimsInFlightEnded(db)
 }
 
 /** Resumes a queue and wakes the workers that serve it. */
