@@ -295,6 +295,8 @@ describe('the dashboard in Chromium', () => {
     const keyed = await submit(acmeKey, { type: 'switch.fail', idempotencyKey: 'order-4711', payload: { failWhile: join(flags, 'never') } })
     const page = await signedIn(acmeKey)
     await page.goto(`${api.url}/ui/#/jobs`)
+    // the first page first: filled before it arrives, the form could be drawn again empty
+    await page.waitForSelector(`tr[data-job-id="${keyed.id}"]`)
     await page.getByLabel('Job id or idempotency key').fill('order-4711')
     await page.getByRole('button', { name: 'Apply' }).click()
     // the unfiltered page stays on screen until the filtered one arrives (it also shows the new job)
