@@ -288,8 +288,7 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
              queue, type, priority, run_at, scheduled_for, max_attempts, timeout_ms, tenant, concurrency_key, start_deadline, created_at
         from withjob
        where job_state <> 'cancelled'
-      returning execution_id as id, job_id, type, queue, priority, attempt, max_attempts, timeout_ms, scheduled_for, run_at, started_at, tenant
-             ${keyRate ? sql`, concurrency_key` : sql``}
+      returning execution_id as id, job_id, type, queue, attempt, tenant, started_at
     ),
     ${eventsCaptured(sql`select 'started', tenant, job_id, id, queue, type, attempt from claimed
                            union all select 'cancelled', tenant, job_id, id, queue, type, attempt from dropped`)}${
@@ -304,16 +303,20 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
     )`
         : sql``
     }
-    select c.id, c.job_id as "jobId", c.type, c.queue, c.priority, c.attempt, c.max_attempts as "maxAttempts",
-           c.timeout_ms as "timeoutMs", (extract(epoch from c.scheduled_for) * 1000)::float8 as "scheduledForMs",
-           (extract(epoch from c.run_at) * 1000)::float8 as "runAtMs",
+    -- the rows claimed, read from withjob (what claimed inserted, with the payload; the same filter):
+    -- a join of the two CTEs would compare every row with every other (CTE scans have no index)
+    select w.execution_id as id, w.job_id as "jobId", w.type, w.queue, w.priority, w.attempt + 1 as attempt, w.max_attempts as "maxAttempts",
+           w.timeout_ms as "timeoutMs", (extract(epoch from w.scheduled_for) * 1000)::float8 as "scheduledForMs",
+           (extract(epoch from w.run_at) * 1000)::float8 as "runAtMs",
            (extract(epoch from c.started_at) * 1000)::float8 as "startedAtMs",
            w.payload ${params.withTraceparent ? sql`, w.traceparent` : sql``}
            ${fair ? sql`, exists (select 1 from ranked where sentinel) and (select count(*) from due) < ${limit} as "cut"` : sql``}
            ${admit ? sql`, (select a from admitted) as "admitted"` : sql``}
-           ${keyRate ? sql`, c.concurrency_key as "concurrencyKey"` : sql``}
-      from claimed c
-      join withjob w on w.execution_id = c.id
+           ${keyRate ? sql`, w.concurrency_key as "concurrencyKey"` : sql``}
+      from withjob w
+      -- one started_at for the batch (claimed's rows all have it); no row when nothing was claimed
+      cross join (select started_at from claimed limit 1) c
+     where w.job_state <> 'cancelled'
   `
 }
 
