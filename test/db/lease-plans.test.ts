@@ -239,3 +239,46 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
     }
   })
 })
+
+describe('fair claim over many tenants', () => {
+  const t = { name: `lp_${randomBytes(6).toString('hex')}` } as { name: string; url: string; db: Kysely<DB> }
+  const TENANTS = 60
+  beforeAll(async () => {
+    await adminQuery(`create database ${t.name}`)
+    t.url = urlFor(t.name)
+    await migrate({ databaseUrl: t.url, partitions: 4 })
+    t.db = createDb({ databaseUrl: t.url, poolSize: 2 }).db
+  })
+  afterAll(async () => {
+    await t.db?.destroy()
+    await adminQuery(`drop database if exists ${t.name} with (force)`)
+  })
+
+  it('ranks the offered executions by what each tenant runs without comparing every offered row with every running tenant', async () => {
+    await sql`insert into pgsched.queues (name, fair_share) values ('fair', true)`.execute(t.db)
+    for (let i = 0; i < TENANTS; i++) {
+      const tenant = `tenant-${i}`
+      await insertExecutions(t.db, 20, { job: { type: 'plans.noop', tenant, queue: 'fair' } })
+      // every tenant also runs some: the ranking counts them
+      await insertExecutions(t.db, 2, { state: 'running', workerId: randomUUID(), job: { type: 'plans.noop', tenant, queue: 'fair' } })
+    }
+    await sql`analyze pgsched.due, pgsched.runs`.execute(t.db)
+    const limit = 100
+    const plan = await genericPlan(
+      t.url,
+      t.db,
+      executionClaimBatchQuery({
+        workerId: WORKER,
+        queues: ['fair'],
+        types: ['plans.noop'],
+        limit,
+        leaseMs: 60_000,
+        limited: { capacity: null, keyLimit: null, fair: true },
+      }),
+    )
+    expect(rowsWritten(plan, 'due', 'Delete')).toBe(limit)
+    // each tenant offers about 2 · limit / TENANTS rows and its sentinel: several hundred rows ranked,
+    // which a join to the running counts per tenant would multiply by TENANTS
+    expect(joinDiscards(plan)).toBeLessThan(limit)
+  })
+})

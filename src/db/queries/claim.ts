@@ -202,13 +202,21 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
           // gets in this claim, relative to its weight) goes next: round-robin that also makes up for
           // what a tenant already runs, so claims of one execution each do not all go to the oldest work.
           // Ranked before the per-key limit, so that a sentinel keeps its place in the fair order.
-          sql`ranked as (
+          // What each tenant runs is counted once, into one jsonb object read by key per offered row
+          // (joined to the offered rows, with no hash join in the hot-path pool, each row would be
+          // compared with every running tenant).
+          sql`busy as (
+      select coalesce(jsonb_object_agg(r.tenant, r.n), '{}'::jsonb) as by_tenant
+        from (select r.tenant, count(*) as n from pgsched.runs r
+               where r.queue = ${queue}::text and r.tenant is not null group by r.tenant) r
+    ),
+    ranked as (
       select e.id, e.job_id, e.concurrency_key, e.sentinel,
-             row_number() over (order by e.priority desc, (coalesce(busy.n, 0) + e.turn) / coalesce(w.weight, 1), e.run_at, e.id) as pos
+             row_number() over (order by e.priority desc,
+                                (coalesce(((select by_tenant from busy) ->> e.tenant)::bigint, 0) + e.turn) / coalesce(w.weight, 1),
+                                e.run_at, e.id) as pos
         from (select o.*, row_number() over (partition by o.tenant, o.priority order by o.run_at, o.id) as turn from offered o) e
         left join pgsched.tenants w on w.name = e.tenant
-        left join (select r.tenant, count(*) as n from pgsched.runs r
-                    where r.queue = ${queue}::text group by r.tenant) busy on busy.tenant = e.tenant
     ),
     head as (
       select * from ranked
