@@ -282,3 +282,47 @@ describe('fair claim over many tenants', () => {
     expect(joinDiscards(plan)).toBeLessThan(limit)
   })
 })
+
+describe('claim with a limit per concurrency key over many keys', () => {
+  const t = { name: `lp_${randomBytes(6).toString('hex')}` } as { name: string; url: string; db: Kysely<DB> }
+  const KEYS = 60
+  beforeAll(async () => {
+    await adminQuery(`create database ${t.name}`)
+    t.url = urlFor(t.name)
+    await migrate({ databaseUrl: t.url, partitions: 4 })
+    t.db = createDb({ databaseUrl: t.url, poolSize: 2 }).db
+  })
+  afterAll(async () => {
+    await t.db?.destroy()
+    await adminQuery(`drop database if exists ${t.name} with (force)`)
+  })
+
+  it('checks each candidate against what its key runs without comparing every candidate with every running key', async () => {
+    await sql`insert into pgsched.queues (name, key_concurrency_limit) values ('keyed', 3)`.execute(t.db)
+    for (let i = 0; i < KEYS; i++) {
+      const tenant = `key-${i}`
+      await insertExecutions(t.db, 10, { job: { type: 'plans.noop', tenant, queue: 'keyed' } })
+      await insertExecutions(t.db, 1, { state: 'running', workerId: randomUUID(), job: { type: 'plans.noop', tenant, queue: 'keyed' } })
+    }
+    // each tenant's executions share one key (the factory sets none)
+    await sql`update pgsched.due set concurrency_key = tenant`.execute(t.db)
+    await sql`update pgsched.runs set concurrency_key = tenant`.execute(t.db)
+    await sql`analyze pgsched.due, pgsched.runs`.execute(t.db)
+    const limit = 100
+    const plan = await genericPlan(
+      t.url,
+      t.db,
+      executionClaimBatchQuery({
+        workerId: WORKER,
+        queues: ['keyed'],
+        types: ['plans.noop'],
+        limit,
+        leaseMs: 60_000,
+        limited: { capacity: null, keyLimit: 3 },
+      }),
+    )
+    // two more of each key may start (3 minus the one running): 100 of the 600 candidates
+    expect(rowsWritten(plan, 'due', 'Delete')).toBe(limit)
+    expect(joinDiscards(plan)).toBeLessThan(limit)
+  })
+})

@@ -234,19 +234,21 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
           sql`numbered as (
       select h.*, row_number() over (partition by h.concurrency_key order by h.pos) as nth from head h
     ),
+    -- what of each key runs now, counted once into one jsonb object read by key (a join to every
+    -- numbered row would compare each with every running key: no hash join in the hot-path pool)
     key_running as (
-      select concurrency_key, count(*)::int as n
-        from pgsched.runs
-       where ${keyLimit === null ? sql`false and ` : sql``}queue = ${queue}::text
-         and concurrency_key in (select concurrency_key from numbered)
-       group by concurrency_key
+      select coalesce(jsonb_object_agg(concurrency_key, n), '{}'::jsonb) as by_key
+        from (select concurrency_key, count(*)::int as n
+                from pgsched.runs
+               where ${keyLimit === null ? sql`false and ` : sql``}queue = ${queue}::text and concurrency_key is not null
+               group by concurrency_key) r
     ),
     eligible as (
       select c.id, c.job_id, c.pos
-        from numbered c left join key_running k on k.concurrency_key = c.concurrency_key
+        from numbered c
         ${keyRate === null ? sql`` : sql`left join pgsched.queue_key_slots ks on ks.queue = ${queue}::text and ks.concurrency_key = c.concurrency_key`}
        where c.concurrency_key is null
-          or (${keyLimit === null ? sql`true` : sql`c.nth <= ${keyLimit}::int - coalesce(k.n, 0)`}
+          or (${keyLimit === null ? sql`true` : sql`c.nth <= ${keyLimit}::int - coalesce(((select by_key from key_running) ->> c.concurrency_key)::int, 0)`}
               and ${
                 keyRate === null
                   ? sql`true`
