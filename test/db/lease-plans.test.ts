@@ -254,7 +254,7 @@ describe('fair claim over many tenants', () => {
     await adminQuery(`drop database if exists ${t.name} with (force)`)
   })
 
-  it('ranks the offered executions by what each tenant runs without comparing every offered row with every running tenant', async () => {
+  it('ranks the offered executions by what each tenant runs and its weight without comparing every offered row with every tenant', async () => {
     await sql`insert into pgsched.queues (name, fair_share) values ('fair', true)`.execute(t.db)
     for (let i = 0; i < TENANTS; i++) {
       const tenant = `tenant-${i}`
@@ -262,6 +262,8 @@ describe('fair claim over many tenants', () => {
       // every tenant also runs some: the ranking counts them
       await insertExecutions(t.db, 2, { state: 'running', workerId: randomUUID(), job: { type: 'plans.noop', tenant, queue: 'fair' } })
     }
+    // and has a weight: the ranking reads each tenant's
+    await sql`insert into pgsched.tenants (name, weight) select 'tenant-' || i, 1 + i % 3 from generate_series(0, ${TENANTS - 1}::int) i`.execute(t.db)
     await sql`analyze pgsched.due, pgsched.runs`.execute(t.db)
     const limit = 100
     const plan = await genericPlan(
