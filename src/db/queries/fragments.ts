@@ -1,8 +1,7 @@
 /**
  * SQL fragments shared by several statements, each written once: the retry
- * backoff, the wake-up CTE that tells idle workers about work handed back, the
- * column list of a claimed trigger, the first execution of a submitted job, and
- * the execution error built in SQL.
+ * backoff, the column list of a claimed trigger, the first execution of a
+ * submitted job, and the execution error built in SQL.
  * Each fragment names the table aliases or CTE it expects; the statements that
  * splice it in (lease.ts, rescue.ts, triggers.ts, jobs.ts) keep those names.
  * Fragments hold no parameters, so a statement's text stays the same from call
@@ -19,20 +18,6 @@ import { EXECUTION_ERROR_FIELDS, type ExecutionError } from '../../core/executio
 export const retryRunAt = sql<Date>`now() + floor(random() * least(j.backoff_max_ms::float8,
                                                              j.backoff_base_ms * power(2::float8, e.attempt - 1)))
                                         * interval '1 millisecond'`
-
-/**
- * The CTE `wake`: one notification on `pgsched_executions` naming the queues that got pending
- * work back and the delay (ms) until the earliest of it is due, or none when nothing went back to
- * pending. Expects a CTE `moved` (the rows the statement changed) with columns state, run_at and
- * queue; the statement must read `wake` (e.g. `(select count(*) from wake)`) for it to run.
- */
-export const wakeCte = sql`wake as (
-      -- tell idle workers which queues got work back, and when the earliest of it is due
-      select pg_notify('pgsched_executions', json_build_object(
-               'queues', array_agg(distinct queue),
-               'delayMs', greatest(0, floor(extract(epoch from min(run_at) - now()) * 1000))::bigint)::text)
-        from moved where state = 'pending' having count(*) > 0
-    )`
 
 /**
  * The columns of a claimed trigger (ClaimedTriggerRow without `now`). Expects `t` = pgsched.triggers.

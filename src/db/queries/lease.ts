@@ -13,7 +13,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
-import { DUE_COLUMNS, endedAttempts, historyUpsert, wakeCte } from './fragments.ts'
+import { DUE_COLUMNS, endedAttempts, historyUpsert } from './fragments.ts'
 import { eventsCaptured } from './event-capture.ts'
 
 /** An execution as the worker holding it knows it. */
@@ -151,11 +151,10 @@ export function executionFailManyQuery(params: ExecutionFailManyParams) {
       returning r.*, d.error::jsonb as error, d.fatal, d.output_uri as given_output_uri
     ),
     ${endedAttempts(sql`e.fatal`, sql`e.error`, sql`'failed'`, sql`coalesce(e.given_output_uri, e.output_uri)`)},
-    ${wakeCte},
     ${eventsCaptured(sql`select case state when 'pending' then 'retrying' else state end, tenant, job_id, id, queue, type, attempt from moved`)}
     select id, state, run_at as "runAt",
            greatest(0, floor(extract(epoch from run_at - now()) * 1000))::float8 as "retryInMs"
-      from moved, (select count(*) from wake) as w
+      from moved
   `
 }
 
@@ -191,14 +190,13 @@ export function executionReleaseManyQuery(params: ExecutionReleaseManyParams) {
              null,   -- it started: its start deadline was met
              created_at
         from ended
-      returning 'pending' as state, run_at, queue   -- all pending and due now: the wake-up says delayMs 0
-    ),
-    ${wakeCte}
-    select count(*)::text as n from moved, (select count(*) from wake) as w
+      returning 1   -- the due insert's trigger (due_notify) wakes idle workers for them
+    )
+    select count(*)::text as n from moved
   `
 }
 
-/** Hands executions back (pending, due now, attempt not counted) and wakes other workers. */
+/** Hands executions back (pending, due now, attempt not counted); the due insert wakes idle workers. */
 export async function executionReleaseMany(db: Kysely<DB>, params: ExecutionReleaseManyParams): Promise<number> {
   const { rows } = await executionReleaseManyQuery(params).execute(db)
   return Number(rows[0]?.n ?? 0)

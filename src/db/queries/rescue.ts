@@ -7,7 +7,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
-import { endedAttempts, executionErrorSql, historyUpsert, wakeCte } from './fragments.ts'
+import { endedAttempts, executionErrorSql, historyUpsert } from './fragments.ts'
 import { eventsCaptured } from './event-capture.ts'
 
 /** The error a rescued attempt ends with; `e` = the expired execution, before the update. */
@@ -32,7 +32,8 @@ export interface RescueOutcome {
 
 /**
  * Rescues up to `limit` executions whose lease expired before `now` (the database clock when null):
- * back to pending with backoff, or failed on their last attempt; wakes idle workers for the retries.
+ * back to pending with backoff, or failed on their last attempt (the due insert of the retries wakes
+ * idle workers: its trigger, due_notify).
  */
 export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRescueExpiredParams): Promise<RescueOutcome> {
   const { rows } = await sql<{ retried: string; failed: string; next_run_at: Date | null }>`${sql.raw(PREPARE)}
@@ -48,12 +49,11 @@ export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRe
       delete from pgsched.runs r where r.ctid = any(array(select ctid from expired)) returning r.*
     ),
     ${endedAttempts(sql`false`, leaseExpiredError, sql`'lease expired'`, sql`e.output_uri`)},
-    ${wakeCte},
     ${eventsCaptured(sql`select case state when 'pending' then 'retrying' else state end, tenant, job_id, id, queue, type, attempt from moved`)}
     select count(*) filter (where state = 'pending')::text as retried,
            count(*) filter (where state = 'failed')::text as failed,
            min(run_at) filter (where state = 'pending') as next_run_at
-      from moved, (select count(*) from wake) as w
+      from moved
   `.execute(db)
   const row = rows[0]
   return { retried: Number(row?.retried ?? 0), failed: Number(row?.failed ?? 0), nextRunAt: row?.next_run_at ?? null }
