@@ -1,12 +1,14 @@
 /**
  * The reaper: returns executions whose lease expired to pending (or failed
- * when out of attempts), and ends those that missed their start deadline, in bounded batches. Runs in every worker; SKIP LOCKED
- * in the statement keeps concurrent reapers from doing the same work.
+ * when out of attempts), ends those that missed their start deadline, in bounded batches, and
+ * cancels runs of cancelled jobs that a cancel's own sweep did not reach (jobCancelLeftovers).
+ * Runs in every worker; SKIP LOCKED in the statement keeps concurrent reapers from doing the same work.
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
 import { executionExpireLate, executionRescueExpired, type RescueOutcome } from '../db/queries/rescue.ts'
 import { waitingWorkersPrune } from '../db/queries/workers.ts'
+import { jobCancelLeftovers } from '../db/queries/jobs.ts'
 
 /** A worker not seen for this long (over the longest heartbeat allowed) no longer waits. */
 const WAITING_STALE_MS = 3_600_000
@@ -33,8 +35,8 @@ export class Reaper {
   }
 
   /** One pass: repeats full batches until fewer than batchSize expired leases remain. */
-  async runOnce(now?: Date): Promise<{ retried: number; failed: number; expired: number }> {
-    const total = { retried: 0, failed: 0, expired: 0 }
+  async runOnce(now?: Date): Promise<{ retried: number; failed: number; expired: number; cancelled: number }> {
+    const total = { retried: 0, failed: 0, expired: 0, cancelled: 0 }
     for (;;) {
       const r: RescueOutcome = await executionRescueExpired(this.o.db, { limit: this.o.batchSize, now: now ?? null })
       total.retried += r.retried
@@ -52,6 +54,8 @@ export class Reaper {
       if (n < this.o.batchSize) break
     }
     if (total.expired > 0) this.log.info({ expired: total.expired }, 'expired executions that missed their start deadline')
+    total.cancelled = await jobCancelLeftovers(this.o.db)
+    if (total.cancelled > 0) this.log.info({ cancelled: total.cancelled }, 'cancelled running executions of cancelled jobs')
     // Wait sign-ups of workers that stopped or vanished only cost wake-ups; drop them.
     await waitingWorkersPrune(this.o.db, { staleMs: WAITING_STALE_MS })
     return total

@@ -273,6 +273,27 @@ export async function jobCancelSweep(db: Executor, ids: readonly string[]): Prom
 }
 
 /**
+ * What a cancel's sweep could not reach: a cancel inside a caller's transaction has no sweep after
+ * its commit, and a process that stopped between a cancel and its sweep ran none, so an execution
+ * that a claim in flight moved into pgsched.runs can still hold a lease of a cancelled job. Each such
+ * execution is cancelled as the sweep would (its worker loses the lease and stops; a notification
+ * makes that immediate). Run by the reaper; returns how many it cancelled.
+ */
+export async function jobCancelLeftovers(db: Executor): Promise<number> {
+  const { rows } = await sql<{ cancelled: number }>`
+    with job as (
+      select j.id, j.tenant, j.queue, j.type
+        from (select distinct job_id from pgsched.runs) r
+        cross join lateral (select id, tenant, queue, type, state from pgsched.jobs where id = r.job_id offset 0) j
+       where j.state = 'cancelled'
+    ),
+    ${cancelEffects(false)}
+    select (select count(*) from notified) as notified,
+           (select count(*)::int from cancelled) as cancelled`.execute(db)
+  return rows[0]?.cancelled ?? 0
+}
+
+/**
  * Cancels a job: the job and its trigger stop, pending and running executions
  * become cancelled (a running one's worker loses its lease and aborts the
  * handler; a notification on `pgsched_cancel` makes that immediate).
