@@ -5,10 +5,13 @@
  * together; a rate-limited claim takes its start slots; QueueClaims falls back to the locked claim.
  */
 import { sql } from 'kysely'
+import pg from 'pg'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { queueClaimAdmitted } from '../../src/db/queries/claim-admitted.ts'
 import { queueClaimLimited } from '../../src/db/queries/claim-limited.ts'
+import { executionClaimBatchQuery } from '../../src/db/queries/claim.ts'
+import { queueSetConcurrencyLimit } from '../../src/db/queries/queues.ts'
 import { QueueClaims } from '../../src/worker/queue-claims.ts'
 import { useTestDb } from '../db.ts'
 import { setExecutionState } from '../factories.ts'
@@ -56,6 +59,37 @@ describe('admitted claims of limited queues', () => {
     expect(await bound()).toBeNull()
     expect(await admitted('bounded', 1)).toBeNull()
     expect(await running('bounded')).toBe(9)
+  })
+
+  it('counts, once a new concurrency limit is set, what a claim in flight without the limit took', async () => {
+    await client().submitJobs(Array.from({ length: 20 }, () => ({ type: 'k', queue: 'late' })))
+    // an ordinary claim (the queue has no limit yet) has taken 5 and not committed
+    const inFlight = new pg.Client({ connectionString: t.url })
+    await inFlight.connect()
+    try {
+      await inFlight.query('begin')
+      const claim = executionClaimBatchQuery({ workerId: W, queues: ['late'], types: ['k'], limit: 5, leaseMs: 60_000 }).compile(t.db)
+      expect((await inFlight.query(claim.sql, [...claim.parameters])).rows).toHaveLength(5)
+      // the limit commits (the setter's first step, here alone): an admitted claim cannot see those 5,
+      // counts 0 running and takes 1
+      await sql`select pgsched.set_queue_concurrency_limit('late', 6)`.execute(t.db)
+      expect((await admitted('late', 1))?.running).toBe(1)
+      // the setter waits for the claim in flight
+      let returned = false
+      const set = queueSetConcurrencyLimit(t.db, 'late', 6).then(() => {
+        returned = true
+      })
+      await new Promise((r) => setTimeout(r, 200))
+      expect(returned).toBe(false)
+      await inFlight.query('commit')
+      await set
+      // 6 run: once the setter returned, no claim may add one
+      expect(await running('late')).toBe(6)
+      expect(await admitted('late', 1)).toBeNull()
+      expect(await running('late')).toBe(6)
+    } finally {
+      await inFlight.end()
+    }
   })
 
   it('never exceeds the concurrency limit with many admitted claims at once', async () => {

@@ -184,27 +184,43 @@ export async function queueResume(db: Kysely<DB>, name: string): Promise<void> {
   await sql`select pgsched.resume_queue(${name}::text)`.execute(db)
 }
 
+/*
+ * Each limit below applies to the claims that start after its change commits; claims already in
+ * flight were planned without it. Like a pause, each setter then waits for those, so that once it
+ * returns every claim follows the new setting.
+ */
+
 /** Sets (or, with nulls, clears) a queue's rate limit: at most `limit` starts per `periodMs`. */
 export async function queueSetRateLimit(db: Kysely<DB>, name: string, limit: number | null, periodMs: number | null): Promise<void> {
   await sql`select pgsched.set_queue_rate_limit(${name}::text, ${limit}::int, ${periodMs}::int)`.execute(db)
+  await claimsInFlightEnded(db)
 }
 
 /** Sets (or, with nulls, clears) a queue's rate limit per concurrency key: at most `limit` starts of one key per `periodMs`. */
 export async function queueSetKeyRateLimit(db: Kysely<DB>, name: string, limit: number | null, periodMs: number | null): Promise<void> {
   await sql`select pgsched.set_queue_key_rate_limit(${name}::text, ${limit}::int, ${periodMs}::int)`.execute(db)
+  await claimsInFlightEnded(db)
 }
 
 /** Sets (or, with null, clears) a queue's limit per concurrency key. */
 export async function queueSetKeyConcurrencyLimit(db: Kysely<DB>, name: string, limit: number | null): Promise<void> {
   await sql`select pgsched.set_queue_key_concurrency_limit(${name}::text, ${limit}::int)`.execute(db)
+  await claimsInFlightEnded(db)
 }
 
 /** Turns fair share between tenants on or off. */
 export async function queueSetFairShare(db: Kysely<DB>, name: string, on: boolean): Promise<void> {
   await sql`select pgsched.set_queue_fair_share(${name}::text, ${on}::boolean)`.execute(db)
+  await claimsInFlightEnded(db)
 }
 
-/** Sets (or, with null, clears) a queue's concurrency limit. */
+/**
+ * Sets (or, with null, clears) a queue's concurrency limit. An admitted claim that counted the
+ * running executions before the claims in flight committed left a bound (queues.running_bound)
+ * without theirs: once they ended, the bound is cleared, and the next claim counts them.
+ */
 export async function queueSetConcurrencyLimit(db: Kysely<DB>, name: string, limit: number | null): Promise<void> {
   await sql`select pgsched.set_queue_concurrency_limit(${name}::text, ${limit}::int)`.execute(db)
+  await claimsInFlightEnded(db)
+  await sql`update pgsched.queues set running_bound = null where name = ${name}::text and running_bound is not null`.execute(db)
 }
