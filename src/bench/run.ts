@@ -111,7 +111,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         await s.reset()
         await insertJobs(s.db, submitMany, ceilingN)
         const t0 = performance.now()
-        await drainWithBareLoop(s.db, WORKER_ID, batch)
+        await drainWithBareLoop(s.hot, WORKER_ID, batch)
         runs.push(ceilingN / ((performance.now() - t0) / 1000))
       }
       add({ scenario: 'ceiling', metric: `claim+complete, batch ${batch}, 2 connections`, unit: 'jobs/s', figure: figure(runs) })

@@ -13,6 +13,11 @@ import type { DB } from '../db/schema.ts'
 export interface Scratch extends Database {
   name: string
   url: string
+  /**
+   * A pool whose sessions plan as the worker's hot-path pool does (generic plans; no seq scan, hash or
+   * merge join): what the bare claim + complete loop runs on, so that it measures the worker's plans.
+   */
+  hot: Kysely<DB>
   reset(): Promise<void>
   drop(): Promise<void>
 }
@@ -40,8 +45,10 @@ export async function createScratch(databaseUrl: string, partitions: number): Pr
     throw err
   }
   const database = createDb({ databaseUrl: scratchUrl, poolSize: 10, applicationName: 'pgsched-bench' })
+  const hot = createDb({ databaseUrl: scratchUrl, poolSize: 2, applicationName: 'pgsched-bench', genericPlans: true, indexPlans: true }).db
   return {
     ...database,
+    hot,
     name,
     url: scratchUrl,
     async reset() {
@@ -51,6 +58,7 @@ export async function createScratch(databaseUrl: string, partitions: number): Pr
                          pgsched.queues, pgsched.tenants, pgsched.event_listeners, pgsched.event_batches`.execute(database.db)
     },
     async drop() {
+      await hot.destroy()
       await database.db.destroy()
       await admin(databaseUrl, `drop database if exists ${name} with (force)`)
     },

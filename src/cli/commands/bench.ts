@@ -92,7 +92,8 @@ Last run: ${report.startedAt}, ${Math.round(report.durationS)} s, with \`${comma
 Machine: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, ${m.os}, Node ${m.node}.
 Database: ${m.postgres} on the same machine; scratch schema with ${m.partitions} hash partitions.
 Each figure is the median of the repetitions, with their range; throughput is also shown as a share of the
-**ceiling**, the same claim + complete SQL driven by a bare loop over 2 connections in the same run (the
+**ceiling**, the same claim + complete SQL driven by a bare loop over 2 connections planned as the worker's
+hot-path pool plans them, in the same run (the
 machine is shared and noisy: ratios hold better than absolute numbers). What bounds each figure, with the
 profiles and experiments behind it, is in [performance.md](performance.md). What the per-queue flow control costs
 (a concurrency limit, fair share, a rate limit, each on but not binding, paired with the plain burn-down) is
