@@ -81,7 +81,7 @@ export async function streamEvents(db: Kysely<DB>, tenant: string | null, params
 
 /**
  * The same stream as Server-Sent Events text, page by page (GET /v1/events): each chunk holds the
- * `id:`/`data:` messages of one page, built by the database, so the API does no work per event.
+ * `id:`/`data:` messages of one page, written straight from the batches' arrays (no event object).
  */
 export async function streamEventMessages(
   db: Kysely<DB>,

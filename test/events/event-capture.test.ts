@@ -2,9 +2,9 @@ import { Kysely, PostgresDialect, sql } from 'kysely'
 import pg from 'pg'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
-import { compareEventIds, type JobEvent } from '../../src/core/events.ts'
+import { compareEventIds, eventToJson, type JobEvent } from '../../src/core/events.ts'
 import { normalizeSubmit } from '../../src/core/job.ts'
-import { eventListAfter, eventListenerOpen, eventPageAfter, eventPruneOld } from '../../src/db/queries/events.ts'
+import { eventListAfter, eventListenerOpen, eventMessagePageAfter, eventPageAfter, eventPruneOld } from '../../src/db/queries/events.ts'
 import { jobInsertMany } from '../../src/db/queries/jobs.ts'
 import { webhookCursorAdvance, webhookSubscriptionInsert } from '../../src/db/queries/webhooks.ts'
 import type { DB } from '../../src/db/schema.ts'
@@ -178,13 +178,32 @@ describe('event capture', () => {
     expect(await prune()).toBe(2)
   })
 
+  it('writes each SSE message as the id and Event JSON of the event, with a tenant name that needs escaping', async () => {
+    const tenant = 'te"n\\ant ü'
+    await eventListenerOpen(t.db, { tenant, keepMs: 60_000 })
+    const c = createClient({ db: t.db, tenant })
+    await c.submitJob({ type: 'a.b/c:d', queue: 'q-1_x' })
+    const { job } = await c.submitJob({ type: 'plain' })
+    await c.cancelJob(job.id)
+    await sequenceEvents(t.db)
+    const params = { after: '0', tenant, filter: {}, limit: 10 }
+    const events = (await eventPageAfter(t.db, params)).events
+    expect(events.map((e) => e.type)).toEqual(['submitted', 'submitted', 'cancelled'])
+    const page = await eventMessagePageAfter(t.db, params)
+    expect(page.count).toBe(3)
+    const messages = page.text.split('\n\n').filter((m) => m !== '')
+    expect(messages.map((m) => m.split('\n')[0])).toEqual(events.map((e) => `id: ${e.id}`))
+    // key for key, in the same order, as the TypeScript client's events carry them
+    expect(messages.map((m) => m.split('\n')[1])).toEqual(events.map((e) => `data: ${JSON.stringify(eventToJson(e))}`))
+  })
+
   it('a stream whose filter matches nothing moves past the events it read', async () => {
     const afters: unknown[] = []
     const pool = new pg.Pool({ connectionString: t.url, max: 2 })
     const db = new Kysely<DB>({
       dialect: new PostgresDialect({ pool }),
       log: (e) => {
-        if (e.level === 'query' && e.query.sql.includes('order by b.seq, e.n')) afters.push(e.query.parameters[0])
+        if (e.level === 'query' && e.query.sql.includes('b.types, b.tenants, b.job_ids')) afters.push(e.query.parameters[0])
       },
     })
     const controller = new AbortController()

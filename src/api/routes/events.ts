@@ -116,7 +116,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
       try {
         ping = setInterval(() => res.write(': ping\n\n'), PING_MS)
         await write(': open\n\n')
-        // each page's messages come as one text (the database builds them): one write per page
+        // each page's messages come as one text (written from the batches' arrays): one write per page
         for await (const text of pages as AsyncIterable<string>) {
           if (controller.signal.aborted) break
           await write(text)
