@@ -203,7 +203,7 @@ describe('event capture', () => {
     const db = new Kysely<DB>({
       dialect: new PostgresDialect({ pool }),
       log: (e) => {
-        if (e.level === 'query' && e.query.sql.includes('b.types, b.tenants, b.job_ids')) afters.push(e.query.parameters[0])
+        if (e.level === 'query' && e.query.sql.includes('array_to_string(b.job_ids')) afters.push(e.query.parameters[0])
       },
     })
     const controller = new AbortController()

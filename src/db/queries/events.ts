@@ -154,7 +154,7 @@ const AFTER_ALL = 2_147_483_647
  */
 async function batchesAfter(db: Kysely<DB>, params: EventListAfterParams, at: EventPosition): Promise<BatchRow[]> {
   const afterIndex = at.index ?? AFTER_ALL
-  const { rows } = await sql<BatchRow>`
+  const { rows } = await sql<RawBatchRow>`
     with top as materialized (
       -- in the same snapshot as the page (one statement), through event_batches_seq_idx
       select coalesce(max(seq), 0) as seq from pgsched.event_batches where seq is not null
@@ -174,11 +174,41 @@ async function batchesAfter(db: Kysely<DB>, params: EventListAfterParams, at: Ev
         from (select c.*, sum(c.size) over (order by c.seq) as running from candidates c) c
        where c.running - c.size < ${params.limit}::int
     )
-    select ${PAGE_END}, b.seq::text as seq, b.at, b.types, b.tenants, b.job_ids, b.execution_ids, b.queues, b.job_types, b.attempts
+    -- the arrays whose elements cannot hold a comma (uuids, numbers, event types, and job types and
+    -- queues by the jobs table's checks) as comma-separated text, split by the caller: cheaper to
+    -- read than array literals; the tenants, which can, as an array
+    select ${PAGE_END}, b.seq::text as seq, b.at, array_to_string(b.types, ',') as types, b.tenants,
+           array_to_string(b.job_ids, ',') as job_ids, array_to_string(b.execution_ids, ',', '') as execution_ids,
+           array_to_string(b.queues, ',') as queues, array_to_string(b.job_types, ',') as job_types,
+           array_to_string(b.attempts, ',', '') as attempts
       from top
       left join (chosen c join pgsched.event_batches b on b.id = c.id) on true
      order by b.seq`.execute(db)
-  return rows
+  return rows.map((r) => ({
+    ...r,
+    types: split(r.types) as EventType[],
+    job_ids: split(r.job_ids),
+    execution_ids: split(r.execution_ids).map((id) => (id === '' ? null : id)),
+    queues: split(r.queues),
+    job_types: split(r.job_types),
+    attempts: split(r.attempts).map((n) => (n === '' ? null : Number(n))),
+  }))
+}
+
+/** The elements of a comma-separated list (none for null or ''). */
+const split = (list: string | null): string[] => (list ? list.split(',') : [])
+
+/** A chosen batch as batchesAfter reads it: the comma-free arrays as comma-separated text. */
+interface RawBatchRow extends PageEnd {
+  seq: string | null
+  at: Date
+  types: string | null
+  tenants: string[]
+  job_ids: string | null
+  execution_ids: string | null
+  queues: string | null
+  job_types: string | null
+  attempts: string | null
 }
 
 /** A chosen batch (batchesAfter): its number, time and events as parallel arrays (index i: event n = i + 1). */
