@@ -197,6 +197,24 @@ describe('event capture', () => {
     expect(messages.map((m) => m.split('\n')[1])).toEqual(events.map((e) => `data: ${JSON.stringify(eventToJson(e))}`))
   })
 
+  it('matches a job id in any case, and reads a position with leading zeros as its number', async () => {
+    await eventListenerOpen(t.db, { tenant: 'z', keepMs: 60_000 })
+    const c = createClient({ db: t.db, tenant: 'z' })
+    const { job } = await c.submitJob({ type: 't' })
+    await c.submitJob({ type: 't' })
+    await c.cancelJob(job.id)
+    await sequenceEvents(t.db)
+    const page = (after: string, jobId?: string) => eventPageAfter(t.db, { after, tenant: 'z', filter: { jobId }, limit: 10 })
+    const own = (await page('0', job.id)).events
+    expect(own.map((e) => e.type)).toEqual(['submitted', 'cancelled'])
+    expect((await page('0', job.id.toUpperCase())).events).toEqual(own)
+    // after the first event, its batch number written with leading zeros: the same position
+    const [batch, index] = (own[0] as JobEvent).id.split('-')
+    const next = (await page(`${batch}-${index}`)).events
+    expect(next.length).toBeGreaterThan(0)
+    expect((await page(`00${batch}-${index}`)).events).toEqual(next)
+  })
+
   it('a stream whose filter matches nothing moves past the events it read', async () => {
     const afters: unknown[] = []
     const pool = new pg.Pool({ connectionString: t.url, max: 2 })

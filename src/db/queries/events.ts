@@ -232,6 +232,8 @@ interface BatchRow extends PageEnd {
 function pickEvents(params: EventListAfterParams, at: EventPosition, batches: readonly BatchRow[], take: (b: BatchRow, i: number) => void): number {
   const f = params.filter
   const events = f.events && f.events.length > 0 ? f.events : null
+  // a uuid in any case, as the database compared it (the lists hold it lower case)
+  const jobId = f.jobId == null ? null : f.jobId.toLowerCase()
   const afterIndex = at.index ?? AFTER_ALL
   let count = 0
   for (const b of batches) {
@@ -239,9 +241,9 @@ function pickEvents(params: EventListAfterParams, at: EventPosition, batches: re
     const first = b.seq === at.batch
     for (let i = first ? afterIndex + 1 : 0; i < b.types.length; i++) {
       if (params.tenant !== null && b.tenants[i] !== params.tenant) continue
-      if (f.jobId !== undefined && b.job_ids[i] !== f.jobId) continue
-      if (f.type !== undefined && b.job_types[i] !== f.type) continue
-      if (f.queue !== undefined && b.queues[i] !== f.queue) continue
+      if (jobId !== null && b.job_ids[i] !== jobId) continue
+      if (f.type != null && b.job_types[i] !== f.type) continue
+      if (f.queue != null && b.queues[i] !== f.queue) continue
       if (events !== null && !events.includes(b.types[i] as EventType)) continue
       take(b, i)
       if (++count >= params.limit) return count
@@ -253,7 +255,8 @@ function pickEvents(params: EventListAfterParams, at: EventPosition, batches: re
 function positionOf(params: EventListAfterParams): EventPosition {
   const at = parseEventPosition(params.after)
   if (!at) throw new ValidationError(`after: not an event id: ${JSON.stringify(params.after)}`)
-  return at
+  // the batch number as the database writes it ('07' is batch 7), compared with each batch's as text
+  return { ...at, batch: BigInt(at.batch).toString() }
 }
 
 /** The event at index `i` of batch `b`. */
