@@ -2,7 +2,7 @@
  * The reaper: returns executions whose lease expired to pending (or failed
  * when out of attempts), ends those that missed their start deadline, in bounded batches, and
  * cancels runs of cancelled jobs that a cancel's own sweep did not reach (jobCancelLeftovers).
- * Runs in every worker; SKIP LOCKED in the statement keeps concurrent reapers from doing the same work.
+ * Runs in every worker; SKIP LOCKED in each statement keeps concurrent reapers from doing the same work.
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
@@ -55,7 +55,7 @@ export class Reaper {
     }
     if (total.expired > 0) this.log.info({ expired: total.expired }, 'expired executions that missed their start deadline')
     total.cancelled = await jobCancelLeftovers(this.o.db)
-    if (total.cancelled > 0) this.log.info({ cancelled: total.cancelled }, 'cancelled running executions of cancelled jobs')
+    if (total.cancelled > 0) this.log.info({ cancelled: total.cancelled }, 'cancelled executions of cancelled jobs that were still running')
     // Wait sign-ups of workers that stopped or vanished only cost wake-ups; drop them.
     await waitingWorkersPrune(this.o.db, { staleMs: WAITING_STALE_MS })
     return total

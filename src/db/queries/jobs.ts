@@ -281,11 +281,18 @@ export async function jobCancelSweep(db: Executor, ids: readonly string[]): Prom
  */
 export async function jobCancelLeftovers(db: Executor): Promise<number> {
   const { rows } = await sql<{ cancelled: number }>`
-    with job as (
+    with leftover as (
+      -- locked first, skipping those a worker's outcome write (or another reaper) holds: deleting
+      -- them in another order than that write could deadlock with it; a skipped one is taken next pass
+      select r.job_id
+        from pgsched.runs r
+       where exists (select 1 from pgsched.jobs j where j.id = r.job_id and j.state = 'cancelled')
+         for update of r skip locked
+    ),
+    job as (
       select j.id, j.tenant, j.queue, j.type
-        from (select distinct job_id from pgsched.runs) r
-        cross join lateral (select id, tenant, queue, type, state from pgsched.jobs where id = r.job_id offset 0) j
-       where j.state = 'cancelled'
+        from (select distinct job_id from leftover) r
+        cross join lateral (select id, tenant, queue, type from pgsched.jobs where id = r.job_id offset 0) j
     ),
     ${cancelEffects(false)}
     select (select count(*) from notified) as notified,
