@@ -4,7 +4,7 @@
  * unnested from their batches, ids `<batch>-<index>`), and pruning.
  * The writes themselves are in event-capture.ts, spliced into the statements that change state.
  */
-import { sql, type Kysely, type RawBuilder } from 'kysely'
+import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { parseEventPosition, type EventFilter, type EventPosition, type EventType, type JobEvent } from '../../core/events.ts'
 import { ValidationError } from '../../errors.ts'
