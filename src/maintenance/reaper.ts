@@ -55,7 +55,8 @@ export class Reaper {
     }
     if (total.expired > 0) this.log.info({ expired: total.expired }, 'expired executions that missed their start deadline')
     total.cancelled = await jobCancelLeftovers(this.o.db)
-    if (total.cancelled > 0) this.log.info({ cancelled: total.cancelled }, 'cancelled executions of cancelled jobs that were still running')
+    if (total.cancelled > 0)
+      this.log.info({ cancelled: total.cancelled }, 'cancelled what was left of cancelled jobs: runs no cancel sweep reached, and their due executions')
     // Wait sign-ups of workers that stopped or vanished only cost wake-ups; drop them.
     await waitingWorkersPrune(this.o.db, { staleMs: WAITING_STALE_MS })
     return total
