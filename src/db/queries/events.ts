@@ -1,7 +1,8 @@
 /**
  * Reading and keeping events (migrations 0022, 0024): listeners (who makes the writers capture), the
- * sequencer (numbers committed event batches, one process at a time), pages of a stream (events
- * unnested from their batches, ids `<batch>-<index>`), and pruning.
+ * sequencer (numbers committed event batches, one process at a time), pages of a stream (the
+ * batches read by the database, their events picked and written here, ids `<batch>-<index>`), and
+ * pruning.
  * The writes themselves are in event-capture.ts, spliced into the statements that change state.
  */
 import { sql, type Kysely } from 'kysely'
@@ -225,9 +226,8 @@ interface BatchRow extends PageEnd {
 }
 
 /**
- * The matching events of the chosen batches after the position, in id order, at most `limit`
- * (what the page CTE selected when the database unnested them): each passed to `take` with its
- * batch and index.
+ * The matching events of the chosen batches after the position, in id order, at most `limit`: each
+ * passed to `take` with its batch and index. Returns how many.
  */
 function pickEvents(params: EventListAfterParams, at: EventPosition, batches: readonly BatchRow[], take: (b: BatchRow, i: number) => void): number {
   const f = params.filter
