@@ -135,16 +135,17 @@ export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaim
                     order by f.next_fire_at
                     limit ${UPCOMING_LIMIT}::int) as upcoming
     )
-    select c.*, pass.now, pass.held, upcoming.upcoming
+    -- the upcoming fire times on the first row only: each row's copy would be parsed again
+    select c.*, pass.now, pass.held, case when row_number() over () = 1 then upcoming.upcoming end as upcoming
       from pass
      cross join upcoming   -- one row, computed once
       left join claimed c on true
   `.execute(trx)
-  const first = rows[0] as { now: Date; held: boolean; upcoming: Date[] }
+  const first = rows[0] as { now: Date; held: boolean }
   return {
     now: first.now,
     held: first.held,
-    upcoming: first.upcoming,
+    upcoming: rows.find((r) => r.upcoming !== null)?.upcoming ?? [],
     triggers: rows.filter((r) => r.job_id !== null).map(toClaimedTrigger),
   }
 }
