@@ -104,3 +104,32 @@ describe('generic plans made on small, analyzed tables', () => {
     expect(rows[0]?.jit).toBe(indexPlans ? 'off' : 'on')
   })
 })
+
+/** Rows of pgsched.runs read so far by seq scans. */
+async function runsRowsScanned(db: Kysely<DB>): Promise<number> {
+  await sql`select pg_stat_clear_snapshot()`.execute(db)
+  const { rows } = await sql<{ n: string }>`
+    select coalesce(sum(seq_tup_read), 0)::text as n from pg_stat_user_tables where schemaname = 'pgsched' and relname = 'runs'`.execute(db)
+  return Number(rows[0]?.n)
+}
+
+describe('the runs of a job', () => {
+  it('a dispatcher pass checks a fire time against the running executions by index, not by reading every run', async () => {
+    const pool = createDb({ databaseUrl: t.url, poolSize: 1, genericPlans: true, indexPlans: true })
+    pools.push(pool)
+    const client = createClient({ db: t.db, tenant: 'acme' })
+    const [recurring] = await client.submitJobs([{ type: 'x', schedule: { every: 'PT1H' } }])
+    await client.submitJobs(Array.from({ length: 2_000 }, () => ({ type: 'x' })))
+    const claimed = await executionClaimBatch(t.db, { workerId: WORKER, queues: ['default'], types: ['x'], limit: 2_000, leaseMs: 60_000 })
+    expect(claimed).toHaveLength(2_000)
+    const fire = (scheduledFor: Date) =>
+      pool.db.transaction().execute((trx) => triggerFireAndAdvance(trx, { fires: [{ jobId: recurring?.id as string, scheduledFor }], advances: [] }))
+    await fire(new Date(Date.now() + 3_600_000))
+    await sql`select pg_stat_force_next_flush()`.execute(pool.db)
+    const before = await runsRowsScanned(t.db)
+    const { fired } = await fire(new Date(Date.now() + 7_200_000))
+    expect(fired).toBe(1)
+    await sql`select pg_stat_force_next_flush()`.execute(pool.db)
+    expect((await runsRowsScanned(t.db)) - before).toBe(0)
+  })
+})
