@@ -13,11 +13,17 @@ export interface NotifierHandlers {
    * `priority`: the highest priority among the new work, when the notification says. `workers`:
    * the workers meant to claim it (migration 0011); undefined: every worker of the queues.
    */
-  onWork(queues: string[], delayMs: number, priority: number | undefined, workers: string[] | undefined): void
+  onWork(queues: string[], delayMs: number, priority: number | undefined, workers: string[] | undefined, later?: LaterWork[]): void
   onCancel(executionIds: string[]): void
   /** The connection is lost: notifications are not heard until onReconnect. */
   onLost(): void
   onReconnect(): void
+}
+
+/** A moment later work comes due (ms from the notification) and the worker it is for (null: any). */
+export interface LaterWork {
+  ms: number
+  worker: string | null
 }
 
 export class Notifier {
@@ -97,9 +103,16 @@ export class Notifier {
     try {
       const payload = JSON.parse(msg.payload ?? 'null') as unknown
       if (msg.channel === 'pgsched_executions') {
-        const p = payload as { queues?: string[]; delayMs?: number; priority?: number; workers?: string[] | null }
+        const p = payload as { queues?: string[]; delayMs?: number; priority?: number; workers?: string[] | null; laterMs?: unknown; laterWorkers?: unknown }
         const priority = typeof p.priority === 'number' ? p.priority : undefined
-        this.handlers.onWork(p.queues ?? [], Number(p.delayMs ?? 0), priority, Array.isArray(p.workers) ? p.workers : undefined)
+        // laterMs and laterWorkers (migration 0030): every moment later work comes due, each for one worker
+        const names = Array.isArray(p.laterWorkers) ? (p.laterWorkers as unknown[]) : []
+        const later = Array.isArray(p.laterMs)
+          ? p.laterMs
+              .map((ms, i) => ({ ms: Number(ms), worker: typeof names[i] === 'string' ? (names[i] as string) : null }))
+              .filter((l) => Number.isFinite(l.ms))
+          : undefined
+        this.handlers.onWork(p.queues ?? [], Number(p.delayMs ?? 0), priority, Array.isArray(p.workers) ? p.workers : undefined, later)
       } else if (msg.channel === 'pgsched_cancel' && Array.isArray(payload)) {
         this.handlers.onCancel(payload as string[])
       }

@@ -16,6 +16,12 @@ import { IDLE_MIN_PRIORITY, workerSignOffWaiting, workerSignUpWaiting } from '..
 /** Retry interval of a wait sign-up refused because a submit was in flight. */
 export const SIGN_UP_RETRY_MS = 20
 
+/** Most planned wake-ups for later work kept (the earliest); work further out has the poll interval. */
+export const MAX_PLANNED_WAKES = 256
+
+/** A planned wake-up this little after a new one serves it too (the new one is not added). */
+const WAKE_MERGE_MS = 10
+
 /** What a listing update did; 'refused': the idle sign-up was refused because a submit was in flight. */
 export type ListingChange = 'unchanged' | 'changed' | 'refused'
 
@@ -55,7 +61,10 @@ export class WakeUp {
   /** A wake that arrived while the loop was busy: the next sleep returns at once. */
   private wakePending = false
   private wakeTimer: NodeJS.Timeout | undefined
+  /** When wakeTimer fires (Date.now() ms; Infinity: no timer). */
   private wakeAt = Infinity
+  /** Planned wake-ups for later work (Date.now() ms), earliest first; the timer is set for the first. */
+  private planned: number[] = []
 
   constructor(params: WakeUpParams) {
     this.p = params
@@ -130,17 +139,51 @@ export class WakeUp {
     if (this.listedMin !== IDLE_MIN_PRIORITY) this.wake()
   }
 
-  /** Wakes the loop in `delayMs` (keeps only the earliest such timer). */
+  /** Wakes the loop in `delayMs`. */
   wakeIn(delayMs: number): void {
-    const at = Date.now() + delayMs
-    if (at >= this.wakeAt) return
+    this.wakeInEach([delayMs])
+  }
+
+  /**
+   * Wakes the loop in each of `delaysMs` (ms from now: the moments later work comes due). Each is
+   * kept until it passes, the earliest MAX_PLANNED_WAKES of them; one planned up to WAKE_MERGE_MS
+   * after a new one serves both.
+   */
+  wakeInEach(delaysMs: readonly number[]): void {
+    if (this.closed) return
+    const now = Date.now()
+    let changed = false
+    for (const delayMs of delaysMs) {
+      const at = now + Math.max(0, delayMs)
+      // the first planned wake-up at or after `at`
+      let i = 0
+      while (i < this.planned.length && (this.planned[i] as number) < at) i++
+      if (i < this.planned.length && (this.planned[i] as number) <= at + WAKE_MERGE_MS) continue
+      if (i >= MAX_PLANNED_WAKES) continue
+      this.planned.splice(i, 0, at)
+      if (this.planned.length > MAX_PLANNED_WAKES) this.planned.pop()
+      changed = true
+    }
+    if (changed) this.armTimer()
+  }
+
+  /** Sets the timer for the earliest planned wake-up (if it is not set for it already). */
+  private armTimer(): void {
+    const first = this.planned[0]
+    if (first === undefined || first === this.wakeAt) return
     clearTimeout(this.wakeTimer)
-    this.wakeAt = at
-    this.wakeTimer = setTimeout(() => {
-      this.wakeAt = Infinity
-      this.wakeTimer = undefined
-      this.wake()
-    }, delayMs + 1)
+    this.wakeAt = first
+    this.wakeTimer = setTimeout(
+      () => {
+        this.wakeAt = Infinity
+        this.wakeTimer = undefined
+        const now = Date.now()
+        while (this.planned.length > 0 && (this.planned[0] as number) <= now) this.planned.shift()
+        this.wake()
+        this.armTimer()
+      },
+      Math.max(0, first - Date.now()) + 1,
+    )
   }
 
   /**
@@ -215,6 +258,8 @@ export class WakeUp {
   /** Drops the pending wake timer and leaves the listing (errors ignored: the listing is pruned anyway). */
   async signOff(): Promise<void> {
     clearTimeout(this.wakeTimer)
+    this.planned = []
+    this.wakeAt = Infinity
     if (this.listedMin === undefined) return
     this.listedMin = undefined
     await this.leaveListing()

@@ -236,6 +236,38 @@ describe('wake-ups', () => {
     expect((n as { delayMs: number }).delayMs).toBeGreaterThan(50_000)
   })
 
+  it('announces each moment work of one statement comes due later, in steps of 50 ms rounded up, not only the first, and for any worker when none waits', async () => {
+    const l = await listen()
+    const base = Date.now() + 60_000
+    // two jobs due at one moment share a step; 300 ms and 2 s later each have their own
+    const offsets = [0, 0, 300, 2_000]
+    await client().submitJobs(offsets.map((ms) => ({ type: 'x', schedule: { at: new Date(base + ms).toISOString() } })))
+    const [n] = (await l.before()) as unknown as Array<{ delayMs: number; laterMs: number[]; laterWorkers: Array<string | null> }>
+    const later = n?.laterMs ?? []
+    expect(later).toHaveLength(3)
+    for (const ms of later) expect(ms % 50).toBe(0)
+    // each step at or after its work (never before), and within one step of it
+    const first = later[0] as number
+    expect(first).toBeGreaterThanOrEqual(n?.delayMs as number)
+    expect(later.map((ms) => ms - first)).toEqual([0, expect.closeTo(300, -2), expect.closeTo(2_000, -2)])
+    expect(n?.laterWorkers).toEqual([null, null, null])
+  })
+
+  it('names one waiting worker of the queue for each later moment, spread over the workers that wait', async () => {
+    const waiting = ['00000000-0000-7000-8000-0000000000a1', '00000000-0000-7000-8000-0000000000a2']
+    for (const id of waiting) expect(await workerSignUpWaiting(t.db, { id, queues: ['emails'] })).toBe(true)
+    expect(await workerSignUpWaiting(t.db, { id: '00000000-0000-7000-8000-0000000000a3', queues: ['reports'] })).toBe(true)
+    const l = await listen()
+    const base = Date.now() + 60_000
+    await client().submitJobs(Array.from({ length: 40 }, (_, i) => ({ type: 'x', queue: 'emails', schedule: { at: new Date(base + i * 100).toISOString() } })))
+    const [n] = (await l.before()) as unknown as Array<{ laterMs: number[]; laterWorkers: string[] }>
+    expect(n?.laterMs).toHaveLength(40)
+    expect(n?.laterWorkers).toHaveLength(40)
+    for (const w of n?.laterWorkers ?? []) expect(waiting).toContain(w)
+    // chosen at random: 40 moments all for one of two workers would be a 1 in 2^39 chance
+    expect(new Set(n?.laterWorkers).size).toBe(2)
+  })
+
   it('refuses a sign-up while a submit is between its insert and its commit', async () => {
     const other = await t.pool.connect()
     try {
@@ -299,6 +331,23 @@ describe('WakeUp', () => {
     w.wakeIn(60_000)
     w.wakeIn(5)
     await w.sleep(60_000)
+    await w.signOff()
+  })
+
+  it('wakes at each of several later moments, in order, not only at the earliest', async () => {
+    const w = wakeUp()
+    const startedAt = performance.now()
+    w.wakeInEach([400, 150, 60_000])
+    w.wakeIn(150) // planned already: no second wake-up for it
+    expect(await w.sleep(10_000)).toBe(true)
+    const first = performance.now() - startedAt
+    expect(await w.sleep(10_000)).toBe(true)
+    const second = performance.now() - startedAt
+    expect(first).toBeGreaterThanOrEqual(149)
+    expect(first).toBeLessThan(400)
+    expect(second).toBeGreaterThanOrEqual(399)
+    // the third is a minute away: a short sleep times out
+    expect(await w.sleep(300)).toBe(false)
     await w.signOff()
   })
 
