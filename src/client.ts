@@ -300,7 +300,7 @@ function makeClient(
     const job = await viewJob(id, options)
     if (!job.schedule) throw new InvalidStateError(`job ${id} is not recurring; only recurring jobs can be paused or resumed`)
     if (job.state === 'cancelled') throw new InvalidStateError(`job ${id} is cancelled`)
-    await run(options, (ex) => jobSetPaused(ex, { tenant, id, paused }))
+    await run(options, (ex) => jobSetPaused(ex, { tenant, id, paused }), true)
     return viewJob(id, options)
   }
 

@@ -48,6 +48,8 @@ export const ConfigSchema = Type.Object({
       dispatcherIntervalMs: Ms(1_000, 50, 3_600_000),
       /** Fire times due within this many ms after the earliest next one share its dispatcher pass. */
       dispatcherWindowMs: Ms(50, 0, 1_000),
+      /** Executions of recurring jobs (overlap policy allow) are created up to this many ms before their fire time, due at it. */
+      dispatcherAheadMs: Ms(1_000, 0, 60_000),
       dispatcherBatchSize: Type.Integer({ default: 500, minimum: 1, maximum: 100000 }),
       /** A fire time handled later than this after it was due counts as missed (misfire policy applies). */
       misfireThresholdMs: Ms(5_000, 0, 600_000),
@@ -129,6 +131,7 @@ export const ENV_MAP: Readonly<Record<string, string>> = {
   SCHEDULER_REAPER_INTERVAL_MS: 'worker.reaperIntervalMs',
   SCHEDULER_DISPATCHER_INTERVAL_MS: 'worker.dispatcherIntervalMs',
   SCHEDULER_DISPATCHER_WINDOW_MS: 'worker.dispatcherWindowMs',
+  SCHEDULER_DISPATCHER_AHEAD_MS: 'worker.dispatcherAheadMs',
   SCHEDULER_MISFIRE_THRESHOLD_MS: 'worker.misfireThresholdMs',
   SCHEDULER_RETENTION_MS: 'worker.retentionMs',
   SCHEDULER_PRUNE_INTERVAL_MS: 'worker.pruneIntervalMs',

@@ -122,6 +122,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     log,
     intervalMs: w.dispatcherIntervalMs,
     windowMs: w.dispatcherWindowMs,
+    aheadMs: w.dispatcherAheadMs,
     batchSize: w.dispatcherBatchSize,
     misfireThresholdMs: w.misfireThresholdMs,
   })

@@ -97,12 +97,16 @@ export function firstFireAt(s: TriggerSchedule, now: Date): Date | null {
  * @param nextFireAt the stored next_fire_at (≤ now): the earliest fire time not yet handled.
  * @param now the database time of this pass.
  * @param misfireThresholdMs how late a fire time may be handled and still count as on time.
+ * @param horizon plan the fire times up to here (default `now`): a pass that creates executions
+ *   ahead of their fire time (docs/recurring-jobs.md) passes a later one. A trigger with missed fire
+ *   times is planned up to `now` only, so its misfire policy sees what it always saw.
  * @throws ScheduleError when the schedule cannot be evaluated.
  */
-export function planFires(s: TriggerSchedule, nextFireAt: Date, now: Date, misfireThresholdMs: number): FirePlan {
+export function planFires(s: TriggerSchedule, nextFireAt: Date, now: Date, misfireThresholdMs: number, horizon: Date = now): FirePlan {
   const f0 = nextFireAt
   const cutoff = new Date(now.getTime() - misfireThresholdMs)
   const missed = f0 < cutoff
+  const until = missed || horizon < now ? now : horizon
 
   // Missed fire times the policy keeps (latest first bounded by misfireMaxRuns).
   let keptMissed: Date[] = []
@@ -112,19 +116,19 @@ export function planFires(s: TriggerSchedule, nextFireAt: Date, now: Date, misfi
     keptMissed = latest(s, f0, missedEnd, max)
   }
 
-  // On-time fire times: cutoff ≤ f ≤ min(now, endAt).
+  // On-time fire times: cutoff ≤ f ≤ min(until, endAt).
   const onTime: Date[] = []
   const from = missed ? new Date(cutoff.getTime() - 1) : new Date(f0.getTime() - 1)
   let next: Date | null = null
   for (const f of forward(s, f0, from)) {
     if (s.endAt && f > s.endAt) break // exhausted: every later fire time is past endAt too
-    if (f > now) {
+    if (f > until) {
       next = f
       break
     }
     if (onTime.length >= MAX_ON_TIME) {
-      // Pathological window (tiny interval, huge threshold): resume after `now` rather than iterate on.
-      next = forward(s, f0, now).next().value ?? null
+      // Pathological window (tiny interval, huge threshold): resume after `until` rather than iterate on.
+      next = forward(s, f0, until).next().value ?? null
       break
     }
     onTime.push(f)

@@ -57,6 +57,14 @@ export interface TriggerSchedulerOptions {
    * time, ready to take over. False: dispatch alongside the others (each takes other triggers).
    */
   exclusive?: boolean
+  /**
+   * Create the executions of triggers with overlap policy allow up to this many ms before their fire
+   * times (default 0: at the fire time). Each is due at its fire time, so none starts early; passes
+   * come about every aheadMs / 2 instead of at every fire time, and each serves the fire times of
+   * that stretch. The overlap policies skip and queue decide at the fire time (they need to know
+   * whether a run is going then), so their triggers are never handled ahead.
+   */
+  aheadMs?: number
   /** Triggers per transaction. */
   batchSize: number
   /** A fire time handled later than this after it was due is missed (docs/recurring-jobs.md). */
@@ -138,7 +146,8 @@ export class TriggerScheduler {
   }
 
   private async dispatchBatch(trx: Transaction<DB>, now: Date | null, releaseQueued: boolean): Promise<DispatchOutcome & { due: number }> {
-    const claim = await triggerClaimDue(trx, { limit: this.o.batchSize, now, exclusive: this.o.exclusive !== false })
+    const aheadMs = this.o.aheadMs ?? 0
+    const claim = await triggerClaimDue(trx, { limit: this.o.batchSize, now, exclusive: this.o.exclusive !== false, aheadMs })
     if (!claim.held) return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due: 0, standby: true }
     const passNow = claim.now
     const due = claim.triggers.length
@@ -147,7 +156,8 @@ export class TriggerScheduler {
       : { now: null, triggers: [] }
     const triggers = [...claim.triggers, ...queued.triggers]
     const inMs = (at: Date | null) => (at === null ? null : at.getTime() - passNow.getTime())
-    if (triggers.length === 0) return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due, nextFireInMs: inMs(this.nextPassAt(claim.upcoming)) }
+    const upcoming = claim.upcoming.map((u) => this.passTime(u.at, u.allow))
+    if (triggers.length === 0) return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due, nextFireInMs: inMs(this.nextPassAt(upcoming)) }
 
     // Only the overlap policies skip and queue need to know whether a run of the job is going.
     // Read after the locks: this statement sees every execution an earlier holder of a lock
@@ -164,42 +174,52 @@ export class TriggerScheduler {
         await yieldToEventLoop()
         slice = performance.now()
       }
-      const a = this.decide(t, passNow, activity ? activity.get(t.jobId) : ALLOW_ONLY)
+      const a = this.decide(t, passNow, activity ? activity.get(t.jobId) : ALLOW_ONLY, aheadMs)
       dropped += a.dropped
       if (a.misfired) misfired++
       for (const f of a.execute) fires.push({ jobId: t.jobId, scheduledFor: f })
       advances.push(a.advance)
     }
-    const { fired, advanced } = await triggerFireAndAdvance(trx, { fires, advances })
+    const { fired, advanced } = await triggerFireAndAdvance(trx, { fires, advances, passAt: passNow })
     const updated = new Set(advanced)
     const lost = advances.filter((a) => !updated.has(a.jobId))
     if (lost.length > 0) {
       // Cannot happen while the rows are locked; roll the whole pass back rather than half-apply it.
       throw new Error(`triggers changed during dispatch: ${lost.map((a) => a.jobId).join(', ')}`)
     }
-    // The next wake-up, from the triggers not due at the claim and the new fire times of this pass.
-    const known = [...claim.upcoming]
-    for (const a of advances) if (a.nextFireAt !== null) known.push(a.nextFireAt)
-    return { triggers: triggers.length, fired, misfired, dropped, due, nextFireInMs: inMs(this.nextPassAt(known)) }
+    // The next wake-up, from the triggers this claim could not take and the new fire times of this pass.
+    for (const [i, a] of advances.entries()) if (a.nextFireAt !== null) upcoming.push(this.passTime(a.nextFireAt, triggers[i]?.overlapPolicy === 'allow'))
+    return { triggers: triggers.length, fired, misfired, dropped, due, nextFireInMs: inMs(this.nextPassAt(upcoming)) }
   }
 
   /**
-   * When the next pass should run: at the last of the known fire times within the window after the
+   * When a pass should handle a fire time (ms since the epoch): at it, or, for a trigger handled
+   * ahead (overlap policy allow), half of aheadMs before it. That pass creates the executions of
+   * every such fire time up to aheadMs after it, so each is created at least aheadMs / 2 early, and
+   * the next pass comes about aheadMs / 2 later.
+   */
+  private passTime(fireAt: Date, allow: boolean): number {
+    const aheadMs = this.o.aheadMs ?? 0
+    return allow && aheadMs > 0 ? fireAt.getTime() - aheadMs / 2 : fireAt.getTime()
+  }
+
+  /**
+   * When the next pass should run: at the last of the known pass times within the window after the
    * earliest. The window stays under half the misfire threshold, so no fire time waits for it long
    * enough to count as missed.
    */
-  private nextPassAt(fireTimes: readonly Date[]): Date | null {
-    if (fireTimes.length === 0) return null
+  private nextPassAt(passTimes: readonly number[]): Date | null {
+    if (passTimes.length === 0) return null
     let first = Number.POSITIVE_INFINITY
-    for (const d of fireTimes) first = Math.min(first, d.getTime())
+    for (const t of passTimes) first = Math.min(first, t)
     const windowEnd = first + Math.min(this.o.windowMs ?? DISPATCH_WINDOW_MS, this.o.misfireThresholdMs / 2)
     let last = first
-    for (const d of fireTimes) if (d.getTime() <= windowEnd && d.getTime() > last) last = d.getTime()
+    for (const t of passTimes) if (t <= windowEnd && t > last) last = t
     return new Date(last)
   }
 
-  /** What one pass does with one locked trigger. */
-  private decide(t: ClaimedTrigger, now: Date, activity: JobActivity | undefined): Decision {
+  /** What one pass does with one locked trigger (`aheadMs`: how far ahead an allow trigger is planned). */
+  private decide(t: ClaimedTrigger, now: Date, activity: JobActivity | undefined, aheadMs: number): Decision {
     const advance: TriggerAdvance = {
       jobId: t.jobId,
       expectedNextFireAtKey: t.nextFireAtKey,
@@ -214,8 +234,9 @@ export class TriggerScheduler {
       if (t.nextFireAtKey === '-infinity') {
         // Submitted from SQL: compute the first fire time; nothing fires in this pass.
         advance.nextFireAt = firstFireAt(t, now)
-      } else if (t.nextFireAt && t.nextFireAt <= now) {
-        const plan = planFires(t, t.nextFireAt, now, this.o.misfireThresholdMs)
+      } else if (t.nextFireAt && t.nextFireAt.getTime() <= now.getTime() + (t.overlapPolicy === 'allow' ? aheadMs : 0)) {
+        const horizon = t.overlapPolicy === 'allow' ? new Date(now.getTime() + aheadMs) : now
+        const plan = planFires(t, t.nextFireAt, now, this.o.misfireThresholdMs, horizon)
         fireAt = plan.fireAt
         misfired = plan.misfired
         advance.nextFireAt = plan.nextFireAt

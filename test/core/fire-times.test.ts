@@ -30,6 +30,17 @@ describe('planFires', () => {
   })
 
   it.each([
+    ['cron', every10s],
+    ['interval', interval10s],
+  ])('plans the fire times of a %s schedule up to a horizon after now, and none past it', (_kind, make) => {
+    expect(planFires(make(), at(10), at(12), 5000, at(35))).toEqual({ fireAt: [at(10), at(20), at(30)], misfired: false, nextFireAt: at(40) })
+    // a horizon before now plans up to now
+    expect(planFires(make(), at(10), at(12), 5000, at(0))).toEqual({ fireAt: [at(10)], misfired: false, nextFireAt: at(20) })
+    // with missed fire times, up to now only: the misfire policy sees what it saw without a horizon
+    expect(planFires(make(), at(10), at(33), 5000, at(60))).toEqual(planFires(make(), at(10), at(33), 5000))
+  })
+
+  it.each([
     ['fire_once', [60]],
     ['skip', []],
     ['fire_all', [10, 20, 30, 40, 50, 60]],

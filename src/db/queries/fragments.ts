@@ -31,6 +31,22 @@ export const claimedTriggerColumns = sql`t.job_id, t.kind, t.cron_expression, t.
            t.misfire_policy, t.misfire_max_runs, t.overlap_policy`
 
 /**
+ * Whether due execution `d` was created by the dispatcher ahead of its fire time
+ * (SCHEDULER_DISPATCHER_AHEAD_MS) and waits for it: a first attempt, due at its fire time, created
+ * before it (the pass's time; triggerFireAndAdvance), and the fire time is still to come.
+ */
+export const createdAhead = (d: RawBuilder<unknown>) =>
+  sql<boolean>`(${d}.attempt = 0 and ${d}.run_at = ${d}.scheduled_for and ${d}.scheduled_for > ${d}.created_at and ${d}.scheduled_for > now())`
+
+/**
+ * The earliest fire time of job `jobId` whose execution was created ahead of it (createdAhead).
+ * Null when there is none. One probe of due_fire_time_key.
+ */
+export function aheadFireTime(jobId: RawBuilder<unknown>): RawBuilder<Date | null> {
+  return sql<Date | null>`(select min(d.scheduled_for) from pgsched.due d where d.job_id = ${jobId} and ${createdAhead(sql`d`)})`
+}
+
+/**
  * The insert of the first execution of submitted one-time jobs of `tenant`, up to its `from`: each
  * input row (id, execution_id, queue, type, priority, run_at, max_attempts, timeout_ms,
  * concurrency_key) becomes a pgsched.due row due at run_at, or now when run_at is null. Used by both

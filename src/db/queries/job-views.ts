@@ -9,11 +9,14 @@ import type { AttemptRecord, Execution, Job, Schedule } from '../../core/job.ts'
 import { LIVE_WORKER_MS, unservedMessage } from '../../core/job.ts'
 import { jobStatus, lastRunOf } from '../../core/job-status.ts'
 import { candidateAccepted, isCandidateStatus, jobCandidates } from './job-candidates.ts'
+import { aheadFireTime } from './fragments.ts'
 import { jobFilterSql, statusCondition, type JobFilter } from './job-filter.ts'
 
 type Executor = Kysely<DB>
 
 interface JobViewRow {
+  /** The first fire time whose execution was created ahead of it (recurring jobs). */
+  ahead_fire_at?: Date | null
   id: string
   tenant: string
   type: string
@@ -121,6 +124,8 @@ function toJob(r: JobViewRow): Job {
     if (r.trigger) {
       const next = r.trigger.next_fire_at as string | null
       nextRunAt = next && next !== '-infinity' ? new Date(next) : null
+      // an execution created ahead of its fire time comes first (SCHEDULER_DISPATCHER_AHEAD_MS)
+      if (r.ahead_fire_at && (nextRunAt === null || r.ahead_fire_at < nextRunAt)) nextRunAt = r.ahead_fire_at
     } else if (last?.state === 'pending') nextRunAt = last.runAt
   }
   return {
@@ -175,6 +180,7 @@ function jobViewQuery(db: Executor) {
       'j.created_by',
       'j.created_at',
       sql<Record<string, unknown> | null>`case when t.job_id is null then null else to_jsonb(t) end`.as('trigger'),
+      sql<Date | null>`case when t.job_id is null then null else ${aheadFireTime(sql`j.id`)} end`.as('ahead_fire_at'),
       // work to run (a pending execution, or a schedule that still fires) and no live worker for it
       sql<boolean>`(j.state = 'active' and (e.state = 'pending' or (t.job_id is not null and t.next_fire_at is not null and not t.paused))
                     and not exists (select 1 from pgsched.workers w

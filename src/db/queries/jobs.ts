@@ -8,7 +8,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
-import { executionErrorSql, executionsFromSubmitted, historyUpsert } from './fragments.ts'
+import { createdAhead, executionErrorSql, executionsFromSubmitted, historyUpsert } from './fragments.ts'
 import { eventsCaptured } from './event-capture.ts'
 import type { NormalizedSubmit } from '../../core/job.ts'
 import type { QuotaRejection } from './admission.ts'
@@ -336,9 +336,18 @@ export interface JobSetPausedParams {
 
 /**
  * Pauses or resumes a recurring job (one with a trigger). Returns false when
- * there is no such active/paused recurring job of this tenant.
+ * there is no such active/paused recurring job of this tenant. A pause also takes back the
+ * executions the dispatcher created ahead of fire times still to come (SCHEDULER_DISPATCHER_AHEAD_MS:
+ * createdAhead in fragments.ts) and moves the schedule back to the
+ * first of them, so that what the pause holds back is what it always held back: every fire time
+ * after it, until a resume (which applies the misfire policy to those it missed). Run it in a
+ * transaction: the trigger's lock is taken by a statement of its own, so that the next one's
+ * snapshot holds the executions of a dispatcher pass that held the lock before it.
  */
 export async function jobSetPaused(db: Executor, params: JobSetPausedParams): Promise<boolean> {
+  await sql`select 1 from pgsched.triggers t
+              where t.job_id = ${params.id}::uuid and exists (select 1 from pgsched.jobs j where j.id = t.job_id and j.tenant = ${params.tenant}::text)
+                for update of t`.execute(db)
   const result = await sql<{ job_id: string }>`
     -- the trigger first, then the job: the order of a cancel and of the job operations, so a pause
     -- beside them waits instead of deadlocking
@@ -352,9 +361,16 @@ export async function jobSetPaused(db: Executor, params: JobSetPausedParams): Pr
          and exists (select 1 from locked)
       returning id, tenant, queue, type
     ),
+    ahead as (
+      delete from pgsched.due d
+       where ${params.paused}::boolean and d.job_id in (select id from job) and ${createdAhead(sql`d`)}
+      returning d.scheduled_for
+    ),
     changed as (
       update pgsched.triggers
-         set paused = ${params.paused}::boolean, updated_at = now()
+         set paused = ${params.paused}::boolean, updated_at = now(),
+             -- least() ignores a null: a schedule whose last fire times were created ahead gets them back
+             next_fire_at = least(next_fire_at, (select min(scheduled_for) from ahead))
        where job_id in (select id from job)
       returning job_id
     ),

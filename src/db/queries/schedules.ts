@@ -5,6 +5,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { Execution, JobState } from '../../core/job.ts'
+import { aheadFireTime } from './fragments.ts'
 import { toExecution } from './job-views.ts'
 
 export interface ScheduleRow {
@@ -52,8 +53,11 @@ export async function scheduleList(db: Kysely<DB>, params: ScheduleListParams): 
   }>`
     select t.job_id, j.tenant, j.type, j.queue, j.state, t.kind, t.cron_expression, t.interval_ms::text as interval_ms, t.timezone,
            t.start_at, t.end_at, t.paused or j.state = 'paused' as paused,
-           case when t.next_fire_at = '-infinity' or j.state = 'cancelled' then null else t.next_fire_at end as next_fire_at,
-           (select to_jsonb(le) from pgsched.executions le where le.job_id = j.id order by le.scheduled_for desc limit 1) as last_execution
+           -- the next fire time: the first of those the dispatcher created ahead (due at it), else the trigger's
+           case when t.next_fire_at = '-infinity' or j.state = 'cancelled' then null
+                else least(t.next_fire_at, ${aheadFireTime(sql`j.id`)}) end as next_fire_at,
+           (select to_jsonb(le) from pgsched.executions le where le.job_id = j.id and le.scheduled_for <= now()
+             order by le.scheduled_for desc limit 1) as last_execution
       from pgsched.triggers t
       join pgsched.jobs j on j.id = t.job_id
      where t.kind in ('cron', 'interval')

@@ -87,6 +87,11 @@ export interface TriggerClaimDueParams {
   now?: Date | null
   /** Take the dispatch lock first, and claim nothing if another dispatcher holds it (default true). */
   exclusive?: boolean
+  /**
+   * Also claim the triggers of overlap policy allow whose next fire time comes within this many ms
+   * (default 0): their executions are created ahead of the fire time, due at it.
+   */
+  aheadMs?: number
 }
 
 export interface TriggerClaimDueResult {
@@ -94,8 +99,12 @@ export interface TriggerClaimDueResult {
   now: Date
   /** False: another dispatcher holds the dispatch lock, and nothing was claimed. */
   held: boolean
-  /** The earliest next_fire_at values of unpaused triggers not due yet, earliest first (at most UPCOMING_LIMIT). */
-  upcoming: Date[]
+  /**
+   * The earliest next_fire_at values of unpaused triggers this claim could not take (not due yet, nor
+   * within aheadMs for overlap policy allow), earliest first (at most UPCOMING_LIMIT), each with
+   * whether its overlap policy is allow.
+   */
+  upcoming: Array<{ at: Date; allow: boolean }>
   triggers: ClaimedTrigger[]
 }
 
@@ -104,18 +113,19 @@ export const UPCOMING_LIMIT = 64
 
 /**
  * In one statement: takes the dispatch lock (when `exclusive`), locks up to `limit` due triggers
- * (not paused, next_fire_at ≤ now, earliest first) for the caller's transaction, skipping rows
- * another dispatcher holds, and reads the next fire times not due yet (UPCOMING_LIMIT, earliest
- * first), for the loop's sleep. Without the dispatch lock no trigger is read, let alone locked (a one-time filter).
+ * (not paused, next_fire_at ≤ now, or ≤ now + aheadMs under overlap policy allow; earliest first)
+ * for the caller's transaction, skipping rows another dispatcher holds, and reads the next fire
+ * times it could not take (UPCOMING_LIMIT, earliest first), for the loop's sleep. Without the dispatch lock no trigger is read, let alone locked (a one-time filter).
  * Served by triggers_due_idx. Requires a transaction: the locks are what makes one pass the only
  * one handling these triggers.
  */
 export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaimDueParams): Promise<TriggerClaimDueResult> {
   const now = params.now ?? null
-  const { rows } = await sql<ClaimedTriggerRow & { held: boolean; upcoming: Date[] }>`${sql.raw(PREPARE)}
+  const { rows } = await sql<ClaimedTriggerRow & { held: boolean; upcoming: Date[] | null; upcoming_allow: boolean[] }>`${sql.raw(PREPARE)}
     with pass as materialized (
-      select date_trunc('milliseconds', coalesce(${now}::timestamptz, now())) as now,   -- fire times are JavaScript dates
-             (not ${params.exclusive !== false}::bool or pg_try_advisory_xact_lock(${DISPATCH_LOCK_KEY.toString()}::bigint)) as held
+      select p.now, p.now + ${params.aheadMs ?? 0}::int * interval '1 millisecond' as ahead, p.held
+        from (select date_trunc('milliseconds', coalesce(${now}::timestamptz, now())) as now,   -- fire times are JavaScript dates
+                     (not ${params.exclusive !== false}::bool or pg_try_advisory_xact_lock(${DISPATCH_LOCK_KEY.toString()}::bigint)) as held) p
     ),
     claimed as (
       select ${claimedTriggerColumns}
@@ -123,29 +133,36 @@ export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaim
        where (select held from pass)
          and not t.paused
          and t.next_fire_at is not null
-         and t.next_fire_at <= (select now from pass)
+         and t.next_fire_at <= (select ahead from pass)
+         and (t.next_fire_at <= (select now from pass) or t.overlap_policy = 'allow')
        order by t.next_fire_at
        limit ${params.limit}::int
          for update of t skip locked
     ),
     upcoming as (
-      select array(select f.next_fire_at
-                     from pgsched.triggers f
-                    where not f.paused and f.next_fire_at is not null and f.next_fire_at > (select now from pass)
-                    order by f.next_fire_at
-                    limit ${UPCOMING_LIMIT}::int) as upcoming
+      select array_agg(f.next_fire_at order by f.next_fire_at) as upcoming,
+             array_agg(f.overlap_policy = 'allow' order by f.next_fire_at) as upcoming_allow
+        from (select f.next_fire_at, f.overlap_policy
+                from pgsched.triggers f
+               where not f.paused and f.next_fire_at is not null and f.next_fire_at > (select now from pass)
+                 and not (f.overlap_policy = 'allow' and f.next_fire_at <= (select ahead from pass))
+               order by f.next_fire_at
+               limit ${UPCOMING_LIMIT}::int) f
     )
     -- the upcoming fire times on the first row only: each row's copy would be parsed again
-    select c.*, pass.now, pass.held, case when row_number() over () = 1 then upcoming.upcoming end as upcoming
+    select c.*, pass.now, pass.held,
+           case when row_number() over () = 1 then coalesce(upcoming.upcoming, '{}') end as upcoming,
+           case when row_number() over () = 1 then coalesce(upcoming.upcoming_allow, '{}') end as upcoming_allow
       from pass
      cross join upcoming   -- one row, computed once
       left join claimed c on true
   `.execute(trx)
   const first = rows[0] as { now: Date; held: boolean }
+  const listed = rows.find((r) => r.upcoming !== null)
   return {
     now: first.now,
     held: first.held,
-    upcoming: rows.find((r) => r.upcoming !== null)?.upcoming ?? [],
+    upcoming: (listed?.upcoming ?? []).map((at, i) => ({ at, allow: listed?.upcoming_allow[i] === true })),
     triggers: rows.filter((r) => r.job_id !== null).map(toClaimedTrigger),
   }
 }
@@ -230,6 +247,11 @@ export interface TriggerFireAndAdvanceParams {
   fires: ReadonlyArray<{ jobId: string; scheduledFor: Date }>
   /** One entry per trigger the pass handled. */
   advances: readonly TriggerAdvance[]
+  /**
+   * The time of the pass (default: the database's now()), the executions' created_at: one whose fire
+   * time is later was created ahead of it (SCHEDULER_DISPATCHER_AHEAD_MS), which a pause takes back.
+   */
+  passAt?: Date | null
 }
 
 /**
@@ -250,9 +272,9 @@ export async function triggerFireAndAdvance(trx: Transaction<DB>, params: Trigge
   const { rows } = await sql<{ created: string; advanced: string[] }>`${sql.raw(PREPARE)}
     with created as (
       insert into pgsched.due (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms, concurrency_key, tenant,
-                               start_deadline)
+                               start_deadline, created_at)
       select f.job_id, j.queue, j.type, j.priority, f.scheduled_for, f.scheduled_for, j.max_attempts, j.timeout_ms, j.concurrency_key, j.tenant,
-             f.scheduled_for + j.start_deadline_ms * interval '1 millisecond'
+             f.scheduled_for + j.start_deadline_ms * interval '1 millisecond', coalesce(${params.passAt ?? null}::timestamptz, now())
         from unnest(${f.map((x) => x.jobId)}::uuid[], ${f.map((x) => x.scheduledFor)}::timestamptz[]) as f(job_id, scheduled_for)
         join pgsched.jobs j on j.id = f.job_id
        where j.state = 'active'   -- a paused or cancelled job gets no new runs
