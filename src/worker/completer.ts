@@ -1,8 +1,9 @@
 /**
  * Batches outcome writes: every completion and failure recorded while a write
  * is in flight joins the next one, so under load many executions finish in one
- * statement each for success and failure, and under light load a single
- * outcome is written at once (no added latency).
+ * statement each for success and failure. Under light load an outcome is written
+ * after the current turn of the event loop (setImmediate): the outcomes recorded
+ * in that turn share the write.
  *
  * `exclusive` runs another statement over the same worker's executions (the
  * heartbeat) with no outcome write in flight: two statements of one worker
@@ -76,10 +77,14 @@ export class Completer {
 
   private kick(): void {
     if (this.flushing || this.exclusiveRun) return
-    this.flushing = this.writeAll().finally(() => {
-      this.flushing = undefined
-      if (this.completions.length > 0 || this.failures.length > 0) this.kick()
-    })
+    // After the current turn of the event loop: the runs one claim started together end together
+    // (each in its own microtasks), and share one write instead of the first writing alone.
+    this.flushing = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => this.writeAll())
+      .finally(() => {
+        this.flushing = undefined
+        if (this.completions.length > 0 || this.failures.length > 0) this.kick()
+      })
   }
 
   private async writeAll(): Promise<void> {
