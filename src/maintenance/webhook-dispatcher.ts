@@ -4,7 +4,8 @@
  * the others skip), submits one `pgsched.webhook` job per event and subscription that wants it, and
  * moves the cursor past those events, in one transaction: an event is handed to its subscriptions
  * exactly once, and delivered at least once by the job (retried with backoff). Every worker with
- * the http handler on (SCHEDULER_HTTP_HANDLER) runs it; with no subscription a pass is one cheap query.
+ * the http handler on (SCHEDULER_HTTP_HANDLER) runs it; with no subscription a pass is one cheap query,
+ * made at most every WEBHOOK_NONE_RECHECK_MS while the answer stays no.
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
@@ -19,6 +20,12 @@ import { sequenceEvents } from '../events/event-stream.ts'
 
 /** How often a worker looks for events to deliver: the added latency of a webhook. */
 export const WEBHOOK_DISPATCH_INTERVAL_MS = 250
+/**
+ * While no subscription exists, how long a worker takes the last look's answer for it: the most a
+ * new subscription's first deliveries wait (its events are kept meanwhile), and what spares every
+ * idle worker four queries a second.
+ */
+export const WEBHOOK_NONE_RECHECK_MS = 2_000
 /** Events read per pass transaction (a pass runs transactions until one comes back short). */
 const EVENTS_PER_PASS = 1_000
 /**
@@ -39,6 +46,8 @@ export class WebhookDispatcher {
   private readonly o: WebhookDispatcherOptions
   private readonly log: Logger
   private loop: LoopHandle | undefined
+  /** When the last look found no subscription (performance.now()); -Infinity: look at the next pass. */
+  private noneSeenAt = Number.NEGATIVE_INFINITY
 
   constructor(options: WebhookDispatcherOptions) {
     this.o = options
@@ -47,7 +56,12 @@ export class WebhookDispatcher {
 
   /** One pass: submits the deliveries of every event numbered since the last; returns how many jobs. */
   async runOnce(): Promise<number> {
-    if (!(await webhookSubscriptionAny(this.o.db))) return 0
+    if (performance.now() - this.noneSeenAt < WEBHOOK_NONE_RECHECK_MS) return 0
+    if (!(await webhookSubscriptionAny(this.o.db))) {
+      this.noneSeenAt = performance.now()
+      return 0
+    }
+    this.noneSeenAt = Number.NEGATIVE_INFINITY
     await sequenceEvents(this.o.db)
     let total = 0
     for (;;) {
