@@ -20,6 +20,7 @@ import type { Kysely, Transaction } from 'kysely'
 import type { Clock } from '../clock.ts'
 import type { DB } from '../db/schema.ts'
 import {
+  dispatchLockTaken,
   triggerClaimDue,
   triggerClaimQueued,
   triggerFireAndAdvance,
@@ -111,6 +112,8 @@ export class TriggerScheduler {
   private loop: Promise<void> | undefined
   /** When the last pass looked for queue slots to release (performance.now()). */
   private queuedCheckedAt = Number.NEGATIVE_INFINITY
+  /** The last pass found another dispatcher working (exclusive mode). */
+  private standingBy = false
 
   constructor(options: TriggerSchedulerOptions) {
     this.o = options
@@ -124,6 +127,8 @@ export class TriggerScheduler {
    */
   async runOnce(releaseQueued = true): Promise<DispatchOutcome> {
     const total: DispatchOutcome = { triggers: 0, fired: 0, misfired: 0, dropped: 0 }
+    // Standing by: a look at the lock first, and a pass only once it is free.
+    if (this.standingBy && this.o.exclusive !== false && (await dispatchLockTaken(this.o.db))) return { ...total, standby: true }
     for (let batch = 0; ; batch++) {
       const now = this.o.clock?.now() ?? null
       const started = performance.now()
@@ -142,6 +147,7 @@ export class TriggerScheduler {
       total.nextFireInMs = 0 // more are due: the next batch runs at once
     }
     if (total.triggers > 0) this.log.info(total, 'dispatched recurring jobs')
+    this.standingBy = total.standby === true
     return total
   }
 

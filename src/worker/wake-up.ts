@@ -19,6 +19,9 @@ export const SIGN_UP_RETRY_MS = 20
 /** Most planned wake-ups for later work kept (the earliest); work further out has the poll interval. */
 export const MAX_PLANNED_WAKES = 256
 
+/** Quiet poll intervals (no wake-up) after which the listing is written again (see poll). */
+export const RELIST_AFTER_QUIET_POLLS = 5
+
 /** A planned wake-up this little after a new one serves it too (the new one is not added). */
 const WAKE_MERGE_MS = 10
 
@@ -65,6 +68,8 @@ export class WakeUp {
   private wakeAt = Infinity
   /** Planned wake-ups for later work (Date.now() ms), earliest first; the timer is set for the first. */
   private planned: number[] = []
+  /** Poll intervals in a row that passed without a wake-up. */
+  private quietPolls = 0
 
   constructor(params: WakeUpParams) {
     this.p = params
@@ -241,12 +246,18 @@ export class WakeUp {
   }
 
   /**
-   * Sleeps the poll interval or until woken. A poll interval without a wake-up writes the listing
-   * again at the next update: a listing lost without the LISTEN connection noticing (a pruned
-   * sign-up, an emptied table) costs at most one poll interval of wake-ups.
+   * Sleeps the poll interval or until woken. RELIST_AFTER_QUIET_POLLS poll intervals in a row without
+   * a wake-up write the listing again at the next update: a listing lost without the LISTEN
+   * connection noticing (a pruned sign-up, an emptied table) costs at most that many poll intervals
+   * of wake-ups (the polls still claim), and an idle worker does not rewrite it at every poll (a
+   * sign-up and the claim after it, every second).
    */
   private async poll(): Promise<void> {
-    if (!(await this.sleep(this.p.pollIntervalMs))) this.listingKnown = false
+    if (await this.sleep(this.p.pollIntervalMs)) this.quietPolls = 0
+    else if (++this.quietPolls >= RELIST_AFTER_QUIET_POLLS) {
+      this.quietPolls = 0
+      this.listingKnown = false
+    }
   }
 
   /** No more sleeping: ends the current sleep, and later ones return at once. */

@@ -206,7 +206,7 @@ describe('wake-ups', () => {
     await waitFor(() => started.includes(third.job.id), { what: 'the third job to start once a slot is free', timeoutMs: 5_000 })
   })
 
-  it('a worker lists itself again within a poll interval when its listing is gone (the table emptied by a crash)', async () => {
+  it('a worker lists itself again within five poll intervals when its listing is gone (the table emptied by a crash)', async () => {
     const worker = await startWorker([defineHandler('x', async () => undefined)]) // polls every 200 ms
     const listed = async () => (await t.db.selectFrom('pgsched.waiting_workers').select('worker_id').execute()).map((r) => r.worker_id)
     await waitFor(async () => (await listed()).includes(worker.id), { what: 'the worker to sign up' })

@@ -12,7 +12,7 @@
  * one transaction at a time (its lock), and the unique key (job_id,
  * scheduled_for) rejects a second execution for the same fire time.
  */
-import { sql, type Transaction } from 'kysely'
+import { sql, type Kysely, type Transaction } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { MisfirePolicy, OverlapPolicy } from '../../core/job.ts'
 import type { TriggerSchedule } from '../../core/fire-times.ts'
@@ -80,6 +80,17 @@ function toClaimedTrigger(r: ClaimedTriggerRow): ClaimedTrigger {
 
 /** Advisory lock key (per database) that one dispatcher at a time holds for its pass. */
 const DISPATCH_LOCK_KEY = 7_411_730_296_012_556_001n
+
+/**
+ * Whether another dispatcher holds the dispatch lock now, in one statement outside any transaction
+ * (the lock is taken and, when free, released again at once). A dispatcher standing by looks with
+ * this before it opens a pass: one round trip instead of three (begin, the claim, commit).
+ */
+export async function dispatchLockTaken(db: Kysely<DB>): Promise<boolean> {
+  const { rows } = await sql<{ free: boolean }>`${sql.raw(PREPARE)}
+    select pg_try_advisory_xact_lock(${DISPATCH_LOCK_KEY.toString()}::bigint) as free`.execute(db)
+  return rows[0]?.free !== true
+}
 
 export interface TriggerClaimDueParams {
   limit: number
