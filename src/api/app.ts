@@ -22,6 +22,7 @@ import { SchedulerError } from '../errors.ts'
 import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
 import { createAuthenticator } from './auth.ts'
+import { TenantClients } from './tenant-clients.ts'
 import { frameworkErrorHandler, registerErrorHandling } from './error-handler.ts'
 import { continueWithinLimit, indexRouteMethods, refuseContentEncodings } from './http-conventions.ts'
 import { parseJsonBody } from './json-body.ts'
@@ -212,6 +213,7 @@ export function buildApp(deps: AppDeps) {
   // biome-ignore lint/nursery/noMisusedPromises: an async plugin is a FastifyPluginAsync, which fastify awaits
   void app.register(async (ui) => registerDashboard(ui, deps.dashboardDir ?? dashboardDirDefault()))
 
+  const tenantClients = new TenantClients(client)
   void app.register(
     // biome-ignore lint/nursery/noMisusedPromises: an async plugin is a FastifyPluginAsync, which fastify awaits
     async (v1) => {
@@ -226,7 +228,7 @@ export function buildApp(deps: AppDeps) {
         clientFor(request: FastifyRequest) {
           const identity = request.identity
           if (!identity) throw new SchedulerError('unauthorized', 'missing API key; send Authorization: Bearer <api key>')
-          return client.withTenant(identity.tenant, `api-key:${identity.keyId}`)
+          return tenantClients.get(identity.tenant, identity.keyId)
         },
       }
       await v1.register(jobRoutes, routeDeps)
