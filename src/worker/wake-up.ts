@@ -19,6 +19,9 @@ export const SIGN_UP_RETRY_MS = 20
 /** Most planned wake-ups for later work kept (the earliest); work further out has the poll interval. */
 export const MAX_PLANNED_WAKES = 256
 
+/** The longest delay a Node.js timer takes (2^31 − 1 ms, about 24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1
+
 /** Quiet poll intervals (no wake-up) after which the listing is written again (see poll). */
 export const RELIST_AFTER_QUIET_POLLS = 5
 
@@ -183,11 +186,16 @@ export class WakeUp {
         this.wakeAt = Infinity
         this.wakeTimer = undefined
         const now = Date.now()
-        while (this.planned.length > 0 && (this.planned[0] as number) <= now) this.planned.shift()
-        this.wake()
+        let due = false
+        while (this.planned.length > 0 && (this.planned[0] as number) <= now) {
+          this.planned.shift()
+          due = true
+        }
+        if (due) this.wake()
         this.armTimer()
       },
-      Math.max(0, first - Date.now()) + 1,
+      // at most MAX_TIMER_MS ahead (Node runs a longer timer at once): one further out is set again then
+      Math.min(MAX_TIMER_MS, Math.max(0, first - Date.now()) + 1),
     )
   }
 

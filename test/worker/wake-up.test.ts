@@ -253,19 +253,31 @@ describe('wake-ups', () => {
     expect(n?.laterWorkers).toEqual([null, null, null])
   })
 
-  it('names one waiting worker of the queue for each later moment, spread over the workers that wait', async () => {
-    const waiting = ['00000000-0000-7000-8000-0000000000a1', '00000000-0000-7000-8000-0000000000a2']
-    for (const id of waiting) expect(await workerSignUpWaiting(t.db, { id, queues: ['emails'] })).toBe(true)
-    expect(await workerSignUpWaiting(t.db, { id: '00000000-0000-7000-8000-0000000000a3', queues: ['reports'] })).toBe(true)
+  it('names, for each later moment, waiting workers of the work until their slots hold it: live ones first, then at random', async () => {
+    const id = (n: number) => `00000000-0000-7000-8000-0000000004${String(n).padStart(2, '0')}`
+    // 1 and 2: one slot each; 3: fifty slots, seen a minute ago (maybe dead); 4: holds work of priority 4
+    await sql`insert into pgsched.workers (id, host, pid, queues, types, concurrency, last_seen_at)
+              values (${id(1)}::uuid, 'h', 1, '{emails}', '{x}', 1, now()), (${id(2)}::uuid, 'h', 2, '{emails}', '{x}', 1, now()),
+                     (${id(3)}::uuid, 'h', 3, '{emails}', '{x}', 50, now() - interval '1 minute')`.execute(t.db)
+    for (const n of [1, 2, 3]) expect(await workerSignUpWaiting(t.db, { id: id(n), queues: ['emails'] })).toBe(true)
+    expect(await workerSignUpWaiting(t.db, { id: id(4), queues: ['emails'], minPriority: 5 })).toBe(true)
     const l = await listen()
-    const base = Date.now() + 60_000
-    await client().submitJobs(Array.from({ length: 40 }, (_, i) => ({ type: 'x', queue: 'emails', schedule: { at: new Date(base + i * 100).toISOString() } })))
-    const [n] = (await l.before()) as unknown as Array<{ laterMs: number[]; laterWorkers: string[] }>
-    expect(n?.laterMs).toHaveLength(40)
-    expect(n?.laterWorkers).toHaveLength(40)
-    for (const w of n?.laterWorkers ?? []) expect(waiting).toContain(w)
-    // chosen at random: 40 moments all for one of two workers would be a 1 in 2^39 chance
-    expect(new Set(n?.laterWorkers).size).toBe(2)
+    const at = (ms: number) => new Date(Date.now() + 60_000 + ms).toISOString()
+    // 40 moments of one execution each, then one moment of three
+    await client().submitJobs([
+      ...Array.from({ length: 40 }, (_, i) => ({ type: 'x', queue: 'emails', schedule: { at: at(i * 100) } })),
+      ...Array.from({ length: 3 }, () => ({ type: 'x', queue: 'emails', schedule: { at: at(10_000) } })),
+    ])
+    const [n] = (await l.before()) as unknown as Array<{ laterMs: number[]; laterWorkers: string[][] }>
+    const named = n?.laterWorkers ?? []
+    expect(n?.laterMs).toHaveLength(41)
+    expect(named).toHaveLength(41)
+    // one execution: one live worker with a slot; chosen at random (40 moments all for one of two: 1 in 2^39)
+    for (const workers of named.slice(0, 40)) expect(workers).toHaveLength(1)
+    expect(new Set(named.slice(0, 40).flat())).toEqual(new Set([id(1), id(2)]))
+    // three executions: both live workers (two slots), then the one not seen lately (fifty more)
+    expect(named[40]?.slice(0, 2).sort()).toEqual([id(1), id(2)])
+    expect(named[40]?.[2]).toBe(id(3))
   })
 
   it('refuses a sign-up while a submit is between its insert and its commit', async () => {
@@ -347,6 +359,13 @@ describe('WakeUp', () => {
     expect(first).toBeLessThan(400)
     expect(second).toBeGreaterThanOrEqual(399)
     // the third is a minute away: a short sleep times out
+    expect(await w.sleep(300)).toBe(false)
+    await w.signOff()
+  })
+
+  it('is not woken early by a moment further out than a Node.js timer reaches (about 24.8 days)', async () => {
+    const w = wakeUp()
+    w.wakeInEach([40 * 86_400_000])
     expect(await w.sleep(300)).toBe(false)
     await w.signOff()
   })
