@@ -1,4 +1,4 @@
--- Wake-ups for work due later name each moment it comes due, not only the first, and one worker
+-- Wake-ups for work due later name each moment it comes due, not only the first, and the workers
 -- for each.
 --
 -- A statement that inserts executions due at several later times (a dispatcher pass that creates
@@ -6,11 +6,13 @@
 -- run_at) notified every worker of the earliest of those times only: the rest waited for a claim
 -- that happened to come after them, or for the poll interval (a second by default). The notification
 -- now also lists, in `laterMs`, the distinct delays of the later work in steps of 50 ms (each rounded
--- up, so no wake-up comes before its work is due), the earliest 100, and in `laterWorkers` the one
--- worker each is for: a waiting worker of the work's queue and type, live ones first, chosen at
--- random (null: no worker waits, every worker of the queue wakes). One claim per step then takes
--- the step's work, where every worker woke and claimed before. A named worker that is busy at that
--- moment claims once a slot frees; the others' poll interval bounds the rest.
+-- up, so no wake-up comes before its work is due), the earliest 100 (queue, type, step) groups, and
+-- in `laterWorkers`, for each, the waiting workers meant to claim it: waiting workers of the work's
+-- queue and type and priority, live ones first and then at random, as many as it takes for their
+-- slots (workers.concurrency) to hold the step's executions; null when none waits (every worker of
+-- the queue wakes then). So a step's work is claimed by one claim where one worker has room for it,
+-- not by every worker. Work nobody is woken for is found by the next poll. A payload that would pass
+-- PostgreSQL's 8000-byte limit leaves out the names, then the steps.
 CREATE OR REPLACE FUNCTION pgsched.due_notify()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -18,8 +20,9 @@ AS $function$
 declare
   info record;
   named uuid[];
-  later bigint[];
-  later_workers uuid[];
+  later json;
+  later_workers json;
+  payload text;
 begin
   select array_agg(distinct queue) filter (where run_at <= now()) as due_queues,
          max(priority) filter (where run_at <= now()) as due_priority,
@@ -52,24 +55,37 @@ begin
     end if;
   end if;
   if info.later_queues is not null then
-    select array_agg(s.ms order by s.ms), array_agg(pick.worker_id order by s.ms)
+    select json_agg(s.ms order by s.ms), json_agg(pick.workers order by s.ms)
       into later, later_workers
-      from (select distinct greatest(50, ceil(extract(epoch from (n.run_at - now())) * 1000 / 50) * 50)::bigint as ms, n.queue, n.type
+      from (select greatest(50, ceil(extract(epoch from (n.run_at - now())) * 1000 / 50) * 50)::bigint as ms,
+                   n.queue, n.type, max(n.priority) as priority, count(*) as n
               from new_rows n
              where n.run_at > now()
+             group by 1, 2, 3
              order by 1
              limit 100) s
       left join lateral (
-            select w.worker_id
-              from pgsched.waiting_workers w
-              left join pgsched.workers k on k.id = w.worker_id
-             where s.queue = any(w.queues)
-               and (w.types is null or s.type = any(w.types))
-             order by (k.stopped_at is null and k.last_seen_at > now() - interval '15 seconds') desc nulls last, random()
-             limit 1) pick on true;
-    perform pg_notify('pgsched_executions',
-                      json_build_object('queues', info.later_queues, 'delayMs', greatest(1, info.later_ms),
-                                        'laterMs', later, 'laterWorkers', later_workers)::text);
+            -- workers in turn until those before hold the step's executions in their slots
+            select array_agg(c.worker_id order by c.before nulls first) as workers
+              from (select x.worker_id,
+                           sum(x.slots) over (order by x.live desc nulls last, x.r rows between unbounded preceding and 1 preceding) as before
+                      from (select w.worker_id, coalesce(k.concurrency, 1) as slots, random() as r,
+                                   (k.stopped_at is null and k.last_seen_at > now() - interval '15 seconds') as live
+                              from pgsched.waiting_workers w
+                              left join pgsched.workers k on k.id = w.worker_id
+                             where s.queue = any(w.queues)
+                               and (w.types is null or s.type = any(w.types))
+                               and w.min_priority <= s.priority) x) c
+             where coalesce(c.before, 0) < s.n) pick on true;
+    payload := json_build_object('queues', info.later_queues, 'delayMs', greatest(1, info.later_ms),
+                                 'laterMs', later, 'laterWorkers', later_workers)::text;
+    if octet_length(payload) > 7900 then
+      payload := json_build_object('queues', info.later_queues, 'delayMs', greatest(1, info.later_ms), 'laterMs', later)::text;
+    end if;
+    if octet_length(payload) > 7900 then
+      payload := json_build_object('queues', info.later_queues, 'delayMs', greatest(1, info.later_ms))::text;
+    end if;
+    perform pg_notify('pgsched_executions', payload);
   end if;
   return null;
 end

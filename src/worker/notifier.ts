@@ -20,10 +20,10 @@ export interface NotifierHandlers {
   onReconnect(): void
 }
 
-/** A moment later work comes due (ms from the notification) and the worker it is for (null: any). */
+/** A moment later work comes due (ms from the notification) and the workers it is for (null: any). */
 export interface LaterWork {
   ms: number
-  worker: string | null
+  workers: string[] | null
 }
 
 export class Notifier {
@@ -105,11 +105,14 @@ export class Notifier {
       if (msg.channel === 'pgsched_executions') {
         const p = payload as { queues?: string[]; delayMs?: number; priority?: number; workers?: string[] | null; laterMs?: unknown; laterWorkers?: unknown }
         const priority = typeof p.priority === 'number' ? p.priority : undefined
-        // laterMs and laterWorkers (migration 0030): every moment later work comes due, each for one worker
+        // laterMs and laterWorkers (migration 0030): every moment later work comes due, and the workers it is for
         const names = Array.isArray(p.laterWorkers) ? (p.laterWorkers as unknown[]) : []
         const later = Array.isArray(p.laterMs)
           ? p.laterMs
-              .map((ms, i) => ({ ms: Number(ms), worker: typeof names[i] === 'string' ? (names[i] as string) : null }))
+              .map((ms, i) => {
+                const named = names[i]
+                return { ms: Number(ms), workers: Array.isArray(named) ? named.filter((w): w is string => typeof w === 'string') : null }
+              })
               .filter((l) => Number.isFinite(l.ms))
           : undefined
         this.handlers.onWork(p.queues ?? [], Number(p.delayMs ?? 0), priority, Array.isArray(p.workers) ? p.workers : undefined, later)

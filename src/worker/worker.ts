@@ -104,7 +104,8 @@ export class Worker {
         onWork: (queues, delayMs, priority, workers, later) => {
           if (!queues.some((q) => o.queues.includes(q)) || (workers && !workers.includes(this.id))) return
           // later work: the moments meant for this worker (or for any), else the first one
-          if (delayMs > 0) return this.wakeUp.wakeInEach(later ? later.filter((l) => l.worker === null || l.worker === this.id).map((l) => l.ms) : [delayMs])
+          if (delayMs > 0)
+            return this.wakeUp.wakeInEach(later ? later.filter((l) => l.workers === null || l.workers.includes(this.id)).map((l) => l.ms) : [delayMs])
           this.queue.announce(priority)
           this.wakeUp.wake()
         },
