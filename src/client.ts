@@ -133,7 +133,8 @@ function makeClient(
   async function run<T>(options: CallOptions | undefined, fn: (ex: Kysely<DB>) => Promise<T>, transactional = false): Promise<T> {
     const trx = options?.trx
     if (trx === undefined) return transactional ? db.transaction().execute(fn) : fn(db)
-    if (isKysely(trx)) return fn(trx)
+    // a Kysely instance given as `trx` that is not a transaction gets one when the work needs it
+    if (isKysely(trx)) return transactional && !trx.isTransaction ? trx.transaction().execute(fn) : fn(trx)
     const onClient = kyselyOnClient(trx)
     return fn(onClient)
   }

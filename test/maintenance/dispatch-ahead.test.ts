@@ -86,6 +86,36 @@ describe('dispatching ahead of the fire times', () => {
     expect(items.find((s) => s.jobId === job.id)?.nextFireTimes.map(iso)).toEqual(seconds(1, 2, 3, 4, 5))
   })
 
+  it('a job’s last run and status are those of its last run, not of an execution created ahead', async () => {
+    const job = await submit({ type: 'r', schedule: { every: 'PT1S' } })
+    await scheduler(pinned(T0)).runOnce()
+    const view = await client().viewJob(job.id)
+    expect(view.lastExecution?.scheduledFor).toEqual(T0)
+    // T0's execution runs: the job is RUNNING though T0+1 … T0+3 wait
+    await sql`with d as (delete from pgsched.due where job_id = ${job.id}::uuid and scheduled_for = ${T0}::timestamptz returning *)
+              insert into pgsched.runs (execution_id, job_id, queue, type, priority, scheduled_for, run_at, attempt, max_attempts, timeout_ms,
+                                        tenant, concurrency_key, start_deadline, created_at, worker_id, lease_expires_at, started_at)
+              select execution_id, job_id, queue, type, priority, scheduled_for, run_at, 1, max_attempts, timeout_ms,
+                     tenant, concurrency_key, start_deadline, created_at, gen_random_uuid(), now() + interval '1 minute', now() from d`.execute(t.db)
+    expect((await client().viewJob(job.id)).status).toBe('RUNNING')
+    expect((await client().listJobs({ status: 'RUNNING' })).items.map((j) => j.id)).toEqual([job.id])
+  })
+
+  it('a cancel records the execution that was due as cancelled, and leaves no trace of those created ahead', async () => {
+    const job = await submit({ type: 'r', schedule: { every: 'PT1S' } })
+    await scheduler(pinned(T0)).runOnce()
+    await client().cancelJob(job.id)
+    const rows = await t.db.selectFrom('pgsched.executions').select(['scheduled_for', 'state']).where('job_id', '=', job.id).execute()
+    expect(rows.map((r) => [iso(r.scheduled_for), r.state])).toEqual([[iso(T0), 'cancelled']])
+  })
+
+  it('a cancel of a one-time job due later records its execution as cancelled', async () => {
+    const { job } = await client().submitJob({ type: 'x', schedule: { at: iso(plus(new Date(), 3600)) } })
+    await client().cancelJob(job.id)
+    const rows = await t.db.selectFrom('pgsched.executions').select('state').where('job_id', '=', job.id).execute()
+    expect(rows.map((r) => r.state)).toEqual(['cancelled'])
+  })
+
   it('a pause takes back what was created ahead; after a resume each fire time gets one execution', async () => {
     const job = await submit({ type: 'r', schedule: { every: 'PT1S' } })
     const clock = pinned(T0)

@@ -39,6 +39,13 @@ export const createdAhead = (d: RawBuilder<unknown>) =>
   sql<boolean>`(${d}.attempt = 0 and ${d}.run_at = ${d}.scheduled_for and ${d}.scheduled_for > ${d}.created_at and ${d}.scheduled_for > now())`
 
 /**
+ * Execution `e` (of the executions view) is not one created ahead of its fire time for the
+ * recurring job whose trigger is `t` (null for a one-time job, whose future run counts).
+ */
+export const notAheadOfRecurring = (e: RawBuilder<unknown>, t: RawBuilder<unknown>) =>
+  sql<boolean>`not (${t}.job_id is not null and ${e}.state = 'pending' and ${createdAhead(e)})`
+
+/**
  * The earliest fire time of job `jobId` whose execution was created ahead of it (createdAhead).
  * Null when there is none. One probe of due_fire_time_key.
  */

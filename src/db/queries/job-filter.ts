@@ -5,6 +5,7 @@
  */
 import { sql, type Expression, type RawBuilder, type SqlBool } from 'kysely'
 import type { JobStatus } from '../../core/job-status.ts'
+import { notAheadOfRecurring } from './fragments.ts'
 
 /**
  * The `status` filter: core/job-status.ts `jobStatus` in SQL. `ended`: no work to come — no pending
@@ -51,10 +52,14 @@ export interface JobFilter {
   createdBefore?: Date
 }
 
-/** Jobs `j` with their trigger `t` and latest execution `e` (the aliases statusCondition expects). */
+/**
+ * Jobs `j` with their trigger `t` and latest execution `e` (the aliases statusCondition expects).
+ * The latest execution is the latest that is not waiting for a fire time still to come (one the
+ * dispatcher created ahead of it, see createdAhead): a recurring job's status is its last run's.
+ */
 export const jobJoins = sql`pgsched.jobs j
       left join pgsched.triggers t on t.job_id = j.id
-      left join lateral (select le.* from pgsched.executions le where le.job_id = j.id
+      left join lateral (select le.* from pgsched.executions le where le.job_id = j.id and ${notAheadOfRecurring(sql`le`, sql`t`)}
                           order by le.scheduled_for desc limit 1) e on true`
 
 /**

@@ -9,7 +9,7 @@ import type { AttemptRecord, Execution, Job, Schedule } from '../../core/job.ts'
 import { LIVE_WORKER_MS, unservedMessage } from '../../core/job.ts'
 import { jobStatus, lastRunOf } from '../../core/job-status.ts'
 import { candidateAccepted, isCandidateStatus, jobCandidates } from './job-candidates.ts'
-import { aheadFireTime } from './fragments.ts'
+import { aheadFireTime, notAheadOfRecurring } from './fragments.ts'
 import { jobFilterSql, statusCondition, type JobFilter } from './job-filter.ts'
 
 type Executor = Kysely<DB>
@@ -159,7 +159,16 @@ function jobViewQuery(db: Executor) {
     .selectFrom('pgsched.jobs as j')
     .leftJoin('pgsched.triggers as t', 't.job_id', 'j.id')
     .leftJoinLateral(
-      (eb) => eb.selectFrom('pgsched.executions as le').whereRef('le.job_id', '=', 'j.id').orderBy('le.scheduled_for', 'desc').limit(1).selectAll().as('e'),
+      // the latest execution not waiting for a fire time still to come (see jobJoins)
+      (eb) =>
+        eb
+          .selectFrom('pgsched.executions as le')
+          .whereRef('le.job_id', '=', 'j.id')
+          .where(notAheadOfRecurring(sql`le`, sql`t`))
+          .orderBy('le.scheduled_for', 'desc')
+          .limit(1)
+          .selectAll()
+          .as('e'),
       (join) => join.onTrue(),
     )
     .select([

@@ -224,21 +224,24 @@ function cancelEffects(first: boolean): RawBuilder<unknown> {
        where job_id in (select id from job)
     ),
     dropped as (
-      delete from pgsched.due where job_id in (select id from job)
+      delete from pgsched.due d where d.job_id in (select id from job)
       returning execution_id, job_id, queue, type, priority, scheduled_for, run_at, attempt, max_attempts, timeout_ms,
                 null::timestamptz as started_at, concurrency_key, tenant, start_deadline, created_at, null::uuid as worker_id,
-                null::text as output_uri
+                null::text as output_uri,
+                ${createdAhead(sql`d`)} and exists (select 1 from pgsched.triggers t where t.job_id = d.job_id) as ahead
     ),
     stopped as (
       delete from pgsched.runs where job_id in (select id from job)
       returning execution_id, job_id, queue, type, priority, scheduled_for, run_at, attempt, max_attempts, timeout_ms,
-                started_at, concurrency_key, tenant, start_deadline, created_at, worker_id, output_uri
+                started_at, concurrency_key, tenant, start_deadline, created_at, worker_id, output_uri, false as ahead
     ),
     cancelled as (
       ${historyUpsert(sql`select execution_id, job_id, queue, type, priority, scheduled_for, run_at, attempt, max_attempts, timeout_ms,
                                  started_at, concurrency_key, tenant, start_deadline, created_at, 'cancelled', now(), null::jsonb,
                                  ${cancelledError}, output_uri, null::jsonb, worker_id
-                            from (select * from dropped union all select * from stopped) x`)}
+                            -- an execution created ahead of a fire time still to come (createdAhead) leaves no trace:
+                            -- that fire time is not the job's, now it is cancelled
+                            from (select * from dropped union all select * from stopped) x where not x.ahead`)}
     ),
     ${eventsCaptured(sql`select 'cancelled', tenant, job_id, id, queue, type, attempt from cancelled
                           union all
