@@ -11,9 +11,10 @@
  *     next_fire_at ─▶ commit
  *
  * The database clock decides what is due (no host clock is consulted, so skew
- * cannot fire early); `clock` pins that time in tests. The loop sleeps until
- * the earliest next_fire_at when that comes before the next interval tick, so
- * fire times are met to within a few milliseconds.
+ * cannot fire early); `clock` pins that time in tests. Triggers of overlap policy
+ * allow are handled up to aheadMs before their fire times (each execution due at
+ * its fire time); the others at their fire times. The loop sleeps until the next
+ * pass one of them wants when that comes before the next interval tick.
  */
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises'
 import type { Kysely, Transaction } from 'kysely'
