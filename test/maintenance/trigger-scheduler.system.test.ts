@@ -26,16 +26,20 @@ describe('recurring jobs with worker processes', () => {
     )
     await client().pauseJob(job.id)
 
-    const { rows } = await sql<{ id: string; scheduled_for: Date; created_at: Date; state: string; attempt: number }>`
-      select id, scheduled_for, created_at, state, attempt from pgsched.executions
+    const { rows } = await sql<{ id: string; scheduled_for: Date; run_at: Date; started_at: Date; state: string; attempt: number }>`
+      select id, scheduled_for, run_at, started_at, state, attempt from pgsched.executions
        where job_id = ${job.id}::uuid and scheduled_for <= ${last}::timestamptz
        order by scheduled_for`.execute(t.db)
     // One execution for each second from the first fire time: no gap, none twice.
     expect(rows.map((r) => r.scheduled_for.getTime())).toEqual(Array.from({ length: 11 }, (_, i) => first.getTime() + i * 1000))
     expect(rows.every((r) => r.state === 'succeeded' && r.attempt === 1)).toBe(true)
     // (Dispatched on time: a pass later than the misfire threshold would have merged seconds under
-    // fire_once, leaving a gap above.) Never early:
-    for (const r of rows) expect(r.created_at.getTime()).toBeGreaterThanOrEqual(r.scheduled_for.getTime())
+    // fire_once, leaving a gap above.) Never early: each is due at its fire time (created up to
+    // SCHEDULER_DISPATCHER_AHEAD_MS before it) and started at or after it.
+    for (const r of rows) {
+      expect(r.run_at.getTime()).toBe(r.scheduled_for.getTime())
+      expect(r.started_at.getTime()).toBeGreaterThanOrEqual(r.scheduled_for.getTime())
+    }
     // Each ran exactly once.
     const ran = (await ledger()).filter((l) => rows.some((r) => r.id === l.execution_id))
     expect(ran.map((l) => l.execution_id).sort()).toEqual(rows.map((r) => r.id).sort())
