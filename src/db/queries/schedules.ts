@@ -5,7 +5,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { Execution, JobState } from '../../core/job.ts'
-import { aheadFireTime } from './fragments.ts'
+import { aheadFireTime, notAheadOfRecurring } from './fragments.ts'
 import { toExecution } from './job-views.ts'
 
 export interface ScheduleRow {
@@ -56,7 +56,7 @@ export async function scheduleList(db: Kysely<DB>, params: ScheduleListParams): 
            -- the next fire time: the first of those the dispatcher created ahead (due at it), else the trigger's
            case when t.next_fire_at = '-infinity' or j.state = 'cancelled' then null
                 else least(t.next_fire_at, ${aheadFireTime(sql`j.id`)}) end as next_fire_at,
-           (select to_jsonb(le) from pgsched.executions le where le.job_id = j.id and le.scheduled_for <= now()
+           (select to_jsonb(le) from pgsched.executions le where le.job_id = j.id and ${notAheadOfRecurring(sql`le`, sql`t`)}
              order by le.scheduled_for desc limit 1) as last_execution
       from pgsched.triggers t
       join pgsched.jobs j on j.id = t.job_id
