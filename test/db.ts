@@ -70,7 +70,7 @@ export function useTestDb(options: { truncate?: boolean } = {}): TestDb {
       // delete, not truncate: on a few rows it is far quicker than truncating ~20 partitions
       await sql`delete from pgsched.execution_history; delete from pgsched.due; delete from pgsched.runs; delete from pgsched.execution_output; delete from pgsched.triggers; delete from pgsched.job_idempotency_keys;
                 delete from pgsched.jobs; delete from pgsched.workers; delete from pgsched.api_keys;
-                delete from pgsched.waiting_workers; delete from pgsched.queues; delete from pgsched.tenants;
+                delete from pgsched.waiting_workers; delete from pgsched.queues; delete from pgsched.tenants; delete from pgsched.fair_clocks;
                 delete from pgsched.event_batches; delete from pgsched.event_listeners; delete from pgsched.webhook_subscriptions;
                 update pgsched.event_cursors set seq = 0`.execute(t.db)
     })

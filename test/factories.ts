@@ -8,6 +8,7 @@
  */
 import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB, ExecutionState, MisfirePolicy, OverlapPolicy, TriggerKind } from '../src/db/schema.ts'
+import { fairKeyWaiting } from '../src/db/queries/fragments.ts'
 
 /** The worker id running executions get when a test does not name one. */
 export const FACTORY_WORKER_ID = '00000000-0000-7000-8000-0000000000fa'
@@ -195,9 +196,9 @@ export async function insertExecutions(db: Kysely<DB>, count: number, overrides:
     with job as (${jobs}),
     x as materialized (${live}),
     pending as (
-      insert into pgsched.due (execution_id, job_id, tenant, queue, type, priority, max_attempts, timeout_ms, scheduled_for, run_at, attempt)
+      insert into pgsched.due (execution_id, job_id, tenant, queue, type, priority, max_attempts, timeout_ms, scheduled_for, run_at, attempt, fair_key)
       select id, job_id, tenant, queue, type, priority, max_attempts, timeout_ms, ${e.scheduled_for}::timestamptz, ${e.run_at}::timestamptz,
-             ${e.attempt}::int
+             ${e.attempt}::int, ${fairKeyWaiting(sql`queue`)}
         from x where ${e.state}::text = 'pending'
     ),
     running as (

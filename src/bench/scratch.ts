@@ -55,7 +55,7 @@ export async function createScratch(databaseUrl: string, partitions: number): Pr
       // Queue settings, tenants and event listeners too: a scenario that sets a limit, or listens to
       // events, must not leave it to the next.
       await sql`truncate pgsched.execution_history, pgsched.due, pgsched.runs, pgsched.triggers, pgsched.job_idempotency_keys, pgsched.jobs, pgsched.workers, pgsched.waiting_workers,
-                         pgsched.queues, pgsched.tenants, pgsched.event_listeners, pgsched.event_batches`.execute(database.db)
+                         pgsched.queues, pgsched.tenants, pgsched.event_listeners, pgsched.event_batches, pgsched.fair_clocks`.execute(database.db)
     },
     async drop() {
       await hot.destroy()

@@ -115,6 +115,8 @@ export interface DueTable {
   concurrency_key: string | null
   start_deadline: Timestamp | null
   created_at: DefaultTimestamp
+  /** Migration 0031: the place in a fair queue's order; 'infinity' (Infinity) until given; null outside fair queues. */
+  fair_key: number | null
 }
 
 /** Migration 0028: what workers hold (running executions and their leases). */
@@ -178,6 +180,10 @@ export interface QueuesTable {
   next_start_at: Timestamp | null
   /** Migration 0016. */
   fair_share: ColumnType<boolean, boolean | undefined, boolean>
+  /** Migration 0031: a change of fair share, the transactions open when a reaper first saw it, and when its executions were marked again. */
+  fair_changed_at: ColumnType<Date | null, Date | null | undefined, Date | null>
+  fair_waiting_for: ColumnType<string[] | null, string[] | null | undefined, string[] | null>
+  fair_settled_at: ColumnType<Date | null, Date | null | undefined, Date | null>
 }
 
 /** Tenant settings: fair-share weight and admission quotas (migration 0016). */

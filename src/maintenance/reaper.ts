@@ -1,7 +1,8 @@
 /**
  * The reaper: returns executions whose lease expired to pending (or failed
  * when out of attempts), ends those that missed their start deadline, in bounded batches, and
- * cancels runs of cancelled jobs that a cancel's own sweep did not reach (jobCancelLeftovers).
+ * cancels runs of cancelled jobs that a cancel's own sweep did not reach (jobCancelLeftovers), and
+ * marks for a change of fair share the executions written by transactions in flight at it (fairShareSettle).
  * Runs in every worker; SKIP LOCKED in each statement keeps concurrent reapers from doing the same work.
  */
 import type { Kysely } from 'kysely'
@@ -9,6 +10,7 @@ import type { DB } from '../db/schema.ts'
 import { executionExpireLate, executionRescueExpired, type RescueOutcome } from '../db/queries/rescue.ts'
 import { waitingWorkersPrune } from '../db/queries/workers.ts'
 import { jobCancelLeftovers } from '../db/queries/jobs.ts'
+import { fairShareSettle } from '../db/queries/queues.ts'
 
 /** A worker not seen for this long (over the longest heartbeat allowed) no longer waits. */
 const WAITING_STALE_MS = 3_600_000
@@ -57,6 +59,9 @@ export class Reaper {
     total.cancelled = await jobCancelLeftovers(this.o.db)
     if (total.cancelled > 0)
       this.log.info({ cancelled: total.cancelled }, 'cancelled what was left of cancelled jobs: runs no cancel sweep reached, and their due executions')
+    // A change of fair share: the executions written by transactions in flight at it, once they ended.
+    const marked = await fairShareSettle(this.o.db)
+    if (marked > 0) this.log.info({ marked }, 'marked the due executions written while fair share was changing')
     // Wait sign-ups of workers that stopped or vanished only cost wake-ups; drop them.
     await waitingWorkersPrune(this.o.db, { staleMs: WAITING_STALE_MS })
     return total

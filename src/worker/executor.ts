@@ -20,6 +20,7 @@ import type { Run } from './run.ts'
 import { inRunSpan } from './run-tracing.ts'
 import type { Placement, SandboxPool } from './sandbox-pool.ts'
 import { SandboxResult } from './sandbox.ts'
+import { StartSlots } from './start-slots.ts'
 
 /** Largest handler result stored, in bytes of JSON (UTF-8); bulk output belongs in ctx.output. */
 export const MAX_RESULT_BYTES = 65_536
@@ -52,6 +53,8 @@ const settledError = (error: unknown): Settled => ({ ok: false, error })
 /** Runs handlers; see the file header. */
 export class Executor {
   private readonly p: ExecutorParams
+  /** The runs of rate-limited queues waiting for their start slot (one timer for all). */
+  private readonly slots = new StartSlots<Run>()
 
   constructor(params: ExecutorParams) {
     this.p = params
@@ -68,7 +71,7 @@ export class Executor {
     const timer = setTimeout(this.timeOut, c.timeoutMs, run)
     // The handler starts in a microtask: the worker starts every free slot's run first. A run of a
     // rate-limited queue starts at its slot (unless aborted while it waits).
-    const start = c.startDelayMs ? new Promise<Run>((resolve) => setTimeout(resolve, c.startDelayMs, run)) : Promise.resolve(run)
+    const start = c.startDelayMs ? this.slots.after(run, c.startDelayMs) : Promise.resolve(run)
     const settled = start.then(this.runHandler).then(settledOk, settledError)
     // The first of: the handler settles, or the run is aborted (timeout, lost lease, cancel, shutdown).
     let resolveFirst: (value: Settled | 'aborted') => void = () => undefined

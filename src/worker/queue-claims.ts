@@ -3,7 +3,10 @@
  * second, so a pause, a resume or a new limit takes effect within a second; the claim statement
  * itself skips paused and limited queues whatever this cache says):
  * - queues without settings: one ordinary claim statement, in priority order across them;
- * - each limited or fair-share queue: a claim of its own with the room left. While its limits
+ * - each fair-share queue without limits: the ordinary claim statement in the queue's fair order
+ *   (executionClaimBatch with fairOnly), after giving the executions that wait for their fair key
+ *   theirs when the last claim said some wait (fairKeysAssign, migrations/0031);
+ * - each limited queue (fair or not): a claim of its own with the room left. While its limits
  *   should not bind for that claim (no per-key limit of concurrency or rate; as last seen, the running executions plus
  *   the claim within its concurrency limit; the claim's start slots spanning a tenth of the rate limit's horizon at most),
  *   an admitted claim (queueClaimAdmitted: one statement, checked at its end under the settings
@@ -20,9 +23,22 @@ import type { DB } from '../db/schema.ts'
 import { executionClaimBatch, queueSettingsOf, type ClaimedExecution, type QueueSetting } from '../db/queries/claim.ts'
 import { queueClaimAdmitted } from '../db/queries/claim-admitted.ts'
 import { queueClaimLimited, RATE_HORIZON_MS, RATE_SPACING } from '../db/queries/claim-limited.ts'
+import { fairKeysAssign } from '../db/queries/queues.ts'
 
 /** How long settings read from the database are used. */
 export const QUEUE_SETTINGS_TTL_MS = 1_000
+
+/**
+ * A run of a rate-limited queue whose start slot is less than this many ms away starts at once
+ * rather than wait for a timer (which waits a whole millisecond at least): at most 1 ms, and at
+ * most 1 % of the queue's rate period (and of its per-key one). Slots are spaced 7 % wider than
+ * the limit needs (migrations/0015), so a start this early keeps every window of one period within
+ * the limit.
+ */
+export function earlyStartMs(s: Pick<QueueSetting, 'ratePeriodMs' | 'keyRatePeriodMs'>): number {
+  const periods = [s.ratePeriodMs, s.keyRatePeriodMs].filter((p): p is number => p != null)
+  return periods.length === 0 ? 0 : Math.min(1, 0.01 * Math.min(...periods))
+}
 
 export interface QueueClaimsParams {
   db: Kysely<DB>
@@ -42,6 +58,8 @@ export class QueueClaims {
   private readonly running = new Map<string, number | null>()
   /** Per limited queue: until when (performance.now() ms) it is claimed only under its lock. */
   private readonly lockedUntil = new Map<string, number>()
+  /** Per fair queue: whether executions waiting for their fair key may be due (as the last claim there said). */
+  private readonly keysWaiting = new Map<string, boolean>()
 
   constructor(params: QueueClaimsParams) {
     this.p = params
@@ -58,9 +76,6 @@ export class QueueClaims {
     const s = this.settings.get(queue)
     if (s === undefined || s.keyConcurrencyLimit != null || s.keyRateLimit != null) return false
     if ((this.lockedUntil.get(queue) ?? Number.NEGATIVE_INFINITY) > performance.now()) return false
-    // The fair order takes its rows without SKIP LOCKED: beside a claim under the lock (which a
-    // limit that binds brings) it would deadlock with it. Fair share alone never binds.
-    if (s.fairShare && (s.concurrencyLimit != null || s.rateLimit != null)) return false
     if (s.concurrencyLimit != null) {
       const running = this.running.get(queue)
       if (running == null || running + room > s.concurrencyLimit) return false
@@ -94,18 +109,43 @@ export class QueueClaims {
       ...limited.map((queue) => async () => {
         const left = room - claimed.length
         if (left <= 0) return
+        const s = this.settings.get(queue)
+        const fair = s?.fairShare === true
+        // A fair queue's executions that came due without their place in the fair order (a retry, a
+        // fire time, a hand-back) get it first: when the last claim there said some wait, or took nothing.
+        const assigned = fair && this.keysWaiting.get(queue) !== false
+        if (assigned) await fairKeysAssign(db, queue)
+        const early = s === undefined ? 0 : earlyStartMs(s)
+        const take = (rows: ClaimedExecution[]) => {
+          if (fair) this.keysWaiting.set(queue, rows.length === 0 || rows[0]?.keysWaiting === true)
+          for (const r of rows) {
+            delete r.keysWaiting
+            if (r.startDelayMs !== undefined && r.startDelayMs < early) r.startDelayMs = 0
+            claimed.push(r)
+          }
+        }
+        if (fair && s.concurrencyLimit == null && s.keyConcurrencyLimit == null && s.rateLimit == null && s.keyRateLimit == null) {
+          // fair share alone never binds: the ordinary claim in the fair order
+          const rows = await executionClaimBatch(db, { ...base, queues: [queue], limit: left, fairOnly: true })
+          take(rows)
+          // short of what it asked for, having given no keys first: what waits for a key may be all
+          // that is left; give the keys and claim again rather than wait for the next poll
+          if (!assigned && rows.length < left && (await fairKeysAssign(db, queue)) > 0) {
+            take(await executionClaimBatch(db, { ...base, queues: [queue], limit: left - rows.length, fairOnly: true }))
+          }
+          return
+        }
         if (this.admittable(queue, left)) {
-          const fair = this.settings.get(queue)?.fairShare === true
           const got = await queueClaimAdmitted(db, { ...base, queues: [queue], limit: left, fair })
           if (got !== null) {
-            claimed.push(...got.claimed)
+            take(got.claimed)
             if (got.running !== null) this.running.set(queue, got.running)
             return
           }
           this.lockedUntil.set(queue, performance.now() + QUEUE_SETTINGS_TTL_MS)
         }
         const got = await queueClaimLimited(db, { ...base, queues: [queue], limit: left })
-        claimed.push(...got.claimed)
+        take(got.claimed)
         this.running.set(queue, got.running)
         full ||= got.full
       }),

@@ -11,16 +11,19 @@ import { createClient } from '../../src/client.ts'
 import { queueClaimAdmitted } from '../../src/db/queries/claim-admitted.ts'
 import { queueClaimLimited } from '../../src/db/queries/claim-limited.ts'
 import { executionClaimBatchQuery } from '../../src/db/queries/claim.ts'
-import { queueSetConcurrencyLimit } from '../../src/db/queries/queues.ts'
-import { QueueClaims } from '../../src/worker/queue-claims.ts'
+import { fairKeysAssign, queueSetConcurrencyLimit, queueSetRateLimit } from '../../src/db/queries/queues.ts'
+import { earlyStartMs, QueueClaims } from '../../src/worker/queue-claims.ts'
 import { useTestDb } from '../db.ts'
 import { setExecutionState } from '../factories.ts'
 
 const t = useTestDb()
 const W = '00000000-0000-7000-8000-00000000a002'
 const client = (tenant = 'acme') => createClient({ db: t.db, tenant })
-const admitted = (queue: string, limit: number, fair = false) =>
-  queueClaimAdmitted(t.db, { workerId: W, queues: [queue], types: ['k'], limit, leaseMs: 60_000, fair })
+const admitted = async (queue: string, limit: number, fair = false) => {
+  // as the worker does before claiming a fair queue: the executions waiting for their turn get it
+  if (fair) await fairKeysAssign(t.db, queue)
+  return queueClaimAdmitted(t.db, { workerId: W, queues: [queue], types: ['k'], limit, leaseMs: 60_000, fair })
+}
 const running = async (queue: string) =>
   (await sql<{ n: number }>`select count(*)::int as n from pgsched.executions where state = 'running' and queue = ${queue}`.execute(t.db)).rows[0]?.n
 
@@ -134,7 +137,7 @@ describe('admitted claims of limited queues', () => {
     await sql`select pgsched.set_queue_key_concurrency_limit('moving', 1)`.execute(t.db)
     expect(await admitted('moving', 1)).toBeNull()
     await sql`select pgsched.set_queue_key_concurrency_limit('moving', null)`.execute(t.db)
-    await sql`select pgsched.set_queue_fair_share('moving', true)`.execute(t.db)
+    await client().queues.setFairShare('moving', true)
     expect(await admitted('moving', 1, false)).toBeNull()
     expect(await running('moving')).toBe(0)
     expect((await admitted('moving', 1, true))?.claimed).toHaveLength(1)
@@ -143,7 +146,7 @@ describe('admitted claims of limited queues', () => {
   it('takes turns between tenants in a fair queue', async () => {
     await client('big').submitJobs(Array.from({ length: 20 }, () => ({ type: 'k', queue: 'shared' })))
     await client('small').submitJobs(Array.from({ length: 2 }, () => ({ type: 'k', queue: 'shared' })))
-    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    await client().queues.setFairShare('shared', true)
     const got = await admitted('shared', 4, true)
     const { rows } = await sql<{ tenant: string }>`
       select tenant from pgsched.executions where id = any(${got?.claimed.map((c) => c.id) ?? []}::uuid[])`.execute(t.db)
@@ -167,5 +170,26 @@ describe('admitted claims of limited queues', () => {
     expect(last.full).toBe(true)
     expect(await running('capped')).toBe(12)
     expect(errors).toEqual([])
+  })
+
+  it('QueueClaims starts at once the runs of a rate-limited queue whose slot is under a millisecond away, and no others', async () => {
+    expect(earlyStartMs({ ratePeriodMs: 1000, keyRatePeriodMs: null })).toBe(1)
+    expect(earlyStartMs({ ratePeriodMs: 50, keyRatePeriodMs: 1000 })).toBe(0.5)
+    expect(earlyStartMs({ ratePeriodMs: null, keyRatePeriodMs: 20 })).toBeCloseTo(0.2)
+    expect(earlyStartMs({ ratePeriodMs: null, keyRatePeriodMs: null })).toBe(0)
+    const claimsOf = (queue: string) =>
+      new QueueClaims({ db: t.db, workerId: W, queues: [queue], types: ['k'], leaseMs: 60_000, onError: (e) => expect.fail(String(e)) })
+    // 100,000 a second: 30 slots 10.7 µs apart, all within a third of a millisecond
+    await client().submitJobs(Array.from({ length: 30 }, () => ({ type: 'k', queue: 'fast' })))
+    await queueSetRateLimit(t.db, 'fast', 100_000, 1000)
+    const fast = (await claimsOf('fast').claim(30)).claimed
+    expect(fast).toHaveLength(30)
+    expect(fast.filter((c) => c.startDelayMs)).toEqual([])
+    // 20 a second: slots 53.5 ms apart; the second one still waits for its slot
+    await client().submitJobs(Array.from({ length: 5 }, () => ({ type: 'k', queue: 'slow' })))
+    await queueSetRateLimit(t.db, 'slow', 20, 1000)
+    const slow = (await claimsOf('slow').claim(5)).claimed
+    expect(slow).toHaveLength(2)
+    expect(slow.map((c) => c.startDelayMs ?? 0).sort((a, b) => a - b)[1]).toBeGreaterThan(50)
   })
 })

@@ -1,13 +1,17 @@
 /**
- * Fair share between tenants in the claim (migration 0016, claim.ts): in a fair queue, strict
- * priority across tenants, and round-robin between the tenants with due work at the same priority,
+ * Fair share between tenants in the claim (migrations 0016 and 0031, claim.ts): in a fair queue,
+ * strict priority across tenants, and turns between the tenants with due work at the same priority
+ * (each execution's fair_key: its tenant's previous one plus 1 / weight, or the head of the queue),
  * weighted by pgsched.tenants.weight; combined with a per-key limit and a concurrency limit.
  */
 import { sql } from 'kysely'
+import pg from 'pg'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { executionClaimBatch } from '../../src/db/queries/claim.ts'
 import { queueClaimLimited } from '../../src/db/queries/claim-limited.ts'
+import { FAIR_KEYS_PER_TENANT, fairKeysAssign, fairShareSettle } from '../../src/db/queries/queues.ts'
+import { executionReleaseMany } from '../../src/db/queries/lease.ts'
 import { useTestDb } from '../db.ts'
 import { insertExecutions } from '../factories.ts'
 
@@ -15,6 +19,8 @@ const t = useTestDb()
 const W = '00000000-0000-7000-8000-00000000a002'
 const as = (tenant: string) => createClient({ db: t.db, tenant })
 const claimFair = async (limit: number, queue = 'shared') => {
+  // as the worker does before each claim of a fair queue
+  await fairKeysAssign(t.db, queue)
   const { claimed } = await queueClaimLimited(t.db, { workerId: W, queues: [queue], types: ['k'], limit, leaseMs: 60_000 })
   const ids = claimed.map((c) => c.jobId)
   const { rows } = await sql<{ id: string; tenant: string; priority: number }>`
@@ -43,20 +49,20 @@ describe('fair share between tenants', () => {
     const { rows: owners } = await sql<{ tenant: string }>`select distinct j.tenant from pgsched.jobs j
       where j.id = any(${plain.map((c) => c.jobId)}::uuid[])`.execute(t.db)
     expect(owners).toEqual([{ tenant: 'big' }]) // the oldest due work: all of it big's
-    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    await as('admin').queues.setFairShare('shared', true)
     // The ordinary claim leaves a fair queue alone.
     expect(await executionClaimBatch(t.db, { workerId: W, queues: ['shared'], types: ['k'], limit: 10, leaseMs: 60_000 })).toEqual([])
     expect(await claimFair(6)).toEqual({ big: 3, small: 3 })
     expect(await claimFair(4)).toEqual({ big: 4 })
   })
 
-  it('gives claims of one execution each to the tenant with the fewest running, not to the oldest work', async () => {
+  it('gives claims of one execution each by turns, not to the oldest work', async () => {
     await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
     await submit('old', 20)
     await submit('new', 3)
     const order: string[] = []
     for (let i = 0; i < 8; i++) order.push(...Object.keys(await claimFair(1)))
-    // old first (older, both idle), then new (old has 1 running), then by turns: 1+1 against 0+2 …
+    // new starts at the head (old's first turn): old first (older), then new, then by turns …
     expect(order).toEqual(['old', 'new', 'old', 'new', 'old', 'new', 'old', 'old'])
   })
 
@@ -67,9 +73,8 @@ describe('fair share between tenants', () => {
     await submit('heavy', 10)
     await submit('urgent', 2, { priority: 5 })
     expect(await claimFair(2)).toEqual({ urgent: 2 })
-    // weight 3 against 1, nothing of theirs running: heavy's turns count 1/3, 2/3, 1, 4/3 … and
-    // light's 1, 2 …; ties go to the older (light): heavy, heavy, light, heavy. In the next claim,
-    // with 3 and 1 running, heavy counts 4/3, 5/3, 2 … and light 2, 3: the same shares
+    // weight 3 against 1: light's turns are 0, 1, 2 …, heavy's (from the head, 0) 0, 1/3, 2/3, 1 …;
+    // ties go to the older (light): light, heavy, heavy, heavy; then light 1, heavy 1, 4/3, 5/3
     expect(await claimFair(4)).toEqual({ heavy: 3, light: 1 })
     expect(await claimFair(4)).toEqual({ heavy: 3, light: 1 })
   })
@@ -82,27 +87,24 @@ describe('fair share between tenants', () => {
     expect(await claimFair(20)).toEqual({ flood: 17, late: 3 })
   })
 
-  it('reads a few executions per tenant yet keeps strict priority when one tenant is far ahead', async () => {
+  it('keeps strict priority across tenants when one tenant is far ahead', async () => {
     await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
     for (let i = 0; i < 10; i++) await submit(`t${i}`, 5)
     await submit('urgent', 100, { priority: 5 })
-    // 11 tenants offer about 2 × 50 / 11 each: urgent's offer ends at its sentinel, and the claim
-    // claims again with larger offers rather than take lower priorities
     expect(await claimFair(50)).toEqual({ urgent: 50 })
     expect(await claimFair(60)).toEqual({ urgent: 50, t0: 1, t1: 1, t2: 1, t3: 1, t4: 1, t5: 1, t6: 1, t7: 1, t8: 1, t9: 1 })
   })
 
-  it("keeps claiming when a per-key limit drops most of a tenant's offer", async () => {
+  it("passes over the executions a per-key limit holds and takes the others' turns", async () => {
     await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
     await sql`select pgsched.set_queue_key_concurrency_limit('shared', 1)`.execute(t.db)
     await sql`insert into pgsched.tenants (name, weight) values ('a', 2)`.execute(t.db)
     await submit('b', 1, { concurrencyKey: 'K' })
     await submit('a', 20, { concurrencyKey: 'K' })
     await submit('c', 5)
-    // a (weight 2) ranks first and takes K's one slot; its other offered rows and b's are held by
-    // the key limit; c's keyless work is taken, before a's sentinel and (claiming again with larger
-    // offers) after it
-    expect(await claimFair(10)).toEqual({ a: 1, c: 5 })
+    // b, a and c all start at the head (turn 0, a's turns 1/2 apart): b, the oldest, takes K's one
+    // slot; a's executions are held by the key limit; c's keyless ones are taken
+    expect(await claimFair(10)).toEqual({ b: 1, c: 5 })
     expect(await claimFair(10)).toEqual({})
   })
 
@@ -116,5 +118,118 @@ describe('fair share between tenants', () => {
     // one of key "one" (x's only turn), one of key "two" and three keyless (y): five, the limit
     expect(await claimFair(10)).toEqual({ x: 1, y: 4 })
     expect(await claimFair(10)).toEqual({})
+  })
+
+  it("gives executions that come due later their turns when they come due: one tenant's burst does not hold back another", async () => {
+    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    const past = (ms: number) => new Date(Date.now() - ms)
+    // written ahead, as a retry or a recurring fire time is: they wait for their keys
+    await insertExecutions(t.db, 3000, { job: { tenant: 'burst', queue: 'shared', type: 'k' }, runAt: past(60_000) })
+    await insertExecutions(t.db, 3, { job: { tenant: 'other', queue: 'shared', type: 'k' }, runAt: past(30_000) })
+    await insertExecutions(t.db, 5, { job: { tenant: 'later', queue: 'shared', type: 'k' }, runAt: new Date(Date.now() + 3_600_000) })
+    expect(await claimFair(20)).toEqual({ burst: 17, other: 3 })
+    // a bounded number per tenant got keys; what is not due yet still waits
+    const { rows } = await sql<{ tenant: string; keyed: number; waiting: number }>`
+      select tenant, count(*) filter (where fair_key < 'infinity')::int as keyed, count(*) filter (where fair_key = 'infinity')::int as waiting
+        from pgsched.due group by tenant order by tenant`.execute(t.db)
+    expect(rows).toEqual([
+      { tenant: 'burst', keyed: FAIR_KEYS_PER_TENANT - 17, waiting: 3000 - FAIR_KEYS_PER_TENANT },
+      { tenant: 'later', keyed: 0, waiting: 5 },
+    ])
+  })
+
+  it('keys what the SQL submit and a hand-back write in a fair queue when a claim comes', async () => {
+    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    await submit('client', 4)
+    await sql`select pgsched.submit_job('k', queue => 'shared', tenant => 'sql')`.execute(t.db)
+    const { rows: before } = await sql<{ tenant: string; fair_key: number }>`select tenant, fair_key from pgsched.due order by tenant, fair_key`.execute(t.db)
+    // the client's submit keyed its executions (turns 0 … 3); the SQL one waits
+    expect(before).toEqual([
+      { tenant: 'client', fair_key: 0 },
+      { tenant: 'client', fair_key: 1 },
+      { tenant: 'client', fair_key: 2 },
+      { tenant: 'client', fair_key: 3 },
+      { tenant: 'sql', fair_key: Number.POSITIVE_INFINITY },
+    ])
+    // sql's execution starts at the head: the second of the first two turns
+    expect(await claimFair(2)).toEqual({ client: 1, sql: 1 })
+    const { claimed } = await queueClaimLimited(t.db, { workerId: W, queues: ['shared'], types: ['k'], limit: 1, leaseMs: 60_000 })
+    expect(claimed).toHaveLength(1)
+    await executionReleaseMany(t.db, { workerId: W, leases: claimed.map((c) => ({ id: c.id, jobId: c.jobId, attempt: c.attempt })) })
+    const { rows: back } = await sql<{ fair_key: number }>`select fair_key from pgsched.due where execution_id = ${claimed[0]?.id}::uuid`.execute(t.db)
+    expect(back).toEqual([{ fair_key: Number.POSITIVE_INFINITY }])
+    // handed back, it takes the turn after its tenant's latest (3)
+    expect(await fairKeysAssign(t.db, 'shared')).toBe(1)
+    const { rows: again } = await sql<{ fair_key: number }>`select fair_key from pgsched.due where execution_id = ${claimed[0]?.id}::uuid`.execute(t.db)
+    expect(again).toEqual([{ fair_key: 4 }])
+    expect(await claimFair(10)).toEqual({ client: 3 })
+  })
+
+  it('marks the due executions when fair share is turned on, and clears their keys when it is turned off', async () => {
+    await submit('a', 3)
+    const keys = async () =>
+      (await sql<{ fair_key: number | null }>`select fair_key from pgsched.due where queue = 'shared' order by fair_key`.execute(t.db)).rows.map(
+        (r) => r.fair_key,
+      )
+    expect(await keys()).toEqual([null, null, null])
+    await as('admin').queues.setFairShare('shared', true)
+    expect(await keys()).toEqual([Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY])
+    expect(await fairKeysAssign(t.db, 'shared')).toBe(3)
+    expect(await keys()).toEqual([0, 1, 2])
+    await as('admin').queues.setFairShare('shared', false)
+    expect(await keys()).toEqual([null, null, null])
+  })
+
+  it('marks, once they commit, the executions that transactions in flight wrote as fair share was turned on in SQL', async () => {
+    const slow = new pg.Client({ connectionString: t.url })
+    await slow.connect()
+    try {
+      // a submit in flight, written while the queue was not fair: no key, not waiting for one
+      await slow.query('begin')
+      await slow.query(`select pgsched.submit_job('k', queue => 'shared', tenant => 'slow')`)
+      await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+      // the reaper notes the change, then waits while the submit is in flight
+      expect(await fairShareSettle(t.db)).toBe(0)
+      expect(await fairShareSettle(t.db)).toBe(0)
+      await slow.query('commit')
+      const key = async () => (await sql<{ fair_key: number | null }>`select fair_key from pgsched.due where tenant = 'slow'`.execute(t.db)).rows
+      expect(await key()).toEqual([{ fair_key: null }])
+      expect(await claimFair(5)).toEqual({})
+      // once it has ended, the next pass marks it: the next claim gives it its turn
+      expect(await fairShareSettle(t.db)).toBe(1)
+      expect(await key()).toEqual([{ fair_key: Number.POSITIVE_INFINITY }])
+      expect(await fairShareSettle(t.db)).toBe(0)
+      expect(await claimFair(5)).toEqual({ slow: 1 })
+    } finally {
+      await slow.end()
+    }
+  })
+
+  it('starts a tenant new to the queue where the claims are, not at work nobody claims', async () => {
+    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    // an execution of a type no worker here runs keeps the lowest key pending
+    await submit('stuck', 1, { type: 'unserved' })
+    await submit('busy', 200)
+    expect(await claimFair(100)).toEqual({ busy: 100 })
+    // busy's turns 0 … 99 run: a newcomer starts at 99, level with busy's next turns, not at 0
+    await submit('new', 50)
+    expect(await claimFair(10)).toEqual({ busy: 5, new: 5 })
+  })
+
+  it('marks the pending executions when the reaper first sees fair share turned on in SQL, even while other transactions are open', async () => {
+    await submit('a', 3)
+    const other = new pg.Client({ connectionString: t.url })
+    await other.connect()
+    try {
+      await other.query('begin')
+      await other.query('select 1')
+      await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+      expect(await claimFair(5)).toEqual({})
+      expect(await fairShareSettle(t.db)).toBe(3)
+      expect(await claimFair(5)).toEqual({ a: 3 })
+      await other.query('commit')
+    } finally {
+      await other.end()
+    }
   })
 })

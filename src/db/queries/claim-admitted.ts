@@ -42,35 +42,19 @@ const isNotAdmitted = (err: unknown): boolean => {
 export async function queueClaimAdmitted(db: Kysely<DB>, params: QueueClaimAdmittedParams): Promise<AdmittedClaim | null> {
   const { fair, ...rest } = params
   const admit = { fair, horizonMs: RATE_HORIZON_MS, rateSpacing: RATE_SPACING }
-  const claimed: ClaimedExecution[] = []
-  let running: number | null = null
-  // A fair claim cut short by a tenant's small offer claims again with offers ten and a hundred
-  // times larger (as queueClaimLimited does); each of those statements is admitted on its own.
-  for (let scale = 1; params.limit - claimed.length > 0 && scale <= 100; scale *= 10) {
-    const query = executionClaimBatchQuery({
-      ...rest,
-      limit: params.limit - claimed.length,
-      admit,
-      limited: fair ? { capacity: null, keyLimit: null, fair: true, fairOfferScale: scale } : undefined,
-    })
-    let rows: ClaimedExecution[]
-    try {
-      rows = (await query.execute(db)).rows
-    } catch (err: unknown) {
-      if (!isNotAdmitted(err)) throw err
-      return claimed.length > 0 ? { claimed, running } : null
-    }
-    const cut = rows.some((r) => r.cut)
-    const first = rows[0]?.admitted
-    rows.forEach((r, i) => {
-      delete r.cut
-      delete r.admitted
-      // each start at its slot (the slots were taken from the clock read just before the commit)
-      if (first?.spacingMs != null) r.startDelayMs = Math.max(0, first.firstSlotMs + i * first.spacingMs)
-      claimed.push(r)
-    })
-    if (first) running = first.running
-    if (!cut) break
+  const query = executionClaimBatchQuery({ ...rest, admit })
+  let rows: ClaimedExecution[]
+  try {
+    rows = (await query.execute(db)).rows
+  } catch (err: unknown) {
+    if (!isNotAdmitted(err)) throw err
+    return null
   }
-  return { claimed, running }
+  const first = rows.find((r) => r.admitted != null)?.admitted
+  rows.forEach((r, i) => {
+    delete r.admitted
+    // each start at its slot (the slots were taken from the clock read just before the commit)
+    if (first?.spacingMs != null) r.startDelayMs = Math.max(0, first.firstSlotMs + i * first.spacingMs)
+  })
+  return { claimed: rows, running: first ? first.running : null }
 }

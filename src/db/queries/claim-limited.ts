@@ -65,23 +65,7 @@ export async function queueClaimLimited(
     }
     const keyRate = s.keySpacingMs === null ? undefined : { spacingMs: s.keySpacingMs, horizonMs: RATE_HORIZON_MS }
     const limited = { capacity: s.limit, keyLimit: s.keyLimit, fair: s.fair, keyRate }
-    const claimed: ClaimedExecution[] = []
-    // A fair claim cut short by a tenant's small offer (one tenant far ahead in priority or far less
-    // busy) claims again, with offers ten and a hundred times larger.
-    for (let scale = 1; room - claimed.length > 0 && scale <= 100; scale *= 10) {
-      const { rows } = await executionClaimBatchQuery({
-        ...params,
-        limit: room - claimed.length,
-        queues: [queue],
-        limited: { ...limited, fairOfferScale: scale },
-      }).execute(trx)
-      const cut = rows.some((r) => r.cut)
-      for (const r of rows) {
-        delete r.cut
-        claimed.push(r)
-      }
-      if (!cut) break
-    }
+    const { rows: claimed } = await executionClaimBatchQuery({ ...params, limit: room, queues: [queue], limited }).execute(trx)
     if (s.keySpacingMs !== null && claimed.length > 0) {
       await keySlotsTake(trx, queue, claimed, s.spacingMs, s.keySpacingMs)
     } else if (s.spacingMs !== null && slots && claimed.length > 0) {

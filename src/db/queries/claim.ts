@@ -26,9 +26,9 @@ export interface ExecutionClaimBatchParams {
    * (taken before this statement, so its snapshot sees every claim that held the lock before):
    * `capacity`, its concurrency limit (the statement takes at most the limit minus the executions of
    * the queue running now); `keyLimit`, its limit per concurrency key (null: no such limit); `fair`:
-   * take turns between tenants (migrations/0016).
+   * take turns between tenants (migrations/0031: in the order of due.fair_key).
    */
-  limited?: { capacity: number | null; keyLimit: number | null; fair?: boolean; fairOfferScale?: number; keyRate?: KeyRate }
+  limited?: { capacity: number | null; keyLimit: number | null; fair?: boolean; keyRate?: KeyRate }
   /**
    * The claim of one limited queue whose limits should not bind (`queues` holds just it), without its
    * settings row lock: the rows are taken as by the ordinary claim (or by the fair order, `fair`), then
@@ -38,6 +38,13 @@ export interface ExecutionClaimBatchParams {
   admit?: { fair: boolean; horizonMs: number; rateSpacing: number }
   /** Also return each job's traceparent (only asked for while a tracer records: it costs a second probe of jobs per row). */
   withTraceparent?: boolean
+  /**
+   * The claim of one queue with fair share and no limit (`queues` holds just it): as the ordinary
+   * claim, in the fair order, and only while the queue is fair, not paused and without limits (a
+   * change of its settings after this statement began is seen by the claims after it: the setters
+   * wait for this one, as for any claim in flight).
+   */
+  fairOnly?: boolean
 }
 
 /**
@@ -60,6 +67,11 @@ export interface ClaimedExecution {
   timeoutMs: number
   /** The fire time (epoch ms): sent as a number, which costs less to read than a timestamp. */
   scheduledForMs: number
+  /**
+   * A claim of a fair queue: whether executions of the queue are due that wait for their key
+   * (fair_key 'infinity'; see fairKeysAssign). The same on every row.
+   */
+  keysWaiting?: boolean
   /** When it became due (epoch ms; the claim takes due executions by priority, then this). */
   runAtMs: number
   /**
@@ -78,16 +90,11 @@ export interface ClaimedExecution {
   orderMs?: number
   /** A rate-limited queue's execution: start the handler this many ms after the claim returns (its slot). */
   startDelayMs?: number
-  /** A fair claim stopped at a tenant's sentinel before its limit (queueClaimLimited claims again with larger offers). */
-  cut?: boolean
   /** The execution's concurrency key: returned only by a claim with a rate limit per key (`limited.keyRate`). */
   concurrencyKey?: string | null
-  /** An admitted claim (`admit`): what pgsched.queue_claim_admit returned (the same on every row). */
+  /** An admitted claim (`admit`): what pgsched.queue_claim_admit returned (on the first row only). */
   admitted?: { firstSlotMs: number; spacingMs: number | null; running: number | null }
 }
-
-/** The fewest due executions each tenant offers a fair claim (see the offer CTE). */
-const FAIR_OFFER_MIN = 8
 
 /** How many due executions a claim with a per-key limit looks at, per execution it may take (at least KEY_SCAN_MIN). */
 const KEY_SCAN_FACTOR = 20
@@ -102,35 +109,47 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
   // One queue: `queue = $1` lets due_claim_idx return rows already in priority order (then LIMIT).
   // Several: each queue's rows are read the same way in a lateral subquery (`q.name`), and the
   // first `limit` of their union taken (`queue = any(...)` would read and sort every due row).
-  const one = params.queues.length === 1 || limited !== undefined
+  const one = params.queues.length === 1 || limited !== undefined || params.fairOnly === true
   const queueMatch = one ? sql`queue = ${queue}::text` : sql`queue = q.name`
   // Paused and limited queues are not this statement's (see migrations/0012): one probe of
   // pgsched.queues per statement (a one-time filter, or an array computed once).
   const held = sql`(s.paused or s.fair_share or s.concurrency_limit is not null or s.key_concurrency_limit is not null or s.rate_limit is not null
                      or s.key_rate_limit is not null)`
+  const fairOnly = params.fairOnly === true && limited === undefined
   const settingsMatch =
-    limited !== undefined ? sql`` : one ? sql`and not exists (select 1 from pgsched.queues s where s.name = ${queue}::text and ${held})` : sql`` // the several-queue claim leaves them out of its list of queues (below)
+    limited !== undefined
+      ? sql``
+      : fairOnly
+        ? sql`and exists (select 1 from pgsched.queues s where s.name = ${queue}::text and s.fair_share and not s.paused and s.concurrency_limit is null
+                           and s.key_concurrency_limit is null and s.rate_limit is null and s.key_rate_limit is null)`
+        : one
+          ? sql`and not exists (select 1 from pgsched.queues s where s.name = ${queue}::text and ${held})`
+          : sql`` // the several-queue claim leaves them out of its list of queues (below)
   const limit =
     limited?.capacity == null
       ? sql`${params.limit}::int`
       : sql`least(${params.limit}::int, greatest(0, ${limited.capacity}::int - (select count(*)::int from pgsched.runs r
                                                                           where r.queue = ${queue}::text)))`
+  // Fair share (migration 0031): the due work of the queue in its fair order, from due_fair_idx
+  // (executions still waiting for their key are not claimed before they have it).
+  const fair = limited?.fair === true || fairOnly
+  const order = fair ? sql`priority desc, fair_key, run_at, execution_id` : sql`priority desc, run_at, execution_id`
   const due = (columns: RawBuilder<unknown>, lock: RawBuilder<unknown>, rowLimit: RawBuilder<unknown>, extra: RawBuilder<unknown> = sql``) => sql`
       select ${columns}
         from pgsched.due
        where ${queueMatch}
          ${settingsMatch}
+         ${fair ? sql`and fair_key < 'infinity'` : sql``}
          ${extra}
          and type = any(${params.types}::text[])              -- only types this worker can run
          and run_at <= coalesce(${now}::timestamptz, now())
          and (start_deadline is null or attempt > 0 or start_deadline > coalesce(${now}::timestamptz, now()))   -- not expired
-       order by priority desc, run_at, execution_id
+       order by ${order}
        limit ${rowLimit}
          ${lock}`
   const keyLimit = limited?.keyLimit ?? null
   const keyRate = limited?.keyRate ?? null
   const keyed = keyLimit !== null || keyRate !== null
-  const fair = limited?.fair === true
   // A per-key limit: leave out keys already at their limit (counted in pgsched.runs), and
   // with a rate limit per key those whose next slot is past the horizon, so one key's backlog cannot
   // fill the window.
@@ -150,16 +169,15 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
                    where k.queue = ${queue}::text and k.next_start_at > clock_timestamp() + ${keyRate.horizonMs}::float8 * interval '1 millisecond'))`
   }`
   const scan = !keyed ? sql`${params.limit}::int` : sql`${Math.max(KEY_SCAN_MIN, params.limit * KEY_SCAN_FACTOR)}::int`
-  const candidateColumns = sql`execution_id as id, job_id, concurrency_key, tenant, priority, run_at`
-  const dueCte =
-    !fair && !keyed
-      ? // rows other workers hold are skipped, not waited on
-        one
-        ? sql`due as materialized (${due(sql`execution_id as id, job_id`, sql`for update skip locked`, limit)}
+  const candidateColumns = sql`execution_id as id, job_id, concurrency_key, priority, ${fair ? sql`fair_key` : sql`null::float8 as fair_key`}, run_at`
+  const dueCte = !keyed
+    ? // rows other workers hold are skipped, not waited on
+      one
+      ? sql`due as materialized (${due(sql`execution_id as id, job_id`, sql`for update skip locked`, limit)}
     )`
-        : // each queue's first `limit` due rows, locked (those beyond the first `limit` of all are
-          // unlocked again at commit), from the queues that are not paused or limited
-          sql`due as materialized (
+      : // each queue's first `limit` due rows, locked (those beyond the first `limit` of all are
+        // unlocked again at commit), from the queues that are not paused or limited
+        sql`due as materialized (
       select id, job_id from (
         select c.* from unnest(${params.queues}::text[]) as q(name)
          cross join lateral (${due(sql`execution_id as id, job_id, priority, run_at`, sql`for update skip locked`, limit)}) c
@@ -168,70 +186,14 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
       order by priority desc, run_at, id
       limit ${limit}
     )`
-      : // The limited forms lock no row to skip: the claims of this queue take turns on its settings row
-        // (an admitted fair claim, which does not, runs only on a queue with no limit that can bind:
-        // queue-claims.ts).
-        sql`${
-          fair
-            ? // Fair: each tenant with pending executions (a skip scan of due_tenant_idx) offers its
-              // first due ones in priority order.
-              sql`tenants(tenant) as (
-      (select tenant from pgsched.due where queue = ${queue}::text order by tenant limit 1)
-      union all
-      select (select e.tenant from pgsched.due e
-               where e.queue = ${queue}::text and e.tenant > t.tenant order by e.tenant limit 1)
-        from tenants t where t.tenant is not null
-    ),
-    -- Each offers k (about twice its share of the claim) and one more, the sentinel: the claim takes
-    -- only what ranks before the first sentinel, since a tenant's unoffered executions rank after its
-    -- sentinel. So the claim is exactly the head of the fair order, read from a few rows per tenant.
-    offer as (
-      select (greatest(${FAIR_OFFER_MIN}::int, ceil(2.0 * ${params.limit}::int / greatest(1, (select count(*) from tenants where tenant is not null))))
-              * ${limited?.fairOfferScale ?? 1}::int)::int as k
-    ),
-    offered as (
-      select c.*, row_number() over (partition by c.tenant order by c.priority desc, c.run_at, c.id) > o.k as sentinel
-        from tenants t cross join offer o
-        cross join lateral (${due(candidateColumns, sql``, sql`o.k + 1`, sql`and tenant = t.tenant ${keyFilter}`)}) c
-    ),`
-            : sql`offered as (${due(candidateColumns, sql``, scan, keyFilter)}),`
-        }
-    ${
-      fair
-        ? // strict priority; within a priority, the tenant with the fewest running (counting those it
-          // gets in this claim, relative to its weight) goes next: round-robin that also makes up for
-          // what a tenant already runs, so claims of one execution each do not all go to the oldest work.
-          // Ranked before the per-key limit, so that a sentinel keeps its place in the fair order.
-          // What each tenant runs is counted once, into one jsonb object read by key per offered row
-          // (joined to the offered rows, with no hash join in the hot-path pool, each row would be
-          // compared with every running tenant).
-          sql`busy as (
-      select coalesce(jsonb_object_agg(r.tenant, r.n), '{}'::jsonb) as by_tenant
-        from (select r.tenant, count(*) as n from pgsched.runs r
-               where r.queue = ${queue}::text and r.tenant is not null group by r.tenant) r
-    ),
-    ranked as (
-      select e.id, e.job_id, e.concurrency_key, e.sentinel,
-             row_number() over (order by e.priority desc,
-                                (coalesce(((select by_tenant from busy) ->> e.tenant)::bigint, 0) + e.turn) / coalesce(w.weight, 1),
-                                e.run_at, e.id) as pos
-        from (select o.*, row_number() over (partition by o.tenant, o.priority order by o.run_at, o.id) as turn from offered o) e
-        left join pgsched.tenants w on w.name = e.tenant
-    ),
+    : // The per-key forms lock no row to skip: the claims of this queue take turns on its settings row.
+      // Numbered within their key in claim order; a key takes no more than its limit minus what of
+      // it runs now, and no more than its start slots within the horizon.
+      sql`offered as (${due(candidateColumns, sql``, scan, keyFilter)}),
     head as (
-      select * from ranked
-       where not sentinel and pos < coalesce((select min(pos) from ranked where sentinel), 9223372036854775807)
-    ),`
-        : sql`head as (
-      select o.*, row_number() over (order by o.priority desc, o.run_at, o.id) as pos from offered o
-    ),`
-    }
-    ${
-      !keyed
-        ? sql`eligible as (select id, job_id, pos from head),`
-        : // numbered within their key in claim order; a key takes no more than its limit minus what of
-          // it runs now, and no more than its start slots within the horizon
-          sql`numbered as (
+      select o.*, row_number() over (order by o.priority desc, o.fair_key, o.run_at, o.id) as pos from offered o
+    ),
+    numbered as (
       select h.*, row_number() over (partition by h.concurrency_key order by h.pos) as nth from head h
     ),
     -- what of each key runs now, counted once into one jsonb object read by key (a join to every
@@ -255,15 +217,14 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
                   : sql`c.nth <= floor((${keyRate.horizonMs}::float8 - greatest(0, extract(epoch from coalesce(ks.next_start_at, clock_timestamp()) - clock_timestamp()) * 1000))
                                        / ${keyRate.spacingMs}::float8) + 1`
               })
-    ),`
-    }
+    ),
     due as materialized (
       select id, job_id from eligible order by pos limit ${limit}
     )`
   return sql<ClaimedExecution>`${sql.raw(PREPARE)}
-    with ${fair ? sql`recursive ` : sql``}${dueCte},
-    -- the due rows leave pgsched.due (the per-key and fair forms lock no row before this: a row
-    -- another claim or a cancel took since is not there to delete) ...
+    with ${dueCte},
+    -- the due rows leave pgsched.due (the per-key forms lock no row before this: a row another claim
+    -- or a cancel took since is not there to delete) ...
     taken as (
       delete from pgsched.due d
        where d.execution_id = any(array(select id from due))
@@ -300,6 +261,28 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
        where job_state <> 'cancelled'
       returning execution_id as id, job_id, type, queue, attempt, tenant, started_at
     ),
+    ${
+      fair
+        ? sql`-- where the fair queue's claims are (pgsched.fair_head): the highest key taken, moved at most
+    -- every 200 ms (a clock moved since is left alone)
+    clock_taken as (
+      -- (a row whose key a concurrent change of the setting cleared or reset comes back with it)
+      select priority, max(fair_key) as fair_key from taken where fair_key < 'infinity' group by priority
+    ),
+    clock_moved as (
+      update pgsched.fair_clocks c set fair_key = m.fair_key, updated_at = now()
+        from clock_taken m
+       where c.queue = ${queue}::text and c.priority = m.priority and c.fair_key < m.fair_key
+         and c.updated_at < now() - interval '200 milliseconds'
+    ),
+    clock_started as (
+      insert into pgsched.fair_clocks (queue, priority, fair_key)
+      select ${queue}::text, m.priority, m.fair_key from clock_taken m
+       where not exists (select 1 from pgsched.fair_clocks c where c.queue = ${queue}::text and c.priority = m.priority)
+      on conflict do nothing
+    ),`
+        : sql``
+    }
     ${eventsCaptured(sql`select 'started', tenant, job_id, id, queue, type, attempt from claimed
                            union all select 'cancelled', tenant, job_id, id, queue, type, attempt from dropped`)}${
       admit
@@ -320,8 +303,16 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
            (extract(epoch from w.run_at) * 1000)::float8 as "runAtMs",
            (extract(epoch from c.started_at) * 1000)::float8 as "startedAtMs",
            w.payload ${params.withTraceparent ? sql`, w.traceparent` : sql``}
-           ${fair ? sql`, exists (select 1 from ranked where sentinel) and (select count(*) from due) < ${limit} as "cut"` : sql``}
-           ${admit ? sql`, (select a from admitted) as "admitted"` : sql``}
+           ${
+             // on the first row only: read once, not parsed again for every row
+             admit ? sql`, case when row_number() over () = 1 then (select a from admitted) end as "admitted"` : sql``
+           }
+           ${
+             fair
+               ? sql`, exists (select 1 from pgsched.due k where k.queue = ${queue}::text and k.fair_key = 'infinity'
+                                 and k.run_at <= coalesce(${now}::timestamptz, now())) as "keysWaiting"`
+               : sql``
+           }
            ${keyRate ? sql`, w.concurrency_key as "concurrencyKey"` : sql``}
       from withjob w
       -- one started_at for the batch (claimed's rows all have it); no row when nothing was claimed
@@ -343,6 +334,7 @@ export interface QueueSetting {
   rateLimit: number | null
   ratePeriodMs: number | null
   keyRateLimit: number | null
+  keyRatePeriodMs: number | null
   fairShare: boolean
 }
 
@@ -350,7 +342,8 @@ export interface QueueSetting {
 export async function queueSettingsOf(db: Kysely<DB>, queues: readonly string[]): Promise<QueueSetting[]> {
   const { rows } = await sql<QueueSetting>`${sql.raw(PREPARE)}
     select name, paused, concurrency_limit as "concurrencyLimit", key_concurrency_limit as "keyConcurrencyLimit", rate_limit as "rateLimit",
-           rate_period_ms as "ratePeriodMs", key_rate_limit as "keyRateLimit", fair_share as "fairShare"
+           rate_period_ms as "ratePeriodMs", key_rate_limit as "keyRateLimit", key_rate_period_ms as "keyRatePeriodMs",
+           fair_share as "fairShare"
       from pgsched.queues where name = any(${queues}::text[])`.execute(db)
   return rows
 }

@@ -54,16 +54,53 @@ export function aheadFireTime(jobId: RawBuilder<unknown>): RawBuilder<Date | nul
 }
 
 /**
- * The insert of the first execution of submitted one-time jobs of `tenant`, up to its `from`: each
- * input row (id, execution_id, queue, type, priority, run_at, max_attempts, timeout_ms,
- * concurrency_key) becomes a pgsched.due row due at run_at, or now when run_at is null. Used by both
- * forms of jobInsertMany.
+ * The queues with fair share on, as one array (an InitPlan: read once per statement).
  */
-export function executionsFromSubmitted(tenant: string): RawBuilder<unknown> {
+const FAIR_QUEUES = sql`array(select s.name from pgsched.queues s where s.fair_share)`
+
+/**
+ * The fair_key of an execution of queue `queue` that a statement writes to pgsched.due without giving
+ * it its turn (migration 0031): 'infinity' (waiting for pgsched.fair_keys_assign) in a fair queue,
+ * null in any other.
+ */
+export const fairKeyWaiting = (queue: RawBuilder<unknown>) => sql`case when ${queue} = any(${FAIR_QUEUES}) then 'infinity'::float8 end`
+
+/**
+ * The insert of the first execution of submitted one-time jobs of `tenant`: each row of `source`
+ * (a CTE's name, with its filter; columns id, execution_id, queue, type, priority, run_at,
+ * max_attempts, timeout_ms, concurrency_key, start_deadline_ms) becomes a pgsched.due row due at
+ * run_at, or now when run_at is null. In a fair queue (migration 0031) the executions due now take
+ * their turns at once: per priority, from after the tenant's latest key there, or from the head of
+ * the queue when that is later, 1 / the tenant's weight apart, in submit order; those due later wait
+ * for their key ('infinity'). Rows of other queues go through the first branch, which does no more
+ * than before. Used by both forms of jobInsertMany.
+ */
+export function executionsFromSubmitted(tenant: string, source: RawBuilder<unknown>): RawBuilder<unknown> {
+  const t = sql`${tenant}::text`
   return sql`insert into pgsched.due (execution_id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms,
-                           concurrency_key, tenant, start_deadline)
+                           concurrency_key, tenant, start_deadline, fair_key)
+      -- per fair queue and priority of the batch: the first key and the step (once per group)
+      with fair_start as materialized (
+        select q.queue, q.priority, w.step,
+               coalesce(greatest(
+                 (select k.fair_key from pgsched.due k
+                   where k.queue = q.queue and k.tenant = ${t} and k.priority = q.priority and k.fair_key < 'infinity'
+                   order by k.fair_key desc limit 1) + w.step,
+                 pgsched.fair_head(q.queue, q.priority)), 0) as first_key
+          from (select distinct queue, priority from ${source} and queue = any(${FAIR_QUEUES})) q
+         cross join (select 1.0::float8 / coalesce((select tw.weight from pgsched.tenants tw where tw.name = ${t}), 1) as step) w
+      )
       select execution_id, id, queue, type, priority, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, timeout_ms,
-             concurrency_key, ${tenant}::text, coalesce(run_at, now()) + start_deadline_ms * interval '1 millisecond'`
+             concurrency_key, ${t}, coalesce(run_at, now()) + start_deadline_ms * interval '1 millisecond', null::float8
+        from ${source}
+         and queue <> all(${FAIR_QUEUES})
+      union all
+      select x.execution_id, x.id, x.queue, x.type, x.priority, coalesce(x.run_at, now()), coalesce(x.run_at, now()), x.max_attempts, x.timeout_ms,
+             x.concurrency_key, ${t}, coalesce(x.run_at, now()) + x.start_deadline_ms * interval '1 millisecond',
+             case when x.run_at > now() then 'infinity'::float8
+                  else g.first_key + (row_number() over (partition by x.queue, x.priority, coalesce(x.run_at > now(), false) order by x.execution_id) - 1) * g.step end
+        from (select * from ${source} and queue = any(${FAIR_QUEUES})) x
+        join fair_start g on g.queue = x.queue and g.priority = x.priority`
 }
 
 /**
@@ -111,7 +148,7 @@ export function historyUpsert(from: RawBuilder<unknown>): RawBuilder<unknown> {
  * dueFromRuns selects them.
  */
 export const DUE_COLUMNS = sql`execution_id, job_id, queue, type, priority, run_at, scheduled_for, attempt, max_attempts, timeout_ms,
-                               tenant, concurrency_key, start_deadline, created_at`
+                               tenant, concurrency_key, start_deadline, created_at, fair_key`
 
 /** now() as the worker writes `at` (Date#toISOString: UTC, milliseconds, "Z"), whatever the session's TimeZone. */
 const NOW_ISO = sql`to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
@@ -158,7 +195,7 @@ export function endedAttempts(
     requeued as (
       insert into pgsched.due (${DUE_COLUMNS})
       select execution_id, job_id, queue, type, priority, next_run_at, scheduled_for, attempt, max_attempts, timeout_ms,
-             tenant, concurrency_key, start_deadline, created_at
+             tenant, concurrency_key, start_deadline, created_at, ${fairKeyWaiting(sql`queue`)}
         from decided
        where not final
     ),

@@ -11,6 +11,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { JobStatus } from '../../core/job-status.ts'
 import { eventsCaptured } from './event-capture.ts'
+import { fairKeyWaiting } from './fragments.ts'
 import { jobCancelEffects } from './jobs.ts'
 import { jobFilterSql, jobJoins, statusCondition, type JobFilter } from './job-filter.ts'
 
@@ -100,11 +101,11 @@ export async function jobRunAgainMany(trx: Executor, params: JobActParams & { ac
     ),
     added as (
       insert into pgsched.due (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms,
-                               concurrency_key, tenant, start_deadline)
+                               concurrency_key, tenant, start_deadline, fair_key)
       select id, queue, type, priority,
              -- the latest run by its time, even when an earlier run was due later (a cancelled future run)
              greatest(now(), last_scheduled_for + interval '1 microsecond'), now(), max_attempts, timeout_ms,
-             concurrency_key, tenant, now() + start_deadline_ms * interval '1 millisecond'
+             concurrency_key, tenant, now() + start_deadline_ms * interval '1 millisecond', ${fairKeyWaiting(sql`queue`)}
         from target
       returning execution_id as id, job_id, tenant, queue, type
     ),

@@ -117,9 +117,7 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
       returning id
     ),
     new_executions as (
-      ${executionsFromSubmitted(params.tenant)}
-        from accepted
-       where kind in ('now', 'at')
+      ${executionsFromSubmitted(params.tenant, sql`accepted where kind in ('now', 'at')`)}
     ),
     new_triggers as (
       insert into pgsched.triggers (job_id, kind, cron_expression, timezone, interval_ms, start_at, end_at, next_fire_at,
@@ -178,8 +176,7 @@ async function jobInsertPlain(db: Executor, params: JobInsertManyParams): Promis
         from input
     ),
     new_executions as (
-      ${executionsFromSubmitted(params.tenant)}
-        from input
+      ${executionsFromSubmitted(params.tenant, sql`input where true`)}
     ),
     ${eventsCaptured(sql`select 'submitted', ${params.tenant}::text, id, execution_id, queue, type, 0 from input`)}
     select now() as now

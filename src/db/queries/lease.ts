@@ -13,7 +13,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
-import { DUE_COLUMNS, endedAttempts, historyUpsert } from './fragments.ts'
+import { DUE_COLUMNS, endedAttempts, fairKeyWaiting, historyUpsert } from './fragments.ts'
 import { eventsCaptured } from './event-capture.ts'
 
 /** An execution as the worker holding it knows it. */
@@ -188,7 +188,7 @@ export function executionReleaseManyQuery(params: ExecutionReleaseManyParams) {
       select execution_id, job_id, queue, type, priority, now(), scheduled_for, attempt - 1, max_attempts, timeout_ms,
              tenant, concurrency_key,
              null,   -- it started: its start deadline was met
-             created_at
+             created_at, ${fairKeyWaiting(sql`queue`)}
         from ended
       returning 1   -- the due insert's trigger (due_notify) wakes idle workers for them
     )

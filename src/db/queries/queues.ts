@@ -7,6 +7,7 @@
 import { sql, type Kysely } from 'kysely'
 import { LIVE_WORKER_MS } from '../../core/job.ts'
 import type { DB } from '../schema.ts'
+import { PREPARE } from '../pool.ts'
 
 /** A queue as operators see it: its settings and live figures. */
 export interface QueueView {
@@ -208,10 +209,71 @@ export async function queueSetKeyConcurrencyLimit(db: Kysely<DB>, name: string, 
   await claimsInFlightEnded(db)
 }
 
-/** Turns fair share between tenants on or off. */
+/**
+ * Turns fair share between tenants on or off, then marks the queue's due executions for it
+ * (migration 0031: waiting for their key in the fair order, or no key), in a transaction of its own.
+ * A transaction open at the change may have written executions for the setting before: once those
+ * have ended (or IN_FLIGHT_WAIT_MS passed; the reaper marks them then), the marking runs again.
+ */
 export async function queueSetFairShare(db: Kysely<DB>, name: string, on: boolean): Promise<void> {
   await sql`select pgsched.set_queue_fair_share(${name}::text, ${on}::boolean)`.execute(db)
+  const { rows } = await sql<{ open: string[] }>`select pgsched.open_transactions() as open`.execute(db)
+  const mark = () => sql`select pgsched.fair_share_mark(${name}::text)`.execute(db)
+  await mark()
   await claimsInFlightEnded(db)
+  const open = rows[0]?.open ?? []
+  const deadline = Date.now() + IN_FLIGHT_WAIT_MS
+  while (open.length > 0 && Date.now() < deadline) {
+    const { rows: still } = await sql<{ any: boolean }>`select pgsched.any_open(${open}::text[]) as any`.execute(db)
+    if (!still[0]?.any) break
+    await new Promise((r) => setTimeout(r, 5))
+  }
+  await mark()
+}
+
+/**
+ * The reaper's part of a change of fair share (migration 0031): marks the due executions of each queue
+ * whose fair share changed when it first sees the change, noting the transactions open then (any may
+ * have written executions for the setting before), and again once those have all ended. Each step is
+ * a statement of its own: marking locks due rows, and a claim locks due rows and then the settings
+ * row, so no transaction here holds both. Returns how many executions it changed.
+ */
+export async function fairShareSettle(db: Kysely<DB>): Promise<number> {
+  let n = 0
+  const mark = async (queue: string) => {
+    const { rows } = await sql<{ n: number }>`select pgsched.fair_share_mark(${queue}::text) as n`.execute(db)
+    n += rows[0]?.n ?? 0
+  }
+  const { rows: seen } = await sql<{ name: string }>`
+    update pgsched.queues set fair_waiting_for = pgsched.open_transactions()
+     where fair_changed_at is not null and fair_waiting_for is null
+    returning name`.execute(db)
+  for (const q of seen) await mark(q.name)
+  const { rows: settled } = await sql<{ name: string; changedAt: string }>`
+    select name, fair_changed_at::text as "changedAt" from pgsched.queues
+     where fair_waiting_for is not null and fair_settled_at is null and not pgsched.any_open(fair_waiting_for)`.execute(db)
+  for (const q of settled) {
+    await mark(q.name)
+    await sql`update pgsched.queues set fair_settled_at = now()
+               where name = ${q.name}::text and fair_changed_at = ${q.changedAt}::timestamptz`.execute(db)
+  }
+  return n
+}
+
+/** How many executions of one tenant a fair queue's key assignment takes at most (see fairKeysAssign). */
+export const FAIR_KEYS_PER_TENANT = 1000
+
+/**
+ * Gives the due executions of fair queue `queue` that wait for their place in the fair order their
+ * keys (pgsched.fair_keys_assign, migration 0031): up to FAIR_KEYS_PER_TENANT per tenant. Workers
+ * call it before a claim of the queue when their last claim there said some wait or took nothing,
+ * and after a claim that came back short (queue-claims.ts); when none waits it reads one index entry.
+ * Returns how many got a key.
+ */
+export async function fairKeysAssign(db: Kysely<DB>, queue: string): Promise<number> {
+  const { rows } = await sql<{ n: number }>`${sql.raw(PREPARE)}
+    select pgsched.fair_keys_assign(${queue}::text, ${FAIR_KEYS_PER_TENANT}::int) as n`.execute(db)
+  return rows[0]?.n ?? 0
 }
 
 /**

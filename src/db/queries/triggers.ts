@@ -17,7 +17,7 @@ import type { DB } from '../schema.ts'
 import type { MisfirePolicy, OverlapPolicy } from '../../core/job.ts'
 import type { TriggerSchedule } from '../../core/fire-times.ts'
 import { PREPARE } from '../pool.ts'
-import { claimedTriggerColumns } from './fragments.ts'
+import { claimedTriggerColumns, fairKeyWaiting } from './fragments.ts'
 
 /** A locked trigger, as the dispatcher needs it: its schedule, and where it stands. */
 export interface ClaimedTrigger extends TriggerSchedule {
@@ -283,9 +283,10 @@ export async function triggerFireAndAdvance(trx: Transaction<DB>, params: Trigge
   const { rows } = await sql<{ created: string; advanced: string[] }>`${sql.raw(PREPARE)}
     with created as (
       insert into pgsched.due (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms, concurrency_key, tenant,
-                               start_deadline, created_at)
+                               start_deadline, created_at, fair_key)
       select f.job_id, j.queue, j.type, j.priority, f.scheduled_for, f.scheduled_for, j.max_attempts, j.timeout_ms, j.concurrency_key, j.tenant,
-             f.scheduled_for + j.start_deadline_ms * interval '1 millisecond', coalesce(${params.passAt ?? null}::timestamptz, now())
+             f.scheduled_for + j.start_deadline_ms * interval '1 millisecond', coalesce(${params.passAt ?? null}::timestamptz, now()),
+             ${fairKeyWaiting(sql`j.queue`)}
         from unnest(${f.map((x) => x.jobId)}::uuid[], ${f.map((x) => x.scheduledFor)}::timestamptz[]) as f(job_id, scheduled_for)
         join pgsched.jobs j on j.id = f.job_id
        where j.state = 'active'   -- a paused or cancelled job gets no new runs
