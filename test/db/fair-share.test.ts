@@ -12,6 +12,7 @@ import { executionClaimBatch } from '../../src/db/queries/claim.ts'
 import { queueClaimLimited } from '../../src/db/queries/claim-limited.ts'
 import { FAIR_KEYS_PER_TENANT, fairKeysAssign, fairShareSettle } from '../../src/db/queries/queues.ts'
 import { executionReleaseMany } from '../../src/db/queries/lease.ts'
+import { QueueClaims } from '../../src/worker/queue-claims.ts'
 import { useTestDb } from '../db.ts'
 import { insertExecutions } from '../factories.ts'
 
@@ -64,6 +65,21 @@ describe('fair share between tenants', () => {
     for (let i = 0; i < 8; i++) order.push(...Object.keys(await claimFair(1)))
     // new starts at the head (old's first turn): old first (older), then new, then by turns …
     expect(order).toEqual(['old', 'new', 'old', 'new', 'old', 'new', 'old', 'old'])
+  })
+
+  it("hands a fair claim's executions to the worker in their turns, not the older tenant's first", async () => {
+    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    await insertExecutions(t.db, 20, { job: { tenant: 'old', queue: 'shared', type: 'k' }, runAt: new Date(Date.now() - 60_000) })
+    await submit('new', 3)
+    const claims = new QueueClaims({ db: t.db, workerId: W, queues: ['shared'], types: ['k'], leaseMs: 60_000, onError: (e) => expect.fail(String(e)) })
+    const { claimed } = await claims.claim(8)
+    const { rows } = await sql<{
+      id: string
+      tenant: string
+    }>`select id, tenant from pgsched.jobs where id = any(${claimed.map((c) => c.jobId)}::uuid[])`.execute(t.db)
+    const tenantOf = new Map(rows.map((r) => [r.id, r.tenant]))
+    // the buffer's order: by priority, then claim, then as handed over (by age this would be old × 5, then new × 3)
+    expect(claimed.map((c) => tenantOf.get(c.jobId))).toEqual(['old', 'new', 'old', 'new', 'old', 'new', 'old', 'old'])
   })
 
   it('keeps strict priority across tenants and weights the turns', async () => {

@@ -318,6 +318,9 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
       -- one started_at for the batch (claimed's rows all have it); no row when nothing was claimed
       cross join (select started_at from claimed limit 1) c
      where w.job_state <> 'cancelled'
+     -- a fair queue's rows in their turns (the start slots of a rate limit and the worker's buffer
+     -- follow this order); others are ordered by the worker
+     ${fair ? sql`order by w.priority desc, w.fair_key, w.run_at, w.execution_id` : sql``}
   `
 }
 
