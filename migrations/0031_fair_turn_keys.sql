@@ -12,7 +12,8 @@
 -- fair_key is null outside fair queues; 'infinity' marks an execution of a fair queue that waits
 -- for its key: one that comes due later than it was written (a future run_at, a retry after a
 -- backoff, a recurring fire time), one handed back or retried, one written before the queue became
--- fair. pgsched.fair_keys_assign gives the due ones their keys, a bounded number per tenant, in turn:
+-- fair. pgsched.fair_keys_assign gives the due ones their keys, per tenant up to a bounded number of
+-- turns keyed ahead, in turn:
 -- a worker calls it before it claims from a fair queue when its last claim there took nothing or said
 -- that some were waiting, and after a claim that came back short. The submits of the TypeScript
 -- client and the REST API key their executions that are due at once as they write them.
@@ -72,15 +73,30 @@ begin
              where w.queue = fair_keys_assign.queue and w.fair_key = 'infinity' and w.tenant > t.tenant order by w.tenant limit 1)
       from tenants t where t.tenant is not null
   ),
-  -- each tenant's executions that are due and wait for a key, highest priority and then oldest
-  -- first, up to per_tenant
-  picked as (
-    select c.* from tenants t cross join lateral (
-      select w.execution_id, w.tenant, w.priority, w.run_at from pgsched.due w
-       where w.queue = fair_keys_assign.queue and w.fair_key = 'infinity' and w.tenant = t.tenant and w.run_at <= now()
-       order by w.priority desc, w.run_at limit per_tenant
-         for update skip locked) c
+  -- each tenant's room: per_tenant less the turns it already has keyed at the priority of its first
+  -- due execution waiting (its lowest to its latest key there: two index probes), so a tenant whose
+  -- backlog waits is topped up as the claims take its turns, not keyed ever further ahead
+  room as (
+    select t.tenant,
+           greatest(0, per_tenant - coalesce(
+             (select floor((max(k.fair_key) - min(k.fair_key)) * coalesce((select tw.weight from pgsched.tenants tw where tw.name = t.tenant), 1))::int + 1
+                from pgsched.due k
+               where k.queue = fair_keys_assign.queue and k.tenant = t.tenant and k.fair_key < 'infinity'
+                 and k.priority = (select w.priority from pgsched.due w
+                                    where w.queue = fair_keys_assign.queue and w.fair_key = 'infinity' and w.tenant = t.tenant and w.run_at <= now()
+                                    order by w.priority desc limit 1)), 0)) as n
+      from tenants t
      where t.tenant is not null
+  ),
+  -- each tenant's executions that are due and wait for a key, highest priority and then oldest
+  -- first, as many as its room
+  picked as (
+    select c.* from room r cross join lateral (
+      select w.execution_id, w.tenant, w.priority, w.run_at from pgsched.due w
+       where w.queue = fair_keys_assign.queue and w.fair_key = 'infinity' and w.tenant = r.tenant and w.run_at <= now()
+       order by w.priority desc, w.run_at limit r.n
+         for update skip locked) c
+     where r.n > 0
   ),
   -- per tenant and priority: the first key (after the tenant's latest, and not before the head)
   -- and the step between its turns (materialized: computed once per group, not once per row)
@@ -108,7 +124,7 @@ begin
   return n;
 end
 $$;
-comment on function pgsched.fair_keys_assign(text, integer) is 'Gives the due executions of a fair queue that wait for their place in the fair order (fair_key = ''infinity'') their keys: up to per_tenant per tenant, oldest first. Returns how many. Workers call it before a claim of a fair queue when their last claim there took nothing or found some waiting.';
+comment on function pgsched.fair_keys_assign(text, integer) is 'Gives the due executions of a fair queue that wait for their place in the fair order (fair_key = ''infinity'') their keys: per tenant, up to per_tenant turns keyed ahead, highest priority and then oldest first. Returns how many. Workers call it before a claim of a fair queue when their last claim there took nothing or found some waiting.';
 
 -- Marks a queue's due executions for its setting: waiting for a key in a fair queue, none otherwise.
 create function pgsched.fair_share_mark(queue text) returns integer
@@ -116,6 +132,10 @@ language plpgsql as $$
 declare
   n integer;
 begin
+  -- one mark of a queue at a time, each reading after the one before committed: an update that read
+  -- the executions before another mark changed them would wait for it, then lock every one it passes
+  -- over (rechecking each), until it commits: the claims would skip them all that while
+  perform pg_advisory_xact_lock(hashtext('pgsched.fair_share_mark'), hashtext(fair_share_mark.queue));
   if exists (select 1 from pgsched.queues s where s.name = fair_share_mark.queue and s.fair_share) then
     update pgsched.due d set fair_key = 'infinity' where d.queue = fair_share_mark.queue and d.fair_key is null;
   else

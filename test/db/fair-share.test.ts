@@ -15,6 +15,7 @@ import { executionReleaseMany } from '../../src/db/queries/lease.ts'
 import { QueueClaims } from '../../src/worker/queue-claims.ts'
 import { useTestDb } from '../db.ts'
 import { insertExecutions } from '../factories.ts'
+import { waitFor } from '../wait-for.ts'
 
 const t = useTestDb()
 const W = '00000000-0000-7000-8000-00000000a002'
@@ -152,6 +153,12 @@ describe('fair share between tenants', () => {
       { tenant: 'burst', keyed: FAIR_KEYS_PER_TENANT - 17, waiting: 3000 - FAIR_KEYS_PER_TENANT },
       { tenant: 'later', keyed: 0, waiting: 5 },
     ])
+    // the next assignments top burst's keyed turns up to the bound, not further ahead
+    expect(await fairKeysAssign(t.db, 'shared')).toBe(17)
+    expect(await fairKeysAssign(t.db, 'shared')).toBe(0)
+    const { rows: after } = await sql<{ keyed: number }>`
+      select count(*)::int as keyed from pgsched.due where tenant = 'burst' and fair_key < 'infinity'`.execute(t.db)
+    expect(after).toEqual([{ keyed: FAIR_KEYS_PER_TENANT }])
   })
 
   it('keys what the SQL submit and a hand-back write in a fair queue when a claim comes', async () => {
@@ -218,6 +225,35 @@ describe('fair share between tenants', () => {
       expect(await claimFair(5)).toEqual({ slow: 1 })
     } finally {
       await slow.end()
+    }
+  })
+
+  it('leaves no row locked by a mark that began while another was marking the same executions', async () => {
+    await submit('a', 50) // not a fair queue yet: no keys
+    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    const first = new pg.Client({ connectionString: t.url })
+    const second = new pg.Client({ connectionString: t.url })
+    await Promise.all([first.connect(), second.connect()])
+    try {
+      await first.query('begin')
+      expect((await first.query(`select pgsched.fair_share_mark('shared') as n`)).rows).toEqual([{ n: 50 }])
+      // the reaper's mark, say, while the setter's is uncommitted: it waits for it
+      await second.query('begin')
+      const secondPid = (await second.query('select pg_backend_pid() as pid')).rows[0].pid
+      const secondMark = second.query(`select pgsched.fair_share_mark('shared') as n`)
+      await waitFor(
+        async () =>
+          (await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where pid = ${secondPid}::int and wait_event_type = 'Lock'`.execute(t.db))
+            .rows[0]?.n === 1,
+        { what: 'the second mark to wait for the first', timeoutMs: 10_000 },
+      )
+      await first.query('commit')
+      expect((await secondMark).rows).toEqual([{ n: 0 }])
+      // its transaction still open, it holds none of the rows the first marked: their keys can be given
+      expect(await fairKeysAssign(t.db, 'shared')).toBe(50)
+      await second.query('commit')
+    } finally {
+      await Promise.all([first.end(), second.end()])
     }
   })
 
