@@ -105,7 +105,7 @@ export class QueueClaims {
     const claimed: ClaimedExecution[] = []
     let full = false
     const steps = [
-      ...(open.length > 0 ? [async () => void claimed.push(...byAge(await executionClaimBatch(db, { ...base, queues: open, limit: room })))] : []),
+      ...(open.length > 0 ? [async () => void claimed.push(...(await executionClaimBatch(db, { ...base, queues: open, limit: room })))] : []),
       ...limited.map((queue) => async () => {
         const left = room - claimed.length
         if (left <= 0) return
@@ -118,8 +118,7 @@ export class QueueClaims {
         const early = s === undefined ? 0 : earlyStartMs(s)
         const take = (rows: ClaimedExecution[]) => {
           if (fair) this.keysWaiting.set(queue, rows.length === 0 || rows[0]?.keysWaiting === true)
-          // a fair queue's rows come in their turns (the claim's order); the others by age
-          for (const r of fair ? rows : byAge(rows)) {
+          for (const r of rows) {
             delete r.keysWaiting
             if (r.startDelayMs !== undefined && r.startDelayMs < early) r.startDelayMs = 0
             claimed.push(r)
@@ -160,23 +159,18 @@ export class QueueClaims {
         break
       }
     }
-    return { claimed: inClaimOrder(claimed), full }
+    return { claimed: stampedByClaim(claimed), full }
   }
 }
 
 /**
  * The executions of a claim, to be buffered by when they were claimed rather than by when they
- * became due: each claim's rows keep the order they were pushed in (byAge, or a fair queue's turns)
- * behind those of earlier claims at their priority. Otherwise a fair-share queue's work, taken for a
- * tenant by one claim, would wait behind the older work of a busy tenant (or of another queue) that
- * every later claim brings.
+ * became due: each claim statement's rows keep their claim's order (inClaimOrder: a fair queue's
+ * turns) behind those of earlier claims at their priority. Otherwise a fair-share queue's work, taken
+ * for a tenant by one claim, would wait behind the older work of a busy tenant (or of another queue)
+ * that every later claim brings.
  */
-function inClaimOrder(claimed: ClaimedExecution[]): ClaimedExecution[] {
+function stampedByClaim(claimed: ClaimedExecution[]): ClaimedExecution[] {
   for (const c of claimed) c.orderMs = c.startedAtMs
   return claimed
-}
-
-/** The rows of a claim by priority, then due time: the order of the claim that is not fair. */
-function byAge(rows: ClaimedExecution[]): ClaimedExecution[] {
-  return rows.sort((a, b) => b.priority - a.priority || a.runAtMs - b.runAtMs || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
 }

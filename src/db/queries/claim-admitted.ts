@@ -8,7 +8,7 @@
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
-import { executionClaimBatchQuery, type ClaimedExecution, type ExecutionClaimBatchParams } from './claim.ts'
+import { executionClaimBatchQuery, inClaimOrder, type ClaimedExecution, type ExecutionClaimBatchParams } from './claim.ts'
 import { RATE_HORIZON_MS, RATE_SPACING } from './claim-limited.ts'
 
 /** The SQLSTATE pgsched.queue_claim_admit raises when a claim must be undone. */
@@ -45,7 +45,7 @@ export async function queueClaimAdmitted(db: Kysely<DB>, params: QueueClaimAdmit
   const query = executionClaimBatchQuery({ ...rest, admit })
   let rows: ClaimedExecution[]
   try {
-    rows = (await query.execute(db)).rows
+    rows = inClaimOrder((await query.execute(db)).rows)
   } catch (err: unknown) {
     if (!isNotAdmitted(err)) throw err
     return null

@@ -5,7 +5,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
-import { executionClaimBatchQuery, type ClaimedExecution, type ExecutionClaimBatchParams } from './claim.ts'
+import { executionClaimBatchQuery, inClaimOrder, type ClaimedExecution, type ExecutionClaimBatchParams } from './claim.ts'
 
 /** Rate-limited queues: slots are the period / limit times this apart (see migration 0015). */
 export const RATE_SPACING = 1.07
@@ -65,7 +65,7 @@ export async function queueClaimLimited(
     }
     const keyRate = s.keySpacingMs === null ? undefined : { spacingMs: s.keySpacingMs, horizonMs: RATE_HORIZON_MS }
     const limited = { capacity: s.limit, keyLimit: s.keyLimit, fair: s.fair, keyRate }
-    const { rows: claimed } = await executionClaimBatchQuery({ ...params, limit: room, queues: [queue], limited }).execute(trx)
+    const claimed = inClaimOrder((await executionClaimBatchQuery({ ...params, limit: room, queues: [queue], limited }).execute(trx)).rows)
     if (s.keySpacingMs !== null && claimed.length > 0) {
       await keySlotsTake(trx, queue, claimed, s.spacingMs, s.keySpacingMs)
     } else if (s.spacingMs !== null && slots && claimed.length > 0) {

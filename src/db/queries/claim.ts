@@ -72,6 +72,8 @@ export interface ClaimedExecution {
    * (fair_key 'infinity'; see fairKeysAssign). The same on every row.
    */
   keysWaiting?: boolean
+  /** A fair queue's claim: the execution's turn (due.fair_key); read by inClaimOrder, which removes it. */
+  fairKey?: number
   /** When it became due (epoch ms; the claim takes due executions by priority, then this). */
   runAtMs: number
   /**
@@ -314,18 +316,28 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
                : sql``
            }
            ${keyRate ? sql`, w.concurrency_key as "concurrencyKey"` : sql``}
+           ${fair ? sql`, w.fair_key as "fairKey"` : sql``}
       from withjob w
       -- one started_at for the batch (claimed's rows all have it); no row when nothing was claimed
       cross join (select started_at from claimed limit 1) c
      where w.job_state <> 'cancelled'
-     -- a fair queue's rows in their turns (the start slots of a rate limit and the worker's buffer
-     -- follow this order); others are ordered by the worker
-     ${fair ? sql`order by w.priority desc, w.fair_key, w.run_at, w.execution_id` : sql``}
   `
 }
 
 export async function executionClaimBatch(db: Kysely<DB>, params: ExecutionClaimBatchParams): Promise<ClaimedExecution[]> {
   const { rows } = await executionClaimBatchQuery(params).execute(db)
+  return inClaimOrder(rows)
+}
+
+/**
+ * The rows of one claim statement in the claim's own order (RETURNING gives none): by priority, then
+ * in a fair queue by turn (fairKey, then dropped), then by due time. The start slots of a rate limit
+ * and the worker's buffer follow it, so a fair claim's turns are kept: by due time alone, a tenant's
+ * work taken beside an older backlog would start after the whole of that backlog the claim took.
+ */
+export function inClaimOrder(rows: ClaimedExecution[]): ClaimedExecution[] {
+  rows.sort((a, b) => b.priority - a.priority || (a.fairKey ?? 0) - (b.fairKey ?? 0) || a.runAtMs - b.runAtMs || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  for (const r of rows) delete r.fairKey
   return rows
 }
 
