@@ -20,7 +20,7 @@
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
-import { executionClaimBatch, queueSettingsOf, type ClaimedExecution, type QueueSetting } from '../db/queries/claim.ts'
+import { executionClaimBatch, FAIR_CLOCK_EVERY_MS, queueSettingsOf, type ClaimedExecution, type QueueSetting } from '../db/queries/claim.ts'
 import { queueClaimAdmitted } from '../db/queries/claim-admitted.ts'
 import { queueClaimLimited, RATE_HORIZON_MS, RATE_SPACING } from '../db/queries/claim-limited.ts'
 import { fairKeysAssign } from '../db/queries/queues.ts'
@@ -60,6 +60,8 @@ export class QueueClaims {
   private readonly lockedUntil = new Map<string, number>()
   /** Per fair queue: whether executions waiting for their fair key may be due (as the last claim there said). */
   private readonly keysWaiting = new Map<string, boolean>()
+  /** Per fair queue: when (performance.now() ms) this worker's claims last asked to move its clock. */
+  private readonly clockAskedAt = new Map<string, number>()
 
   constructor(params: QueueClaimsParams) {
     this.p = params
@@ -115,6 +117,12 @@ export class QueueClaims {
         // fire time, a hand-back) get it first: when the last claim there said some wait, or took nothing.
         const assigned = fair && this.keysWaiting.get(queue) !== false
         if (assigned) await fairKeysAssign(db, queue)
+        // the clock (the turn the claims are at) is moved by one claim in FAIR_CLOCK_EVERY_MS at most
+        let fairClock = false
+        if (fair && performance.now() - (this.clockAskedAt.get(queue) ?? Number.NEGATIVE_INFINITY) >= FAIR_CLOCK_EVERY_MS) {
+          fairClock = true
+          this.clockAskedAt.set(queue, performance.now())
+        }
         const early = s === undefined ? 0 : earlyStartMs(s)
         const take = (rows: ClaimedExecution[]) => {
           if (fair) this.keysWaiting.set(queue, rows.length === 0 || rows[0]?.keysWaiting === true)
@@ -126,17 +134,17 @@ export class QueueClaims {
         }
         if (fair && s.concurrencyLimit == null && s.keyConcurrencyLimit == null && s.rateLimit == null && s.keyRateLimit == null) {
           // fair share alone never binds: the ordinary claim in the fair order
-          const rows = await executionClaimBatch(db, { ...base, queues: [queue], limit: left, fairOnly: true })
+          const rows = await executionClaimBatch(db, { ...base, queues: [queue], limit: left, fairOnly: true, fairClock })
           take(rows)
           // short of what it asked for, having given no keys first: what waits for a key may be all
           // that is left; give the keys and claim again rather than wait for the next poll
           if (!assigned && rows.length < left && (await fairKeysAssign(db, queue)) > 0) {
-            take(await executionClaimBatch(db, { ...base, queues: [queue], limit: left - rows.length, fairOnly: true }))
+            take(await executionClaimBatch(db, { ...base, queues: [queue], limit: left - rows.length, fairOnly: true, fairClock: false }))
           }
           return
         }
         if (this.admittable(queue, left)) {
-          const got = await queueClaimAdmitted(db, { ...base, queues: [queue], limit: left, fair })
+          const got = await queueClaimAdmitted(db, { ...base, queues: [queue], limit: left, fair, fairClock })
           if (got !== null) {
             take(got.claimed)
             if (got.running !== null) this.running.set(queue, got.running)
@@ -144,7 +152,7 @@ export class QueueClaims {
           }
           this.lockedUntil.set(queue, performance.now() + QUEUE_SETTINGS_TTL_MS)
         }
-        const got = await queueClaimLimited(db, { ...base, queues: [queue], limit: left })
+        const got = await queueClaimLimited(db, { ...base, queues: [queue], limit: left, fairClock })
         take(got.claimed)
         this.running.set(queue, got.running)
         full ||= got.full

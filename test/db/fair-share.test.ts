@@ -83,6 +83,18 @@ describe('fair share between tenants', () => {
     expect(claimed.map((c) => tenantOf.get(c.jobId))).toEqual(['old', 'new', 'old', 'new', 'old', 'new', 'old', 'old'])
   })
 
+  it('moves the clock only from the claims that ask for it', async () => {
+    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    await submit('a', 10)
+    const clock = async () => (await sql<{ fair_key: number }>`select fair_key from pgsched.fair_clocks where queue = 'shared'`.execute(t.db)).rows
+    const claim = (fairClock?: boolean) =>
+      executionClaimBatch(t.db, { workerId: W, queues: ['shared'], types: ['k'], limit: 2, leaseMs: 60_000, fairOnly: true, ...(fairClock === undefined ? {} : { fairClock }) })
+    expect(await claim(false)).toHaveLength(2)
+    expect(await clock()).toEqual([])
+    expect(await claim()).toHaveLength(2)
+    expect(await clock()).toEqual([{ fair_key: 3 }]) // the highest turn taken: a's fourth (0-based)
+  })
+
   it('keeps strict priority across tenants and weights the turns', async () => {
     await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
     await sql`insert into pgsched.tenants (name, weight) values ('heavy', 3)`.execute(t.db)

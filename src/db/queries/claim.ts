@@ -45,7 +45,16 @@ export interface ExecutionClaimBatchParams {
    * wait for this one, as for any claim in flight).
    */
   fairOnly?: boolean
+  /**
+   * A fair claim: whether it may move the queue's clock (pgsched.fair_clocks, the highest turn taken;
+   * default true). A worker asks for it at most every FAIR_CLOCK_EVERY_MS per queue, the statement
+   * writes it at most that often whoever asks: the claims in between skip its three steps.
+   */
+  fairClock?: boolean
 }
+
+/** How often a fair queue's clock moves at most (the claims' own check, and each worker's asking). */
+export const FAIR_CLOCK_EVERY_MS = 200
 
 /**
  * A rate limit per concurrency key in a limited claim: each key takes only as many executions as it
@@ -264,7 +273,7 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
       returning execution_id as id, job_id, type, queue, attempt, tenant, started_at
     ),
     ${
-      fair
+      fair && params.fairClock !== false
         ? sql`-- where the fair queue's claims are (pgsched.fair_head): the highest key taken, moved at most
     -- every 200 ms (a clock moved since is left alone)
     clock_taken as (
@@ -275,7 +284,7 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
       update pgsched.fair_clocks c set fair_key = m.fair_key, updated_at = now()
         from clock_taken m
        where c.queue = ${queue}::text and c.priority = m.priority and c.fair_key < m.fair_key
-         and c.updated_at < now() - interval '200 milliseconds'
+         and c.updated_at < now() - ${FAIR_CLOCK_EVERY_MS}::int * interval '1 millisecond'
     ),
     clock_started as (
       insert into pgsched.fair_clocks (queue, priority, fair_key)
