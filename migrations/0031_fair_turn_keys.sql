@@ -73,20 +73,29 @@ begin
              where w.queue = fair_keys_assign.queue and w.fair_key = 'infinity' and w.tenant > t.tenant order by w.tenant limit 1)
       from tenants t where t.tenant is not null
   ),
-  -- each tenant's room: per_tenant less the turns it already has keyed at the priority of its first
-  -- due execution waiting (its lowest to its latest key there: two index probes), so a tenant whose
-  -- backlog waits is topped up as the claims take its turns, not keyed ever further ahead
-  room as (
+  -- each tenant's room, at the priority of its first due execution waiting: per_tenant less its turns
+  -- from the head (where the claims are) to its latest key there, so a tenant whose backlog waits
+  -- is topped up as the claims take its turns, not keyed ever further ahead; and at least
+  -- per_tenant / 100 a call, so that a tenant submitting more than its share, whose latest turn runs
+  -- far ahead, still has its waiting executions placed (behind that backlog) as they come due
+  top as (
     select t.tenant,
-           greatest(0, per_tenant - coalesce(
-             (select floor((max(k.fair_key) - min(k.fair_key)) * coalesce((select tw.weight from pgsched.tenants tw where tw.name = t.tenant), 1))::int + 1
-                from pgsched.due k
-               where k.queue = fair_keys_assign.queue and k.tenant = t.tenant and k.fair_key < 'infinity'
-                 and k.priority = (select w.priority from pgsched.due w
-                                    where w.queue = fair_keys_assign.queue and w.fair_key = 'infinity' and w.tenant = t.tenant and w.run_at <= now()
-                                    order by w.priority desc limit 1)), 0)) as n
+           (select w.priority from pgsched.due w
+             where w.queue = fair_keys_assign.queue and w.fair_key = 'infinity' and w.tenant = t.tenant and w.run_at <= now()
+             order by w.priority desc limit 1) as priority,
+           coalesce((select tw.weight from pgsched.tenants tw where tw.name = t.tenant), 1)::float8 as weight
       from tenants t
      where t.tenant is not null
+  ),
+  room as (
+    select p.tenant,
+           least(per_tenant, greatest(ceil(per_tenant / 100.0), per_tenant - coalesce(1 + ceil(
+             ((select k.fair_key from pgsched.due k
+                where k.queue = fair_keys_assign.queue and k.tenant = p.tenant and k.priority = p.priority and k.fair_key < 'infinity'
+                order by k.fair_key desc limit 1)
+              - pgsched.fair_head(fair_keys_assign.queue, p.priority)) * p.weight), 0)))::int as n
+      from top p
+     where p.priority is not null
   ),
   -- each tenant's executions that are due and wait for a key, highest priority and then oldest
   -- first, as many as its room

@@ -88,7 +88,15 @@ describe('fair share between tenants', () => {
     await submit('a', 10)
     const clock = async () => (await sql<{ fair_key: number }>`select fair_key from pgsched.fair_clocks where queue = 'shared'`.execute(t.db)).rows
     const claim = (fairClock?: boolean) =>
-      executionClaimBatch(t.db, { workerId: W, queues: ['shared'], types: ['k'], limit: 2, leaseMs: 60_000, fairOnly: true, ...(fairClock === undefined ? {} : { fairClock }) })
+      executionClaimBatch(t.db, {
+        workerId: W,
+        queues: ['shared'],
+        types: ['k'],
+        limit: 2,
+        leaseMs: 60_000,
+        fairOnly: true,
+        ...(fairClock === undefined ? {} : { fairClock }),
+      })
     expect(await claim(false)).toHaveLength(2)
     expect(await clock()).toEqual([])
     expect(await claim()).toHaveLength(2)
@@ -165,12 +173,31 @@ describe('fair share between tenants', () => {
       { tenant: 'burst', keyed: FAIR_KEYS_PER_TENANT - 17, waiting: 3000 - FAIR_KEYS_PER_TENANT },
       { tenant: 'later', keyed: 0, waiting: 5 },
     ])
-    // the next assignments top burst's keyed turns up to the bound, not further ahead
+    // the next assignment tops burst's turns from the head up to the bound; past it, each gives a
+    // hundredth of it (placed behind the rest), not the whole bound again
+    const keyed = async () =>
+      (await sql<{ keyed: number }>`select count(*)::int as keyed from pgsched.due where tenant = 'burst' and fair_key < 'infinity'`.execute(t.db)).rows[0]
+        ?.keyed
     expect(await fairKeysAssign(t.db, 'shared')).toBe(17)
-    expect(await fairKeysAssign(t.db, 'shared')).toBe(0)
-    const { rows: after } = await sql<{ keyed: number }>`
-      select count(*)::int as keyed from pgsched.due where tenant = 'burst' and fair_key < 'infinity'`.execute(t.db)
-    expect(after).toEqual([{ keyed: FAIR_KEYS_PER_TENANT }])
+    expect(await keyed()).toBe(FAIR_KEYS_PER_TENANT)
+    expect(await fairKeysAssign(t.db, 'shared')).toBe(FAIR_KEYS_PER_TENANT / 100)
+    expect(await keyed()).toBe(FAIR_KEYS_PER_TENANT + FAIR_KEYS_PER_TENANT / 100)
+  })
+
+  it('places the waiting executions of a tenant whose turns run far ahead, and measures its turns from the head, not from one that is stuck', async () => {
+    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    // one of a type no worker here runs keeps turn 0; the client keys 1,500 more as it writes them
+    await submit('busy', 1, { type: 'unserved' })
+    await submit('busy', 1_500)
+    expect(await claimFair(600)).toEqual({ busy: 600 }) // the claims are at turn 600
+    // a retry, say: written ahead, due now, waiting for its key
+    await insertExecutions(t.db, 1, { job: { tenant: 'busy', queue: 'shared', type: 'k' }, runAt: new Date(Date.now() - 1_000) })
+    // busy's latest turn (1,500) is 900 turns from the head (600), whatever the stuck turn 0: room for 99
+    expect(await fairKeysAssign(t.db, 'shared')).toBe(1)
+    const { rows } = await sql<{ fair_key: number }>`select max(fair_key) as fair_key from pgsched.due where tenant = 'busy' and fair_key < 'infinity'`.execute(
+      t.db,
+    )
+    expect(rows).toEqual([{ fair_key: 1_501 }]) // behind the rest of its turns
   })
 
   it('keys what the SQL submit and a hand-back write in a fair queue when a claim comes', async () => {
