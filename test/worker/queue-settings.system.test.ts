@@ -294,6 +294,5 @@ describe('queue settings across worker processes', () => {
     )
     const withoutC = claims.filter((c) => c.c === 0).length
     expect(withoutC).toBeLessThanOrEqual(2 * workers.length)
-    expect(claims.reduce((n, c) => n + c.c, 0)).toBe(10)
   })
 })
