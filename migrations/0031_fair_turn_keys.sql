@@ -55,6 +55,19 @@ language sql stable as $$
 $$;
 comment on function pgsched.fair_head(text, integer) is 'Where the claims of a fair queue are at a priority: the highest key claimed (fair_clocks), or the lowest key pending when later; null when neither exists. A tenant with nothing pending there takes its next turn from it.';
 
+-- The first turn of a tenant's executions written now at a queue and priority: after its latest
+-- pending turn there, and not before the head; 0 in a queue with no turn yet. `step` is 1 / its weight.
+create function pgsched.fair_first_key(queue text, tenant text, priority integer, step double precision) returns double precision
+language sql stable as $$
+  select coalesce(greatest(
+    (select k.fair_key from pgsched.due k
+      where k.queue = fair_first_key.queue and k.tenant = fair_first_key.tenant and k.priority = fair_first_key.priority
+        and k.fair_key < 'infinity'
+      order by k.fair_key desc limit 1) + fair_first_key.step,
+    pgsched.fair_head(fair_first_key.queue, fair_first_key.priority)), 0)
+$$;
+comment on function pgsched.fair_first_key(text, text, integer, double precision) is 'Fair queues: the turn a tenant''s next execution at a queue and priority takes (its latest pending turn there plus step = 1 / its weight, or the head when that is later). Used by the submits and pgsched.fair_keys_assign.';
+
 create function pgsched.fair_keys_assign(queue text, per_tenant integer) returns integer
 language plpgsql as $$
 declare
@@ -110,12 +123,7 @@ begin
   -- per tenant and priority: the first key (after the tenant's latest, and not before the head)
   -- and the step between its turns (materialized: computed once per group, not once per row)
   start as materialized (
-    select g.tenant, g.priority, g.step,
-           coalesce(greatest(
-             (select k.fair_key from pgsched.due k
-               where k.queue = fair_keys_assign.queue and k.tenant = g.tenant and k.priority = g.priority and k.fair_key < 'infinity'
-               order by k.fair_key desc limit 1) + g.step,
-             pgsched.fair_head(fair_keys_assign.queue, g.priority)), 0) as first_key
+    select g.tenant, g.priority, g.step, pgsched.fair_first_key(fair_keys_assign.queue, g.tenant, g.priority, g.step) as first_key
       from (select p.tenant, p.priority, 1.0::float8 / coalesce(min(tw.weight), 1) as step
               from (select distinct tenant, priority from picked) p
               left join pgsched.tenants tw on tw.name = p.tenant

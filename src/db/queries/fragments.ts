@@ -81,12 +81,7 @@ export function executionsFromSubmitted(tenant: string, source: RawBuilder<unkno
                            concurrency_key, tenant, start_deadline, fair_key)
       -- per fair queue and priority of the batch: the first key and the step (once per group)
       with fair_start as materialized (
-        select q.queue, q.priority, w.step,
-               coalesce(greatest(
-                 (select k.fair_key from pgsched.due k
-                   where k.queue = q.queue and k.tenant = ${t} and k.priority = q.priority and k.fair_key < 'infinity'
-                   order by k.fair_key desc limit 1) + w.step,
-                 pgsched.fair_head(q.queue, q.priority)), 0) as first_key
+        select q.queue, q.priority, w.step, pgsched.fair_first_key(q.queue, ${t}, q.priority, w.step) as first_key
           from (select distinct queue, priority from ${source} and queue = any(${FAIR_QUEUES})) q
          cross join (select 1.0::float8 / coalesce((select tw.weight from pgsched.tenants tw where tw.name = ${t}), 1) as step) w
       )
