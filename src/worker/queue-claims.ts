@@ -139,7 +139,10 @@ export class QueueClaims {
           // short of what it asked for, having given no keys first: what waits for a key may be all
           // that is left; give the keys and claim again rather than wait for the next poll
           if (!assigned && rows.length < left && (await fairKeysAssign(db, queue)) > 0) {
-            take(await executionClaimBatch(db, { ...base, queues: [queue], limit: left - rows.length, fairOnly: true, fairClock: false }))
+            // (it moves the clock in the first claim's place when that one took nothing)
+            take(
+              await executionClaimBatch(db, { ...base, queues: [queue], limit: left - rows.length, fairOnly: true, fairClock: fairClock && rows.length === 0 }),
+            )
           }
           return
         }

@@ -190,14 +190,15 @@ describe('fair share between tenants', () => {
     await submit('busy', 1, { type: 'unserved' })
     await submit('busy', 1_500)
     expect(await claimFair(600)).toEqual({ busy: 600 }) // the claims are at turn 600
-    // a retry, say: written ahead, due now, waiting for its key
-    await insertExecutions(t.db, 1, { job: { tenant: 'busy', queue: 'shared', type: 'k' }, runAt: new Date(Date.now() - 1_000) })
+    // retries, say: written ahead, due now, waiting for their keys
+    await insertExecutions(t.db, 120, { job: { tenant: 'busy', queue: 'shared', type: 'k' }, runAt: new Date(Date.now() - 1_000) })
     // busy's latest turn (1,500) is 900 turns from the head (600), whatever the stuck turn 0: room for 99
-    expect(await fairKeysAssign(t.db, 'shared')).toBe(1)
+    // (measured from turn 0 it would be the floor, 10)
+    expect(await fairKeysAssign(t.db, 'shared')).toBe(99)
     const { rows } = await sql<{ fair_key: number }>`select max(fair_key) as fair_key from pgsched.due where tenant = 'busy' and fair_key < 'infinity'`.execute(
       t.db,
     )
-    expect(rows).toEqual([{ fair_key: 1_501 }]) // behind the rest of its turns
+    expect(rows).toEqual([{ fair_key: 1_599 }]) // behind the rest of its turns
   })
 
   it('keys what the SQL submit and a hand-back write in a fair queue when a claim comes', async () => {
