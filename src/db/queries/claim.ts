@@ -185,14 +185,14 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
   const dueCte = !keyed
     ? // rows other workers hold are skipped, not waited on
       one
-      ? sql`due as materialized (${due(sql`execution_id as id, job_id`, sql`for update skip locked`, limit)}
+      ? sql`due as materialized (${due(sql`execution_id as id, job_id, ctid as rid`, sql`for update skip locked`, limit)}
     )`
       : // each queue's first `limit` due rows, locked (those beyond the first `limit` of all are
         // unlocked again at commit), from the queues that are not paused or limited
         sql`due as materialized (
-      select id, job_id from (
+      select id, job_id, rid from (
         select c.* from unnest(${params.queues}::text[]) as q(name)
-         cross join lateral (${due(sql`execution_id as id, job_id, priority, run_at`, sql`for update skip locked`, limit)}) c
+         cross join lateral (${due(sql`execution_id as id, job_id, ctid as rid, priority, run_at`, sql`for update skip locked`, limit)}) c
          where q.name <> all(array(select s.name from pgsched.queues s where ${held}))
       ) x
       order by priority desc, run_at, id
@@ -235,11 +235,13 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
     )`
   return sql<ClaimedExecution>`${sql.raw(PREPARE)}
     with ${dueCte},
-    -- the due rows leave pgsched.due (the per-key forms lock no row before this: a row another claim
-    -- or a cancel took since is not there to delete) ...
+    -- the due rows leave pgsched.due: the locked ones by their ctids (no index descent; a row changed
+    -- after this statement's snapshot is locked but not seen, so not taken: it is claimed later), the
+    -- per-key forms' by key (they lock no row before this: a row another claim or a cancel took since
+    -- is not there to delete, and its ctid could be another row's by then) ...
     taken as (
       delete from pgsched.due d
-       where d.execution_id = any(array(select id from due))
+       where ${keyed ? sql`d.execution_id = any(array(select id from due))` : sql`d.ctid = any(array(select rid from due))`}
       returning d.*
     ),
     -- each with its job (one probe of the job's partition per row: \`offset 0\` keeps it a nested
