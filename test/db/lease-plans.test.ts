@@ -158,6 +158,9 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
   const statements = {
     heartbeat: () => executionHeartbeatManyQuery({ workerId: WORKER, leases: leases(), leaseMs: 60_000 }),
     complete: () => executionCompleteManyQuery({ workerId: WORKER, completions: leases().map((l) => ({ ...l, resultJson: 'null', outputUri: null })) }),
+    // the form for batches with a later attempt (an upsert of the history)
+    'complete, upsert': () =>
+      executionCompleteManyQuery({ workerId: WORKER, completions: leases().map((l) => ({ ...l, resultJson: 'null', outputUri: null })), upsert: true }),
     fail: () =>
       executionFailManyQuery({
         workerId: WORKER,
@@ -167,7 +170,7 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
   }
 
   /** How each statement changes the runs rows of its input (each write returns the rows it changed). */
-  const runsWrite = { heartbeat: 'Update', complete: 'Delete', fail: 'Delete', release: 'Delete' } as const
+  const runsWrite = { heartbeat: 'Update', complete: 'Delete', 'complete, upsert': 'Delete', fail: 'Delete', release: 'Delete' } as const
 
   for (const [name, query] of Object.entries(statements)) {
     it(`${name}: reads its input once, finds each lease by the primary key of runs and never reads the history`, async () => {

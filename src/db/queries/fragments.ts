@@ -120,6 +120,14 @@ const HISTORY_COLUMNS = sql`id, job_id, queue, type, priority, scheduled_for, ru
                             concurrency_key, tenant, start_deadline, created_at, state, finished_at, result, error, output_uri,
                             attempt_log, last_worker_id`
 
+/** What historyUpsert and historyInsertFirst return. */
+const HISTORY_RETURNING = sql`returning h.id, h.job_id, h.tenant, h.queue, h.type, h.attempt, h.state, h.run_at`
+
+function historyInsert(from: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`insert into pgsched.execution_history as h (${HISTORY_COLUMNS})
+      ${from}`
+}
+
 /**
  * Writes the history row of executions whose attempt ended (migration 0028): inserted, or, for an
  * execution that has one (it waited for a retry), updated in place, its attempt log extended.
@@ -127,15 +135,24 @@ const HISTORY_COLUMNS = sql`id, job_id, queue, type, priority, scheduled_for, ru
  * state, run_at of each row written.
  */
 export function historyUpsert(from: RawBuilder<unknown>): RawBuilder<unknown> {
-  return sql`insert into pgsched.execution_history as h (${HISTORY_COLUMNS})
-      ${from}
+  return sql`${historyInsert(from)}
       on conflict (id, job_id) do update
          set state = excluded.state, attempt = excluded.attempt, run_at = excluded.run_at, started_at = coalesce(excluded.started_at, h.started_at),
              finished_at = excluded.finished_at, result = excluded.result, error = excluded.error, output_uri = coalesce(excluded.output_uri, h.output_uri),
              attempt_log = case when excluded.attempt_log is null then h.attempt_log
                                 else coalesce(h.attempt_log, '[]'::jsonb) || excluded.attempt_log end,
              last_worker_id = coalesce(excluded.last_worker_id, h.last_worker_id)
-      returning h.id, h.job_id, h.tenant, h.queue, h.type, h.attempt, h.state, h.run_at`
+      ${HISTORY_RETURNING}`
+}
+
+/**
+ * The history insert of historyUpsert without its conflict clause (as an insert, it returns the
+ * same columns): for executions that cannot have a history row yet, those ending their first
+ * attempt. An insert with a conflict clause first probes the primary key for each row and writes
+ * each row tentatively, then confirms it (a second WAL record); a plain insert does neither.
+ */
+export function historyInsertFirst(from: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`${historyInsert(from)} ${HISTORY_RETURNING}`
 }
 
 /**
