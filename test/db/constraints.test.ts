@@ -75,6 +75,59 @@ describe('schema constraints', () => {
     await expect(insertJob(overrides)).rejects.toThrow(constraint)
   })
 
+  // migration 0032 replaced the checks' bounded patterns ({0,127}, {0,63}, {32}…) by unbounded ones with
+  // length tests: each new check must accept exactly the values the old pattern did
+  const nameCases = (max: number) => [
+    'a',
+    'A9',
+    'send-email',
+    'billing.v2:retry/x_y',
+    'x'.repeat(max),
+    'x'.repeat(max + 1),
+    '',
+    '-x',
+    '.x',
+    '_x',
+    'send email',
+    'é',
+    'x\n',
+    'x$',
+    `${'x'.repeat(max - 1)}-`,
+  ]
+  it.each([
+    ['type', '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$', nameCases(128)],
+    ['queue', '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$', nameCases(64)],
+    [
+      'traceparent',
+      '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$',
+      [
+        '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+        '00-0af7651916cd43dd8448eb211c80319c0-b7ad6b716920333-01',
+        '00-0af7651916cd43dd8448eb211c80319-cb7ad6b7169203331-01',
+        '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-1',
+        '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-012',
+        '00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333-101',
+        '01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+        '00-0AF7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+        '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-0-',
+        '00--af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+      ],
+    ],
+  ])('accepts as %s exactly the values its original pattern accepted', async (column, pattern, values) => {
+    for (const value of values) {
+      const before = (await sql<{ ok: boolean }>`select ${value}::text ~ ${pattern}::text as ok`.execute(t.db)).rows[0]?.ok
+      const overrides = { [column]: value }
+      const accepted = await insertJob(overrides).then(
+        () => true,
+        (err: unknown) => {
+          expect(String(err)).toContain(`jobs_${column}_check`)
+          return false
+        },
+      )
+      expect([value, accepted]).toEqual([value, before])
+    }
+  })
+
   it('gives jobs time-ordered UUIDv7 ids', async () => {
     const a = await insertJob()
     const b = await insertJob()
