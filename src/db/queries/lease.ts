@@ -24,11 +24,14 @@ export interface LeaseRef {
 }
 
 const ids = (refs: readonly LeaseRef[]) => keyArray(refs.map((r) => r.id))
-const jobIds = (refs: readonly LeaseRef[]) => keyArray(refs.map((r) => r.jobId))
 const attempts = (refs: readonly LeaseRef[]) => keyArray(refs.map((r) => r.attempt))
 
-/** The leases as three arrays for unnest: ids, job ids, attempts (the first three columns of `d`). */
-const leaseArrays = (refs: readonly LeaseRef[]) => sql`${ids(refs)}::uuid[], ${jobIds(refs)}::uuid[], ${attempts(refs)}::int[]`
+/**
+ * The leases as two arrays for unnest: ids and attempts (the first two columns of `d`). The job id is
+ * not sent: the fence is the execution, its attempt and the worker, and the statements read the job
+ * id from the runs row.
+ */
+const leaseArrays = (refs: readonly LeaseRef[]) => sql`${ids(refs)}::uuid[], ${attempts(refs)}::int[]`
 
 /**
  * The input rows (`unnest` of `arrays` as `columns`) that hold their lease, each with the ctid of
@@ -60,7 +63,7 @@ export function executionHeartbeatManyQuery(params: ExecutionHeartbeatManyParams
     )
     update pgsched.runs r
        set lease_expires_at = now() + ${params.leaseMs}::int * interval '1 millisecond'
-      from ${held(params.workerId, leaseArrays(params.leases), sql`id, job_id, attempt`)} d
+      from ${held(params.workerId, leaseArrays(params.leases), sql`id, attempt`)} d
      where r.ctid = d.rid and r.worker_id = ${params.workerId}::uuid
     returning r.execution_id as id
   `
@@ -96,7 +99,7 @@ export function executionCompleteManyQuery(params: ExecutionCompleteManyParams) 
   return sql<{ id: string }>`${sql.raw(PREPARE)}
     with ended as (
       delete from pgsched.runs r
-       using ${held(params.workerId, sql`${leaseArrays(c)}, ${c.map((x) => x.resultJson)}::text[], ${c.map((x) => x.outputUri)}::text[]`, sql`id, job_id, attempt, result, output_uri`)} d
+       using ${held(params.workerId, sql`${leaseArrays(c)}, ${c.map((x) => x.resultJson)}::text[], ${c.map((x) => x.outputUri)}::text[]`, sql`id, attempt, result, output_uri`)} d
        where r.ctid = d.rid and r.worker_id = ${params.workerId}::uuid
       returning r.*, d.result, d.output_uri as given_output_uri
     ),
@@ -162,7 +165,7 @@ export function executionFailManyQuery(params: ExecutionFailManyParams) {
        using ${held(
          params.workerId,
          sql`${leaseArrays(f)}, ${f.map((x) => x.errorJson)}::text[], ${f.map((x) => x.fatal)}::bool[], ${f.map((x) => x.outputUri)}::text[]`,
-         sql`id, job_id, attempt, error, fatal, output_uri`,
+         sql`id, attempt, error, fatal, output_uri`,
        )} d
        where r.ctid = d.rid and r.worker_id = ${params.workerId}::uuid
       returning r.*, d.error::jsonb as error, d.fatal, d.output_uri as given_output_uri
@@ -196,7 +199,7 @@ export function executionReleaseManyQuery(params: ExecutionReleaseManyParams) {
   return sql<{ n: string }>`${sql.raw(PREPARE)}
     with ended as (
       delete from pgsched.runs r
-       using ${held(params.workerId, leaseArrays(l), sql`id, job_id, attempt`)} d
+       using ${held(params.workerId, leaseArrays(l), sql`id, attempt`)} d
        where r.ctid = d.rid and r.worker_id = ${params.workerId}::uuid
       returning r.*
     ),
