@@ -66,6 +66,8 @@ export class LeaseKeeper {
   /** Starts holding a freshly claimed run's lease. */
   hold(run: Run): void {
     this.leases.set(run.ref.id, run)
+    // the guard runs only while a lease is held: an idle worker is not woken 20 times a second
+    if (this.loopDone !== undefined && !this.stopping.signal.aborted) this.startGuard()
   }
 
   /** The held run of an execution; undefined when this worker holds no lease on it. */
@@ -81,6 +83,12 @@ export class LeaseKeeper {
   /** Stops holding `run`'s lease (outcome written, or lease gone): no more heartbeats for it. */
   release(run: Run): void {
     if (this.leases.get(run.ref.id) === run) this.leases.delete(run.ref.id)
+    if (this.leases.size === 0) this.stopGuard()
+  }
+
+  private stopGuard(): void {
+    clearInterval(this.guardTimer)
+    this.guardTimer = undefined
   }
 
   /** Every run held now (a copy). */
@@ -96,19 +104,28 @@ export class LeaseKeeper {
     return performance.now() < run.leaseSureUntilMs - this.p.heartbeatMs
   }
 
-  /** Starts the heartbeat loop and the guard timer. */
+  /** Starts the heartbeat loop (and the guard timer, whenever a lease is held). */
   start(): void {
     if (this.loopDone !== undefined) return
     this.loopDone = this.loop()
-    this.guardTimer = setInterval(this.guard, Math.max(GUARD_INTERVAL_MIN_MS, Math.min(GUARD_INTERVAL_MAX_MS, Math.floor(this.p.heartbeatMs / 4))))
+    if (this.leases.size > 0) this.startGuard()
+  }
+
+  private startGuard(): void {
+    if (this.guardTimer !== undefined) return
+    this.guardTimer = setInterval(this.guard, this.guardIntervalMs)
     this.guardTimer.unref()
+  }
+
+  private get guardIntervalMs(): number {
+    return Math.max(GUARD_INTERVAL_MIN_MS, Math.min(GUARD_INTERVAL_MAX_MS, Math.floor(this.p.heartbeatMs / 4)))
   }
 
   /** Stops the heartbeat (after its statement in flight) and the guard. Idempotent. */
   async stop(): Promise<void> {
     this.stopping.abort()
     await this.loopDone
-    clearInterval(this.guardTimer)
+    this.stopGuard()
   }
 
   private async loop(): Promise<void> {

@@ -7,6 +7,7 @@
  * Wired by system.ts; served by MetricsServer.
  */
 import { collectDefaultMetrics, Registry } from 'prom-client'
+import { EVENT_LOOP_SAMPLE_MS } from '../lib/default-metrics.ts'
 import type { ClaimedExecution } from '../db/queries/claim.ts'
 import { BucketCounts, CollectedMetric, type CollectedValue } from './collected-metric.ts'
 import type { WorkerEvents, WrittenOutcome } from './worker-options.ts'
@@ -73,7 +74,7 @@ export class WorkerMetrics implements WorkerEvents {
 
   constructor() {
     const registry = this.registry
-    collectDefaultMetrics({ register: registry })
+    collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS })
     const all = () => [...this.series.values()].flatMap((byType) => [...byType.values()])
     for (const [suffix, field, help] of COUNTERS) {
       const name = `pgsched_worker_${suffix}`

@@ -14,6 +14,7 @@ import { Completer } from '../../src/worker/completer.ts'
 import { LeaseKeeper } from '../../src/worker/lease-keeper.ts'
 import { createRun, type Run } from '../../src/worker/run.ts'
 import { useTestDb } from '../db.ts'
+import { waitFor } from '../wait-for.ts'
 
 const t = useTestDb()
 const WORKER = '00000000-0000-7000-8000-0000000000d0'
@@ -121,6 +122,24 @@ describe('LeaseKeeper', () => {
     for (const run of runs) {
       expect(await row(run.ref.id)).toMatchObject({ state: 'pending', attempt: 0 })
       expect(k.holds(run)).toBe(false)
+    }
+  })
+
+  it('guards on its own timer whenever a lease is held, also after holding none for a while', async () => {
+    const { k, lost } = keeper({ heartbeatMs: 1_000 })
+    k.start()
+    try {
+      for (const round of [1, 2]) {
+        // nothing held between rounds: the guard's timer is off, and must come back with the next lease
+        const [stale] = await held(k, 1)
+        if (!stale) throw new Error('nothing claimed')
+        stale.leaseSureUntilMs = performance.now() + 1_000
+        await waitFor(() => lost.length === round, { what: `the guard of round ${round} to report the stale lease`, timeoutMs: 5_000 })
+        expect(lost[round - 1]?.run).toBe(stale)
+        expect(k.size).toBe(0)
+      }
+    } finally {
+      await k.stop()
     }
   })
 
