@@ -18,7 +18,6 @@ import type { DB } from '../db/schema.ts'
 import { executionCountByQueue, type QueueDepth } from '../db/queries/ops.ts'
 import type { Logger } from '../logger.ts'
 import { LIVE_WORKER_MS } from '../core/job.ts'
-import { EVENT_LOOP_SAMPLE_MS } from '../lib/default-metrics.ts'
 
 export interface ApiMetrics {
   readonly registry: Registry
@@ -39,7 +38,7 @@ export interface CreateApiMetricsParams {
 export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
   const cacheMs = params.queueDepthCacheMs ?? 5000
   const registry = new Registry()
-  collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS })
+  collectDefaultMetrics({ register: registry })
   const requests = new Counter({
     name: 'pgsched_http_requests_total',
     help: 'HTTP requests answered, by route pattern and status.',

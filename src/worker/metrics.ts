@@ -7,7 +7,6 @@
  * Wired by system.ts; served by MetricsServer.
  */
 import { collectDefaultMetrics, Registry } from 'prom-client'
-import { EVENT_LOOP_SAMPLE_MS } from '../lib/default-metrics.ts'
 import type { ClaimedExecution } from '../db/queries/claim.ts'
 import { BucketCounts, CollectedMetric, type CollectedValue } from './collected-metric.ts'
 import type { WorkerEvents, WrittenOutcome } from './worker-options.ts'
@@ -74,7 +73,7 @@ export class WorkerMetrics implements WorkerEvents {
 
   constructor() {
     const registry = this.registry
-    collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS })
+    collectDefaultMetrics({ register: registry })
     const all = () => [...this.series.values()].flatMap((byType) => [...byType.values()])
     for (const [suffix, field, help] of COUNTERS) {
       const name = `pgsched_worker_${suffix}`

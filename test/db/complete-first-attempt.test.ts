@@ -35,7 +35,7 @@ describe('the completion of first attempts', () => {
     expect(claimed.map((c) => c.attempt)).toEqual([1, 1])
     const mine = claimed.find((c) => c.jobId === job.id)
     if (!mine) throw new Error('the job was not claimed')
-    // a history row the first attempt's execution should not have (as if written by an earlier release)
+    // a history row a first attempt's execution cannot have through pgsched's own statements (written here by hand)
     await sql`insert into pgsched.execution_history (id, job_id, queue, type, priority, scheduled_for, run_at, state, attempt, max_attempts,
                                                      timeout_ms, tenant, attempt_log)
               select execution_id, job_id, queue, type, priority, scheduled_for, run_at, 'pending', 0, max_attempts, timeout_ms, tenant,

@@ -117,14 +117,17 @@ export function executionCompleteManyQuery(params: ExecutionCompleteManyParams) 
 
 /**
  * Marks executions succeeded; returns the ids accepted (others had lost their lease). Should a first
- * attempt's execution have a history row after all (a unique violation of the plain insert, which
- * then wrote nothing), the batch is written again with upserts.
+ * attempt's execution have a history row after all (a violation of the history's primary key by the
+ * plain insert, which then wrote nothing), the batch is written again with upserts.
  */
 export async function executionCompleteMany(db: Kysely<DB>, params: ExecutionCompleteManyParams): Promise<Set<string>> {
   try {
     return await idsReturned(db, executionCompleteManyQuery(params))
   } catch (err: unknown) {
-    if (params.upsert === true || (err as { code?: unknown }).code !== '23505') throw err
+    // only the history's primary key (a partition's: executions_p000_pkey, …); another unique key
+    // would fail the upsert the same way
+    const e = err as { code?: unknown; constraint?: unknown }
+    if (params.upsert === true || e.code !== '23505' || typeof e.constraint !== 'string' || !e.constraint.endsWith('_pkey')) throw err
     return idsReturned(db, executionCompleteManyQuery({ ...params, upsert: true }))
   }
 }
