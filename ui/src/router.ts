@@ -2,7 +2,7 @@
  * Hash routes (`#/jobs?status=FAILED`, `#/jobs/<id>`): the server serves one page, and a
  * route is a bookmarkable, shareable link that carries no secret.
  */
-import { useEffect, useState } from 'preact/hooks'
+import { useEffect, useMemo, useState } from 'preact/hooks'
 
 export interface Route {
   path: string[]
@@ -16,13 +16,16 @@ export function parseRoute(hash: string): Route {
 }
 
 export function useRoute(): Route {
-  const [route, setRoute] = useState(() => parseRoute(location.hash))
+  const [hash, setHash] = useState(() => location.hash)
   useEffect(() => {
-    const changed = () => setRoute(parseRoute(location.hash))
+    const changed = () => setHash(location.hash)
     addEventListener('hashchange', changed)
+    // the address may have changed between the first render and this effect (say, a link followed
+    // as the page appeared): without this, that change would be missed until the next one
+    changed()
     return () => removeEventListener('hashchange', changed)
   }, [])
-  return route
+  return useMemo(() => parseRoute(hash), [hash])
 }
 
 /** `#/path?query` for a link. */
