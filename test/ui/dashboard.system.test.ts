@@ -305,8 +305,12 @@ describe('the dashboard in Chromium', () => {
     await waitFor(async () => (await page.locator('tbody tr').count()) === 1, { what: 'the list filtered by idempotency key' })
     expect(await page.locator(`tr[data-job-id="${keyed.id}"]`).count()).toBe(1)
     await page.getByRole('link', { name: 'Clear' }).click()
+    // Clear changes the address; the form is drawn anew (empty) when the page handles that change,
+    // which on a busy machine can come after a fill made at once: wait for the new form first
+    await waitFor(async () => (await page.getByLabel('Job id or idempotency key').inputValue()) === '', { what: 'the form cleared' })
     await page.getByLabel('Queue').fill('ui-bulk')
     await page.getByRole('button', { name: 'Apply' }).click()
+    await page.waitForURL(/[?&]queue=ui-bulk(&|$)/)
     // 100 jobs in ui-bulk, 50 to a page: two pages, then back.
     await waitFor(async () => (await page.locator('tbody tr[data-queue="ui-bulk"]').count()) === 50 && (await page.locator('tbody tr').count()) === 50, {
       what: 'the first page of 50 jobs of ui-bulk',
