@@ -128,6 +128,26 @@ describe('schema constraints', () => {
     }
   })
 
+  it('makes UUIDv7 ids from the database clock to a fraction of a millisecond, each later statement a greater id', async () => {
+    const { rows } = await sql<{ before: string; id: string; after: string }>`
+      select (extract(epoch from clock_timestamp()) * 1000000)::bigint::text as before, pgsched.uuid_v7()::text as id,
+             (extract(epoch from clock_timestamp()) * 1000000)::bigint::text as after`.execute(t.db)
+    const r = rows[0]
+    if (!r) throw new Error('no row')
+    expect(r.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+    const hex = r.id.replaceAll('-', '')
+    // unix_ts_ms (48 bits), then the fraction of that millisecond in 1/4096 steps (rand_a, 12 bits)
+    const us = Number.parseInt(hex.slice(0, 12), 16) * 1000 + (Number.parseInt(hex.slice(13, 16), 16) * 1000) / 4096
+    expect(us).toBeGreaterThanOrEqual(Number(r.before) - 1)
+    expect(us).toBeLessThanOrEqual(Number(r.after) + 1)
+    let last = ''
+    for (let i = 0; i < 200; i++) {
+      const id = (await sql<{ id: string }>`select pgsched.uuid_v7()::text as id`.execute(t.db)).rows[0]?.id ?? ''
+      expect(id > last).toBe(true)
+      last = id
+    }
+  })
+
   it('gives jobs time-ordered UUIDv7 ids', async () => {
     const a = await insertJob()
     const b = await insertJob()
