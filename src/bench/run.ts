@@ -120,6 +120,15 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     const ceiling = ceilings.length > 0 ? Math.max(...ceilings) : Number.NaN
 
     // 2. burn-down
+    // (CHECKPOINT needs superuser or pg_checkpoint: without it the runs go on, said once)
+    let checkpointDenied = false
+    const checkpoint = async (db: Scratch['db']) => {
+      if (checkpointDenied) return
+      await sql`checkpoint`.execute(db).catch((err: unknown) => {
+        checkpointDenied = true
+        o.progress(`  no checkpoint before the burn-downs (a checkpoint may fall inside a run): ${String(err)}`)
+      })
+    }
     /** One burn-down of N jobs on `on` (emptied by `prepare`): jobs/s and the first worker's peak RSS. */
     const burnDownOnce = async (
       on: Scratch,
@@ -130,6 +139,9 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     ): Promise<{ jobsPerS: number; peakRssMb: number; workerUs: number; postgresUs: number }> => {
       await prepare()
       await insertJobs(on.db, submit, N)
+      // Each run starts just after a checkpoint: none falls inside its few seconds (one did in some
+      // runs and not in others, by WAL volume or the timer), and each pays the same full-page writes.
+      await checkpoint(on.db)
       const since = await dbNow(on.db)
       const { concurrency = 100, env, variant } = worker
       const workers = Array.from({ length: processes }, () => track(spawnWorker({ databaseUrl: on.url, concurrency, env })))

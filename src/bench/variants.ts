@@ -23,6 +23,8 @@ export interface BurnDownVariant {
   watch?(): Record<string, number | undefined>
   /** Awaited once the queue is drained, before the CPU is read (e.g. until a reader has caught up). */
   settle?(): Promise<void>
+  /** The goal for its share of the plain throughput, over the group's; null: none (a variant shown for what it costs). */
+  target?: string | null
   /** Undoes `setup` after the run (stops what it started). */
   teardown?(): Promise<void>
 }
@@ -74,6 +76,7 @@ export function addVariantRows(params: {
   for (const v of params.variants) {
     const runs = params.runs.get(v.name) ?? []
     const jobs = figure(runs.map((r) => r.jobsPerS))
+    const target = v.target === undefined ? params.target : (v.target ?? undefined)
     add({
       scenario: v.name,
       metric: `${params.what}, ${v.what} (burn-down in the same run: ${format(plainJobs.median)} jobs/s)`,
@@ -86,7 +89,7 @@ export function addVariantRows(params: {
       metric: `throughput as a share of the burn-down's in the same repetition, ${workers}`,
       unit: '% of burn-down',
       figure: ratio(runs),
-      ...(params.target && { target: params.target }),
+      ...(target && { target }),
     })
     add({
       scenario: v.name,
