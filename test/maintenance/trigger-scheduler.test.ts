@@ -481,6 +481,16 @@ describe('TriggerScheduler', () => {
     })
   })
 
+  it("records each trigger's own latest fire time when one pass fires several triggers several times", async () => {
+    const down = new Date('2025-04-05T13:00:00Z')
+    const clock = manualClock(new Date('2025-04-05T13:00:50Z'))
+    const every10 = await insertTrigger(t.db, { job: { type: 'r' }, cronExpression: '*/10 * * * * *', nextFireAt: down, misfirePolicy: 'fire_all' })
+    const every20 = await insertTrigger(t.db, { job: { type: 'r' }, cronExpression: '*/20 * * * * *', nextFireAt: down, misfirePolicy: 'fire_all' })
+    expect(await scheduler({ clock }).runOnce()).toMatchObject({ triggers: 2, fired: 9 })
+    expect(await triggerRow(every10.jobId)).toMatchObject({ last_fire_at: new Date('2025-04-05T13:00:50Z') })
+    expect(await triggerRow(every20.jobId)).toMatchObject({ last_fire_at: new Date('2025-04-05T13:00:40Z') })
+  })
+
   it('keeps the schedule of a job paused while its trigger was not moving, and runs nothing for it', async () => {
     const clock = manualClock(T0)
     const job = await submit({ type: 'r', schedule: { cron: '*/10 * * * * *' } }, plus(T0, -1))
