@@ -11,7 +11,7 @@ import { triggerClaimDue } from '../../src/db/queries/triggers.ts'
 import { TriggerScheduler, type TriggerSchedulerOptions } from '../../src/maintenance/trigger-scheduler.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
-import { insertTrigger, setExecutionState } from '../factories.ts'
+import { insertExecution, insertTrigger, setExecutionState } from '../factories.ts'
 import { waitFor } from '../wait-for.ts'
 import { useWorkers } from '../worker/harness.ts'
 
@@ -486,9 +486,16 @@ describe('TriggerScheduler', () => {
     const clock = manualClock(new Date('2025-04-05T13:00:50Z'))
     const every10 = await insertTrigger(t.db, { job: { type: 'r' }, cronExpression: '*/10 * * * * *', nextFireAt: down, misfirePolicy: 'fire_all' })
     const every20 = await insertTrigger(t.db, { job: { type: 'r' }, cronExpression: '*/20 * * * * *', nextFireAt: down, misfirePolicy: 'fire_all' })
-    expect(await scheduler({ clock }).runOnce()).toMatchObject({ triggers: 2, fired: 9 })
+    // a third whose one fire time already has its execution: the pass creates nothing for it and
+    // leaves its last fire time as it was
+    const taken = await insertTrigger(t.db, { job: { type: 'r' }, cronExpression: '0 * * * * *', nextFireAt: down, misfirePolicy: 'fire_all' })
+    await insertExecution(t.db, { jobId: taken.jobId, runAt: down, scheduledFor: down })
+    const before = new Date('2025-04-05T12:59:00Z')
+    await sql`update pgsched.triggers set last_fire_at = ${before} where job_id = ${taken.jobId}::uuid`.execute(t.db)
+    expect(await scheduler({ clock }).runOnce()).toMatchObject({ triggers: 3, fired: 9 })
     expect(await triggerRow(every10.jobId)).toMatchObject({ last_fire_at: new Date('2025-04-05T13:00:50Z') })
     expect(await triggerRow(every20.jobId)).toMatchObject({ last_fire_at: new Date('2025-04-05T13:00:40Z') })
+    expect(await triggerRow(taken.jobId)).toMatchObject({ next_fire_at: new Date('2025-04-05T13:01:00Z'), last_fire_at: before })
   })
 
   it('keeps the schedule of a job paused while its trigger was not moving, and runs nothing for it', async () => {

@@ -128,8 +128,8 @@ export function registerBench(program: Command): void {
     .option('--keep-history', "keep the list scenario's seeded database for the next run of the same size (dropped otherwise)")
     .option(
       '--only <scenarios>',
-      `comma-separated scenarios to run (${SCENARIOS.join(', ')}); docs are not rewritten. flow (all three burn-down-… variants: ` +
-        'a concurrency limit, fair share or a rate limit on but not binding, each paired with the plain burn-down) and sandbox (burn-down-thread, ' +
+      `comma-separated scenarios to run (${SCENARIOS.join(', ')}); docs are not rewritten. flow (the burn-down-… variants: ` +
+        'a concurrency limit, fair share or a rate limit on but not binding, and fair share reordering per-tenant backlogs, each paired with the plain burn-down) and sandbox (burn-down-thread, ' +
         `burn-down-process: every handler in a thread or process sandbox, each paired with the in-process burn-down, at concurrency ${SANDBOX_CONCURRENCY}) ` +
         'events (burn-down-events-kept: events written with nobody reading; burn-down-events-sse: one SSE client reading GET /v1/events; ' +
         'each paired with the plain burn-down) and list (the API reads of the jobs page, timed over HTTP with --history-rows executions in history) run only when named',
