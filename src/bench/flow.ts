@@ -30,7 +30,7 @@ export const FLOW_RATE_LIMIT = 1_000_000
 /** burn-down-fair: how many jobs a tenant submits at a time (a claim of 300 takes 3 turns of each of 100 tenants). */
 const INTERLEAVED_BATCH = 3
 
-/** The fair variant submits the jobs spread over the tenants. */
+/** A flow-control variant: its setup turns the mechanism on; the fair share ones submit over 100 tenants. */
 export interface FlowVariant extends BurnDownVariant {
   name: FlowVariantName
   setup(): Promise<void>
