@@ -243,6 +243,27 @@ describe('fair share between tenants', () => {
     expect(await keys()).toEqual([null, null, null])
   })
 
+  it('records a change made by the setter as settled, so the reaper does not mark the queue again', async () => {
+    await submit('a', 3)
+    await as('admin').queues.setFairShare('shared', true)
+    const state = async () =>
+      (
+        await sql<{ waiting: string[] | null; settled: boolean }>`
+          select fair_waiting_for as waiting, fair_settled_at is not null as settled from pgsched.queues where name = 'shared'`.execute(t.db)
+      ).rows
+    // no other transaction was open at the change
+    expect(await state()).toEqual([{ waiting: [], settled: true }])
+    // an execution left unmarked now would stay so: the reaper has nothing left to settle
+    await sql`update pgsched.due set fair_key = null where queue = 'shared'`.execute(t.db)
+    expect(await fairShareSettle(t.db)).toBe(0)
+    expect(await fairShareSettle(t.db)).toBe(0)
+    // a change in SQL is still the reaper's to settle
+    await sql`select pgsched.set_queue_fair_share('shared', false)`.execute(t.db)
+    expect(await state()).toEqual([{ waiting: null, settled: false }])
+    expect(await fairShareSettle(t.db)).toBe(0)
+    expect(await state()).toEqual([{ waiting: [], settled: true }])
+  })
+
   it('marks, once they commit, the executions that transactions in flight wrote as fair share was turned on in SQL', async () => {
     const slow = new pg.Client({ connectionString: t.url })
     await slow.connect()

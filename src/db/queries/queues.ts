@@ -217,18 +217,28 @@ export async function queueSetKeyConcurrencyLimit(db: Kysely<DB>, name: string, 
  */
 export async function queueSetFairShare(db: Kysely<DB>, name: string, on: boolean): Promise<void> {
   await sql`select pgsched.set_queue_fair_share(${name}::text, ${on}::boolean)`.execute(db)
-  const { rows } = await sql<{ open: string[] }>`select pgsched.open_transactions() as open`.execute(db)
+  const { rows } = await sql<{ open: string[]; changedAt: string }>`
+    select pgsched.open_transactions() as open,
+           (select fair_changed_at::text from pgsched.queues where name = ${name}::text) as "changedAt"`.execute(db)
   const mark = () => sql`select pgsched.fair_share_mark(${name}::text)`.execute(db)
   await mark()
   await claimsInFlightEnded(db)
   const open = rows[0]?.open ?? []
   const deadline = Date.now() + IN_FLIGHT_WAIT_MS
-  while (open.length > 0 && Date.now() < deadline) {
+  let ended = open.length === 0
+  while (!ended && Date.now() < deadline) {
     const { rows: still } = await sql<{ any: boolean }>`select pgsched.any_open(${open}::text[]) as any`.execute(db)
-    if (!still[0]?.any) break
-    await new Promise((r) => setTimeout(r, 5))
+    ended = !still[0]?.any
+    if (!ended) await new Promise((r) => setTimeout(r, 5))
   }
   await mark()
+  // Every transaction open at the change has ended and the queue was marked after: the reaper's two
+  // marks (fairShareSettle) would find nothing more, so the change is recorded as settled, unless
+  // another change has come since.
+  if (ended && rows[0]?.changedAt) {
+    await sql`update pgsched.queues set fair_waiting_for = coalesce(fair_waiting_for, ${open}::text[]), fair_settled_at = now()
+               where name = ${name}::text and fair_changed_at = ${rows[0].changedAt}::timestamptz and fair_settled_at is null`.execute(db)
+  }
 }
 
 /**
