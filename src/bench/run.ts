@@ -7,8 +7,8 @@
  * Scenarios: ceiling, burn-down (1 and 2 worker processes), submit (batch,
  * single ×8, REST ×32 connections), latency at a steady rate, priority under
  * load, scale (history rows), memory (peak RSS), recurring and steady (CPU per execution at a steady
- * load). Opt-in (`--only`), each a set of burn-down variants paired with the plain burn-down
- * (variants.ts): flow, with a concurrency limit, fair share or a rate limit on but not binding
+ * load). Opt-in (`--only`), each a set of burn-down variants paired with the plain burn-down, or
+ * with another variant of the set (variants.ts): flow, with a concurrency limit, fair share or a rate limit on but not binding
  * (flow.ts); sandbox, with every handler in a thread or process sandbox (sandboxes.ts); events, with
  * events written for nobody or read by one SSE client (events.ts). Also opt-in: list, the reads of
  * the jobs page over HTTP with the history rows in place (list.ts).
@@ -40,7 +40,7 @@ import { createScratch, insertJobs, type Scratch } from './scratch.ts'
 import { addRecurringRows, addSteadyRows } from './steady.ts'
 import { addSubmitRows } from './submit.ts'
 import { figure, quantile } from './stats.ts'
-import { addVariantRows, rotate, type BurnDownRun, type BurnDownVariant, type Submit } from './variants.ts'
+import { addVariantRows, runOrder, type BurnDownRun, type BurnDownVariant, type Submit } from './variants.ts'
 
 export interface BenchOptions {
   databaseUrl: string
@@ -65,7 +65,7 @@ const INSUFFICIENT_PRIVILEGE = '42501'
 
 /** Scenarios of a run without `--only`. */
 export const DEFAULT_SCENARIOS = ['ceiling', 'burn-down', 'submit', 'latency', 'priority', 'scale', 'memory', 'recurring', 'steady'] as const
-/** Every scenario `--only` accepts: the default ones, the flow-control ones (flow: all four), the sandbox ones (sandbox: both), the event ones (events: both), list. */
+/** Every scenario `--only` accepts: the default ones, the flow-control ones (flow: all five), the sandbox ones (sandbox: both), the event ones (events: both), list. */
 export const SCENARIOS = [...DEFAULT_SCENARIOS, 'flow', ...FLOW_VARIANTS, 'sandbox', ...SANDBOX_VARIANTS, 'events', ...EVENTS_VARIANTS, 'list'] as const
 export type Scenario = (typeof SCENARIOS)[number]
 
@@ -170,13 +170,14 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     }
     /**
      * The plain burn-down `reps` times at `concurrency` per worker process; with variants, each
-     * repetition also runs each variant (paired runs, the order rotating so that none is always first).
+     * repetition also runs each variant (paired runs, the order rotating so that none is always first,
+     * and a variant and its `pairedWith` swapping places every other repetition).
      */
     const burnDown = async (processes: number, label: string, variants: readonly BurnDownVariant[], concurrency = 100) => {
       const runs: BurnDownRun[] = []
       const variantRuns = new Map<string, BurnDownRun[]>(variants.map((v) => [v.name, []]))
       for (const [i, l] of reps(label).entries()) {
-        for (const v of rotate([undefined, ...variants], i)) {
+        for (const v of runOrder(variants, i)) {
           o.progress(v ? `${l}: ${v.name}` : l)
           const prepare = async () => {
             await s.reset()

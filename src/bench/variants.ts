@@ -1,7 +1,7 @@
 /**
  * Variants of the burn-down, each paired run by run with the plain burn-down of the same
- * repetition (the order rotating so that none is always first), to show what one thing costs the
- * hot path: a flow-control mechanism on but never binding (flow.ts), a handler sandbox
+ * repetition, or with another variant's run (`pairedWith`), the order rotating so that none is
+ * always first, to show what one thing costs the hot path: a flow-control mechanism on but never binding (flow.ts), a handler sandbox
  * (sandboxes.ts). runBench runs the pairs; this file says what a variant is and reports them.
  */
 import { format, type Row } from './report.ts'
@@ -23,8 +23,15 @@ export interface BurnDownVariant {
   watch?(): Record<string, number | undefined>
   /** Awaited once the queue is drained, before the CPU is read (e.g. until a reader has caught up). */
   settle?(): Promise<void>
-  /** The goal for its share of the plain throughput, over the group's; null: none (a variant shown for what it costs). */
+  /** The goal for its share of its pair's throughput (see pairedWith), over the group's; null: none (a variant shown for what it costs). */
   target?: string | null
+  /**
+   * The variant (of the same group) whose run in the same repetition is this one's "without it": the
+   * goal applies to the share of that run's throughput (the share of the plain burn-down's is shown too).
+   * For a variant whose jobs are submitted otherwise than the plain burn-down's, so that the pair differs
+   * only in what the variant turns on.
+   */
+  pairedWith?: string
   /** Undoes `setup` after the run (stops what it started). */
   teardown?(): Promise<void>
 }
@@ -33,6 +40,23 @@ export interface BurnDownVariant {
 export function rotate<T>(items: readonly T[], by: number): T[] {
   const k = items.length === 0 ? 0 : by % items.length
   return [...items.slice(k), ...items.slice(0, k)]
+}
+
+/**
+ * The order of repetition `rep`'s runs (undefined: the plain burn-down): rotated by `rep`, each
+ * variant with a `pairedWith` running before its pair in even repetitions and after it in odd ones
+ * (the two swap places where the rotation put them otherwise), so that neither always runs first.
+ */
+export function runOrder<V extends Pick<BurnDownVariant, 'name' | 'pairedWith'>>(variants: readonly V[], rep: number): Array<V | undefined> {
+  const order = rotate([undefined, ...variants], rep)
+  for (const v of variants) {
+    if (v.pairedWith === undefined) continue
+    const a = order.indexOf(v)
+    const b = order.findIndex((w) => w?.name === v.pairedWith)
+    if (b < 0 || a < b === (rep % 2 === 0)) continue
+    ;[order[a], order[b]] = [order[b], order[a]]
+  }
+  return order
 }
 
 /** One burn-down's figures (as runBench's burnDownOnce returns them). */
@@ -44,8 +68,9 @@ export interface BurnDownRun {
 
 /**
  * The rows of the variants at one process count: jobs/s (with its share of the ceiling),
- * throughput as a share of the plain burn-down of the same repetition, and CPU per job (worker
- * processes, PostgreSQL). `plain[i]` and `runs[i]` come from the same repetition. With `reference`,
+ * throughput as a share of the plain burn-down of the same repetition (and, for a variant with
+ * `pairedWith`, of that variant's run, which carries its goal), and CPU per job (worker processes,
+ * PostgreSQL). `plain[i]` and `runs[i]` come from the same repetition. With `reference`,
  * the plain burn-down's own rows come first under that scenario name.
  */
 export function addVariantRows(params: {
@@ -56,7 +81,7 @@ export function addVariantRows(params: {
   what: string
   processes: number
   ceiling: number
-  /** The goal for the share of the plain throughput, if any. */
+  /** The goal for the share of the pair's throughput, if any. */
   target?: string
   reference?: { scenario: string; what: string }
   add: (row: Row) => void
@@ -66,7 +91,8 @@ export function addVariantRows(params: {
   const plainWorker = figure(plain.map((r) => r.workerUs))
   const plainPostgres = figure(plain.map((r) => r.postgresUs))
   const workers = `${processes} worker process${processes > 1 ? 'es' : ''}`
-  const ratio = (runs: readonly BurnDownRun[]): Figure => figure(runs.map((r, i) => (100 * r.jobsPerS) / (plain[i] as BurnDownRun).jobsPerS))
+  const ratio = (runs: readonly BurnDownRun[], base: readonly BurnDownRun[] = plain): Figure =>
+    figure(runs.map((r, i) => (100 * r.jobsPerS) / (base[i] as BurnDownRun).jobsPerS))
   const ref = params.reference
   if (ref) {
     add({ scenario: ref.scenario, metric: `${params.what}, ${ref.what}`, unit: 'jobs/s', figure: plainJobs, ofCeiling: plainJobs.median / params.ceiling })
@@ -84,12 +110,23 @@ export function addVariantRows(params: {
       figure: jobs,
       ofCeiling: jobs.median / params.ceiling,
     })
+    const base = v.pairedWith === undefined ? undefined : params.runs.get(v.pairedWith)
+    if (v.pairedWith !== undefined && base?.length !== runs.length) throw new Error(`${v.name} is paired with ${v.pairedWith}, which did not run beside it`)
+    if (base && v.pairedWith) {
+      add({
+        scenario: v.name,
+        metric: `throughput as a share of ${v.pairedWith}'s in the same repetition, ${workers}`,
+        unit: `% of ${v.pairedWith}`,
+        figure: ratio(runs, base),
+        ...(target && { target }),
+      })
+    }
     add({
       scenario: v.name,
       metric: `throughput as a share of the burn-down's in the same repetition, ${workers}`,
       unit: '% of burn-down',
       figure: ratio(runs),
-      ...(target && { target }),
+      ...(!base && target && { target }),
     })
     add({
       scenario: v.name,

@@ -34,6 +34,32 @@ describe('the fair share scenarios of the flow bench', () => {
     expect(rows.map((r) => r.fairKey)).toEqual(rows.map((_, n) => 3 * Math.floor(n / 300) + (n % 3)))
   })
 
+  it("runs burn-down-tenants beside burn-down-fair: the same submits with fair share off, the fair goal's pair", async () => {
+    const client = createClient({ db: t.db })
+    const named = flowVariants(['burn-down-fair'], client)
+    expect(named.map((v) => v.name)).toEqual(['burn-down-fair', 'burn-down-tenants'])
+    expect(named[0]?.pairedWith).toBe('burn-down-tenants')
+    const [tenants] = flowVariants(['burn-down-tenants'], client)
+    if (!tenants?.setup || !tenants.submit) throw new Error('burn-down-tenants has a setup and a submit')
+    expect(tenants.target).toBeNull()
+    await tenants.setup()
+    await tenants.submit(Array.from({ length: 400 }, () => ({ type: 'bench.noop' })))
+    await tenants.submit(Array.from({ length: 500 }, () => ({ type: 'bench.noop' })))
+    const rows = await arrivals()
+    expect(rows.map((r) => r.tenant)).toEqual(rows.map((_, n) => `bench-${String(Math.floor(n / 3) % FLOW_TENANTS).padStart(3, '0')}`))
+    expect(rows).toHaveLength(900)
+    // not a fair queue: no turns
+    expect(rows.every((r) => r.fairKey === null)).toBe(true)
+    const { rows: settings } = await sql<{ n: number }>`select count(*)::int as n from pgsched.queues where fair_share`.execute(t.db)
+    expect(settings).toEqual([{ n: 0 }])
+    // a new run counts from its first job again (without the reset, job 1,000 of the count would go to tenant 33)
+    await tenants.submit(Array.from({ length: 100 }, () => ({ type: 'bench.noop' })))
+    await sql`delete from pgsched.due`.execute(t.db)
+    await tenants.setup()
+    await tenants.submit(Array.from({ length: 3 }, () => ({ type: 'bench.noop' })))
+    expect((await arrivals()).map((r) => r.tenant)).toEqual(['bench-000', 'bench-000', 'bench-000'])
+  })
+
   it('submits burn-down-fair-backlogs as one batch per tenant per call, which the fair order interleaves', async () => {
     const [backlogs] = flowVariants(['burn-down-fair-backlogs'], createClient({ db: t.db }))
     if (!backlogs?.setup || !backlogs.submit) throw new Error('burn-down-fair-backlogs has a setup and a submit')

@@ -248,20 +248,29 @@ describe('fair share between tenants', () => {
     await as('admin').queues.setFairShare('shared', true)
     const state = async () =>
       (
-        await sql<{ waiting: string[] | null; settled: boolean }>`
-          select fair_waiting_for as waiting, fair_settled_at is not null as settled from pgsched.queues where name = 'shared'`.execute(t.db)
+        await sql<{ waiting: boolean; settled: boolean }>`
+          select fair_waiting_for is not null as waiting, fair_settled_at is not null as settled from pgsched.queues where name = 'shared'`.execute(t.db)
       ).rows
-    // no other transaction was open at the change
-    expect(await state()).toEqual([{ waiting: [], settled: true }])
-    // an execution left unmarked now would stay so: the reaper has nothing left to settle
+    // (the transactions open at the change, anywhere on the server, had ended when the setter returned)
+    expect(await state()).toEqual([{ waiting: true, settled: true }])
+    // executions left unmarked now stay so: the reaper has nothing left to settle (it would mark all 3)
     await sql`update pgsched.due set fair_key = null where queue = 'shared'`.execute(t.db)
     expect(await fairShareSettle(t.db)).toBe(0)
     expect(await fairShareSettle(t.db)).toBe(0)
-    // a change in SQL is still the reaper's to settle
+    // a change in SQL is still the reaper's to settle: it marks them
     await sql`select pgsched.set_queue_fair_share('shared', false)`.execute(t.db)
-    expect(await state()).toEqual([{ waiting: null, settled: false }])
-    expect(await fairShareSettle(t.db)).toBe(0)
-    expect(await state()).toEqual([{ waiting: [], settled: true }])
+    await sql`select pgsched.set_queue_fair_share('shared', true)`.execute(t.db)
+    expect(await state()).toEqual([{ waiting: false, settled: false }])
+    let marked = 0
+    await waitFor(
+      async () => {
+        marked += await fairShareSettle(t.db)
+        return (await state())[0]?.settled === true
+      },
+      { what: 'the reaper to settle the change', timeoutMs: 10_000 },
+    )
+    expect(marked).toBe(3)
+    expect(await claimFair(5)).toEqual({ a: 3 })
   })
 
   it('marks, once they commit, the executions that transactions in flight wrote as fair share was turned on in SQL', async () => {

@@ -96,7 +96,7 @@ Each figure is the median of the repetitions, with their range; throughput is al
 hot-path pool plans them, in the same run (the
 machine is shared and noisy: ratios hold better than absolute numbers). What bounds each figure, with the
 profiles and experiments behind it, is in [performance.md](performance.md). What the per-queue flow control costs
-(a concurrency limit, fair share, a rate limit, each on but not binding, paired with the plain burn-down) is
+(a concurrency limit, fair share, a rate limit, each on but not binding, paired with the same run without it) is
 not part of this run: \`scheduler bench --only flow\` measures it.
 
 ${reportTable(report)}
@@ -129,7 +129,8 @@ export function registerBench(program: Command): void {
     .option(
       '--only <scenarios>',
       `comma-separated scenarios to run (${SCENARIOS.join(', ')}); docs are not rewritten. flow (the burn-down-… variants: ` +
-        'a concurrency limit, fair share or a rate limit on but not binding, and fair share reordering per-tenant backlogs, each paired with the plain burn-down) and sandbox (burn-down-thread, ' +
+        'a concurrency limit, fair share or a rate limit on but not binding, and fair share reordering per-tenant backlogs, each paired with the plain burn-down; ' +
+        "fair share's goal is against burn-down-tenants, the same tenants' submits with it off, which runs whenever burn-down-fair does) and sandbox (burn-down-thread, " +
         `burn-down-process: every handler in a thread or process sandbox, each paired with the in-process burn-down, at concurrency ${SANDBOX_CONCURRENCY}) ` +
         'events (burn-down-events-kept: events written with nobody reading; burn-down-events-sse: one SSE client reading GET /v1/events; ' +
         'each paired with the plain burn-down) and list (the API reads of the jobs page, timed over HTTP with --history-rows executions in history) run only when named',

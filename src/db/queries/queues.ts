@@ -213,7 +213,9 @@ export async function queueSetKeyConcurrencyLimit(db: Kysely<DB>, name: string, 
  * Turns fair share between tenants on or off, then marks the queue's due executions for it
  * (migration 0031: waiting for their key in the fair order, or no key), in a transaction of its own.
  * A transaction open at the change may have written executions for the setting before: once those
- * have ended (or IN_FLIGHT_WAIT_MS passed; the reaper marks them then), the marking runs again.
+ * have ended (or IN_FLIGHT_WAIT_MS passed; the reaper marks them then), the marking runs again, and
+ * the change is recorded as settled (fair_waiting_for, fair_settled_at) so that the reaper does not
+ * mark the queue again; after the deadline it is left to the reaper (fairShareSettle).
  */
 export async function queueSetFairShare(db: Kysely<DB>, name: string, on: boolean): Promise<void> {
   await sql`select pgsched.set_queue_fair_share(${name}::text, ${on}::boolean)`.execute(db)
@@ -244,7 +246,8 @@ export async function queueSetFairShare(db: Kysely<DB>, name: string, on: boolea
 /**
  * The reaper's part of a change of fair share (migration 0031): marks the due executions of each queue
  * whose fair share changed when it first sees the change, noting the transactions open then (any may
- * have written executions for the setting before), and again once those have all ended. Each step is
+ * have written executions for the setting before), and again once those have all ended. A change the
+ * setter (queueSetFairShare) recorded as settled is not marked again. Each step is
  * a statement of its own: marking locks due rows, and a claim locks due rows and then the settings
  * row, so no transaction here holds both. Returns how many executions it changed.
  */
