@@ -171,7 +171,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     /**
      * The plain burn-down `reps` times at `concurrency` per worker process; with variants, each
      * repetition also runs each variant (paired runs, the order rotating so that none is always first,
-     * and a variant and its `pairedWith` swapping places every other repetition).
+     * and a variant running before its `pairedWith` in even repetitions and after it in odd ones: runOrder).
      */
     const burnDown = async (processes: number, label: string, variants: readonly BurnDownVariant[], concurrency = 100) => {
       const runs: BurnDownRun[] = []

@@ -110,13 +110,14 @@ export function addVariantRows(params: {
       figure: jobs,
       ofCeiling: jobs.median / params.ceiling,
     })
-    const base = v.pairedWith === undefined ? undefined : params.runs.get(v.pairedWith)
-    if (v.pairedWith !== undefined && base?.length !== runs.length) throw new Error(`${v.name} is paired with ${v.pairedWith}, which did not run beside it`)
-    if (base && v.pairedWith) {
+    const pair = v.pairedWith
+    const base = pair === undefined ? undefined : params.runs.get(pair)
+    if (pair !== undefined && base?.length !== runs.length) throw new Error(`${v.name} is paired with ${pair}, which did not run beside it`)
+    if (base) {
       add({
         scenario: v.name,
-        metric: `throughput as a share of ${v.pairedWith}'s in the same repetition, ${workers}`,
-        unit: `% of ${v.pairedWith}`,
+        metric: `throughput as a share of ${pair}'s in the same repetition, ${workers}`,
+        unit: `% of ${pair}`,
         figure: ratio(runs, base),
         ...(target && { target }),
       })
