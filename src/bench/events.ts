@@ -12,6 +12,7 @@
  *   (submitted, started, succeeded per job): capture, numbering, paging and serialising. The API
  *   process's CPU counts with the workers'; the run ends once the client has every event.
  */
+import http from 'node:http'
 import { createApiKey } from '../api/auth.ts'
 import { eventListenerOpen } from '../db/queries/events.ts'
 import { freePort } from './probes.ts'
@@ -34,61 +35,108 @@ const CATCH_UP_MS = 120_000
 /** One SSE client of GET /v1/events: counts the events it reads, until stopped. */
 interface SseReader {
   received(): number
-  /** Events by type, and ids received more than once (none, if the stream is right). */
-  tally(): { byType: Record<string, number>; repeated: number }
+  /** Events by type, and messages whose id did not come after the one before (none, if the stream is right). */
+  tally(): { byType: Record<string, number>; outOfOrder: number }
   stop(): Promise<void>
 }
 
-async function openSse(url: string, key: string): Promise<SseReader> {
-  const controller = new AbortController()
-  const res = await fetch(url, { headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream' }, signal: controller.signal })
-  if (!res.ok || !res.body) throw new Error(`GET /v1/events answered ${res.status}: ${await res.text()}`)
-  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader()
-  let count = 0
-  let repeated = 0
-  const ids = new Set<string>()
-  const byType: Record<string, number> = {}
-  let carry = ''
-  let opened: () => void = () => {}
-  const open = new Promise<void>((resolve) => (opened = resolve))
-  const reading = (async () => {
-    try {
-      for (;;) {
-        const { done, value } = await reader.read()
-        if (done) return
-        // whole messages only: a chunk may end inside one
-        const text = carry + value
-        const end = text.lastIndexOf('\n\n')
-        if (end < 0) {
-          carry = text
-          continue
-        }
-        carry = text.slice(end + 2)
-        for (const message of text.slice(0, end).split('\n\n')) {
-          if (message.startsWith(': open')) opened()
-          // a real client's work per event: its id and its JSON
-          const id = /^id: (.+)$/m.exec(message)?.[1]
-          const data = /^data: (.+)$/m.exec(message)?.[1]
-          if (id === undefined || data === undefined) continue
-          const event = JSON.parse(data) as { id?: unknown; type: string }
-          if (event.id !== id) throw new Error(`an SSE message's id ${id} differs from its event's ${String(event.id)}`)
-          count++
-          byType[event.type] = (byType[event.type] ?? 0) + 1
-          if (ids.has(id)) repeated++
-          else ids.add(id)
-        }
-      }
-    } catch (err: unknown) {
-      if (!controller.signal.aborted) throw err
+/** `a` and `b` are event ids (`<batch>-<index>`): whether `b` comes after `a` along the stream. */
+export function idAfter(a: string, b: string): boolean {
+  const da = a.indexOf('-')
+  const db = b.indexOf('-')
+  const ba = Number(a.slice(0, da))
+  const bb = Number(b.slice(0, db))
+  return bb > ba || (bb === ba && Number(b.slice(db + 1)) > Number(a.slice(da + 1)))
+}
+
+const DATA_ID = '\ndata: {"id":"'
+const TYPE = '"type":"'
+
+/**
+ * What a lean SSE client reads of GET /v1/events: each message's id and its event's type, found in
+ * the text without parsing the JSON, fed chunk by chunk as they arrive (a chunk may end inside a
+ * message). It checks what the stream promises: ids increase along the stream (so none repeats),
+ * and each message's data carries its own id.
+ */
+export class SseTally {
+  count = 0
+  /** Messages whose id did not come after the one before. */
+  outOfOrder = 0
+  readonly byType: Record<string, number> = {}
+  /** The stream's `: open` comment has arrived. */
+  opened = false
+  /** A message whose data did not carry its id (the first one). */
+  malformed: string | undefined
+  private last = '0-0'
+  private carry = ''
+
+  push(chunk: string): void {
+    const text = this.carry.length > 0 ? this.carry + chunk : chunk
+    let at = 0
+    for (;;) {
+      const end = text.indexOf('\n\n', at)
+      if (end < 0) break
+      if (text.startsWith('id: ', at)) {
+        const idEnd = text.indexOf('\n', at)
+        const id = text.slice(at + 4, idEnd)
+        if (!text.startsWith(DATA_ID, idEnd) || !text.startsWith(`${id}"`, idEnd + DATA_ID.length)) this.malformed ??= text.slice(at, end)
+        const t = text.indexOf(TYPE, idEnd) + TYPE.length
+        const type = text.slice(t, text.indexOf('"', t))
+        this.count++
+        this.byType[type] = (this.byType[type] ?? 0) + 1
+        if (!idAfter(this.last, id)) this.outOfOrder++
+        this.last = id
+      } else if (text.startsWith(': open', at)) this.opened = true
+      at = end + 2
     }
-  })()
-  await Promise.race([open, reading])
+    this.carry = text.slice(at)
+  }
+}
+
+/**
+ * Opens the stream with node:http and tallies it (SseTally). The client runs in the benchmark's
+ * process, on the same two cores as what it measures, so it does no more than that; its CPU is
+ * reported apart (BurnDownVariant.inBench).
+ */
+async function openSse(url: string, key: string): Promise<SseReader> {
+  const req = http.get(url, { headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream' } })
+  const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
+    req.once('response', resolve)
+    req.once('error', reject)
+  })
+  if (res.statusCode !== 200) {
+    let body = ''
+    for await (const chunk of res) body += String(chunk)
+    throw new Error(`GET /v1/events answered ${res.statusCode}: ${body}`)
+  }
+  res.setEncoding('utf8')
+  const tally = new SseTally()
+  let failed: Error | undefined
+  await new Promise<void>((resolve, reject) => {
+    res.on('data', (chunk: string) => {
+      tally.push(chunk)
+      if (tally.opened) resolve()
+    })
+    const fail = (err: Error) => {
+      failed ??= err
+      reject(failed)
+    }
+    res.once('error', fail)
+    res.once('end', () => fail(new Error('GET /v1/events ended')))
+  })
   return {
-    received: () => count,
-    tally: () => ({ byType: { ...byType }, repeated }),
+    received: () => {
+      if (failed) throw failed
+      if (tally.malformed !== undefined) throw new Error(`an SSE message's data does not carry its id: ${tally.malformed}`)
+      return tally.count
+    },
+    tally: () => ({ byType: { ...tally.byType }, outOfOrder: tally.outOfOrder }),
     async stop() {
-      controller.abort()
-      await reading.catch(() => undefined)
+      failed ??= new Error('stopped')
+      if (res.closed) return
+      const closed = new Promise((resolve) => res.once('close', resolve))
+      req.destroy()
+      await closed
     },
   }
 }
@@ -116,6 +164,7 @@ export function eventsVariants(names: readonly EventsVariantName[], s: Scratch, 
         sse = await openSse(`http://127.0.0.1:${port}/v1/events`, key.key)
       },
       watch: () => ({ api: api?.child.pid }),
+      inBench: 'the SSE client',
       settle: async () => {
         const want = jobs * EVENTS_PER_JOB
         const deadline = Date.now() + CATCH_UP_MS
@@ -131,7 +180,8 @@ export function eventsVariants(names: readonly EventsVariantName[], s: Scratch, 
         await api?.stop()
         sse = undefined
         api = undefined
-        if (got !== undefined && (got !== jobs * EVENTS_PER_JOB || tally?.repeated !== 0)) {
+        const each = ['submitted', 'started', 'succeeded'].every((t) => tally?.byType[t] === jobs)
+        if (got !== undefined && (got !== jobs * EVENTS_PER_JOB || tally?.outOfOrder !== 0 || !each)) {
           throw new Error(`the SSE client received ${got} events, not ${jobs * EVENTS_PER_JOB}: ${JSON.stringify(tally)}`)
         }
       },

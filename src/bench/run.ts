@@ -140,7 +140,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       prepare: () => Promise<void>,
       processes = 1,
       worker: { concurrency?: number; env?: Record<string, string>; variant?: BurnDownVariant } = {},
-    ): Promise<{ jobsPerS: number; peakRssMb: number; workerUs: number; postgresUs: number }> => {
+    ): Promise<{ jobsPerS: number; peakRssMb: number; workerUs: number; postgresUs: number; benchUs: number }> => {
       await prepare()
       await insertJobs(on.db, submit, N)
       // Each run starts just after a checkpoint: none falls inside its few seconds (one did in some
@@ -154,15 +154,18 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         // CPU from the moment every worker is ready until the queue is empty (and the variant has
         // settled), per job burnt down (a worker's with its sandbox child processes, and the variant's own).
         const meter = cpuMeter({ ...Object.fromEntries(workers.map((w, i) => [`w${i}`, w.child.pid])), ...variant?.watch?.() })
+        const ownBefore = process.cpuUsage()
         await waitUntilDrained(on, 600_000)
         await variant?.settle?.()
         const cpu = meter.read()
+        const own = process.cpuUsage(ownBefore)
         const workerS = Object.values(cpu.processes).reduce((a, b) => a + b, 0)
         return {
           jobsPerS: await dbThroughput(on, since),
           peakRssMb: workers[0]?.peakRssMb() ?? Number.NaN,
           workerUs: (workerS / N) * 1e6,
           postgresUs: (cpu.postgres / N) * 1e6,
+          benchUs: (own.user + own.system) / N,
         }
       } finally {
         await Promise.all(workers.map((w) => w.stop()))

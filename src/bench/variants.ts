@@ -21,6 +21,8 @@ export interface BurnDownVariant {
   workerEnv?: Record<string, string>
   /** Processes of its own (name → pid) whose CPU counts with the workers' (e.g. an API process). */
   watch?(): Record<string, number | undefined>
+  /** Work of its own in the benchmark's process (e.g. 'the SSE client'): that process's CPU per job is reported beside the others. */
+  inBench?: string
   /** Awaited once the queue is drained, before the CPU is read (e.g. until a reader has caught up). */
   settle?(): Promise<void>
   /** The goal for its share of its pair's throughput (see pairedWith), over the group's; null: none (a variant shown for what it costs). */
@@ -64,6 +66,8 @@ export interface BurnDownRun {
   jobsPerS: number
   workerUs: number
   postgresUs: number
+  /** The benchmark process's own CPU per job over the same window (its polling; a variant's `inBench` work). */
+  benchUs?: number
 }
 
 /**
@@ -141,5 +145,13 @@ export function addVariantRows(params: {
       unit: 'µs',
       figure: figure(runs.map((r) => r.postgresUs)),
     })
+    if (v.inBench !== undefined) {
+      add({
+        scenario: v.name,
+        metric: `CPU per job, the benchmark's own process with ${v.inBench}, not counted above (burn-down: ${format(figure(plain.map((r) => r.benchUs ?? Number.NaN)).median)} µs)`,
+        unit: 'µs',
+        figure: figure(runs.map((r) => r.benchUs ?? Number.NaN)),
+      })
+    }
   }
 }

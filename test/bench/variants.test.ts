@@ -63,4 +63,24 @@ describe('burn-down variants', () => {
       addVariantRows({ variants: [fair], plain: [run], runs: new Map([['fair', [run]]]), what: 'jobs', processes: 1, ceiling: 1, add: () => undefined }),
     ).toThrow('fair is paired with tenants, which did not run beside it')
   })
+
+  it("reports the benchmark process's own CPU per job for a variant with work of its own there, and only for it", () => {
+    const run = (benchUs: number): BurnDownRun => ({ jobsPerS: 100, workerUs: 10, postgresUs: 20, benchUs })
+    const rows: Row[] = []
+    addVariantRows({
+      variants: [limit, { name: 'sse', what: 'a client', inBench: 'the SSE client' }],
+      plain: [run(0.2), run(0.4), run(0.3)],
+      runs: new Map([
+        ['limit', [run(0.3), run(0.3), run(0.3)]],
+        ['sse', [run(2.5), run(2.1), run(3.0)]],
+      ]),
+      what: 'jobs',
+      processes: 1,
+      ceiling: 1000,
+      add: (r) => rows.push(r),
+    })
+    const own = rows.filter((r) => r.metric.includes("benchmark's own process"))
+    expect(own.map((r) => [r.scenario, r.figure.median, r.figure.min, r.figure.max])).toEqual([['sse', 2.5, 2.1, 3.0]])
+    expect(own[0]?.metric).toContain('with the SSE client, not counted above (burn-down: 0.30 µs)')
+  })
 })
