@@ -128,6 +128,31 @@ describe('event capture', () => {
     expect(rare.events.map((e) => e.id)).toEqual(everything.slice(0, 2).map((e) => e.id))
   })
 
+  it('stores large batches compressed with lz4 where the server has it, and reads every event of one back', async () => {
+    // whether this server can compress with lz4 (PostgreSQL 14 or later, built with it)
+    let lz4 = true
+    try {
+      await sql`create temp table lz4_probe (v text compression lz4)`.execute(t.db)
+    } catch {
+      lz4 = false
+    }
+    const { rows: columns } = await sql<{ attname: string; attcompression: string }>`
+      select attname, attcompression from pg_attribute
+       where attrelid = 'pgsched.event_batches'::regclass
+         and attname in ('types', 'tenants', 'job_ids', 'execution_ids', 'queues', 'job_types', 'attempts')`.execute(t.db)
+    expect(columns).toHaveLength(7)
+    for (const c of columns) expect(c.attcompression, c.attname).toBe(lz4 ? 'l' : '')
+    await eventListenerOpen(t.db, { tenant: 'a', keepMs: 60_000 })
+    const jobs = await createClient({ db: t.db, tenant: 'a' }).submitJobs(Array.from({ length: 500 }, () => ({ type: 't' })))
+    const { rows: stored } = await sql<{ size: number; types: string | null; tenants: string | null }>`
+      select size, pg_column_compression(types) as types, pg_column_compression(tenants) as tenants
+        from pgsched.event_batches`.execute(t.db)
+    // one batch: its arrays of repeated words compressed, with lz4 where the server has it
+    expect(stored).toEqual([{ size: 500, types: lz4 ? 'lz4' : 'pglz', tenants: lz4 ? 'lz4' : 'pglz' }])
+    const events = await allEvents('a')
+    expect(events.map((e) => `${e.type}:${e.jobId}`)).toEqual(jobs.map((j) => `submitted:${j.id}`))
+  })
+
   it('prunes events older than the retention', async () => {
     await eventListenerOpen(t.db, { tenant: 'a', keepMs: 60_000 })
     await createClient({ db: t.db, tenant: 'a' }).submitJobs([{ type: 't' }, { type: 't' }])
