@@ -100,9 +100,14 @@ export class SseTally {
  */
 async function openSse(url: string, key: string): Promise<SseReader> {
   const req = http.get(url, { headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream' } })
+  let failed: Error | undefined
   const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
     req.once('response', resolve)
-    req.once('error', reject)
+    // kept for the stream's life: an error after the response (the socket reset) fails the reader
+    req.on('error', (err) => {
+      failed ??= err
+      reject(err)
+    })
   })
   if (res.statusCode !== 200) {
     let body = ''
@@ -111,7 +116,6 @@ async function openSse(url: string, key: string): Promise<SseReader> {
   }
   res.setEncoding('utf8')
   const tally = new SseTally()
-  let failed: Error | undefined
   await new Promise<void>((resolve, reject) => {
     res.on('data', (chunk: string) => {
       tally.push(chunk)
@@ -121,7 +125,7 @@ async function openSse(url: string, key: string): Promise<SseReader> {
       failed ??= err
       reject(failed)
     }
-    res.once('error', fail)
+    res.on('error', fail)
     res.once('end', () => fail(new Error('GET /v1/events ended')))
   })
   return {

@@ -222,6 +222,26 @@ describe('event capture', () => {
     expect(messages.map((m) => m.split('\n')[1])).toEqual(events.map((e) => `data: ${JSON.stringify(eventToJson(e))}`))
   })
 
+  it("writes the messages of a batch mixing tenants, queues and types as each event's own JSON", async () => {
+    await eventListenerOpen(t.db, { tenant: null, keepMs: 60_000 })
+    const tenants = ['a', 'b"q', 'a', 'c', 'c']
+    for (const [k, tenant] of tenants.entries()) await createClient({ db: t.db, tenant }).submitJob({ type: 't', queue: k % 2 === 0 ? 'default' : 'other' })
+    // one claim of both queues: one batch of started events, its tenants and queues alternating
+    const claimed = await executionClaimBatch(t.db, { workerId: WORKER, queues: ['default', 'other'], types: ['t'], limit: 10, leaseMs: 30_000 })
+    expect(claimed).toHaveLength(5)
+    await sequenceEvents(t.db)
+    const params = { after: '0', tenant: null, filter: {}, limit: 100 }
+    const events = (await eventPageAfter(t.db, params)).events
+    expect(
+      events
+        .filter((e) => e.type === 'started')
+        .map((e) => e.tenant)
+        .sort(),
+    ).toEqual([...tenants].sort())
+    const page = await eventMessagePageAfter(t.db, params)
+    expect(page.text).toBe(events.map((e) => `id: ${e.id}\ndata: ${JSON.stringify(eventToJson(e))}\n\n`).join(''))
+  })
+
   it('matches a job id in any case, and reads a position with leading zeros as its number', async () => {
     await eventListenerOpen(t.db, { tenant: 'z', keepMs: 60_000 })
     const c = createClient({ db: t.db, tenant: 'z' })

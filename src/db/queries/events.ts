@@ -7,6 +7,7 @@
  */
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
+import { PREPARE } from '../pool.ts'
 import { parseEventPosition, type EventFilter, type EventPosition, type EventType, type JobEvent } from '../../core/events.ts'
 import { ValidationError } from '../../errors.ts'
 
@@ -50,7 +51,7 @@ export async function eventListenerRenewMany(db: Kysely<DB>, params: { ids: read
  * the lock was taken). One update per batch (a statement's changes), not per event.
  */
 export async function eventSequence(db: Kysely<DB>, params: { limit: number }): Promise<number> {
-  const { rows } = await sql<{ n: number }>`
+  const { rows } = await sql<{ n: number }>`${sql.raw(PREPARE)}
     with turn as (
       select pg_try_advisory_xact_lock(${SEQUENCER_LOCK_KEY.toString()}::bigint) as mine
     ),
@@ -155,7 +156,7 @@ const AFTER_ALL = 2_147_483_647
  */
 async function batchesAfter(db: Kysely<DB>, params: EventListAfterParams, at: EventPosition): Promise<BatchRow[]> {
   const afterIndex = at.index ?? AFTER_ALL
-  const { rows } = await sql<RawBatchRow>`
+  const { rows } = await sql<RawBatchRow>`${sql.raw(PREPARE)}
     with top as materialized (
       -- in the same snapshot as the page (one statement), through event_batches_seq_idx
       select coalesce(max(seq), 0) as seq from pgsched.event_batches where seq is not null
@@ -302,6 +303,19 @@ export async function eventPageAfter(db: Kysely<DB>, params: EventListAfterParam
   return { events: page, upTo: pageUpTo(params, page.length, page.at(-1)?.id, batches[0]) }
 }
 
+/** JSON.stringify of a string, remembering the last value it quoted. */
+function lastJson(): (value: string) => string {
+  let last: string | undefined
+  let json = ''
+  return (value) => {
+    if (value !== last) {
+      last = value
+      json = JSON.stringify(value)
+    }
+    return json
+  }
+}
+
 /** A page of a stream as Server-Sent Events text (GET /v1/events). */
 export interface EventMessagePage {
   /** `id: <id>\ndata: <Event JSON>\n\n` for each matching event, in id order ('' when none). */
@@ -322,6 +336,10 @@ export async function eventMessagePageAfter(db: Kysely<DB>, params: EventListAft
   let lastId: string | undefined
   let atIso = ''
   let atOf: BatchRow | undefined
+  // a batch's tenants, queues and job types mostly repeat one value: each is quoted once per run of it
+  const tenant = lastJson()
+  const queue = lastJson()
+  const jobType = lastJson()
   const count = pickEvents(params, at, batches, (b, i) => {
     if (atOf !== b) {
       atOf = b
@@ -330,7 +348,7 @@ export async function eventMessagePageAfter(db: Kysely<DB>, params: EventListAft
     lastId = `${b.seq}-${i}`
     const attempt = b.attempts[i]
     const executionId = b.execution_ids[i]
-    text += `id: ${lastId}\ndata: {"id":"${lastId}","type":"${b.types[i]}","at":${atIso},"tenant":${JSON.stringify(b.tenants[i])},"jobId":"${b.job_ids[i]}","executionId":${executionId == null ? 'null' : `"${executionId}"`},"queue":${JSON.stringify(b.queues[i])},"jobType":${JSON.stringify(b.job_types[i])},"attempt":${attempt == null ? 'null' : attempt}}\n\n`
+    text += `id: ${lastId}\ndata: {"id":"${lastId}","type":"${b.types[i]}","at":${atIso},"tenant":${tenant(b.tenants[i] as string)},"jobId":"${b.job_ids[i]}","executionId":${executionId == null ? 'null' : `"${executionId}"`},"queue":${queue(b.queues[i] as string)},"jobType":${jobType(b.job_types[i] as string)},"attempt":${attempt == null ? 'null' : attempt}}\n\n`
   })
   return { text, count, upTo: pageUpTo(params, count, lastId, batches[0]) }
 }
