@@ -45,12 +45,15 @@ describe('admitted claims of limited queues', () => {
     await sql`select pgsched.set_queue_concurrency_limit('bounded', 10)`.execute(t.db)
     const bound = async () => (await sql<{ b: number | null }>`select running_bound as b from pgsched.queues where name = 'bounded'`.execute(t.db)).rows[0]?.b
     const first = await admitted('bounded', 4)
+    expect(first?.running).toBe(4) // no bound yet: counted
     expect(await bound()).toBe(4)
     // the 4 end: the bound stays at 4 (an upper bound), and the next claim is added to it uncounted
     // (each job here has one execution: finishing the claimed ones' jobs finishes exactly them)
     expect(await setExecutionState(t.db, { jobIds: first?.claimed.map((c) => c.jobId) ?? [], state: 'succeeded' })).toBe(4)
     expect(await running('bounded')).toBe(0)
-    expect((await admitted('bounded', 4))?.running).toBe(8)
+    // uncounted, it says nothing of the running executions (the bound, 8, overstates them: 4 run)
+    expect((await admitted('bounded', 4))?.running).toBeNull()
+    expect(await bound()).toBe(8)
     // 8 + 4 > 10 by the bound: counted (4 run), so it fits after all, and the bound is exact again
     expect((await admitted('bounded', 4))?.running).toBe(8)
     expect(await bound()).toBe(8)
@@ -170,6 +173,25 @@ describe('admitted claims of limited queues', () => {
     expect(last.full).toBe(true)
     expect(await running('capped')).toBe(12)
     expect(errors).toEqual([])
+  })
+
+  it('QueueClaims goes on claiming without the lock while what it claimed ends, however high the bound of the running ones', async () => {
+    await client().submitJobs(Array.from({ length: 60 }, () => ({ type: 'k', queue: 'roomy' })))
+    await sql`select pgsched.set_queue_concurrency_limit('roomy', 30)`.execute(t.db)
+    const bound = async () => (await sql<{ b: number | null }>`select running_bound as b from pgsched.queues where name = 'roomy'`.execute(t.db)).rows[0]?.b
+    const claims = new QueueClaims({ db: t.db, workerId: W, queues: ['roomy'], types: ['k'], leaseMs: 60_000, onError: (e) => expect.fail(String(e)) })
+    const bounds: Array<number | null | undefined> = []
+    for (let i = 0; i < 6; i++) {
+      const { claimed } = await claims.claim(10)
+      expect(claimed).toHaveLength(10)
+      bounds.push(await bound())
+      // each claim's runs end before the next: never more than 10 run
+      expect(await setExecutionState(t.db, { jobIds: claimed.map((c) => c.jobId), state: 'succeeded' })).toBe(10)
+    }
+    // the first claim learns what runs under the lock (which clears the bound); every later one is
+    // admitted without it (a claim under the lock would clear the bound again): the bound grows by
+    // each claim uncounted, and is counted down to what runs when it says a claim may not fit
+    expect(bounds).toEqual([null, 10, 20, 30, 10, 20])
   })
 
   it('QueueClaims starts at once the runs of a rate-limited queue whose slot is under a millisecond away, and no others', async () => {

@@ -21,7 +21,10 @@ export interface QueueClaimAdmittedParams extends Omit<ExecutionClaimBatchParams
 
 export interface AdmittedClaim {
   claimed: ClaimedExecution[]
-  /** The queue's running executions once this claim was admitted (null: no concurrency limit, or nothing claimed). */
+  /**
+   * The queue's running executions once this claim was admitted, when the claim counted them (null: no
+   * concurrency limit, nothing claimed, or the bound kept of them said the claim fits, uncounted: migration 0036).
+   */
   running: number | null
 }
 
