@@ -80,13 +80,13 @@ export class SseTally {
         const idEnd = text.indexOf('\n', at)
         const id = text.slice(at + 4, idEnd)
         if (!text.startsWith(DATA_ID, idEnd) || !text.startsWith(`${id}"`, idEnd + DATA_ID.length)) this.malformed ??= text.slice(at, end)
-        const t = text.indexOf(TYPE, idEnd) + TYPE.length
-        const type = text.slice(t, text.indexOf('"', t))
+        const t = text.indexOf(TYPE, idEnd)
+        const type = t < 0 || t > end ? '(none)' : text.slice(t + TYPE.length, text.indexOf('"', t + TYPE.length))
         this.count++
         this.byType[type] = (this.byType[type] ?? 0) + 1
         if (!idAfter(this.last, id)) this.outOfOrder++
         this.last = id
-      } else if (text.startsWith(': open', at)) this.opened = true
+      } else if (text.startsWith(': open\n', at)) this.opened = true
       at = end + 2
     }
     this.carry = text.slice(at)
@@ -116,6 +116,7 @@ async function openSse(url: string, key: string): Promise<SseReader> {
   }
   res.setEncoding('utf8')
   const tally = new SseTally()
+  const stopped = new Error('stopped')
   await new Promise<void>((resolve, reject) => {
     res.on('data', (chunk: string) => {
       tally.push(chunk)
@@ -130,13 +131,13 @@ async function openSse(url: string, key: string): Promise<SseReader> {
   })
   return {
     received: () => {
-      if (failed) throw failed
+      if (failed && failed !== stopped) throw failed
       if (tally.malformed !== undefined) throw new Error(`an SSE message's data does not carry its id: ${tally.malformed}`)
       return tally.count
     },
     tally: () => ({ byType: { ...tally.byType }, outOfOrder: tally.outOfOrder }),
     async stop() {
-      failed ??= new Error('stopped')
+      failed ??= stopped
       if (res.closed) return
       const closed = new Promise((resolve) => res.once('close', resolve))
       req.destroy()
@@ -178,16 +179,23 @@ export function eventsVariants(names: readonly EventsVariantName[], s: Scratch, 
         }
       },
       teardown: async () => {
-        const got = sse?.received()
-        const tally = sse?.tally()
-        await sse?.stop()
-        await api?.stop()
+        const reader = sse
         sse = undefined
-        api = undefined
-        const each = ['submitted', 'started', 'succeeded'].every((t) => tally?.byType[t] === jobs)
-        if (got !== undefined && (got !== jobs * EVENTS_PER_JOB || tally?.outOfOrder !== 0 || !each)) {
-          throw new Error(`the SSE client received ${got} events, not ${jobs * EVENTS_PER_JOB}: ${JSON.stringify(tally)}`)
+        // stopped first, whatever the reader found: the API process too
+        try {
+          await reader?.stop()
+        } finally {
+          await api?.stop()
+          api = undefined
         }
+        if (!reader) return
+        const want = jobs * EVENTS_PER_JOB
+        const got = reader.received()
+        const tally = reader.tally()
+        const missing = ['submitted', 'started', 'succeeded'].filter((t) => tally.byType[t] !== jobs)
+        if (got !== want) throw new Error(`the SSE client received ${got} events, not ${want}: ${JSON.stringify(tally)}`)
+        if (tally.outOfOrder !== 0) throw new Error(`the SSE client received ${tally.outOfOrder} events whose id did not come after the one before`)
+        if (missing.length > 0) throw new Error(`the SSE client did not receive one ${missing.join(', ')} event per job: ${JSON.stringify(tally.byType)}`)
       },
     },
   }

@@ -21,7 +21,10 @@ export interface BurnDownVariant {
   workerEnv?: Record<string, string>
   /** Processes of its own (name → pid) whose CPU counts with the workers' (e.g. an API process). */
   watch?(): Record<string, number | undefined>
-  /** Work of its own in the benchmark's process (e.g. 'the SSE client'): that process's CPU per job is reported beside the others. */
+  /**
+   * Work of its own in the benchmark's process (e.g. 'the SSE client'): that process's CPU per job over the
+   * burn-down (from the workers' start until the variant settled) is reported beside the others.
+   */
   inBench?: string
   /** Awaited once the queue is drained, before the CPU is read (e.g. until a reader has caught up). */
   settle?(): Promise<void>
@@ -148,7 +151,7 @@ export function addVariantRows(params: {
     if (v.inBench !== undefined) {
       add({
         scenario: v.name,
-        metric: `CPU per job, the benchmark's own process with ${v.inBench}, not counted above (burn-down: ${format(figure(plain.map((r) => r.benchUs ?? Number.NaN)).median)} µs)`,
+        metric: `CPU per job, the benchmark's own process with ${v.inBench}, over the burn-down, not counted above (burn-down: ${format(figure(plain.map((r) => r.benchUs ?? Number.NaN)).median)} µs)`,
         unit: 'µs',
         figure: figure(runs.map((r) => r.benchUs ?? Number.NaN)),
       })

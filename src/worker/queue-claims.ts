@@ -7,8 +7,10 @@
  *   (executionClaimBatch with fairOnly), after giving the executions that wait for their fair key
  *   theirs when the last claim said some wait (fairKeysAssign, migrations/0031);
  * - each limited queue (fair or not): a claim of its own with the room left. While its limits
- *   should not bind for that claim (no per-key limit of concurrency or rate; as last seen, the running executions plus
- *   the claim within its concurrency limit; the claim's start slots spanning a tenth of the rate limit's horizon at most),
+ *   should not bind for that claim (no per-key limit of concurrency or rate; the running executions
+ *   as last counted, by a claim under the lock or an admitted claim that counted them (migration
+ *   0036), plus the claim within its concurrency limit; the claim's start slots spanning a tenth of
+ *   the rate limit's horizon at most),
  *   an admitted claim (queueClaimAdmitted: one statement, checked at its end under the settings
  *   row lock); otherwise, or when the check refuses it, a claim under the settings row lock
  *   (queueClaimLimited), and only that for the next QUEUE_SETTINGS_TTL_MS.

@@ -81,6 +81,6 @@ describe('burn-down variants', () => {
     })
     const own = rows.filter((r) => r.metric.includes("benchmark's own process"))
     expect(own.map((r) => [r.scenario, r.figure.median, r.figure.min, r.figure.max])).toEqual([['sse', 2.5, 2.1, 3.0]])
-    expect(own[0]?.metric).toContain('with the SSE client, not counted above (burn-down: 0.30 µs)')
+    expect(own[0]?.metric).toContain('with the SSE client, over the burn-down, not counted above (burn-down: 0.30 µs)')
   })
 })

@@ -133,7 +133,7 @@ describe('scheduler bench --quick', () => {
     for (const row of ratios) expect(row.figure.median).toBeGreaterThan(0)
     // the SSE variant's CPU counts its API process with the workers
     expect(report.rows.some((r) => r.scenario === 'burn-down-events-sse' && r.metric.includes('API process'))).toBe(true)
-    // the client's own CPU, reported apart: it read 3 events per job, at 1 and 2 worker processes
+    // the client's own CPU over the burn-down (its started and succeeded events), reported apart, at 1 and 2 worker processes
     const client = report.rows.filter((r) => r.scenario === 'burn-down-events-sse' && r.metric.includes('with the SSE client'))
     expect(client).toHaveLength(2)
     for (const row of client) expect(row.figure.median).toBeGreaterThan(0)

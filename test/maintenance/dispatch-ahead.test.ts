@@ -50,6 +50,41 @@ async function executions(jobId: string): Promise<Array<{ scheduledFor: string; 
 const fireTimes = async (jobId: string) => (await executions(jobId)).map((e) => e.scheduledFor)
 const seconds = (...s: number[]) => s.map((x) => iso(plus(T0, x)))
 
+describe("a pass's claim and writes, as the dispatcher reads them", () => {
+  it('lists the next fire times it could not take, earliest first, each with whether its overlap policy is allow', async () => {
+    const none = await t.db.transaction().execute((trx) => triggerClaimDue(trx, { limit: 10, now: T0, aheadMs: 0 }))
+    expect(none).toMatchObject({ held: true, upcoming: [], triggers: [] })
+    await submit({ type: 'r', schedule: { every: 'PT1S' }, startAt: iso(plus(T0, 9)) })
+    await submit({ type: 'r', schedule: { every: 'PT1S' }, startAt: iso(plus(T0, 5)) })
+    await submit({ type: 'r', schedule: { every: 'PT1S' }, startAt: iso(plus(T0, 7)), overlapPolicy: 'skip' })
+    const claim = await t.db.transaction().execute((trx) => triggerClaimDue(trx, { limit: 10, now: T0, aheadMs: 0 }))
+    expect(claim.triggers).toEqual([])
+    expect(claim.upcoming.map((u) => [iso(u.at), u.allow])).toEqual([
+      [iso(plus(T0, 5)), true],
+      [iso(plus(T0, 7)), false],
+      [iso(plus(T0, 9)), true],
+    ])
+  })
+
+  it('names the triggers it advanced, and none when a guard does not hold', async () => {
+    const job = await submit({ type: 'r', schedule: { every: 'PT1S' } })
+    const advanced = await t.db.transaction().execute(async (trx) => {
+      const trigger = (await triggerClaimDue(trx, { limit: 10, now: T0, aheadMs: 0 })).triggers[0]
+      if (!trigger) throw new Error('no trigger claimed')
+      const advance = { jobId: job.id, expectedQueuedFireAtKey: trigger.queuedFireAtKey, nextFireAt: plus(T0, 1), queuedFireAt: null, error: null }
+      // a guard that does not hold (another next fire time): nothing advanced
+      const stale = await triggerFireAndAdvance(trx, { fires: [], advances: [{ ...advance, expectedNextFireAtKey: '2029-01-01 00:00:00+00' }] })
+      expect(stale).toEqual({ fired: 0, advanced: [] })
+      return triggerFireAndAdvance(trx, {
+        fires: [{ jobId: job.id, scheduledFor: T0 }],
+        advances: [{ ...advance, expectedNextFireAtKey: trigger.nextFireAtKey }],
+      })
+    })
+    expect(advanced).toEqual({ fired: 1, advanced: [job.id] })
+    expect(await fireTimes(job.id)).toEqual(seconds(0))
+  })
+})
+
 describe('dispatching ahead of the fire times', () => {
   it('creates the executions of an allow trigger up to aheadMs ahead, each due at its fire time, and passes again half of it before the next', async () => {
     const job = await submit({ type: 'r', schedule: { every: 'PT1S' } })
