@@ -13,6 +13,7 @@
  *   process's CPU counts with the workers'; the run ends once the client has every event.
  */
 import http from 'node:http'
+import { compareEventIds } from '../core/events.ts'
 import { createApiKey } from '../api/auth.ts'
 import { eventListenerOpen } from '../db/queries/events.ts'
 import { freePort } from './probes.ts'
@@ -41,13 +42,7 @@ interface SseReader {
 }
 
 /** `a` and `b` are event ids (`<batch>-<index>`): whether `b` comes after `a` along the stream. */
-export function idAfter(a: string, b: string): boolean {
-  const da = a.indexOf('-')
-  const db = b.indexOf('-')
-  const ba = Number(a.slice(0, da))
-  const bb = Number(b.slice(0, db))
-  return bb > ba || (bb === ba && Number(b.slice(db + 1)) > Number(a.slice(da + 1)))
-}
+export const idAfter = (a: string, b: string): boolean => compareEventIds(a, b) < 0
 
 const DATA_ID = '\ndata: {"id":"'
 const TYPE = '"type":"'
