@@ -80,17 +80,18 @@ export async function streamEvents(db: Kysely<DB>, tenant: string | null, params
 }
 
 /**
- * The same stream as Server-Sent Events text, page by page (GET /v1/events): each chunk holds the
- * `id:`/`data:` messages of one page, written straight from the batches' arrays (no event object).
+ * The same stream as Server-Sent Events text, page by page (GET /v1/events): each page is the
+ * `id:`/`data:` messages of its events in texts of about 32 kB (eventMessagePageAfter), written
+ * straight from the batches' arrays (no event object).
  */
 export async function streamEventMessages(
   db: Kysely<DB>,
   tenant: string | null,
   params: StreamEventsParams = {},
-): Promise<AsyncGenerator<string, void, undefined>> {
+): Promise<AsyncGenerator<string[], void, undefined>> {
   return openPages(db, tenant, params, async (after) => {
     const p = await eventMessagePageAfter(db, { after, tenant, filter: filterOf(params), limit: PAGE_SIZE })
-    return { page: p.text, count: p.count, upTo: p.upTo }
+    return { page: p.chunks, count: p.count, upTo: p.upTo }
   })
 }
 

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { compareEventIds, eventToJson, type JobEvent } from '../../src/core/events.ts'
 import { normalizeSubmit } from '../../src/core/job.ts'
-import { eventListAfter, eventListenerOpen, eventMessagePageAfter, eventPageAfter, eventPruneOld } from '../../src/db/queries/events.ts'
+import { MESSAGE_CHUNK_CHARS, eventListAfter, eventListenerOpen, eventMessagePageAfter, eventPageAfter, eventPruneOld } from '../../src/db/queries/events.ts'
 import { jobInsertMany } from '../../src/db/queries/jobs.ts'
 import { webhookCursorAdvance, webhookSubscriptionInsert } from '../../src/db/queries/webhooks.ts'
 import type { DB } from '../../src/db/schema.ts'
@@ -213,7 +213,10 @@ describe('event capture', () => {
     expect(events.map((e) => e.type)).toEqual(['submitted', 'submitted', 'cancelled'])
     const page = await eventMessagePageAfter(t.db, params)
     expect(page.count).toBe(3)
-    const messages = page.text.split('\n\n').filter((m) => m !== '')
+    const messages = page.chunks
+      .join('')
+      .split('\n\n')
+      .filter((m) => m !== '')
     expect(messages.map((m) => m.split('\n')[0])).toEqual(events.map((e) => `id: ${e.id}`))
     // key for key, in the same order, as the TypeScript client's events carry them
     expect(messages.map((m) => m.split('\n')[1])).toEqual(events.map((e) => `data: ${JSON.stringify(eventToJson(e))}`))
@@ -236,7 +239,40 @@ describe('event capture', () => {
         .sort(),
     ).toEqual([...tenants].sort())
     const page = await eventMessagePageAfter(t.db, params)
-    expect(page.text).toBe(events.map((e) => `id: ${e.id}\ndata: ${JSON.stringify(eventToJson(e))}\n\n`).join(''))
+    expect(page.chunks.join('')).toBe(events.map((e) => `id: ${e.id}\ndata: ${JSON.stringify(eventToJson(e))}\n\n`).join(''))
+  })
+
+  it('cuts a large page between messages into texts of about 32 kB, a batch mixing attempts written as each event', async () => {
+    await eventListenerOpen(t.db, { tenant: 'big', keepMs: 60_000 })
+    const c = createClient({ db: t.db, tenant: 'big' })
+    const job = { type: 't', maxAttempts: 3, payload: { pad: 'x'.repeat(10) } }
+    await c.submitJobs(Array.from({ length: 200 }, () => job))
+    const first = await claim(200)
+    expect(first).toHaveLength(200)
+    await executionFailMany(t.db, {
+      workerId: WORKER,
+      failures: first.slice(0, 100).map((r) => ({ ...r, errorJson: '{"message":"x"}', fatal: false, outputUri: null })),
+    })
+    await c.submitJobs(Array.from({ length: 200 }, () => job))
+    // one claim of the 100 retries (attempt 2, due after their backoff) and the 200 new jobs (attempt 1)
+    const later = new Date(Date.now() + 86_400_000)
+    const second = await executionClaimBatch(t.db, { workerId: WORKER, queues: ['default'], types: ['t'], limit: 1000, leaseMs: 30_000, now: later })
+    expect(new Set(second.map((r) => r.attempt))).toEqual(new Set([1, 2]))
+    await sequenceEvents(t.db)
+    const params = { after: '0', tenant: 'big', filter: {}, limit: 2_000 }
+    const events = (await eventPageAfter(t.db, params)).events
+    expect(events).toHaveLength(200 + 200 + 100 + 200 + 300)
+    const page = await eventMessagePageAfter(t.db, params)
+    expect(page.count).toBe(events.length)
+    expect(page.chunks.join('')).toBe(events.map((e) => `id: ${e.id}\ndata: ${JSON.stringify(eventToJson(e))}\n\n`).join(''))
+    expect(page.chunks.length).toBeGreaterThan(3)
+    for (const [k, chunk] of page.chunks.entries()) {
+      expect(chunk.startsWith('id: ')).toBe(true)
+      expect(chunk.endsWith('}\n\n')).toBe(true)
+      // each cut at the first message end past the bound
+      if (k < page.chunks.length - 1) expect(chunk.length).toBeGreaterThanOrEqual(MESSAGE_CHUNK_CHARS)
+      expect(chunk.length).toBeLessThan(MESSAGE_CHUNK_CHARS + 400)
+    }
   })
 
   it('matches a job id in any case, and reads a position with leading zeros as its number', async () => {

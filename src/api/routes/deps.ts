@@ -15,7 +15,7 @@ export interface RouteDeps {
   /** How long a stream's events are captured after it leaves (a reconnect within it misses nothing). */
   eventsRetentionMs?: number
   /** Opens a stream of SSE text pages of `tenant`'s events (null: every tenant's; events/event-stream.ts streamEventMessages). */
-  eventMessages(tenant: string | null, params: StreamEventsParams): Promise<AsyncGenerator<string, void, undefined>>
+  eventMessages(tenant: string | null, params: StreamEventsParams): Promise<AsyncGenerator<string[], void, undefined>>
 }
 
 /** Refuses a request without an operator key; `what` says why these routes are for operators. */

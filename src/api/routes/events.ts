@@ -56,7 +56,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
       // before any await: a client that leaves while the stream opens ends it too
       res.on('close', () => controller.abort())
       open.add(controller)
-      let pages: AsyncGenerator<string, void, undefined>
+      let pages: AsyncGenerator<string[], void, undefined>
       try {
         pages = await deps.eventMessages(tenant, {
           jobId: q.jobId,
@@ -116,10 +116,14 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
       try {
         ping = setInterval(() => res.write(': ping\n\n'), PING_MS)
         await write(': open\n\n')
-        // each page's messages come as one text (written from the batches' arrays): one write per page
-        for await (const text of pages as AsyncIterable<string>) {
+        // each page's messages come as a few texts of about 32 kB (written from the batches' arrays),
+        // corked together: one write to the socket per page
+        for await (const texts of pages as AsyncIterable<string[]>) {
+          for (const text of texts) {
+            if (controller.signal.aborted) break
+            await write(text)
+          }
           if (controller.signal.aborted) break
-          await write(text)
         }
       } catch (err: unknown) {
         request.log.warn({ err }, 'event stream failed')

@@ -303,54 +303,77 @@ export async function eventPageAfter(db: Kysely<DB>, params: EventListAfterParam
   return { events: page, upTo: pageUpTo(params, page.length, page.at(-1)?.id, batches[0]) }
 }
 
-/** JSON.stringify of a string, remembering the last value it quoted. */
-function lastJson(): (value: string) => string {
-  let last: string | undefined
-  let json = ''
-  return (value) => {
-    if (value !== last) {
-      last = value
-      json = JSON.stringify(value)
-    }
-    return json
-  }
-}
+/** A page's SSE text is cut into texts of about this many characters (see eventMessagePageAfter). */
+export const MESSAGE_CHUNK_CHARS = 32_768
 
 /** A page of a stream as Server-Sent Events text (GET /v1/events). */
 export interface EventMessagePage {
-  /** `id: <id>\ndata: <Event JSON>\n\n` for each matching event, in id order ('' when none). */
-  text: string
+  /**
+   * `id: <id>\ndata: <Event JSON>\n\n` for each matching event, in id order, cut between messages
+   * into texts of about MESSAGE_CHUNK_CHARS (none when no event matched).
+   */
+  chunks: string[]
   count: number
   upTo: string
 }
 
 /**
- * The next page as eventPageAfter finds it, as SSE messages in one text: each event's JSON as
- * eventToJson (core/events.ts) makes it (the same keys, in the same order, `at` in ISO 8601 UTC with
- * milliseconds, once per batch), written straight from the batch's arrays.
+ * The next page as eventPageAfter finds it, as SSE messages: each event's JSON as eventToJson
+ * (core/events.ts) makes it (the same keys, in the same order, `at` in ISO 8601 UTC with
+ * milliseconds), written straight from the batch's arrays.
+ *
+ * What this costs the API process is mostly its garbage (a page is 2,000 events, about 460 kB):
+ * each message is put together from few parts, the parts around the ids made again only when what
+ * they hold changes (a batch's events mostly share their type, tenant, queue, job type and
+ * attempt), and the page is cut into texts of about 32 kB, which stay in the young generation
+ * (one text of the whole page is allocated, and copied, in the large-object space). Together,
+ * about a third of the CPU per event of one text built of every field (docs/performance.md,
+ * "Events and webhooks").
  */
 export async function eventMessagePageAfter(db: Kysely<DB>, params: EventListAfterParams): Promise<EventMessagePage> {
   const at = positionOf(params)
   const batches = await batchesAfter(db, params, at)
+  const chunks: string[] = []
   let text = ''
-  let lastId: string | undefined
-  let atIso = ''
-  let atOf: BatchRow | undefined
-  // a batch's tenants, queues and job types mostly repeat one value: each is quoted once per run of it
-  const tenant = lastJson()
-  const queue = lastJson()
-  const jobType = lastJson()
+  let of: BatchRow | undefined
+  let lastIndex = 0
+  let idHead = ''
+  let dataHead = ''
+  // `","type":…,"jobId":"` and `,"queue":…,"attempt":…}\n\n`, with what each was made for
+  let mid = ''
+  let midFor: { b: BatchRow; type: string; tenant: string } | undefined
+  let tail = ''
+  let tailFor: { queue: string; jobType: string; attempt: number | null } | undefined
   const count = pickEvents(params, at, batches, (b, i) => {
-    if (atOf !== b) {
-      atOf = b
-      atIso = JSON.stringify(b.at.toISOString())
+    if (of !== b) {
+      of = b
+      idHead = `id: ${b.seq}-`
+      dataHead = `\ndata: {"id":"${b.seq}-`
     }
-    lastId = `${b.seq}-${i}`
-    const attempt = b.attempts[i]
+    const type = b.types[i] as string
+    const tenant = b.tenants[i] as string
+    if (midFor === undefined || midFor.b !== b || midFor.type !== type || midFor.tenant !== tenant) {
+      midFor = { b, type, tenant }
+      mid = `","type":"${type}","at":${JSON.stringify(b.at.toISOString())},"tenant":${JSON.stringify(tenant)},"jobId":"`
+    }
+    const queue = b.queues[i] as string
+    const jobType = b.job_types[i] as string
+    const attempt = b.attempts[i] ?? null
+    if (tailFor === undefined || tailFor.queue !== queue || tailFor.jobType !== jobType || tailFor.attempt !== attempt) {
+      tailFor = { queue, jobType, attempt }
+      tail = `,"queue":${JSON.stringify(queue)},"jobType":${JSON.stringify(jobType)},"attempt":${attempt === null ? 'null' : attempt}}\n\n`
+    }
     const executionId = b.execution_ids[i]
-    text += `id: ${lastId}\ndata: {"id":"${lastId}","type":"${b.types[i]}","at":${atIso},"tenant":${tenant(b.tenants[i] as string)},"jobId":"${b.job_ids[i]}","executionId":${executionId == null ? 'null' : `"${executionId}"`},"queue":${queue(b.queues[i] as string)},"jobType":${jobType(b.job_types[i] as string)},"attempt":${attempt == null ? 'null' : attempt}}\n\n`
+    text += idHead + i + dataHead + i + mid + b.job_ids[i] + (executionId == null ? '","executionId":null' : `","executionId":"${executionId}"`) + tail
+    lastIndex = i
+    if (text.length >= MESSAGE_CHUNK_CHARS) {
+      chunks.push(text)
+      text = ''
+    }
   })
-  return { text, count, upTo: pageUpTo(params, count, lastId, batches[0]) }
+  if (text !== '') chunks.push(text)
+  const lastId = of === undefined ? undefined : `${of.seq}-${lastIndex}`
+  return { chunks, count, upTo: pageUpTo(params, count, lastId, batches[0]) }
 }
 
 /** The next page of a stream: numbered events after `after` that match, in id order. */
