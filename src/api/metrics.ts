@@ -12,7 +12,8 @@
  * plus prom-client's default process metrics. `route` is the route pattern
  * (`/v1/jobs/:id`), never the raw URL, so label values stay bounded.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { collectProcessMetrics } from '../lib/process-metrics.ts'
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
 import { executionCountByQueue, type QueueDepth } from '../db/queries/ops.ts'
@@ -38,7 +39,7 @@ export interface CreateApiMetricsParams {
 export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
   const cacheMs = params.queueDepthCacheMs ?? 5000
   const registry = new Registry()
-  collectDefaultMetrics({ register: registry })
+  collectProcessMetrics(registry)
   const requests = new Counter({
     name: 'pgsched_http_requests_total',
     help: 'HTTP requests answered, by route pattern and status.',

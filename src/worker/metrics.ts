@@ -6,7 +6,8 @@
  * per (queue, type) (collected-metric.ts): no label hashing or allocation per run.
  * Wired by system.ts; served by MetricsServer.
  */
-import { collectDefaultMetrics, Registry } from 'prom-client'
+import { Registry } from 'prom-client'
+import { collectProcessMetrics } from '../lib/process-metrics.ts'
 import type { ClaimedExecution } from '../db/queries/claim.ts'
 import { BucketCounts, CollectedMetric, type CollectedValue } from './collected-metric.ts'
 import type { WorkerEvents, WrittenOutcome } from './worker-options.ts'
@@ -73,7 +74,7 @@ export class WorkerMetrics implements WorkerEvents {
 
   constructor() {
     const registry = this.registry
-    collectDefaultMetrics({ register: registry })
+    collectProcessMetrics(registry)
     const all = () => [...this.series.values()].flatMap((byType) => [...byType.values()])
     for (const [suffix, field, help] of COUNTERS) {
       const name = `pgsched_worker_${suffix}`
