@@ -59,6 +59,8 @@ interface FollowedPage<P> {
   page: P
   count: number
   upTo: string
+  /** Batches after upTo were there already: no wait before the next page. */
+  more: boolean
 }
 
 /** Reads one page after a position (the filter and tenant bound in). */
@@ -72,7 +74,7 @@ type PageReader<P> = (after: string) => Promise<FollowedPage<P>>
 export async function streamEvents(db: Kysely<DB>, tenant: string | null, params: StreamEventsParams = {}): Promise<AsyncGenerator<JobEvent, void, undefined>> {
   const pages = await openPages(db, tenant, params, async (after) => {
     const p = await eventPageAfter(db, { after, tenant, filter: filterOf(params), limit: PAGE_SIZE })
-    return { page: p.events, count: p.events.length, upTo: p.upTo }
+    return { page: p.events, count: p.events.length, upTo: p.upTo, more: p.more }
   })
   return (async function* () {
     for await (const page of pages) yield* page
@@ -91,7 +93,7 @@ export async function streamEventMessages(
 ): Promise<AsyncGenerator<string[], void, undefined>> {
   return openPages(db, tenant, params, async (after) => {
     const p = await eventMessagePageAfter(db, { after, tenant, filter: filterOf(params), limit: PAGE_SIZE })
-    return { page: p.chunks, count: p.count, upTo: p.upTo }
+    return { page: p.chunks, count: p.count, upTo: p.upTo, more: p.more }
   })
 }
 
@@ -139,7 +141,7 @@ async function* follow<P>(
       }
       // past what did not match too: a rarely matching filter does not rescan the retention each poll
       cursor = page.upTo
-      if (page.count < PAGE_SIZE) await pause(pollMs, signal)
+      if (page.count < PAGE_SIZE && !page.more) await pause(pollMs, signal)
     }
   } finally {
     // capture goes on for the whole retention from now: a reconnect within it misses nothing

@@ -293,6 +293,41 @@ describe('event capture', () => {
     expect((await page(`00${batch}-${index}`)).events).toEqual(next)
   })
 
+  it("chooses a page's batches by size, of every tenant: a tenant's page among others' batches is short, says there is more, and its stream reads on at once", async () => {
+    await eventListenerOpen(t.db, { tenant: 'a', keepMs: 60_000 })
+    await eventListenerOpen(t.db, { tenant: 'b', keepMs: 60_000 })
+    const b = createClient({ db: t.db, tenant: 'b' })
+    for (let k = 0; k < 5; k++) await b.submitJobs(Array.from({ length: 10 }, () => ({ type: 't' })))
+    const { job } = await createClient({ db: t.db, tenant: 'a' }).submitJob({ type: 't' })
+    await sequenceEvents(t.db)
+    const batchOf = (e: JobEvent | undefined) => String(e?.id).split('-')[0]
+    const bBatches = [...new Set((await allEvents('b')).map(batchOf))]
+    expect(bBatches).toHaveLength(5)
+    // 20 events a page: two of b's batches of 10, none of a's events, and more after them
+    const page = (after: string) => eventPageAfter(t.db, { after, tenant: 'a', filter: {}, limit: 20 })
+    const first = await page('0')
+    expect(first).toEqual({ events: [], upTo: bBatches[1], more: true })
+    const second = await page(first.upTo)
+    expect(second).toEqual({ events: [], upTo: bBatches[3], more: true })
+    const third = await page(second.upTo)
+    expect(third.events.map((e) => e.jobId)).toEqual([job.id])
+    expect(third.more).toBe(false)
+    const messages = await eventMessagePageAfter(t.db, { after: '0', tenant: 'a', filter: {}, limit: 20 })
+    expect(messages).toEqual({ chunks: [], count: 0, upTo: bBatches[1], more: true })
+    // the stream does not wait its poll interval after a short page that says there is more
+    const controller = new AbortController()
+    const stream = await streamEvents(t.db, 'a', { after: '0', signal: controller.signal, pollIntervalMs: 600_000 })
+    const started = Date.now()
+    try {
+      const { value } = await stream.next()
+      expect((value as JobEvent).jobId).toBe(job.id)
+      expect(Date.now() - started).toBeLessThan(30_000)
+    } finally {
+      controller.abort()
+      await stream.return()
+    }
+  })
+
   it('a stream whose filter matches nothing moves past the events it read', async () => {
     const afters: unknown[] = []
     const pool = new pg.Pool({ connectionString: t.url, max: 2 })
