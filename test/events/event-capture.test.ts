@@ -328,6 +328,33 @@ describe('event capture', () => {
     }
   })
 
+  it("reads no more than a page of a batch: a tenant's small pages through a claim mixing tenants stop inside it and get each of its events once, in order", async () => {
+    await eventListenerOpen(t.db, { tenant: 'a', keepMs: 60_000 })
+    await eventListenerOpen(t.db, { tenant: 'b', keepMs: 60_000 })
+    const a = createClient({ db: t.db, tenant: 'a' })
+    const b = createClient({ db: t.db, tenant: 'b' })
+    for (let k = 0; k < 20; k++) await (k % 3 === 0 ? a : b).submitJob({ type: 't' })
+    // one batch of 20 started events, a's one in three
+    expect(await claim(20)).toHaveLength(20)
+    await sequenceEvents(t.db)
+    const all = await eventListAfter(t.db, { after: '0', tenant: 'a', filter: {}, limit: 10_000 })
+    expect(all).toHaveLength(14)
+    const read: JobEvent[] = []
+    const cuts: string[] = []
+    let after = '0'
+    for (let pages = 0; pages < 100; pages++) {
+      const page = await eventPageAfter(t.db, { after, tenant: 'a', filter: {}, limit: 4 })
+      read.push(...page.events)
+      if (page.events.length < 4 && page.more) cuts.push(page.upTo)
+      after = page.upTo
+      if (!page.more && page.events.length < 4) break
+    }
+    expect(read.map((e) => e.id)).toEqual(all.map((e) => e.id))
+    // short pages that ended inside the claim's batch, at the last event they read of it
+    const started = all.filter((e) => e.type === 'started').map((e) => e.id.split('-')[0])
+    expect(cuts.some((c) => c.includes('-') && c.split('-')[0] === started[0])).toBe(true)
+  })
+
   it('a stream whose filter matches nothing moves past the events it read', async () => {
     const afters: unknown[] = []
     const pool = new pg.Pool({ connectionString: t.url, max: 2 })

@@ -163,6 +163,8 @@ const AFTER_ALL = 2_147_483_647
  */
 async function batchesAfter(db: Kysely<DB>, params: EventListAfterParams, at: EventPosition): Promise<BatchRow[]> {
   const afterIndex = at.index ?? AFTER_ALL
+  // where the batch of the position is read from (1-based; a bare number's batch is not chosen)
+  const firstFrom = at.index === null ? 1 : at.index + 2
   const { rows } = await sql<RawBatchRow>`${sql.raw(PREPARE)}
     with top as materialized (
       -- in the same snapshot as the page (one statement), through event_batches_seq_idx
@@ -184,20 +186,28 @@ async function batchesAfter(db: Kysely<DB>, params: EventListAfterParams, at: Ev
     )
     -- the arrays whose elements cannot hold a comma (uuids, numbers, event types, and job types and
     -- queues by the jobs table's checks) as comma-separated text, split by the caller: cheaper to
-    -- read than array literals; the tenants, which can, as an array
-    select ${PAGE_END}, b.seq::text as seq, b.at, array_to_string(b.types, ',') as types, b.tenants,
-           array_to_string(b.job_ids, ',') as job_ids, array_to_string(b.execution_ids, ',', '') as execution_ids,
-           array_to_string(b.queues, ',') as queues, array_to_string(b.job_types, ',') as job_types,
-           array_to_string(b.attempts, ',', '') as attempts
+    -- read than array literals; the tenants, which can, as an array. Each from where the page reads
+    -- it, and no more than a page of it (a batch of a 10,000-job submit is read in five pages)
+    select ${PAGE_END}, b.seq::text as seq, b.at, r.lo - 1 as "from", b.size,
+           array_to_string(b.types[r.lo:r.hi], ',') as types, b.tenants[r.lo:r.hi] as tenants,
+           array_to_string(b.job_ids[r.lo:r.hi], ',') as job_ids, array_to_string(b.execution_ids[r.lo:r.hi], ',', '') as execution_ids,
+           array_to_string(b.queues[r.lo:r.hi], ',') as queues, array_to_string(b.job_types[r.lo:r.hi], ',') as job_types,
+           array_to_string(b.attempts[r.lo:r.hi], ',', '') as attempts
       from top
       left join (chosen c
                  join pgsched.event_batches b
                    on b.id = c.id
                   and (${params.tenant}::text is null or ${params.tenant}::text = any(b.tenants))   -- whole batches of other tenants skipped
+                 cross join lateral (
+                   select f.lo, f.lo + ${params.limit}::int - 1 as hi
+                     from (select case when b.seq = ${at.batch}::bigint then ${firstFrom}::int else 1 end as lo) f
+                 ) r
                 ) on true
      order by b.seq`.execute(db)
   return rows.map((r) => ({
     ...r,
+    from: r.from ?? 0,
+    size: r.size ?? 0,
     types: split(r.types) as EventType[],
     job_ids: split(r.job_ids),
     execution_ids: split(r.execution_ids).map((id) => (id === '' ? null : id)),
@@ -214,6 +224,10 @@ const split = (list: string | null): string[] => (list ? list.split(',') : [])
 interface RawBatchRow extends PageEnd {
   seq: string | null
   at: Date
+  /** The index in the batch of the arrays' first element (they hold part of it: see BatchRow). */
+  from: number | null
+  /** Events in the whole batch. */
+  size: number | null
   types: string | null
   tenants: string[]
   job_ids: string | null
@@ -223,10 +237,16 @@ interface RawBatchRow extends PageEnd {
   attempts: string | null
 }
 
-/** A chosen batch (batchesAfter): its number, time and events as parallel arrays (index i: event n = i + 1). */
+/**
+ * A chosen batch (batchesAfter): its number, time and the events the page may read as parallel
+ * arrays, from the one after the page's position (in the position's batch) and at most a page of
+ * them: element i is the event of index from + i.
+ */
 interface BatchRow extends PageEnd {
   seq: string | null
   at: Date
+  from: number
+  size: number
   types: EventType[]
   tenants: string[]
   job_ids: string[]
@@ -237,20 +257,18 @@ interface BatchRow extends PageEnd {
 }
 
 /**
- * The matching events of the chosen batches after the position, in id order, at most `limit`: each
- * passed to `take` with its batch and index. Returns how many.
+ * The matching events of the chosen batches (all after the position), in id order, at most `limit`:
+ * each passed to `take` with its batch and its element i (the event of index b.from + i). Returns how many.
  */
-function pickEvents(params: EventListAfterParams, at: EventPosition, batches: readonly BatchRow[], take: (b: BatchRow, i: number) => void): number {
+function pickEvents(params: EventListAfterParams, batches: readonly BatchRow[], take: (b: BatchRow, i: number) => void): number {
   const f = params.filter
   const events = f.events && f.events.length > 0 ? f.events : null
   // a uuid in any case, as the database compared it (the lists hold it lower case)
   const jobId = f.jobId == null ? null : f.jobId.toLowerCase()
-  const afterIndex = at.index ?? AFTER_ALL
   let count = 0
   for (const b of batches) {
     if (b.seq === null) continue
-    const first = b.seq === at.batch
-    for (let i = first ? afterIndex + 1 : 0; i < b.types.length; i++) {
+    for (let i = 0; i < b.types.length; i++) {
       if (params.tenant !== null && b.tenants[i] !== params.tenant) continue
       if (jobId !== null && b.job_ids[i] !== jobId) continue
       if (f.type != null && b.job_types[i] !== f.type) continue
@@ -270,10 +288,10 @@ function positionOf(params: EventListAfterParams): EventPosition {
   return { ...at, batch: BigInt(at.batch).toString() }
 }
 
-/** The event at index `i` of batch `b`. */
+/** The event of element `i` of batch `b`. */
 function eventOf(b: BatchRow, i: number): JobEvent {
   return {
-    id: `${b.seq}-${i}`,
+    id: `${b.seq}-${b.from + i}`,
     type: b.types[i] as EventType,
     at: b.at,
     tenant: b.tenants[i] as string,
@@ -294,8 +312,20 @@ interface PageEnd {
 const PAGE_END = sql`(select seq from top)::text as top, (select max(seq) from chosen)::text as last_batch,
        (select count(*) from chosen) < (select count(*) from candidates) or (select count(*) from candidates) >= ${PAGE_BATCHES}::int as more`
 
-function pageUpTo(params: EventListAfterParams, count: number, lastId: string | undefined, end: PageEnd | undefined): string {
+/**
+ * The last event read of a batch the page read only part of (a batch of more events after the
+ * position than a page holds, the last one chosen), as an id: a page short of its size stops there.
+ */
+function cutAt(batches: readonly BatchRow[]): string | undefined {
+  const last = batches.at(-1)
+  if (last === undefined || last.seq === null || last.from + last.types.length >= last.size) return undefined
+  return `${last.seq}-${last.from + last.types.length - 1}`
+}
+
+function pageUpTo(params: EventListAfterParams, count: number, lastId: string | undefined, end: PageEnd | undefined, cut: string | undefined): string {
   if (count >= params.limit && lastId !== undefined) return lastId
+  // not full, having read part of its last batch: on from the last event read of it
+  if (cut !== undefined) return cut
   // not full: every matching event of the batches read is in the page
   if (end?.more && end.last_batch !== null) return end.last_batch
   // every batch up to the top was read whole, the position's own included (a bare number: after all of it)
@@ -309,8 +339,9 @@ export async function eventPageAfter(db: Kysely<DB>, params: EventListAfterParam
   const at = positionOf(params)
   const batches = await batchesAfter(db, params, at)
   const page: JobEvent[] = []
-  pickEvents(params, at, batches, (b, i) => page.push(eventOf(b, i)))
-  return { events: page, upTo: pageUpTo(params, page.length, page.at(-1)?.id, batches[0]), more: batches[0]?.more === true }
+  pickEvents(params, batches, (b, i) => page.push(eventOf(b, i)))
+  const cut = cutAt(batches)
+  return { events: page, upTo: pageUpTo(params, page.length, page.at(-1)?.id, batches[0], cut), more: batches[0]?.more === true || cut !== undefined }
 }
 
 /** A page's SSE text is cut into texts of about this many characters (see eventMessagePageAfter). */
@@ -356,7 +387,7 @@ export async function eventMessagePageAfter(db: Kysely<DB>, params: EventListAft
   let midFor: { b: BatchRow; type: string; tenant: string } | undefined
   let tail = ''
   let tailFor: { queue: string; jobType: string; attempt: number | null } | undefined
-  const count = pickEvents(params, at, batches, (b, i) => {
+  const count = pickEvents(params, batches, (b, i) => {
     if (of !== b) {
       of = b
       idHead = `id: ${b.seq}-`
@@ -376,8 +407,9 @@ export async function eventMessagePageAfter(db: Kysely<DB>, params: EventListAft
       tail = `,"queue":${JSON.stringify(queue)},"jobType":${JSON.stringify(jobType)},"attempt":${attempt === null ? 'null' : attempt}}\n\n`
     }
     const executionId = b.execution_ids[i]
-    text += idHead + i + dataHead + i + mid + b.job_ids[i] + (executionId == null ? '","executionId":null' : `","executionId":"${executionId}"`) + tail
-    lastIndex = i
+    const n = b.from + i
+    text += idHead + n + dataHead + n + mid + b.job_ids[i] + (executionId == null ? '","executionId":null' : `","executionId":"${executionId}"`) + tail
+    lastIndex = n
     if (text.length >= MESSAGE_CHUNK_CHARS) {
       chunks.push(text)
       text = ''
@@ -385,7 +417,8 @@ export async function eventMessagePageAfter(db: Kysely<DB>, params: EventListAft
   })
   if (text !== '') chunks.push(text)
   const lastId = of === undefined ? undefined : `${of.seq}-${lastIndex}`
-  return { chunks, count, upTo: pageUpTo(params, count, lastId, batches[0]), more: batches[0]?.more === true }
+  const cut = cutAt(batches)
+  return { chunks, count, upTo: pageUpTo(params, count, lastId, batches[0], cut), more: batches[0]?.more === true || cut !== undefined }
 }
 
 /** The next page of a stream: numbered events after `after` that match, in id order. */
