@@ -94,13 +94,16 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         corked = false
         res.uncork()
       }
-      const write = async (text: string) => {
+      // a page's texts all go in before waiting for the socket to drain (once, if it must)
+      const write = async (texts: readonly string[]) => {
         if (!corked) {
           corked = true
           res.cork()
           setImmediate(uncork)
         }
-        if (!res.write(text) && !controller.signal.aborted) {
+        let room = true
+        for (const text of texts) room = res.write(text)
+        if (!room && !controller.signal.aborted) {
           await new Promise<void>((resolve) => {
             const done = () => {
               res.off('drain', done)
@@ -115,15 +118,12 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
       let ping: NodeJS.Timeout | undefined
       try {
         ping = setInterval(() => res.write(': ping\n\n'), PING_MS)
-        await write(': open\n\n')
+        await write([': open\n\n'])
         // each page's messages come as a few texts of about 32 kB (written from the batches' arrays),
         // corked together: one write to the socket per page
         for await (const texts of pages as AsyncIterable<string[]>) {
-          for (const text of texts) {
-            if (controller.signal.aborted) break
-            await write(text)
-          }
           if (controller.signal.aborted) break
+          await write(texts)
         }
       } catch (err: unknown) {
         request.log.warn({ err }, 'event stream failed')

@@ -128,9 +128,9 @@ export interface EventPage {
   /** Matching events, in id order. */
   events: JobEvent[]
   /**
-   * Where the reader may go on from: the last event's id when the page is full, else the number of
-   * the last batch read (all of it), which is the highest number visible to the query when it read
-   * every batch up to it. Safe because the sequencer numbers only committed batches, and one pass at
+   * Where the reader may go on from: the last event's id when the page is full, or when it read only
+   * part of its last batch (the last event it read of it), else the number of the last batch read
+   * (all of it), which is the highest number visible to the query when it read every batch up to it. Safe because the sequencer numbers only committed batches, and one pass at
    * a time (its transaction-scoped advisory lock is released at commit, so a later pass's nextval
    * comes after every number already visible): no batch numbered at or below a number a reader has
    * seen becomes visible later.
@@ -150,8 +150,9 @@ const AFTER_ALL = 2_147_483_647
 
 /**
  * The batches a page reads, from the CTEs `top` (the highest batch number visible), `candidates`
- * (batches after the position) and `chosen` (the first of them holding up to a page of events,
- * whole): one row per chosen batch holding events of the tenant, with its arrays, in number order,
+ * (batches after the position) and `chosen` (the first of them holding up to a page of events):
+ * one row per chosen batch holding events of the tenant, with its arrays from the position and at
+ * most a page of them (BatchRow), in number order,
  * each row also carrying where the page ends (PageEnd; a single row of nulls but those when no batch
  * is returned). The batches are chosen by their size alone and only the chosen ones are looked into
  * for the tenant: a tenant's page that looked into every batch after the position for it read (and
@@ -322,6 +323,12 @@ function cutAt(batches: readonly BatchRow[]): string | undefined {
   return `${last.seq}-${last.from + last.types.length - 1}`
 }
 
+/** Where a page of `count` events, the last `lastId`, leaves its reader (upTo), and whether more is there already. */
+function pageEnd(params: EventListAfterParams, batches: readonly BatchRow[], count: number, lastId: string | undefined): { upTo: string; more: boolean } {
+  const cut = cutAt(batches)
+  return { upTo: pageUpTo(params, count, lastId, batches[0], cut), more: batches[0]?.more === true || cut !== undefined }
+}
+
 function pageUpTo(params: EventListAfterParams, count: number, lastId: string | undefined, end: PageEnd | undefined, cut: string | undefined): string {
   if (count >= params.limit && lastId !== undefined) return lastId
   // not full, having read part of its last batch: on from the last event read of it
@@ -340,8 +347,7 @@ export async function eventPageAfter(db: Kysely<DB>, params: EventListAfterParam
   const batches = await batchesAfter(db, params, at)
   const page: JobEvent[] = []
   pickEvents(params, batches, (b, i) => page.push(eventOf(b, i)))
-  const cut = cutAt(batches)
-  return { events: page, upTo: pageUpTo(params, page.length, page.at(-1)?.id, batches[0], cut), more: batches[0]?.more === true || cut !== undefined }
+  return { events: page, ...pageEnd(params, batches, page.length, page.at(-1)?.id) }
 }
 
 /** A page's SSE text is cut into texts of about this many characters (see eventMessagePageAfter). */
@@ -417,8 +423,7 @@ export async function eventMessagePageAfter(db: Kysely<DB>, params: EventListAft
   })
   if (text !== '') chunks.push(text)
   const lastId = of === undefined ? undefined : `${of.seq}-${lastIndex}`
-  const cut = cutAt(batches)
-  return { chunks, count, upTo: pageUpTo(params, count, lastId, batches[0], cut), more: batches[0]?.more === true || cut !== undefined }
+  return { chunks, count, ...pageEnd(params, batches, count, lastId) }
 }
 
 /** The next page of a stream: numbered events after `after` that match, in id order. */
