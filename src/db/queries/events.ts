@@ -180,7 +180,7 @@ async function batchesAfter(db: Kysely<DB>, params: EventListAfterParams, at: Ev
        limit ${PAGE_BATCHES}::int
     ),
     chosen as (
-      -- whole batches while they hold at most a page of events (the first one in any case)
+      -- batches while their sizes add up to at most a page of events (the first one in any case)
       select c.id, c.seq
         from (select c.*, sum(c.size) over (order by c.seq) as running from candidates c) c
        where c.running - c.size < ${params.limit}::int
