@@ -167,6 +167,21 @@ describe('GET /v1/events', () => {
     expect(res.status).toBe(400)
   })
 
+  it('refuses a position beyond the largest batch number with 400, from the query or Last-Event-ID, before the stream opens', async () => {
+    const key = (await createApiKey(t.db, { tenant: 'f' })).key
+    const huge = '9999999999999999999-0'
+    const tries: Array<{ query: string; headers: Record<string, string> }> = [
+      { query: `?after=${huge}`, headers: {} },
+      { query: '', headers: { 'last-event-id': huge } },
+    ]
+    for (const init of tries) {
+      const res = await fetch(`${base}/v1/events${init.query}`, { headers: { authorization: `Bearer ${key}`, ...init.headers } })
+      expect(res.status).toBe(400)
+      expect(res.headers.get('content-type')).toMatch(/json/)
+      expect(((await res.json()) as { message: string }).message).toMatch(/after: batch number 9999999999999999999 is beyond/)
+    }
+  })
+
   it('ends the stream of a client that left while it was opening', async () => {
     const lines: string[] = []
     const log = pino({ level: 'debug' }, { write: (line: string) => lines.push(line) })
