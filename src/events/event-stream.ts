@@ -9,9 +9,16 @@
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
-import { parseEventPosition, type EventFilter, type JobEvent } from '../core/events.ts'
-import { ValidationError } from '../errors.ts'
-import { eventLatestSeq, eventMessagePageAfter, eventPageAfter, eventListenerOpen, eventListenerRenewMany, eventSequence } from '../db/queries/events.ts'
+import type { EventFilter, JobEvent } from '../core/events.ts'
+import {
+  eventLatestSeq,
+  eventPositionOf,
+  eventMessagePageAfter,
+  eventPageAfter,
+  eventListenerOpen,
+  eventListenerRenewMany,
+  eventSequence,
+} from '../db/queries/events.ts'
 
 /** How long events are kept, and captured after a stream leaves, unless configured (SCHEDULER_EVENTS_RETENTION_MS). */
 export const EVENTS_RETENTION_MS_DEFAULT = 3_600_000
@@ -109,24 +116,13 @@ async function openPages<P>(
   read: PageReader<P>,
 ): Promise<AsyncGenerator<P, void, undefined>> {
   const keepMs = params.retentionMs ?? EVENTS_RETENTION_MS_DEFAULT
-  if (params.after !== undefined) checkPosition(params.after)
+  // a position no page can read is refused before the stream opens: GET /v1/events answers 400 rather
+  // than ending the stream after `: open`, which an EventSource client would reopen for ever
+  if (params.after !== undefined) eventPositionOf(params.after)
   // The latest number before the listener exists: every event captured for this stream is numbered after it.
   const cursor = params.after ?? (await eventLatestSeq(db))
   const listener = await eventListenerOpen(db, { tenant, keepMs })
   return follow(db, params, cursor, listener, keepMs, read)
-}
-
-/** The largest batch number (event_batches.seq is a bigint). */
-const MAX_BATCH = 9_223_372_036_854_775_807n
-
-/**
- * Refuses a position the pages cannot read (before the stream opens, so that GET /v1/events answers
- * 400 rather than ending the stream after `: open`, which an EventSource client would reopen for ever).
- */
-function checkPosition(after: string): void {
-  const at = parseEventPosition(after)
-  if (!at) throw new ValidationError(`after: not an event id: ${JSON.stringify(after)}`)
-  if (BigInt(at.batch) > MAX_BATCH) throw new ValidationError(`after: batch number ${at.batch} is beyond the largest there can be (${MAX_BATCH})`)
 }
 
 async function* follow<P>(

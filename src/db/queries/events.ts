@@ -282,12 +282,20 @@ function pickEvents(params: EventListAfterParams, batches: readonly BatchRow[], 
   return count
 }
 
-function positionOf(params: EventListAfterParams): EventPosition {
-  const at = parseEventPosition(params.after)
-  if (!at) throw new ValidationError(`after: not an event id: ${JSON.stringify(params.after)}`)
+/** The largest batch number (event_batches.seq is a bigint). */
+const MAX_BATCH = 9_223_372_036_854_775_807n
+
+/** The position a page reads after (ValidationError naming `after` when no page can read it). */
+export function eventPositionOf(after: string): EventPosition {
+  const at = parseEventPosition(after)
+  if (!at) throw new ValidationError(`after: not an event id: ${JSON.stringify(after)}`)
+  const batch = BigInt(at.batch)
+  if (batch > MAX_BATCH) throw new ValidationError(`after: batch number ${at.batch} is beyond the largest there can be (${MAX_BATCH})`)
   // the batch number as the database writes it ('07' is batch 7), compared with each batch's as text
-  return { ...at, batch: BigInt(at.batch).toString() }
+  return { ...at, batch: batch.toString() }
 }
+
+const positionOf = (params: EventListAfterParams): EventPosition => eventPositionOf(params.after)
 
 /** The event of element `i` of batch `b`. */
 function eventOf(b: BatchRow, i: number): JobEvent {
