@@ -1,6 +1,6 @@
 /**
  * LISTEN on a dedicated connection for `pgsched_executions` (work became due,
- * for the workers it names, or will at `delayMs`) and `pgsched_cancel` (executions to abort). On loss of
+ * for the workers it names, or will at `delayMs`; or a queue's settings changed) and `pgsched_cancel` (executions to abort). On loss of
  * the connection it reconnects with exponential backoff and reports
  * `onReconnect`, since notifications sent meanwhile are gone.
  */
@@ -14,6 +14,8 @@ export interface NotifierHandlers {
    * the workers meant to claim it (migration 0011); undefined: every worker of the queues.
    */
   onWork(queues: string[], delayMs: number, priority: number | undefined, workers: string[] | undefined, later?: LaterWork[]): void
+  /** The settings of these queues changed (migration 0037); called before their onWork. */
+  onSettings(queues: string[]): void
   onCancel(executionIds: string[]): void
   /** The connection is lost: notifications are not heard until onReconnect. */
   onLost(): void
@@ -103,7 +105,16 @@ export class Notifier {
     try {
       const payload = JSON.parse(msg.payload ?? 'null') as unknown
       if (msg.channel === 'pgsched_executions') {
-        const p = payload as { queues?: string[]; delayMs?: number; priority?: number; workers?: string[] | null; laterMs?: unknown; laterWorkers?: unknown }
+        const p = payload as {
+          queues?: string[]
+          delayMs?: number
+          priority?: number
+          workers?: string[] | null
+          laterMs?: unknown
+          laterWorkers?: unknown
+          settings?: unknown
+        }
+        if (p.settings === true) this.handlers.onSettings(p.queues ?? [])
         const priority = typeof p.priority === 'number' ? p.priority : undefined
         // laterMs and laterWorkers (migration 0030): every moment later work comes due, and the workers it is for
         const names = Array.isArray(p.laterWorkers) ? (p.laterWorkers as unknown[]) : []

@@ -1,7 +1,8 @@
 /**
  * The claim across a worker's queues, by their settings (pgsched.queues, read at most once a
- * second, so a pause, a resume or a new limit takes effect within a second; the claim statement
- * itself skips paused and limited queues whatever this cache says):
+ * second, and again at once when a notification says they changed (migration 0037), so a pause, a
+ * resume or a new limit takes effect at the next claim, and within a second when the notification
+ * is lost; the claim statement itself skips paused and limited queues whatever this cache says):
  * - queues without settings: one ordinary claim statement, in priority order across them;
  * - each fair-share queue without limits: the ordinary claim statement in the queue's fair order
  *   (executionClaimBatch with fairOnly), after giving the executions that wait for their fair key
@@ -56,6 +57,8 @@ export class QueueClaims {
   private readonly p: QueueClaimsParams
   private settings = new Map<string, QueueSetting>()
   private readAtMs = Number.NEGATIVE_INFINITY
+  /** Settings changes told (settingsChanged). */
+  private changes = 0
   /** Per limited queue: its running executions as the last claim of it saw them (null: unknown). */
   private readonly running = new Map<string, number | null>()
   /** Per limited queue: until when (performance.now() ms) it is claimed only under its lock. */
@@ -90,11 +93,19 @@ export class QueueClaims {
     return true
   }
 
+  /** The settings changed: read them again before the next claim. */
+  settingsChanged(): void {
+    this.changes++
+    this.readAtMs = Number.NEGATIVE_INFINITY
+  }
+
   /** Claims up to `room` executions; see the file header. `withTraceparent`: also read each job's traceparent. */
   async claim(room: number, withTraceparent = false): Promise<{ claimed: ClaimedExecution[]; full: boolean }> {
     if (performance.now() - this.readAtMs >= QUEUE_SETTINGS_TTL_MS) {
+      const changes = this.changes
       this.settings = new Map((await queueSettingsOf(this.p.db, this.p.queues)).map((s) => [s.name, s]))
-      this.readAtMs = performance.now()
+      // a change told while they were read may not be in them
+      this.readAtMs = changes === this.changes ? performance.now() : Number.NEGATIVE_INFINITY
     }
     const { db, workerId, types, leaseMs } = this.p
     const base = { workerId, types, leaseMs, withTraceparent }

@@ -109,6 +109,9 @@ export class Worker {
           this.queue.announce(priority)
           this.wakeUp.wake()
         },
+        onSettings: (queues) => {
+          if (queues.some((q) => o.queues.includes(q))) this.claims.settingsChanged()
+        },
         onCancel: (ids) => {
           for (const run of ids.map((id) => this.leases.get(id))) if (run) this.abort(run, new CancelledError('execution cancelled'))
         },

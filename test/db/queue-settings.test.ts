@@ -4,12 +4,13 @@
  * executions running than its limit, however many claimers ask at once.
  */
 import { sql } from 'kysely'
+import pg from 'pg'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { executionClaimBatch } from '../../src/db/queries/claim.ts'
 import { queueClaimLimited } from '../../src/db/queries/claim-limited.ts'
 import { executionCompleteMany } from '../../src/db/queries/lease.ts'
-import { QueueClaims } from '../../src/worker/queue-claims.ts'
+import { QUEUE_SETTINGS_TTL_MS, QueueClaims } from '../../src/worker/queue-claims.ts'
 import { useTestDb } from '../db.ts'
 
 const t = useTestDb()
@@ -136,5 +137,63 @@ describe('queue settings in the claim', () => {
     // Past the slots given out: 5 × 21.4 ms, and 21.4 more if the second claim took one.
     expect(rows[0]?.ahead_ms).toBeGreaterThan(60)
     expect(rows[0]?.ahead_ms).toBeLessThanOrEqual(107 + 21.4 * second.claimed.length)
+  })
+
+  it('tells the workers of every change of a queue setting, by the functions or plain SQL, and not of what the claims keep', async () => {
+    const listener = new pg.Client({ connectionString: t.url })
+    await listener.connect()
+    const heard: unknown[] = []
+    listener.on('notification', (m) => {
+      const p = JSON.parse(m.payload ?? 'null') as { settings?: boolean }
+      if (p.settings === true) heard.push(p)
+    })
+    try {
+      await listener.query('listen pgsched_executions')
+      const settingsOf = async (change: () => Promise<unknown>) => {
+        heard.length = 0
+        await change()
+        // a notification sent before this round trip's answer has arrived with it
+        await listener.query('select 1')
+        return heard.slice()
+      }
+      const told = [{ queues: ['q1'], delayMs: 0, settings: true }]
+      expect(await settingsOf(() => sql`select pgsched.pause_queue('q1')`.execute(t.db))).toEqual(told)
+      expect(await settingsOf(() => sql`select pgsched.resume_queue('q1')`.execute(t.db))).toEqual(told)
+      expect(await settingsOf(() => sql`update pgsched.queues set concurrency_limit = 4 where name = 'q1'`.execute(t.db))).toEqual(told)
+      expect(await settingsOf(() => sql`update pgsched.queues set rate_limit = 5, rate_period_ms = 1000 where name = 'q1'`.execute(t.db))).toEqual(told)
+      expect(await settingsOf(() => sql`update pgsched.queues set fair_share = true where name = 'q1'`.execute(t.db))).toEqual(told)
+      // the columns the claims keep, and an update that changes no setting
+      expect(
+        await settingsOf(() => sql`update pgsched.queues set running_bound = 2, next_start_at = now(), updated_at = now() where name = 'q1'`.execute(t.db)),
+      ).toEqual([])
+      expect(await settingsOf(() => sql`delete from pgsched.queues where name = 'q1'`.execute(t.db))).toEqual(told)
+    } finally {
+      await listener.end()
+    }
+  })
+
+  it('QueueClaims reads the settings again once told they changed, not only after a second', async () => {
+    await client().submitJobs([{ type: 'k', queue: 'told' }])
+    await sql`select pgsched.pause_queue('told')`.execute(t.db)
+    const claims = new QueueClaims({
+      db: t.db,
+      workerId: W,
+      queues: ['told'],
+      types: ['k'],
+      leaseMs: 60_000,
+      onError: (e) => {
+        throw e
+      },
+    })
+    const readAt = performance.now()
+    expect((await claims.claim(5)).claimed).toEqual([]) // reads the settings: paused
+    await sql`select pgsched.resume_queue('told')`.execute(t.db)
+    const cached = await claims.claim(5)
+    // within the second, without being told: still paused (unless this machine stalled for that second)
+    if (performance.now() - readAt < QUEUE_SETTINGS_TTL_MS) expect(cached.claimed).toEqual([])
+    else expect(cached.claimed).toHaveLength(1)
+    if (cached.claimed.length > 0) return
+    claims.settingsChanged()
+    expect((await claims.claim(5)).claimed.map((c) => c.queue)).toEqual(['told'])
   })
 })
