@@ -184,7 +184,22 @@ describe('a pg_auto_failover formation', () => {
         )
         return rows.map((r) => r.id)
       }
-      await waitFor(async () => (await unfinished()).length === 0, { what: 'every acknowledged job to succeed', timeoutMs: 120_000, intervalMs: 500 })
+      try {
+        await waitFor(async () => (await unfinished()).length === 0, { what: 'every acknowledged job to succeed', timeoutMs: 120_000, intervalMs: 500 })
+      } catch (err: unknown) {
+        // Name what is left: each unfinished job, whether it exists, and its executions.
+        const left = await unfinished()
+        const { rows } = await db.query(
+          `select j.id, exists (select 1 from pgsched.jobs x where x.id = j.id) as job_exists,
+                  (select json_agg(json_build_object('id', e.id, 'state', e.state, 'attempt', e.attempt, 'run_at', e.run_at,
+                     'started_at', e.started_at, 'worker_id', e.worker_id, 'lease_expires_at', e.lease_expires_at, 'error', e.error))
+                     from pgsched.executions e where e.job_id = j.id) as executions
+             from unnest($1::uuid[]) as j(id) limit 20`,
+          [left],
+        )
+        const keys = [...outcomes.entries()].filter(([, o]) => left.includes(o.jobId)).map(([k]) => k)
+        throw new Error(`${(err as Error).message}\n${left.length} unfinished (submit keys ${keys.slice(0, 20).join(', ')}): ${JSON.stringify(rows, null, 1)}`)
+      }
       const { rows: jobs } = await db.query<{ n: number }>('select count(*)::int as n from pgsched.jobs where id = any($1::uuid[])', [jobIds])
       expect(jobs[0]?.n).toBe(jobIds.length)
     } finally {
