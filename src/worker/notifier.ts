@@ -43,6 +43,11 @@ export class Notifier {
     this.handlers = params.handlers
   }
 
+  /** Whether notifications are heard now (the LISTEN connection is up). */
+  get listening(): boolean {
+    return this.client !== undefined
+  }
+
   /** Connects and listens; resolves once listening (or after the first failure, retrying in the background). */
   async start(): Promise<void> {
     await this.connect(false)

@@ -1,8 +1,8 @@
 /**
- * The claim across a worker's queues, by their settings (pgsched.queues, read at most once a
- * second, and again at once when a notification says they changed (migration 0037), so a pause, a
- * resume or a new limit takes effect at the next claim, and within a second when the notification
- * is lost; the claim statement itself skips paused and limited queues whatever this cache says):
+ * The claim across a worker's queues, by their settings (pgsched.queues, read again at once when a
+ * notification says they changed (migration 0037), so a pause, a resume or a new limit takes effect
+ * at the next claim; otherwise every 10 s, or every second while the worker cannot hear
+ * notifications; the claim statement itself skips paused and limited queues whatever this cache says):
  * - queues without settings: one ordinary claim statement, in priority order across them;
  * - each fair-share queue without limits: the ordinary claim statement in the queue's fair order
  *   (executionClaimBatch with fairOnly), after giving the executions that wait for their fair key
@@ -28,8 +28,19 @@ import { queueClaimAdmitted } from '../db/queries/claim-admitted.ts'
 import { queueClaimLimited, RATE_HORIZON_MS, RATE_SPACING } from '../db/queries/claim-limited.ts'
 import { fairKeysAssign } from '../db/queries/queues.ts'
 
-/** How long settings read from the database are used. */
+/**
+ * How long settings read from the database are used while changes are not heard of (no
+ * notification connection), and how long a limited queue is claimed under its lock after a claim
+ * there found its limits binding.
+ */
 export const QUEUE_SETTINGS_TTL_MS = 1_000
+
+/**
+ * How long they are used while the worker hears of changes (`hearing(true)`): every change of a
+ * queue's row notifies (migration 0037), so this only bounds what a change missed in some way
+ * other than a lost connection (which `hearing(false)` reports) can cost.
+ */
+export const QUEUE_SETTINGS_HEARD_TTL_MS = 10_000
 
 /**
  * A run of a rate-limited queue whose start slot is less than this many ms away starts at once
@@ -59,6 +70,8 @@ export class QueueClaims {
   private readAtMs = Number.NEGATIVE_INFINITY
   /** Settings changes told (settingsChanged). */
   private changes = 0
+  /** Changes of the settings are heard of (see hearing). */
+  private heard = false
   /** Per limited queue: its running executions as the last claim of it saw them (null: unknown). */
   private readonly running = new Map<string, number | null>()
   /** Per limited queue: until when (performance.now() ms) it is claimed only under its lock. */
@@ -99,9 +112,19 @@ export class QueueClaims {
     this.readAtMs = Number.NEGATIVE_INFINITY
   }
 
+  /**
+   * Whether changes of the settings are heard of (the notification connection is up): while they
+   * are, the settings are read again on each change and otherwise every QUEUE_SETTINGS_HEARD_TTL_MS;
+   * while not, every QUEUE_SETTINGS_TTL_MS. Heard again: read them at once (changes were missed).
+   */
+  hearing(on: boolean): void {
+    this.heard = on
+    if (on) this.settingsChanged()
+  }
+
   /** Claims up to `room` executions; see the file header. `withTraceparent`: also read each job's traceparent. */
   async claim(room: number, withTraceparent = false): Promise<{ claimed: ClaimedExecution[]; full: boolean }> {
-    if (performance.now() - this.readAtMs >= QUEUE_SETTINGS_TTL_MS) {
+    if (performance.now() - this.readAtMs >= (this.heard ? QUEUE_SETTINGS_HEARD_TTL_MS : QUEUE_SETTINGS_TTL_MS)) {
       const changes = this.changes
       this.settings = new Map((await queueSettingsOf(this.p.db, this.p.queues)).map((s) => [s.name, s]))
       // a change told while they were read may not be in them

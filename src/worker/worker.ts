@@ -116,8 +116,14 @@ export class Worker {
           for (const run of ids.map((id) => this.leases.get(id))) if (run) this.abort(run, new CancelledError('execution cancelled'))
         },
         // Not listed while deaf (no submit names it), listed again once it hears.
-        onLost: () => void this.wakeUp.deafened(),
-        onReconnect: () => void this.wakeUp.listening(),
+        onLost: () => {
+          this.claims.hearing(false)
+          void this.wakeUp.deafened()
+        },
+        onReconnect: () => {
+          this.claims.hearing(true)
+          void this.wakeUp.listening()
+        },
       },
     })
   }
@@ -141,6 +147,7 @@ export class Worker {
     // Checked before any claim, and never a reason not to start.
     const autovacuum = await serverAutovacuumOn(db).catch(() => true)
     await this.notifier.start()
+    this.claims.hearing(this.notifier.listening)
     this.claimLoopDone = this.claimLoop()
     this.leases.start()
     this.log.info({ queues, types: this.types, concurrency }, 'worker started')

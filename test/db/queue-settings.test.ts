@@ -10,8 +10,9 @@ import { createClient } from '../../src/client.ts'
 import { executionClaimBatch } from '../../src/db/queries/claim.ts'
 import { queueClaimLimited } from '../../src/db/queries/claim-limited.ts'
 import { executionCompleteMany } from '../../src/db/queries/lease.ts'
-import { QUEUE_SETTINGS_TTL_MS, QueueClaims } from '../../src/worker/queue-claims.ts'
+import { QUEUE_SETTINGS_HEARD_TTL_MS, QUEUE_SETTINGS_TTL_MS, QueueClaims } from '../../src/worker/queue-claims.ts'
 import { useTestDb } from '../db.ts'
+import { waitFor } from '../wait-for.ts'
 
 const t = useTestDb()
 const W = '00000000-0000-7000-8000-00000000a001'
@@ -172,9 +173,8 @@ describe('queue settings in the claim', () => {
     }
   })
 
-  it('QueueClaims reads the settings again once told they changed, not only after a second', async () => {
+  it('QueueClaims reads the settings again once told they changed, and keeps them longer only while it hears of changes', async () => {
     await client().submitJobs([{ type: 'k', queue: 'told' }])
-    await sql`select pgsched.pause_queue('told')`.execute(t.db)
     const claims = new QueueClaims({
       db: t.db,
       workerId: W,
@@ -185,15 +185,39 @@ describe('queue settings in the claim', () => {
         throw e
       },
     })
-    const readAt = performance.now()
-    expect((await claims.claim(5)).claimed).toEqual([]) // reads the settings: paused
-    await sql`select pgsched.resume_queue('told')`.execute(t.db)
-    const cached = await claims.claim(5)
-    // within the second, without being told: still paused (unless this machine stalled for that second)
-    if (performance.now() - readAt < QUEUE_SETTINGS_TTL_MS) expect(cached.claimed).toEqual([])
-    else expect(cached.claimed).toHaveLength(1)
-    if (cached.claimed.length > 0) return
-    claims.settingsChanged()
-    expect((await claims.claim(5)).claimed.map((c) => c.queue)).toEqual(['told'])
+    const pauseAndRead = async (ttlMs: number) => {
+      await sql`select pgsched.pause_queue('told')`.execute(t.db)
+      claims.settingsChanged()
+      const readAt = performance.now()
+      expect((await claims.claim(5)).claimed).toEqual([]) // reads the settings: paused
+      await sql`select pgsched.resume_queue('told')`.execute(t.db)
+      const cached = await claims.claim(5)
+      // not told: the settings read are used for ttlMs (unless this machine stalled for that long)
+      if (performance.now() - readAt < ttlMs) expect(cached.claimed).toEqual([])
+      return { readAt, cached }
+    }
+    // hearing changes: kept for QUEUE_SETTINGS_HEARD_TTL_MS, read again once told
+    claims.hearing(true)
+    const heard = await pauseAndRead(QUEUE_SETTINGS_HEARD_TTL_MS)
+    if (heard.cached.claimed.length === 0) {
+      claims.settingsChanged()
+      expect((await claims.claim(5)).claimed.map((c) => c.queue)).toEqual(['told'])
+    }
+    // not hearing them: kept for QUEUE_SETTINGS_TTL_MS only
+    await client().submitJobs([{ type: 'k', queue: 'told' }])
+    claims.hearing(false)
+    const deaf = await pauseAndRead(QUEUE_SETTINGS_TTL_MS)
+    // read again within a few seconds, well before QUEUE_SETTINGS_HEARD_TTL_MS
+    const after =
+      deaf.cached.claimed.length > 0
+        ? deaf.cached.claimed
+        : await waitFor(
+            async () => {
+              const { claimed } = await claims.claim(5)
+              return claimed.length > 0 ? claimed : undefined
+            },
+            { what: 'the resume to be read', timeoutMs: QUEUE_SETTINGS_HEARD_TTL_MS / 2, intervalMs: 100 },
+          )
+    expect(after.map((c) => c.queue)).toEqual(['told'])
   })
 })
