@@ -14,7 +14,9 @@
  * cannot fire early); `clock` pins that time in tests. Triggers of overlap policy
  * allow are handled up to aheadMs before their fire times (each execution due at
  * its fire time); the others at their fire times. The loop sleeps until the next
- * pass one of them wants when that comes before the next interval tick.
+ * pass one of them wants when that comes before the next interval tick. A pass at an interval tick
+ * (no fire time planned for it) first looks whether there is anything to do, in one statement
+ * without a transaction, so an idle dispatcher costs one statement per interval.
  */
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises'
 import type { Kysely, Transaction } from 'kysely'
@@ -26,6 +28,7 @@ import {
   triggerClaimQueued,
   triggerFireAndAdvance,
   triggerJobActivityMany,
+  triggerLook,
   type ClaimedTrigger,
   type JobActivity,
   type TriggerAdvance,
@@ -265,14 +268,32 @@ export class TriggerScheduler {
     }
   }
 
-  /** Milliseconds the loop may sleep after a pass: until the next pass's fire times are due, at most intervalMs. */
-  private sleepAfter(outcome: DispatchOutcome): number {
+  /**
+   * Milliseconds the loop may sleep after a pass: until the next pass's fire times are due, at most
+   * intervalMs; `planned`: it wakes for fire times (not only because the interval has come).
+   */
+  private sleepAfter(outcome: DispatchOutcome): { ms: number; planned: boolean } {
     // Standing by: another dispatcher is working; look again after the interval, not at every fire time.
-    if (outcome.standby) return this.o.intervalMs
+    if (outcome.standby) return { ms: this.o.intervalMs, planned: false }
     // + WAKE_SLACK_MS: the delay is counted from before the pass's now() was read, so the loop would wake
     // a little before the fire time and find it not yet due (then meet it MIN_SLEEP_MS late).
     const untilDue = (outcome.nextFireInMs ?? Number.POSITIVE_INFINITY) + WAKE_SLACK_MS
-    return Math.max(MIN_SLEEP_MS, Math.min(this.o.intervalMs, untilDue))
+    return { ms: Math.max(MIN_SLEEP_MS, Math.min(this.o.intervalMs, untilDue)), planned: untilDue < this.o.intervalMs }
+  }
+
+  /**
+   * A pass the loop makes because its interval has come, not for a fire time: first one look, with
+   * no transaction, at whether there is anything to do (triggerLook), and the pass only if there is.
+   * Standing by, the pass itself looks only at the dispatch lock.
+   */
+  private async lookThenPass(releaseQueued: boolean): Promise<DispatchOutcome> {
+    if (this.standingBy && this.o.exclusive !== false) return this.runOnce(releaseQueued)
+    const started = performance.now()
+    const look = await triggerLook(this.o.db, { now: this.o.clock?.now() ?? null, aheadMs: this.o.aheadMs ?? 0, queued: releaseQueued })
+    if (look.work) return this.runOnce(releaseQueued)
+    const next = this.nextPassAt(look.upcoming.map((u) => this.passTime(u.at, u.allow)))
+    const nextFireInMs = next === null ? null : next.getTime() - look.now.getTime() - (performance.now() - started)
+    return { triggers: 0, fired: 0, misfired: 0, dropped: 0, nextFireInMs }
   }
 
   start(): void {
@@ -291,6 +312,8 @@ export class TriggerScheduler {
 
   private async run(signal: AbortSignal): Promise<void> {
     let failures = 0
+    // the first pass, and one after a failure, is a full one
+    let planned = true
     while (!signal.aborted) {
       let sleepMs = this.o.intervalMs
       try {
@@ -298,10 +321,13 @@ export class TriggerScheduler {
         // (the docs promise their release within SCHEDULER_DISPATCHER_INTERVAL_MS).
         const releaseQueued = performance.now() - this.queuedCheckedAt >= this.o.intervalMs
         if (releaseQueued) this.queuedCheckedAt = performance.now()
-        sleepMs = this.sleepAfter(await this.runOnce(releaseQueued))
+        const sleep = this.sleepAfter(planned ? await this.runOnce(releaseQueued) : await this.lookThenPass(releaseQueued))
+        sleepMs = sleep.ms
+        planned = sleep.planned
         failures = 0
       } catch (err: unknown) {
         failures++
+        planned = true
         const level = failures >= 5 ? 'error' : 'warn'
         this.log[level]({ err: toError(err), failures }, 'dispatch failed; retrying')
       }

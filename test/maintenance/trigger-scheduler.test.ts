@@ -1,9 +1,10 @@
-import { sql } from 'kysely'
+import { Kysely, PostgresDialect, sql } from 'kysely'
 import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import type { Clock } from '../../src/clock.ts'
 import { createDb, type Database } from '../../src/db/pool.ts'
+import type { DB } from '../../src/db/schema.ts'
 import type { SubmitJobInput } from '../../src/core/job.ts'
 import { cronFireTimes } from '../../src/core/cron.ts'
 import { ValidationError } from '../../src/errors.ts'
@@ -537,6 +538,28 @@ describe('TriggerScheduler', () => {
     const later = rows.slice(1)
     for (const r of later) expect(r.created_at.getTime()).toBeGreaterThanOrEqual(r.scheduled_for.getTime())
     expect(new Set(later.map((r) => r.created_at.getTime())).size).toBe(later.length)
+  })
+
+  it('idles on one statement per interval, without a transaction, and passes once a look finds a due trigger', async () => {
+    // The same pool, with every statement Kysely sends recorded (begin and commit included).
+    const sent: string[] = []
+    const counted = new Kysely<DB>({
+      dialect: new PostgresDialect({ pool: t.pool }),
+      log: (e) => {
+        if (e.level === 'query') sent.push(e.query.sql)
+      },
+    })
+    const dispatcher = scheduler({ db: counted, intervalMs: 100 })
+    started.push(dispatcher)
+    dispatcher.start()
+    await waitFor(() => sent.some((q) => q.includes('with pass as materialized')) && sent.length >= 12, { what: 'a pass and several ticks' })
+    const afterFirst = sent.slice(sent.findIndex((q) => /^commit/i.test(q.trim())) + 1)
+    expect(afterFirst.length).toBeGreaterThanOrEqual(5)
+    for (const q of afterFirst) expect(q).toContain('as work') // only looks: no begin, no claim, no commit
+    // A trigger due now: a look finds it and the pass that follows fires it.
+    const { jobId } = await insertTrigger(t.db, { kind: 'interval', intervalMs: 60_000, nextFireAt: new Date(Date.now() - 1_000) })
+    await waitFor(async () => (await fireTimes(jobId)).length === 1, { what: 'the due trigger to fire' })
+    expect(sent.some((q) => /^begin/i.test(q.trim()))).toBe(true)
   })
 
   it('fire times within the window after the earliest share its pass; none is dispatched early', async () => {

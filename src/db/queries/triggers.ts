@@ -12,7 +12,7 @@
  * one transaction at a time (its lock), and the unique key (job_id,
  * scheduled_for) rejects a second execution for the same fire time.
  */
-import { sql, type Kysely, type Transaction } from 'kysely'
+import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { MisfirePolicy, OverlapPolicy } from '../../core/job.ts'
 import type { TriggerSchedule } from '../../core/fire-times.ts'
@@ -136,33 +136,19 @@ export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaim
   const { rows } = await sql<ClaimedTriggerRow & { held: boolean; upcoming: string | null; upcoming_allow: string }>`${sql.raw(PREPARE)}
     with pass as materialized (
       select p.now, p.now + ${params.aheadMs ?? 0}::int * interval '1 millisecond' as ahead, p.held
-        from (select date_trunc('milliseconds', coalesce(${now}::timestamptz, now())) as now,   -- fire times are JavaScript dates
+        from (select ${passNow(now)} as now,
                      (not ${params.exclusive !== false}::bool or pg_try_advisory_xact_lock(${DISPATCH_LOCK_KEY.toString()}::bigint)) as held) p
     ),
     claimed as (
       select ${claimedTriggerColumns}
         from pgsched.triggers t
        where (select held from pass)
-         and not t.paused
-         and t.next_fire_at is not null
-         and t.next_fire_at <= (select ahead from pass)
-         and (t.next_fire_at <= (select now from pass) or t.overlap_policy = 'allow')
+         and ${dueTrigger}
        order by t.next_fire_at
        limit ${params.limit}::int
          for update of t skip locked
     ),
-    upcoming as (
-      -- as text (epoch milliseconds, comma-separated; 't'/'f' per time): split costs a fraction of
-      -- parsing arrays of timestamps and booleans
-      select string_agg((extract(epoch from f.next_fire_at) * 1000)::bigint::text, ',' order by f.next_fire_at) as upcoming,
-             string_agg(case when f.overlap_policy = 'allow' then 't' else 'f' end, '' order by f.next_fire_at) as upcoming_allow
-        from (select f.next_fire_at, f.overlap_policy
-                from pgsched.triggers f
-               where not f.paused and f.next_fire_at is not null and f.next_fire_at > (select now from pass)
-                 and not (f.overlap_policy = 'allow' and f.next_fire_at <= (select ahead from pass))
-               order by f.next_fire_at
-               limit ${UPCOMING_LIMIT}::int) f
-    )
+    upcoming as (${upcomingSelect})
     -- the upcoming fire times on the first row only: each row's copy would be parsed again
     select c.*, pass.now, pass.held,
            case when row_number() over () = 1 then coalesce(upcoming.upcoming, '') end as upcoming,
@@ -172,13 +158,75 @@ export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaim
       left join claimed c on true
   `.execute(trx)
   const first = rows[0] as { now: Date; held: boolean }
-  const listed = rows.find((r) => r.upcoming !== null)
   return {
     now: first.now,
     held: first.held,
-    upcoming: listed?.upcoming ? listed.upcoming.split(',').map((ms, i) => ({ at: new Date(Number(ms)), allow: listed.upcoming_allow[i] === 't' })) : [],
+    upcoming: upcomingOf(rows.find((r) => r.upcoming !== null)),
     triggers: rows.filter((r) => r.job_id !== null).map(toClaimedTrigger),
   }
+}
+
+/** The time of a pass: the pinned `now`, else now(), truncated to milliseconds (fire times are JavaScript dates). */
+const passNow = (now: Date | null) => sql`date_trunc('milliseconds', coalesce(${now}::timestamptz, now()))`
+
+/** A due trigger (alias t) of a pass (CTE pass: now, ahead): served by triggers_due_idx. */
+const dueTrigger = sql`not t.paused
+         and t.next_fire_at is not null
+         and t.next_fire_at <= (select ahead from pass)
+         and (t.next_fire_at <= (select now from pass) or t.overlap_policy = 'allow')`
+
+/**
+ * The next fire times not due in a pass (CTE pass), earliest first (UPCOMING_LIMIT): as text (epoch
+ * milliseconds, comma-separated; 't'/'f' per time for overlap policy allow), whose split costs a
+ * fraction of parsing arrays of timestamps and booleans.
+ */
+const upcomingSelect = sql`
+      select string_agg((extract(epoch from f.next_fire_at) * 1000)::bigint::text, ',' order by f.next_fire_at) as upcoming,
+             string_agg(case when f.overlap_policy = 'allow' then 't' else 'f' end, '' order by f.next_fire_at) as upcoming_allow
+        from (select f.next_fire_at, f.overlap_policy
+                from pgsched.triggers f
+               where not f.paused and f.next_fire_at is not null and f.next_fire_at > (select now from pass)
+                 and not (f.overlap_policy = 'allow' and f.next_fire_at <= (select ahead from pass))
+               order by f.next_fire_at
+               limit ${UPCOMING_LIMIT}::int) f`
+
+function upcomingOf(listed: { upcoming: string | null; upcoming_allow: string | null } | undefined): Array<{ at: Date; allow: boolean }> {
+  if (!listed?.upcoming) return []
+  const allow = listed.upcoming_allow ?? ''
+  return listed.upcoming.split(',').map((ms, i) => ({ at: new Date(Number(ms)), allow: allow[i] === 't' }))
+}
+
+export interface TriggerLookResult {
+  /** The time of the look (as a pass's). */
+  now: Date
+  /** Whether a pass would find work: a due trigger, or (when asked) a queue slot to release. */
+  work: boolean
+  /** As TriggerClaimDueResult's. */
+  upcoming: Array<{ at: Date; allow: boolean }>
+}
+
+/**
+ * Whether a dispatcher pass would find anything to do, without a transaction or a lock: a due
+ * trigger (as triggerClaimDue would claim), or with `queued` a queue slot that looks releasable (as
+ * triggerClaimQueued would lock); and the upcoming fire times. One statement, so that a pass the
+ * loop makes only because its interval has come (no fire time planned) costs one round trip when
+ * there is nothing to do, not a transaction of three or four.
+ */
+export async function triggerLook(db: Kysely<DB>, params: { now?: Date | null; aheadMs?: number; queued: boolean }): Promise<TriggerLookResult> {
+  const { rows } = await sql<{ now: Date; work: boolean; upcoming: string | null; upcoming_allow: string | null }>`${sql.raw(PREPARE)}
+    with pass as materialized (
+      select p.now, p.now + ${params.aheadMs ?? 0}::int * interval '1 millisecond' as ahead
+        from (select ${passNow(params.now ?? null)} as now) p
+    ),
+    upcoming as (${upcomingSelect})
+    select pass.now,
+           exists (select 1 from pgsched.triggers t where ${dueTrigger})
+           or (${params.queued}::bool and exists (${queuedTriggers(sql`1`, sql`limit 1`)})) as work,
+           upcoming.upcoming, upcoming.upcoming_allow
+      from pass cross join upcoming
+  `.execute(db)
+  const r = rows[0] as (typeof rows)[number]
+  return { now: r.now, work: r.work, upcoming: upcomingOf(r) }
 }
 
 export interface TriggerClaimQueuedParams {
@@ -194,22 +242,29 @@ export interface TriggerClaimQueuedParams {
  * busy; the caller re-reads with triggerJobActivityMany after the lock.
  * Served by triggers_queued_idx. Requires a transaction.
  */
-export async function triggerClaimQueued(trx: Transaction<DB>, params: TriggerClaimQueuedParams): Promise<TriggerClaimResult> {
-  // Driven by triggers_queued_idx (usually empty): the job is looked up per queued trigger, never
-  // the other way round, whatever the statistics say.
-  const { rows } = await sql<ClaimedTriggerRow>`${sql.raw(PREPARE)}
-    select ${claimedTriggerColumns}, date_trunc('milliseconds', now()) as now
+/** Triggers (alias t) whose queue slot holds a fire time and whose active job looks idle, by triggers_queued_idx. */
+const queuedTriggers = (columns: RawBuilder<unknown>, tail: RawBuilder<unknown>, extra: RawBuilder<unknown> = sql``) => sql`
+    select ${columns}
       from pgsched.triggers t
      where t.queued_fire_at is not null
        and not t.paused
-       and t.job_id <> all(${params.excludeJobIds}::uuid[])
+       ${extra}
        and exists (select 1 from pgsched.jobs j where j.id = t.job_id and j.state = 'active')
        -- looks idle (re-checked after the lock by triggerJobActivityMany)
        and not exists (select 1 from pgsched.due d where d.job_id = t.job_id)
        and not exists (select 1 from pgsched.runs r where r.job_id = t.job_id)
      order by t.queued_fire_at
-     limit ${params.limit}::int
-       for update of t skip locked
+     ${tail}`
+
+export async function triggerClaimQueued(trx: Transaction<DB>, params: TriggerClaimQueuedParams): Promise<TriggerClaimResult> {
+  // Driven by triggers_queued_idx (usually empty): the job is looked up per queued trigger, never
+  // the other way round, whatever the statistics say.
+  const { rows } = await sql<ClaimedTriggerRow>`${sql.raw(PREPARE)}
+    ${queuedTriggers(
+      sql`${claimedTriggerColumns}, date_trunc('milliseconds', now()) as now`,
+      sql`limit ${params.limit}::int for update of t skip locked`,
+      sql`and t.job_id <> all(${params.excludeJobIds}::uuid[])`,
+    )}
   `.execute(trx)
   return { now: rows[0]?.now ?? null, triggers: rows.map(toClaimedTrigger) }
 }
