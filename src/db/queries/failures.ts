@@ -45,7 +45,9 @@ export async function failureGroupList(db: Kysely<DB>, params: FailureGroupListP
     sample_payload: unknown
   }>`
     with failed as (
-      select j.id, j.type, j.queue, j.payload,
+      -- as text: an array of a domain's values (jobs.type and queue are domains, migration 0038)
+      -- comes back with the domain's array type, which the driver does not parse
+      select j.id, j.type::text as type, j.queue::text as queue, j.payload,
              coalesce(${errorTypeSql}, 'Error') as error_type,
              coalesce(${errorMessageSql}, '') as message,
              coalesce(e.finished_at, t.updated_at, j.updated_at) as seen_at
