@@ -7,8 +7,8 @@
  * migration 0028 the claim reads each job through a lateral probe and the lease statements find
  * each lease through one (lease.ts), so neither scans a table even without the setting. Hash and
  * merge joins are off there too: a plan made after an ANALYZE of small tables hashed the
- * dispatcher's one-row input against every row of `jobs` (before migration 0038). And JIT is off: with seq scans off, a
- * scan that remains (the insert trigger's look-up of waiting_workers) costs enough to be compiled,
+ * dispatcher's one-row input against every row of `jobs` (always before migration 0038, sometimes
+ * since). And JIT is off: with seq scans off, a scan that remains (the insert trigger's look-up of waiting_workers) costs enough to be compiled,
  * for tens of milliseconds, on a statement that runs for microseconds.
  */
 import { randomUUID } from 'node:crypto'
