@@ -5,10 +5,15 @@
  * and LISTEN/NOTIFY are database-wide.
  */
 import { randomBytes } from 'node:crypto'
+import { copyFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import pg from 'pg'
 import { sql, type Kysely } from 'kysely'
 import { afterAll, beforeAll, beforeEach, inject } from 'vitest'
+import { migrate } from '../src/db/migrate.ts'
 import { createDb } from '../src/db/pool.ts'
+import { packageRoot } from '../src/lib/package-root.ts'
 import type { DB } from '../src/db/schema.ts'
 import { createLogger, type Logger } from '../src/logger.ts'
 
@@ -80,4 +85,27 @@ export function useTestDb(options: { truncate?: boolean } = {}): TestDb {
     if (t.name && process.env.KEEP_TEST_DB !== '1') await adminQuery(`drop database if exists ${t.name} with (force)`)
   })
   return t
+}
+
+/**
+ * A new database migrated only through the migrations whose file names sort before `first` (to test
+ * migration `first` on rows of the schema before it): made before the file's own beforeAll hooks
+ * (call this first), dropped after the file. `url` is set once it is made.
+ */
+export function useDatabaseBefore(first: string): { url: string } {
+  const made = { url: '' }
+  const name = `m_${randomBytes(6).toString('hex')}`
+  const dir = mkdtempSync(join(tmpdir(), 'pgsched-migrations-'))
+  beforeAll(async () => {
+    const all = join(packageRoot(), 'migrations')
+    for (const f of readdirSync(all).filter((f) => f < first)) copyFileSync(join(all, f), join(dir, f))
+    await adminQuery(`create database ${name}`)
+    made.url = urlFor(name)
+    await migrate({ databaseUrl: made.url, migrationsDir: dir })
+  })
+  afterAll(async () => {
+    rmSync(dir, { recursive: true, force: true })
+    await adminQuery(`drop database if exists ${name} with (force)`)
+  })
+  return made
 }

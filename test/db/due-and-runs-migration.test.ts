@@ -13,10 +13,6 @@
  * priority order, a completion fenced by a carried-over lease (worker, attempt) ends it keeping its
  * attempt log, and the reaper retries or fails the leases that expire.
  */
-import { copyFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
-import { randomBytes } from 'node:crypto'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { sql, type Kysely } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { migrate } from '../../src/db/migrate.ts'
@@ -25,16 +21,12 @@ import type { DB } from '../../src/db/schema.ts'
 import { executionClaimBatch } from '../../src/db/queries/claim.ts'
 import { executionCompleteMany } from '../../src/db/queries/lease.ts'
 import { executionRescueExpired } from '../../src/db/queries/rescue.ts'
-import { packageRoot } from '../../src/lib/package-root.ts'
-import { adminQuery, urlFor } from '../db.ts'
+import { useDatabaseBefore } from '../db.ts'
 
-const name = `m_${randomBytes(6).toString('hex')}`
-const before = mkdtempSync(join(tmpdir(), 'pgsched-migrations-'))
+const before = useDatabaseBefore('0028')
 let db: Kysely<DB> | undefined
 afterAll(async () => {
   await db?.destroy()
-  rmSync(before, { recursive: true, force: true })
-  await adminQuery(`drop database if exists ${name} with (force)`)
 })
 
 const uuid = (k: number) => `00000000-0000-7000-8000-${String(k).padStart(12, '0')}`
@@ -185,11 +177,7 @@ let oldColumns: string[] = []
 const oldRow = (k: number) => old.find((r) => r.id === uuid(k)) as Record<string, unknown>
 
 beforeAll(async () => {
-  const all = join(packageRoot(), 'migrations')
-  for (const f of readdirSync(all).filter((f) => f < '0028')) copyFileSync(join(all, f), join(before, f))
-  await adminQuery(`create database ${name}`)
-  const url = urlFor(name)
-  await migrate({ databaseUrl: url, migrationsDir: before })
+  const url = before.url
   db = createDb({ databaseUrl: url, poolSize: 2 }).db
   for (const [key, fields] of Object.entries(rows)) {
     const k = Number(key)

@@ -4,10 +4,6 @@
  * read the same, the checks reject what the table's checks rejected, naming the same constraint, and
  * the product's submit, claim and completion work on the rows carried over.
  */
-import { copyFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
-import { randomBytes } from 'node:crypto'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { sql, type Kysely } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
@@ -16,17 +12,13 @@ import { createDb } from '../../src/db/pool.ts'
 import type { DB } from '../../src/db/schema.ts'
 import { executionClaimBatch } from '../../src/db/queries/claim.ts'
 import { executionCompleteMany } from '../../src/db/queries/lease.ts'
-import { packageRoot } from '../../src/lib/package-root.ts'
-import { adminQuery, urlFor } from '../db.ts'
+import { useDatabaseBefore } from '../db.ts'
 
-const name = `m_${randomBytes(6).toString('hex')}`
-const before = mkdtempSync(join(tmpdir(), 'pgsched-migrations-'))
+const before = useDatabaseBefore('0038')
 let db: Kysely<DB> | undefined
 const d = () => db as Kysely<DB>
 afterAll(async () => {
   await db?.destroy()
-  rmSync(before, { recursive: true, force: true })
-  await adminQuery(`drop database if exists ${name} with (force)`)
 })
 
 /** Every relation of pgsched.jobs (the partitioned table, its partitions and all their indexes) with its file. */
@@ -46,11 +38,7 @@ let filesBefore: Record<string, string> = {}
 let rowsBefore: unknown[] = []
 
 beforeAll(async () => {
-  const all = join(packageRoot(), 'migrations')
-  for (const f of readdirSync(all).filter((f) => f < '0038')) copyFileSync(join(all, f), join(before, f))
-  await adminQuery(`create database ${name}`)
-  const url = urlFor(name)
-  await migrate({ databaseUrl: url, migrationsDir: before })
+  const url = before.url
   db = createDb({ databaseUrl: url, poolSize: 2 }).db
   await createClient({ db, tenant: 'acme' }).submitJobs(
     Array.from({ length: 40 }, (_, i) => ({
