@@ -1,8 +1,10 @@
 /**
  * createDb: a pool with `genericPlans` plans each parameterised statement once
  * per connection (the worker's hot path); other pools keep PostgreSQL's choice.
+ * No pool compiles statements with JIT.
  */
 import { sql } from 'kysely'
+import pg from 'pg'
 import { afterAll, describe, expect, it } from 'vitest'
 import { createDb, type Database } from '../../src/db/pool.ts'
 import { adminUrl } from '../db.ts'
@@ -27,6 +29,26 @@ describe('createDb', () => {
 
   it("leaves the server's plan choice to other pools", async () => {
     expect(await planCacheMode(undefined)).toBe('auto')
+  })
+
+  it('runs every pool without JIT, even where the connection asks for it', async () => {
+    // JIT asked for at startup (the URL's options), as a server's default `jit = on` would
+    const url = new URL(adminUrl())
+    url.searchParams.set('options', '-c jit=on')
+    const plain = new pg.Client({ connectionString: url.toString() })
+    await plain.connect()
+    try {
+      const { rows } = await plain.query<{ jit: string }>("select current_setting('jit') as jit")
+      expect(rows[0]?.jit).toBe('on') // the option takes without the pool
+    } finally {
+      await plain.end()
+    }
+    for (const genericPlans of [undefined, true]) {
+      const d = createDb({ databaseUrl: url.toString(), poolSize: 1, genericPlans })
+      opened.push(d)
+      const { rows } = await sql<{ jit: string }>`select current_setting('jit') as jit`.execute(d.db)
+      expect(rows[0]?.jit).toBe('off')
+    }
   })
 
   it("keeps the connection's own startup options (here a statement timeout in the URL's options)", async () => {
