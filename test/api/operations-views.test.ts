@@ -2,8 +2,12 @@
  * The dashboard's reads: GET /v1/workers, /v1/schedules, /v1/failures, /v1/stats, the new
  * GET /v1/jobs filters, /v1/jobs/export as CSV and JSON, and GET /v1/queues for a tenant key.
  */
+import { sql, type Kysely } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
+import { createDb } from '../../src/db/pool.ts'
+import { failureGroupList } from '../../src/db/queries/failures.ts'
+import type { DB } from '../../src/db/schema.ts'
 import { workerRegister } from '../../src/db/queries/workers.ts'
 import { useTestDb } from '../db.ts'
 import { insertExecution, insertExecutions, insertTrigger, msAgo } from '../factories.ts'
@@ -138,6 +142,56 @@ describe('GET /v1/failures', () => {
     expect(recent.json().items.find((g: { errorType: string }) => g.errorType === 'NetError').count).toBe(1)
   })
 })
+
+describe('GET /v1/failures, each job once', () => {
+  it("counts a job by its latest execution only, and a stopped schedule's job once", async () => {
+    const key = await api.keyFor('once')
+    const refused = { message: 'connection refused', name: 'NetError', attempt: 3 }
+    const timeout = { message: 'timed out', name: 'TimeoutError', attempt: 3 }
+    // failed twice, then failed again: one job, grouped by its latest error
+    const { jobId: thrice } = await insertExecution(t.db, { state: 'failed', error: refused, scheduledFor: msAgo(3_000), job: { tenant: 'once' } })
+    await insertExecution(t.db, { jobId: thrice, state: 'failed', error: refused, scheduledFor: msAgo(2_000) })
+    await insertExecution(t.db, { jobId: thrice, state: 'failed', error: timeout, scheduledFor: msAgo(1_000) })
+    // failed, then succeeded: not failed any more
+    const { jobId: recovered } = await insertExecution(t.db, { state: 'failed', error: refused, scheduledFor: msAgo(2_000), job: { tenant: 'once' } })
+    await insertExecution(t.db, { jobId: recovered, state: 'succeeded', scheduledFor: msAgo(1_000) })
+    // a schedule stopped by an error whose latest run failed too: once, as the schedule's error
+    const { jobId: stopped } = await insertTrigger(t.db, { job: { tenant: 'once' }, nextFireAt: null })
+    await t.db.updateTable('pgsched.triggers').set({ error: 'the time zone Mars/Base is unknown' }).where('job_id', '=', stopped).execute()
+    await insertExecution(t.db, { jobId: stopped, state: 'failed', error: refused, scheduledFor: msAgo(1_000) })
+
+    const groups = (await api.call(key, 'GET', '/v1/failures')).json().items as Array<{ errorType: string; count: number; sampleJobId: string }>
+    expect(groups.map((g) => [g.errorType, g.count, g.sampleJobId])).toEqual([
+      ['ScheduleError', 1, stopped],
+      ['TimeoutError', 1, thrice],
+    ])
+  })
+
+  it('reads the failed executions and stopped schedules, not every job', async () => {
+    await createClient({ db: t.db, tenant: 'few' }).submitJobs(Array.from({ length: 2_000 }, () => ({ type: 'x' })))
+    await insertExecution(t.db, { state: 'failed', error: { message: 'no', name: 'NoError', attempt: 1 }, job: { tenant: 'few' } })
+    await sql`analyze`.execute(t.db)
+    // one connection, so that its statistics can be flushed before they are read
+    const one = createDb({ databaseUrl: t.url, poolSize: 1 })
+    try {
+      const before = await jobRowsRead(one.db)
+      expect(await failureGroupList(one.db, { tenant: 'few', limit: 10 })).toMatchObject([{ errorType: 'NoError', count: 1 }])
+      expect((await jobRowsRead(one.db)) - before).toBeLessThan(50)
+    } finally {
+      await one.db.destroy()
+    }
+  })
+})
+
+/** Rows of pgsched.jobs read so far (seq scans and index fetches), with `db`'s own reads flushed. */
+async function jobRowsRead(db: Kysely<DB>): Promise<number> {
+  await sql`select pg_stat_force_next_flush()`.execute(db)
+  await sql`select pg_stat_clear_snapshot()`.execute(db)
+  const { rows } = await sql<{ n: string }>`
+    select coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)::text as n
+      from pg_stat_user_tables where schemaname = 'pgsched' and relname like 'jobs%'`.execute(db)
+  return Number(rows[0]?.n)
+}
 
 describe('a failure group as a filter', () => {
   it("reaches exactly the group's jobs, a stopped schedule's (ScheduleError) as well as an execution's", async () => {

@@ -1,7 +1,9 @@
 /**
  * Failed jobs grouped by error: the jobs whose status is FAILED or EXPIRED, by their latest
  * execution's error type and message (or the schedule's error, when the dispatcher stopped a
- * recurring job), largest groups first.
+ * recurring job), largest groups first. Read from candidates (job-candidates.ts): the failed
+ * executions and the stopped schedules, which small partial indexes enumerate, so the report reads
+ * the failures, not every job.
  */
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
@@ -44,16 +46,29 @@ export async function failureGroupList(db: Kysely<DB>, params: FailureGroupListP
     sample_job_id: string
     sample_payload: unknown
   }>`
-    with failed as (
-      -- as text: an array of a domain's values (jobs.type and queue are domains, migration 0038)
-      -- comes back with the domain's array type, which the driver does not parse
-      select j.id, j.type::text as type, j.queue::text as queue, j.payload,
-             coalesce(${errorTypeSql}, 'Error') as error_type,
-             coalesce(${errorMessageSql}, '') as message,
-             coalesce(e.finished_at, t.updated_at, j.updated_at) as seen_at
-        from ${jobJoins}
-       where ${jobFilterSql({ tenant: params.tenant, queue: params.queue, type: params.type })}
-         and (${statusCondition('FAILED')} or ${statusCondition('EXPIRED')})
+    with candidates as (
+      -- a FAILED or EXPIRED job has a failed latest execution, or a schedule stopped by an error
+      select x.job_id, x.id as execution_id from pgsched.executions x where x.state = 'failed'
+      union all
+      select s.job_id, null::uuid from pgsched.triggers s where s.error is not null
+    ),
+    failed as (
+      select f.* from candidates d
+       cross join lateral (
+        -- as text: an array of a domain's values (jobs.type and queue are domains, migration 0038)
+        -- comes back with the domain's array type, which the driver does not parse
+        select j.id, j.type::text as type, j.queue::text as queue, j.payload,
+               coalesce(${errorTypeSql}, 'Error') as error_type,
+               coalesce(${errorMessageSql}, '') as message,
+               coalesce(e.finished_at, t.updated_at, j.updated_at) as seen_at
+          from ${jobJoins}
+         where j.id = d.job_id
+           and ${jobFilterSql({ tenant: params.tenant, queue: params.queue, type: params.type })}
+           -- each job once: through its latest execution when that failed, else through its schedule
+           and case when d.execution_id is null then not coalesce(e.state = 'failed', false) else d.execution_id = e.id end
+           and (${statusCondition('FAILED')} or ${statusCondition('EXPIRED')})
+        offset 0  -- kept apart: each candidate looks its job up by id, whatever the tables' sizes
+       ) f
     )
     select error_type, message, count(*)::text as count, min(seen_at) as first_seen_at, max(seen_at) as last_seen_at,
            array_agg(distinct type order by type) as types, array_agg(distinct queue order by queue) as queues,
