@@ -109,3 +109,17 @@ export function useDatabaseBefore(first: string): { url: string } {
   })
   return made
 }
+
+/**
+ * Rows of the jobs partitions read so far, by seq scans and through indexes, counting the reads of
+ * `db`'s own session (flushed first: a session reports its statistics at most once a second), so
+ * give it a one-connection pool that ran the statements measured.
+ */
+export async function jobRowsRead(db: Kysely<DB>): Promise<number> {
+  await sql`select pg_stat_force_next_flush()`.execute(db)
+  await sql`select pg_stat_clear_snapshot()`.execute(db)
+  const { rows } = await sql<{ n: string }>`
+    select coalesce(sum(seq_tup_read + coalesce(idx_tup_fetch, 0)), 0)::text as n from pg_stat_user_tables
+     where schemaname = 'pgsched' and relname like 'jobs_p%'`.execute(db)
+  return Number(rows[0]?.n)
+}

@@ -1,13 +1,16 @@
 /**
  * POST /v1/jobs/bulk on 10,000 jobs: cancel, retry and delete, each repeated until nothing
  * remains, with exact counts checked against the database; the bounds of one call; and the
- * refusals of a bad request.
+ * refusals of a bad request; and that a retry reads the candidates of its statuses, not every job.
  */
 import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { createApiKey } from '../../src/api/auth.ts'
-import { useTestDb } from '../db.ts'
-import { insertExecutions, setExecutionState } from '../factories.ts'
+import { createClient } from '../../src/client.ts'
+import { createDb } from '../../src/db/pool.ts'
+import { jobCountForAction, jobIdsForAction } from '../../src/db/queries/job-operations.ts'
+import { jobRowsRead, useTestDb } from '../db.ts'
+import { insertExecution, insertExecutions, setExecutionState } from '../factories.ts'
 import { useTestApi } from './helpers.ts'
 
 const t = useTestDb()
@@ -113,5 +116,32 @@ describe('POST /v1/jobs/bulk', () => {
     expect(one.json()).toEqual({ action: 'cancel', matched: 4, changed: 4, remaining: 0 })
     const rest = await api.call(operator, 'POST', '/v1/jobs/bulk', { action: 'cancel', filter: { queue: 'op' } })
     expect(rest.json()).toEqual({ action: 'cancel', matched: 3, changed: 3, remaining: 0 })
+  })
+})
+
+describe('the jobs a bulk call reads', () => {
+  it('retry reads the candidates of its statuses and counts a job with several failed runs once', async () => {
+    const client = createClient({ db: t.db, tenant: 'cand' })
+    await client.submitJobs(Array.from({ length: 2_000 }, () => ({ type: 'x' })))
+    const error = { message: 'refused', name: 'NetError', attempt: 1 }
+    const { jobId: twice } = await insertExecution(t.db, { state: 'failed', error, scheduledFor: new Date(Date.now() - 2_000), job: { tenant: 'cand' } })
+    await insertExecution(t.db, { jobId: twice, state: 'failed', error, scheduledFor: new Date(Date.now() - 1_000) })
+    const { jobId: expired } = await insertExecution(t.db, { state: 'failed', attempt: 0, error, job: { tenant: 'cand' } })
+    const cancelled = (await client.submitJob({ type: 'x', runAt: new Date(Date.now() + 3_600_000) })).job.id
+    await client.cancelJob(cancelled)
+    await sql`analyze`.execute(t.db)
+    const one = createDb({ databaseUrl: t.url, poolSize: 1 })
+    try {
+      const filter = { tenant: 'cand' }
+      const before = await jobRowsRead(one.db)
+      expect(await jobIdsForAction(one.db, { filter, action: 'retry', limit: 10 })).toEqual([twice, expired, cancelled].sort())
+      expect(await jobCountForAction(one.db, { filter, action: 'retry' })).toBe(3)
+      expect(await jobCountForAction(one.db, { filter: { ...filter, status: 'EXPIRED' }, action: 'retry' })).toBe(1)
+      expect((await jobRowsRead(one.db)) - before).toBeLessThan(100)
+      // an action with a status that has no candidates reads the jobs (COMPLETED: delete)
+      expect(await jobCountForAction(one.db, { filter, action: 'delete' })).toBe(3)
+    } finally {
+      await one.db.destroy()
+    }
   })
 })

@@ -2,14 +2,13 @@
  * The dashboard's reads: GET /v1/workers, /v1/schedules, /v1/failures, /v1/stats, the new
  * GET /v1/jobs filters, /v1/jobs/export as CSV and JSON, and GET /v1/queues for a tenant key.
  */
-import { sql, type Kysely } from 'kysely'
+import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { createDb } from '../../src/db/pool.ts'
 import { failureGroupList } from '../../src/db/queries/failures.ts'
-import type { DB } from '../../src/db/schema.ts'
 import { workerRegister } from '../../src/db/queries/workers.ts'
-import { useTestDb } from '../db.ts'
+import { jobRowsRead, useTestDb } from '../db.ts'
 import { insertExecution, insertExecutions, insertTrigger, msAgo } from '../factories.ts'
 import { useTestApi } from './helpers.ts'
 
@@ -182,16 +181,6 @@ describe('GET /v1/failures, each job once', () => {
     }
   })
 })
-
-/** Rows of pgsched.jobs read so far (seq scans and index fetches), with `db`'s own reads flushed. */
-async function jobRowsRead(db: Kysely<DB>): Promise<number> {
-  await sql`select pg_stat_force_next_flush()`.execute(db)
-  await sql`select pg_stat_clear_snapshot()`.execute(db)
-  const { rows } = await sql<{ n: string }>`
-    select coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)::text as n
-      from pg_stat_user_tables where schemaname = 'pgsched' and relname like 'jobs%'`.execute(db)
-  return Number(rows[0]?.n)
-}
 
 describe('a failure group as a filter', () => {
   it("reaches exactly the group's jobs, a stopped schedule's (ScheduleError) as well as an execution's", async () => {

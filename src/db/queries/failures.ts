@@ -5,8 +5,9 @@
  * executions and the stopped schedules, which small partial indexes enumerate, so the report reads
  * the failures, not every job.
  */
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
+import { candidateJobIds } from './job-candidates.ts'
 import { errorMessageSql, errorTypeSql, jobFilterSql, jobJoins, statusCondition } from './job-filter.ts'
 
 export interface FailureGroup {
@@ -35,6 +36,8 @@ export interface FailureGroupListParams {
 
 export async function failureGroupList(db: Kysely<DB>, params: FailureGroupListParams): Promise<FailureGroup[]> {
   const since = params.since ?? null
+  // FAILED and EXPIRED both have candidates: never null
+  const candidates = candidateJobIds(['FAILED', 'EXPIRED'], params.tenant) as RawBuilder<{ job_id: string }>
   const { rows } = await sql<{
     error_type: string
     message: string
@@ -46,14 +49,8 @@ export async function failureGroupList(db: Kysely<DB>, params: FailureGroupListP
     sample_job_id: string
     sample_payload: unknown
   }>`
-    with candidates as (
-      -- a FAILED or EXPIRED job has a failed latest execution, or a schedule stopped by an error
-      select x.job_id, x.id as execution_id from pgsched.executions x where x.state = 'failed'
-      union all
-      select s.job_id, null::uuid from pgsched.triggers s where s.error is not null
-    ),
-    failed as (
-      select f.* from candidates d
+    with failed as (
+      select f.* from (${candidates}) d
        cross join lateral (
         -- as text: an array of a domain's values (jobs.type and queue are domains, migration 0038)
         -- comes back with the domain's array type, which the driver does not parse
@@ -64,8 +61,6 @@ export async function failureGroupList(db: Kysely<DB>, params: FailureGroupListP
           from ${jobJoins}
          where j.id = d.job_id
            and ${jobFilterSql({ tenant: params.tenant, queue: params.queue, type: params.type })}
-           -- each job once: through its latest execution when that failed, else through its schedule
-           and case when d.execution_id is null then not coalesce(e.state = 'failed', false) else d.execution_id = e.id end
            and (${statusCondition('FAILED')} or ${statusCondition('EXPIRED')})
         offset 0  -- kept apart: each candidate looks its job up by id, whatever the tables' sizes
        ) f

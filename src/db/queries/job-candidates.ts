@@ -77,6 +77,18 @@ export function jobCandidates(status: CandidateStatus, tenant: string | null, be
 }
 
 /**
+ * The ids of the jobs that may have one of `statuses`, each once: the union of their candidates,
+ * or null when a status has none (SCHEDULED, COMPLETED: too common to enumerate). For statements
+ * that test each job's status anyway (counts, bulk actions, the failures report): with it they
+ * read the candidates and look each job up by id, instead of reading every job.
+ */
+export function candidateJobIds(statuses: readonly JobStatus[], tenant: string | null): RawBuilder<{ job_id: string }> | null {
+  if (statuses.length === 0 || !statuses.every(isCandidateStatus)) return null
+  const sources = statuses.flatMap((status) => jobCandidates(status, tenant))
+  return sql`select distinct c.job_id from (${sql.join(sources, sql` union all `)}) c`
+}
+
+/**
  * Whether the candidate `d` stands for its job `j` (with trigger `t` and latest execution `e`):
  * an execution candidate only as the latest execution, and each job through one candidate only.
  */

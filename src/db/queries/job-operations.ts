@@ -13,6 +13,7 @@ import type { JobStatus } from '../../core/job-status.ts'
 import { eventsCaptured } from './event-capture.ts'
 import { fairKeyWaiting } from './fragments.ts'
 import { jobCancelEffects } from './jobs.ts'
+import { candidateJobIds } from './job-candidates.ts'
 import { jobFilterSql, jobJoins, statusCondition, type JobFilter } from './job-filter.ts'
 
 type Executor = Kysely<DB>
@@ -39,21 +40,35 @@ export function actionAppliesSql(action: JobAction): RawBuilder<unknown> {
   return sql`((${statuses}) and not exists (select 1 from pgsched.due x where x.job_id = j.id) and not exists (select 1 from pgsched.runs x where x.job_id = j.id))`
 }
 
+/**
+ * The ids of the jobs that match `filter` and that `action` applies to, as a select of `id`. When
+ * the statuses in question (the filter's, else the action's) all have candidates (job-candidates.ts),
+ * only the candidates are read, each job looked up by id; otherwise every job of the filter is.
+ */
+function jobsForAction(params: { filter: JobFilter; action: JobAction }): RawBuilder<{ id: string }> {
+  const { filter, action } = params
+  const where = sql`${jobFilterSql(filter)} and ${actionAppliesSql(action)}`
+  const candidates = filter.ids === undefined ? candidateJobIds(filter.status ? [filter.status] : ACTION_STATUSES[action], filter.tenant) : null
+  if (candidates === null) return sql`select j.id from ${jobJoins} where ${where}`
+  return sql`
+    select x.id from (${candidates}) d
+     cross join lateral (select j.id from ${jobJoins} where j.id = d.job_id and ${where}
+                         offset 0  -- kept apart: each candidate looks its job up by id
+                        ) x`
+}
+
 /** Up to `limit` ids of jobs that match `filter` and that `action` applies to, in id order. */
 export async function jobIdsForAction(db: Executor, params: { filter: JobFilter; action: JobAction; limit: number }): Promise<string[]> {
   const { rows } = await sql<{ id: string }>`
-    select j.id from ${jobJoins}
-     where ${jobFilterSql(params.filter)} and ${actionAppliesSql(params.action)}
-     order by j.id
+    select a.id from (${jobsForAction(params)}) a
+     order by a.id
      limit ${params.limit}::int`.execute(db)
   return rows.map((r) => r.id)
 }
 
 /** How many jobs match `filter` and `action` still applies to. */
 export async function jobCountForAction(db: Executor, params: { filter: JobFilter; action: JobAction }): Promise<number> {
-  const { rows } = await sql<{ n: string }>`
-    select count(*)::text as n from ${jobJoins}
-     where ${jobFilterSql(params.filter)} and ${actionAppliesSql(params.action)}`.execute(db)
+  const { rows } = await sql<{ n: string }>`select count(*)::text as n from (${jobsForAction(params)}) a`.execute(db)
   return Number(rows[0]?.n ?? 0)
 }
 
@@ -171,7 +186,6 @@ export async function jobDeleteMany(trx: Executor, params: JobActParams): Promis
   return rows.map((r) => r.id)
 }
 
-/** The tenant of a job, whichever it is (for operator keys); undefined when there is no such job. */
 /** The tenant of the job an execution belongs to; undefined when there is no such execution. */
 export async function executionTenantOf(db: Executor, id: string): Promise<string | undefined> {
   const row = await db
@@ -183,6 +197,7 @@ export async function executionTenantOf(db: Executor, id: string): Promise<strin
   return row?.tenant
 }
 
+/** The tenant of a job, whichever it is (for operator keys); undefined when there is no such job. */
 export async function jobTenantOf(db: Executor, id: string): Promise<string | undefined> {
   const row = await db.selectFrom('pgsched.jobs').select('tenant').where('id', '=', id).executeTakeFirst()
   return row?.tenant
