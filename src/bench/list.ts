@@ -49,7 +49,10 @@ export interface ListContext {
 export interface ListRequest {
   name: string
   path: (c: ListContext) => string
-  /** Not held to the target: a page of 500 is bound by building and sending its JSON, not by the database. */
+  /**
+   * Not held to the target: a page of 500 is bound by building and sending its JSON, not by the
+   * database; the failures report reads every failed job of the tenant.
+   */
   untargeted?: boolean
 }
 
@@ -72,6 +75,9 @@ export const LIST_REQUESTS: readonly ListRequest[] = [
   { name: 'GET /v1/jobs/{id} (recurring)', path: (c) => `/v1/jobs/${c.recurringJobId}` },
   { name: 'GET /v1/jobs/{id} (failed)', path: (c) => `/v1/jobs/${c.failedJobId}` },
   { name: 'GET /v1/jobs/{id}/executions (recurring)', path: (c) => `/v1/jobs/${c.recurringJobId}/executions` },
+  // the failures page: a report that groups every failed job of the tenant, so it reads them all
+  { name: 'GET /v1/failures', path: () => '/v1/failures', untargeted: true },
+  { name: 'GET /v1/failures?queue=bulk', path: () => '/v1/failures?queue=bulk', untargeted: true },
 ]
 
 export interface ListScenario {
