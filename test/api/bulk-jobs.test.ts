@@ -127,7 +127,7 @@ describe('the jobs a bulk call reads', () => {
     const { jobId: twice } = await insertExecution(t.db, { state: 'failed', error, scheduledFor: new Date(Date.now() - 2_000), job: { tenant: 'cand' } })
     await insertExecution(t.db, { jobId: twice, state: 'failed', error, scheduledFor: new Date(Date.now() - 1_000) })
     const { jobId: expired } = await insertExecution(t.db, { state: 'failed', attempt: 0, error, job: { tenant: 'cand' } })
-    const cancelled = (await client.submitJob({ type: 'x', runAt: new Date(Date.now() + 3_600_000) })).job.id
+    const cancelled = (await client.submitJob({ type: 'x', schedule: { at: new Date(Date.now() + 3_600_000) } })).job.id
     await client.cancelJob(cancelled)
     await sql`analyze`.execute(t.db)
     const one = createDb({ databaseUrl: t.url, poolSize: 1 })
