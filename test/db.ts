@@ -116,10 +116,16 @@ export function useDatabaseBefore(first: string): { url: string } {
  * give it a one-connection pool that ran the statements measured.
  */
 export async function jobRowsRead(db: Kysely<DB>): Promise<number> {
+  return (await jobReads(db)).rows
+}
+
+/** jobRowsRead, and the index scans of the jobs partitions (a look-up by id is one, found or not). */
+export async function jobReads(db: Kysely<DB>): Promise<{ rows: number; indexScans: number }> {
   await sql`select pg_stat_force_next_flush()`.execute(db)
   await sql`select pg_stat_clear_snapshot()`.execute(db)
-  const { rows } = await sql<{ n: string }>`
-    select coalesce(sum(seq_tup_read + coalesce(idx_tup_fetch, 0)), 0)::text as n from pg_stat_user_tables
+  const { rows } = await sql<{ n: string; scans: string }>`
+    select coalesce(sum(seq_tup_read + coalesce(idx_tup_fetch, 0)), 0)::text as n, coalesce(sum(idx_scan), 0)::text as scans
+      from pg_stat_user_tables
      where schemaname = 'pgsched' and relname like 'jobs_p%'`.execute(db)
-  return Number(rows[0]?.n)
+  return { rows: Number(rows[0]?.n), indexScans: Number(rows[0]?.scans) }
 }

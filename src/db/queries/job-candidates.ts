@@ -40,14 +40,21 @@ export function isCandidateStatus(status: JobStatus | undefined): status is Cand
  * order. The caller reads the sources apart and merges their pages: a UNION ALL of them is sorted
  * whole (480,000 failed executions at 10,000,000), not merged in order. `tenant` narrows the job
  * candidates; execution candidates are narrowed by the caller's join to jobs (executions finished
- * before migration 0016 carry no tenant).
+ * before migration 0016 carry no tenant), or also by their own tenant with `executionsOfTenant`
+ * (which reads each execution's row: worth it where every candidate costs a look-up of its job).
  */
-export function jobCandidates(status: CandidateStatus, tenant: string | null, beforeId?: string): RawBuilder<JobCandidate>[] {
+export function jobCandidates(
+  status: CandidateStatus,
+  tenant: string | null,
+  beforeId?: string,
+  options: { executionsOfTenant?: boolean } = {},
+): RawBuilder<JobCandidate>[] {
   const below = (column: RawBuilder<unknown>) => (beforeId === undefined ? sql`true` : sql`${column} < ${beforeId}::uuid`)
+  const ofTenant = tenant !== null && options.executionsOfTenant === true ? sql`(x.tenant = ${tenant}::text or x.tenant is null)` : sql`true`
   const executions = (condition: RawBuilder<unknown>) => sql<JobCandidate>`
       (select x.job_id, x.id as execution_id
          from pgsched.executions x
-        where ${condition} and ${below(sql`x.job_id`)}
+        where ${condition} and ${ofTenant} and ${below(sql`x.job_id`)}
         order by x.job_id desc)`
   const jobs = (condition: RawBuilder<unknown>) => sql<JobCandidate>`
       (select c.id as job_id, null::uuid as execution_id
@@ -80,11 +87,12 @@ export function jobCandidates(status: CandidateStatus, tenant: string | null, be
  * The ids of the jobs that may have one of `statuses`, each once: the union of their candidates,
  * or null when a status has none (SCHEDULED, COMPLETED: too common to enumerate). For statements
  * that test each job's status anyway (counts, bulk actions, the failures report): with it they
- * read the candidates and look each job up by id, instead of reading every job.
+ * read the candidates (of `tenant` only, when given) and look each job up by id, instead of reading
+ * every job.
  */
 export function candidateJobIds(statuses: readonly JobStatus[], tenant: string | null): RawBuilder<{ job_id: string }> | null {
   if (statuses.length === 0 || !statuses.every(isCandidateStatus)) return null
-  const sources = statuses.flatMap((status) => jobCandidates(status, tenant))
+  const sources = statuses.flatMap((status) => jobCandidates(status, tenant, undefined, { executionsOfTenant: true }))
   return sql`select distinct c.job_id from (${sql.join(sources, sql` union all `)}) c`
 }
 
