@@ -5,7 +5,7 @@
  * executions and the stopped schedules, which small partial indexes enumerate, so the report reads
  * the failures, not every job.
  */
-import { sql, type Kysely, type RawBuilder } from 'kysely'
+import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { candidateJobIds } from './job-candidates.ts'
 import { errorMessageSql, errorTypeSql, jobFilterSql, jobJoins, statusCondition } from './job-filter.ts'
@@ -36,8 +36,7 @@ export interface FailureGroupListParams {
 
 export async function failureGroupList(db: Kysely<DB>, params: FailureGroupListParams): Promise<FailureGroup[]> {
   const since = params.since ?? null
-  // FAILED and EXPIRED both have candidates: never null
-  const candidates = candidateJobIds(['FAILED', 'EXPIRED'], params.tenant) as RawBuilder<{ job_id: string }>
+  const candidates = candidateJobIds(['FAILED', 'EXPIRED'], params.tenant)
   const { rows } = await sql<{
     error_type: string
     message: string

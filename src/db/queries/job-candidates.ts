@@ -84,14 +84,12 @@ export function jobCandidates(
 }
 
 /**
- * The ids of the jobs that may have one of `statuses`, each once: the union of their candidates,
- * or null when a status has none (SCHEDULED, COMPLETED: too common to enumerate). For statements
- * that test each job's status anyway (counts, bulk actions, the failures report): with it they
- * read the candidates (of `tenant` only, when given) and look each job up by id, instead of reading
- * every job.
+ * The ids of the jobs that may have one of `statuses`, each once: the union of their candidates.
+ * For statements that test each job's status anyway (counts, bulk actions, the failures report):
+ * with it they read the candidates (of `tenant` only, when given) and look each job up by id,
+ * instead of reading every job.
  */
-export function candidateJobIds(statuses: readonly JobStatus[], tenant: string | null): RawBuilder<{ job_id: string }> | null {
-  if (statuses.length === 0 || !statuses.every(isCandidateStatus)) return null
+export function candidateJobIds(statuses: readonly CandidateStatus[], tenant: string | null): RawBuilder<{ job_id: string }> {
   const sources = statuses.flatMap((status) => jobCandidates(status, tenant, undefined, { executionsOfTenant: true }))
   return sql`select distinct c.job_id from (${sql.join(sources, sql` union all `)}) c`
 }

@@ -13,7 +13,7 @@ import type { JobStatus } from '../../core/job-status.ts'
 import { eventsCaptured } from './event-capture.ts'
 import { fairKeyWaiting } from './fragments.ts'
 import { jobCancelEffects } from './jobs.ts'
-import { candidateJobIds } from './job-candidates.ts'
+import { candidateJobIds, isCandidateStatus } from './job-candidates.ts'
 import { jobFilterSql, jobJoins, statusCondition, type JobFilter } from './job-filter.ts'
 
 type Executor = Kysely<DB>
@@ -48,10 +48,11 @@ export function actionAppliesSql(action: JobAction): RawBuilder<unknown> {
 function jobsForAction(params: { filter: JobFilter; action: JobAction }): RawBuilder<{ id: string }> {
   const { filter, action } = params
   const where = sql`${jobFilterSql(filter)} and ${actionAppliesSql(action)}`
-  const candidates = filter.ids === undefined ? candidateJobIds(filter.status ? [filter.status] : ACTION_STATUSES[action], filter.tenant) : null
-  if (candidates === null) return sql`select j.id from ${jobJoins} where ${where}`
+  // a SCHEDULED or COMPLETED job has no candidates (too common to enumerate): every job is read
+  const statuses = filter.status ? [filter.status] : ACTION_STATUSES[action]
+  if (filter.ids !== undefined || !statuses.every(isCandidateStatus)) return sql`select j.id from ${jobJoins} where ${where}`
   return sql`
-    select x.id from (${candidates}) d
+    select x.id from (${candidateJobIds(statuses, filter.tenant)}) d
      cross join lateral (select j.id from ${jobJoins} where j.id = d.job_id and ${where}
                          offset 0  -- kept apart: each candidate looks its job up by id
                         ) x`
