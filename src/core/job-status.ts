@@ -10,7 +10,9 @@
  *   SCHEDULED   it has work to come: a pending execution (due, later, or a
  *               retry), or a recurring schedule that still fires
  *   COMPLETED   finished: its (last) run succeeded — a one-time job, or a
- *               recurring one past its endAt
+ *               recurring one past its endAt — or it has no run at all and
+ *               nothing to come (a schedule that ended before its first fire
+ *               time; a one-time job has its execution from its submit on)
  *   FAILED      finished: its (last) run failed, or the schedule stopped
  *               (its fire times could not be computed)
  *   EXPIRED     finished: its (last) execution missed its start deadline
@@ -79,7 +81,7 @@ export function jobStatus(state: JobState, schedule: ScheduleProgress | null, la
   if (schedule) {
     if (schedule.error !== null) return 'FAILED'
     if (schedule.firing) return 'SCHEDULED'
-  } else if (run === null) return 'SCHEDULED'
+  }
   switch (run) {
     case null:
     case 'SUCCEEDED':

@@ -5,11 +5,15 @@
  * ended, COMPLETED or FAILED after that outcome. The `status` list filter
  * (SQL) agrees with the status each job reads.
  */
+import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { createDb } from '../../src/db/pool.ts'
 import { FatalError } from '../../src/errors.ts'
 import { TriggerScheduler } from '../../src/maintenance/trigger-scheduler.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
-import { useTestDb } from '../db.ts'
+import { jobReads, useTestDb } from '../db.ts'
+import { insertExecution, insertExecutions, insertJob, insertTrigger } from '../factories.ts'
 import { waitFor } from '../wait-for.ts'
 import { useWorkers } from '../worker/harness.ts'
 import { useTestApi } from './helpers.ts'
@@ -99,5 +103,64 @@ describe('the status of a recurring job', () => {
     expect(once).toMatchObject({ status: 'SCHEDULED', lastRun: { status: 'PENDING', attempt: 0 } })
     expect((await api.call(key, 'GET', `/v1/jobs/${once.id}`)).json()).toMatchObject({ status: 'SCHEDULED', lastRun: { status: 'PENDING' } })
     expect((await api.call(key, 'GET', '/v1/jobs?status=CANCELLED')).json().items.map((j: JobJson) => j.id)).toEqual([recurring.id])
+  })
+})
+
+describe('the SCHEDULED filter', () => {
+  it('reads the jobs with a pending execution or a firing schedule, not every job, and pages through them', async () => {
+    const tenant = 'plans'
+    const client = createClient({ db: t.db, tenant })
+    await insertExecutions(t.db, 20_000, { state: 'succeeded', job: { tenant } })
+    const hour = 3_600_000
+    const later = (await client.submitJob({ type: 'x', schedule: { at: new Date(Date.now() + hour) } })).job.id
+    const firing = (await insertTrigger(t.db, { job: { tenant }, nextFireAt: new Date(Date.now() + hour) })).jobId
+    // a recurring job with a pending run and a firing schedule: listed once
+    const both = (await insertTrigger(t.db, { job: { tenant }, nextFireAt: new Date(Date.now() + hour) })).jobId
+    await insertExecution(t.db, { jobId: both, state: 'pending', runAt: new Date(Date.now() + 60_000) })
+    await insertExecution(t.db, { jobId: both, state: 'pending', runAt: new Date(Date.now() + 70_000) })
+    // a retry waiting for its backoff
+    const error = { message: 'refused', name: 'NetError', attempt: 1 }
+    const retrying = (await insertExecution(t.db, { state: 'pending', attempt: 1, error, runAt: new Date(Date.now() + 60_000), job: { tenant } })).jobId
+    // not SCHEDULED: running; a schedule that ended; a schedule that stopped; paused; another tenant's
+    const running = (await insertExecution(t.db, { state: 'running', job: { tenant } })).jobId
+    await insertTrigger(t.db, { job: { tenant }, nextFireAt: null })
+    const stopped = (await insertTrigger(t.db, { job: { tenant }, nextFireAt: null })).jobId
+    await sql`update pgsched.triggers set error = 'bad schedule' where job_id = ${stopped}::uuid`.execute(t.db)
+    const paused = (await insertTrigger(t.db, { job: { tenant, state: 'paused' }, nextFireAt: new Date(Date.now() + hour) })).jobId
+    await insertExecution(t.db, { jobId: paused, state: 'pending', runAt: new Date(Date.now() + 60_000) })
+    await insertExecution(t.db, { state: 'pending', job: { tenant: 'elsewhere' } })
+    // a job with neither an execution nor a schedule (written with SQL alone): nothing to come
+    const bare = (await insertJob(t.db, { tenant })).id
+    await sql`analyze`.execute(t.db)
+
+    const expected = [later, firing, both, retrying].sort().reverse()
+    const one = createDb({ databaseUrl: t.url, poolSize: 1 })
+    const reader = createClient({ db: one.db, tenant })
+    try {
+      const before = await jobReads(one.db)
+      const page = await reader.listJobs({ status: 'SCHEDULED' })
+      const reads = { rows: (await jobReads(one.db)).rows - before.rows, indexScans: (await jobReads(one.db)).indexScans - before.indexScans }
+      expect(page.items.map((j) => j.id)).toEqual(expected)
+      expect(page.items.every((j) => j.status === 'SCHEDULED')).toBe(true)
+      // each candidate is looked up by id: a few reads, not the 20,000 finished jobs
+      expect(reads.rows, JSON.stringify(reads)).toBeLessThan(100)
+      // pages of two: the same jobs, each once, newest first
+      const paged: string[] = []
+      let cursor: string | undefined
+      do {
+        const p = await reader.listJobs({ status: 'SCHEDULED', limit: 2, cursor })
+        paged.push(...p.items.map((j) => j.id))
+        cursor = p.nextCursor ?? undefined
+      } while (cursor)
+      expect(paged).toEqual(expected)
+    } finally {
+      await one.db.destroy()
+    }
+    const status = async (id: string) => (await client.viewJob(id)).status
+    expect(await status(running)).toBe('RUNNING')
+    expect(await status(stopped)).toBe('FAILED')
+    expect(await status(paused)).toBe('PAUSED')
+    expect(await status(bare)).toBe('COMPLETED')
+    expect((await client.listJobs({ status: 'COMPLETED', limit: 1 })).items.map((j) => j.id)).toEqual([bare])
   })
 })

@@ -1,12 +1,15 @@
 /**
- * Where a page of jobs filtered by a rare status is read from. Listing newest first through
- * the jobs index and testing each job's status stops after a page of matches, which is quick
- * while matches are dense (COMPLETED, SCHEDULED with a backlog), but reads every job of the
- * tenant when they are rare (10 RUNNING jobs among millions). For the statuses that a small
- * partial index can enumerate, the page is read from candidates instead: job ids, newest first,
- * a superset of the jobs with that status, each with the execution that would make it so.
+ * Where a page of jobs filtered by a status other than COMPLETED is read from. Listing newest
+ * first through the jobs index and testing each job's status stops after a page of matches, which
+ * is quick while matches are dense (COMPLETED), but reads every job of the tenant when they are
+ * rare (10 RUNNING jobs among millions). For the statuses that a small index or table can
+ * enumerate, the page is read from candidates instead: job ids, newest first, a superset of the
+ * jobs with that status, each with the execution that would make it so.
  *
- *   status      candidates (migration 0026's partial indexes)
+ *   status      candidates (pgsched.due and migration 0026's partial indexes)
+ *   SCHEDULED   jobs with a pending execution (pgsched.due, by due_fire_time_key: the backlog and
+ *               the work to come) and schedules that still fire (pgsched.triggers, by key): every
+ *               job of a backlog, and a few among millions once they have run
  *   RUNNING     running executions (pgsched.runs: as many as the workers' slots)
  *   FAILED      failed executions with an attempt (executions_ended_badly_idx), and
  *               schedules stopped by an error (triggers_error_idx)
@@ -15,7 +18,9 @@
  *               with its job
  *   PAUSED      paused jobs (jobs_tenant_inactive_idx)
  * An execution candidate counts only as its job's latest execution, so a recurring job with many
- * failed runs is listed once; `candidateAccepted` says which candidate of a job stands for it.
+ * failed runs is listed once; `candidateAccepted` says which candidate of a job stands for it. A
+ * SCHEDULED job is a candidate once per source (each source lists a job once), through its pending
+ * executions and through its schedule: the caller keeps one of each job.
  * The status condition itself is still applied to every candidate.
  */
 import { sql, type RawBuilder, type SqlBool } from 'kysely'
@@ -28,10 +33,11 @@ export interface JobCandidate {
 }
 
 /** Statuses read from candidates. */
-export type CandidateStatus = 'RUNNING' | 'FAILED' | 'EXPIRED' | 'CANCELLED' | 'PAUSED'
+export type CandidateStatus = Exclude<JobStatus, 'COMPLETED'>
 
+/** Every status but COMPLETED, which has no source to read it from (most jobs end with it). */
 export function isCandidateStatus(status: JobStatus | undefined): status is CandidateStatus {
-  return status === 'RUNNING' || status === 'FAILED' || status === 'EXPIRED' || status === 'CANCELLED' || status === 'PAUSED'
+  return status !== undefined && status !== 'COMPLETED'
 }
 
 /**
@@ -62,12 +68,24 @@ export function jobCandidates(
         where ${condition}
           and ${tenant === null ? sql`true` : sql`c.tenant = ${tenant}::text`} and ${below(sql`c.id`)}
         order by c.id desc)`
+  const pending = sql<JobCandidate>`
+      (select distinct on (x.job_id) x.job_id, x.execution_id
+         from pgsched.due x
+        where ${tenant === null ? sql`true` : sql`x.tenant = ${tenant}::text`} and ${below(sql`x.job_id`)}
+        order by x.job_id desc)`
+  const firingSchedules = sql<JobCandidate>`
+      (select s.job_id, null::uuid as execution_id
+         from pgsched.triggers s
+        where s.error is null and (s.next_fire_at is not null or s.queued_fire_at is not null) and ${below(sql`s.job_id`)}
+        order by s.job_id desc)`
   const stoppedSchedules = sql<JobCandidate>`
       (select s.job_id, null::uuid as execution_id
          from pgsched.triggers s
         where s.error is not null and ${below(sql`s.job_id`)}
         order by s.job_id desc)`
   switch (status) {
+    case 'SCHEDULED':
+      return [pending, firingSchedules]
     case 'RUNNING':
       return [executions(sql`x.state = 'running'`)]
     case 'FAILED':
@@ -100,6 +118,9 @@ export function candidateJobIds(statuses: readonly CandidateStatus[], tenant: st
  */
 export function candidateAccepted(status: CandidateStatus): RawBuilder<SqlBool> {
   switch (status) {
+    case 'SCHEDULED':
+      // the status condition decides; a job through both sources is kept once by the caller
+      return sql<SqlBool>`true`
     case 'RUNNING':
     case 'EXPIRED':
     case 'PAUSED':

@@ -21,12 +21,11 @@ export function statusCondition(status: JobStatus): Expression<SqlBool> {
     case 'RUNNING':
       return sql<SqlBool>`(j.state = 'active' and e.state = 'running')`
     case 'SCHEDULED':
-      return sql<SqlBool>`(j.state = 'active' and (e.state = 'pending' or ((e.state is null or e.state <> 'running') and ${firing})
-                           or (t.job_id is null and e.id is null)))`
+      return sql<SqlBool>`(j.state = 'active' and (e.state = 'pending' or ((e.state is null or e.state <> 'running') and ${firing})))`
     case 'CANCELLED':
       return sql<SqlBool>`(j.state = 'cancelled' or (${ended} and e.state = 'cancelled'))`
     case 'COMPLETED':
-      return sql<SqlBool>`(${ended} and (e.state = 'succeeded' or (e.id is null and t.job_id is not null)))`
+      return sql<SqlBool>`(${ended} and (e.state = 'succeeded' or e.id is null))`
     case 'FAILED':
       return sql<SqlBool>`((${ended} and e.state = 'failed' and e.attempt > 0)
                            or (j.state = 'active' and t.error is not null and (e.state is null or e.state not in ('pending', 'running'))))`

@@ -48,7 +48,7 @@ export function actionAppliesSql(action: JobAction): RawBuilder<unknown> {
 function jobsForAction(params: { filter: JobFilter; action: JobAction }): RawBuilder<{ id: string }> {
   const { filter, action } = params
   const where = sql`${jobFilterSql(filter)} and ${actionAppliesSql(action)}`
-  // a SCHEDULED or COMPLETED job has no candidates (too common to enumerate): every job is read
+  // a COMPLETED job has no candidates (most jobs end with it): every job is read
   const statuses = filter.status ? [filter.status] : ACTION_STATUSES[action]
   if (filter.ids !== undefined || !statuses.every(isCandidateStatus)) return sql`select j.id from ${jobJoins} where ${where}`
   return sql`

@@ -236,7 +236,7 @@ export async function jobList(db: Executor, params: JobListParams): Promise<Job[
   let q = jobViewQuery(db).where(sql<SqlBool>`${jobFilterSql(filter)}`)
   if (params.beforeId) q = q.where('j.id', '<', params.beforeId)
   if (isCandidateStatus(status)) {
-    // one page per source of candidates, merged: each job is accepted through one source only
+    // one page per source of candidates, merged: a job accepted through two sources (SCHEDULED) is kept once
     const pages = await Promise.all(
       jobCandidates(status, params.tenant, params.beforeId).map((candidates) =>
         q
@@ -247,7 +247,7 @@ export async function jobList(db: Executor, params: JobListParams): Promise<Job[
           .execute(),
       ),
     )
-    const rows = pages.flat().sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
+    const rows = [...new Map(pages.flat().map((r) => [r.id, r])).values()].sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
     return rows.slice(0, params.limit).map((r) => toJob(r as JobViewRow))
   }
   if (status) q = q.where(opaque(statusCondition(status)))
