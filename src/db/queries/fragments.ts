@@ -184,11 +184,15 @@ export function executionErrorSql(fields: ExecutionErrorSql): RawBuilder<unknown
 
 /**
  * The CTEs `decided`, `requeued` and `moved` that end attempts (a failure, an expired lease): from
- * a CTE `ended` of the pgsched.runs rows deleted (read as `e`; joined to its job `j`), each goes
- * back to pgsched.due with the retry backoff when attempts are left and `fatal` is false, and its
- * history row becomes pending (waiting for the retry: it keeps the error and the attempt log) or
- * failed; cancelled, with no retry, when its job was cancelled meanwhile. `moved` returns what
- * historyUpsert returns (state 'pending' for a retry).
+ * a CTE `ended` of the pgsched.runs rows deleted (read as `e`; each looks its job `j` up by key),
+ * each goes back to pgsched.due with the retry backoff when attempts are left and `fatal` is false,
+ * and its history row becomes pending (waiting for the retry: it keeps the error and the attempt
+ * log) or failed; cancelled, with no retry, when its job was cancelled meanwhile. `moved` returns
+ * what historyUpsert returns (state 'pending' for a retry).
+ * The job is read in a lateral subquery, so `ended` is always the outer side and each of its rows
+ * probes jobs_pkey, whatever the plan's estimates (as the lease statements probe runs: see `held`
+ * in lease.ts); joined directly, the join condition could also serve as a join filter over a scan
+ * of every job.
  */
 export function endedAttempts(
   fatal: RawBuilder<unknown>,
@@ -202,7 +206,7 @@ export function endedAttempts(
              case when ${fatal} or e.attempt >= e.max_attempts or j.state = 'cancelled' then e.run_at else ${retryRunAt} end as next_run_at,
              ${outputUri} as ended_output_uri, j.state = 'cancelled' as job_cancelled
         from ended e
-        join pgsched.jobs j on j.id = e.job_id
+        cross join lateral (select j.state, j.backoff_base_ms, j.backoff_max_ms from pgsched.jobs j where j.id = e.job_id offset 0) j
     ),
     requeued as (
       insert into pgsched.due (${DUE_COLUMNS})
