@@ -45,9 +45,11 @@ export function isCandidateStatus(status: JobStatus | undefined): status is Cand
  * the planner keeps it apart and a page stops reading it once full) that one index returns in
  * order. The caller reads the sources apart and merges their pages: a UNION ALL of them is sorted
  * whole (480,000 failed executions at 10,000,000), not merged in order. `tenant` narrows the job
- * candidates; execution candidates are narrowed by the caller's join to jobs (executions finished
- * before migration 0016 carry no tenant), or also by their own tenant with `executionsOfTenant`
- * (which reads each execution's row: worth it where every candidate costs a look-up of its job).
+ * candidates and the pending executions (each due row carries its tenant); the other execution
+ * candidates are narrowed by the caller's join to jobs (executions finished before migration 0016
+ * carry no tenant), or also by their own tenant with `executionsOfTenant` (which reads each
+ * execution's row: worth it where every candidate costs a look-up of its job). Schedules are
+ * narrowed by the caller's join only.
  */
 export function jobCandidates(
   status: CandidateStatus,
@@ -114,7 +116,8 @@ export function candidateJobIds(statuses: readonly CandidateStatus[], tenant: st
 
 /**
  * Whether the candidate `d` stands for its job `j` (with trigger `t` and latest execution `e`):
- * an execution candidate only as the latest execution, and each job through one candidate only.
+ * an execution candidate only as the latest execution, and each job through one candidate only;
+ * for SCHEDULED, every candidate (one per source), the caller keeping one row of each job.
  */
 export function candidateAccepted(status: CandidateStatus): RawBuilder<SqlBool> {
   switch (status) {
