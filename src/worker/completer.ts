@@ -19,8 +19,52 @@ type Settle<T> = { resolve: (value: T) => void; reject: (err: unknown) => void }
 /** What became of an outcome: accepted, or rejected because the lease was gone. */
 export type WriteResult = { accepted: true; retry?: FailOutcome } | { accepted: false }
 
+/** A completion written (shared: nothing is made per outcome). */
+export const ACCEPTED: WriteResult = Object.freeze({ accepted: true })
+/** A completion or failure the fence refused: the lease was gone (shared). */
+export const REFUSED: WriteResult = Object.freeze({ accepted: false })
+
+/** Told what became of a queued completion: written (accepted or refused), or not (the statement failed). */
+export interface CompletionListener {
+  written(completion: QueuedCompletion, result: WriteResult): void
+  notWritten(completion: QueuedCompletion, err: unknown): void
+}
+
+/**
+ * A completion queued with whom to tell (`Completer.queueComplete`): the worker's hot path, one
+ * object per outcome and no promise.
+ */
+export interface QueuedCompletion extends Completion {
+  readonly listener: CompletionListener
+}
+
+/** A completion queued through `complete`, which settles its promise. */
+class PromisedCompletion implements QueuedCompletion {
+  readonly id: string
+  readonly jobId: string
+  readonly attempt: number
+  readonly resultJson: string
+  readonly outputUri: string | null
+  readonly listener = PROMISE_LISTENER
+  readonly settle: Settle<WriteResult>
+
+  constructor(item: Completion, settle: Settle<WriteResult>) {
+    this.id = item.id
+    this.jobId = item.jobId
+    this.attempt = item.attempt
+    this.resultJson = item.resultJson
+    this.outputUri = item.outputUri
+    this.settle = settle
+  }
+}
+
+const PROMISE_LISTENER: CompletionListener = {
+  written: (c, result) => (c as PromisedCompletion).settle.resolve(result),
+  notWritten: (c, err) => (c as PromisedCompletion).settle.reject(err),
+}
+
 export class Completer {
-  private completions: Array<{ item: Completion; settle: Settle<WriteResult> }> = []
+  private completions: QueuedCompletion[] = []
   private failures: Array<{ item: Failure; settle: Settle<WriteResult> }> = []
   private flushing: Promise<void> | undefined
   private exclusiveRun: Promise<void> | undefined
@@ -36,11 +80,15 @@ export class Completer {
     this.maxBatch = params.maxBatch ?? 1000
   }
 
+  /** Queues a completion; resolves once it is written (or rejects if the statement failed). */
   complete(item: Completion): Promise<WriteResult> {
-    return new Promise((resolve, reject) => {
-      this.completions.push({ item, settle: { resolve, reject } })
-      this.kick()
-    })
+    return new Promise((resolve, reject) => this.queueComplete(new PromisedCompletion(item, { resolve, reject })))
+  }
+
+  /** Queues a completion; its listener is told once the batch it joined is written or has failed. */
+  queueComplete(completion: QueuedCompletion): void {
+    this.completions.push(completion)
+    this.kick()
   }
 
   fail(item: Failure): Promise<WriteResult> {
@@ -93,15 +141,17 @@ export class Completer {
     await Promise.all([this.writeCompletions(done), this.writeFailures(failed)])
   }
 
-  private async writeCompletions(batch: Array<{ item: Completion; settle: Settle<WriteResult> }>): Promise<void> {
+  private async writeCompletions(batch: QueuedCompletion[]): Promise<void> {
     if (batch.length === 0) return
+    let accepted: Set<string>
     try {
-      const accepted = await executionCompleteMany(this.db, { workerId: this.workerId, completions: batch.map((b) => b.item) })
-      for (const b of batch) b.settle.resolve(accepted.has(b.item.id) ? { accepted: true } : { accepted: false })
+      accepted = await executionCompleteMany(this.db, { workerId: this.workerId, completions: batch })
     } catch (err: unknown) {
       this.log.warn({ err, count: batch.length }, 'writing completions failed')
-      for (const b of batch) b.settle.reject(err)
+      for (const c of batch) c.listener.notWritten(c, err)
+      return
     }
+    for (const c of batch) c.listener.written(c, accepted.has(c.id) ? ACCEPTED : REFUSED)
   }
 
   private async writeFailures(batch: Array<{ item: Failure; settle: Settle<WriteResult> }>): Promise<void> {
@@ -111,7 +161,7 @@ export class Completer {
       const byId = new Map(outcomes.map((o) => [o.id, o]))
       for (const b of batch) {
         const o = byId.get(b.item.id)
-        b.settle.resolve(o ? { accepted: true, retry: o } : { accepted: false })
+        b.settle.resolve(o ? { accepted: true, retry: o } : REFUSED)
       }
     } catch (err: unknown) {
       this.log.warn({ err, count: batch.length }, 'writing failures failed')

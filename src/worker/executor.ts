@@ -38,73 +38,136 @@ export interface ExecutorParams {
   /** Handler types that run in a sandbox, and the pool that runs them. */
   sandboxed?: { placements: ReadonlyMap<string, Placement>; pool: SandboxPool }
   leases: Pick<LeaseKeeper, 'isSure'>
-  outcomes: Pick<OutcomeWriter, 'record'>
+  outcomes: Pick<OutcomeWriter, 'record' | 'recordComplete'>
   /** Aborts a run (the worker's abort: marks it, and drops a lost one from the leases). */
   abort: (run: Run, reason: AbortReason) => void
   /** The run's handler returned (or it never started): its slot is free. `ranMs` on the monotonic clock. */
   ended: (run: Run, ranMs: number) => void
 }
 
-/** How a handler ended. */
-type Settled = { ok: true; value: unknown } | { ok: false; error: unknown }
-const settledOk = (value: unknown): Settled => ({ ok: true, value })
-const settledError = (error: unknown): Settled => ({ ok: false, error })
+/** Whether a handler's return value is a promise (or another thenable) to wait for. */
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function'
+}
 
-/** Runs handlers; see the file header. */
+/**
+ * Runs handlers; see the file header. A run is driven by callbacks on its own record (no promise
+ * chain or closure per run for a handler that returns a value): a busy worker starts tens of
+ * thousands of runs a second, and their allocations are most of its garbage.
+ */
 export class Executor {
   private readonly p: ExecutorParams
   /** The runs of rate-limited queues waiting for their start slot (one timer for all). */
   private readonly slots = new StartSlots<Run>()
+  /** Runs whose handlers start in the next microtask (one for all the runs started in a turn). */
+  private starting: Run[] = []
+  /** The worker's logger without its outage filter: a run's lines carry the handler's errors, never held back as an outage. */
+  private readonly loud: Logger
 
   constructor(params: ExecutorParams) {
     this.p = params
+    this.loud = loudLogger(params.log)
   }
 
-  /** Runs `run`'s handler in the slot it was given; resolves when the slot is free. Never rejects. */
-  async execute(run: Run): Promise<void> {
+  /**
+   * Runs `run`'s handler in the slot it was given; `ended` is called once the slot is free (the
+   * handler returned, even if it was aborted first). Never throws.
+   */
+  execute(run: Run): void {
     const c = run.claimed
     run.state = 'running'
-    const startedAtMs = performance.now()
-    // A run's lines (the handler's ctx.log, its failures) carry the handler's errors: never held back as an outage.
-    const ctx = new RunContext(c, run, loudLogger(this.p.log), this.p.outputStore)
-    run.ctx = ctx
-    const timer = setTimeout(this.timeOut, c.timeoutMs, run)
+    run.startedAtMs = performance.now()
+    run.ctx = new RunContext(c, run, this.loud, this.p.outputStore)
+    run.timer = setTimeout(this.timeOut, c.timeoutMs, run)
+    // The first of: the handler settles, or the run is aborted (timeout, lost lease, cancel, shutdown).
+    run.onAbort = this.aborted
     // The handler starts in a microtask: the worker starts every free slot's run first. A run of a
     // rate-limited queue starts at its slot (unless aborted while it waits).
-    const start = c.startDelayMs ? this.slots.after(run, c.startDelayMs) : Promise.resolve(run)
-    const settled = start.then(this.runHandler).then(settledOk, settledError)
-    // The first of: the handler settles, or the run is aborted (timeout, lost lease, cancel, shutdown).
-    let resolveFirst: (value: Settled | 'aborted') => void = () => undefined
-    const first = new Promise<Settled | 'aborted'>((resolve) => (resolveFirst = resolve))
-    run.onAbort = resolveFirst
-    if (run.abortReason) resolveFirst('aborted')
-    void settled.then(resolveFirst)
+    if (c.startDelayMs) {
+      void this.slots.after(run, c.startDelayMs).then(this.startHandler)
+    } else {
+      if (this.starting.length === 0) queueMicrotask(this.startAll)
+      this.starting.push(run)
+    }
+    if (run.abortReason) this.conclude(run, false, false, undefined)
+  }
+
+  /** Starts the handlers of the runs started in this turn, in order. */
+  private readonly startAll = (): void => {
+    const runs = this.starting
+    this.starting = []
+    for (const run of runs) this.startHandler(run)
+  }
+
+  /** Starts a run's handler and waits for it to settle: its value, its promise's, or what it threw. */
+  private readonly startHandler = (run: Run): void => {
+    let value: unknown
     try {
-      const outcome = await first
-      clearTimeout(timer)
+      value = this.runHandler(run)
+    } catch (err: unknown) {
+      this.handlerSettled(run, false, err)
+      return
+    }
+    if (isThenable(value)) {
+      value.then(
+        (v) => this.handlerSettled(run, true, v),
+        (err: unknown) => this.handlerSettled(run, false, err),
+      )
+    } else {
+      this.handlerSettled(run, true, value)
+    }
+  }
+
+  /** The run was aborted before its outcome was decided (`run.onAbort`; shared by every run). */
+  private readonly aborted = (run: Run): void => {
+    if (!run.concluded) this.conclude(run, false, false, undefined)
+  }
+
+  /** The handler returned or threw: the run's outcome, unless an abort came first; then its slot is free. */
+  private handlerSettled(run: Run, ok: boolean, value: unknown): void {
+    if (!run.concluded) this.conclude(run, true, ok, value)
+    // The slot is busy until the handler really returns, even if it ignored the abort (and until
+    // the output of an aborted run is stored).
+    if (run.closing !== null) void run.closing.then(() => this.freeSlot(run))
+    else this.freeSlot(run)
+  }
+
+  /** The run's slot is free: tells the worker how long it ran. */
+  private freeSlot(run: Run): void {
+    clearTimeout(run.timer)
+    this.p.ended(run, performance.now() - run.startedAtMs)
+  }
+
+  /**
+   * Decides a run's outcome, once: what the handler gave (`settled`: returned `value` if `ok`, else
+   * threw it), or the abort's (a timeout is a failure; a lost lease or cancel writes nothing; a shut
+   * down run is handed back by Worker.stop).
+   */
+  private conclude(run: Run, settled: boolean, ok: boolean, value: unknown): void {
+    run.concluded = true
+    run.onAbort = undefined
+    clearTimeout(run.timer)
+    const ctx = run.ctx as RunContext
+    try {
       const reason = run.abortReason
-      if (outcome === 'aborted' || reason) {
+      if (!settled || reason) {
         if (reason instanceof TimeoutError) {
-          ctx.log.warn({ timeoutMs: c.timeoutMs }, 'execution timed out')
-          void this.p.outcomes.record(run, ctx, { kind: 'fail', error: reason, fatal: false, timedOut: true })
+          ctx.log.warn({ timeoutMs: run.claimed.timeoutMs }, 'execution timed out')
+          this.p.outcomes.record(run, ctx, { kind: 'fail', error: reason, fatal: false, timedOut: true })
         } else if (!(reason instanceof ShutdownError)) {
           // A shut down run is handed back by Worker.stop; a lost or cancelled one is not ours any more.
           ctx.log.warn({ reason: reason?.message }, 'execution aborted: lease lost')
-          await ctx.closeOutput()
+          const closing = ctx.closeOutput()
+          if (closing !== null) run.closing = closing.catch((err: unknown) => ctx.log.error({ err }, 'execution not concluded'))
         }
-      } else if (outcome.ok) {
-        this.recordResult(run, ctx, outcome.value)
+      } else if (ok) {
+        this.recordResult(run, ctx, value)
       } else {
-        const error = toError(outcome.error)
-        void this.p.outcomes.record(run, ctx, { kind: 'fail', error, fatal: error instanceof FatalError, timedOut: false })
+        const error = toError(value)
+        this.p.outcomes.record(run, ctx, { kind: 'fail', error, fatal: error instanceof FatalError, timedOut: false })
       }
     } catch (err: unknown) {
       ctx.log.error({ err }, 'execution not concluded')
-    } finally {
-      clearTimeout(timer)
-      // The slot is busy until the handler really returns, even if it ignored the abort.
-      await settled
-      this.p.ended(run, performance.now() - startedAtMs)
     }
   }
 
@@ -116,16 +179,16 @@ export class Executor {
       resultJson = value instanceof SandboxResult ? value.json : (JSON.stringify(value ?? null) ?? 'null')
     } catch (err: unknown) {
       const error = new FatalError(`result cannot be stored as JSON: ${toError(err).message}`, { cause: err })
-      void this.p.outcomes.record(run, ctx, { kind: 'fail', error, fatal: true, timedOut: false })
+      this.p.outcomes.record(run, ctx, { kind: 'fail', error, fatal: true, timedOut: false })
       return
     }
     // Only a long result needs counting.
     const bytes = resultJson.length * MAX_BYTES_PER_UTF16_UNIT > MAX_RESULT_BYTES ? Buffer.byteLength(resultJson) : 0
     if (bytes > MAX_RESULT_BYTES) {
       const error = new FatalError(`result is ${bytes} bytes as JSON, over the ${MAX_RESULT_BYTES}-byte limit; write large output to ctx.output instead`)
-      void this.p.outcomes.record(run, ctx, { kind: 'fail', error, fatal: true, timedOut: false })
+      this.p.outcomes.record(run, ctx, { kind: 'fail', error, fatal: true, timedOut: false })
     } else {
-      void this.p.outcomes.record(run, ctx, { kind: 'complete', resultJson })
+      this.p.outcomes.recordComplete(run, ctx, resultJson)
     }
   }
 

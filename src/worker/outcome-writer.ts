@@ -1,6 +1,8 @@
 /**
  * Writes each run's outcome through the Completer (batched, fenced by lease)
- * and then releases the lease. While the database is unreachable it retries
+ * and then releases the lease. A result with no output file and no span (the
+ * common case) is queued with the completer as one object and no promise;
+ * the rest go through an async write. While the database is unreachable it retries
  * until it answers (a write that comes after the reaper took the execution is
  * refused by its fence) or the worker stops (the reaper requeues it). A failure
  * is stored as the execution-error JSON (core/execution-error.ts). Caller: the
@@ -8,11 +10,13 @@
  */
 import { executionErrorJson } from '../core/execution-error.ts'
 import type { Logger } from '../logger.ts'
+import { loudLogger } from '../db/outage.ts'
 import { abortableSleep } from '../lib/service.ts'
-import type { Completer, WriteResult } from './completer.ts'
+import type { Completer, CompletionListener, QueuedCompletion, WriteResult } from './completer.ts'
 import type { LeaseKeeper } from './lease-keeper.ts'
 import type { RunContext } from './run-context.ts'
 import type { Run } from './run.ts'
+import type { Span } from '@opentelemetry/api'
 import { endRunSpan, startSettleSpan } from './run-tracing.ts'
 import type { WorkerEvents } from './worker-options.ts'
 
@@ -22,7 +26,8 @@ const WRITE_RETRY_MIN_MS = 100
 const WRITE_RETRY_MAX_MS = 2_000
 
 /** How a run ended, as written: a JSON result, or an error (fatal: no retry; timedOut: ran out of its timeoutMs). */
-export type Outcome = { kind: 'complete'; resultJson: string } | { kind: 'fail'; error: Error; fatal: boolean; timedOut: boolean }
+export type Outcome = { kind: 'complete'; resultJson: string } | FailureOutcome
+type FailureOutcome = { kind: 'fail'; error: Error; fatal: boolean; timedOut: boolean }
 
 /** What the writer needs: the completer, the held leases it releases, and whom to tell of a retry. */
 export interface OutcomeWriterParams {
@@ -38,40 +43,75 @@ export interface OutcomeWriterParams {
   events?: Pick<WorkerEvents, 'outcomeWritten' | 'leaseLost'>
 }
 
+/** A run's result queued with the completer: the completion and whom it belongs to, in one object. */
+class RunCompletion implements QueuedCompletion {
+  readonly id: string
+  readonly jobId: string
+  readonly attempt: number
+  readonly outputUri = null
+  readonly resultJson: string
+  readonly listener: CompletionListener
+  readonly run: Run
+  readonly ctx: RunContext
+
+  constructor(run: Run, ctx: RunContext, resultJson: string, listener: CompletionListener) {
+    this.id = run.ref.id
+    this.jobId = run.ref.jobId
+    this.attempt = run.ref.attempt
+    this.resultJson = resultJson
+    this.listener = listener
+    this.run = run
+    this.ctx = ctx
+  }
+}
+
 /** Records outcomes; see the file header. */
-export class OutcomeWriter {
+export class OutcomeWriter implements CompletionListener {
   private readonly p: OutcomeWriterParams
-  /** Outcome writes in progress. */
+  /** Async outcome writes in progress (queued completions are the completer's until it reports them). */
   private readonly writing = new Set<Promise<void>>()
   private readonly stopped = new AbortController()
+  /** The worker's logger itself, not its outage filter (a proxy): asked for its level once per outcome. */
+  private readonly loud: Logger
 
   constructor(params: OutcomeWriterParams) {
     this.p = params
+    this.loud = loudLogger(params.log)
   }
 
   /**
    * Writes `outcome` for `run` (closing its output file first), then releases its lease. Nothing is
-   * written for a lost run. Never rejects.
+   * written for a lost run. Never throws; `drain` waits for what it started.
    */
-  async record(run: Run, ctx: RunContext, outcome: Outcome): Promise<void> {
-    const writing = this.write(run, ctx, outcome)
-    this.writing.add(writing)
-    try {
-      await writing
-    } catch (err: unknown) {
-      // Not expected; the lease is let go so the reaper requeues the execution.
-      this.p.leases.release(run)
-      endRunSpan(run, 'not recorded', err instanceof Error ? err : undefined)
-      ctx.log.error({ err }, 'outcome not recorded')
-    } finally {
-      this.writing.delete(writing)
+  record(run: Run, ctx: RunContext, outcome: Outcome): void {
+    if (outcome.kind === 'complete') {
+      this.recordComplete(run, ctx, outcome.resultJson)
+      return
     }
+    if (run.state === 'lost') return
+    run.state = 'finishing'
+    this.track(run, ctx, this.write(run, ctx, outcome, ctx.closeOutput(), false))
+  }
+
+  /** `record` of a result (JSON text), without an outcome object. */
+  recordComplete(run: Run, ctx: RunContext, resultJson: string): void {
+    if (run.state === 'lost') return
+    run.state = 'finishing'
+    const closing = ctx.closeOutput()
+    if (closing === null && run.span === undefined) {
+      this.p.completer.queueComplete(new RunCompletion(run, ctx, resultJson, this))
+      return
+    }
+    this.track(run, ctx, this.write(run, ctx, { kind: 'complete', resultJson }, closing, false))
   }
 
   /** Resolves once every write started so far has ended and the completer has flushed. */
   async drain(): Promise<void> {
-    await Promise.all([...this.writing])
-    await this.p.completer.flush()
+    do {
+      await Promise.all([...this.writing])
+      // A queued completion whose statement failed goes on as an async write (notWritten).
+      await this.p.completer.flush()
+    } while (this.writing.size > 0)
   }
 
   /** Ends the retry waits: a write that fails from now on gives up and lets its lease expire. */
@@ -79,38 +119,45 @@ export class OutcomeWriter {
     this.stopped.abort()
   }
 
-  private async write(run: Run, ctx: RunContext, outcome: Outcome): Promise<void> {
-    if (run.state === 'lost') return
-    run.state = 'finishing'
-    const closing = ctx.closeOutput()
+  /** The completer wrote a queued completion (accepted, or refused by the fence). */
+  written(completion: QueuedCompletion, result: WriteResult): void {
+    const { run, ctx } = completion as RunCompletion
+    try {
+      this.settled(run, ctx, result, undefined, undefined)
+    } catch (err: unknown) {
+      ctx.log.error({ err }, 'outcome written, but not reported')
+    }
+  }
+
+  /** A queued completion's statement failed: it is retried as an async write. */
+  notWritten(completion: QueuedCompletion, _err: unknown): void {
+    const { run, ctx, resultJson } = completion as RunCompletion
+    this.track(run, ctx, this.write(run, ctx, { kind: 'complete', resultJson }, null, true))
+  }
+
+  /** Keeps `writing` for drain; a write that rejects (not expected) lets the lease go, so the reaper requeues it. */
+  private track(run: Run, ctx: RunContext, writing: Promise<void>): void {
+    const tracked: Promise<void> = writing
+      .catch((err: unknown) => {
+        this.p.leases.release(run)
+        endRunSpan(run, 'not recorded', err instanceof Error ? err : undefined)
+        ctx.log.error({ err }, 'outcome not recorded')
+      })
+      .finally(() => this.writing.delete(tracked))
+    this.writing.add(tracked)
+  }
+
+  /**
+   * Writes an outcome, retrying while the database does not answer. `closing`: the output file's
+   * close (its URI); `failedBefore`: a write of it already failed, so the first step is the wait.
+   */
+  private async write(run: Run, ctx: RunContext, outcome: Outcome, closing: Promise<string | null> | null, failedBefore: boolean): Promise<void> {
     const outputUri = closing === null ? null : await closing
     const { ref } = run
-    const events = this.p.events
     let delayMs = WRITE_RETRY_MIN_MS
+    let failed = failedBefore
     for (;;) {
-      let result: WriteResult
-      const settle = startSettleSpan(run, outcome.kind)
-      try {
-        result =
-          outcome.kind === 'complete'
-            ? await this.p.completer.complete({ ...ref, resultJson: outcome.resultJson, outputUri })
-            : await this.p.completer.fail({
-                ...ref,
-                fatal: outcome.fatal,
-                outputUri,
-                errorJson: executionErrorJson({
-                  message: outcome.error.message,
-                  name: outcome.error.name,
-                  fatal: outcome.fatal,
-                  timedOut: outcome.timedOut,
-                  attempt: ref.attempt,
-                  workerId: this.p.workerId,
-                  at: new Date().toISOString(),
-                }),
-              })
-      } catch (err: unknown) {
-        settle?.recordException(err instanceof Error ? err : String(err))
-        settle?.end()
+      if (failed) {
         // A lost run is no longer held: the lease keeper reported it, so its writes end here.
         if (!this.p.leases.holds(run)) {
           endRunSpan(run, 'lease lost')
@@ -126,33 +173,70 @@ export class OutcomeWriter {
         }
         await abortableSleep(delayMs, this.stopped.signal)
         delayMs = Math.min(delayMs * 2, WRITE_RETRY_MAX_MS)
+      }
+      let result: WriteResult
+      const settle = startSettleSpan(run, outcome.kind)
+      try {
+        result =
+          outcome.kind === 'complete'
+            ? await this.p.completer.complete({ id: ref.id, jobId: ref.jobId, attempt: ref.attempt, resultJson: outcome.resultJson, outputUri })
+            : await this.p.completer.fail({
+                id: ref.id,
+                jobId: ref.jobId,
+                attempt: ref.attempt,
+                fatal: outcome.fatal,
+                outputUri,
+                errorJson: executionErrorJson({
+                  message: outcome.error.message,
+                  name: outcome.error.name,
+                  fatal: outcome.fatal,
+                  timedOut: outcome.timedOut,
+                  attempt: ref.attempt,
+                  workerId: this.p.workerId,
+                  at: new Date().toISOString(),
+                }),
+              })
+      } catch (err: unknown) {
+        settle?.recordException(err instanceof Error ? err : String(err))
+        settle?.end()
+        failed = true
         continue
       }
-      this.p.leases.release(run)
-      if (result.accepted) this.p.onRecorded?.(run.claimed.queue)
-      const written = !result.accepted ? undefined : outcome.kind === 'complete' ? 'succeeded' : result.retry?.state === 'pending' ? 'retried' : 'failed'
-      if (settle) {
-        settle.setAttribute('pgsched.outcome', written ?? 'refused')
-        settle.end()
-        endRunSpan(run, written ?? 'lease lost', outcome.kind === 'fail' ? outcome.error : undefined)
-      }
-      if (written === undefined) {
-        events?.leaseLost?.(run.claimed)
-        ctx.log.warn({ outcome: outcome.kind }, 'outcome rejected: lease lost (fenced)')
-        return
-      }
-      events?.outcomeWritten?.(run.claimed, written)
-      if (written === 'succeeded') {
-        // Checked first: building the run's child logger for a message nobody reads costs more than the run.
-        if (this.p.log.isLevelEnabled('debug')) ctx.log.debug('execution succeeded')
-      } else if (written === 'retried') {
-        const retryInMs = result.accepted ? (result.retry?.retryInMs ?? 0) : 0
-        ctx.log.warn({ err: outcome.kind === 'fail' ? outcome.error : undefined, retryInMs }, 'execution failed; will retry')
-        this.p.onRetryScheduled(retryInMs)
-      } else if (outcome.kind === 'fail') {
-        ctx.log.warn({ err: outcome.error, fatal: outcome.fatal }, 'execution failed')
-      }
+      this.settled(run, ctx, result, settle, outcome.kind === 'fail' ? outcome : undefined)
       return
+    }
+  }
+
+  /**
+   * After the database answered an outcome write (`failure`: the failure written, none for a
+   * completion): releases the lease, ends the spans, tells the worker and logs.
+   */
+  private settled(run: Run, ctx: RunContext, result: WriteResult, settle: Span | undefined, failure: FailureOutcome | undefined): void {
+    const error = failure?.error
+    this.p.leases.release(run)
+    if (result.accepted) this.p.onRecorded?.(run.claimed.queue)
+    const written = !result.accepted ? undefined : failure === undefined ? 'succeeded' : result.retry?.state === 'pending' ? 'retried' : 'failed'
+    if (settle) {
+      settle.setAttribute('pgsched.outcome', written ?? 'refused')
+      settle.end()
+    }
+    if (run.span) endRunSpan(run, written ?? 'lease lost', error)
+    const events = this.p.events
+    if (written === undefined) {
+      events?.leaseLost?.(run.claimed)
+      ctx.log.warn({ outcome: failure === undefined ? 'complete' : 'fail' }, 'outcome rejected: lease lost (fenced)')
+      return
+    }
+    events?.outcomeWritten?.(run.claimed, written)
+    if (written === 'succeeded') {
+      // Checked first: building the run's child logger for a message nobody reads costs more than the run.
+      if (this.loud.isLevelEnabled('debug')) ctx.log.debug('execution succeeded')
+    } else if (written === 'retried') {
+      const retryInMs = result.accepted ? (result.retry?.retryInMs ?? 0) : 0
+      ctx.log.warn({ err: error, retryInMs }, 'execution failed; will retry')
+      this.p.onRetryScheduled(retryInMs)
+    } else if (failure !== undefined) {
+      ctx.log.warn({ err: error, fatal: failure.fatal }, 'execution failed')
     }
   }
 }

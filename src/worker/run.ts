@@ -33,8 +33,13 @@ export interface Run extends AbortState {
   /** Created when the handler first reads ctx.signal, or at abort. */
   controller: AbortController | undefined
   abortReason: AbortReason | undefined
-  /** Set while running: ends the executor's wait for the handler early. */
-  onAbort: ((value: 'aborted') => void) | undefined
+  /** Set while running until the run is concluded: concludes it as aborted (the executor's). */
+  onAbort: ((run: Run) => void) | undefined
+  /** The executor's: when the handler was started (monotonic ms), its timeout timer, whether its outcome is decided, and the output being closed after an abort. */
+  startedAtMs: number
+  timer: NodeJS.Timeout | undefined
+  concluded: boolean
+  closing: Promise<unknown> | null
   /** The handler's context, once started. */
   ctx: RunContext | undefined
   /**
@@ -49,13 +54,18 @@ export interface Run extends AbortState {
 /** A freshly claimed run, buffered. `leaseSureUntilMs`: when the claim was sent (monotonic ms) + leaseMs. */
 export function createRun(claimed: ClaimedExecution, leaseSureUntilMs: number): Run {
   return {
-    ref: { id: claimed.id, jobId: claimed.jobId, attempt: claimed.attempt },
+    // the claimed row carries the lease's id, job id and attempt: no second object per run
+    ref: claimed,
     claimed,
     seq: 0,
     state: 'buffered',
     controller: undefined,
     abortReason: undefined,
     onAbort: undefined,
+    startedAtMs: 0,
+    timer: undefined,
+    concluded: false,
+    closing: null,
     ctx: undefined,
     leaseSureUntilMs,
     span: undefined,

@@ -214,7 +214,7 @@ export class Worker {
     if (this.stopping) return
     for (let run = this.queue.next(); run !== undefined; run = this.queue.next()) {
       this.events?.runStarted?.(run.claimed)
-      void this.executor.execute(run)
+      this.executor.execute(run)
     }
   }
 
@@ -262,7 +262,7 @@ export class Worker {
       return
     }
     run.controller?.abort(reason)
-    run.onAbort?.('aborted')
+    run.onAbort?.(run)
   }
 
   /**

@@ -37,26 +37,36 @@ function claimed(overrides: Partial<ClaimedExecution> = {}): ClaimedExecution {
 function setup(handlers: Handler[], options: { sure?: boolean } = {}) {
   const recorded: Outcome[] = []
   const ended: Run[] = []
+  const slotFreed = new Map<Run, () => void>()
   /** The worker's abort, reduced to what the executor relies on. */
   const abort = (run: Run, reason: AbortReason) => {
     if (run.abortReason) return
     run.abortReason = reason
     if (endsLease(reason)) run.state = 'lost'
     run.controller?.abort(reason)
-    run.onAbort?.('aborted')
+    run.onAbort?.(run)
   }
   const executor = new Executor({
     handlers: new HandlerRegistry(handlers),
     log,
     outputStore: fileOutputStore(),
     leases: { isSure: () => options.sure ?? true },
-    outcomes: { record: async (_run, _ctx, outcome) => void recorded.push(outcome) },
+    outcomes: {
+      record: (_run, _ctx, outcome) => void recorded.push(outcome),
+      recordComplete: (_run, _ctx, resultJson) => void recorded.push({ kind: 'complete', resultJson }),
+    },
     abort,
-    ended: (run) => void ended.push(run),
+    ended: (run) => {
+      ended.push(run)
+      slotFreed.get(run)?.()
+    },
   })
+  /** Executes a run; `done` resolves when its slot is freed. */
   const run = (c: ClaimedExecution = claimed()) => {
     const r = createRun(c, performance.now() + 60_000)
-    return { run: r, done: executor.execute(r) }
+    const done = new Promise<void>((resolve) => slotFreed.set(r, resolve))
+    executor.execute(r)
+    return { run: r, done }
   }
   return { recorded, ended, abort, run }
 }

@@ -47,7 +47,8 @@ const row = (id: string) => t.db.selectFrom('pgsched.executions').selectAll().wh
 describe('OutcomeWriter', () => {
   it('writes a completion, then releases the lease', async () => {
     const s = await setup()
-    await s.writer.record(s.run, s.ctx, { kind: 'complete', resultJson: '{"a":1}' })
+    s.writer.record(s.run, s.ctx, { kind: 'complete', resultJson: '{"a":1}' })
+    await s.writer.drain()
     expect(await row(s.run.ref.id)).toMatchObject({ state: 'succeeded', result: { a: 1 } })
     expect(s.run.state).toBe('finishing')
     expect(s.leases.holds(s.run)).toBe(false)
@@ -56,7 +57,8 @@ describe('OutcomeWriter', () => {
   it('writes a failure as the execution-error JSON with every field, and reports the retry', async () => {
     const s = await setup()
     const error = new TypeError('boom')
-    await s.writer.record(s.run, s.ctx, { kind: 'fail', error, fatal: false, timedOut: true })
+    s.writer.record(s.run, s.ctx, { kind: 'fail', error, fatal: false, timedOut: true })
+    await s.writer.drain()
     const r = await row(s.run.ref.id)
     expect(r.state).toBe('pending')
     expect(Object.keys(r.error as object).sort()).toEqual([...EXECUTION_ERROR_FIELDS].sort())
@@ -68,21 +70,23 @@ describe('OutcomeWriter', () => {
   it('writes nothing for a lost run', async () => {
     const s = await setup()
     s.run.state = 'lost'
-    await s.writer.record(s.run, s.ctx, { kind: 'complete', resultJson: '1' })
+    s.writer.record(s.run, s.ctx, { kind: 'complete', resultJson: '1' })
+    await s.writer.drain()
     expect((await row(s.run.ref.id)).state).toBe('running')
   })
 
   it('lets the fence reject an outcome whose lease is gone, and releases the lease', async () => {
     const s = await setup()
     await client().cancelJob(s.run.ref.jobId)
-    await s.writer.record(s.run, s.ctx, { kind: 'complete', resultJson: '1' })
+    s.writer.record(s.run, s.ctx, { kind: 'complete', resultJson: '1' })
+    await s.writer.drain()
     expect((await row(s.run.ref.id)).state).toBe('cancelled')
     expect(s.leases.holds(s.run)).toBe(false)
   })
 
   it('drains: resolves once the writes started so far are written', async () => {
     const s = await setup()
-    void s.writer.record(s.run, s.ctx, { kind: 'complete', resultJson: '2' })
+    s.writer.record(s.run, s.ctx, { kind: 'complete', resultJson: '2' })
     await s.writer.drain()
     expect((await row(s.run.ref.id)).state).toBe('succeeded')
   })
