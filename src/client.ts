@@ -139,9 +139,15 @@ function makeClient(
     return fn(onClient)
   }
 
-  const withIds = (inputs: readonly NormalizedSubmit[], traceparent: string | null): SubmitRow[] => {
+  /** Gives each submit (normalised for this call) its ids and the traceparent, in place. */
+  const withIds = (inputs: readonly NormalizedSubmit[], traceparent: string | null): readonly SubmitRow[] => {
     const nowMs = Date.now()
-    return inputs.map((n) => ({ ...n, id: uuidV7(nowMs), executionId: uuidV7(nowMs), traceparent }))
+    for (const n of inputs) {
+      n.id = uuidV7(nowMs)
+      n.executionId = uuidV7(nowMs)
+      n.traceparent = traceparent
+    }
+    return inputs
   }
 
   /** Inserts within the tenant's admission quotas, all or none; `inTransaction`: `ex` is a transaction. */

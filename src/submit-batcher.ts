@@ -13,7 +13,8 @@ import { admitSubmits, tenantHasQuota } from './db/queries/admission.ts'
 import { jobInsertMany, type JobInsertOutcome } from './db/queries/jobs.ts'
 
 /** A submit to insert: its ids, and the traceparent of its span when one recorded it (migration 0023). */
-export type SubmitRow = NormalizedSubmit & { id: string; executionId: string; traceparent?: string | null }
+/** A normalised submit given its ids (client.ts withIds). */
+export type SubmitRow = NormalizedSubmit
 
 export interface InsertedRows {
   outcomes: JobInsertOutcome[]

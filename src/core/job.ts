@@ -110,6 +110,13 @@ export interface NormalizedSubmit {
   overlapPolicy: OverlapPolicy
   /** SHA-256 of the normalised request, to compare idempotent retries; null without an idempotency key. */
   requestHash: string | null
+  /**
+   * The job's id, its first execution's and the submit's W3C traceparent, set by the client just
+   * before the insert ('' and null until then): one object per submitted job, not a copy with ids.
+   */
+  id: string
+  executionId: string
+  traceparent: string | null
 }
 
 /** One attempt of an execution: ended (from the attempt log) or the latest (from the execution). */
@@ -343,7 +350,7 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { int
   if (problems.length > 0) {
     throw new ValidationError(problems.map((p) => p.message).join('; '), problems)
   }
-  const normalized = {
+  const normalized: NormalizedSubmit = {
     type: input.type,
     payloadJson,
     queue,
@@ -366,22 +373,30 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { int
     misfirePolicy,
     misfireMaxRuns,
     overlapPolicy,
+    requestHash: null,
+    id: '',
+    executionId: '',
+    traceparent: null,
   }
-  const requestHash =
-    idempotencyKey === null
-      ? null
-      : createHash('sha256')
-          // concurrencyKey and startDeadlineMs only when given: requests from before they existed hash as they did
-          .update(
-            canonicalJson({
-              ...normalized,
-              payloadJson: undefined,
-              firstFireAt: undefined,
-              concurrencyKey: concurrencyKey ?? undefined,
-              startDeadlineMs: startDeadlineMs ?? undefined,
-              payload,
-            }),
-          )
-          .digest('hex')
-  return { ...normalized, requestHash }
+  if (idempotencyKey !== null) {
+    normalized.requestHash = createHash('sha256')
+      // concurrencyKey and startDeadlineMs only when given: requests from before they existed hash as they did
+      .update(
+        canonicalJson({
+          ...normalized,
+          requestHash: undefined,
+          id: undefined,
+          executionId: undefined,
+          traceparent: undefined,
+          payloadJson: undefined,
+          firstFireAt: undefined,
+          concurrencyKey: concurrencyKey ?? undefined,
+          startDeadlineMs: startDeadlineMs ?? undefined,
+          payload,
+        }),
+      )
+      .digest('hex')
+  }
+  // one object per submit: a batch of thousands keeps them all until its statement returns
+  return normalized
 }
