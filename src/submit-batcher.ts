@@ -12,7 +12,6 @@ import type { DB } from './db/schema.ts'
 import { admitSubmits, tenantHasQuota } from './db/queries/admission.ts'
 import { jobInsertMany, type JobInsertOutcome } from './db/queries/jobs.ts'
 
-/** A submit to insert: its ids, and the traceparent of its span when one recorded it (migration 0023). */
 /** A normalised submit given its ids (client.ts withIds). */
 export type SubmitRow = NormalizedSubmit
 
