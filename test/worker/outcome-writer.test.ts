@@ -3,6 +3,7 @@
  * execution-error JSON) reach the row, the lease is released afterwards, and a
  * lost or fenced run leaves the row alone.
  */
+import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { EXECUTION_ERROR_FIELDS } from '../../src/core/execution-error.ts'
@@ -13,6 +14,7 @@ import { OutcomeWriter } from '../../src/worker/outcome-writer.ts'
 import { RunContext } from '../../src/worker/run-context.ts'
 import { createRun, type Run } from '../../src/worker/run.ts'
 import { useTestDb } from '../db.ts'
+import { waitFor } from '../wait-for.ts'
 import { fileOutputStore } from './harness.ts'
 
 const t = useTestDb()
@@ -89,5 +91,35 @@ describe('OutcomeWriter', () => {
     s.writer.record(s.run, s.ctx, { kind: 'complete', resultJson: '2' })
     await s.writer.drain()
     expect((await row(s.run.ref.id)).state).toBe('succeeded')
+  })
+
+  it('writes again a completion whose batched statement failed, and drains only once it is written', async () => {
+    const s = await setup()
+    // The completion's statement waits behind a lock on runs, and is then cancelled: it fails.
+    const blocker = await t.pool.connect()
+    try {
+      await blocker.query('begin')
+      await blocker.query('lock table pgsched.runs in access exclusive mode')
+      s.writer.record(s.run, s.ctx, { kind: 'complete', resultJson: '{"b":2}' })
+      const drained = s.writer.drain().then(() => 'drained')
+      const pid = await waitFor(
+        async () =>
+          (
+            await sql<{ pid: number }>`select pid from pg_stat_activity
+              where wait_event_type = 'Lock' and datname = current_database() and query like '%delete from pgsched.runs%'`.execute(t.db)
+          ).rows[0]?.pid,
+        { what: 'the completion to wait on the lock' },
+      )
+      await sql`select pg_cancel_backend(${pid})`.execute(t.db)
+      // not drained while the retry waits for the lock
+      expect(await Promise.race([drained, new Promise((r) => setTimeout(() => r('waiting'), 300))])).toBe('waiting')
+      expect(s.leases.holds(s.run)).toBe(true)
+      await blocker.query('commit')
+      expect(await drained).toBe('drained')
+    } finally {
+      blocker.release()
+    }
+    expect(await row(s.run.ref.id)).toMatchObject({ state: 'succeeded', result: { b: 2 } })
+    expect(s.leases.holds(s.run)).toBe(false)
   })
 })
