@@ -236,7 +236,7 @@ describe('wake-ups', () => {
     expect((n as { delayMs: number }).delayMs).toBeGreaterThan(50_000)
   })
 
-  it('announces each moment work of one statement comes due later, in steps of 50 ms rounded up, not only the first, and for any worker when none waits', async () => {
+  it('announces each moment work of one statement comes due later, in steps of 100 ms rounded up, not only the first, and for any worker when none waits', async () => {
     const l = await listen()
     const base = Date.now() + 60_000
     // two jobs due at one moment share a step; 300 ms and 2 s later each have their own
@@ -245,7 +245,7 @@ describe('wake-ups', () => {
     const [n] = (await l.before()) as unknown as Array<{ delayMs: number; laterMs: number[]; laterWorkers: Array<string | null> }>
     const later = n?.laterMs ?? []
     expect(later).toHaveLength(3)
-    for (const ms of later) expect(ms % 50).toBe(0)
+    for (const ms of later) expect(ms % 100).toBe(0)
     // each step at or after its work (never before), and within one step of it
     const first = later[0] as number
     expect(first).toBeGreaterThanOrEqual(n?.delayMs as number)
