@@ -102,6 +102,9 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 /** Routes polled by machines: their request log lines go to debug. */
 const QUIET_ROUTES = new Set(['/healthz', '/readyz', '/metrics'])
 
+/** Long-lived streams look their key up again at most this often, whatever the key cache's time. */
+const KEY_RECHECK_MIN_MS = 1_000
+
 function packageVersion(): string {
   try {
     return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version
@@ -225,6 +228,12 @@ export function buildApp(deps: AppDeps) {
         output,
         eventsRetentionMs: deps.eventsRetentionMs,
         eventMessages: (tenant, params) => streamEventMessages(deps.db, tenant, params),
+        keyStillValid: (request) =>
+          authenticator.authenticate(request.headers.authorization, { fresh: true }).then(
+            () => true,
+            (err: unknown) => !(err instanceof SchedulerError && err.code === 'unauthorized'),
+          ),
+        keyRecheckMs: Math.max(KEY_RECHECK_MIN_MS, deps.apiKeyCacheMs ?? 5000),
         clientFor(request: FastifyRequest) {
           const identity = request.identity
           if (!identity) throw new SchedulerError('unauthorized', 'missing API key; send Authorization: Bearer <api key>')

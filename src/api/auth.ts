@@ -85,9 +85,10 @@ const unauthorized = (message: string) => new SchedulerError('unauthorized', mes
 export interface Authenticator {
   /**
    * The identity behind an Authorization header value.
+   * `fresh`: look the key up even if its validity is cached (a long-lived stream's periodic check).
    * @throws SchedulerError `unauthorized` (401) when missing, malformed, unknown or revoked.
    */
-  authenticate(authorization: string | undefined): Promise<ApiIdentity>
+  authenticate(authorization: string | undefined, options?: { fresh?: boolean }): Promise<ApiIdentity>
 }
 
 /**
@@ -97,7 +98,7 @@ export interface Authenticator {
 export function createAuthenticator(db: Kysely<DB>, options: { cacheMs: number }): Authenticator {
   const cache = new Map<string, { identity: ApiIdentity; expiresAtMs: number }>()
   return {
-    async authenticate(authorization) {
+    async authenticate(authorization, authOptions) {
       if (authorization === undefined || authorization === '') {
         throw unauthorized('missing API key; send Authorization: Bearer <api key>')
       }
@@ -109,10 +110,16 @@ export function createAuthenticator(db: Kysely<DB>, options: { cacheMs: number }
       const cacheKey = hash.toString('hex')
       // Process-local expiry, not a scheduling decision: the wall clock is fine here.
       const cached = cache.get(cacheKey)
-      if (cached && cached.expiresAtMs > Date.now()) return cached.identity
+      if (cached && cached.expiresAtMs > Date.now() && authOptions?.fresh !== true) return cached.identity
       const found = await apiKeyFindByHash(db, { keyHash: hash })
-      if (!found) throw unauthorized('API key is not valid')
-      if (found.revokedAt) throw unauthorized('API key has been revoked')
+      if (!found) {
+        cache.delete(cacheKey)
+        throw unauthorized('API key is not valid')
+      }
+      if (found.revokedAt) {
+        cache.delete(cacheKey)
+        throw unauthorized('API key has been revoked')
+      }
       const identity = { tenant: found.tenant, keyId: found.id, operator: found.operator }
       if (options.cacheMs > 0) {
         if (cache.size >= CACHE_MAX_ENTRIES) cache.clear()

@@ -9,6 +9,7 @@
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
+import { ValidationError } from '../errors.ts'
 import type { EventFilter, JobEvent } from '../core/events.ts'
 import {
   eventLatestSeq,
@@ -118,9 +119,17 @@ async function openPages<P>(
   const keepMs = params.retentionMs ?? EVENTS_RETENTION_MS_DEFAULT
   // a position no page can read is refused before the stream opens: GET /v1/events answers 400 rather
   // than ending the stream after `: open`, which an EventSource client would reopen for ever
-  if (params.after !== undefined) eventPositionOf(params.after)
   // The latest number before the listener exists: every event captured for this stream is numbered after it.
-  const cursor = params.after ?? (await eventLatestSeq(db))
+  const latest = await eventLatestSeq(db)
+  if (params.after !== undefined) {
+    // ... and one after the newest batch, which no page would ever pass (an id from before a restore
+    // of the database, or from another one), the same
+    const at = eventPositionOf(params.after)
+    if (BigInt(at.batch) > BigInt(latest)) {
+      throw new ValidationError(`after: event ${params.after} comes after the newest event (batch ${latest}); it is not an id of this database's stream`)
+    }
+  }
+  const cursor = params.after ?? latest
   const listener = await eventListenerOpen(db, { tenant, keepMs })
   return follow(db, params, cursor, listener, keepMs, read)
 }

@@ -13,6 +13,7 @@ import { buildApp, type App } from '../../src/api/app.ts'
 import { createApiKey } from '../../src/api/auth.ts'
 import { createClient } from '../../src/client.ts'
 import { compareEventIds, eventToJson } from '../../src/core/events.ts'
+import { apiKeyRevoke } from '../../src/db/queries/api-keys.ts'
 import { eventListAfter } from '../../src/db/queries/events.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
@@ -179,6 +180,49 @@ describe('GET /v1/events', () => {
       expect(res.status).toBe(400)
       expect(res.headers.get('content-type')).toMatch(/json/)
       expect(((await res.json()) as { message: string }).message).toMatch(/after: batch number 9999999999999999999 is beyond/)
+    }
+  })
+
+  it('refuses a malformed Last-Event-ID with 400 naming it, rather than starting from now', async () => {
+    const key = (await createApiKey(t.db, { tenant: 'f' })).key
+    for (const bad of ['abc', '5-', '-1', '5-3-2']) {
+      const res = await fetch(`${base}/v1/events`, { headers: { authorization: `Bearer ${key}`, 'last-event-id': bad } })
+      expect(res.status).toBe(400)
+      expect(((await res.json()) as { message: string }).message).toContain(`Last-Event-ID: not an event id: ${JSON.stringify(bad)}`)
+    }
+  })
+
+  it('refuses an id after the newest event with 400 (a stream from it would never catch up)', async () => {
+    const key = (await createApiKey(t.db, { tenant: 'f' })).key
+    const { rows } = await sql<{ seq: string }>`select coalesce(max(seq), 0)::text as seq from pgsched.event_batches`.execute(t.db)
+    const beyond = `${BigInt(rows[0]?.seq ?? '0') + 1000n}-0`
+    const res = await fetch(`${base}/v1/events`, { headers: { authorization: `Bearer ${key}`, 'last-event-id': beyond } })
+    expect(res.status).toBe(400)
+    expect(((await res.json()) as { message: string }).message).toMatch(new RegExp(`after: event ${beyond} comes after the newest event`))
+  })
+
+  it('ends an open stream once its API key is revoked, and its reconnect is refused', async () => {
+    const app3 = buildApp({ db: t.db, log: t.log, apiKeyCacheMs: 1_000 })
+    await app3.listen({ host: '127.0.0.1', port: 0 })
+    const address = app3.server.address()
+    const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/v1/events`
+    const created = await createApiKey(t.db, { tenant: 'revoked' })
+    const headers = { authorization: `Bearer ${created.key}` }
+    try {
+      const res = await fetch(url, { headers })
+      expect(res.status).toBe(200)
+      const reader = (res.body as ReadableStream<Uint8Array>).getReader()
+      let ended = false
+      const reading = (async () => {
+        for (;;) if ((await reader.read()).done) break
+        ended = true
+      })()
+      await apiKeyRevoke(t.db, { id: created.id })
+      await waitFor(() => ended, { timeoutMs: 10_000, what: 'the stream to end after the revocation' })
+      await reading
+      expect((await fetch(url, { headers })).status).toBe(401)
+    } finally {
+      await app3.close()
     }
   })
 

@@ -16,6 +16,14 @@ export interface RouteDeps {
   eventsRetentionMs?: number
   /** Opens a stream of SSE text pages of `tenant`'s events (null: every tenant's; events/event-stream.ts streamEventMessages). */
   eventMessages(tenant: string | null, params: StreamEventsParams): Promise<AsyncGenerator<string[], void, undefined>>
+  /**
+   * Whether the request's API key is still valid (looked up again once the authenticator's cache of
+   * it expires): a long-lived stream checks it every `keyRecheckMs` and ends once it is revoked. A
+   * lookup that fails for another reason (the database unreachable) counts as still valid.
+   */
+  keyStillValid(request: FastifyRequest): Promise<boolean>
+  /** How often long-lived streams check their key (keyStillValid). */
+  keyRecheckMs: number
 }
 
 /** Refuses a request without an operator key; `what` says why these routes are for operators. */

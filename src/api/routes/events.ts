@@ -8,6 +8,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { EventType } from '../../core/events.ts'
 import { EVENT_ID_PATTERN } from '../../core/events.ts'
+import { ValidationError } from '../../errors.ts'
 import { CommonErrors } from '../schemas/error.ts'
 import { EventStreamQuery } from '../schemas/event.ts'
 import type { RouteDeps } from './deps.ts'
@@ -50,7 +51,14 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
       const tenant = identity.operator ? null : identity.tenant
       const q = request.query
       const header = request.headers['last-event-id']
-      const after = typeof header === 'string' && LAST_EVENT_ID.test(header.trim()) ? header.trim() : q.after
+      let after = q.after
+      if (typeof header === 'string' && header.trim() !== '') {
+        // a resume from an id no page can read would start from now, silently skipping what was missed
+        if (!LAST_EVENT_ID.test(header.trim())) {
+          throw new ValidationError(`Last-Event-ID: not an event id: ${JSON.stringify(header)} (ids look like 42-0: <batch>-<index>)`)
+        }
+        after = header.trim()
+      }
       const controller = new AbortController()
       const res = reply.raw
       // before any await: a client that leaves while the stream opens ends it too
@@ -116,8 +124,17 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         }
       }
       let ping: NodeJS.Timeout | undefined
+      let keyCheck: NodeJS.Timeout | undefined
       try {
         ping = setInterval(() => res.write(': ping\n\n'), PING_MS)
+        // a key revoked (or deleted) while its stream is open ends the stream: its reconnect is then a 401
+        keyCheck = setInterval(() => {
+          void deps.keyStillValid(request).then((valid) => {
+            if (valid || controller.signal.aborted) return
+            request.log.info({ keyId: identity.keyId }, 'event stream ended: its API key is no longer valid')
+            controller.abort()
+          })
+        }, deps.keyRecheckMs)
         await write([': open\n\n'])
         // each page's messages come as a few texts of about 32 kB (written from the batches' arrays),
         // corked together: one write to the socket per page
@@ -129,6 +146,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         request.log.warn({ err }, 'event stream failed')
       } finally {
         clearInterval(ping)
+        clearInterval(keyCheck)
         open.delete(controller)
         controller.abort()
         res.end()

@@ -159,7 +159,16 @@ export const executionRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app,
         // The status and headers go out at once, not with the first output (which may be a while).
         // A client that hangs up ends the follow (a generator between yields is not ended by the stream).
         const hangUp = new AbortController()
-        reply.raw.once('close', () => hangUp.abort())
+        // a key revoked while it follows ends the follow too (within the key cache period)
+        const keyCheck = setInterval(() => {
+          void deps.keyStillValid(request).then((valid) => {
+            if (!valid) hangUp.abort()
+          })
+        }, deps.keyRecheckMs)
+        reply.raw.once('close', () => {
+          clearInterval(keyCheck)
+          hangUp.abort()
+        })
         const stop = AbortSignal.any([hangUp.signal, deps.output.closing])
         body = follow({ client, execution, deps: deps.output, started: () => reply.raw.flushHeaders(), stop })
         reply.header('cache-control', 'no-store')
