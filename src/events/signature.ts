@@ -33,7 +33,10 @@ export interface VerifyWebhookSignatureParams {
   nowS?: number
 }
 
-/** True when `header` is a valid signature of `body` with `secret`, made within the tolerance. */
+/**
+ * True when `header` is a valid signature of `body` with `secret`, made within the tolerance.
+ * @throws RangeError when `toleranceS` or `nowS` is not a finite number (NaN would accept any age).
+ */
 export function verifyWebhookSignature(params: VerifyWebhookSignatureParams): boolean {
   const header = Array.isArray(params.header) ? params.header[0] : params.header
   if (typeof header !== 'string') return false
@@ -46,7 +49,11 @@ export function verifyWebhookSignature(params: VerifyWebhookSignatureParams): bo
   }
   if (timestamp === undefined || signatures.length === 0) return false
   const nowS = params.nowS ?? Math.floor(Date.now() / 1000)
-  if (Math.abs(nowS - timestamp) > (params.toleranceS ?? SIGNATURE_TOLERANCE_S_DEFAULT)) return false
+  const toleranceS = params.toleranceS ?? SIGNATURE_TOLERANCE_S_DEFAULT
+  // a tolerance that is not a number (an unset setting read with Number()) must not accept every timestamp
+  if (!(Number.isFinite(toleranceS) && toleranceS >= 0)) throw new RangeError(`toleranceS must be a finite number of seconds, 0 or more (got ${toleranceS})`)
+  if (!Number.isFinite(nowS)) throw new RangeError(`nowS must be a finite number of seconds (got ${nowS})`)
+  if (Math.abs(nowS - timestamp) > toleranceS) return false
   const expected = Buffer.from(hmacHex(params.secret, timestamp, params.body), 'hex')
   return signatures.some((s) => timingSafeEqual(Buffer.from(s, 'hex'), expected))
 }

@@ -172,12 +172,13 @@ export function createHttpHandler(options: { allow?: string | AddressPolicy; res
         if (err instanceof RefusedAddressError) throw new FatalError(err.message)
         if (ctx.signal.aborted) throw err
         const reason = timeout?.aborted ? `timed out after ${p.timeoutMs} ms` : String((err as Error)?.message ?? err)
-        throw new Error(`request to ${url.href} failed: ${reason}`)
+        throw new Error(`request to ${shown(url)} failed: ${reason}`)
       }
       if (!REDIRECTS.has(answer.status) || answer.location === undefined) break
-      if (hop >= MAX_REDIRECTS) throw new Error(`${p.url}: more than ${MAX_REDIRECTS} redirects`)
+      if (hop >= MAX_REDIRECTS) throw new Error(`${shown(p.parsed)}: more than ${MAX_REDIRECTS} redirects`)
       const next = new URL(answer.location, url)
-      if (next.protocol !== 'http:' && next.protocol !== 'https:') throw new FatalError(`${url.href} redirected to ${next.href}, which is not http or https`)
+      if (next.protocol !== 'http:' && next.protocol !== 'https:')
+        throw new FatalError(`${shown(url)} redirected to ${next.protocol} URL, which is not http or https`)
       if (answer.status === 303 || ((answer.status === 301 || answer.status === 302) && method === 'POST')) {
         method = 'GET'
         body = undefined
@@ -195,10 +196,18 @@ export function createHttpHandler(options: { allow?: string | AddressPolicy; res
       truncated: answer.truncated,
     }
     if (answer.status >= 200 && answer.status < 300) return summary
-    const message = `${method} ${url.href} answered ${answer.status}`
+    const message = `${method} ${shown(url)} answered ${answer.status}`
     const fatal = answer.status >= 400 && answer.status < 500 && answer.status !== 408 && answer.status !== 429
     throw Object.assign(fatal ? new FatalError(message) : new Error(message), { answerStatus: answer.status })
   })
+}
+
+/**
+ * A URL as errors (kept with the execution, logged by the worker) show it: without the user name,
+ * password, query and fragment, where tokens travel (webhook URLs often carry one).
+ */
+export function shown(url: URL): string {
+  return `${url.origin}${url.pathname}${url.search === '' ? '' : '?…'}`
 }
 
 /** The HTTP status of the answer a failure of the `http` handler reports (undefined: no answer came). */

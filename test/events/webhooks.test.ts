@@ -117,6 +117,11 @@ describe('webhooks', () => {
     expect(verifyWebhookSignature({ secret, body, header: sign(secret, body, nowS - 3600) })).toBe(false)
     expect(verifyWebhookSignature({ secret, body, header: `t=${nowS},v1=${'0'.repeat(64)}` })).toBe(false)
     expect(verifyWebhookSignature({ secret, body, header: undefined })).toBe(false)
+    // a tolerance read from an unset setting (NaN) is refused, not taken as "any age"
+    expect(() => verifyWebhookSignature({ secret, body, header: sign(secret, body, nowS - 3600), toleranceS: Number.NaN })).toThrow(
+      /toleranceS must be a finite/,
+    )
+    expect(() => verifyWebhookSignature({ secret, body, header: sign(secret, body, nowS), toleranceS: -1 })).toThrow(RangeError)
   })
 
   it('creates, lists and deletes subscriptions, and refuses bad ones with 400', async () => {

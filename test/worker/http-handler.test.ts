@@ -72,6 +72,14 @@ describe('http handler', () => {
     expect(job).toMatchObject({ status: 'FAILED', lastExecution: { attempt: 1, error: { fatal: true, message: `GET ${base}/missing answered 404` } } })
   })
 
+  it('keeps credentials and the query out of its error (stored with the execution and logged)', async () => {
+    await startWorker([local])
+    const withSecrets = base.replace('http://', 'http://admin:hunter2@')
+    const job = await runToEnd({ url: `${withSecrets}/fails?token=SEKRET-TOKEN#frag` }, 1)
+    expect(job).toMatchObject({ status: 'FAILED', lastExecution: { error: { message: `GET ${base}/fails?… answered 500` } } })
+    expect(JSON.stringify(job.lastExecution?.error)).not.toMatch(/admin|hunter2|SEKRET|frag/)
+  })
+
   it('retries 503 until attempts run out', async () => {
     await startWorker([local])
     const before = hits.get('/unavailable') ?? 0
