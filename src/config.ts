@@ -51,8 +51,12 @@ export const ConfigSchema = Type.Object({
       /** Executions of recurring jobs (overlap policy allow) are created up to this many ms before their fire time, due at it. */
       dispatcherAheadMs: Ms(1_000, 0, 60_000),
       dispatcherBatchSize: Type.Integer({ default: 500, minimum: 1, maximum: 100000 }),
-      /** A fire time handled later than this after it was due counts as missed (misfire policy applies). */
-      misfireThresholdMs: Ms(5_000, 0, 600_000),
+      /**
+       * A fire time handled later than this after it was due counts as missed (misfire policy applies).
+       * At least 1 s: a pass runs a few ms after its fire time, and up to the dispatcher window later,
+       * so a smaller threshold would count ordinary passes as missed (a `skip` job would never run).
+       */
+      misfireThresholdMs: Ms(5_000, 1_000, 600_000),
       retentionMs: Ms(7 * 86_400_000, 60_000, 3650 * 86_400_000),
       pruneIntervalMs: Ms(60_000, 1_000, 86_400_000),
       pruneBatchSize: Type.Integer({ default: 5000, minimum: 1, maximum: 1000000 }),

@@ -37,6 +37,12 @@ describe('loadConfig', () => {
     expect(config.api.port).toBe(3000)
   })
 
+  it('refuses a misfire threshold under 1 s, which would count ordinary dispatcher passes as missed', () => {
+    expect(errorOf(() => loadConfig({ SCHEDULER_MISFIRE_THRESHOLD_MS: '0' })).message).toMatch(/SCHEDULER_MISFIRE_THRESHOLD_MS/)
+    expect(errorOf(() => loadConfig({ SCHEDULER_MISFIRE_THRESHOLD_MS: '999' })).message).toMatch(/SCHEDULER_MISFIRE_THRESHOLD_MS/)
+    expect(loadConfig({ SCHEDULER_MISFIRE_THRESHOLD_MS: '1000' }).worker.misfireThresholdMs).toBe(1000)
+  })
+
   it('reads the output store settings: Postgres by default, files and S3 when named', () => {
     expect(loadConfig({}).output).toEqual({ store: 'postgres', dir: '.pgsched/output', maxBytes: 1_048_576 })
     const s3 = loadConfig({

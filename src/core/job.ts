@@ -335,6 +335,8 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { int
           const from = startAt && startAt > now ? new Date(startAt.getTime() - 1) : now
           firstFireAt = cronNextFireAt(cron, timezone, from)
           if (!firstFireAt) bad('schedule.cron', `cron expression "${cron}" never fires`)
+          // a window that ends before the first fire time: nothing to come (the job is COMPLETED)
+          else if (endAt && firstFireAt > endAt) firstFireAt = null
         }
       } else {
         kind = 'interval'

@@ -7,6 +7,9 @@ import { type Job, type NormalizedSubmit, unservedMessage } from './job.ts'
 export function newJob(n: NormalizedSubmit, id: string, executionId: string, tenant: string, createdBy: string | null, now: Date, served: boolean): Job {
   const recurring = n.kind === 'cron' || n.kind === 'interval'
   const runAt = n.runAt ?? now
+  // a schedule's first fire time, none when its window ended before it (as the insert stores it)
+  const firstFire = n.kind === 'cron' ? n.firstFireAt : n.kind === 'interval' ? (n.startAt && n.startAt > now ? n.startAt : now) : null
+  const fires = firstFire !== null && (n.endAt === null || firstFire <= n.endAt)
   return {
     id,
     tenant,
@@ -22,7 +25,7 @@ export function newJob(n: NormalizedSubmit, id: string, executionId: string, ten
     concurrencyKey: n.concurrencyKey,
     startDeadlineMs: n.startDeadlineMs,
     state: 'active',
-    status: 'SCHEDULED',
+    status: recurring && !fires ? 'COMPLETED' : 'SCHEDULED',
     lastRun: recurring ? null : { executionId, status: 'PENDING', attempt: 0, scheduledFor: runAt, finishedAt: null },
     createdAt: now,
     createdBy,
@@ -41,7 +44,7 @@ export function newJob(n: NormalizedSubmit, id: string, executionId: string, ten
           error: null,
         }
       : null,
-    nextRunAt: n.kind === 'cron' ? n.firstFireAt : n.kind === 'interval' ? (n.startAt && n.startAt > now ? n.startAt : now) : runAt,
+    nextRunAt: recurring ? (fires ? firstFire : null) : runAt,
     unserved: served ? null : unservedMessage(n.type, n.queue),
     lastExecution: recurring
       ? null

@@ -94,6 +94,36 @@ describe('the status of a recurring job', () => {
     expect(await listed('SCHEDULED')).toEqual([])
   })
 
+  it("reads SCHEDULED, not COMPLETED, while the last fire time's execution, created ahead of it, waits for it", async () => {
+    const key = await api.keyFor('acme')
+    // one fire time, 2 s from now: the dispatcher (ahead by 3 s, as by default by 1 s) creates its
+    // execution now and the schedule has no fire time left after it
+    const fireAt = new Date(Math.ceil((Date.now() + 2000) / 1000) * 1000)
+    const job = (
+      await api.call(key, 'POST', '/v1/jobs', {
+        type: 'last.one',
+        schedule: { every: '1h' },
+        startAt: fireAt.toISOString(),
+        endAt: new Date(fireAt.getTime() + 1000).toISOString(),
+      })
+    ).json<JobJson>()
+    const dispatcher = new TriggerScheduler({ db: t.db, log: t.log, intervalMs: 1000, batchSize: 500, misfireThresholdMs: 5000, aheadMs: 3000 })
+    await dispatcher.runOnce()
+    const { rows } = await sql<{ next_fire_at: Date | null; ahead: number }>`
+      select t.next_fire_at, (select count(*)::int from pgsched.due d where d.job_id = t.job_id) as ahead
+        from pgsched.triggers t where t.job_id = ${job.id}::uuid`.execute(t.db)
+    // (the premise: the execution exists ahead and the trigger has nothing more)
+    expect(rows).toEqual([{ next_fire_at: null, ahead: 1 }])
+    expect((await api.call(key, 'GET', `/v1/jobs/${job.id}`)).json()).toMatchObject({
+      status: 'SCHEDULED',
+      nextRunAt: fireAt.toISOString(),
+      lastRun: null,
+    })
+    const listed = async (status: string) => ((await api.call(key, 'GET', `/v1/jobs?status=${status}`)).json() as { items: JobJson[] }).items.map((j) => j.id)
+    expect(await listed('SCHEDULED')).toEqual([job.id])
+    expect(await listed('COMPLETED')).toEqual([])
+  })
+
   it('reads PAUSED while paused and CANCELLED once cancelled, and a one-time job SCHEDULED until its run ends', async () => {
     const key = await api.keyFor('acme')
     const recurring = (await api.call(key, 'POST', '/v1/jobs', { type: 'later', schedule: { cron: '0 9 * * *' } })).json<JobJson>()

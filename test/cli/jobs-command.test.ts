@@ -49,6 +49,12 @@ describe('scheduler jobs', () => {
     await scheduler('jobs', 'cancel', id)
     expect((await scheduler('jobs', 'delete', id)).stdout).toBe(`deleted job ${id}\n`)
     expect((await failing('jobs', 'view', id)).stderr).toContain(`job ${id} not found`)
+    // a time zone without --cron is refused, not dropped (the job would run at once)
+    for (const schedule of [[], ['--every', '5s']]) {
+      const noCron = await failing('jobs', 'submit', 'email', '--tenant', 'cli', '--timezone', 'Europe/Berlin', ...schedule)
+      expect(noCron.code).not.toBe(0)
+      expect(noCron.stderr).toContain('--timezone applies only to --cron schedules')
+    }
   }, 120_000)
 
   it('bulk-cancels 2,500 jobs in calls of 1,000, with a progress line per call on stderr', async () => {

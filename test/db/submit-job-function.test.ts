@@ -71,8 +71,30 @@ describe('pgsched.submit_job', () => {
     [`'x', every => interval '10 milliseconds'`, 'every must be from 1 second to 366 days'],
     [`'x', run_at => now(), every => interval '1 hour'`, 'give at most one of run_at, cron and every'],
     [`'x', max_attempts => 0`, 'max_attempts must be an integer from 1 to 1000'],
+    // time zones PostgreSQL reads but the dispatcher (the runtime's IANA database) cannot
+    ...['UTC+3', 'GMT+3', '+05:30', 'MSK', 'IST', 'XYZ3', 'localtime', 'posixrules', 'Factory', 'posix/Europe/Berlin'].map((tz) => [
+      `'x', cron => '0 12 * * *', timezone => '${tz}'`,
+      `timezone '${tz}' is not a known IANA time zone (such as Europe/Berlin); offsets, abbreviations and POSIX rules are not accepted`,
+    ]),
+    [`'x', every => interval '1 month'`, 'every must be given in days, hours, minutes and seconds (no years or months)'],
+    [`'x', every => interval '1 year'`, 'every must be given in days, hours, minutes and seconds (no years or months)'],
+    [`'x', every => interval '1 hour', start_at => now() + interval '1 day', end_at => now()`, 'end_at must be after start_at'],
   ])('rejects %s with a message naming the problem', async (args, message) => {
     await expect(submit(args)).rejects.toThrow(message)
     expect(await t.db.selectFrom('pgsched.jobs').selectAll().execute()).toEqual([])
+  })
+
+  it('takes the IANA names the dispatcher reads, with or without a slash', async () => {
+    for (const tz of ['UTC', 'Europe/Berlin', 'Etc/GMT+3', 'America/Argentina/Buenos_Aires', 'Japan', 'EST5EDT']) {
+      await submit(`'x', cron => '0 12 * * *', timezone => '${tz}'`)
+    }
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.triggers`.execute(t.db)
+    expect(rows[0]?.n).toBe(6)
+  })
+
+  it('stores an interval schedule whose window ended before its first fire time with nothing to come', async () => {
+    const id = await submit(`'x', every => interval '1 hour', end_at => now() - interval '1 day'`)
+    const { rows } = await sql<{ next_fire_at: Date | null }>`select next_fire_at from pgsched.triggers where job_id = ${id}::uuid`.execute(t.db)
+    expect(rows).toEqual([{ next_fire_at: null }])
   })
 })

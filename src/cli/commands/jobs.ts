@@ -56,6 +56,10 @@ function submitInput(type: string, o: SubmitOpts): SubmitJobInput {
   }
   const schedules = [o.at, o.cron, o.every].filter((s) => s !== undefined).length
   if (schedules > 1) throw new ValidationError('give one of --at, --cron and --every', [{ path: 'schedule', message: 'one of --at, --cron, --every' }])
+  // a time zone without a cron expression would be dropped, and the job run at once
+  if (o.timezone !== undefined && o.cron === undefined) {
+    throw new ValidationError('--timezone applies only to --cron schedules', [{ path: 'schedule.timezone', message: '--timezone needs --cron' }])
+  }
   const input: SubmitJobInput = { type }
   if (payload !== undefined) input.payload = payload
   if (o.queue !== undefined) input.queue = o.queue

@@ -5,14 +5,18 @@
  */
 import { sql, type Expression, type RawBuilder, type SqlBool } from 'kysely'
 import type { JobStatus } from '../../core/job-status.ts'
-import { notAheadOfRecurring } from './fragments.ts'
+import { createdAhead, notAheadOfRecurring } from './fragments.ts'
 
 /**
  * The `status` filter: core/job-status.ts `jobStatus` in SQL. `ended`: no work to come — no pending
  * or running execution, and no schedule that still fires.
  */
 export function statusCondition(status: JobStatus): Expression<SqlBool> {
-  const firing = sql`(t.job_id is not null and t.error is null and (t.next_fire_at is not null or t.queued_fire_at is not null))`
+  // a schedule that still fires: a next or queued fire time, or the execution of its last fire time
+  // created ahead of it (SCHEDULER_DISPATCHER_AHEAD_MS), once the trigger itself has no more to come
+  const firing = sql`(t.job_id is not null and t.error is null
+                      and (t.next_fire_at is not null or t.queued_fire_at is not null
+                           or exists (select 1 from pgsched.due d where d.job_id = j.id and ${createdAhead(sql`d`)})))`
   const ended = sql`(j.state = 'active' and (e.state is null or e.state not in ('pending', 'running')) and not ${firing}
                      and (t.job_id is null or t.error is null))`
   switch (status) {

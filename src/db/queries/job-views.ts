@@ -118,7 +118,9 @@ function toSchedule(t: Record<string, unknown>): Schedule {
 function toJob(r: JobViewRow): Job {
   const last = r.last_execution ? toExecution(r.last_execution) : null
   const schedule = r.trigger ? toSchedule(r.trigger) : null
-  const progress = r.trigger ? { firing: r.trigger.next_fire_at !== null || r.trigger.queued_fire_at !== null, error: schedule?.error ?? null } : null
+  // still firing: a next or queued fire time, or an execution created ahead of its fire time (the last one's, when the trigger has no more)
+  const firing = r.trigger ? r.trigger.next_fire_at !== null || r.trigger.queued_fire_at !== null || r.ahead_fire_at !== null : false
+  const progress = r.trigger ? { firing, error: schedule?.error ?? null } : null
   let nextRunAt: Date | null = null
   if (r.state === 'active') {
     if (r.trigger) {

@@ -123,7 +123,9 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
       insert into pgsched.triggers (job_id, kind, cron_expression, timezone, interval_ms, start_at, end_at, next_fire_at,
                                     misfire_policy, misfire_max_runs, overlap_policy)
       select id, kind, cron, timezone, interval_ms, start_at, end_at,
-             case when kind = 'cron' then first_fire_at else greatest(coalesce(start_at, now()), now()) end,
+             -- none when the window ends before the first fire time: nothing to come
+             (select case when f.at <= coalesce(end_at, 'infinity') then f.at end
+                from (select case when kind = 'cron' then first_fire_at else greatest(coalesce(start_at, now()), now()) end as at) f),
              misfire_policy, misfire_max_runs, overlap_policy
         from accepted
        where kind in ('cron', 'interval')
