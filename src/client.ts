@@ -16,6 +16,7 @@ import { ConflictError, InvalidStateError, NotFoundError, QuotaExceededError, Va
 import type { QuotaRejection } from './db/queries/admission.ts'
 import { LIVE_WORKER_MS, normalizeSubmit, type Execution, type Job, type NormalizedSubmit, type SubmitJobInput } from './core/job.ts'
 import { newJob } from './core/new-job.ts'
+import { TENANT_RULE, isTenantName } from './core/names.ts'
 import { workerServes } from './db/queries/workers.ts'
 import { createDb } from './db/pool.ts'
 import type { DB } from './db/schema.ts'
@@ -129,6 +130,10 @@ function makeClient(
   clock: Clock,
   close: () => Promise<void>,
 ): Client {
+  // a tenant no API key can have would own jobs no one sees over REST
+  if (!isTenantName(tenant)) {
+    throw new ValidationError(`tenant must be ${TENANT_RULE}, got ${JSON.stringify(tenant)}`, [{ path: 'tenant', message: `tenant must be ${TENANT_RULE}` }])
+  }
   /** Runs `fn` on the right executor; wraps multi-statement work in a transaction when asked. */
   async function run<T>(options: CallOptions | undefined, fn: (ex: Kysely<DB>) => Promise<T>, transactional = false): Promise<T> {
     const trx = options?.trx
@@ -307,6 +312,10 @@ function makeClient(
     const job = await viewJob(id, options)
     if (!job.schedule) throw new InvalidStateError(`job ${id} is not recurring; only recurring jobs can be paused or resumed`)
     if (job.state === 'cancelled') throw new InvalidStateError(`job ${id} is cancelled`)
+    // a schedule with nothing more to come (past its endAt, or stopped by an error) has nothing to pause
+    if (paused && (job.status === 'COMPLETED' || job.status === 'FAILED' || job.status === 'EXPIRED')) {
+      throw new InvalidStateError(`job ${id} is ${job.status}: its schedule has no fire time to come, so there is nothing to pause`)
+    }
     await run(options, (ex) => jobSetPaused(ex, { tenant, id, paused }), true)
     return viewJob(id, options)
   }

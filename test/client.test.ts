@@ -248,6 +248,28 @@ describe('client.cancelJob / pauseJob', () => {
     await expect(client().pauseJob(once.job.id)).rejects.toBeInstanceOf(InvalidStateError)
   })
 
+  it('takes a schedule whose window ended before its first fire time as COMPLETED, with no next run, and refuses to pause it', async () => {
+    const past = new Date(Date.now() - 86_400_000).toISOString()
+    const soon = new Date(Date.now() + 3_600_000)
+    const endsSoon = new Date(soon.getTime() + 60_000).toISOString()
+    for (const input of [
+      { type: 'x', schedule: { cron: '0 9 * * *' }, endAt: past },
+      { type: 'x', schedule: { every: '1h' }, endAt: past },
+      // the window opens and closes before the first 09:00 after it
+      { type: 'x', schedule: { cron: '0 9 1 1 *' }, startAt: soon.toISOString(), endAt: endsSoon },
+    ]) {
+      const { job } = await client().submitJob(input)
+      expect(job, JSON.stringify(input)).toMatchObject({ status: 'COMPLETED', nextRunAt: null })
+      expect(await client().viewJob(job.id)).toMatchObject({ status: 'COMPLETED', nextRunAt: null })
+      await expect(client().pauseJob(job.id)).rejects.toThrow(/is COMPLETED: its schedule has no fire time to come/)
+    }
+  })
+
+  it('refuses a tenant name no API key can have', () => {
+    expect(() => createClient({ db: t.db, tenant: 'bad tenant!' })).toThrow(/tenant must be 1-128 characters/)
+    expect(() => client().withTenant('')).toThrow(ValidationError)
+  })
+
   it("does not let one tenant see or cancel another tenant's job", async () => {
     const { job } = await client().submitJob({ type: 'x' })
     const other = createClient({ db: t.db, tenant: 'globex' })

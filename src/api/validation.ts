@@ -101,6 +101,16 @@ const FORMAT_WORDS: Record<string, string> = {
   'date-time': 'an ISO-8601 date-time with a time zone',
 }
 
+/** What a union (anyOf) accepts, in words: its branches' `x-expected`, or their types. */
+function unionWords(branches: unknown): string {
+  const list = Array.isArray(branches) ? (branches as Array<Record<string, unknown>>) : []
+  const expected = list.map((b) => b['x-expected']).filter((x): x is string => typeof x === 'string')
+  // a branch's own words name the others too ("…, or null for no quota")
+  if (expected.length > 0) return expected.join(', or ')
+  const types = list.map((b) => (typeof b.type === 'string' ? (TYPE_WORDS[b.type] ?? b.type) : 'a value of another shape'))
+  return types.length > 0 ? [...new Set(types)].join(' or ') : 'one of the accepted shapes'
+}
+
 /** How a request part is named in messages. */
 const PART = {
   body: { root: 'request body', unknown: 'field', label: (p: string) => p },
@@ -150,6 +160,13 @@ export function validationDetails(errors: readonly ErrorObject[], part: string):
       detail = { path, message: `${label} must be one of ${allowed.join(', ')}` }
     } else if (e.keyword === 'format') {
       detail = { path, message: `${label} must be ${FORMAT_WORDS[String(params.format)] ?? `in format ${String(params.format)}`}` }
+    } else if (e.keyword === 'anyOf') {
+      // no branch fits (a value that is not `null` nor what the other branch wants): the branches' own words
+      detail = { path, message: `${label} must be ${unionWords(e.schema)}` }
+    } else if (e.keyword === 'minProperties') {
+      const names = Object.keys(((e.parentSchema as Record<string, unknown> | undefined)?.properties as object | undefined) ?? {})
+      const n = Number(params.limit)
+      detail = { path, message: `${label} must give at least ${n} of its fields${names.length > 0 ? ` (${names.join(', ')})` : ''}` }
     } else if (e.keyword === 'minimum' || e.keyword === 'maximum') {
       detail = { path, message: `${label} must be at ${e.keyword === 'minimum' ? 'least' : 'most'} ${String(params.limit)}` }
     } else if (e.keyword === 'minLength' || e.keyword === 'maxLength') {

@@ -14,7 +14,7 @@ import { cronProblem, isValidTimeZone } from './cron.ts'
 import { DURATION_PATTERN, DURATION_RULE, parseDurationMs } from './duration.ts'
 import { INTERVAL_MS, RESERVED_TYPE_PREFIX, RESERVED_TYPE_RULE, TYPE_RULE, isTypeName } from './names.ts'
 
-const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i
+const ISO_INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):(\d{2}))$/i
 
 /** Longest cron expression (cron-parser's own limit, and pgsched.cron_problem's). */
 export const CRON_MAX_LENGTH = 1024
@@ -24,11 +24,28 @@ export const CRON_PATTERN = '^\\s*(?:@[A-Za-z]+|[^\\s]+(?:\\s+[^\\s]+){4,5})\\s*
 export const TIME_ZONE_PATTERN = '^[A-Za-z][A-Za-z0-9_+/-]{0,63}$'
 export { DURATION_PATTERN }
 
-/** The instant `value` names, or undefined when it is not an ISO-8601 instant with a time zone. */
+/**
+ * The instant `value` names, or undefined when it is not an ISO-8601 instant with a time zone, or
+ * names a day or time that does not exist (2031-02-29, 2030-04-31, 24:00, 12:60), which Date.parse
+ * would move to another day.
+ */
 export function parseInstant(value: string): Date | undefined {
-  if (!ISO_INSTANT.test(value)) return undefined
+  const m = ISO_INSTANT.exec(value)
+  if (!m || !fieldsExist(m)) return undefined
   const ms = Date.parse(value)
   return Number.isNaN(ms) ? undefined : new Date(ms)
+}
+
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31] as const
+
+/** Whether the date, time and offset fields of an ISO_INSTANT match name a real day and time of day. */
+function fieldsExist(m: RegExpExecArray): boolean {
+  const n = (group: number): number => Number(m[group] ?? 0)
+  const [year, month, day, hour, minute, second, offsetHours, offsetMinutes] = [n(1), n(2), n(3), n(4), n(5), n(6), n(7), n(8)]
+  if (month < 1 || month > 12 || day < 1) return false
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0)
+  if (day > (month === 2 ? (leap ? 29 : 28) : (DAYS_IN_MONTH[month - 1] ?? 31))) return false
+  return hour <= 23 && minute <= 59 && second <= 59 && offsetHours <= 23 && offsetMinutes <= 59
 }
 
 /** The range of a recurring interval, in words. */
@@ -50,7 +67,12 @@ export type FormatName = 'date-time' | 'cron' | 'time-zone' | 'pgsched-duration'
 
 /** Each format's check: the refusal for a field named `label`, or undefined when `value` is valid. */
 export const FORMAT_PROBLEMS: Record<FormatName, (value: string, label: string) => string | undefined> = {
-  'date-time': (value, label) => (parseInstant(value) ? undefined : `${label} must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z`),
+  'date-time': (value, label) =>
+    parseInstant(value)
+      ? undefined
+      : ISO_INSTANT.test(value)
+        ? `${label} ${JSON.stringify(value)} names a day or time that does not exist`
+        : `${label} must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z`,
   cron: (value) => cronProblem(value),
   'time-zone': (value, label) =>
     isValidTimeZone(value) ? undefined : `${label} ${JSON.stringify(value)} is not a known IANA time zone (such as Europe/Berlin)`,

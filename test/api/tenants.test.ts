@@ -157,6 +157,14 @@ describe('/v1/tenants', () => {
       expect(res.statusCode, JSON.stringify(body)).toBe(400)
       if (field) expect(JSON.stringify(res.json()), JSON.stringify(body)).toContain(field)
     }
+    // the messages say what is accepted, not the validator's words
+    const messageOf = async (path: string, body: unknown) => (await api.call(ops, 'PATCH', path, body)).json<{ message: string }>().message
+    expect(await messageOf('/v1/tenants/alpha', { maxPending: 'x' })).toBe('maxPending must be an integer from 0 to 1000000000, or null for no quota')
+    expect(await messageOf('/v1/tenants/alpha', {})).toBe('request body must give at least 1 of its fields (weight, maxPending, maxSubmitsPerSecond)')
+    // and a name no API key can have is not a tenant
+    const badName = await api.call(ops, 'PATCH', '/v1/tenants/bad%20tenant!', { weight: 2 })
+    expect(badName.statusCode).toBe(400)
+    expect(badName.json<{ message: string }>().message).toContain('name must be a tenant name: 1-128 characters')
   })
 
   it('turns fair share on for a queue over PATCH /v1/queues/{name}', async () => {

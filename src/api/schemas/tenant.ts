@@ -1,7 +1,7 @@
 /** The JSON of a tenant's settings (GET /v1/tenants and PATCH /v1/tenants/{name}) and the patch body. */
 import { Type, type Static } from '@fastify/type-provider-typebox'
 import { MAX_PENDING_MAX, SUBMITS_PER_SECOND_MAX, SUBMITS_PER_SECOND_MIN, WEIGHT_MAX, WEIGHT_MIN, type TenantView } from '../../tenant-admin.ts'
-import { NO_NUL_PATTERN } from '../../core/names.ts'
+import { TENANT_PATTERN, TENANT_RULE } from '../../core/names.ts'
 import { Nullable } from './common.ts'
 
 const weightDescription = 'Turns per round in fair-share queues: a tenant of weight 2 gets twice the starts of one of weight 1 at the same priority.'
@@ -33,8 +33,9 @@ export const TenantParams = Type.Object(
     name: Type.String({
       minLength: 1,
       maxLength: 128,
-      pattern: NO_NUL_PATTERN,
-      'x-expected': 'a tenant name (1 to 128 characters)',
+      // the names API keys can have (a setting for another name would bind no one)
+      pattern: TENANT_PATTERN,
+      'x-expected': `a tenant name: ${TENANT_RULE}`,
       description: 'Tenant name.',
     }),
   },
