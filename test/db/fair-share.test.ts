@@ -139,9 +139,10 @@ describe('fair share between tenants', () => {
     await submit('b', 1, { concurrencyKey: 'K' })
     await submit('a', 20, { concurrencyKey: 'K' })
     await submit('c', 5)
-    // b, a and c all start at the head (turn 0, a's turns 1/2 apart): b, the oldest, takes K's one
-    // slot; a's executions are held by the key limit; c's keyless ones are taken
-    expect(await claimFair(10)).toEqual({ b: 1, c: 5 })
+    // b, a and c all start at the head (turn 0, a's turns 1/2 apart): b takes its K's one slot and a
+    // its own K's (keys are counted per tenant); a's other 19 are held by the key limit; c's keyless
+    // ones are taken
+    expect(await claimFair(10)).toEqual({ a: 1, b: 1, c: 5 })
     expect(await claimFair(10)).toEqual({})
   })
 

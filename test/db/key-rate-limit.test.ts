@@ -59,6 +59,24 @@ describe('rate limits per concurrency key', () => {
     expect(await keysOf(third.claimed.map((c) => c.id))).toEqual(['A'])
   })
 
+  it("counts a key per tenant: another tenant's work with the same key is not held back by it", async () => {
+    const other = createClient({ db: t.db, tenant: 'globex' })
+    await submit('tenants', 3, 'customer-7')
+    await other.submitJobs(Array.from({ length: 3 }, () => ({ type: 'k', queue: 'tenants', concurrencyKey: 'customer-7' })))
+    await sql`select pgsched.set_queue_key_rate_limit('tenants', 2, 1000)`.execute(t.db)
+    const first = await take('tenants')
+    const tenantsOf = async (ids: string[]) =>
+      (await sql<{ t: string }>`select tenant as t from pgsched.executions where id = any(${ids}::uuid[]) order by 1`.execute(t.db)).rows.map((r) => r.t)
+    // one start slot within the horizon for each tenant's customer-7
+    expect(await tenantsOf(first.claimed.map((c) => c.id))).toEqual(['acme', 'globex'])
+    const { rows } = await sql<{ tenant: string; k: string }>`
+      select tenant, concurrency_key as k from pgsched.queue_key_slots where queue = 'tenants' order by 1`.execute(t.db)
+    expect(rows).toEqual([
+      { tenant: 'acme', k: 'customer-7' },
+      { tenant: 'globex', k: 'customer-7' },
+    ])
+  })
+
   it('spaces the starts of one key within the horizon', async () => {
     await submit('quick', 5, 'A')
     // 20 per second per key: slots 53.5 ms apart, two within the horizon

@@ -103,6 +103,19 @@ describe('queue settings in the claim', () => {
     expect(await claim(['keyed'])).toEqual([])
   })
 
+  it("counts a key per tenant: one tenant's runs of a key do not hold back another tenant's work with that key", async () => {
+    const other = createClient({ db: t.db, tenant: 'globex' })
+    await client().submitJobs(Array.from({ length: 3 }, () => ({ type: 'k', queue: 'shared', concurrencyKey: 'customer-7' })))
+    await other.submitJobs(Array.from({ length: 3 }, () => ({ type: 'k', queue: 'shared', concurrencyKey: 'customer-7' })))
+    await sql`select pgsched.set_queue_key_concurrency_limit('shared', 1)`.execute(t.db)
+    const take = () => queueClaimLimited(t.db, { workerId: W, queues: ['shared'], types: ['k'], limit: 20, leaseMs: 60_000 })
+    const tenantsOf = async (ids: string[]) =>
+      (await sql<{ t: string }>`select tenant as t from pgsched.executions where id = any(${ids}::uuid[]) order by 1`.execute(t.db)).rows.map((r) => r.t)
+    expect(await tenantsOf((await take()).claimed.map((c) => c.id))).toEqual(['acme', 'globex'])
+    // each tenant's customer-7 at its limit now
+    expect((await take()).claimed).toEqual([])
+  })
+
   it("looks past a key at its limit: one key's backlog does not hide other keys' work", async () => {
     await client().submitJobs([
       ...Array.from({ length: 600 }, () => ({ type: 'k', queue: 'crowded', concurrencyKey: 'big', priority: 5 })),

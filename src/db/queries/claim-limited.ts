@@ -95,6 +95,9 @@ export async function queueClaimLimited(
   })
 }
 
+/** Between a tenant and its key in the keys of keySlotsTake (chr(31) in SQL: the unit separator). */
+const KEY_SEPARATOR = '\u001f'
+
 /**
  * The start slots of a claim with a rate limit per key (migrations/0027), in claim order: each
  * execution starts at the later of its key's next slot and, with a rate limit on the queue too, the
@@ -104,12 +107,15 @@ export async function queueClaimLimited(
  * statement before the commit.
  */
 async function keySlotsTake(trx: Kysely<DB>, queue: string, claimed: ClaimedExecution[], spacingMs: number | null, keySpacingMs: number): Promise<void> {
-  const keys = [...new Set(claimed.map((c) => c.concurrencyKey).filter((k): k is string => k != null))]
+  // keys are counted per tenant (migration 0041): each as `<tenant>\u001f<key>`, as the claim's TENANT_KEY
+  const keyOf = (c: ClaimedExecution) => (c.concurrencyKey == null ? null : `${c.keyTenant ?? ''}${KEY_SEPARATOR}${c.concurrencyKey}`)
+  const keys = [...new Set(claimed.map(keyOf).filter((k): k is string => k !== null))]
   const { rows } = await sql<{ at: string; queueFirstMs: number; keyFirstMs: Record<string, number> | null }>`${sql.raw(PREPARE)}
     select t.at::text as at,
            greatest(0, extract(epoch from coalesce(q.next_start_at, t.at) - t.at) * 1000)::float8 as "queueFirstMs",
-           (select json_object_agg(k.concurrency_key, greatest(0, extract(epoch from k.next_start_at - t.at) * 1000))
-              from pgsched.queue_key_slots k where k.queue = q.name and k.concurrency_key = any(${keys}::text[])) as "keyFirstMs"
+           (select json_object_agg(k.tenant || chr(31) || k.concurrency_key, greatest(0, extract(epoch from k.next_start_at - t.at) * 1000))
+              from pgsched.queue_key_slots k
+             where k.queue = q.name and k.tenant || chr(31) || k.concurrency_key = any(${keys}::text[])) as "keyFirstMs"
       from pgsched.queues q, (select clock_timestamp() as at) t
      where q.name = ${queue}::text`.execute(trx)
   const read = rows[0]
@@ -117,13 +123,15 @@ async function keySlotsTake(trx: Kysely<DB>, queue: string, claimed: ClaimedExec
   let queueNext = spacingMs === null ? 0 : read.queueFirstMs
   const keyNext = new Map(Object.entries(read.keyFirstMs ?? {}))
   for (const c of claimed) {
-    const key = c.concurrencyKey
+    const key = keyOf(c)
     const at = Math.max(spacingMs === null ? 0 : queueNext, key == null ? 0 : (keyNext.get(key) ?? 0))
     c.startDelayMs = at
     if (spacingMs !== null) queueNext = at + spacingMs
     if (key != null) keyNext.set(key, at + keySpacingMs)
     delete c.concurrencyKey
+    delete c.keyTenant
   }
+  const tenantsAndKeys = [...keyNext.keys()].map((k) => k.split(KEY_SEPARATOR))
   await sql`${sql.raw(PREPARE)}
     with queue_slot as (
       update pgsched.queues set next_start_at = ${read.at}::timestamptz + ${queueNext}::float8 * interval '1 millisecond'
@@ -131,10 +139,11 @@ async function keySlotsTake(trx: Kysely<DB>, queue: string, claimed: ClaimedExec
     ),
     stale as (
       delete from pgsched.queue_key_slots d
-       where d.queue = ${queue}::text and d.next_start_at < ${read.at}::timestamptz and d.concurrency_key <> all(${keys}::text[])
+       where d.queue = ${queue}::text and d.next_start_at < ${read.at}::timestamptz and d.tenant || chr(31) || d.concurrency_key <> all(${keys}::text[])
     )
-    insert into pgsched.queue_key_slots as s (queue, concurrency_key, next_start_at)
-    select ${queue}::text, k, ${read.at}::timestamptz + ms * interval '1 millisecond'
-      from unnest(${[...keyNext.keys()]}::text[], ${[...keyNext.values()]}::float8[]) as n (k, ms)
-    on conflict (queue, concurrency_key) do update set next_start_at = excluded.next_start_at`.execute(trx)
+    insert into pgsched.queue_key_slots as s (queue, tenant, concurrency_key, next_start_at)
+    select ${queue}::text, tenant, k, ${read.at}::timestamptz + ms * interval '1 millisecond'
+      from unnest(${tenantsAndKeys.map((tk) => tk[0] ?? '')}::text[], ${tenantsAndKeys.map((tk) => tk.slice(1).join(KEY_SEPARATOR))}::text[],
+                  ${[...keyNext.values()]}::float8[]) as n (tenant, k, ms)
+    on conflict (queue, tenant, concurrency_key) do update set next_start_at = excluded.next_start_at`.execute(trx)
 }

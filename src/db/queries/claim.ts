@@ -104,9 +104,18 @@ export interface ClaimedExecution {
   startDelayMs?: number
   /** The execution's concurrency key: returned only by a claim with a rate limit per key (`limited.keyRate`). */
   concurrencyKey?: string | null
+  /** The tenant of `concurrencyKey` (keys are counted per tenant): returned with it. */
+  keyTenant?: string
   /** An admitted claim (`admit`): what pgsched.queue_claim_admit returned (on the first row only). */
   admitted?: { firstSlotMs: number; spacingMs: number | null; running: number | null }
 }
+
+/**
+ * A concurrency key as the per-key limits count it: the tenant's and the key (migration 0041), as
+ * one text (the unit separator cannot be in a tenant name) for a jsonb object's keys. `at`: the
+ * columns' qualifier (`c.`) or none.
+ */
+const TENANT_KEY = (at: RawBuilder<unknown>) => sql`(${at}tenant || chr(31) || ${at}concurrency_key)`
 
 /** How many due executions a claim with a per-key limit looks at, per execution it may take (at least KEY_SCAN_MIN). */
 const KEY_SCAN_FACTOR = 20
@@ -168,20 +177,20 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
   const keyFilter = sql`${
     keyLimit === null
       ? sql``
-      : sql`and (concurrency_key is null or concurrency_key not in (
-                  select r.concurrency_key from pgsched.runs r
+      : sql`and (concurrency_key is null or (tenant, concurrency_key) not in (
+                  select r.tenant, r.concurrency_key from pgsched.runs r
                    where r.queue = ${queue}::text and r.concurrency_key is not null
-                   group by r.concurrency_key having count(*) >= ${keyLimit}::int))`
+                   group by r.tenant, r.concurrency_key having count(*) >= ${keyLimit}::int))`
   }${
     keyRate === null
       ? sql``
       : sql`
-         and (concurrency_key is null or concurrency_key not in (
-                  select k.concurrency_key from pgsched.queue_key_slots k
+         and (concurrency_key is null or (tenant, concurrency_key) not in (
+                  select k.tenant, k.concurrency_key from pgsched.queue_key_slots k
                    where k.queue = ${queue}::text and k.next_start_at > clock_timestamp() + ${keyRate.horizonMs}::float8 * interval '1 millisecond'))`
   }`
   const scan = !keyed ? sql`${params.limit}::int` : sql`${Math.max(KEY_SCAN_MIN, params.limit * KEY_SCAN_FACTOR)}::int`
-  const candidateColumns = sql`execution_id as id, job_id, concurrency_key, priority, ${fair ? sql`fair_key` : sql`null::float8 as fair_key`}, run_at`
+  const candidateColumns = sql`execution_id as id, job_id, tenant, concurrency_key, priority, ${fair ? sql`fair_key` : sql`null::float8 as fair_key`}, run_at`
   const dueCte = !keyed
     ? // rows other workers hold are skipped, not waited on
       one
@@ -206,23 +215,23 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
       select o.*, row_number() over (order by o.priority desc, o.fair_key, o.run_at, o.id) as pos from offered o
     ),
     numbered as (
-      select h.*, row_number() over (partition by h.concurrency_key order by h.pos) as nth from head h
+      select h.*, row_number() over (partition by h.tenant, h.concurrency_key order by h.pos) as nth from head h
     ),
     -- what of each key runs now, counted once into one jsonb object read by key (a join to every
     -- numbered row would compare each with every running key: no hash join in the hot-path pool)
     key_running as (
-      select coalesce(jsonb_object_agg(concurrency_key, n), '{}'::jsonb) as by_key
-        from (select concurrency_key, count(*)::int as n
+      select coalesce(jsonb_object_agg(${TENANT_KEY(sql``)}, n), '{}'::jsonb) as by_key
+        from (select tenant, concurrency_key, count(*)::int as n
                 from pgsched.runs
                where ${keyLimit === null ? sql`false and ` : sql``}queue = ${queue}::text and concurrency_key is not null
-               group by concurrency_key) r
+               group by tenant, concurrency_key) r
     ),
     eligible as (
       select c.id, c.job_id, c.pos
         from numbered c
-        ${keyRate === null ? sql`` : sql`left join pgsched.queue_key_slots ks on ks.queue = ${queue}::text and ks.concurrency_key = c.concurrency_key`}
+        ${keyRate === null ? sql`` : sql`left join pgsched.queue_key_slots ks on ks.queue = ${queue}::text and ks.tenant = c.tenant and ks.concurrency_key = c.concurrency_key`}
        where c.concurrency_key is null
-          or (${keyLimit === null ? sql`true` : sql`c.nth <= ${keyLimit}::int - coalesce(((select by_key from key_running) ->> c.concurrency_key)::int, 0)`}
+          or (${keyLimit === null ? sql`true` : sql`c.nth <= ${keyLimit}::int - coalesce(((select by_key from key_running) ->> ${TENANT_KEY(sql`c.`)})::int, 0)`}
               and ${
                 keyRate === null
                   ? sql`true`
@@ -327,7 +336,7 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
                                  and k.run_at <= coalesce(${now}::timestamptz, now())) as "keysWaiting"`
                : sql``
            }
-           ${keyRate ? sql`, w.concurrency_key as "concurrencyKey"` : sql``}
+           ${keyRate ? sql`, w.concurrency_key as "concurrencyKey", w.tenant as "keyTenant"` : sql``}
            ${fair ? sql`, w.fair_key as "fairKey"` : sql``}
       from withjob w
       -- one started_at for the batch (claimed's rows all have it); no row when nothing was claimed
