@@ -142,6 +142,21 @@ describe('POST /v1/jobs/{id}/rerun', () => {
     expect((await executionsOf(jobId)).map((r) => r.state)).toEqual(['succeeded', 'pending'])
   })
 
+  it('gives a rerun recurring job whose schedule ended the rerun as its next run', async () => {
+    const key = await api.keyFor('acme')
+    const ended = (await api.call(key, 'POST', '/v1/jobs', { type: 'k', schedule: { every: '1h' }, endAt: new Date(Date.now() - 60_000).toISOString() })).json<{
+      id: string
+      status: string
+    }>()
+    expect(ended.status).toBe('COMPLETED')
+    const res = await api.call(key, 'POST', `/v1/jobs/${ended.id}/rerun`)
+    expect(res.statusCode).toBe(200)
+    const job = res.json<{ status: string; nextRunAt: string | null; lastRun: { status: string; scheduledFor: string } | null }>()
+    expect(job).toMatchObject({ status: 'SCHEDULED', lastRun: { status: 'PENDING' } })
+    expect(job.nextRunAt).not.toBeNull()
+    expect(job.nextRunAt).toBe(job.lastRun?.scheduledFor)
+  })
+
   it('answers 409 for a job that is not finished', async () => {
     const key = await api.keyFor('acme')
     const { jobId } = await insertExecution(t.db, { state: 'running' })

@@ -128,6 +128,8 @@ function toJob(r: JobViewRow): Job {
       nextRunAt = next && next !== '-infinity' ? new Date(next) : null
       // an execution created ahead of its fire time comes first (SCHEDULER_DISPATCHER_AHEAD_MS)
       if (r.ahead_fire_at && (nextRunAt === null || r.ahead_fire_at < nextRunAt)) nextRunAt = r.ahead_fire_at
+      // a run waiting outside the schedule (a rerun, a retry, a retry's backoff) may come first
+      if (last?.state === 'pending' && (nextRunAt === null || last.runAt < nextRunAt)) nextRunAt = last.runAt
     } else if (last?.state === 'pending') nextRunAt = last.runAt
   }
   return {
