@@ -7,6 +7,10 @@
 -- the job: the claims count and space by (queue, tenant, concurrency_key). pgsched.queue_key_slots
 -- gets the tenant in its key; its rows from before (tenant '') match no execution and are removed
 -- by the next claim of their queue once their slot has passed, as every past slot is.
+--
+-- Workers of the previous version keep claiming, but their claims of a queue with a rate limit per
+-- key fail (their upsert names the old key) and are retried until they are replaced; their other
+-- claims are unaffected.
 
 alter table pgsched.queue_key_slots add column tenant text not null default '';
 alter table pgsched.queue_key_slots drop constraint queue_key_slots_pkey;
