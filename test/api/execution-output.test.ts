@@ -13,6 +13,7 @@ import { buildApp } from '../../src/api/app.ts'
 import type { DB } from '../../src/db/schema.ts'
 import { createClient } from '../../src/client.ts'
 import { createApiKey } from '../../src/api/auth.ts'
+import { apiKeyRevoke } from '../../src/db/queries/api-keys.ts'
 import { executionOutputAppendMany, executionOutputUriSet } from '../../src/db/queries/output.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
@@ -111,6 +112,24 @@ describe('GET /v1/executions/{id}/output', () => {
     expect(follow.state.text).toBe('line 1\nline 2\n')
     const after = await api.call(key, 'GET', `/v1/executions/${executionId}/output?follow=true`)
     expect(after.body).toBe('line 1\nline 2\n')
+  })
+
+  it('ends a follow once its API key is revoked', async () => {
+    const app = buildApp({ db: t.db, log: t.log, outputFollowPollMs: 50, apiKeyCacheMs: 1_000 })
+    try {
+      await app.listen({ port: 0, host: '127.0.0.1' })
+      const created = await createApiKey(t.db, { tenant: 'acme' })
+      const { job } = await createClient({ db: t.db, tenant: 'acme' }).submitJob({ type: 'never-served' })
+      const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/v1/executions/${job.lastExecution?.id}/output?follow=true`
+      const follow = await streamed(url, created.key)
+      expect(follow.res.status).toBe(200)
+      await apiKeyRevoke(t.db, { id: created.id })
+      // the execution stays pending (no worker serves it): only the revocation can end the follow
+      await waitFor(() => follow.state.ended, { timeoutMs: 10_000, what: 'the follow to end after the revocation' })
+    } finally {
+      app.server.closeAllConnections()
+      await app.close()
+    }
   })
 
   it('stops following when the client hangs up', async () => {
