@@ -10,8 +10,9 @@
 -- pg_timezone_names, which reads the zone files, about 50 ms, for those only).
 --
 -- Also refused now, with the function's own 22023 messages rather than a table constraint's or a
--- wrong result: `every` in months or years (counted as 30 and 365.25 days before), and end_at not
--- after start_at. An interval schedule whose window ends before its first fire time is stored with
+-- wrong result: `every` in months or years (counted as 30 and 365.25 days before), end_at not
+-- after start_at, and a tenant name no API key can have (whose jobs no REST call could see; the
+-- TypeScript client refuses those names too). An interval schedule whose window ends before its first fire time is stored with
 -- nothing to come (the job is COMPLETED), as the TypeScript client and the API store it.
 
 create function pgsched.time_zone_known(tz text) returns boolean
@@ -54,6 +55,10 @@ declare
 begin
   if submit_job.type is null or submit_job.type !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' then
     raise exception 'type must be 1-128 characters: letters, digits and _ . : / - (not first), got %', coalesce(quote_literal(submit_job.type), 'null')
+      using errcode = '22023';
+  end if;
+  if submit_job.tenant is null or length(submit_job.tenant) > 128 or submit_job.tenant !~ '^[A-Za-z0-9][A-Za-z0-9_.:@-]*$' then
+    raise exception 'tenant must be 1-128 characters: letters, digits and _ . : @ - (not first), got %', coalesce(quote_literal(submit_job.tenant), 'null')
       using errcode = '22023';
   end if;
   if starts_with(submit_job.type, 'pgsched.') then

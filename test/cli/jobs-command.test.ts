@@ -49,6 +49,8 @@ describe('scheduler jobs', () => {
     await scheduler('jobs', 'cancel', id)
     expect((await scheduler('jobs', 'delete', id)).stdout).toBe(`deleted job ${id}\n`)
     expect((await failing('jobs', 'view', id)).stderr).toContain(`job ${id} not found`)
+    // an id that is not a UUID is named as such, as the API does
+    expect((await failing('jobs', 'view', 'not-a-uuid')).stderr).toContain('id must be a UUID')
     // a time zone without --cron is refused, not dropped (the job would run at once)
     for (const schedule of [[], ['--every', '5s']]) {
       const noCron = await failing('jobs', 'submit', 'email', '--tenant', 'cli', '--timezone', 'Europe/Berlin', ...schedule)
@@ -83,6 +85,7 @@ describe('scheduler jobs', () => {
     const again = await scheduler('jobs', 'bulk', 'cancel', '--queue', 'bulk')
     expect(again.stdout).toBe('cancel: 0 jobs changed in 1 calls\n')
     expect((await failing('jobs', 'bulk', 'cancel')).stderr).toContain('filter is empty')
+    expect((await failing('jobs', 'bulk', 'cancel', '--all', '--batch', '0')).stderr).toContain('--batch must be an integer from 1 to 1000, got "0"')
   }, 120_000)
 })
 

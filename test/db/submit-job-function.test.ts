@@ -76,6 +76,7 @@ describe('pgsched.submit_job', () => {
       `'x', cron => '0 12 * * *', timezone => '${tz}'`,
       `timezone '${tz}' is not a known IANA time zone (such as Europe/Berlin); offsets, abbreviations and POSIX rules are not accepted`,
     ]),
+    [`'x', tenant => 'bad tenant!'`, `tenant must be 1-128 characters: letters, digits and _ . : @ - (not first), got 'bad tenant!'`],
     [`'x', every => interval '1 month'`, 'every must be given in days, hours, minutes and seconds (no years or months)'],
     [`'x', every => interval '1 year'`, 'every must be given in days, hours, minutes and seconds (no years or months)'],
     [`'x', every => interval '1 hour', start_at => now() + interval '1 day', end_at => now()`, 'end_at must be after start_at'],

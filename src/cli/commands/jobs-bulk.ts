@@ -51,6 +51,11 @@ export function registerJobsBulk(jobs: Command): void {
       if (o.ids !== undefined) filter.ids = o.ids.split(',').map((s) => s.trim())
       if (o.all) filter.all = true
       const limit = Number(o.batch)
+      if (!Number.isInteger(limit) || limit < 1 || limit > BULK_LIMIT_MAX) {
+        throw new ValidationError(`--batch must be an integer from 1 to ${BULK_LIMIT_MAX}, got "${o.batch}"`, [
+          { path: 'batch', message: `1-${BULK_LIMIT_MAX}` },
+        ])
+      }
       return withClient(undefined, async (client) => {
         const ops = client.allTenants()
         const progress = progressWriter()

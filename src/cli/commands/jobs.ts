@@ -12,14 +12,17 @@ import type { Job, SubmitJobInput } from '../../core/job.ts'
 import { jobTenantOf } from '../../db/queries/job-operations.ts'
 import type { DB } from '../../db/schema.ts'
 import { NotFoundError, ValidationError } from '../../errors.ts'
+import { assertUuid } from '../../paging.ts'
 import { ago, filterOf, filterOptions, jobTable, print, withClient, type FilterOpts } from '../job-cli.ts'
 import { formatTable } from '../shared.ts'
 import { registerJobsBulk } from './jobs-bulk.ts'
 
 /** The client acting for the job's tenant (`--tenant`, or the job's own). */
 async function clientForJob(client: Client, db: Kysely<DB>, id: string, tenant: string | undefined): Promise<Client> {
+  // as the API answers it: an id that is not a UUID is not "not found"
+  assertUuid(id, 'id')
   if (tenant !== undefined) return client.withTenant(tenant, 'cli')
-  const own = /^[0-9a-f-]{36}$/i.test(id) ? await jobTenantOf(db, id) : undefined
+  const own = await jobTenantOf(db, id)
   if (own === undefined) throw new NotFoundError(`job ${id} not found`)
   return client.withTenant(own, 'cli')
 }
