@@ -412,6 +412,9 @@ describe('TriggerScheduler', () => {
     }
     expect(await fireTimes(job.id)).toEqual([iso(T0), iso(plus(T0, 10)), iso(plus(T0, 20))])
     expect((await triggerRow(job.id)).next_fire_at).toBeNull()
+    // no fire time left: the next run is the last fire time's, still waiting for a worker
+    expect(await client().viewJob(job.id)).toMatchObject({ status: 'SCHEDULED', nextRunAt: plus(T0, 20) })
+    await sql`delete from pgsched.due where job_id = ${job.id}::uuid`.execute(t.db)
     expect((await client().viewJob(job.id)).nextRunAt).toBeNull()
   })
 

@@ -128,8 +128,9 @@ function toJob(r: JobViewRow): Job {
       nextRunAt = next && next !== '-infinity' ? new Date(next) : null
       // an execution created ahead of its fire time comes first (SCHEDULER_DISPATCHER_AHEAD_MS)
       if (r.ahead_fire_at && (nextRunAt === null || r.ahead_fire_at < nextRunAt)) nextRunAt = r.ahead_fire_at
-      // a run waiting outside the schedule (a rerun, a retry, a retry's backoff) may come first
-      if (last?.state === 'pending' && (nextRunAt === null || last.runAt < nextRunAt)) nextRunAt = last.runAt
+      // the next fire time is the next run; once the schedule has none, a run waiting outside it (a
+      // rerun, a retry) is
+      if (nextRunAt === null && last?.state === 'pending') nextRunAt = last.runAt
     } else if (last?.state === 'pending') nextRunAt = last.runAt
   }
   return {
