@@ -102,6 +102,9 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 /** Routes polled by machines: their request log lines go to debug. */
 const QUIET_ROUTES = new Set(['/healthz', '/readyz', '/metrics'])
 
+/** The query string of a route that takes no query parameter. */
+const NO_QUERY = { type: 'object', properties: {}, additionalProperties: false } as const
+
 /** Long-lived streams look their key up again at most this often, whatever the key cache's time. */
 const KEY_RECHECK_MIN_MS = 1_000
 
@@ -222,6 +225,11 @@ export function buildApp(deps: AppDeps) {
     async (v1) => {
       v1.addHook('onRequest', async (request) => {
         request.identity = await authenticator.authenticate(request.headers.authorization)
+      })
+      // A route that reads no query parameter refuses them, as the others refuse those they do not
+      // know (GET /v1/jobs/{id}?fields=x would otherwise answer as if it had been understood).
+      v1.addHook('onRoute', (route) => {
+        if (route.schema && route.schema.querystring === undefined) route.schema.querystring = NO_QUERY
       })
       const routeDeps: RouteDeps = {
         metrics,

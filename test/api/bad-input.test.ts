@@ -265,6 +265,16 @@ const cases: Case[] = [
   { name: 'unknown query parameter', method: 'GET', url: '/v1/jobs?sort=asc', status: 400, message: 'unknown query parameter "sort"', path: 'sort' },
   { name: 'empty type filter', method: 'GET', url: '/v1/jobs?type=', status: 400, message: TYPE_RULE, path: 'type' },
   {
+    name: 'query parameter on a route that reads none',
+    method: 'GET',
+    url: '/v1/jobs/{job}?fields=id',
+    status: 400,
+    message: 'unknown query parameter "fields"',
+    path: 'fields',
+  },
+  { name: 'query parameter on an action', method: 'POST', url: '/v1/jobs/{job}/cancel?x=1', status: 400, message: 'unknown query parameter "x"', path: 'x' },
+  { name: 'queue filter no job can have', method: 'GET', url: '/v1/failures?queue=bad%20q', status: 400, message: /^queue must be /, path: 'queue' },
+  {
     name: 'forged cursor',
     method: 'GET',
     url: '/v1/jobs?cursor=Zm9yZ2Vk',

@@ -78,8 +78,9 @@ export const FailureGroupListSchema = Type.Object(
 
 export const FailuresQuery = Type.Object(
   {
-    queue: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Only jobs of this queue.' })),
-    type: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'Only jobs of this type.' })),
+    // the names a job can have, checked as the job list checks them (a name no job can have is a 400, not an empty list)
+    queue: JobFilterProperties.queue,
+    type: JobFilterProperties.type,
     since: Type.Optional(Type.String({ format: 'date-time', description: 'Only failures at or after this instant.' })),
     tenant: JobFilterProperties.tenant,
   },
