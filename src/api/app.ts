@@ -19,6 +19,7 @@ import type { Kysely } from 'kysely'
 import { createClient, type Client } from '../client.ts'
 import type { DB } from '../db/schema.ts'
 import { SchedulerError } from '../errors.ts'
+import { parseAddressPolicy } from '../lib/address-policy.ts'
 import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
 import { createAuthenticator } from './auth.ts'
@@ -62,6 +63,8 @@ export interface AppDeps {
   bodyLimitBytes?: number
   /** How long a valid API key is trusted without a database lookup; default 5000 (0 = always look up). */
   apiKeyCacheMs?: number
+  /** SCHEDULER_HTTP_ALLOW as the workers have it: webhook URLs whose host it admits are not refused at creation. */
+  httpAllow?: string
   /** How long a queue depth reading is reused by /metrics; default 5000. */
   queueDepthCacheMs?: number
   /** For /readyz; default: the package's migrations/ folder. */
@@ -145,6 +148,7 @@ export function buildApp(deps: AppDeps) {
   const metrics = createApiMetrics({ db: deps.db, log: deps.log, queueDepthCacheMs: deps.queueDepthCacheMs })
   const client = deps.client ?? createClient({ db: deps.db })
   const authenticator = createAuthenticator(deps.db, { cacheMs: deps.apiKeyCacheMs ?? 5000 })
+  const httpAllow = parseAddressPolicy(deps.httpAllow ?? '')
   // Open output follows end when the API closes, or close() would wait for them.
   const closing = new AbortController()
   app.addHook('preClose', async () => closing.abort())
@@ -242,6 +246,7 @@ export function buildApp(deps: AppDeps) {
             (err: unknown) => !(err instanceof SchedulerError && err.code === 'unauthorized'),
           ),
         keyRecheckMs: Math.max(KEY_RECHECK_MIN_MS, deps.apiKeyCacheMs ?? 5000),
+        httpAllow,
         clientFor(request: FastifyRequest) {
           const identity = request.identity
           if (!identity) throw new SchedulerError('unauthorized', 'missing API key; send Authorization: Bearer <api key>')

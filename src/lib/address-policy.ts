@@ -160,3 +160,19 @@ export function allowedExplicitly(host: string, policy: AddressPolicy): boolean 
   const family = isIP(literal)
   return family !== 0 && policy.ranges.check(literal, family === 4 ? 'ipv4' : 'ipv6')
 }
+
+/**
+ * Why every request to `url` would be refused under `policy`, from the URL alone (no name is
+ * resolved): its host is an address literal in a refused range, or `localhost`, unless the policy
+ * admits it. Undefined when the URL does not say (a name is checked against what it resolves to
+ * when the request is made). For a subscription that can never be delivered to, refused at once.
+ */
+export function refusedUrlHost(url: URL, policy: AddressPolicy): string | undefined {
+  const host = bareHost(url.hostname)
+  if (allowedExplicitly(host, policy)) return undefined
+  const name = host.toLowerCase().replace(/\.$/, '')
+  if (name === 'localhost' || name.endsWith('.localhost')) return `${host} is a loopback name`
+  if (isIP(host) === 0) return undefined
+  const rule = refusedAddress(host, policy)
+  return rule === undefined ? undefined : `${host} is a ${rule} address`
+}

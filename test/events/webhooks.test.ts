@@ -22,7 +22,8 @@ import { useWorkers } from '../worker/harness.ts'
 import { waitFor } from '../wait-for.ts'
 
 const t = useTestDb()
-const api = useTestApi(t)
+// the receiver is on 127.0.0.1: admitted as the workers' SCHEDULER_HTTP_ALLOW admits it
+const api = useTestApi(t, { httpAllow: '127.0.0.1' })
 const startWorker = useWorkers(t)
 
 interface Delivery {
@@ -127,6 +128,20 @@ describe('webhooks', () => {
   it('creates, lists and deletes subscriptions, and refuses bad ones with 400', async () => {
     const key = await api.keyFor('c')
     expect((await api.call(key, 'POST', '/v1/webhooks', { url: 'ftp://x' })).statusCode).toBe(400)
+    // a target every delivery would be refused is refused now, naming why (127.0.0.1 is admitted here)
+    for (const [target, why] of [
+      ['http://10.0.0.7/hook', '10.0.0.7 is a private address'],
+      ['http://[::1]:8080/hook', '::1 is a loopback address'],
+      ['http://127.2/hook', '127.0.0.2 is a loopback address'],
+      ['http://localhost:9000/hook', 'localhost is a loopback name'],
+      ['http://169.254.169.254/latest', '169.254.169.254 is a link-local (cloud metadata among them) address'],
+    ] as const) {
+      const refused = await api.call(key, 'POST', '/v1/webhooks', { url: target })
+      expect(refused.statusCode, target).toBe(400)
+      expect(refused.json<{ message: string }>().message).toBe(
+        `url: ${why}, to which deliveries are refused unless SCHEDULER_HTTP_ALLOW admits it (on the workers, and on the API for this check)`,
+      )
+    }
     expect((await api.call(key, 'POST', '/v1/webhooks', { url, events: ['finished'] })).statusCode).toBe(400)
     expect((await api.call(key, 'POST', '/v1/webhooks', { url, secret: 'short' })).statusCode).toBe(400)
     const created = await api.call(key, 'POST', '/v1/webhooks', { url, secret: 'sixteen-chars-ok!' })

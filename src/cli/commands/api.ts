@@ -44,6 +44,7 @@ export async function startApiServer(params: StartApiServerParams): Promise<ApiS
     bodyLimitBytes: config.api.bodyLimitBytes,
     outputS3: { endpoint: config.output.s3Endpoint, region: config.output.s3Region },
     eventsRetentionMs: config.events.retentionMs,
+    httpAllow: config.worker.httpAllow,
   })
   try {
     await app.listen({ port: config.api.port, host: config.api.host })
