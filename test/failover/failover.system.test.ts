@@ -22,7 +22,7 @@ import type { JobSpec } from '../faults/workload.ts'
 import { createRandom } from '../faults/workload.ts'
 import { selfOverlaps, type LedgerRow } from '../worker/processes.ts'
 import { waitFor } from '../wait-for.ts'
-import { createFormation, type Formation } from './formation.ts'
+import { createFormation, tail, type Formation } from './formation.ts'
 
 const LEDGER_DB = `f_${randomBytes(6).toString('hex')}`
 const ROUNDS: Array<'failover' | 'kill'> = ['failover', 'kill', 'failover', 'kill', 'failover', 'kill']
@@ -118,6 +118,7 @@ describe('a pg_auto_failover formation', () => {
     const outcomes = new Map<string, SubmitOutcome>()
     const successTimes: number[] = []
     const responses: Record<string, number> = {}
+    const firstStartMs = Date.now()
     for (const [round, kind] of ROUNDS.entries()) {
       await f.waitForHealthy()
       const startMs = Date.now()
@@ -197,8 +198,32 @@ describe('a pg_auto_failover formation', () => {
              from unnest($1::uuid[]) as j(id) limit 20`,
           [left],
         )
-        const keys = [...outcomes.entries()].filter(([, o]) => left.includes(o.jobId)).map(([k]) => k)
-        throw new Error(`${(err as Error).message}\n${left.length} unfinished (submit keys ${keys.slice(0, 20).join(', ')}): ${JSON.stringify(rows, null, 1)}`)
+        const time = (ms: number) => new Date(ms).toISOString().slice(11, 23)
+        const answers = [...outcomes.entries()]
+          .filter(([, o]) => left.includes(o.jobId))
+          .map(([k, o]) => `${k} ${o.firstStatus} at ${time(o.answeredAt)} after ${o.requests} request(s)`)
+        // Whether a worker ran them (the ledger is outside the formation): a job that ran and is
+        // gone was visible on a primary whose writes were later lost.
+        const { rows: ran } = await (ledger as pg.Pool).query<{ job_id: string; started_at: Date }>(
+          'select job_id, started_at from public.test_ledger where job_id = any($1::uuid[]) order by started_at limit 20',
+          [left],
+        )
+        const events = await f.events(firstStartMs).catch((e: unknown) => [`monitor events unavailable: ${(e as Error).message}`])
+        // What each node's pg_autoctl logged from 2 s before the first lost answer to 20 s after the last.
+        const lostAt = [...outcomes.values()].filter((o) => left.includes(o.jobId)).map((o) => o.answeredAt)
+        const from = time(Math.min(...lostAt) - 2_000).slice(0, 8)
+        const to = time(Math.max(...lostAt) + 20_000).slice(0, 8)
+        const nodeLogs = f.nodes.map((n) => {
+          const lines = tail(n.logFile, 5_000)
+            .split('\n')
+            .filter((l) => /^\d\d:\d\d:\d\d /.test(l) && l.slice(0, 8) >= from && l.slice(0, 8) <= to && !/ copied$|pg_rewind:$|INFO\s*$/.test(l))
+          return `${n.name} (port ${n.port}), ${from}–${to}:\n${lines.slice(0, 150).join('\n')}`
+        })
+        throw new Error(
+          `${(err as Error).message}\n${left.length} unfinished; answers: ${answers.slice(0, 40).join('; ')}\n` +
+            `ledger runs of them: ${JSON.stringify(ran)}\nfaults: ${faults.map((x) => `${x.kind} at ${time(x.atMs)}`).join(', ')}\n` +
+            `monitor events:\n${events.join('\n')}\n${nodeLogs.join('\n')}\njobs: ${JSON.stringify(rows, null, 1)}`,
+        )
       }
       const { rows: jobs } = await db.query<{ n: number }>('select count(*)::int as n from pgsched.jobs where id = any($1::uuid[])', [jobIds])
       expect(jobs[0]?.n).toBe(jobIds.length)

@@ -127,6 +127,8 @@ export interface Formation {
   node(port: number): FormationNode
   /** The data nodes as the monitor sees them now. */
   states(): Promise<NodeState[]>
+  /** The monitor's event log (pgautofailover.event) from `sinceMs` on, one line per event, for error messages. */
+  events(sinceMs: number): Promise<string[]>
   /** The port of the node the monitor has as primary now (settled in a writable state), if any. */
   primary(): Promise<number | undefined>
   /**
@@ -485,6 +487,15 @@ export async function createFormation(options: { dbname?: string } = {}): Promis
       reportedPgIsRunning: r.reportedpgisrunning,
     }))
   }
+  const events = async (sinceMs: number): Promise<string[]> => {
+    const rows = await query<{ at: Date; nodename: string; reportedstate: string; goalstate: string; description: string }>(
+      monitorUrl,
+      `select eventtime as at, nodename, reportedstate::text, goalstate::text, description
+         from pgautofailover.event where eventtime >= to_timestamp($1 / 1000.0) order by eventid`,
+      [sinceMs],
+    )
+    return rows.map((r) => `${r.at.toISOString().slice(11, 23)} ${r.nodename} ${r.reportedstate}→${r.goalstate}: ${r.description}`)
+  }
   /** states(), or undefined while the monitor does not answer. */
   const observe = (): Promise<NodeState[] | undefined> => states().catch(() => undefined)
 
@@ -657,6 +668,7 @@ export async function createFormation(options: { dbname?: string } = {}): Promis
       nodes,
       node: nodeAt,
       states,
+      events,
       primary,
       waitForPrimary,
       waitForHealthy,

@@ -15,6 +15,8 @@ export interface SubmitOutcome {
   firstStatus: 202 | 200
   /** Requests sent for this key, retries and the deliberate repeat included. */
   requests: number
+  /** Epoch ms of the first answer that carried the job. */
+  answeredAt: number
   /** Deliberate repeats and the job id each answered with. */
   repeatedIds: string[]
 }
@@ -48,7 +50,7 @@ export async function submitAll(specs: readonly JobSpec[], o: SubmitterOptions):
   const count = (label: string) => (stats.responses[label] = (stats.responses[label] ?? 0) + 1)
 
   /** Sends `spec` until it gets a definite answer; returns the job id and status, or null when rejected. */
-  async function send(spec: JobSpec): Promise<{ jobId: string; status: 200 | 202; requests: number } | null> {
+  async function send(spec: JobSpec): Promise<{ jobId: string; status: 200 | 202; requests: number; at: number } | null> {
     const headers: Record<string, string> = { authorization: `Bearer ${o.apiKey}`, 'content-type': 'application/json' }
     if (spec.viaHeader) headers['idempotency-key'] = spec.key
     const body = JSON.stringify(spec.body)
@@ -66,8 +68,9 @@ export async function submitAll(specs: readonly JobSpec[], o: SubmitterOptions):
       }
       count(String(status))
       if (status === 202 || status === 200) {
-        stats.successTimes.push(Date.now())
-        return { jobId: (JSON.parse(text) as { id: string }).id, status, requests }
+        const at = Date.now()
+        stats.successTimes.push(at)
+        return { jobId: (JSON.parse(text) as { id: string }).id, status, requests, at }
       }
       if (status >= 500 || status === 429) {
         await sleep(50 + Math.floor(o.random() * 150))
@@ -87,7 +90,7 @@ export async function submitAll(specs: readonly JobSpec[], o: SubmitterOptions):
       if (wait > 0) await sleep(wait)
       const first = await send(spec)
       if (!first) continue
-      const outcome: SubmitOutcome = { jobId: first.jobId, firstStatus: first.status, requests: first.requests, repeatedIds: [] }
+      const outcome: SubmitOutcome = { jobId: first.jobId, firstStatus: first.status, requests: first.requests, answeredAt: first.at, repeatedIds: [] }
       outcomes.set(spec.key, outcome)
       if (o.random() < o.repeatShare) {
         const again = await send(spec)
