@@ -32,6 +32,7 @@ import { assertUuid, decodeCursor, encodeCursor, limitOf, type Page } from './pa
 import type { JobEvent } from './core/events.ts'
 import { streamEvents, type StreamEventsParams } from './events/event-stream.ts'
 import { webhookAdmin, type WebhookAdmin } from './events/webhook-admin.ts'
+import { parseAddressPolicy, type AddressPolicy } from './lib/address-policy.ts'
 
 /** Where a call runs: the client's pool (default), a Kysely transaction, or a pg client. */
 export type Executor = Kysely<DB> | Transaction<DB> | pg.ClientBase
@@ -68,6 +69,12 @@ export interface CreateClientOptions {
    * share one insert statement while another is in flight. Default true.
    */
   batchSubmits?: boolean
+  /**
+   * The workers' SCHEDULER_HTTP_ALLOW (same syntax): a webhook whose URL every delivery would be
+   * refused under it (a loopback or private address literal, `localhost`) is refused at creation.
+   * Default: nothing beyond the public internet.
+   */
+  httpAllow?: string
 }
 
 /**
@@ -116,8 +123,15 @@ export function createClient(options: CreateClientOptions): Client {
     owned = createDb({ databaseUrl: options.databaseUrl, poolSize: options.poolSize ?? 10, applicationName: 'pgsched-client' })
     db = owned.db
   } else throw new ValidationError('createClient needs databaseUrl or db')
+  let webhookPolicy: AddressPolicy
+  try {
+    webhookPolicy = parseAddressPolicy(options.httpAllow ?? '')
+  } catch (err: unknown) {
+    const message = `httpAllow: ${(err as Error).message}`
+    throw new ValidationError(message, [{ path: 'httpAllow', message }])
+  }
   const batcher = options.batchSubmits === false ? undefined : new SubmitBatcher(db)
-  return makeClient(db, batcher, options.tenant ?? 'default', options.createdBy ?? null, options.clock ?? systemClock, async () => {
+  return makeClient(db, batcher, options.tenant ?? 'default', options.createdBy ?? null, options.clock ?? systemClock, webhookPolicy, async () => {
     await owned?.db.destroy()
   })
 }
@@ -128,6 +142,7 @@ function makeClient(
   tenant: string,
   createdBy: string | null,
   clock: Clock,
+  webhookPolicy: AddressPolicy,
   close: () => Promise<void>,
 ): Client {
   // a tenant no API key can have would own jobs no one sees over REST
@@ -222,7 +237,7 @@ function makeClient(
     queues: queueAdmin(db),
     tenants: tenantAdmin(db),
     events: (params = {}) => streamEvents(db, params.allTenants === true ? null : tenant, params),
-    webhooks: webhookAdmin(db, tenant),
+    webhooks: webhookAdmin(db, tenant, webhookPolicy),
 
     async submitJob(input, options) {
       const n = normalizeSubmit(input, clock.now())
@@ -302,7 +317,7 @@ function makeClient(
     },
 
     withTenant(other, by) {
-      return makeClient(db, batcher, other, by ?? createdBy, clock, async () => {})
+      return makeClient(db, batcher, other, by ?? createdBy, clock, webhookPolicy, async () => {})
     },
 
     close,

@@ -19,7 +19,6 @@ import type { Kysely } from 'kysely'
 import { createClient, type Client } from '../client.ts'
 import type { DB } from '../db/schema.ts'
 import { SchedulerError } from '../errors.ts'
-import { parseAddressPolicy } from '../lib/address-policy.ts'
 import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
 import { createAuthenticator } from './auth.ts'
@@ -63,7 +62,10 @@ export interface AppDeps {
   bodyLimitBytes?: number
   /** How long a valid API key is trusted without a database lookup; default 5000 (0 = always look up). */
   apiKeyCacheMs?: number
-  /** SCHEDULER_HTTP_ALLOW as the workers have it: webhook URLs whose host it admits are not refused at creation. */
+  /**
+   * SCHEDULER_HTTP_ALLOW as the workers have it, for the default client: webhook URLs whose host it
+   * admits are not refused at creation (a given `client` has its own, createClient's httpAllow).
+   */
   httpAllow?: string
   /** How long a queue depth reading is reused by /metrics; default 5000. */
   queueDepthCacheMs?: number
@@ -146,9 +148,8 @@ export function buildApp(deps: AppDeps) {
   registerErrorHandling(app, { bodyLimitBytes, outages, routeMethods })
 
   const metrics = createApiMetrics({ db: deps.db, log: deps.log, queueDepthCacheMs: deps.queueDepthCacheMs })
-  const client = deps.client ?? createClient({ db: deps.db })
+  const client = deps.client ?? createClient({ db: deps.db, httpAllow: deps.httpAllow })
   const authenticator = createAuthenticator(deps.db, { cacheMs: deps.apiKeyCacheMs ?? 5000 })
-  const httpAllow = parseAddressPolicy(deps.httpAllow ?? '')
   // Open output follows end when the API closes, or close() would wait for them.
   const closing = new AbortController()
   app.addHook('preClose', async () => closing.abort())
@@ -246,7 +247,6 @@ export function buildApp(deps: AppDeps) {
             (err: unknown) => !(err instanceof SchedulerError && err.code === 'unauthorized'),
           ),
         keyRecheckMs: Math.max(KEY_RECHECK_MIN_MS, deps.apiKeyCacheMs ?? 5000),
-        httpAllow,
         clientFor(request: FastifyRequest) {
           const identity = request.identity
           if (!identity) throw new SchedulerError('unauthorized', 'missing API key; send Authorization: Bearer <api key>')

@@ -9,6 +9,7 @@ import type { DB } from '../db/schema.ts'
 import { EVENT_TYPES, isEventType, type EventType } from '../core/events.ts'
 import { isQueueName, QUEUE_RULE } from '../core/names.ts'
 import { NotFoundError, ValidationError } from '../errors.ts'
+import { refusedUrlHost, type AddressPolicy } from '../lib/address-policy.ts'
 import {
   webhookDeliveryList,
   webhookSubscriptionDelete,
@@ -42,6 +43,9 @@ export interface WebhookAdmin {
   deliveries(id: string, params?: { limit?: number }): Promise<WebhookDelivery[]>
 }
 
+/** Where the setting must admit a webhook URL for it to be created. */
+const WHERE_ALLOWED = "(on the workers, and where the subscription is made: the API's or the CLI's environment, or createClient's httpAllow)"
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 function invalid(path: string, message: string): ValidationError {
@@ -53,7 +57,8 @@ function withoutSecret(row: WebhookSubscriptionRow): WebhookSubscription {
   return rest
 }
 
-export function webhookAdmin(db: Kysely<DB>, tenant: string): WebhookAdmin {
+/** `policy`: the workers' address rules (SCHEDULER_HTTP_ALLOW), to refuse a URL no delivery could reach. */
+export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPolicy): WebhookAdmin {
   const own = async (id: string): Promise<void> => {
     if (typeof id !== 'string' || !UUID.test(id) || (await webhookSubscriptionList(db, { tenant, id })).length === 0) {
       throw new NotFoundError(`webhook ${id} not found`)
@@ -73,6 +78,10 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string): WebhookAdmin {
       if ((url.protocol !== 'http:' && url.protocol !== 'https:') || input.url.length > 2048) {
         throw invalid('url', 'url must be an http or https URL of at most 2048 characters')
       }
+      // a target every delivery would be refused (a loopback or private address literal): refused
+      // now, rather than a failed delivery job per event
+      const refused = refusedUrlHost(url, policy)
+      if (refused) throw invalid('url', `url: ${refused}, to which deliveries are refused unless SCHEDULER_HTTP_ALLOW admits it ${WHERE_ALLOWED}`)
       const events = [...new Set(input.events ?? [])]
       const bad = events.find((e) => !isEventType(e))
       if (bad !== undefined) throw invalid('events', `events must be among ${EVENT_TYPES.join(', ')} (got ${JSON.stringify(bad)})`)

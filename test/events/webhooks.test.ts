@@ -8,6 +8,7 @@ import { sql } from 'kysely'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { signWebhook, verifyWebhookSignature } from '../../src/index.ts'
 import { createClient } from '../../src/client.ts'
+import { ValidationError } from '../../src/errors.ts'
 import { normalizeSubmit } from '../../src/core/job.ts'
 import { jobInsertMany } from '../../src/db/queries/jobs.ts'
 import { uuidV7 } from '../../src/lib/uuid-v7.ts'
@@ -139,9 +140,18 @@ describe('webhooks', () => {
       const refused = await api.call(key, 'POST', '/v1/webhooks', { url: target })
       expect(refused.statusCode, target).toBe(400)
       expect(refused.json<{ message: string }>().message).toBe(
-        `url: ${why}, to which deliveries are refused unless SCHEDULER_HTTP_ALLOW admits it (on the workers, and on the API for this check)`,
+        `url: ${why}, to which deliveries are refused unless SCHEDULER_HTTP_ALLOW admits it (on the workers, and where the subscription is made: the API's or the CLI's environment, or createClient's httpAllow)`,
       )
     }
+    // the TypeScript client checks the same, against its own httpAllow
+    await expect(createClient({ db: t.db, tenant: 'c' }).webhooks.create({ url: 'http://10.0.0.7/hook' })).rejects.toThrow(
+      'url: 10.0.0.7 is a private address, to which deliveries are refused',
+    )
+    await expect(createClient({ db: t.db, tenant: 'c' }).webhooks.create({ url: 'http://localhost:9000/hook' })).rejects.toThrow(ValidationError)
+    const admitted = await createClient({ db: t.db, tenant: 'c', httpAllow: '10.0.0.0/8' }).webhooks.create({ url: 'http://10.0.0.7/hook' })
+    expect(admitted.url).toBe('http://10.0.0.7/hook')
+    await createClient({ db: t.db, tenant: 'c' }).webhooks.delete(admitted.id)
+    expect(() => createClient({ db: t.db, tenant: 'c', httpAllow: 'not a range/99' })).toThrow(/httpAllow: /)
     expect((await api.call(key, 'POST', '/v1/webhooks', { url, events: ['finished'] })).statusCode).toBe(400)
     expect((await api.call(key, 'POST', '/v1/webhooks', { url, secret: 'short' })).statusCode).toBe(400)
     const created = await api.call(key, 'POST', '/v1/webhooks', { url, secret: 'sixteen-chars-ok!' })

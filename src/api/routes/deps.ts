@@ -3,7 +3,6 @@ import type { FastifyRequest } from 'fastify'
 import type { Client } from '../../client.ts'
 import type { StreamEventsParams } from '../../events/event-stream.ts'
 import { ForbiddenError } from '../../errors.ts'
-import type { AddressPolicy } from '../../lib/address-policy.ts'
 import type { ApiMetrics } from '../metrics.ts'
 import type { OutputRouteDeps } from './executions.ts'
 
@@ -25,8 +24,6 @@ export interface RouteDeps {
   keyStillValid(request: FastifyRequest): Promise<boolean>
   /** How often long-lived streams check their key (keyStillValid). */
   keyRecheckMs: number
-  /** The addresses outgoing requests may reach besides public ones (SCHEDULER_HTTP_ALLOW): webhook URLs are checked against it. */
-  httpAllow: AddressPolicy
 }
 
 /** Refuses a request without an operator key; `what` says why these routes are for operators. */

@@ -4,8 +4,6 @@
  * type pgsched.webhook (at least once, retried with backoff), signed in the Pgsched-Signature header.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { ValidationError } from '../../errors.ts'
-import { refusedUrlHost } from '../../lib/address-policy.ts'
 import { CommonErrors } from '../schemas/error.ts'
 import {
   CreatedWebhookSchema,
@@ -54,14 +52,6 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
     },
     async (request, reply) => {
       const client = deps.clientFor(request)
-      // a target every delivery would be refused (a loopback or private address literal): a 400 now,
-      // rather than a failed delivery job per event
-      const url = URL.canParse(request.body.url) ? new URL(request.body.url) : undefined
-      const refused = url && refusedUrlHost(url, deps.httpAllow)
-      if (refused) {
-        const message = `url: ${refused}, to which deliveries are refused unless SCHEDULER_HTTP_ALLOW admits it (on the workers, and on the API for this check)`
-        throw new ValidationError(message, [{ path: 'url', message }])
-      }
       const created = await client.webhooks.create(request.body)
       reply.code(201).header('location', `/v1/webhooks/${created.id}`)
       return { ...webhookToJson(created), secret: created.secret }

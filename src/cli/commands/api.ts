@@ -40,7 +40,7 @@ export async function startApiServer(params: StartApiServerParams): Promise<ApiS
   const app = buildApp({
     db: database.db,
     log,
-    client: createClient({ db: database.db }),
+    client: createClient({ db: database.db, httpAllow: config.worker.httpAllow }),
     bodyLimitBytes: config.api.bodyLimitBytes,
     outputS3: { endpoint: config.output.s3Endpoint, region: config.output.s3Region },
     eventsRetentionMs: config.events.retentionMs,

@@ -1,7 +1,8 @@
 /**
  * `scheduler webhooks list|create|delete|deliveries --tenant <name>`: a tenant's webhook
  * subscriptions and their delivery logs (as /v1/webhooks does for an API key; this command needs
- * DATABASE_URL). `create` prints the secret, once.
+ * DATABASE_URL). `create` prints the secret, once, and refuses a URL that SCHEDULER_HTTP_ALLOW, as
+ * the workers have it, would refuse every delivery to.
  */
 import type { Command } from 'commander'
 import { deliveryToJson, webhookToJson } from '../../api/schemas/webhook.ts'
@@ -9,8 +10,13 @@ import { isEventType, type EventType } from '../../core/events.ts'
 import { ValidationError } from '../../errors.ts'
 import { webhookAdmin, type WebhookAdmin } from '../../events/webhook-admin.ts'
 import { formatTable, withDatabase } from '../shared.ts'
+import { loadConfig } from '../../config.ts'
+import { parseAddressPolicy } from '../../lib/address-policy.ts'
 
-const run = <T>(tenant: string, fn: (webhooks: WebhookAdmin) => Promise<T>) => withDatabase('pgsched-webhooks', ({ db }) => fn(webhookAdmin(db, tenant)))
+// The workers' address rules (SCHEDULER_HTTP_ALLOW, from this environment): create refuses a URL
+// every delivery would be refused.
+const run = <T>(tenant: string, fn: (webhooks: WebhookAdmin) => Promise<T>) =>
+  withDatabase('pgsched-webhooks', ({ db }) => fn(webhookAdmin(db, tenant, parseAddressPolicy(loadConfig(process.env).worker.httpAllow))))
 const print = (value: unknown): void => {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`)
 }
