@@ -346,8 +346,14 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { int
       }
     }
   }
-  if ((kind === 'now' || kind === 'at') && (input.startAt !== undefined || input.endAt !== undefined)) {
-    bad(input.startAt !== undefined ? 'startAt' : 'endAt', 'startAt and endAt apply only to recurring schedules ({cron} or {every})')
+  if (kind === 'now' || kind === 'at') {
+    if (input.startAt !== undefined || input.endAt !== undefined) {
+      bad(input.startAt !== undefined ? 'startAt' : 'endAt', 'startAt and endAt apply only to recurring schedules ({cron} or {every})')
+    }
+    // a one-time job has no fire times to miss or to overlap: a policy given for it would be ignored
+    for (const field of ['misfirePolicy', 'misfireMaxRuns', 'overlapPolicy'] as const) {
+      if (input[field] !== undefined) bad(field, `${field} applies only to recurring schedules ({cron} or {every})`)
+    }
   }
   if (problems.length > 0) {
     throw new ValidationError(problems.map((p) => p.message).join('; '), problems)

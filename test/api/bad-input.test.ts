@@ -194,6 +194,20 @@ const cases: Case[] = [
     path: 'misfirePolicy',
   },
   {
+    name: 'a misfire policy on a one-time job',
+    body: { type: 'x', schedule: { at: '2030-01-01T00:00:00Z' }, misfirePolicy: 'skip' },
+    status: 400,
+    message: 'misfirePolicy applies only to recurring schedules ({cron} or {every})',
+    path: 'misfirePolicy',
+  },
+  {
+    name: 'an overlap policy on a job that runs now',
+    body: { type: 'x', overlapPolicy: 'skip' },
+    status: 400,
+    message: 'overlapPolicy applies only to recurring schedules ({cron} or {every})',
+    path: 'overlapPolicy',
+  },
+  {
     name: 'startAt on a one-time job',
     body: { type: 'x', startAt: '2030-01-01T00:00:00Z' },
     status: 400,

@@ -62,10 +62,10 @@ export const LastRunSchema = Type.Object(
 )
 
 const MisfirePolicySchema = Type.Enum(['fire_once', 'skip', 'fire_all'], {
-  description: 'After downtime: run once for all missed fire times (default), skip them, or run each (capped by misfireMaxRuns).',
+  description: 'Recurring jobs only. After downtime: run once for all missed fire times (default), skip them, or run each (capped by misfireMaxRuns).',
 })
 const OverlapPolicySchema = Type.Enum(['allow', 'skip', 'queue'], {
-  description: 'When a fire time comes while the previous run is still going (default allow).',
+  description: 'Recurring jobs only. When a fire time comes while the previous run is still going (default allow).',
 })
 
 /** An integer in `range`, worded for error messages. */
