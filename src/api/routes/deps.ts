@@ -32,3 +32,20 @@ export function assertOperator(request: FastifyRequest, what: string): void {
     throw new ForbiddenError(`${what}: only an operator key may see or change them (scheduler keys create --operator)`)
   }
 }
+
+/**
+ * For a long-lived response (an event stream, an output follow): calls `onRevoked` once the
+ * request's API key is found revoked or deleted, checking every `keyRecheckMs`. Returns the stop.
+ */
+export function watchApiKey(deps: RouteDeps, request: FastifyRequest, onRevoked: () => void): () => void {
+  let revoked = false
+  const timer = setInterval(() => {
+    void deps.keyStillValid(request).then((valid) => {
+      if (valid || revoked) return
+      revoked = true
+      clearInterval(timer)
+      onRevoked()
+    })
+  }, deps.keyRecheckMs)
+  return () => clearInterval(timer)
+}

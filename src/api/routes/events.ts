@@ -11,7 +11,7 @@ import { EVENT_ID_PATTERN } from '../../core/events.ts'
 import { ValidationError } from '../../errors.ts'
 import { CommonErrors } from '../schemas/error.ts'
 import { EventStreamQuery } from '../schemas/event.ts'
-import type { RouteDeps } from './deps.ts'
+import { watchApiKey, type RouteDeps } from './deps.ts'
 
 /** Idle streams get a comment this often, so proxies and clients do not time them out. */
 const PING_MS = 15_000
@@ -124,17 +124,15 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         }
       }
       let ping: NodeJS.Timeout | undefined
-      let keyCheck: NodeJS.Timeout | undefined
+      let stopKeyCheck: (() => void) | undefined
       try {
         ping = setInterval(() => res.write(': ping\n\n'), PING_MS)
         // a key revoked (or deleted) while its stream is open ends the stream: its reconnect is then a 401
-        keyCheck = setInterval(() => {
-          void deps.keyStillValid(request).then((valid) => {
-            if (valid || controller.signal.aborted) return
-            request.log.info({ keyId: identity.keyId }, 'event stream ended: its API key is no longer valid')
-            controller.abort()
-          })
-        }, deps.keyRecheckMs)
+        stopKeyCheck = watchApiKey(deps, request, () => {
+          if (controller.signal.aborted) return
+          request.log.info({ keyId: identity.keyId }, 'event stream ended: its API key is no longer valid')
+          controller.abort()
+        })
         await write([': open\n\n'])
         // each page's messages come as a few texts of about 32 kB (written from the batches' arrays),
         // corked together: one write to the socket per page
@@ -146,7 +144,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         request.log.warn({ err }, 'event stream failed')
       } finally {
         clearInterval(ping)
-        clearInterval(keyCheck)
+        stopKeyCheck?.()
         open.delete(controller)
         controller.abort()
         res.end()

@@ -20,7 +20,7 @@ import { abortableSleep } from '../../lib/service.ts'
 import { OutputGoneError, type OutputReader, type OutputReaders } from '../output-readers.ts'
 import { IdParams } from '../schemas/common.ts'
 import { CommonErrors } from '../schemas/error.ts'
-import type { RouteDeps } from './deps.ts'
+import { watchApiKey, type RouteDeps } from './deps.ts'
 import { clientForExecution } from './job-operations.ts'
 
 /** What the output route needs besides the client. */
@@ -160,13 +160,9 @@ export const executionRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app,
         // A client that hangs up ends the follow (a generator between yields is not ended by the stream).
         const hangUp = new AbortController()
         // a key revoked while it follows ends the follow too (within the key cache period)
-        const keyCheck = setInterval(() => {
-          void deps.keyStillValid(request).then((valid) => {
-            if (!valid) hangUp.abort()
-          })
-        }, deps.keyRecheckMs)
+        const stopKeyCheck = watchApiKey(deps, request, () => hangUp.abort())
         reply.raw.once('close', () => {
-          clearInterval(keyCheck)
+          stopKeyCheck()
           hangUp.abort()
         })
         const stop = AbortSignal.any([hangUp.signal, deps.output.closing])
