@@ -22,7 +22,7 @@ import type { JobSpec } from '../faults/workload.ts'
 import { createRandom } from '../faults/workload.ts'
 import { selfOverlaps, type LedgerRow } from '../worker/processes.ts'
 import { waitFor } from '../wait-for.ts'
-import { createFormation, tail, type Formation } from './formation.ts'
+import { createFormation, tail, type Formation, type NodeEvent } from './formation.ts'
 
 const LEDGER_DB = `f_${randomBytes(6).toString('hex')}`
 const ROUNDS: Array<'failover' | 'kill'> = ['failover', 'kill', 'failover', 'kill', 'failover', 'kill']
@@ -82,6 +82,26 @@ function recoveryAfter(times: readonly number[], atMs: number): number {
     if (gap > best.gap) best = { gap, end: cur }
   }
   return best.end - atMs
+}
+
+/**
+ * pg_auto_failover 2.0's monitor can, during `pg_autoctl perform failover`, move the primary it is
+ * draining to wait_primary ("none of the standby nodes in the quorum are healthy": the standby has
+ * left the secondary state to be promoted). The keeper then turns synchronous replication off and
+ * cannot reach demote_timeout from there, so the old primary takes writes, acknowledged without a
+ * standby, while the standby is promoted, until the drain timeout has it demoted and rewound: what
+ * it acknowledged meanwhile is lost (hapostgres/pg_auto_failover#774, fixed after 2.0). No client
+ * of the database can tell such a primary from a sound one. The windows, from the monitor's events:
+ * from that reassignment to the node's report of demoted (1 s later for the answers in flight).
+ */
+function splitBrainWindows(events: readonly NodeEvent[]): Array<{ node: string; from: number; to: number }> {
+  return events
+    .filter((e) => e.goalState === 'wait_primary' && e.description.includes('none of the standby nodes in the quorum are healthy'))
+    .filter((e) => events.some((d) => d.node === e.node && d.goalState === 'draining' && d.at <= e.at && d.at >= e.at - 5_000))
+    .map((e) => {
+      const demoted = events.find((d) => d.node === e.node && d.at > e.at && d.reportedState === 'demoted')
+      return { node: e.node, from: e.at, to: (demoted?.at ?? e.at + 60_000) + 1_000 }
+    })
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number
@@ -171,12 +191,29 @@ describe('a pg_auto_failover formation', () => {
     }
     progress(`responses: ${JSON.stringify(responses)}`)
 
-    // Every acknowledged job ran to success (read on whichever node is primary now).
-    const jobIds = [...outcomes.values()].map((o) => o.jobId)
-    expect(jobIds.length).toBe(ROUNDS.length * Math.round((SUBMIT_MS / 1000) * JOBS_PER_S))
+    // Every acknowledged job ran to success (read on whichever node is primary now), except those
+    // acknowledged by a primary the monitor left taking writes unreplicated during a switchover
+    // (splitBrainWindows): those are counted and reported, and any other loss fails the test.
+    expect(outcomes.size).toBe(ROUNDS.length * Math.round((SUBMIT_MS / 1000) * JOBS_PER_S))
+    const races = splitBrainWindows(await f.nodeEvents(firstStartMs))
+    const inRace = (ms: number) => races.some((w) => ms >= w.from && ms <= w.to)
     const db = new pg.Client({ connectionString: f.node(await f.waitForPrimary()).url })
     await db.connect()
+    let jobIds = [...outcomes.values()].map((o) => o.jobId)
     try {
+      const { rows: gone } = await db.query<{ id: string }>(
+        'select j.id from unnest($1::uuid[]) as j(id) where not exists (select 1 from pgsched.jobs x where x.id = j.id)',
+        [jobIds],
+      )
+      const goneIds = new Set(gone.map((r) => r.id))
+      const lostToRace = new Set([...outcomes.values()].filter((o) => goneIds.has(o.jobId) && inRace(o.answeredAt)).map((o) => o.jobId))
+      if (races.length > 0) {
+        progress(
+          `the monitor left ${races.map((w) => `${w.node} taking unreplicated writes for ${w.to - w.from - 1_000} ms`).join(', ')} ` +
+            `during a switchover (pg_auto_failover#774); ${lostToRace.size} acknowledged submits were lost in it`,
+        )
+      }
+      jobIds = jobIds.filter((id) => !lostToRace.has(id))
       const unfinished = async () => {
         const { rows } = await db.query<{ id: string }>(
           `select j.id from unnest($1::uuid[]) as j(id)
@@ -232,7 +269,9 @@ describe('a pg_auto_failover formation', () => {
     }
 
     const { rows: runs } = await (ledger as pg.Pool).query<LedgerRow>('select * from public.test_ledger order by started_at')
-    expect(selfOverlaps(runs)).toEqual([])
+    // Two runs of one execution at once only where a claim was lost with a split brain's writes.
+    const overlapping = selfOverlaps(runs).filter((id) => !runs.some((r) => r.execution_id === id && inRace(r.started_at.getTime())))
+    expect(overlapping).toEqual([])
     // A second run of an execution is explained by a fault when the first was under way as it struck
     // (started before it, not finished before it); a lease later, the reaper has taken them all.
     const byExecution = new Map<string, LedgerRow[]>()
@@ -244,7 +283,8 @@ describe('a pg_auto_failover formation', () => {
         duplicates++
         const start = earlier.started_at.getTime()
         const end = earlier.finished_at?.getTime() ?? Number.POSITIVE_INFINITY
-        if (!faults.some((x) => start <= x.atMs + x.startRecoveryMs && end >= x.atMs - 1_000)) unexplained.push(id)
+        // (or by a claim on a primary the monitor left taking unreplicated writes, lost with it)
+        if (!faults.some((x) => start <= x.atMs + x.startRecoveryMs && end >= x.atMs - 1_000) && !inRace(start)) unexplained.push(id)
       }
     }
     progress(`${runs.length} runs of ${byExecution.size} executions; ${duplicates} reruns, all explained by a fault: ${unexplained.length === 0}`)

@@ -93,6 +93,17 @@ export interface NodeState {
   reportedPgIsRunning: boolean
 }
 
+/** One row of the monitor's event log (pgautofailover.event). */
+export interface NodeEvent {
+  /** Epoch ms. */
+  at: number
+  /** node1 or node2. */
+  node: string
+  reportedState: string
+  goalState: string
+  description: string
+}
+
 export interface FormationNode {
   /** node1 or node2 (pg_autoctl --name). */
   readonly name: string
@@ -127,7 +138,9 @@ export interface Formation {
   node(port: number): FormationNode
   /** The data nodes as the monitor sees them now. */
   states(): Promise<NodeState[]>
-  /** The monitor's event log (pgautofailover.event) from `sinceMs` on, one line per event, for error messages. */
+  /** The monitor's event log (pgautofailover.event) from `sinceMs` on, oldest first. */
+  nodeEvents(sinceMs: number): Promise<NodeEvent[]>
+  /** The same, one line per event, for error messages. */
   events(sinceMs: number): Promise<string[]>
   /** The port of the node the monitor has as primary now (settled in a writable state), if any. */
   primary(): Promise<number | undefined>
@@ -487,15 +500,17 @@ export async function createFormation(options: { dbname?: string } = {}): Promis
       reportedPgIsRunning: r.reportedpgisrunning,
     }))
   }
-  const events = async (sinceMs: number): Promise<string[]> => {
+  const nodeEvents = async (sinceMs: number): Promise<NodeEvent[]> => {
     const rows = await query<{ at: Date; nodename: string; reportedstate: string; goalstate: string; description: string }>(
       monitorUrl,
       `select eventtime as at, nodename, reportedstate::text, goalstate::text, description
          from pgautofailover.event where eventtime >= to_timestamp($1 / 1000.0) order by eventid`,
       [sinceMs],
     )
-    return rows.map((r) => `${r.at.toISOString().slice(11, 23)} ${r.nodename} ${r.reportedstate}→${r.goalstate}: ${r.description}`)
+    return rows.map((r) => ({ at: r.at.getTime(), node: r.nodename, reportedState: r.reportedstate, goalState: r.goalstate, description: r.description }))
   }
+  const events = async (sinceMs: number): Promise<string[]> =>
+    (await nodeEvents(sinceMs)).map((e) => `${new Date(e.at).toISOString().slice(11, 23)} ${e.node} ${e.reportedState}→${e.goalState}: ${e.description}`)
   /** states(), or undefined while the monitor does not answer. */
   const observe = (): Promise<NodeState[] | undefined> => states().catch(() => undefined)
 
@@ -668,6 +683,7 @@ export async function createFormation(options: { dbname?: string } = {}): Promis
       nodes,
       node: nodeAt,
       states,
+      nodeEvents,
       events,
       primary,
       waitForPrimary,
