@@ -29,6 +29,12 @@ const CROSS_FIELD: Array<{ status: number; path?: string; message: RegExp }> = [
   { status: 400, path: 'endAt', message: /^endAt must be after startAt$/ },
   { status: 400, path: 'startAt', message: /^startAt and endAt apply only to recurring schedules/ },
   { status: 400, path: 'endAt', message: /^startAt and endAt apply only to recurring schedules/ },
+  // the policies' descriptions say "Recurring jobs only."
+  ...(['misfirePolicy', 'misfireMaxRuns', 'overlapPolicy'] as const).map((path) => ({
+    status: 400,
+    path,
+    message: new RegExp(`^${path} applies only to recurring schedules`),
+  })),
   { status: 400, path: 'backoffMaxMs', message: /^backoffMaxMs must be an integer from \d+ to/ },
   { status: 409, message: /^idempotency key ".*" was already used for a different job request$/s },
   // not cross-field, but named in the payload's description: keys that could poison objects

@@ -176,7 +176,7 @@ export const SubmitJobBody = Type.Object(
     startAt: Type.Optional(Instant('Recurring jobs only: first possible fire time (ISO-8601 instant).')),
     endAt: Type.Optional(Instant('Recurring jobs only: last possible fire time (ISO-8601 instant), after startAt.')),
     misfirePolicy: Type.Optional(MisfirePolicySchema),
-    misfireMaxRuns: Type.Optional(int(MISFIRE_MAX_RUNS, 'Cap on catch-up runs for misfirePolicy fire_all; default 100.')),
+    misfireMaxRuns: Type.Optional(int(MISFIRE_MAX_RUNS, 'Recurring jobs only. Cap on catch-up runs for misfirePolicy fire_all; default 100.')),
     overlapPolicy: Type.Optional(OverlapPolicySchema),
   },
   { $id: 'SubmitJobRequest', additionalProperties: false, description: 'A job to run now, at a time, or on a schedule.' },
