@@ -39,7 +39,40 @@ function createAjv(coerce: boolean, shared: readonly object[]): Ajv {
 export function createValidatorCompiler(shared: readonly object[] = []): FastifySchemaCompiler<unknown> {
   const bodies = createAjv(false, shared)
   const texts = createAjv(true, shared)
-  return ({ schema, httpPart }) => (httpPart === 'body' ? bodies : texts).compile(schema as object)
+  return ({ schema, httpPart }) => {
+    if (httpPart === 'body') return bodies.compile(schema as object)
+    const validate = texts.compile(schema as object)
+    const numeric = numericProperties(schema)
+    if (httpPart === 'headers' || numeric.length === 0) return validate
+    // Ajv's coercion reads any text JavaScript takes for a number ("0x10" as 16, "1e2", " 5"): a
+    // number in a query string or path is written in decimal digits, or it is refused
+    const decimalOnly = (data: unknown): boolean => {
+      if (data !== null && typeof data === 'object') {
+        const record = data as Record<string, unknown>
+        for (const name of numeric) {
+          const value = record[name]
+          if (typeof value === 'string' && !DECIMAL.test(value)) record[name] = ''
+        }
+      }
+      const valid = validate(data)
+      decimalOnly.errors = validate.errors
+      return valid
+    }
+    decimalOnly.errors = null as typeof validate.errors
+    return decimalOnly
+  }
+}
+
+/** A number as a query string or a path may give it. */
+const DECIMAL = /^-?\d+(\.\d+)?$/
+
+/** The top-level properties of `schema` that are numbers only (type integer or number). */
+function numericProperties(schema: unknown): string[] {
+  const properties = (schema as { properties?: Record<string, { type?: unknown }> } | null)?.properties
+  if (!properties) return []
+  return Object.entries(properties)
+    .filter(([, s]) => s.type === 'integer' || s.type === 'number')
+    .map(([name]) => name)
 }
 
 /** Keywords that rule a union branch out when they fail at the union's own value. */
