@@ -26,7 +26,7 @@ import { jobOperations, type JobOperations, type ListJobsParams } from './job-op
 import { operationsViews, type OperationsViews } from './operations-views.ts'
 import { queueAdmin, type QueueAdmin } from './queue-admin.ts'
 import { tenantAdmin, type TenantAdmin } from './tenant-admin.ts'
-import { insertRows, SubmitBatcher, type SubmitRow } from './submit-batcher.ts'
+import { insertRows, SubmitBatcher, withSyncStandby, type SubmitRow } from './submit-batcher.ts'
 import { executionGetById, executionListByJob } from './db/queries/executions.ts'
 import { assertUuid, decodeCursor, encodeCursor, limitOf, type Page } from './paging.ts'
 import type { JobEvent } from './core/events.ts'
@@ -75,6 +75,13 @@ export interface CreateClientOptions {
    * Default: nothing beyond the public internet.
    */
   httpAllow?: string
+  /**
+   * Acknowledge a submit only from a primary that replicates synchronously now
+   * (synchronous_standby_names set); otherwise submitJob/submitJobs throw UnreplicatedError (a
+   * BusyError, HTTP 503), the job perhaps written: retry with the same idempotency key. Not
+   * applied within a caller's transaction (its commit is the caller's). Default false.
+   */
+  requireSyncStandby?: boolean
 }
 
 /**
@@ -130,8 +137,10 @@ export function createClient(options: CreateClientOptions): Client {
     const message = `httpAllow: ${(err as Error).message}`
     throw new ValidationError(message, [{ path: 'httpAllow', message }])
   }
-  const batcher = options.batchSubmits === false ? undefined : new SubmitBatcher(db)
-  return makeClient(db, batcher, options.tenant ?? 'default', options.createdBy ?? null, options.clock ?? systemClock, webhookPolicy, async () => {
+  const requireSyncStandby = options.requireSyncStandby === true
+  const batcher = options.batchSubmits === false ? undefined : new SubmitBatcher(db, { requireSyncStandby })
+  const settings = { webhookPolicy, requireSyncStandby }
+  return makeClient(db, batcher, options.tenant ?? 'default', options.createdBy ?? null, options.clock ?? systemClock, settings, async () => {
     await owned?.db.destroy()
   })
 }
@@ -142,9 +151,10 @@ function makeClient(
   tenant: string,
   createdBy: string | null,
   clock: Clock,
-  webhookPolicy: AddressPolicy,
+  settings: { webhookPolicy: AddressPolicy; requireSyncStandby: boolean },
   close: () => Promise<void>,
 ): Client {
+  const { webhookPolicy, requireSyncStandby } = settings
   // a tenant no API key can have would own jobs no one sees over REST
   if (!isTenantName(tenant)) {
     throw new ValidationError(`tenant must be ${TENANT_RULE}, got ${JSON.stringify(tenant)}`, [{ path: 'tenant', message: `tenant must be ${TENANT_RULE}` }])
@@ -157,6 +167,12 @@ function makeClient(
     if (isKysely(trx)) return transactional && !trx.isTransaction ? trx.transaction().execute(fn) : fn(trx)
     const onClient = kyselyOnClient(trx)
     return fn(onClient)
+  }
+
+  /** `run` for submits: with requireSyncStandby (outside a caller's transaction), checked by withSyncStandby. */
+  function runSubmit<T>(options: CallOptions | undefined, fn: (ex: Kysely<DB>) => Promise<T>, transactional = false): Promise<T> {
+    if (!requireSyncStandby || options?.trx !== undefined) return run(options, fn, transactional)
+    return withSyncStandby(db, (conn) => (transactional ? conn.transaction().execute(fn) : fn(conn)))
   }
 
   /** Gives each submit (normalised for this call) its ids and the traceparent, in place. */
@@ -195,7 +211,7 @@ function makeClient(
       row = withIds([n], traceparent)[0] as SubmitRow
       ;({ outcome, now } = await batcher.insert(tenant, createdBy, row))
     } else {
-      const res = await run(options, (ex) => insert(ex, [n], options?.trx !== undefined, traceparent))
+      const res = await runSubmit(options, (ex) => insert(ex, [n], options?.trx !== undefined, traceparent))
       row = res.rows[0] as SubmitRow
       outcome = res.outcomes[0] as JobInsertOutcome
       now = res.now
@@ -211,7 +227,7 @@ function makeClient(
 
   /** A batch in one statement, all or none. */
   function submitMany(normalized: readonly NormalizedSubmit[], traceparent: string | null, options?: CallOptions) {
-    return run(
+    return runSubmit(
       options,
       async (ex) => {
         const { rows, outcomes } = await insert(ex, normalized, true, traceparent)
@@ -317,7 +333,7 @@ function makeClient(
     },
 
     withTenant(other, by) {
-      return makeClient(db, batcher, other, by ?? createdBy, clock, webhookPolicy, async () => {})
+      return makeClient(db, batcher, other, by ?? createdBy, clock, settings, async () => {})
     },
 
     close,

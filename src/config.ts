@@ -104,6 +104,11 @@ export const ConfigSchema = Type.Object({
       port: Type.Integer({ default: 8080, minimum: 0, maximum: 65535 }),
       host: Type.String({ default: '0.0.0.0', minLength: 1 }),
       bodyLimitBytes: Type.Integer({ default: 1_048_576, minimum: 1024, maximum: 104_857_600 }),
+      /**
+       * `on`: a submit is acknowledged only by a primary that replicates synchronously (its
+       * synchronous_standby_names set): otherwise a 503, even though it may have been written.
+       */
+      requireSyncStandby: Type.Union([Type.Literal('on'), Type.Literal('off')], { default: 'off' }),
     },
     { default: {} },
   ),
@@ -155,6 +160,7 @@ export const ENV_MAP: Readonly<Record<string, string>> = {
   PORT: 'api.port',
   HOST: 'api.host',
   SCHEDULER_BODY_LIMIT_BYTES: 'api.bodyLimitBytes',
+  SCHEDULER_REQUIRE_SYNC_STANDBY: 'api.requireSyncStandby',
   SCHEDULER_DEV_DATA_DIR: 'dev.dataDir',
   SCHEDULER_DEV_PG_PORT: 'dev.pgPort',
 }

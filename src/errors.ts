@@ -96,6 +96,14 @@ export class BusyError extends SchedulerError {
   }
 }
 
+/**
+ * A write that the database committed without a synchronous standby (its synchronous_standby_names
+ * empty: a primary alone, or in pg_auto_failover's wait_primary), refused where acknowledgements
+ * must be replicated (requireSyncStandby). It may have been written; retry with the same
+ * idempotency key (HTTP 503).
+ */
+export class UnreplicatedError extends BusyError {}
+
 /** The operation is not allowed in the current state (e.g. pausing a one-time job). */
 export class InvalidStateError extends SchedulerError {
   constructor(message: string) {

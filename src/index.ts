@@ -25,6 +25,7 @@ export {
   ForbiddenError,
   QuotaExceededError,
   BusyError,
+  UnreplicatedError,
   type QuotaName,
 } from './errors.ts'
 export type { QueueAdmin, QueueView } from './queue-admin.ts'

@@ -6,7 +6,7 @@
  * so one submit's error never becomes another's.
  */
 import { sql, type Kysely } from 'kysely'
-import { BusyError } from './errors.ts'
+import { BusyError, UnreplicatedError } from './errors.ts'
 import type { NormalizedSubmit } from './core/job.ts'
 import type { DB } from './db/schema.ts'
 import { admitSubmits, tenantHasQuota } from './db/queries/admission.ts'
@@ -67,6 +67,30 @@ export async function insertRows(
   }
 }
 
+/** Why a submit is refused with requireSyncStandby on a server that replicates asynchronously now. */
+export const UNREPLICATED_MESSAGE =
+  'the database has no synchronous standby now (a primary alone, or one in a failover), so this submit is not acknowledged (SCHEDULER_REQUIRE_SYNC_STANDBY); it may have been written: retry it with its idempotency key'
+
+/**
+ * Runs `fn` on one connection, then asks that connection's server whether it replicates
+ * synchronously (synchronous_standby_names set, and this session's synchronous_commit at least
+ * remote_write): only then did the commits wait for a standby. A server whose setting was emptied
+ * (a primary whose standby is gone, or one pg_auto_failover sent to wait_primary) acknowledges
+ * commits it alone has, which a failover loses. Asked after the writes: a reload that emptied the
+ * setting before they committed has been signalled to this session by then (the postmaster signals
+ * the backends before the checkpointer that lifts the wait), and a session reads it before its
+ * next statement. Throws UnreplicatedError (HTTP 503) when it does not replicate.
+ */
+export async function withSyncStandby<T>(db: Kysely<DB>, fn: (conn: Kysely<DB>) => Promise<T>): Promise<T> {
+  return db.connection().execute(async (conn) => {
+    const result = await fn(conn)
+    const { rows } = await sql<{ replicated: boolean }>`select current_setting('synchronous_standby_names') <> ''
+        and current_setting('synchronous_commit') in ('on', 'remote_write', 'remote_apply') as replicated`.execute(conn)
+    if (rows[0]?.replicated !== true) throw new UnreplicatedError(UNREPLICATED_MESSAGE)
+    return result
+  })
+}
+
 /** How long a submit waits for another transaction's admission of the same tenant. */
 export const ADMISSION_LOCK_WAIT_MS = 2_000
 const LOCK_NOT_AVAILABLE = '55P03'
@@ -103,11 +127,14 @@ export class SubmitBatcher {
   private readonly db: Kysely<DB>
   private readonly maxBatch: number
   private readonly maxInFlight: number
+  private readonly requireSyncStandby: boolean
 
-  constructor(db: Kysely<DB>, options: { maxBatch?: number; maxInFlight?: number } = {}) {
+  /** `requireSyncStandby`: each group is written on one connection and checked by withSyncStandby. */
+  constructor(db: Kysely<DB>, options: { maxBatch?: number; maxInFlight?: number; requireSyncStandby?: boolean } = {}) {
     this.db = db
     this.maxBatch = options.maxBatch ?? 1000
     this.maxInFlight = options.maxInFlight ?? 2
+    this.requireSyncStandby = options.requireSyncStandby === true
   }
 
   insert(tenant: string, createdBy: string | null, row: SubmitRow): Promise<{ outcome: JobInsertOutcome; now: Date }> {
@@ -142,17 +169,19 @@ export class SubmitBatcher {
   private async writeGroup(group: Entry[]): Promise<void> {
     const first = group[0] as Entry
     try {
-      const { outcomes, now } = await insertRows(
-        this.db,
-        first.tenant,
-        first.createdBy,
-        group.map((e) => e.row),
-        { quotaDb: this.db, partial: true, inTransaction: false },
-      )
+      const write = (ex: Kysely<DB>) =>
+        insertRows(
+          ex,
+          first.tenant,
+          first.createdBy,
+          group.map((e) => e.row),
+          { quotaDb: this.db, partial: true, inTransaction: false },
+        )
+      const { outcomes, now } = this.requireSyncStandby ? await withSyncStandby(this.db, write) : await write(this.db)
       for (const [i, e] of group.entries()) e.resolve({ outcome: outcomes[i] as JobInsertOutcome, now })
     } catch (err: unknown) {
       if (group.length === 1) return first.reject(err)
-      // the same for every submit of the group (one tenant): retrying them one by one would wait again
+      // the same for every submit of the group (one tenant, or the server's replication): retrying them one by one would wait again
       if (err instanceof BusyError) {
         for (const e of group) e.reject(err)
         return

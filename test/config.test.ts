@@ -93,6 +93,12 @@ describe('loadConfig', () => {
     expect(errorOf(() => loadConfig({ SCHEDULER_HTTP_HANDLER: 'no' })).message).toContain('SCHEDULER_HTTP_HANDLER must be one of "on", "off"')
   })
 
+  it('reads whether submits need a synchronous standby (off by default)', () => {
+    expect(loadConfig({}).api.requireSyncStandby).toBe('off')
+    expect(loadConfig({ SCHEDULER_REQUIRE_SYNC_STANDBY: 'on' }).api.requireSyncStandby).toBe('on')
+    expect(errorOf(() => loadConfig({ SCHEDULER_REQUIRE_SYNC_STANDBY: 'yes' })).message).toContain('SCHEDULER_REQUIRE_SYNC_STANDBY must be one of "on", "off"')
+  })
+
   it('reads the sandbox settings and names a bad one', () => {
     expect(loadConfig({}).worker).toMatchObject({ sandboxGraceMs: 500 })
     expect(loadConfig({}).worker.sandbox).toBeUndefined()

@@ -268,14 +268,16 @@ const cases: Case[] = [
   { name: 'limit too large', method: 'GET', url: '/v1/jobs?limit=501', status: 400, message: LIMIT_RULE, path: 'limit' },
   { name: 'limit not a number', method: 'GET', url: '/v1/jobs?limit=ten', status: 400, message: LIMIT_RULE, path: 'limit' },
   // JavaScript reads these as numbers (16, 100, 5, 0); a query string gives decimal digits
-  ...['0x10', '1e2', '%205', '%20'].map((limit): Case => ({
-    name: `limit ${limit}`,
-    method: 'GET',
-    url: `/v1/jobs?limit=${limit}`,
-    status: 400,
-    message: LIMIT_RULE,
-    path: 'limit',
-  })),
+  ...['0x10', '1e2', '%205', '%20'].map(
+    (limit): Case => ({
+      name: `limit ${limit}`,
+      method: 'GET',
+      url: `/v1/jobs?limit=${limit}`,
+      status: 400,
+      message: LIMIT_RULE,
+      path: 'limit',
+    }),
+  ),
   { name: 'history limit too large', method: 'GET', url: '/v1/jobs/{job}/executions?limit=1000', status: 400, message: LIMIT_RULE, path: 'limit' },
   {
     name: 'unknown status filter',

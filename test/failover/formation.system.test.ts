@@ -2,12 +2,17 @@
  * The pg_auto_failover formation of formation.ts, checked on its own: one primary and one
  * synchronous secondary; a planned failover; the loss of the primary (its postmaster and its
  * pg_autoctl killed with SIGKILL), after which the monitor promotes the other node; a committed row
- * survives both; and nothing is left once the formation is destroyed.
+ * survives both; a client that requires a synchronous standby (requireSyncStandby) submits while
+ * the primary has one and is refused once it has none; and nothing is left once the formation is
+ * destroyed.
  */
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import pg from 'pg'
 import { afterAll, describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import { migrate } from '../../src/db/migrate.ts'
+import { UnreplicatedError } from '../../src/errors.ts'
 import { alive, createFormation, type Formation } from './formation.ts'
 
 let formation: Formation | undefined
@@ -99,6 +104,13 @@ describe('a pg_auto_failover formation', () => {
     expect(app).toBe(f.node(port2).url)
     expect((await one<{ note: string }>(app, 'select note from failover_check where id = 1')).note).toBe('before any failover')
     await one(app, `insert into failover_check values (2, 'after the planned failover') returning id`)
+    // A primary with a synchronous standby acknowledges a client that requires one.
+    await migrate({ databaseUrl: f.url })
+    const strict = createClient({ databaseUrl: f.url, tenant: 'strict', requireSyncStandby: true })
+    const loose = createClient({ databaseUrl: f.url, tenant: 'strict' })
+    const replicated = await strict.submitJob({ type: 'check', idempotencyKey: 'with-standby' })
+    expect(replicated.created).toBe(true)
+    expect(await strict.submitJobs([{ type: 'check' }, { type: 'check' }])).toHaveLength(2)
 
     // The primary is lost: the monitor promotes node1.
     const before = f.processes()
@@ -117,6 +129,14 @@ describe('a pg_auto_failover formation', () => {
     // Without a standby the new primary no longer waits for one (wait_primary).
     expect((await one<{ names: string }>(app, `select current_setting('synchronous_standby_names') as names`)).names).toBe('')
     expect((await f.states()).find((s) => s.port === port1)?.reportedState).toBe('wait_primary')
+    // Such a primary acknowledges what a failover would lose: a client that requires a synchronous
+    // standby is refused (the job may be written; a retry with the key replays it once a standby is back).
+    await expect(strict.submitJob({ type: 'check', idempotencyKey: 'alone' })).rejects.toThrow(UnreplicatedError)
+    await expect(strict.submitJobs([{ type: 'check' }])).rejects.toThrow(/no synchronous standby now/)
+    expect((await strict.viewJob(replicated.job.id)).id).toBe(replicated.job.id)
+    expect((await loose.submitJob({ type: 'check' })).created).toBe(true)
+    await strict.close()
+    await loose.close()
 
     console.info(
       `formation: created in ${createMs} ms; pg_autoctl perform failover → new primary and old one secondary in ${failover.ms} ms; ` +
