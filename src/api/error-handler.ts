@@ -14,7 +14,7 @@
  */
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { BusyError, QuotaExceededError, SchedulerError, type ErrorCode, type ErrorDetail } from '../errors.ts'
+import { BusyError, QuotaExceededError, SchedulerError, UnreplicatedError, type ErrorCode, type ErrorDetail } from '../errors.ts'
 import type { ErrorObject } from 'ajv'
 import type { ErrorBody } from './schemas/error.ts'
 import { isDatabaseUnreachable, READ_ONLY_CODE } from '../db/outage.ts'
@@ -75,7 +75,9 @@ interface ErrorReply {
 /** Maps anything thrown while handling `request` to the reply. */
 export function errorReply(err: unknown, request: FastifyRequest, bodyLimitBytes: number): ErrorReply {
   if (err instanceof SchedulerError) {
-    return { body: errorBody(STATUS_OF_CODE[err.code], err.message, err.details), unexpected: err.code === 'config_invalid' }
+    // submits refused for want of a synchronous standby: logged as an outage, once, not per request
+    const outage = err instanceof UnreplicatedError
+    return { body: errorBody(STATUS_OF_CODE[err.code], err.message, err.details), unexpected: err.code === 'config_invalid', outage }
   }
   if (!(err instanceof Error)) return { body: errorBody(500, 'internal server error'), unexpected: true }
   const fe = err as FastifyError

@@ -1,10 +1,13 @@
 /**
  * Failover on a real pg_auto_failover formation (a monitor and two data nodes with synchronous
  * replication, created on this machine by formation.ts). The API and two workers run as real
- * processes on the formation's multi-host URL; clients submit a steady stream over HTTP (retrying
- * on 503 and network errors with their idempotency keys), and the formation suffers, in turn:
+ * processes on the formation's multi-host URL, the API acknowledging submits only from a primary
+ * that replicates synchronously (SCHEDULER_REQUIRE_SYNC_STANDBY=on); clients submit a steady stream
+ * over HTTP (retrying on 503 and network errors with their idempotency keys), and the formation
+ * suffers, in turn:
  *   (a) `pg_autoctl perform failover` (a planned switchover), and
- *   (b) SIGKILL of the primary's postmaster (the monitor promotes the standby),
+ *   (b) SIGKILL of the primary's postmaster (the monitor promotes the standby; the node restarts
+ *       and rejoins once it has),
  * three times each. Handlers write a ledger on a database outside the formation.
  * Checked: every acknowledged job exists and its run succeeded; no execution ran twice at the same
  * time; every execution that ran more than once had its earlier run cut by a fault. Reported, per
@@ -130,7 +133,7 @@ describe('a pg_auto_failover formation', () => {
     const f = formation as Formation
     await schedulerCli(f.url, ['migrate'])
     const apiKey = (await schedulerCli(f.url, ['keys', 'create', '--tenant', 'failover', '--name', 'failover test'])).trim()
-    api = await startApiProcess({ databaseUrl: f.url, port: await freePort() })
+    api = await startApiProcess({ databaseUrl: f.url, port: await freePort(), env: { SCHEDULER_REQUIRE_SYNC_STANDBY: 'on' } })
     await Promise.all([startWorker(f.url), startWorker(f.url)])
     const random = createRandom(20261123)
 
@@ -157,15 +160,20 @@ describe('a pg_auto_failover formation', () => {
       const submitting = submitAll(specs, { url: () => (api as ApiProcess).url, apiKey, clients: 4, startMs, repeatShare: 0, random })
       await new Promise((r) => setTimeout(r, FAULT_AT_MS))
       const atMs = Date.now()
-      // A switchover resolves once the old primary is back as the standby; a crashed node stays
+      // A switchover resolves once the old primary is back as the standby. A crashed node stays
       // down (its pg_autoctl is killed too, or it would restart the postmaster at once) until the
-      // stream of submits is over, and then rejoins as the standby.
-      let killed: { port: number } | undefined
+      // standby has been promoted, and then rejoins as the standby: the API acknowledges submits
+      // only once the new primary has it (SCHEDULER_REQUIRE_SYNC_STANDBY).
+      let rejoined: Promise<void> | undefined
       if (kind === 'failover') await f.performFailover()
-      else killed = await f.killPrimaryPostmaster()
+      else {
+        const killed = await f.killPrimaryPostmaster()
+        await f.waitForPrimary(killed.port)
+        rejoined = f.startNode(killed.port)
+      }
       progress(`round ${round + 1}: ${kind} at +${atMs - startMs} ms`)
       const done = await submitting
-      if (killed) await f.startNode(killed.port)
+      await rejoined
       for (const [k, v] of done.outcomes) outcomes.set(k, v)
       successTimes.push(...done.stats.successTimes)
       for (const [s, n] of Object.entries(done.stats.responses)) responses[s] = (responses[s] ?? 0) + n
@@ -191,29 +199,22 @@ describe('a pg_auto_failover formation', () => {
     }
     progress(`responses: ${JSON.stringify(responses)}`)
 
-    // Every acknowledged job ran to success (read on whichever node is primary now), except those
-    // acknowledged by a primary the monitor left taking writes unreplicated during a switchover
-    // (splitBrainWindows): those are counted and reported, and any other loss fails the test.
-    expect(outcomes.size).toBe(ROUNDS.length * Math.round((SUBMIT_MS / 1000) * JOBS_PER_S))
+    // Every acknowledged job ran to success (read on whichever node is primary now). The API
+    // acknowledges only from a primary that replicates synchronously, so this holds even through
+    // a switchover race of pg_auto_failover 2.0 (splitBrainWindows), which is reported when it
+    // strikes; the runs of claims lost with it are accounted for below.
+    const jobIds = [...outcomes.values()].map((o) => o.jobId)
+    expect(jobIds.length).toBe(ROUNDS.length * Math.round((SUBMIT_MS / 1000) * JOBS_PER_S))
     const races = splitBrainWindows(await f.nodeEvents(firstStartMs))
     const inRace = (ms: number) => races.some((w) => ms >= w.from && ms <= w.to)
+    if (races.length > 0) {
+      progress(
+        `the monitor left ${races.map((w) => `${w.node} taking unreplicated writes for ${w.to - w.from - 1_000} ms`).join(', ')} during a switchover (pg_auto_failover#774)`,
+      )
+    }
     const db = new pg.Client({ connectionString: f.node(await f.waitForPrimary()).url })
     await db.connect()
-    let jobIds = [...outcomes.values()].map((o) => o.jobId)
     try {
-      const { rows: gone } = await db.query<{ id: string }>(
-        'select j.id from unnest($1::uuid[]) as j(id) where not exists (select 1 from pgsched.jobs x where x.id = j.id)',
-        [jobIds],
-      )
-      const goneIds = new Set(gone.map((r) => r.id))
-      const lostToRace = new Set([...outcomes.values()].filter((o) => goneIds.has(o.jobId) && inRace(o.answeredAt)).map((o) => o.jobId))
-      if (races.length > 0) {
-        progress(
-          `the monitor left ${races.map((w) => `${w.node} taking unreplicated writes for ${w.to - w.from - 1_000} ms`).join(', ')} ` +
-            `during a switchover (pg_auto_failover#774); ${lostToRace.size} acknowledged submits were lost in it`,
-        )
-      }
-      jobIds = jobIds.filter((id) => !lostToRace.has(id))
       const unfinished = async () => {
         const { rows } = await db.query<{ id: string }>(
           `select j.id from unnest($1::uuid[]) as j(id)
