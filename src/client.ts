@@ -27,6 +27,7 @@ import { operationsViews, type OperationsViews } from './operations-views.ts'
 import { queueAdmin, type QueueAdmin } from './queue-admin.ts'
 import { tenantAdmin, type TenantAdmin } from './tenant-admin.ts'
 import { insertRows, SubmitBatcher, withSyncStandby, type SubmitRow } from './submit-batcher.ts'
+import { tenantHasQuota } from './db/queries/admission.ts'
 import { executionGetById, executionListByJob } from './db/queries/executions.ts'
 import { assertUuid, decodeCursor, encodeCursor, limitOf, type Page } from './paging.ts'
 import type { JobEvent } from './core/events.ts'
@@ -79,7 +80,7 @@ export interface CreateClientOptions {
    * Acknowledge a submit only from a primary that replicates synchronously now
    * (synchronous_standby_names set); otherwise submitJob/submitJobs throw UnreplicatedError (a
    * BusyError, HTTP 503), the job perhaps written: retry with the same idempotency key. Not
-   * applied within a caller's transaction (its commit is the caller's). Default false.
+   * applied to a submit given a `trx` (the caller's executor). Default false.
    */
   requireSyncStandby?: boolean
 }
@@ -169,10 +170,15 @@ function makeClient(
     return fn(onClient)
   }
 
-  /** `run` for submits: with requireSyncStandby (outside a caller's transaction), checked by withSyncStandby. */
-  function runSubmit<T>(options: CallOptions | undefined, fn: (ex: Kysely<DB>) => Promise<T>, transactional = false): Promise<T> {
+  /**
+   * `run` for submits: with requireSyncStandby (and no `trx` of the caller's), checked by
+   * withSyncStandby; `fn` is given whether the tenant has quotas, looked up before the connection
+   * is taken (the lookup would otherwise want a second one of the pool).
+   */
+  async function runSubmit<T>(options: CallOptions | undefined, fn: (ex: Kysely<DB>, hasQuota?: boolean) => Promise<T>, transactional = false): Promise<T> {
     if (!requireSyncStandby || options?.trx !== undefined) return run(options, fn, transactional)
-    return withSyncStandby(db, (conn) => (transactional ? conn.transaction().execute(fn) : fn(conn)))
+    const hasQuota = await tenantHasQuota(db, tenant)
+    return withSyncStandby(db, (conn) => (transactional ? conn.transaction().execute((trx) => fn(trx, hasQuota)) : fn(conn, hasQuota)))
   }
 
   /** Gives each submit (normalised for this call) its ids and the traceparent, in place. */
@@ -187,9 +193,9 @@ function makeClient(
   }
 
   /** Inserts within the tenant's admission quotas, all or none; `inTransaction`: `ex` is a transaction. */
-  async function insert(ex: Kysely<DB>, inputs: readonly NormalizedSubmit[], inTransaction: boolean, traceparent: string | null) {
+  async function insert(ex: Kysely<DB>, inputs: readonly NormalizedSubmit[], inTransaction: boolean, traceparent: string | null, hasQuota?: boolean) {
     const rows = withIds(inputs, traceparent)
-    return { rows, ...(await insertRows(ex, tenant, createdBy, rows, { quotaDb: db, partial: false, inTransaction })) }
+    return { rows, ...(await insertRows(ex, tenant, createdBy, rows, { quotaDb: db, partial: false, inTransaction, hasQuota })) }
   }
 
   const conflict = (key: string | null) => new ConflictError(`idempotency key "${key}" was already used for a different job request`)
@@ -211,7 +217,7 @@ function makeClient(
       row = withIds([n], traceparent)[0] as SubmitRow
       ;({ outcome, now } = await batcher.insert(tenant, createdBy, row))
     } else {
-      const res = await runSubmit(options, (ex) => insert(ex, [n], options?.trx !== undefined, traceparent))
+      const res = await runSubmit(options, (ex, hasQuota) => insert(ex, [n], options?.trx !== undefined, traceparent, hasQuota))
       row = res.rows[0] as SubmitRow
       outcome = res.outcomes[0] as JobInsertOutcome
       now = res.now
@@ -229,8 +235,8 @@ function makeClient(
   function submitMany(normalized: readonly NormalizedSubmit[], traceparent: string | null, options?: CallOptions) {
     return runSubmit(
       options,
-      async (ex) => {
-        const { rows, outcomes } = await insert(ex, normalized, true, traceparent)
+      async (ex, hasQuota) => {
+        const { rows, outcomes } = await insert(ex, normalized, true, traceparent, hasQuota)
         const rejected = outcomes.find((o) => o.rejected)?.rejected
         if (rejected) throw refused(rejected)
         return outcomes.map((o, i) => {

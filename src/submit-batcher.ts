@@ -28,6 +28,11 @@ export interface AdmissionOptions {
   partial: boolean
   /** `ex` is a transaction already (the caller's): the admission and the inserts run in it. */
   inTransaction: boolean
+  /**
+   * Whether the tenant has quotas, when the caller knows (tenantHasQuota): a caller holding a
+   * connection of quotaDb's pool looks it up before taking it, so as not to need a second one.
+   */
+  hasQuota?: boolean
 }
 
 /**
@@ -42,7 +47,7 @@ export async function insertRows(
   rows: readonly SubmitRow[],
   admission: AdmissionOptions,
 ): Promise<InsertedRows> {
-  if (!(await tenantHasQuota(admission.quotaDb, tenant))) return insertAdmitted(ex, tenant, createdBy, rows)
+  if (!(admission.hasQuota ?? (await tenantHasQuota(admission.quotaDb, tenant)))) return insertAdmitted(ex, tenant, createdBy, rows)
   const admitThenInsert = async (trx: Kysely<DB>): Promise<InsertedRows> => {
     const { admitted, rejection } = await admitSubmits(trx, tenant, rows.length, admission.partial)
     const inserted = admitted > 0 ? await insertAdmitted(trx, tenant, createdBy, rows.slice(0, admitted)) : { outcomes: [], now: new Date() }
@@ -72,19 +77,24 @@ export const UNREPLICATED_MESSAGE =
   'the database has no synchronous standby now (a primary alone, or one in a failover), so this submit is not acknowledged (SCHEDULER_REQUIRE_SYNC_STANDBY); it may have been written: retry it with its idempotency key'
 
 /**
- * Runs `fn` on one connection, then asks that connection's server whether it replicates
- * synchronously (synchronous_standby_names set, and this session's synchronous_commit at least
- * remote_write): only then did the commits wait for a standby. A server whose setting was emptied
- * (a primary whose standby is gone, or one pg_auto_failover sent to wait_primary) acknowledges
- * commits it alone has, which a failover loses. Asked after the writes: a reload that emptied the
- * setting before they committed has been signalled to this session by then (the postmaster signals
- * the backends before the checkpointer that lifts the wait), and a session reads it before its
- * next statement. Throws UnreplicatedError (HTTP 503) when it does not replicate.
+ * Runs `fn` on one connection, then a statement on it that takes a transaction id (so that its
+ * commit writes a record and, while the server replicates synchronously, waits until a standby has
+ * it, and with it everything written before: a submit answered from a row an earlier attempt wrote
+ * included) and reads whether the server replicates synchronously (synchronous_standby_names set,
+ * this session's synchronous_commit at least remote_write). A server whose setting was emptied (a
+ * primary whose standby is gone, or one pg_auto_failover sent to wait_primary) acknowledges commits
+ * it alone has, which a failover loses: then UnreplicatedError (HTTP 503). A reload that empties the
+ * setting has been signalled to this session by the time the statement starts (the postmaster
+ * signals the backends before the checkpointer that lifts the waits), and a session applies a reload
+ * before its next statement. Not covered: the moment a standby is taken back, when a session can see
+ * the setting before the checkpointer has made commits wait; and a commit whose wait is cancelled
+ * (statement_timeout, pg_cancel_backend), which PostgreSQL acknowledges with a warning.
  */
 export async function withSyncStandby<T>(db: Kysely<DB>, fn: (conn: Kysely<DB>) => Promise<T>): Promise<T> {
   return db.connection().execute(async (conn) => {
     const result = await fn(conn)
-    const { rows } = await sql<{ replicated: boolean }>`select current_setting('synchronous_standby_names') <> ''
+    const { rows } = await sql<{ replicated: boolean }>`select pg_current_xact_id() is not null
+        and current_setting('synchronous_standby_names') <> ''
         and current_setting('synchronous_commit') in ('on', 'remote_write', 'remote_apply') as replicated`.execute(conn)
     if (rows[0]?.replicated !== true) throw new UnreplicatedError(UNREPLICATED_MESSAGE)
     return result
@@ -169,15 +179,20 @@ export class SubmitBatcher {
   private async writeGroup(group: Entry[]): Promise<void> {
     const first = group[0] as Entry
     try {
-      const write = (ex: Kysely<DB>) =>
+      const write = (ex: Kysely<DB>, hasQuota?: boolean) =>
         insertRows(
           ex,
           first.tenant,
           first.createdBy,
           group.map((e) => e.row),
-          { quotaDb: this.db, partial: true, inTransaction: false },
+          { quotaDb: this.db, partial: true, inTransaction: false, hasQuota },
         )
-      const { outcomes, now } = this.requireSyncStandby ? await withSyncStandby(this.db, write) : await write(this.db)
+      let inserted: InsertedRows
+      if (this.requireSyncStandby) {
+        const hasQuota = await tenantHasQuota(this.db, first.tenant)
+        inserted = await withSyncStandby(this.db, (conn) => write(conn, hasQuota))
+      } else inserted = await write(this.db)
+      const { outcomes, now } = inserted
       for (const [i, e] of group.entries()) e.resolve({ outcome: outcomes[i] as JobInsertOutcome, now })
     } catch (err: unknown) {
       if (group.length === 1) return first.reject(err)

@@ -44,6 +44,22 @@ describe('requireSyncStandby', () => {
     expect((await createClient({ db: t.db, tenant: 'acme' }).submitJob({ type: 'mail' })).created).toBe(true)
   })
 
+  it('needs one connection of the pool: a tenant with quotas on a pool of one is refused at once, batched or not', async () => {
+    await createClient({ db: t.db }).tenants.update('quota', { maxPending: 100 })
+    for (const batchSubmits of [true, false]) {
+      const one = createClient({ databaseUrl: t.url, poolSize: 1, tenant: 'quota', requireSyncStandby: true, batchSubmits })
+      try {
+        const startedAt = Date.now()
+        await expect(one.submitJob({ type: 'mail' })).rejects.toThrow(UnreplicatedError)
+        await expect(one.submitJobs([{ type: 'mail' }])).rejects.toThrow(UnreplicatedError)
+        // not after the pool's 10 s wait for a second connection
+        expect(Date.now() - startedAt).toBeLessThan(5_000)
+      } finally {
+        await one.close()
+      }
+    }
+  })
+
   it('is a 503 with Retry-After over REST', async () => {
     const key = await api.keyFor('acme')
     const res = await api.call(key, 'POST', '/v1/jobs', { type: 'mail', idempotencyKey: 'rest' })

@@ -145,7 +145,12 @@ export function buildApp(deps: AppDeps) {
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody)
   const outages = new OutageLog(deps.log.child({ component: 'api' }))
-  registerErrorHandling(app, { bodyLimitBytes, outages, routeMethods })
+  // submits refused for want of a synchronous standby (SCHEDULER_REQUIRE_SYNC_STANDBY): until one is accepted
+  const refusals = new OutageLog(deps.log.child({ component: 'api' }), {
+    start: 'submits refused',
+    end: 'submits acknowledged again (the database has a synchronous standby)',
+  })
+  registerErrorHandling(app, { bodyLimitBytes, outages, refusals, routeMethods })
 
   const metrics = createApiMetrics({ db: deps.db, log: deps.log, queueDepthCacheMs: deps.queueDepthCacheMs })
   const client = deps.client ?? createClient({ db: deps.db, httpAllow: deps.httpAllow })
@@ -179,6 +184,7 @@ export function buildApp(deps: AppDeps) {
     else request.log.info(fields, 'request completed')
     // A 2xx from a route that needs the database: the database is back, if it was gone.
     if (reply.statusCode >= 200 && reply.statusCode < 300 && (route.startsWith('/v1/') || route === '/readyz')) outages.succeeded()
+    if (reply.statusCode >= 200 && reply.statusCode < 300 && request.method === 'POST' && route === '/v1/jobs') refusals.succeeded()
   })
 
   // Shared response schemas: referenced by $id from routes, components in the OpenAPI document.

@@ -70,14 +70,16 @@ interface ErrorReply {
   unexpected: boolean
   /** The database is unreachable or read-only: an outage, logged once (OutageLog), not per request. */
   outage?: boolean
+  /** A submit refused for want of a synchronous standby (UnreplicatedError): logged once too. */
+  refusal?: boolean
 }
 
 /** Maps anything thrown while handling `request` to the reply. */
 export function errorReply(err: unknown, request: FastifyRequest, bodyLimitBytes: number): ErrorReply {
   if (err instanceof SchedulerError) {
-    // submits refused for want of a synchronous standby: logged as an outage, once, not per request
-    const outage = err instanceof UnreplicatedError
-    return { body: errorBody(STATUS_OF_CODE[err.code], err.message, err.details), unexpected: err.code === 'config_invalid', outage }
+    // submits refused for want of a synchronous standby: logged once, as the outages are, not per request
+    const refusal = err instanceof UnreplicatedError
+    return { body: errorBody(STATUS_OF_CODE[err.code], err.message, err.details), unexpected: err.code === 'config_invalid', refusal }
   }
   if (!(err instanceof Error)) return { body: errorBody(500, 'internal server error'), unexpected: true }
   const fe = err as FastifyError
@@ -119,11 +121,15 @@ export function errorReply(err: unknown, request: FastifyRequest, bodyLimitBytes
  * `frameworkErrorHandler`, passed to Fastify's `frameworkErrors` option) the
  * handler for requests Fastify rejects before routing.
  */
-export function registerErrorHandling(app: FastifyInstance, options: { bodyLimitBytes: number; outages: OutageLog; routeMethods?: RouteMethods }): void {
+export function registerErrorHandling(
+  app: FastifyInstance,
+  options: { bodyLimitBytes: number; outages: OutageLog; refusals?: OutageLog; routeMethods?: RouteMethods },
+): void {
   app.setErrorHandler((err, request, reply) => {
-    const { body, unexpected, outage } = errorReply(err, request, options.bodyLimitBytes)
+    const { body, unexpected, outage, refusal } = errorReply(err, request, options.bodyLimitBytes)
     if (unexpected) request.log.error({ err }, 'request failed')
     if (outage) options.outages.failed(body.message, err)
+    if (refusal) options.refusals?.failed(body.message, err)
     if (body.statusCode === 401) reply.header('www-authenticate', 'Bearer realm="pgsched"')
     if (body.statusCode === 503) reply.header('retry-after', err instanceof BusyError ? '1' : '5')
     if (err instanceof QuotaExceededError) reply.header('retry-after', String(Math.max(1, Math.ceil(err.retryAfterMs / 1000))))

@@ -7,11 +7,14 @@ import type { Logger } from '../logger.ts'
 
 export class OutageLog {
   private readonly log: Logger
+  private readonly words: { start: string; end: string }
   private sinceMs: number | undefined
   private answered503 = 0
 
-  constructor(log: Logger) {
+  /** `words`: how the lines name the outage (default: the database unavailable, and available again). */
+  constructor(log: Logger, words = { start: 'database unavailable', end: 'database available again' }) {
     this.log = log
+    this.words = words
   }
 
   /** A request got 503 because of the database (`reason`: what the reply said). */
@@ -19,13 +22,13 @@ export class OutageLog {
     this.answered503++
     if (this.sinceMs !== undefined) return
     this.sinceMs = Date.now()
-    this.log.warn({ err }, `database unavailable: ${reason}; requests that need it get 503 until it is back`)
+    this.log.warn({ err }, `${this.words.start}: ${reason}; requests that need it get 503 until it is back`)
   }
 
   /** A request that used the database succeeded: ends the outage, if any. */
   succeeded(): void {
     if (this.sinceMs === undefined) return
-    this.log.warn({ outageMs: Date.now() - this.sinceMs, answered503: this.answered503 }, 'database available again')
+    this.log.warn({ outageMs: Date.now() - this.sinceMs, answered503: this.answered503 }, this.words.end)
     this.sinceMs = undefined
     this.answered503 = 0
   }
