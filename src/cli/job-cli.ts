@@ -5,6 +5,7 @@
 import type { Command } from 'commander'
 import type { Kysely } from 'kysely'
 import { createClient, type Client } from '../client.ts'
+import { loadConfig } from '../config.ts'
 import type { Job } from '../core/job.ts'
 import { JOB_STATUSES, type JobStatus } from '../core/job-status.ts'
 import type { DB } from '../db/schema.ts'
@@ -12,9 +13,16 @@ import { ValidationError } from '../errors.ts'
 import type { JobListFilter } from '../job-operations.ts'
 import { formatTable, withDatabase } from './shared.ts'
 
-/** Runs `fn` with a client on DATABASE_URL (tenant `tenant`, or `default`). */
-export const withClient = <T>(tenant: string | undefined, fn: (client: Client, db: Kysely<DB>) => Promise<T>) =>
-  withDatabase('pgsched-jobs', ({ db }) => fn(createClient({ db, tenant: tenant ?? 'default', createdBy: 'cli', batchSubmits: false }), db))
+/**
+ * Runs `fn` with a client on DATABASE_URL (tenant `tenant`, or `default`); its submits are
+ * acknowledged only with a synchronous standby when SCHEDULER_REQUIRE_SYNC_STANDBY=on, as the API's.
+ */
+export const withClient = <T>(tenant: string | undefined, fn: (client: Client, db: Kysely<DB>) => Promise<T>) => {
+  const requireSyncStandby = loadConfig(process.env).api.requireSyncStandby === 'on'
+  return withDatabase('pgsched-jobs', ({ db }) =>
+    fn(createClient({ db, tenant: tenant ?? 'default', createdBy: 'cli', batchSubmits: false, requireSyncStandby }), db),
+  )
+}
 
 export const print = (value: unknown): void => {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`)

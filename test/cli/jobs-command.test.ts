@@ -23,6 +23,19 @@ const failing = (...args: string[]) =>
     (err: { code: number; stderr: string }) => err,
   )
 
+describe('scheduler jobs submit with SCHEDULER_REQUIRE_SYNC_STANDBY=on', () => {
+  it('is refused by a server without a synchronous standby, naming why, and exits 1', async () => {
+    const refused = await exec('node', ['bin/scheduler', 'jobs', 'submit', 'mail.send', '--tenant', 'strict'], {
+      env: { ...process.env, DATABASE_URL: t.url, SCHEDULER_REQUIRE_SYNC_STANDBY: 'on' },
+    }).then(
+      () => undefined,
+      (err: { code: number; stderr: string }) => err,
+    )
+    expect(refused?.code).toBe(1)
+    expect(refused?.stderr).toContain('the database has no synchronous standby now')
+  })
+})
+
 describe('scheduler jobs', () => {
   it('submits, lists, views, cancels, retries, reruns and deletes a job', async () => {
     const submitted = JSON.parse(
