@@ -27,7 +27,6 @@ import { operationsViews, type OperationsViews } from './operations-views.ts'
 import { queueAdmin, type QueueAdmin } from './queue-admin.ts'
 import { tenantAdmin, type TenantAdmin } from './tenant-admin.ts'
 import { insertRows, SubmitBatcher, withSyncStandby, type SubmitRow } from './submit-batcher.ts'
-import { tenantHasQuota } from './db/queries/admission.ts'
 import { executionGetById, executionListByJob } from './db/queries/executions.ts'
 import { assertUuid, decodeCursor, encodeCursor, limitOf, type Page } from './paging.ts'
 import type { JobEvent } from './core/events.ts'
@@ -172,13 +171,11 @@ function makeClient(
 
   /**
    * `run` for submits: with requireSyncStandby (and no `trx` of the caller's), checked by
-   * withSyncStandby; `fn` is given whether the tenant has quotas, looked up before the connection
-   * is taken (the lookup would otherwise want a second one of the pool).
+   * withSyncStandby, which gives `fn` whether the tenant has quotas.
    */
   async function runSubmit<T>(options: CallOptions | undefined, fn: (ex: Kysely<DB>, hasQuota?: boolean) => Promise<T>, transactional = false): Promise<T> {
     if (!requireSyncStandby || options?.trx !== undefined) return run(options, fn, transactional)
-    const hasQuota = await tenantHasQuota(db, tenant)
-    return withSyncStandby(db, (conn) => (transactional ? conn.transaction().execute((trx) => fn(trx, hasQuota)) : fn(conn, hasQuota)))
+    return withSyncStandby(db, tenant, (conn, hasQuota) => (transactional ? conn.transaction().execute((trx) => fn(trx, hasQuota)) : fn(conn, hasQuota)))
   }
 
   /** Gives each submit (normalised for this call) its ids and the traceparent, in place. */

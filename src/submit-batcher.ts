@@ -77,7 +77,7 @@ export const UNREPLICATED_MESSAGE =
   'the database has no synchronous standby now (a primary alone, or one in a failover), so this submit is not acknowledged (SCHEDULER_REQUIRE_SYNC_STANDBY); it may have been written: retry it with its idempotency key'
 
 /**
- * Runs `fn` on one connection, then a statement on it that takes a transaction id (so that its
+ * Runs `fn` on one connection (given whether `tenant` has quotas, for insertRows), then a statement on it that takes a transaction id (so that its
  * commit writes a record and, while the server replicates synchronously, waits until a standby has
  * it, and with it everything written before: a submit answered from a row an earlier attempt wrote
  * included) and reads whether the server replicates synchronously (synchronous_standby_names set,
@@ -90,9 +90,11 @@ export const UNREPLICATED_MESSAGE =
  * the setting before the checkpointer has made commits wait; and a commit whose wait is cancelled
  * (statement_timeout, pg_cancel_backend), which PostgreSQL acknowledges with a warning.
  */
-export async function withSyncStandby<T>(db: Kysely<DB>, fn: (conn: Kysely<DB>) => Promise<T>): Promise<T> {
+export async function withSyncStandby<T>(db: Kysely<DB>, tenant: string, fn: (conn: Kysely<DB>, hasQuota: boolean) => Promise<T>): Promise<T> {
+  // looked up before the connection is held: the lookup would want a second one of the pool
+  const hasQuota = await tenantHasQuota(db, tenant)
   return db.connection().execute(async (conn) => {
-    const result = await fn(conn)
+    const result = await fn(conn, hasQuota)
     const { rows } = await sql<{ replicated: boolean }>`select pg_current_xact_id() is not null
         and current_setting('synchronous_standby_names') <> ''
         and current_setting('synchronous_commit') in ('on', 'remote_write', 'remote_apply') as replicated`.execute(conn)
@@ -189,8 +191,7 @@ export class SubmitBatcher {
         )
       let inserted: InsertedRows
       if (this.requireSyncStandby) {
-        const hasQuota = await tenantHasQuota(this.db, first.tenant)
-        inserted = await withSyncStandby(this.db, (conn) => write(conn, hasQuota))
+        inserted = await withSyncStandby(this.db, first.tenant, write)
       } else inserted = await write(this.db)
       const { outcomes, now } = inserted
       for (const [i, e] of group.entries()) e.resolve({ outcome: outcomes[i] as JobInsertOutcome, now })
