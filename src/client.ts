@@ -10,6 +10,7 @@ import type { Context } from '@opentelemetry/api'
 import { tracedSubmit } from './lib/tracing.ts'
 import { Kysely, type Transaction } from 'kysely'
 import { kyselyOnClient } from './db/kysely-on-client.ts'
+import { markCallerConnection } from './db/queries/plain-forms.ts'
 import { uuidV7 } from './lib/uuid-v7.ts'
 import { systemClock, type Clock } from './clock.ts'
 import { ConflictError, InvalidStateError, NotFoundError, QuotaExceededError, ValidationError } from './errors.ts'
@@ -163,7 +164,10 @@ function makeClient(
   async function run<T>(options: CallOptions | undefined, fn: (ex: Kysely<DB>) => Promise<T>, transactional = false): Promise<T> {
     const trx = options?.trx
     if (trx === undefined) return transactional ? db.transaction().execute(fn) : fn(db)
-    // a Kysely instance given as `trx` that is not a transaction gets one when the work needs it
+    // a Kysely instance given as `trx` that is not a transaction gets one when the work needs it;
+    // the caller's may be on a connection in a transaction of theirs, which a plain form's refusal
+    // would abort: only full forms run on it
+    if (isKysely(trx)) markCallerConnection(trx)
     if (isKysely(trx)) return transactional && !trx.isTransaction ? trx.transaction().execute(fn) : fn(trx)
     const onClient = kyselyOnClient(trx)
     return fn(onClient)

@@ -2,6 +2,7 @@
 import type pg from 'pg'
 import { Kysely, PostgresDialect } from 'kysely'
 import type { DB } from './schema.ts'
+import { markCallerConnection } from './queries/plain-forms.ts'
 
 /** A Kysely instance running every query on one pg client (the caller's connection). */
 export function kyselyOnClient(client: pg.ClientBase): Kysely<DB> {
@@ -9,7 +10,10 @@ export function kyselyOnClient(client: pg.ClientBase): Kysely<DB> {
     query: (...args: unknown[]) => (client.query as (...a: unknown[]) => unknown)(...args),
     release: () => {},
   }
-  return new Kysely<DB>({
+  const db = new Kysely<DB>({
     dialect: new PostgresDialect({ pool: { connect: async () => connection, end: async () => {} } as never }),
   })
+  // the caller's connection may be in a transaction, which a refused plain form would abort
+  markCallerConnection(db)
+  return db
 }

@@ -10,7 +10,8 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
-import { eventsCaptured } from './event-capture.ts'
+import { eventsCaptured, eventsUnheard } from './event-capture.ts'
+import { withPlainForm, type PlainForm } from './plain-forms.ts'
 import { executionErrorSql, historyUpsert } from './fragments.ts'
 
 export interface ExecutionClaimBatchParams {
@@ -52,6 +53,8 @@ export interface ExecutionClaimBatchParams {
    * by a few milliseconds) whoever asks: the claims in between skip its three steps.
    */
   fairClock?: boolean
+  /** The statement's form (plain-forms.ts); default the full form. */
+  form?: PlainForm
 }
 
 /** How often a fair queue's clock moves at most (the claims' own check, and each worker's asking). */
@@ -306,8 +309,12 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
     ),`
         : sql``
     }
-    ${eventsCaptured(sql`select 'started', tenant, job_id, id, queue, type, attempt from claimed
-                           union all select 'cancelled', tenant, job_id, id, queue, type, attempt from dropped`)}${
+    ${
+      params.form?.events === true
+        ? eventsUnheard()
+        : eventsCaptured(sql`select 'started', tenant, job_id, id, queue, type, attempt from claimed
+                           union all select 'cancelled', tenant, job_id, id, queue, type, attempt from dropped`)
+    }${
       admit
         ? sql`,
     -- after every row is taken (it reads their count): the check under the settings row lock
@@ -345,8 +352,9 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
   `
 }
 
+/** Claims, in the plain form (without event capture) while nobody listens (plain-forms.ts). */
 export async function executionClaimBatch(db: Kysely<DB>, params: ExecutionClaimBatchParams): Promise<ClaimedExecution[]> {
-  const { rows } = await executionClaimBatchQuery(params).execute(db)
+  const { rows } = await withPlainForm(db, [], (form) => executionClaimBatchQuery({ ...params, form }).execute(db))
   return inClaimOrder(rows)
 }
 

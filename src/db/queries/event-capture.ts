@@ -7,6 +7,8 @@
  * and, with no live listener, the insert reads nothing. A statement none of whose changes is
  * captured writes no row. Changes of pgsched's own jobs (type `pgsched.…`, webhook deliveries) are
  * never written. The fragment holds no parameter, so each statement's text stays the same.
+ * The claim, the completion and the common submit also have a plain form (plain-forms.ts) with
+ * eventsUnheard in its place, which they run while nobody listens.
  */
 import { sql, type RawBuilder } from 'kysely'
 
@@ -29,5 +31,19 @@ export function eventsCaptured(changes: RawBuilder<unknown>): RawBuilder<unknown
          and (exists (select 1 from ${live} and l.tenant is null)   -- a stream of every tenant
               or c.tenant = any (array(select l.tenant from ${live})))
       having count(*) > 0   -- no row for a statement that captured nothing
+    )`
+}
+
+/**
+ * The plain form's stand-in for `captured` (migration 0042): the same CTE name, and no capture. It
+ * fails the statement (SQLSTATE PS001, detail `events`) when anyone listens, a condition read in the
+ * same statement as the capture reads it, so a statement with it commits only where `captured`
+ * would have written nothing. It costs PostgreSQL a subplan, not seven aggregates; see plain-forms.ts.
+ */
+export function eventsUnheard(): RawBuilder<unknown> {
+  return sql`captured as (
+      insert into pgsched.event_batches (types)
+      select null
+       where case when exists (select 1 from ${live}) then pgsched.plain_form_refused('events') else false end
     )`
 }

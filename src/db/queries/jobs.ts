@@ -8,8 +8,9 @@ import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
-import { createdAhead, executionErrorSql, executionsFromSubmitted, historyUpsert } from './fragments.ts'
-import { eventsCaptured } from './event-capture.ts'
+import { createdAhead, executionErrorSql, executionsFromSubmitted, executionsFromSubmittedPlain, fairShareUnused, historyUpsert } from './fragments.ts'
+import { withPlainForm, type PlainForm } from './plain-forms.ts'
+import { eventsCaptured, eventsUnheard } from './event-capture.ts'
 import type { NormalizedSubmit } from '../../core/job.ts'
 import type { QuotaRejection } from './admission.ts'
 import { claimsInFlightEnded } from './queues.ts'
@@ -160,9 +161,20 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
  * no schedule, so two plain inserts (about half the work of the general form).
  */
 async function jobInsertPlain(db: Executor, params: JobInsertManyParams): Promise<{ outcomes: JobInsertOutcome[]; now: Date }> {
+  const queues = [...new Set(params.jobs.map((x) => x.queue))]
+  // in the plain form (no event capture, no fair-share numbering) where it applies (plain-forms.ts)
+  const result = await withPlainForm(db, queues, (form) => jobInsertPlainQuery(params, form).execute(db))
+  const j = params.jobs
+  return {
+    now: result.rows[0]?.now ?? new Date(),
+    outcomes: j.map((x) => ({ id: x.id, created: true, existingJobId: null, existingRequestHash: null })),
+  }
+}
+
+function jobInsertPlainQuery(params: JobInsertManyParams, form: PlainForm) {
   const j = params.jobs
   const tp = traceparentColumn(j)
-  const result = await sql<{ now: Date }>`${sql.raw(PREPARE)}
+  return sql<{ now: Date }>`${sql.raw(PREPARE)}
     with input as (
       select *
         from unnest(
@@ -178,15 +190,12 @@ async function jobInsertPlain(db: Executor, params: JobInsertManyParams): Promis
         from input
     ),
     new_executions as (
-      ${executionsFromSubmitted(params.tenant, sql`input where true`)}
+      ${form.fair ? executionsFromSubmittedPlain(params.tenant, sql`input`) : executionsFromSubmitted(params.tenant, sql`input where true`)}
     ),
-    ${eventsCaptured(sql`select 'submitted', ${params.tenant}::text, id, execution_id, queue, type, 0 from input`)}
+    ${form.fair ? sql`${fairShareUnused(sql`input where true`)},` : sql``}
+    ${form.events ? eventsUnheard() : eventsCaptured(sql`select 'submitted', ${params.tenant}::text, id, execution_id, queue, type, 0 from input`)}
     select now() as now
-  `.execute(db)
-  return {
-    now: result.rows[0]?.now ?? new Date(),
-    outcomes: j.map((x) => ({ id: x.id, created: true, existingJobId: null, existingRequestHash: null })),
-  }
+  `
 }
 
 /** The error a cancelled execution ends with (the row before the update: a running one names its worker). */

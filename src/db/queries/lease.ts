@@ -14,7 +14,8 @@ import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
 import { DUE_COLUMNS, endedAttempts, fairKeyWaiting, historyInsertFirst, historyUpsert } from './fragments.ts'
-import { eventsCaptured } from './event-capture.ts'
+import { eventsCaptured, eventsUnheard } from './event-capture.ts'
+import { withPlainForm, type PlainForm } from './plain-forms.ts'
 
 /** An execution as the worker holding it knows it. */
 export interface LeaseRef {
@@ -88,6 +89,8 @@ export interface ExecutionCompleteManyParams {
    * attempt; see executionCompleteMany).
    */
   upsert?: boolean
+  /** The statement's form (plain-forms.ts); default the full form. */
+  form?: PlainForm
 }
 
 /** The complete statement, unexecuted. */
@@ -110,7 +113,7 @@ export function executionCompleteManyQuery(params: ExecutionCompleteManyParams) 
                                  null::jsonb, worker_id
                             from ended`)}
     ),
-    ${eventsCaptured(sql`select 'succeeded', tenant, job_id, id, queue, type, attempt from done`)}
+    ${params.form?.events === true ? eventsUnheard() : eventsCaptured(sql`select 'succeeded', tenant, job_id, id, queue, type, attempt from done`)}
     select id from done
   `
 }
@@ -122,7 +125,8 @@ export function executionCompleteManyQuery(params: ExecutionCompleteManyParams) 
  */
 export async function executionCompleteMany(db: Kysely<DB>, params: ExecutionCompleteManyParams): Promise<Set<string>> {
   try {
-    return await idsReturned(db, executionCompleteManyQuery(params))
+    // in the plain form (without event capture) while nobody listens (plain-forms.ts)
+    return await withPlainForm(db, [], (form) => idsReturned(db, executionCompleteManyQuery({ ...params, form })))
   } catch (err: unknown) {
     // only the history's primary key (a partition's: executions_p000_pkey, …); another unique key
     // would fail the upsert the same way
