@@ -12,13 +12,13 @@
 -- writer runs the full form. The guard reads what the capture reads, in the same statement, so a
 -- plain form commits only where the full one would have captured nothing.
 
-create function pgsched.plain_form_refused(what text) returns boolean
+create function pgsched.plain_form_refused(what text, names text[] default null) returns boolean
   language plpgsql volatile
   as $$
 begin
   raise exception 'pgsched: the plain form of this statement does not apply: %', what
-    using errcode = 'PS001', detail = what;
+    using errcode = 'PS001', detail = what, hint = coalesce(array_to_json(names)::text, '');
 end
 $$;
-comment on function pgsched.plain_form_refused(text) is
-  'Raises SQLSTATE PS001 with `what` as its detail: the guard of a plain statement form (migration 0042). Never returns.';
+comment on function pgsched.plain_form_refused(text, text[]) is
+  'Raises SQLSTATE PS001 with `what` as its detail and `names` (the fair queues, for `fair share`) as a JSON array in its hint: the guard of a plain statement form (migration 0042). Never returns.';

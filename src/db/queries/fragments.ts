@@ -75,31 +75,6 @@ export const fairKeyWaiting = (queue: RawBuilder<unknown>) => sql`case when ${qu
  * for their key ('infinity'). Rows of other queues go through the first branch, which does no more
  * than before. Used by both forms of jobInsertMany.
  */
-/**
- * The plain form of executionsFromSubmitted (plain-forms.ts): every row of `source` into pgsched.due
- * as in a queue without fair share. Its statement must also hold fairShareUnused over the same rows.
- */
-export function executionsFromSubmittedPlain(tenant: string, source: RawBuilder<unknown>): RawBuilder<unknown> {
-  const t = sql`${tenant}::text`
-  return sql`insert into pgsched.due (execution_id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms,
-                           concurrency_key, tenant, start_deadline, fair_key)
-      select execution_id, id, queue, type, priority, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, timeout_ms,
-             concurrency_key, ${t}, coalesce(run_at, now()) + start_deadline_ms * interval '1 millisecond', null::float8
-        from ${source}`
-}
-
-/**
- * The guard of executionsFromSubmittedPlain, as the CTE `fair_unused`: fails the statement (SQLSTATE
- * PS001, detail `fair share`) when a row of `source` is in a queue with fair share.
- */
-export function fairShareUnused(source: RawBuilder<unknown>): RawBuilder<unknown> {
-  return sql`fair_unused as (
-      insert into pgsched.event_batches (types)
-      select null
-       where case when exists (select 1 from ${source} and queue = any(${FAIR_QUEUES})) then pgsched.plain_form_refused('fair share') else false end
-    )`
-}
-
 export function executionsFromSubmitted(tenant: string, source: RawBuilder<unknown>): RawBuilder<unknown> {
   const t = sql`${tenant}::text`
   return sql`insert into pgsched.due (execution_id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms,
@@ -121,6 +96,34 @@ export function executionsFromSubmitted(tenant: string, source: RawBuilder<unkno
                   else g.first_key + (row_number() over (partition by x.queue, x.priority, coalesce(x.run_at > now(), false) order by x.execution_id) - 1) * g.step end
         from (select * from ${source} and queue = any(${FAIR_QUEUES})) x
         join fair_start g on g.queue = x.queue and g.priority = x.priority`
+}
+
+/**
+ * The plain form of executionsFromSubmitted (plain-forms.ts): every row of `source` into pgsched.due
+ * as in a queue without fair share. Its statement must also hold fairShareUnused over the same rows.
+ */
+export function executionsFromSubmittedPlain(tenant: string, source: RawBuilder<unknown>): RawBuilder<unknown> {
+  const t = sql`${tenant}::text`
+  return sql`insert into pgsched.due (execution_id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms,
+                           concurrency_key, tenant, start_deadline, fair_key)
+      select execution_id, id, queue, type, priority, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, timeout_ms,
+             concurrency_key, ${t}, coalesce(run_at, now()) + start_deadline_ms * interval '1 millisecond', null::float8
+        from ${source}`
+}
+
+/**
+ * The guard of executionsFromSubmittedPlain, as the CTE `fair_unused`: fails the statement (SQLSTATE
+ * PS001, detail `fair share`, hint: those queues as a JSON array) when a row of `source` is in a queue
+ * with fair share.
+ */
+export function fairShareUnused(source: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`fair_unused as (
+      insert into pgsched.event_batches (types)
+      select null
+       where case when exists (select 1 from ${source} and queue = any(${FAIR_QUEUES}))
+                  then pgsched.plain_form_refused('fair share', array(select distinct queue from ${source} and queue = any(${FAIR_QUEUES})))
+                  else false end
+    )`
 }
 
 /**

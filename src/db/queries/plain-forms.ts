@@ -2,16 +2,19 @@
  * Plain statement forms (migration 0042). The claim, the completion and the common submit each have
  * a plain form without the event capture (and, for the submit, without the fair-share numbering),
  * guarded: should anyone listen to events, or a queue of the batch have fair share, it fails with
- * SQLSTATE PS001 and writes nothing. withPlainForm runs the plain form while this process has seen
- * no such refusal lately, and the full form otherwise or after a refusal. Which form runs never
- * changes what is written: the guard reads, in the statement, what the full form reads.
+ * SQLSTATE PS001 and writes nothing. withPlainForm runs the plain form unless this process knows of
+ * a listener or of fair share on a queue of the batch, and the full form after a refusal. Which
+ * form runs never changes what is written: the guard reads, in the statement and its snapshot, what
+ * the full form reads.
  *
- * What was refused is remembered for RECHECK_MS, then the plain form is tried again: with a live
- * listener (a webhook subscription is one for as long as it exists), one statement in RECHECK_MS
- * is run twice. Inside a transaction (a caller's, or the caller's own connection, which may be in
- * one) only the full form runs: a refusal would abort the transaction.
+ * What a refusal taught is kept and, while it says that someone listens or that some queue has fair
+ * share, read afresh (one small query) before a statement once it is RECHECK_MS old: a refusal costs
+ * a statement run twice and an error in the server's log, so it happens when a listener or a fair
+ * queue appears, not again while it stays. Inside a transaction (a Kysely transaction, a caller's
+ * connection from kyselyOnClient, or a Kysely a caller gave as `trx`) only the full form runs: a
+ * refusal would abort the transaction.
  */
-import type { Kysely } from 'kysely'
+import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 
 const RECHECK_MS = 10_000
@@ -26,40 +29,55 @@ export interface PlainForm {
 
 export const FULL_FORM: PlainForm = Object.freeze({ events: false, fair: false })
 
-let eventsRefusedAtMs = Number.NEGATIVE_INFINITY
-/** Queues (of submits) whose plain form was refused for fair share, with when. */
-const fairRefusedAtMs = new Map<string, number>()
+/** What this process knows: whether anyone listens, and which queues have fair share, as of checkedAtMs. */
+const known = { listened: false, fairQueues: new Set<string>(), checkedAtMs: 0 }
 
-/** Kysely instances over a caller's own connection (kyselyOnClient): maybe in a transaction. */
+/** Kysely instances that may be in a transaction of a caller's (kyselyOnClient, a `trx` given to the client). */
 const callerConnections = new WeakSet<Kysely<DB>>()
 
 export function markCallerConnection(db: Kysely<DB>): void {
   callerConnections.add(db)
 }
 
-function recent(atMs: number | undefined, nowMs: number): boolean {
-  return atMs !== undefined && nowMs - atMs < RECHECK_MS
-}
-
 /** The form to try first for a statement on `db` that writes new executions of `queues` (submits; none otherwise). */
 export function plainFormFor(db: Kysely<DB>, queues: readonly string[] = []): PlainForm {
   if (db.isTransaction || callerConnections.has(db)) return FULL_FORM
-  const now = performance.now()
-  const fairRefused = queues.some((q) => recent(fairRefusedAtMs.get(q), now))
-  return { events: !recent(eventsRefusedAtMs, now), fair: queues.length > 0 && !fairRefused }
+  return { events: !known.listened, fair: queues.length > 0 && !queues.some((q) => known.fairQueues.has(q)) }
 }
 
-/** The refusal of a plain form's guard: what it refused for (`events`, `fair share`), or undefined for any other error. */
-export function plainFormRefusal(err: unknown): string | undefined {
-  const e = err as { code?: unknown; detail?: unknown }
-  return e?.code === 'PS001' && typeof e.detail === 'string' ? e.detail : undefined
+/** The refusal of a plain form's guard (`events`, or `fair share` with its queues), or undefined for any other error. */
+export function plainFormRefusal(err: unknown): { what: string; names: string[] } | undefined {
+  const e = err as { code?: unknown; detail?: unknown; hint?: unknown }
+  if (e?.code !== 'PS001' || typeof e.detail !== 'string') return undefined
+  let names: string[] = []
+  try {
+    const parsed: unknown = typeof e.hint === 'string' && e.hint !== '' ? JSON.parse(e.hint) : []
+    if (Array.isArray(parsed)) names = parsed.filter((n): n is string => typeof n === 'string')
+  } catch {
+    // no names: the refusal still stands
+  }
+  return { what: e.detail, names }
+}
+
+/** Reads again whether anyone listens and which queues have fair share. */
+async function recheck(db: Kysely<DB>): Promise<void> {
+  const { rows } = await sql<{ listened: boolean; fair: string[] }>`
+    select exists (select 1 from pgsched.event_listeners l where l.until > now()) as listened,
+           array(select name from pgsched.queues where fair_share) as fair`.execute(db)
+  const row = rows[0]
+  if (!row) return
+  known.listened = row.listened
+  known.fairQueues = new Set(row.fair)
+  known.checkedAtMs = performance.now()
 }
 
 /**
  * Runs `run` with the plain form for `db` (and the queues a submit writes), and again with the full
- * form should the plain one be refused; remembers the refusal for RECHECK_MS.
+ * form should the plain one be refused.
  */
 export async function withPlainForm<T>(db: Kysely<DB>, queues: readonly string[], run: (form: PlainForm) => Promise<T>): Promise<T> {
+  if (db.isTransaction || callerConnections.has(db)) return run(FULL_FORM)
+  if ((known.listened || known.fairQueues.size > 0) && performance.now() - known.checkedAtMs >= RECHECK_MS) await recheck(db)
   const form = plainFormFor(db, queues)
   if (!form.events && !form.fair) return run(FULL_FORM)
   try {
@@ -67,15 +85,16 @@ export async function withPlainForm<T>(db: Kysely<DB>, queues: readonly string[]
   } catch (err) {
     const refused = plainFormRefusal(err)
     if (refused === undefined) throw err
-    const now = performance.now()
-    if (refused === 'events') eventsRefusedAtMs = now
-    else for (const q of queues) fairRefusedAtMs.set(q, now)
+    if (refused.what === 'events') known.listened = true
+    else for (const q of refused.names.length > 0 ? refused.names : queues) known.fairQueues.add(q)
+    known.checkedAtMs = performance.now()
     return run(FULL_FORM)
   }
 }
 
-/** Forgets every refusal (tests). */
+/** Forgets what refusals taught (tests). */
 export function resetPlainForms(): void {
-  eventsRefusedAtMs = Number.NEGATIVE_INFINITY
-  fairRefusedAtMs.clear()
+  known.listened = false
+  known.fairQueues = new Set()
+  known.checkedAtMs = 0
 }
