@@ -167,8 +167,10 @@ function makeClient(
     // a Kysely instance given as `trx` that is not a transaction gets one when the work needs it;
     // the caller's may be on a connection in a transaction of theirs, which a plain form's refusal
     // would abort: only full forms run on it
-    if (isKysely(trx) && trx !== db) markCallerConnection(trx)
-    if (isKysely(trx)) return transactional && !trx.isTransaction ? trx.transaction().execute(fn) : fn(trx)
+    if (isKysely(trx)) {
+      if (trx !== db) markCallerConnection(trx)
+      return transactional && !trx.isTransaction ? trx.transaction().execute(fn) : fn(trx)
+    }
     const onClient = kyselyOnClient(trx)
     return fn(onClient)
   }

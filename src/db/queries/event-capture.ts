@@ -11,6 +11,7 @@
  * eventsUnheard in its place, which they run while nobody listens.
  */
 import { sql, type RawBuilder } from 'kysely'
+import { plainFormGuard } from './plain-forms.ts'
 
 /** Listeners alive now (a stream connected or within its retention, a webhook subscription). */
 const live = sql`pgsched.event_listeners l where l.until > now()`
@@ -41,9 +42,5 @@ export function eventsCaptured(changes: RawBuilder<unknown>): RawBuilder<unknown
  * would have written nothing. It costs PostgreSQL a subplan, not seven aggregates; see plain-forms.ts.
  */
 export function eventsUnheard(): RawBuilder<unknown> {
-  return sql`captured as (
-      insert into pgsched.event_batches (types)
-      select null
-       where case when exists (select 1 from ${live}) then pgsched.plain_form_refused('events') else false end
-    )`
+  return plainFormGuard('captured', sql`exists (select 1 from ${live})`, sql`pgsched.plain_form_refused('events')`)
 }

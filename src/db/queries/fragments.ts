@@ -9,6 +9,7 @@
  */
 import { sql, type RawBuilder } from 'kysely'
 import { EXECUTION_ERROR_FIELDS, type ExecutionError } from '../../core/execution-error.ts'
+import { plainFormGuard } from './plain-forms.ts'
 
 /**
  * run_at of a retry: now + random(0, min(backoff_max_ms, backoff_base_ms · 2^(attempt−1))) ms
@@ -117,13 +118,11 @@ export function executionsFromSubmittedPlain(tenant: string, source: RawBuilder<
  * with fair share.
  */
 export function fairShareUnused(source: RawBuilder<unknown>): RawBuilder<unknown> {
-  return sql`fair_unused as (
-      insert into pgsched.event_batches (types)
-      select null
-       where case when exists (select 1 from ${source} and queue = any(${FAIR_QUEUES}))
-                  then pgsched.plain_form_refused('fair share', array(select distinct queue from ${source} and queue = any(${FAIR_QUEUES})))
-                  else false end
-    )`
+  return plainFormGuard(
+    'fair_unused',
+    sql`exists (select 1 from ${source} and queue = any(${FAIR_QUEUES}))`,
+    sql`pgsched.plain_form_refused('fair share', array(select distinct queue from ${source} and queue = any(${FAIR_QUEUES})))`,
+  )
 }
 
 /**

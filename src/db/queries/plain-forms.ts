@@ -14,7 +14,7 @@
  * connection from kyselyOnClient, or a Kysely a caller gave as `trx`) only the full form runs: a
  * refusal would abort the transaction.
  */
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 
 const RECHECK_MS = 10_000
@@ -39,9 +39,27 @@ export function markCallerConnection(db: Kysely<DB>): void {
   callerConnections.add(db)
 }
 
+/** `db` is, or may be, in a transaction, which a refusal would abort. */
+function inTransaction(db: Kysely<DB>): boolean {
+  return db.isTransaction || callerConnections.has(db)
+}
+
+/**
+ * A plain form's guard, as the CTE `name`: a data-modifying CTE (so it runs whether or not the
+ * statement reads it) that writes nothing and fails the statement through `refusal`, a call of
+ * pgsched.plain_form_refused, when `when` holds.
+ */
+export function plainFormGuard(name: string, when: RawBuilder<unknown>, refusal: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`${sql.id(name)} as (
+      insert into pgsched.event_batches (types)
+      select null
+       where case when ${when} then ${refusal} else false end
+    )`
+}
+
 /** The form to try first for a statement on `db` that writes new executions of `queues` (submits; none otherwise). */
 export function plainFormFor(db: Kysely<DB>, queues: readonly string[] = []): PlainForm {
-  if (db.isTransaction || callerConnections.has(db)) return FULL_FORM
+  if (inTransaction(db)) return FULL_FORM
   return { events: !known.listened, fair: queues.length > 0 && !queues.some((q) => known.fairQueues.has(q)) }
 }
 
@@ -76,7 +94,7 @@ async function recheck(db: Kysely<DB>): Promise<void> {
  * form should the plain one be refused.
  */
 export async function withPlainForm<T>(db: Kysely<DB>, queues: readonly string[], run: (form: PlainForm) => Promise<T>): Promise<T> {
-  if (db.isTransaction || callerConnections.has(db)) return run(FULL_FORM)
+  if (inTransaction(db)) return run(FULL_FORM)
   if ((known.listened || known.fairQueues.size > 0) && performance.now() - known.checkedAtMs >= RECHECK_MS) await recheck(db)
   const form = plainFormFor(db, queues)
   if (!form.events && !form.fair) return run(FULL_FORM)
