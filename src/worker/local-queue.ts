@@ -11,6 +11,13 @@
 /** Prefetch holds at most what the handlers are expected to start within this time. */
 export const PREFETCH_HORIZON_MS = 100
 
+/**
+ * Prefetch holds at most about this many bytes of payload (as stored: PostgreSQL's size of each
+ * claimed job's payload, after compression), whatever SCHEDULER_WORKER_PREFETCH allows: with payloads
+ * near their 1 MiB limit, about 64 executions ahead instead of the cap's count.
+ */
+export const PREFETCH_PAYLOAD_BYTES = 64 * 1024 * 1024
+
 /** The run-time average moves 1/16 of the way to each new run: steady under jitter, follows a shift within ~50 runs. */
 const RUN_TIME_AVERAGE_WINDOW = 16
 
@@ -19,7 +26,7 @@ const RUN_TIME_FLOOR_MS = 0.01
 
 /** What the queue needs of a run: its claim's ordering fields and a claim sequence it sets. */
 export interface Queued {
-  readonly claimed: { readonly priority: number; readonly runAtMs: number; readonly orderMs?: number }
+  readonly claimed: { readonly priority: number; readonly runAtMs: number; readonly orderMs?: number; readonly payloadBytes?: number }
   seq: number
 }
 
@@ -58,6 +65,8 @@ export class LocalQueue<T extends Queued> {
   private claimSeq = 0
   /** Mean handler run time (ms, moving average); undefined until a run ended. */
   private avgRunMs: number | undefined
+  /** Mean payload size of the claimed runs (bytes as stored, moving average over claims); undefined until a claim said. */
+  private avgPayloadBytes: number | undefined
   private fence: PriorityFence | undefined
   private claimsSent = 0
   /** A start of waiting runs is scheduled (the worker's pump): the first free slots' runs are as good as started. */
@@ -87,11 +96,22 @@ export class LocalQueue<T extends Queued> {
   /** Adds claimed runs (in the claim's order) and keeps the buffer sorted. */
   add(runs: readonly T[]): void {
     if (runs.length === 0) return
+    let bytes = 0
+    let sized = 0
     for (const run of runs) {
       run.seq = this.claimSeq++
       this.buffer.push(run)
+      const b = run.claimed.payloadBytes
+      if (b !== undefined) {
+        bytes += b
+        sized++
+      }
     }
     this.buffer.sort(byPriority)
+    if (sized > 0) {
+      const mean = bytes / sized
+      this.avgPayloadBytes = this.avgPayloadBytes === undefined ? mean : this.avgPayloadBytes + (mean - this.avgPayloadBytes) / RUN_TIME_AVERAGE_WINDOW
+    }
   }
 
   /**
@@ -121,10 +141,15 @@ export class LocalQueue<T extends Queued> {
     this.avgRunMs = this.avgRunMs === undefined ? ranMs : this.avgRunMs + (ranMs - this.avgRunMs) / RUN_TIME_AVERAGE_WINDOW
   }
 
-  /** Executions claimed ahead of free slots that handlers are expected to start within the horizon. */
+  /**
+   * Executions claimed ahead of free slots that handlers are expected to start within the horizon,
+   * holding at most PREFETCH_PAYLOAD_BYTES of payload at the claims' mean size.
+   */
   prefetchAllowed(): number {
     if (this.prefetch <= 0 || this.avgRunMs === undefined) return 0
-    return Math.min(this.prefetch, Math.floor((this.concurrency * PREFETCH_HORIZON_MS) / Math.max(this.avgRunMs, RUN_TIME_FLOOR_MS)))
+    const byTime = Math.floor((this.concurrency * PREFETCH_HORIZON_MS) / Math.max(this.avgRunMs, RUN_TIME_FLOOR_MS))
+    const bySize = this.avgPayloadBytes === undefined ? Number.POSITIVE_INFINITY : Math.floor(PREFETCH_PAYLOAD_BYTES / Math.max(this.avgPayloadBytes, 1))
+    return Math.min(this.prefetch, byTime, bySize)
   }
 
   /** How many executions the next claim may take to fill free slots and the prefetch allowance. */

@@ -3,7 +3,7 @@
  * slot accounting, prefetch sizing and the priority fence.
  */
 import { describe, expect, it } from 'vitest'
-import { LocalQueue, PREFETCH_HORIZON_MS, type Queued } from '../../src/worker/local-queue.ts'
+import { LocalQueue, PREFETCH_HORIZON_MS, PREFETCH_PAYLOAD_BYTES, type Queued } from '../../src/worker/local-queue.ts'
 
 interface Item extends Queued {
   name: string
@@ -80,6 +80,26 @@ describe('LocalQueue', () => {
     }
     // Converged to ~400 ms per run: 4 × 100 / 400 = 1
     expect(q.prefetchAllowed()).toBe(1)
+  })
+
+  it("holds at most PREFETCH_PAYLOAD_BYTES of payload ahead, at the claims' mean payload size", () => {
+    const q = new LocalQueue<Item>({ concurrency: 10, prefetch: 1000 })
+    const sized = (bytes: number): Item => ({ name: 'p', claimed: { priority: 0, runAtMs: 0, payloadBytes: bytes }, seq: -1 })
+    q.add([sized(100), sized(300)])
+    startAll(q)
+    q.ended(0)
+    q.ended(0)
+    // small payloads (200 bytes on average): the cap decides
+    expect(q.prefetchAllowed()).toBe(1000)
+    // payloads of 1 MiB claimed from now on: the mean moves towards them and the allowance falls to
+    // what 64 MiB holds at that size
+    for (let i = 0; i < 200; i++) {
+      q.add([sized(1024 * 1024)])
+      startAll(q)
+      q.ended(0)
+    }
+    expect(q.prefetchAllowed()).toBe(Math.floor(PREFETCH_PAYLOAD_BYTES / (1024 * 1024)))
+    expect(q.room()).toBe(10 + 64)
   })
 
   it('never prefetches with prefetch 0', () => {

@@ -97,6 +97,8 @@ export interface ClaimedExecution {
   /** The W3C traceparent of the submit, when the claim asked for it (withTraceparent) and the job has one. */
   traceparent?: string | null
   payload: unknown
+  /** The payload's size as stored (PostgreSQL's pg_column_size: after compression): bounds the worker's prefetch. */
+  payloadBytes?: number
   /**
    * Set by the worker on every claimed execution: where it goes in the worker's buffer instead of
    * runAtMs (the claim's time, so that each claim's choice is kept: a fair-share tenant's work taken
@@ -332,7 +334,7 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
            w.timeout_ms as "timeoutMs", (extract(epoch from w.scheduled_for) * 1000)::float8 as "scheduledForMs",
            (extract(epoch from w.run_at) * 1000)::float8 as "runAtMs",
            (extract(epoch from c.started_at) * 1000)::float8 as "startedAtMs",
-           w.payload ${params.withTraceparent ? sql`, w.traceparent` : sql``}
+           w.payload, pg_column_size(w.payload) as "payloadBytes" ${params.withTraceparent ? sql`, w.traceparent` : sql``}
            ${
              // on the first row only: read once, not parsed again for every row
              admit ? sql`, case when row_number() over () = 1 then (select a from admitted) end as "admitted"` : sql``
