@@ -18,8 +18,16 @@ export const PREFETCH_HORIZON_MS = 100
  */
 export const PREFETCH_PAYLOAD_BYTES = 64 * 1024 * 1024
 
-/** The run-time average moves 1/16 of the way to each new run: steady under jitter, follows a shift within ~50 runs. */
-const RUN_TIME_AVERAGE_WINDOW = 16
+/**
+ * The moving averages (run time, payload size) move 1/16 of the way to each new value: steady under
+ * jitter, they follow a shift within ~50 values.
+ */
+const AVERAGE_WINDOW = 16
+
+/** `avg` moved towards `value` (`value` itself when there is no average yet). */
+function movedAverage(avg: number | undefined, value: number): number {
+  return avg === undefined ? value : avg + (value - avg) / AVERAGE_WINDOW
+}
 
 /** Below this mean run time (ms) prefetch sizing treats runs as this long (no division by zero). */
 const RUN_TIME_FLOOR_MS = 0.01
@@ -109,8 +117,7 @@ export class LocalQueue<T extends Queued> {
     }
     this.buffer.sort(byPriority)
     if (sized > 0) {
-      const mean = bytes / sized
-      this.avgPayloadBytes = this.avgPayloadBytes === undefined ? mean : this.avgPayloadBytes + (mean - this.avgPayloadBytes) / RUN_TIME_AVERAGE_WINDOW
+      this.avgPayloadBytes = movedAverage(this.avgPayloadBytes, bytes / sized)
     }
   }
 
@@ -138,7 +145,7 @@ export class LocalQueue<T extends Queued> {
   /** A run taken by `next()` ended after `ranMs`: frees its slot and feeds the run-time average. */
   ended(ranMs: number): void {
     this.active--
-    this.avgRunMs = this.avgRunMs === undefined ? ranMs : this.avgRunMs + (ranMs - this.avgRunMs) / RUN_TIME_AVERAGE_WINDOW
+    this.avgRunMs = movedAverage(this.avgRunMs, ranMs)
   }
 
   /**
