@@ -32,6 +32,17 @@ export class SandboxResult {
   }
 }
 
+/** Why `value` is not the JSON text of one value (undefined: it is). */
+function jsonProblem(value: unknown): string | undefined {
+  if (typeof value !== 'string') return `a ${typeof value}, not a string`
+  try {
+    JSON.parse(value)
+    return undefined
+  } catch (err) {
+    return (err as Error).message
+  }
+}
+
 /** The compiled entry (from the sources, as under a test runner, the one in dist/). */
 function entryUrl(): URL {
   const here = import.meta.url
@@ -225,8 +236,12 @@ export class Sandbox {
         return
       case 'done':
         if (this.current?.id !== message.id) return
-        if (message.ok) this.current.resolve(new SandboxResult(message.json))
-        else this.current.reject(toLocalError(message.error))
+        if (message.ok) {
+          // the result goes into the outcome statement as JSON text (leaseMap): it must be one JSON value
+          const problem = jsonProblem(message.json)
+          if (problem === undefined) this.current.resolve(new SandboxResult(message.json as string))
+          else this.current.reject(new SandboxError(`the sandbox returned a result that is not JSON text: ${problem}`))
+        } else this.current.reject(toLocalError(message.error))
         return
     }
   }

@@ -145,6 +145,14 @@ describe('sandboxed handlers', () => {
     ])
   })
 
+  it('fails the attempt of a sandbox that says it is done with a result that is not JSON text', async () => {
+    await startWorker(sandboxed)
+    const { job } = await client().submitJob({ type: 'forge.process', maxAttempts: 1 })
+    const [attempt] = attemptsOf(await settled(job.id))
+    expect(attempt?.name).toBe('SandboxError')
+    expect(attempt?.message).toMatch(/^the sandbox returned a result that is not JSON text: /)
+  })
+
   it('runs every handler from a module in the worker’s sandbox when the worker says so', async () => {
     await startWorker(sandboxed, { sandbox: 'process' })
     const c = client()

@@ -1,7 +1,8 @@
 /**
  * Lease statements for running executions (pgsched.runs rows), each one statement per batch and
- * each fenced by (execution, worker id, attempt), finding its rows by key, input row by input row:
- * a worker that lost its lease (reaped, cancelled, taken over) gets no row back and must stop.
+ * each fenced by (execution, worker id, attempt), finding its rows by one scan of the primary key
+ * (see fence): a worker that lost its lease (reaped, cancelled, taken over) gets no row back and
+ * must stop.
  *   heartbeat  renews leases (a HOT update of runs), refreshes workers.last_seen_at
  *   complete   runs → history, succeeded
  *   fail       runs → due (retry with backoff; history pending) | history, failed (fatal or out of attempts)
@@ -25,30 +26,40 @@ export interface LeaseRef {
 }
 
 const ids = (refs: readonly LeaseRef[]) => keyArray(refs.map((r) => r.id))
-const attempts = (refs: readonly LeaseRef[]) => keyArray(refs.map((r) => r.attempt))
 
 /**
- * The leases as two arrays for unnest: ids and attempts (the first two columns of `d`). The job id is
- * not sent: the fence is the execution, its attempt and the worker, and the statements read the job
- * id from the runs row.
+ * The leases as one jsonb object text keyed by execution id, `{"<id>":[attempt, …]}`, each array
+ * holding the lease's attempt and then the JSON texts `rest` gives for it (a completion's result, a
+ * failure's error). Those texts are valid JSON by construction (JSON.stringify, or a sandbox's result
+ * checked with JSON.parse when it arrived), so each stays one element of its array. Put together by
+ * concatenation; PostgreSQL parses it once per statement.
  */
-const leaseArrays = (refs: readonly LeaseRef[]) => sql`${ids(refs)}::uuid[], ${attempts(refs)}::int[]`
+export function leaseMap<T extends LeaseRef>(refs: readonly T[], rest?: (r: T) => string): string {
+  let text = '{'
+  for (let i = 0; i < refs.length; i++) {
+    const r = refs[i] as T
+    text += `${i === 0 ? '' : ','}"${r.id}":[${r.attempt}${rest === undefined ? '' : `,${rest(r)}`}]`
+  }
+  return `${text}}`
+}
+
+/** A text (or null) as JSON text. */
+const jsonText = (value: string | null) => (value === null ? 'null' : JSON.stringify(value))
+
+/** The entry of the statement's map for the runs row `r` (jsonb: [attempt, …]). */
+const given = sql`((select m from input) -> r.execution_id::text)`
 
 /**
- * The input rows (`unnest` of `arrays` as `columns`) that hold their lease, each with the ctid of
- * its pgsched.runs row (`rid`): the fence of every statement here (the run at its attempt, leased to
- * `workerId`; a lease that was reaped, cancelled or taken over has no such row). Each input row
- * probes runs_pkey in a lateral subquery, so the input is always the outer side: joined directly,
- * a generic plan made while runs looked small scanned runs as the outer side and the whole input for
- * each of its rows (100,000 leases held: one batch of completions ran for seconds). The statement
- * then changes runs by ctid, rechecking the worker.
+ * The fence of every statement here, as the condition on a pgsched.runs row `r`: its execution is
+ * one of `refs`, leased to `workerId` at the attempt its entry of the map (the statement's CTE
+ * `input`, column m: leaseMap) names. A lease that was reaped, cancelled or taken over has no such
+ * row. The rows are found by one scan of runs_pkey for all the ids (`= any`): a join of the input to
+ * runs would find each row by its key and then again by its ctid (a TID rescan per row, and with it a
+ * system call for the relation's size per row).
  */
-const held = (workerId: string, arrays: RawBuilder<unknown>, columns: RawBuilder<unknown>) => sql`(
-      select d.*, x.ctid as rid
-        from unnest(${arrays}) as d(${columns})
-        cross join lateral (select ctid from pgsched.runs x
-                             where x.execution_id = d.id and x.attempt = d.attempt and x.worker_id = ${workerId}::uuid offset 0) x
-    )`
+const fence = (workerId: string, refs: readonly LeaseRef[]) =>
+  sql`r.execution_id = any(${ids(refs)}::uuid[]) and r.worker_id = ${workerId}::uuid
+         and r.attempt = (${given} ->> 0)::int`
 
 export interface ExecutionHeartbeatManyParams {
   workerId: string
@@ -59,13 +70,15 @@ export interface ExecutionHeartbeatManyParams {
 /** The heartbeat statement, unexecuted. */
 export function executionHeartbeatManyQuery(params: ExecutionHeartbeatManyParams) {
   return sql<{ id: string }>`${sql.raw(PREPARE)}
-    with seen as (
+    with input as (
+      select ${leaseMap(params.leases)}::jsonb as m
+    ),
+    seen as (
       update pgsched.workers set last_seen_at = now() where id = ${params.workerId}::uuid
     )
     update pgsched.runs r
        set lease_expires_at = now() + ${params.leaseMs}::int * interval '1 millisecond'
-      from ${held(params.workerId, leaseArrays(params.leases), sql`id, attempt`)} d
-     where r.ctid = d.rid and r.worker_id = ${params.workerId}::uuid
+     where ${fence(params.workerId, params.leases)}
     returning r.execution_id as id
   `
 }
@@ -100,16 +113,18 @@ export function executionCompleteManyQuery(params: ExecutionCompleteManyParams) 
   // none: a batch of first attempts inserts its rows without the conflict clause (cheaper per row).
   const write = params.upsert === true || c.some((x) => x.attempt !== 1) ? historyUpsert : historyInsertFirst
   return sql<{ id: string }>`${sql.raw(PREPARE)}
-    with ended as (
+    with input as (
+      select ${leaseMap(c, (x) => `${x.resultJson},${jsonText(x.outputUri)}`)}::jsonb as m
+    ),
+    ended as (
       delete from pgsched.runs r
-       using ${held(params.workerId, sql`${leaseArrays(c)}, ${c.map((x) => x.resultJson)}::text[], ${c.map((x) => x.outputUri)}::text[]`, sql`id, attempt, result, output_uri`)} d
-       where r.ctid = d.rid and r.worker_id = ${params.workerId}::uuid
-      returning r.*, d.result, d.output_uri as given_output_uri
+       where ${fence(params.workerId, c)}
+      returning r.*, ${given} as given
     ),
     done as (
       ${write(sql`select execution_id, job_id, queue, type, priority, scheduled_for, run_at, attempt, max_attempts, timeout_ms, started_at,
-                                 concurrency_key, tenant, start_deadline, created_at, 'succeeded', now(), result::jsonb, null::jsonb,
-                                 coalesce(given_output_uri, output_uri),
+                                 concurrency_key, tenant, start_deadline, created_at, 'succeeded', now(), given -> 1, null::jsonb,
+                                 coalesce(given ->> 2, output_uri),
                                  null::jsonb, worker_id
                             from ended`)}
     ),
@@ -167,15 +182,13 @@ export interface FailOutcome {
 export function executionFailManyQuery(params: ExecutionFailManyParams) {
   const f = params.failures
   return sql<FailOutcome>`${sql.raw(PREPARE)}
-    with ended as (
+    with input as (
+      select ${leaseMap(f, (x) => `${x.errorJson},${x.fatal},${jsonText(x.outputUri)}`)}::jsonb as m
+    ),
+    ended as (
       delete from pgsched.runs r
-       using ${held(
-         params.workerId,
-         sql`${leaseArrays(f)}, ${f.map((x) => x.errorJson)}::text[], ${f.map((x) => x.fatal)}::bool[], ${f.map((x) => x.outputUri)}::text[]`,
-         sql`id, attempt, error, fatal, output_uri`,
-       )} d
-       where r.ctid = d.rid and r.worker_id = ${params.workerId}::uuid
-      returning r.*, d.error::jsonb as error, d.fatal, d.output_uri as given_output_uri
+       where ${fence(params.workerId, f)}
+      returning r.*, ${given} -> 1 as error, (${given} -> 2)::boolean as fatal, ${given} ->> 3 as given_output_uri
     ),
     ${endedAttempts(sql`e.fatal`, sql`e.error`, sql`'failed'`, sql`coalesce(e.given_output_uri, e.output_uri)`)},
     ${eventsCaptured(sql`select case state when 'pending' then 'retrying' else state end, tenant, job_id, id, queue, type, attempt from moved`)}
@@ -204,10 +217,12 @@ export interface ExecutionReleaseManyParams {
 export function executionReleaseManyQuery(params: ExecutionReleaseManyParams) {
   const l = params.leases
   return sql<{ n: string }>`${sql.raw(PREPARE)}
-    with ended as (
+    with input as (
+      select ${leaseMap(l)}::jsonb as m
+    ),
+    ended as (
       delete from pgsched.runs r
-       using ${held(params.workerId, leaseArrays(l), sql`id, attempt`)} d
-       where r.ctid = d.rid and r.worker_id = ${params.workerId}::uuid
+       where ${fence(params.workerId, l)}
       returning r.*
     ),
     moved as (
