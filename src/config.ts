@@ -38,7 +38,7 @@ export const ConfigSchema = Type.Object({
       }),
       concurrency: Type.Integer({ default: 10, minimum: 1, maximum: 10000 }),
       /** Most executions claimed ahead of free slots while handlers are short (0 = off). */
-      prefetch: Type.Integer({ default: 400, minimum: 0, maximum: 10000 }),
+      prefetch: Type.Integer({ default: 1000, minimum: 0, maximum: 10000 }),
       leaseMs: Ms(30_000, 1_000, 3_600_000),
       heartbeatMs: Ms(5_000, 100, 600_000),
       pollIntervalMs: Ms(1_000, 10, 600_000),

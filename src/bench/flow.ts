@@ -5,7 +5,7 @@
  * run without it, to show what the mechanism itself costs (the goal: within 10 % of that run's
  * throughput). For the limits that is the plain burn-down; for fair share, burn-down-tenants.
  * - burn-down-limit: a concurrency limit of 10,000 on the queue (the workers hold at most
- *   2 × (100 + 400 prefetched) at once);
+ *   2 × (100 + 1000 prefetched) at once);
  * - burn-down-fair: fair share on, the jobs of 100 tenants arriving interleaved (each tenant submits
  *   3 jobs in turn, one submit after another, as tenants submitting at the same time do): each
  *   claim of 300 in the fair order takes the next 300 that arrived, so fairness is on without holding

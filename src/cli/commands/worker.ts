@@ -33,7 +33,7 @@ export function registerWorker(program: Command): void {
     .option('--handlers <module>', 'module exporting handlers made with defineHandler (env SCHEDULER_HANDLERS)')
     .option('--queues <list>', 'comma-separated queues to serve (env SCHEDULER_QUEUES, default "default")')
     .option('--concurrency <n>', 'handlers run at once (env SCHEDULER_WORKER_CONCURRENCY, default 10)')
-    .option('--prefetch <n>', 'most executions claimed ahead of free slots while handlers are short (env SCHEDULER_WORKER_PREFETCH, default 400; 0 = off)')
+    .option('--prefetch <n>', 'most executions claimed ahead of free slots while handlers are short (env SCHEDULER_WORKER_PREFETCH, default 1000; 0 = off)')
     .option('--lease-ms <ms>', 'lease length (env SCHEDULER_LEASE_MS, default 30000)')
     .option('--heartbeat-ms <ms>', 'heartbeat interval (env SCHEDULER_HEARTBEAT_MS, default 5000)')
     .option('--poll-interval-ms <ms>', 'fallback poll interval (env SCHEDULER_POLL_INTERVAL_MS, default 1000)')
