@@ -8,6 +8,7 @@
  * abort. Caller: the Worker, for each run the queue releases to a slot.
  */
 import { loudLogger } from '../db/outage.ts'
+import { jsonValueProblem } from '../core/json-value.ts'
 import { FatalError, toError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { LeaseLostError, ShutdownError, TimeoutError, type AbortReason } from './abort-reasons.ts'
@@ -186,6 +187,15 @@ export class Executor {
     const bytes = resultJson.length * MAX_BYTES_PER_UTF16_UNIT > MAX_RESULT_BYTES ? Buffer.byteLength(resultJson) : 0
     if (bytes > MAX_RESULT_BYTES) {
       const error = new FatalError(`result is ${bytes} bytes as JSON, over the ${MAX_RESULT_BYTES}-byte limit; write large output to ctx.output instead`)
+      this.p.outcomes.record(run, ctx, { kind: 'fail', error, fatal: true, timedOut: false })
+      return
+    }
+    // PostgreSQL's jsonb refuses a NUL character and a lone surrogate: stored, such a result would fail
+    // its outcome statement at every retry. JSON.stringify writes both as \u escapes, so only a text
+    // holding one can have them, and only such a text is parsed back and looked through.
+    const unstorable = resultJson.includes('\\u') ? jsonValueProblem(JSON.parse(resultJson), { root: 'result', maxDepth: Number.POSITIVE_INFINITY }) : undefined
+    if (unstorable) {
+      const error = new FatalError(`result cannot be stored as JSON: ${unstorable.path} ${unstorable.problem}`)
       this.p.outcomes.record(run, ctx, { kind: 'fail', error, fatal: true, timedOut: false })
     } else {
       this.p.outcomes.recordComplete(run, ctx, resultJson)

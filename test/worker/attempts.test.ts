@@ -57,6 +57,37 @@ describe('the attempts of an execution', () => {
     expect(rows[0]?.n).toBe(2)
   })
 
+  it('ends a run whose result or error holds text jsonb cannot store (NUL, a lone surrogate), beside runs that succeed', async () => {
+    await startWorker([
+      defineHandler('nul.result', () => ({ text: 'a\u0000b' })),
+      defineHandler('surrogate.result', () => ({ 'key \ud800': 1 })),
+      defineHandler('nul.error', () => {
+        throw new TypeError('bad \u0000 byte and a lone \udc00')
+      }),
+      // a backslash before "u" in a plain string: stored as it is
+      defineHandler('backslash.result', () => 'C:\\users\\u0000'),
+    ])
+    const client = createClient({ db: t.db, tenant: 'acme' })
+    const submit = (type: string) => client.submitJob({ type, maxAttempts: 1 })
+    const [nul, surrogate, error, backslash] = await Promise.all(['nul.result', 'surrogate.result', 'nul.error', 'backslash.result'].map(submit))
+    const ended = async (id: string) => {
+      await waitFor(async () => ['COMPLETED', 'FAILED'].includes((await client.viewJob(id)).status), { what: `job ${id} to end` })
+      return (await client.listExecutions(id)).items[0]
+    }
+    expect((await ended(nul?.job.id ?? ''))?.error).toMatchObject({
+      name: 'FatalError',
+      message: 'result cannot be stored as JSON: result.text must not contain NUL characters (\\u0000)',
+    })
+    // the message names the key, its lone surrogate stored as U+FFFD
+    expect((await ended(surrogate?.job.id ?? ''))?.error?.message).toBe(
+      'result cannot be stored as JSON: result.key \ufffd key must be well-formed Unicode (no lone surrogates, \\ud800-\\udfff)',
+    )
+    expect((await ended(error?.job.id ?? ''))?.error).toMatchObject({ name: 'TypeError', message: 'bad \ufffd byte and a lone \ufffd' })
+    const stored = await ended(backslash?.job.id ?? '')
+    expect(stored?.state).toBe('succeeded')
+    expect(stored?.result).toBe('C:\\users\\u0000')
+  })
+
   it('records an attempt whose lease expired, and a running attempt as running', async () => {
     const { jobId } = await insertExecution(t.db, {
       state: 'running',

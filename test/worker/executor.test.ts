@@ -117,6 +117,22 @@ describe('Executor', () => {
     ])
   })
 
+  it('records a result holding a NUL character or a lone surrogate as a fatal failure, and passes one whose backslash only looks like an escape', async () => {
+    const s = setup([
+      defineHandler('nul', () => ['ok', { deep: 'a\u0000' }]),
+      defineHandler('lone', () => '\udfff'),
+      defineHandler('path', () => ({ dir: 'C:\\u00', pair: '\ud83d\ude00' })),
+    ])
+    await s.run(claimed({ type: 'nul' })).done
+    await s.run(claimed({ id: 'e2', type: 'lone' })).done
+    await s.run(claimed({ id: 'e3', type: 'path' })).done
+    expect(s.recorded).toMatchObject([
+      { kind: 'fail', fatal: true, error: { message: 'result cannot be stored as JSON: result.1.deep must not contain NUL characters (\\u0000)' } },
+      { kind: 'fail', fatal: true, error: { message: expect.stringMatching(/^result cannot be stored as JSON: result must be well-formed Unicode/) } },
+      { kind: 'complete', resultJson: JSON.stringify({ dir: 'C:\\u00', pair: '\ud83d\ude00' }) },
+    ])
+  })
+
   it('aborts a handler past its timeout with a TimeoutError and records a retriable timed-out failure', async () => {
     let reason: unknown
     const s = setup([
