@@ -91,6 +91,8 @@ export interface DispatchOutcome {
   standby?: boolean
   /** Milliseconds from the pass until the earliest next fire time it knows of (null: none known). */
   nextFireInMs?: number | null
+  /** When nextFireInMs was measured (performance.now(): as the answer it comes from arrived). */
+  measuredAt?: number
 }
 
 interface Decision {
@@ -135,14 +137,13 @@ export class TriggerScheduler {
     if (this.standingBy && this.o.exclusive !== false && (await dispatchLockTaken(this.o.db))) return { ...total, standby: true }
     for (let batch = 0; ; batch++) {
       const now = this.o.clock?.now() ?? null
-      const started = performance.now()
       const r = await this.o.db.transaction().execute((trx) => this.dispatchBatch(trx, now, releaseQueued && batch === 0))
       total.triggers += r.triggers
       total.fired += r.fired
       total.misfired += r.misfired
       total.dropped += r.dropped
-      // Counted from the start of the pass's transaction: take off the time the pass itself took.
-      total.nextFireInMs = r.nextFireInMs == null ? r.nextFireInMs : r.nextFireInMs - (performance.now() - started)
+      // Counted from the claim's answer: take off the time the pass took since.
+      total.nextFireInMs = r.nextFireInMs == null ? r.nextFireInMs : r.nextFireInMs - (performance.now() - (r.measuredAt ?? performance.now()))
       if (r.standby) {
         if (batch === 0) total.standby = true
         break
@@ -158,6 +159,7 @@ export class TriggerScheduler {
   private async dispatchBatch(trx: Transaction<DB>, now: Date | null, releaseQueued: boolean): Promise<DispatchOutcome & { due: number }> {
     const aheadMs = this.o.aheadMs ?? 0
     const claim = await triggerClaimDue(trx, { limit: this.o.batchSize, now, exclusive: this.o.exclusive !== false, aheadMs })
+    const measuredAt = performance.now()
     if (!claim.held) return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due: 0, standby: true }
     const passNow = claim.now
     const due = claim.triggers.length
@@ -165,9 +167,10 @@ export class TriggerScheduler {
       ? await triggerClaimQueued(trx, { limit: this.o.batchSize, excludeJobIds: claim.triggers.map((t) => t.jobId) })
       : { now: null, triggers: [] }
     const triggers = [...claim.triggers, ...queued.triggers]
-    const inMs = (at: Date | null) => (at === null ? null : at.getTime() - passNow.getTime())
+    // from the end of the claim statement (on the database's clock), which its answer closely follows
+    const inMs = (at: Date | null) => (at === null ? null : at.getTime() - passNow.getTime() - claim.sinceNowMs)
     const upcoming = claim.upcoming.map((u) => this.passTime(u.at, u.allow))
-    if (triggers.length === 0) return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due, nextFireInMs: inMs(this.nextPassAt(upcoming)) }
+    if (triggers.length === 0) return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due, nextFireInMs: inMs(this.nextPassAt(upcoming)), measuredAt }
 
     // Only the overlap policies skip and queue need to know whether a run of the job is going.
     // Read after the locks: this statement sees every execution an earlier holder of a lock
@@ -199,7 +202,7 @@ export class TriggerScheduler {
     }
     // The next wake-up, from the triggers this claim could not take and the new fire times of this pass.
     for (const [i, a] of advances.entries()) if (a.nextFireAt !== null) upcoming.push(this.passTime(a.nextFireAt, triggers[i]?.overlapPolicy === 'allow'))
-    return { triggers: triggers.length, fired, misfired, dropped, due, nextFireInMs: inMs(this.nextPassAt(upcoming)) }
+    return { triggers: triggers.length, fired, misfired, dropped, due, nextFireInMs: inMs(this.nextPassAt(upcoming)), measuredAt }
   }
 
   /**
@@ -275,8 +278,9 @@ export class TriggerScheduler {
   private sleepAfter(outcome: DispatchOutcome): { ms: number; planned: boolean } {
     // Standing by: another dispatcher is working; look again after the interval, not at every fire time.
     if (outcome.standby) return { ms: this.o.intervalMs, planned: false }
-    // + WAKE_SLACK_MS: the delay is counted from before the pass's now() was read, so the loop would wake
-    // a little before the fire time and find it not yet due (then meet it MIN_SLEEP_MS late).
+    // + WAKE_SLACK_MS: the delay is counted from the answer of the statement that measured it, a little
+    // after the database's clock was read; the slack keeps a loop that wakes on time from finding the
+    // fire time not yet due by a rounding (it would then meet it MIN_SLEEP_MS late).
     const untilDue = (outcome.nextFireInMs ?? Number.POSITIVE_INFINITY) + WAKE_SLACK_MS
     return { ms: Math.max(MIN_SLEEP_MS, Math.min(this.o.intervalMs, untilDue)), planned: untilDue < this.o.intervalMs }
   }
@@ -288,11 +292,12 @@ export class TriggerScheduler {
    */
   private async lookThenPass(releaseQueued: boolean): Promise<DispatchOutcome> {
     if (this.standingBy && this.o.exclusive !== false) return this.runOnce(releaseQueued)
-    const started = performance.now()
     const look = await triggerLook(this.o.db, { now: this.o.clock?.now() ?? null, aheadMs: this.o.aheadMs ?? 0, queued: releaseQueued })
+    const answeredAt = performance.now()
     if (look.work) return this.runOnce(releaseQueued)
     const next = this.nextPassAt(look.upcoming.map((u) => this.passTime(u.at, u.allow)))
-    const nextFireInMs = next === null ? null : next.getTime() - look.now.getTime() - (performance.now() - started)
+    // from the end of the look statement (its answer closely follows it)
+    const nextFireInMs = next === null ? null : next.getTime() - look.now.getTime() - look.sinceNowMs - (performance.now() - answeredAt)
     return { triggers: 0, fired: 0, misfired: 0, dropped: 0, nextFireInMs }
   }
 

@@ -1,4 +1,6 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import { Kysely, PostgresDialect, sql } from 'kysely'
+import type pg from 'pg'
 import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
@@ -563,6 +565,40 @@ describe('TriggerScheduler', () => {
     const { jobId } = await insertTrigger(t.db, { kind: 'interval', intervalMs: 60_000, nextFireAt: new Date(Date.now() - 1_000) })
     await waitFor(async () => (await fireTimes(jobId)).length === 1, { what: 'the due trigger to fire' })
     expect(sent.some((q) => /^begin/i.test(q.trim()))).toBe(true)
+  })
+
+  it('counts its sleep from the database clock at the claim, not from before a transaction that began late', async () => {
+    // A pool whose `begin` reaches the database 300 ms after it is asked for (as on a loaded machine):
+    // the pass's now() is that much later than when the loop started it.
+    const slowBegin = {
+      connect: async () => {
+        const client = await t.pool.connect()
+        const { query, release } = client
+        Object.assign(client, {
+          query: (...args: unknown[]) =>
+            typeof args[0] === 'string' && /^begin/i.test(args[0].trim())
+              ? sleep(300).then(() => (query as (...a: unknown[]) => Promise<unknown>).apply(client, args))
+              : (query as (...a: unknown[]) => Promise<unknown>).apply(client, args),
+          // back to the pool as it was
+          release: (err?: Error | boolean) => {
+            Object.assign(client, { query, release })
+            return release.call(client, err)
+          },
+        })
+        return client
+      },
+      end: async () => undefined,
+    }
+    const slow = new Kysely<DB>({ dialect: new PostgresDialect({ pool: slowBegin as unknown as pg.Pool }) })
+    const { jobId } = await insertTrigger(t.db, { kind: 'interval', intervalMs: 60_000, nextFireAt: new Date(Date.now() + 5_000) })
+    const outcome = await scheduler({ db: slow }).runOnce()
+    const { rows } = await sql<{ ms: number }>`
+      select (extract(epoch from next_fire_at - clock_timestamp()) * 1000)::float8 as ms from pgsched.triggers where job_id = ${jobId}`.execute(t.db)
+    const untilDue = rows[0]?.ms ?? Number.NaN
+    // never counted as sooner than it is (the loop would wake before the fire time), at most the
+    // time of this one look later
+    expect(outcome.nextFireInMs).toBeGreaterThanOrEqual(untilDue - 2)
+    expect(outcome.nextFireInMs).toBeLessThanOrEqual(untilDue + 100)
   })
 
   it('fire times within the window after the earliest share its pass; none is dispatched early', async () => {

@@ -109,6 +109,11 @@ export interface TriggerClaimDueParams {
 export interface TriggerClaimDueResult {
   /** The time of this pass: the pinned `now`, else the transaction's now(), truncated to milliseconds. */
   now: Date
+  /**
+   * Milliseconds from the transaction's start (now()) to the end of this statement, on the database's
+   * clock: `at − now − sinceNowMs` is how long until `at` as the statement ended.
+   */
+  sinceNowMs: number
   /** False: another dispatcher holds the dispatch lock, and nothing was claimed. */
   held: boolean
   /**
@@ -133,7 +138,7 @@ export const UPCOMING_LIMIT = 64
  */
 export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaimDueParams): Promise<TriggerClaimDueResult> {
   const now = params.now ?? null
-  const { rows } = await sql<ClaimedTriggerRow & { held: boolean; upcoming: string | null; upcoming_allow: string }>`${sql.raw(PREPARE)}
+  const { rows } = await sql<ClaimedTriggerRow & { held: boolean; upcoming: string | null; upcoming_allow: string; since_now_ms: number }>`${sql.raw(PREPARE)}
     with pass as materialized (
       select p.now, p.now + ${params.aheadMs ?? 0}::int * interval '1 millisecond' as ahead, p.held
         from (select ${passNow(now)} as now,
@@ -150,21 +155,29 @@ export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaim
     ),
     upcoming as (${upcomingSelect})
     -- the upcoming fire times on the first row only: each row's copy would be parsed again
-    select c.*, pass.now, pass.held,
+    select c.*, pass.now, pass.held, ${SINCE_NOW_MS} as since_now_ms,
            case when row_number() over () = 1 then coalesce(upcoming.upcoming, '') end as upcoming,
            case when row_number() over () = 1 then coalesce(upcoming.upcoming_allow, '') end as upcoming_allow
       from pass
      cross join upcoming   -- one row, computed once
       left join claimed c on true
   `.execute(trx)
-  const first = rows[0] as { now: Date; held: boolean }
+  const first = rows[0] as { now: Date; held: boolean; since_now_ms: number }
   return {
     now: first.now,
+    sinceNowMs: first.since_now_ms,
     held: first.held,
     upcoming: upcomingOf(rows.find((r) => r.upcoming !== null)),
     triggers: rows.filter((r) => r.job_id !== null).map(toClaimedTrigger),
   }
 }
+
+/**
+ * Milliseconds since now() (the transaction's start) on the database's clock, read as the statement
+ * ends: a loop that counts its sleep from the statement's answer would otherwise count from before
+ * its transaction began, and under load wake early by the time it took to begin.
+ */
+const SINCE_NOW_MS = sql`(extract(epoch from clock_timestamp() - now()) * 1000)::float8`
 
 /** The time of a pass: the pinned `now`, else now(), truncated to milliseconds (fire times are JavaScript dates). */
 const passNow = (now: Date | null) => sql`date_trunc('milliseconds', coalesce(${now}::timestamptz, now()))`
@@ -199,6 +212,8 @@ function upcomingOf(listed: { upcoming: string | null; upcoming_allow: string | 
 export interface TriggerLookResult {
   /** The time of the look (as a pass's). */
   now: Date
+  /** As TriggerClaimDueResult's (from the look's now() to the statement's end). */
+  sinceNowMs: number
   /** Whether a pass would find work: a due trigger, or (when asked) a queue slot to release. */
   work: boolean
   /** As TriggerClaimDueResult's. */
@@ -213,20 +228,20 @@ export interface TriggerLookResult {
  * there is nothing to do, not a transaction of three or four.
  */
 export async function triggerLook(db: Kysely<DB>, params: { now?: Date | null; aheadMs?: number; queued: boolean }): Promise<TriggerLookResult> {
-  const { rows } = await sql<{ now: Date; work: boolean; upcoming: string | null; upcoming_allow: string | null }>`${sql.raw(PREPARE)}
+  const { rows } = await sql<{ now: Date; since_now_ms: number; work: boolean; upcoming: string | null; upcoming_allow: string | null }>`${sql.raw(PREPARE)}
     with pass as materialized (
       select p.now, p.now + ${params.aheadMs ?? 0}::int * interval '1 millisecond' as ahead
         from (select ${passNow(params.now ?? null)} as now) p
     ),
     upcoming as (${upcomingSelect})
-    select pass.now,
+    select pass.now, ${SINCE_NOW_MS} as since_now_ms,
            exists (select 1 from pgsched.triggers t where ${dueTrigger})
            or (${params.queued}::bool and exists (${queuedTriggers(sql`1`, sql`limit 1`)})) as work,
            upcoming.upcoming, upcoming.upcoming_allow
       from pass cross join upcoming
   `.execute(db)
   const r = rows[0] as (typeof rows)[number]
-  return { now: r.now, work: r.work, upcoming: upcomingOf(r) }
+  return { now: r.now, sinceNowMs: r.since_now_ms, work: r.work, upcoming: upcomingOf(r) }
 }
 
 export interface TriggerClaimQueuedParams {
