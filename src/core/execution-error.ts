@@ -6,6 +6,8 @@
  * the field names here, so the three cannot drift apart.
  */
 
+import { storableText } from './names.ts'
+
 /** One attempt's failure, as stored and as the API returns it. */
 export interface ExecutionError {
   /** What went wrong, for people. */
@@ -27,14 +29,6 @@ export interface ExecutionError {
 /** The field names of `ExecutionError`, in the order they are written. */
 export const EXECUTION_ERROR_FIELDS = ['message', 'name', 'fatal', 'timedOut', 'attempt', 'workerId', 'at'] as const satisfies readonly (keyof ExecutionError)[]
 
-/** A lone surrogate (in `u` mode a pair is one code point and never matches). */
-const LONE_SURROGATES = /\p{Cs}/gu
-
-/** `text` as PostgreSQL's jsonb can store it: a NUL character and a lone surrogate become U+FFFD. */
-function storable(text: string): string {
-  return text.replaceAll('\u0000', '\uFFFD').replace(LONE_SURROGATES, '\uFFFD')
-}
-
 /**
  * The stored JSON text of an error; `timedOut` is left out when false. The message and name are made
  * storable (an error's message may hold any text; jsonb refuses NUL and lone surrogates, and the
@@ -42,8 +36,8 @@ function storable(text: string): string {
  */
 export function executionErrorJson(error: ExecutionError): string {
   const e: ExecutionError = {
-    message: storable(error.message),
-    name: storable(error.name),
+    message: storableText(error.message),
+    name: storableText(error.name),
     fatal: error.fatal,
     timedOut: error.timedOut || undefined,
     attempt: error.attempt,

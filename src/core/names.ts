@@ -113,6 +113,7 @@ export const NO_NUL_PATTERN = '^[^\\u0000]*$'
 
 /** A UTF-16 surrogate not paired (in `u` mode a pair is one code point and never matches). */
 const LONE_SURROGATE = /\p{Cs}/u
+const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'gu')
 
 /** Length in characters (Unicode code points), as PostgreSQL's length() counts them: an emoji is one. */
 export function codePointLength(value: string): number {
@@ -126,4 +127,9 @@ export function textProblem(value: string): string | undefined {
   if (value.includes('\u0000')) return 'must not contain NUL characters (\\u0000)'
   if (LONE_SURROGATE.test(value)) return 'must be well-formed Unicode (no lone surrogates, \\ud800-\\udfff)'
   return undefined
+}
+
+/** `value` as the database can store it: what textProblem names (a NUL character, a lone surrogate) becomes U+FFFD. */
+export function storableText(value: string): string {
+  return value.replaceAll('\u0000', '\uFFFD').replace(LONE_SURROGATES, '\uFFFD')
 }
