@@ -21,6 +21,7 @@ import type { DB } from '../db/schema.ts'
 import { SchedulerError } from '../errors.ts'
 import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
+import { buildNullableSerializer } from './serializer.ts'
 import { createAuthenticator } from './auth.ts'
 import { TenantClients } from './tenant-clients.ts'
 import { frameworkErrorHandler, registerErrorHandling } from './error-handler.ts'
@@ -134,6 +135,8 @@ export function buildApp(deps: AppDeps) {
     },
     bodyLimit: bodyLimitBytes,
     frameworkErrors: frameworkErrorHandler(bodyLimitBytes),
+    // nullable values written without validating them (api/serializer.ts)
+    schemaController: { compilersFactory: { buildSerializer: buildNullableSerializer } },
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   // First: every request is counted from its first hook, for a graceful close.
