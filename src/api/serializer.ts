@@ -18,8 +18,8 @@ const isObject = (v: unknown): v is Schema => typeof v === 'object' && v !== nul
 const isNullType = (v: unknown): boolean => isObject(v) && v.type === 'null' && Object.keys(v).length === 1
 
 /**
- * `schema` with every `anyOf: [T, {type: 'null'}]` (either order, no other keyword beside it but
- * annotations) replaced by T with `nullable: true` and the annotations. Objects already rewritten
+ * `schema` with every `anyOf: [T, {type: 'null'}]` (either order; T not itself a combinator)
+ * replaced by T with `nullable: true` and the anyOf's other keywords (annotations). Objects already rewritten
  * are shared through `seen`, so a schema used in many places is rewritten once.
  */
 export function nullableForSerializer(schema: unknown, seen = new Map<object, unknown>()): unknown {
@@ -31,7 +31,9 @@ export function nullableForSerializer(schema: unknown, seen = new Map<object, un
   if (Array.isArray(anyOf) && anyOf.length === 2 && anyOf.some(isNullType) && !anyOf.every(isNullType)) {
     const { anyOf: _, ...siblings } = schema
     const other = anyOf.find((s) => !isNullType(s))
-    if (isObject(other)) {
+    // fast-json-stringify reads a combinator before `nullable`: a union or null stays a union
+    const combinator = isObject(other) && ['anyOf', 'oneOf', 'allOf', 'if'].some((k) => k in other)
+    if (isObject(other) && !combinator) {
       const out = { ...(nullableForSerializer(other, seen) as Schema), ...siblings, nullable: true }
       seen.set(schema, out)
       return out
