@@ -26,8 +26,20 @@ function spawnScheduler(
   onProbe?: (m: ProbeMessage) => void,
 ): BenchProcess {
   // The launcher itself, as installed: its shebang carries the Node.js flags the product runs with.
-  const child = spawn(join(packageRoot(), 'bin', launcher), args, {
-    env: { ...process.env, LOG_LEVEL: 'info', ...env },
+  return spawnReady(launcher, join(packageRoot(), 'bin', launcher), args, { LOG_LEVEL: 'info', ...env }, readyText, onProbe)
+}
+
+/** Spawns `command` (its output kept for the error should it exit first); ready once it prints `readyText`. */
+function spawnReady(
+  launcher: string,
+  command: string,
+  args: string[],
+  env: Record<string, string>,
+  readyText: string,
+  onProbe?: (m: ProbeMessage) => void,
+): BenchProcess {
+  const child = spawn(command, args, {
+    env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   })
   let output = ''
@@ -106,6 +118,16 @@ export function spawnApi(params: { databaseUrl: string; port: number }): BenchPr
   })()
   p.ready.catch(() => undefined)
   return { ...p, ready: Promise.race([healthy, p.ready]) }
+}
+
+/**
+ * The steady scenario's reference server (bare-http.ts), with the Node.js flags of bin/scheduler-api,
+ * so that the two differ only in what runs inside them.
+ */
+export function spawnBareHttp(params: { databaseUrl: string; port: number }): BenchProcess {
+  const flags = ['--max-semi-space-size=4', '--heap-growing-percent=50']
+  const script = join(packageRoot(), 'dist', 'src', 'bench', 'bare-http.js')
+  return spawnReady('bare HTTP server', process.execPath, [...flags, script, '--port', String(params.port)], { DATABASE_URL: params.databaseUrl }, 'listening')
 }
 
 /**

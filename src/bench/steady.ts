@@ -14,7 +14,7 @@ import { createApiKey } from '../api/auth.ts'
 import { createClient } from '../client.ts'
 import { cpuMeter } from './cpu.ts'
 import { freePort } from './probes.ts'
-import { loadAutocannon, spawnApi, spawnWorker, type BenchProcess } from './processes.ts'
+import { loadAutocannon, spawnApi, spawnBareHttp, spawnWorker, type BenchProcess } from './processes.ts'
 import type { Row } from './report.ts'
 import type { Scratch } from './scratch.ts'
 import { figure } from './stats.ts'
@@ -45,6 +45,48 @@ export interface SteadyResult {
   lagP99Ms: number
   /** Executions due and not claimed at the end of the window minus those at its start. */
   backlogGrowth: number
+  /** CPU per request, µs, of the reference server (bare-http.ts) under the same REST load (NaN without one). */
+  bareHttpUs: number
+}
+
+/** What the load generator sends: the same body to the API and to the reference server. */
+const SUBMIT_BODY = JSON.stringify({ type: 'bench.noop', payload: { n: 1 } })
+
+type LoadTest = Awaited<ReturnType<typeof loadAutocannon>>
+
+/**
+ * CPU per request of the reference server (bare-http.ts: a Fastify route, a shared database round
+ * trip, a small reply) under the same load as the API, after the same warm-up: what an HTTP submit
+ * costs on this machine before anything of pgsched runs.
+ */
+async function measureBareHttp(s: Scratch, loadTest: LoadTest, o: SteadyOptions): Promise<number> {
+  const port = await freePort()
+  const server = spawnBareHttp({ databaseUrl: s.url, port })
+  o.spawned(server)
+  try {
+    await server.ready
+    const windowMs = Math.min(o.windowMs, 15_000)
+    const load = loadTest({
+      url: `http://127.0.0.1:${port}/v1/jobs`,
+      method: 'POST',
+      connections: 16,
+      overallRate: o.restRate,
+      duration: Math.ceil((o.warmupMs + windowMs) / 1000) + 1,
+      headers: { 'content-type': 'application/json' },
+      body: SUBMIT_BODY,
+    })
+    await sleep(o.warmupMs)
+    const meter = cpuMeter({ server: server.child.pid })
+    await sleep(windowMs)
+    const cpu = meter.read()
+    const result = await load
+    if (result.non2xx > 0 || result.errors > 0) {
+      throw new Error(`bare HTTP server under the steady load: ${result.non2xx} non-2xx answers and ${result.errors} errors`)
+    }
+    return (1e6 * (cpu.processes.server ?? Number.NaN)) / (o.restRate * cpu.elapsedS)
+  } finally {
+    await server.stop()
+  }
 }
 
 /** Executions due and not claimed yet (pending, run_at passed). */
@@ -87,7 +129,7 @@ export async function measureSteady(s: Scratch, o: SteadyOptions): Promise<Stead
       overallRate: o.restRate,
       duration: Math.ceil((o.warmupMs + o.windowMs) / 1000) + 1,
       headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ type: 'bench.noop', payload: { n: 1 } }),
+      body: SUBMIT_BODY,
     })
   } else {
     await Promise.all(workers.map((w) => w.ready))
@@ -113,6 +155,7 @@ export async function measureSteady(s: Scratch, o: SteadyOptions): Promise<Stead
               from pgsched.executions
              where run_at >= ${t0}::timestamptz and run_at < ${t1}::timestamptz) x`.execute(s.db)
   await Promise.all([...workers, ...(api ? [api] : [])].map((p) => p.stop()))
+  const bareHttpUs = loadTest ? await measureBareHttp(s, loadTest, o) : Number.NaN
   const r = rows[0] as { n: string; p50: number | null; p99: number | null }
   const n = Number(r.n)
   const workerS = (cpu.processes.w1 ?? Number.NaN) + (cpu.processes.w2 ?? Number.NaN)
@@ -130,6 +173,7 @@ export async function measureSteady(s: Scratch, o: SteadyOptions): Promise<Stead
     lagP50Ms: r.p50 ?? Number.NaN,
     lagP99Ms: r.p99 ?? Number.NaN,
     backlogGrowth,
+    bareHttpUs,
   }
 }
 
@@ -197,6 +241,12 @@ export async function addSteadyRows(
   })
   add({ scenario: 'steady', metric: `executions per second, ${what}`, unit: 'executions/s', figure: of((r) => r.executionsPerS) })
   add({ scenario: 'steady', metric: 'CPU per execution: API', unit: 'µs', figure: of((r) => r.apiUs) })
+  add({
+    scenario: 'steady',
+    metric: 'for reference: CPU per request of a bare Fastify server under the same load (one route, a shared database round trip)',
+    unit: 'µs',
+    figure: of((r) => r.bareHttpUs),
+  })
   add({ scenario: 'steady', metric: 'CPU per execution: the 2 workers', unit: 'µs', figure: of((r) => r.workersUs) })
   add({ scenario: 'steady', metric: 'CPU per execution: PostgreSQL', unit: 'µs', figure: of((r) => r.postgresUs) })
   add({

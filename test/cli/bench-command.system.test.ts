@@ -35,6 +35,10 @@ describe('scheduler bench --quick', () => {
       'submit: the submitting process',
     ])
     for (const row of cpuRows) expect(row.figure.median).toBeGreaterThan(0)
+    // the steady scenario's reference: a bare HTTP server under the same load
+    expect(
+      report.rows.find((r) => r.scenario === 'steady' && r.metric.startsWith('for reference: CPU per request of a bare Fastify server'))?.figure.median,
+    ).toBeGreaterThan(0)
     expect(report.explain).toContain('Index Scan using due_claim_idx on due') // the claim index returns rows in priority order
     expect(stdout).toContain('| scenario | measure | median |')
     const { stdout: dbs } = await run('psql', [adminUrl(), '-Atc', "select count(*) from pg_database where datname like 'pgsched_bench_%'"])
