@@ -3,7 +3,8 @@
  * pgsched in it. A Fastify server with one route, `POST /v1/jobs`: the JSON body parsed, one
  * database round trip (`select 1`) shared by the requests of a loop turn and those that arrive while
  * one is made (as the API's group commit shares an insert), and a small JSON reply. Run as its own process
- * (`node bare-http.js --port N`, DATABASE_URL in the environment); prints `listening` once ready.
+ * (`node bare-http.js --port N`, given `{ databaseUrl }` as its first IPC message: bench/processes.ts
+ * spawnBareHttp); prints `listening` once ready.
  */
 import { randomUUID } from 'node:crypto'
 import { parseArgs } from 'node:util'
@@ -13,7 +14,9 @@ import pg from 'pg'
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { port: { type: 'string' } } })
   const port = Number(values.port)
-  const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 2 })
+  // the database URL comes over the IPC channel: not in the command line, which `ps` shows
+  const databaseUrl = await new Promise<string>((resolve) => process.once('message', (m: { databaseUrl: string }) => resolve(m.databaseUrl)))
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 })
   // One round trip in flight at a time; the requests of a loop turn, and those that come while one
   // is in flight, share the next (the API's group commit, with the write deferred to the turn's end).
   let waiting: Array<{ resolve: () => void; reject: (err: unknown) => void }> = []

@@ -127,7 +127,9 @@ export function spawnApi(params: { databaseUrl: string; port: number }): BenchPr
 export function spawnBareHttp(params: { databaseUrl: string; port: number }): BenchProcess {
   const flags = ['--max-semi-space-size=4', '--heap-growing-percent=50']
   const script = join(packageRoot(), 'dist', 'src', 'bench', 'bare-http.js')
-  return spawnReady('bare HTTP server', process.execPath, [...flags, script, '--port', String(params.port)], { DATABASE_URL: params.databaseUrl }, 'listening')
+  const p = spawnReady('bare HTTP server', process.execPath, [...flags, script, '--port', String(params.port)], {}, 'listening')
+  p.child.send({ databaseUrl: params.databaseUrl })
+  return p
 }
 
 /**
