@@ -19,8 +19,8 @@ const isNullType = (v: unknown): boolean => isObject(v) && v.type === 'null' && 
 
 /**
  * `schema` with every `anyOf: [T, {type: 'null'}]` (either order; T not itself a combinator)
- * replaced by T with `nullable: true` and the anyOf's other keywords (annotations). Objects already rewritten
- * are shared through `seen`, so a schema used in many places is rewritten once.
+ * replaced by T with `nullable: true` and the anyOf's other keywords (annotations). Objects already
+ * rewritten are shared through `seen`, so a schema used in many places is rewritten once.
  */
 export function nullableForSerializer(schema: unknown, seen = new Map<object, unknown>()): unknown {
   if (Array.isArray(schema)) return schema.map((s) => nullableForSerializer(s, seen))
@@ -51,7 +51,7 @@ export function nullableForSerializer(schema: unknown, seen = new Map<object, un
  */
 export function buildNullableSerializer(externalSchemas?: unknown, serializerOpts?: fastJsonStringify.Options) {
   const seen = new Map<object, unknown>()
-  const shared = (nullableForSerializer(externalSchemas ?? {}, seen) ?? {}) as Record<string, unknown>
+  const shared = nullableForSerializer(externalSchemas ?? {}, seen) as Record<string, unknown>
   return ({ schema }: { schema?: unknown }): ((data: unknown) => string) => {
     const own = nullableForSerializer(schema, seen) as Schema
     // a route schema that is itself a shared one is not given twice (as Fastify's compiler does)

@@ -31,7 +31,7 @@ function spawnScheduler(
 
 /** Spawns `command` (its output kept for the error should it exit first); ready once it prints `readyText`. */
 function spawnReady(
-  launcher: string,
+  name: string,
   command: string,
   args: string[],
   env: Record<string, string>,
@@ -56,7 +56,7 @@ function spawnReady(
       if (output.includes(readyText)) resolve()
     })
     child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()))
-    void exit.then(() => reject(new Error(`${launcher} exited before it was ready:\n${output.slice(-2000)}`)))
+    void exit.then(() => reject(new Error(`${name} exited before it was ready:\n${output.slice(-2000)}`)))
   })
   if (onProbe) child.on('message', (m) => onProbe(m as ProbeMessage))
   return {
