@@ -19,7 +19,7 @@ import type { WorkerEvents, WrittenOutcome } from './worker-options.ts'
 export const SCHEDULE_LAG_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900] as const
 /** Run duration buckets, in seconds: 1 ms to an hour. */
 export const RUN_DURATION_BUCKETS_S = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600] as const
-/** Heartbeat round-trip buckets, in seconds. */
+/** Heartbeat and claim round-trip buckets, in seconds. */
 export const HEARTBEAT_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] as const
 
 /** What one (queue, type) did in this process. */
@@ -70,6 +70,9 @@ export class WorkerMetrics implements WorkerEvents {
   private readonly series = new Map<string, Map<string, Series>>()
   private readonly lag = new Map<string, BucketCounts>()
   private readonly heartbeats = new BucketCounts(HEARTBEAT_BUCKETS_S)
+  private readonly claimTimes = new BucketCounts(HEARTBEAT_BUCKETS_S)
+  /** Claims that took executions, and claims that found none. */
+  private readonly claims = { rows: 0, empty: 0 }
   private sources: WorkerMetricsSources | undefined
 
   constructor() {
@@ -80,6 +83,15 @@ export class WorkerMetrics implements WorkerEvents {
       const name = `pgsched_worker_${suffix}`
       new CollectedMetric({ name, help, type: 'counter', collect: () => all().map((s) => ({ labels: s.labels, value: s[field] })) }).registerIn(registry)
     }
+    new CollectedMetric({
+      name: 'pgsched_worker_claims_total',
+      help: 'Claims this worker made, by result: rows (it took executions) or empty (it found none).',
+      type: 'counter',
+      collect: () => [
+        { labels: { result: 'rows' }, value: this.claims.rows },
+        { labels: { result: 'empty' }, value: this.claims.empty },
+      ],
+    }).registerIn(registry)
     const histogram = (name: string, help: string, collect: () => CollectedValue[]) =>
       new CollectedMetric({ name, help, type: 'histogram', collect }).registerIn(registry)
     histogram('pgsched_worker_run_duration_seconds', 'Time a run held its slot: from taking it until its handler returned.', () =>
@@ -92,6 +104,9 @@ export class WorkerMetrics implements WorkerEvents {
     )
     histogram('pgsched_worker_heartbeat_duration_seconds', 'Round-trip of the heartbeat statement renewing every lease the worker holds.', () =>
       this.heartbeats.values('pgsched_worker_heartbeat_duration_seconds', {}),
+    )
+    histogram('pgsched_worker_claim_duration_seconds', 'Round-trip of each claim: its statements, from sending the first until the last returned.', () =>
+      this.claimTimes.values('pgsched_worker_claim_duration_seconds', {}),
     )
     const gauge = (name: string, help: string, collect: (s: WorkerMetricsSources) => CollectedValue[]) =>
       new CollectedMetric({ name, help, type: 'gauge', collect: () => (this.sources ? collect(this.sources) : []) }).registerIn(registry)
@@ -127,8 +142,11 @@ export class WorkerMetrics implements WorkerEvents {
   }
 
   // Events as own properties: they survive a spread ({ ...metrics, runStarted }) as the test harness does.
-  readonly claimed = (_count: number, _waiting: number, executions: readonly ClaimedExecution[]): void => {
+  readonly claimed = (count: number, _waiting: number, executions: readonly ClaimedExecution[], tookMs: number): void => {
     for (const c of executions) this.of(c.queue, c.type).claimed++
+    if (count > 0) this.claims.rows++
+    else this.claims.empty++
+    this.claimTimes.observe(tookMs / 1000)
   }
 
   readonly runStarted = (c: ClaimedExecution): void => {

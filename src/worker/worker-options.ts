@@ -20,10 +20,11 @@ export type WrittenOutcome = 'succeeded' | 'failed' | 'retried'
  */
 export interface WorkerEvents {
   /**
-   * A claim returned `count` executions (`executions`); `waiting` of those held wait for a slot once
-   * free slots took theirs.
+   * A claim returned `count` executions (`executions`, none when it found nothing); `waiting` of those
+   * held wait for a slot once free slots took theirs. `tookMs`: the claim's round trip (its
+   * statements, monotonic clock).
    */
-  claimed?(count: number, waiting: number, executions: readonly ClaimedExecution[]): void
+  claimed?(count: number, waiting: number, executions: readonly ClaimedExecution[], tookMs: number): void
   /** A run took a slot (its handler starts in a microtask). */
   runStarted?(execution: ClaimedExecution): void
   /** A run's slot is free again: its handler returned, or it never started. `ranMs` on the monotonic clock. */

@@ -166,8 +166,10 @@ export class Worker {
     // Traceparents are read, and runs traced, only while an OpenTelemetry SDK is registered.
     const traced = tracingOn()
     let claimed: ClaimedExecution[] = []
+    let tookMs = 0
     try {
       const result = await this.claims.claim(room, traced)
+      tookMs = performance.now() - sentAtMs
       claimed = result.claimed
       // A queue at its concurrency limit: no wake-up announces another worker's run ending.
       if (result.full) this.wakeUp.wakeIn(LIMITED_QUEUE_RECLAIM_MS)
@@ -183,7 +185,7 @@ export class Worker {
       this.queue.add(runs)
       this.startWaiting()
     }
-    this.events?.claimed?.(claimed.length, this.queue.waiting, claimed)
+    this.events?.claimed?.(claimed.length, this.queue.waiting, claimed, tookMs)
     return claimed.length
   }
 

@@ -149,6 +149,15 @@ describe('worker metrics', () => {
     expect(s.samples.some((x) => x.name === 'pgsched_worker_db_pool_waiting' && x.labels.pool === 'maintenance')).toBe(true)
     expect(s.samples.some((x) => x.name === 'pgsched_worker_db_pool_idle')).toBe(true)
     expect(s.sum('pgsched_worker_sandboxes')).toBe(0)
+    // every claim counted once, by result, and its round trip observed: 400 executions in at least
+    // one claim that took some (8 slots: many), each claim's time positive
+    expect(s.types.get('pgsched_worker_claims_total')).toBe('counter')
+    expect(s.types.get('pgsched_worker_claim_duration_seconds')).toBe('histogram')
+    const withRows = s.sum('pgsched_worker_claims_total', { result: 'rows' })
+    expect(withRows).toBeGreaterThan(1)
+    expect(withRows).toBeLessThanOrEqual(400)
+    expect(s.sum('pgsched_worker_claim_duration_seconds_count')).toBe(withRows + s.sum('pgsched_worker_claims_total', { result: 'empty' }))
+    expect(s.sum('pgsched_worker_claim_duration_seconds_sum')).toBeGreaterThan(0)
     await waitFor(async () => (await scrape(port)).sum('pgsched_worker_heartbeat_duration_seconds_count') > 0, { what: 'a heartbeat counted' })
     // prom-client's process metrics come along.
     expect(s.types.has('process_cpu_seconds_total')).toBe(true)
@@ -178,6 +187,25 @@ describe('worker metrics', () => {
 describe('worker metrics: retried and leases lost', () => {
   const read = async (m: WorkerMetrics) => parsePrometheusText(await m.registry.metrics())
   const claimed = (queue: string, type: string) => ({ queue, type }) as ClaimedExecution
+
+  it('counts each claim by whether it took executions, and puts its round trip in its bucket', async () => {
+    const m = new WorkerMetrics()
+    m.claimed(2, 0, [claimed('default', 'a'), claimed('reports', 'a')], 3)
+    m.claimed(0, 0, [], 1.5)
+    m.claimed(0, 0, [], 40)
+    const s = await read(m)
+    expect(s.sum('pgsched_worker_claims_total', { result: 'rows' })).toBe(1)
+    expect(s.sum('pgsched_worker_claims_total', { result: 'empty' })).toBe(2)
+    expect(s.sum('pgsched_worker_executions_claimed_total', { queue: 'default', type: 'a' })).toBe(1)
+    expect(s.sum('pgsched_worker_claim_duration_seconds_count')).toBe(3)
+    expect(s.sum('pgsched_worker_claim_duration_seconds_sum')).toBeCloseTo(0.0445, 9)
+    expect(s.sum('pgsched_worker_claim_duration_seconds_bucket', { le: '0.001' })).toBe(0)
+    expect(s.sum('pgsched_worker_claim_duration_seconds_bucket', { le: '0.0025' })).toBe(1)
+    expect(s.sum('pgsched_worker_claim_duration_seconds_bucket', { le: '0.005' })).toBe(2)
+    expect(s.sum('pgsched_worker_claim_duration_seconds_bucket', { le: '0.025' })).toBe(2)
+    expect(s.sum('pgsched_worker_claim_duration_seconds_bucket', { le: '0.05' })).toBe(3)
+    expect(s.sum('pgsched_worker_claim_duration_seconds_bucket', { le: '+Inf' })).toBe(3)
+  })
 
   it('counts each retried outcome and each lost lease under its queue and type, and as nothing else', async () => {
     const m = new WorkerMetrics()
