@@ -1,10 +1,10 @@
 /**
  * Wake-ups go only to waiting workers (migration 0006): a submit of due work
  * notifies when a worker serving its queue has signed up, and the sign-up
- * handshake cannot lose a submit that was in flight. The notification names
- * waiting workers per (queue, type) of the new work (migration 0011) until their
- * slots hold it (migration 0043), so those claim it, not every waiting one.
- * WakeUp is the worker's side of it: its sleep, wake-ups and listing.
+ * handshake cannot lose a submit that was in flight. The notification names one
+ * waiting worker per (queue, type) of the new work (migration 0011), so one
+ * worker claims it, not every waiting one. WakeUp is the worker's
+ * side of it: its sleep, wake-ups and listing.
  */
 import pg from 'pg'
 import { sql } from 'kysely'
@@ -83,8 +83,8 @@ describe('wake-ups', () => {
     await client().submitJob({ type: 'a', priority: 9 })
     expect(await l.before()).toEqual([{ queues: ['default'], delayMs: 0, priority: 9, workers: [id(3)] }])
 
-    // One statement, two executions of one (queue, type) and one of another queue: workers without a
-    // row in pgsched.workers count one slot each, so as many of them as executions of each.
+    // One statement, two executions of one (queue, type) and one of another queue: as many workers as
+    // executions of each.
     await signUp(5, ['other'], null)
     await client().submitJobs([{ type: 'a' }, { type: 'a' }, { type: 'c', queue: 'other' }])
     const [n] = await l.before()
@@ -94,29 +94,6 @@ describe('wake-ups', () => {
     // No waiting worker serves the type: no wake-up at all.
     await client().submitJob({ type: 'z' })
     expect(await l.before()).toEqual([])
-  })
-
-  it('names waiting workers until their slots hold the new work: one with room for all of it alone, more as it grows', async () => {
-    const l = await listen()
-    const id = (n: number) => `00000000-0000-7000-8000-0000000005${String(n).padStart(2, '0')}`
-    // three live idle workers of 10, 10 and 4 slots, listed in that order
-    await sql`insert into pgsched.workers (id, host, pid, queues, types, concurrency, last_seen_at)
-              values (${id(1)}::uuid, 'h', 1, '{default}', '{x}', 10, now()), (${id(2)}::uuid, 'h', 2, '{default}', '{x}', 10, now()),
-                     (${id(3)}::uuid, 'h', 3, '{default}', '{x}', 4, now())`.execute(t.db)
-    for (const n of [1, 2, 3]) expect(await workerSignUpWaiting(t.db, { id: id(n), queues: ['default'], types: ['x'] })).toBe(true)
-    const named = async (jobs: number) => {
-      await client().submitJobs(Array.from({ length: jobs }, () => ({ type: 'x' })))
-      const [n] = await l.before()
-      return [...((n as { workers: string[] }).workers ?? [])].sort()
-    }
-    expect(await named(1)).toEqual([id(1)])
-    expect(await named(4)).toEqual([id(1)])
-    expect(await named(10)).toEqual([id(1)])
-    expect(await named(11)).toEqual([id(1), id(2)])
-    expect(await named(20)).toEqual([id(1), id(2)])
-    expect(await named(21)).toEqual([id(1), id(2), id(3)])
-    // more than all their slots: every one of them
-    expect(await named(100)).toEqual([id(1), id(2), id(3)])
   })
 
   it('passes over a listed worker not seen for 15 s (one that died) while a live one waits', async () => {
