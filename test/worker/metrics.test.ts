@@ -149,8 +149,8 @@ describe('worker metrics', () => {
     expect(s.samples.some((x) => x.name === 'pgsched_worker_db_pool_waiting' && x.labels.pool === 'maintenance')).toBe(true)
     expect(s.samples.some((x) => x.name === 'pgsched_worker_db_pool_idle')).toBe(true)
     expect(s.sum('pgsched_worker_sandboxes')).toBe(0)
-    // every claim counted once, by result, and its round trip observed: 400 executions in at least
-    // one claim that took some (8 slots: many), each claim's time positive
+    // every claim counted once, by result, with its round trip observed once: the 400 executions took
+    // more than one claim (8 slots), each of those claims at least one of them
     expect(s.types.get('pgsched_worker_claims_total')).toBe('counter')
     expect(s.types.get('pgsched_worker_claim_duration_seconds')).toBe('histogram')
     const withRows = s.sum('pgsched_worker_claims_total', { result: 'rows' })
