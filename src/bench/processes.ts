@@ -120,12 +120,20 @@ export function spawnApi(params: { databaseUrl: string; port: number }): BenchPr
   return { ...p, ready: Promise.race([healthy, p.ready]) }
 }
 
+/** The Node.js flags a launcher's shebang (`#!/usr/bin/env -S node <flags>`) runs with. */
+function launcherFlags(launcher: 'scheduler-worker' | 'scheduler-api'): string[] {
+  const shebang = readFileSync(join(packageRoot(), 'bin', launcher), 'utf8').split('\n', 1)[0] ?? ''
+  const flags = /^#!.*\bnode((?:\s+--\S+)*)\s*$/.exec(shebang)?.[1]
+  if (flags === undefined) throw new Error(`bin/${launcher}: no node flags found in its first line: ${shebang}`)
+  return flags.split(/\s+/).filter((f) => f !== '')
+}
+
 /**
- * The steady scenario's reference server (bare-http.ts), with the Node.js flags of bin/scheduler-api,
- * so that the two differ only in what runs inside them.
+ * The steady scenario's reference server (bare-http.ts), with the Node.js flags of bin/scheduler-api
+ * (read from its shebang), so that the two differ only in what runs inside them.
  */
 export function spawnBareHttp(params: { databaseUrl: string; port: number }): BenchProcess {
-  const flags = ['--max-semi-space-size=4', '--heap-growing-percent=50']
+  const flags = launcherFlags('scheduler-api')
   const script = join(packageRoot(), 'dist', 'src', 'bench', 'bare-http.js')
   const p = spawnReady('bare HTTP server', process.execPath, [...flags, script, '--port', String(params.port)], {}, 'listening')
   p.child.send({ databaseUrl: params.databaseUrl })
