@@ -164,9 +164,19 @@ export class LocalQueue<T extends Queued> {
     return this.concurrency - this.active + this.prefetchAllowed() - this.buffer.length
   }
 
-  /** The claim size: `room()`, but under a priority fence at least the concurrency (the announced work goes ahead of a full buffer). */
+  /**
+   * The claim size: `room()`; under a priority fence, the room the waiting runs below it hold too
+   * (the announced work goes ahead of them), and at least as many of them as the concurrency allows,
+   * so work announced to a worker whose buffer is full still goes ahead of it. A worker with nothing
+   * below the fence claims its room only: work it has no slot or prefetch room for is left to the
+   * other workers (a submit names idle workers by their concurrency, not their free slots).
+   */
   claimRoom(): number {
-    return this.fence === undefined ? this.room() : Math.max(this.room(), this.concurrency)
+    const fence = this.fence
+    if (fence === undefined) return this.room()
+    let below = 0
+    for (let i = this.buffer.length - 1; i >= 0 && (this.buffer[i] as T).claimed.priority < fence.priority; i--) below++
+    return Math.max(this.room() + below, Math.min(this.concurrency, below))
   }
 
   /**

@@ -11,7 +11,7 @@
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
 import { PRIORITY } from '../core/names.ts'
-import { IDLE_MIN_PRIORITY, workerSignOffWaiting, workerSignUpWaiting } from '../db/queries/workers.ts'
+import { IDLE_MIN_PRIORITY, waitingWorkersWakeAfter, workerSignOffWaiting, workerSignUpWaiting } from '../db/queries/workers.ts'
 
 /** Retry interval of a wait sign-up refused because a submit was in flight. */
 export const SIGN_UP_RETRY_MS = 20
@@ -145,6 +145,22 @@ export class WakeUp {
    */
   roomFreed(): void {
     if (this.listedMin !== IDLE_MIN_PRIORITY) this.wake()
+  }
+
+  /** Listed idle: due work of any priority on its queues names it (a submit may name it alone). */
+  get listedIdle(): boolean {
+    return this.listedMin === IDLE_MIN_PRIORITY
+  }
+
+  /**
+   * Passes a wake-up on (migration 0043): called when a claim made while listed idle filled the
+   * room. A submit names waiting workers by their concurrency, not their free slots, so it may have
+   * named this one alone for more than it could take; the other waiting workers are named for what
+   * is left, so it does not wait for their poll. Resolves to how many were named; throws on a
+   * database error (the others' polls still claim it).
+   */
+  passOn(): Promise<number> {
+    return waitingWorkersWakeAfter(this.p.db, { id: this.p.workerId, queues: this.p.queues, types: this.p.types })
   }
 
   /** Wakes the loop in `delayMs`. */

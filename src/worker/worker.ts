@@ -199,15 +199,31 @@ export class Worker {
           await this.wakeUp.whileFull(this.queue.bestWaitingPriority())
           continue
         }
+        const idle = this.wakeUp.listedIdle
         const n = await this.runOnce()
         backlog = room > 0 && n === room
         errorDelayMs = CLAIM_RETRY_MIN_MS
+        if (backlog && idle) await this.passWakeOn()
         await this.wakeUp.afterClaim(backlog, this.queue.bestWaitingPriority(), this.queue.slotsFull)
       } catch (err: unknown) {
         this.log.warn({ err }, 'claim failed; retrying')
         await this.wakeUp.sleep(errorDelayMs)
         errorDelayMs = Math.min(errorDelayMs * 2, CLAIM_RETRY_MAX_MS)
       }
+    }
+  }
+
+  /**
+   * This worker was listed idle and its claim filled its room: due work may be left that a submit
+   * announced to it alone (wake-ups name workers by their concurrency, not their free slots). Names
+   * the other waiting workers for it; on a database error their polls still claim it.
+   */
+  private async passWakeOn(): Promise<void> {
+    try {
+      const named = await this.wakeUp.passOn()
+      if (named > 0) this.log.debug({ named }, 'passed the wake-up on to other waiting workers')
+    } catch (err: unknown) {
+      this.log.warn({ err }, 'passing the wake-up on failed; the other workers claim the rest at their poll')
     }
   }
 

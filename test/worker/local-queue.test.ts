@@ -159,6 +159,19 @@ describe('LocalQueue', () => {
     expect(startAll(q)).toEqual(['low-1'])
   })
 
+  it('under a fence with nothing below it waiting, claims its room only: work it has no slot for is left to other workers', () => {
+    const q = new LocalQueue<Item>({ concurrency: 4, prefetch: 0 })
+    q.add([item('busy-1', 0), item('busy-2', 0), item('busy-3', 0)])
+    startAll(q)
+    q.announce(5)
+    expect(q.fenced).toBe(true)
+    expect(q.claimRoom()).toBe(1)
+    // With a waiting run below the fence, its room too.
+    q.add([item('low', 0)])
+    expect(q.room()).toBe(0)
+    expect(q.claimRoom()).toBe(1)
+  })
+
   it('keeps the fence over a claim sent before the announcement, and lifts it when a later claim runs short', () => {
     const q = new LocalQueue<Item>({ concurrency: 2, prefetch: 0 })
     const before = q.claimSent()

@@ -1,10 +1,10 @@
 /**
  * Wake-ups go only to waiting workers (migration 0006): a submit of due work
  * notifies when a worker serving its queue has signed up, and the sign-up
- * handshake cannot lose a submit that was in flight. The notification names one
- * waiting worker per (queue, type) of the new work (migration 0011), so one
- * worker claims it, not every waiting one. WakeUp is the worker's
- * side of it: its sleep, wake-ups and listing.
+ * handshake cannot lose a submit that was in flight. The notification names
+ * waiting workers per (queue, type) of the new work (migration 0011) until their
+ * slots hold it (migration 0043), so those claim it, not every waiting one.
+ * WakeUp is the worker's side of it: its sleep, wake-ups and listing.
  */
 import pg from 'pg'
 import { sql } from 'kysely'
@@ -83,8 +83,8 @@ describe('wake-ups', () => {
     await client().submitJob({ type: 'a', priority: 9 })
     expect(await l.before()).toEqual([{ queues: ['default'], delayMs: 0, priority: 9, workers: [id(3)] }])
 
-    // One statement, two executions of one (queue, type) and one of another queue: as many workers as
-    // executions of each.
+    // One statement, two executions of one (queue, type) and one of another queue: workers without a
+    // row in pgsched.workers count one slot each, so as many of them as executions of each.
     await signUp(5, ['other'], null)
     await client().submitJobs([{ type: 'a' }, { type: 'a' }, { type: 'c', queue: 'other' }])
     const [n] = await l.before()
@@ -94,6 +94,88 @@ describe('wake-ups', () => {
     // No waiting worker serves the type: no wake-up at all.
     await client().submitJob({ type: 'z' })
     expect(await l.before()).toEqual([])
+  })
+
+  it('names waiting workers until their slots hold the new work: one with room for all of it alone, more as it grows', async () => {
+    const l = await listen()
+    const id = (n: number) => `00000000-0000-7000-8000-0000000005${String(n).padStart(2, '0')}`
+    // three live idle workers of 10, 10 and 4 slots, listed in that order
+    await sql`insert into pgsched.workers (id, host, pid, queues, types, concurrency, last_seen_at)
+              values (${id(1)}::uuid, 'h', 1, '{default}', '{x}', 10, now()), (${id(2)}::uuid, 'h', 2, '{default}', '{x}', 10, now()),
+                     (${id(3)}::uuid, 'h', 3, '{default}', '{x}', 4, now())`.execute(t.db)
+    for (const n of [1, 2, 3]) expect(await workerSignUpWaiting(t.db, { id: id(n), queues: ['default'], types: ['x'] })).toBe(true)
+    const named = async (jobs: number) => {
+      await client().submitJobs(Array.from({ length: jobs }, () => ({ type: 'x' })))
+      const [n] = await l.before()
+      return [...((n as { workers: string[] }).workers ?? [])].sort()
+    }
+    expect(await named(1)).toEqual([id(1)])
+    expect(await named(4)).toEqual([id(1)])
+    expect(await named(10)).toEqual([id(1)])
+    expect(await named(11)).toEqual([id(1), id(2)])
+    expect(await named(20)).toEqual([id(1), id(2)])
+    expect(await named(21)).toEqual([id(1), id(2), id(3)])
+    // more than all their slots: every one of them
+    expect(await named(100)).toEqual([id(1), id(2), id(3)])
+  })
+
+  it('a worker listed idle whose claim filled its room passes the wake-up on: other waiting workers are named for the due work left, not the claimer', async () => {
+    const l = await listen()
+    const id = (n: number) => `00000000-0000-7000-8000-0000000006${String(n).padStart(2, '0')}`
+    await sql`insert into pgsched.workers (id, host, pid, queues, types, concurrency, last_seen_at)
+              values (${id(1)}::uuid, 'h', 1, '{default}', '{x}', 10, now()), (${id(2)}::uuid, 'h', 2, '{default}', '{x}', 3, now()),
+                     (${id(3)}::uuid, 'h', 3, '{default}', '{x}', 3, now()), (${id(4)}::uuid, 'h', 4, '{other}', '{x}', 3, now())`.execute(t.db)
+    const passOn = async (claimer: number) =>
+      (await sql<{ named: number }>`select pgsched.wake_waiting_after(${id(claimer)}::uuid, '{default}', '{x}') as named`.execute(t.db)).rows[0]?.named
+    // Nothing due is left: no one is named.
+    for (const n of [1, 2, 3, 4]) expect(await workerSignUpWaiting(t.db, { id: id(n), queues: n === 4 ? ['other'] : ['default'], types: ['x'] })).toBe(true)
+    expect(await passOn(1)).toBe(0)
+    expect(await l.before()).toEqual([])
+    // Five due executions left (submitted while no one was listed: no wake-up went out for them).
+    await sql`delete from pgsched.waiting_workers`.execute(t.db)
+    await client().submitJobs(Array.from({ length: 5 }, (_, i) => ({ type: 'x', priority: i })))
+    expect(await l.before()).toEqual([])
+    for (const n of [1, 2, 3, 4]) expect(await workerSignUpWaiting(t.db, { id: id(n), queues: n === 4 ? ['other'] : ['default'], types: ['x'] })).toBe(true)
+    // The claimer is never named; the others in turn until their slots (3 and 3) hold the five; the
+    // worker of another queue is not.
+    expect(await passOn(1)).toBe(2)
+    expect(await l.before()).toEqual([{ queues: ['default'], delayMs: 0, priority: 4, workers: [id(2), id(3)] }])
+    expect(await passOn(2)).toBe(1)
+    expect(await l.before()).toEqual([{ queues: ['default'], delayMs: 0, priority: 4, workers: [id(1)] }])
+  })
+
+  it('a burst larger than the free slots of the one idle worker it names starts at once on another idle worker, without a poll', async () => {
+    const started: Array<[string, string]> = []
+    let release: () => void = () => undefined
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    const handlerOf = (name: string) =>
+      defineHandler('x', async (ctx) => {
+        started.push([name, ctx.jobId])
+        await gate
+      })
+    const listed = async () => (await t.db.selectFrom('pgsched.waiting_workers').select('worker_id').execute()).map((w) => w.worker_id)
+    // Two slots each, no prefetch, and only a wake-up starts work (a poll takes a minute). The
+    // first is listed first, so a submit that fits in its two slots names it alone.
+    const first = await startWorker([handlerOf('first')], { concurrency: 2, prefetch: 0, pollIntervalMs: 60_000 })
+    await waitFor(async () => (await listed()).includes(first.id), { what: 'the first worker to list idle' })
+    const second = await startWorker([handlerOf('second')], { concurrency: 2, prefetch: 0, pollIntervalMs: 60_000 })
+    await waitFor(async () => (await listed()).includes(second.id), { what: 'the second worker to list idle' })
+    try {
+      // One long run on the first worker: it keeps one slot free and stays listed idle, first in turn.
+      const { job: long } = await client().submitJob({ type: 'x' })
+      await waitFor(() => started.some(([, jobId]) => jobId === long.id), { what: 'the long job to start', timeoutMs: 5_000 })
+      expect(started).toEqual([['first', long.id]])
+      // Two more: the first worker alone is named (its two slots hold them) and has room for one; it
+      // claims that one only and passes the wake-up on for the other.
+      const burst = await client().submitJobs([{ type: 'x' }, { type: 'x' }])
+      await waitFor(() => burst.every((j) => started.some(([, jobId]) => jobId === j.id)), {
+        what: 'both jobs of the burst to start',
+        timeoutMs: 5_000,
+      })
+      expect(started.map(([name]) => name).sort()).toEqual(['first', 'first', 'second'])
+    } finally {
+      release()
+    }
   })
 
   it('passes over a listed worker not seen for 15 s (one that died) while a live one waits', async () => {

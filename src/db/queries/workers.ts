@@ -64,6 +64,23 @@ export async function workerSignOffWaiting(db: Kysely<DB>, params: { id: string 
   await sql`${sql.raw(PREPARE)} delete from pgsched.waiting_workers where worker_id = ${params.id}::uuid`.execute(db)
 }
 
+/**
+ * Passes a wake-up on (migration 0043): the worker `id` was listed idle and its claim filled its
+ * room, so due work may be left that the submit announced to it alone. Names the other waiting
+ * workers for what is left in its queues (of its types; null: any) until their slots hold it;
+ * returns how many it named.
+ */
+export async function waitingWorkersWakeAfter(
+  db: Kysely<DB>,
+  params: { id: string; queues: readonly string[]; types?: readonly string[] | null },
+): Promise<number> {
+  const { rows } = await sql<{ named: number }>`${sql.raw(PREPARE)}
+    select pgsched.wake_waiting_after(${params.id}::uuid, ${[...params.queues]}::text[], ${params.types ? [...params.types] : null}::text[]) as named`.execute(
+    db,
+  )
+  return rows[0]?.named ?? 0
+}
+
 /** Removes sign-ups of workers that stopped or have not been seen for `staleMs` (they would only cost wake-ups). */
 export async function waitingWorkersPrune(db: Kysely<DB>, params: { staleMs: number }): Promise<number> {
   const result = await sql`
