@@ -11,7 +11,34 @@
 -- end (that would be a write per run). A worker named alone with some slots busy may take less than
 -- the new work. pgsched.wake_waiting_after passes the wake-up on: a worker that was listed idle and
 -- whose claim filled its room calls it, and it names the other waiting workers for the due work that
--- is left in the same order, so the rest does not wait for a poll.
+-- is left in the same order, so the rest does not wait for a poll. Both name workers through
+-- pgsched.waiting_workers_for.
+
+-- The waiting workers to name for `n` new due executions of a queue, type and priority (but
+-- `passed_by`): those serving the queue and type with min_priority at or below the priority, in turn
+-- (live, then idle before holding work, then listed longest) until the slots of those before hold the
+-- executions, so one worker with room for all of them is named alone. An SQL function of one select,
+-- neither volatile nor strict, so PostgreSQL inlines it into the statements that call it.
+CREATE FUNCTION pgsched.waiting_workers_for(work_queue text, work_type text, work_priority integer, work_n bigint, passed_by uuid)
+ RETURNS TABLE (worker_id uuid)
+ LANGUAGE sql
+ STABLE
+AS $function$
+  select c.worker_id
+    from (select x.worker_id,
+                 sum(x.slots) over (order by x.live desc nulls last, x.min_priority, x.since
+                                    rows between unbounded preceding and 1 preceding) as before
+            from (select w.worker_id, w.min_priority, w.since, coalesce(k.concurrency, 1) as slots,
+                         (k.stopped_at is null and k.last_seen_at > now() - interval '15 seconds') as live
+                    from pgsched.waiting_workers w
+                    left join pgsched.workers k on k.id = w.worker_id
+                   where (passed_by is null or w.worker_id <> passed_by)
+                     and work_queue = any(w.queues)
+                     and (w.types is null or work_type = any(w.types))
+                     and w.min_priority <= work_priority) x) c
+   where coalesce(c.before, 0) < work_n
+$function$;
+
 CREATE OR REPLACE FUNCTION pgsched.due_notify()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -37,22 +64,7 @@ begin
               from new_rows n
              where n.run_at <= now()
              group by n.queue, n.type) due
-     cross join lateral (
-            -- in turn (live, then idle before holding work, then listed longest) until the slots of
-            -- those before hold the new executions: one worker with room for all of them is woken
-            -- alone, not one per execution
-            select c.worker_id
-              from (select x.worker_id,
-                           sum(x.slots) over (order by x.live desc nulls last, x.min_priority, x.since
-                                              rows between unbounded preceding and 1 preceding) as before
-                      from (select w.worker_id, w.min_priority, w.since, coalesce(k.concurrency, 1) as slots,
-                                   (k.stopped_at is null and k.last_seen_at > now() - interval '15 seconds') as live
-                              from pgsched.waiting_workers w
-                              left join pgsched.workers k on k.id = w.worker_id
-                             where due.queue = any(w.queues)
-                               and (w.types is null or due.type = any(w.types))
-                               and w.min_priority <= due.priority) x) c
-             where coalesce(c.before, 0) < due.n) pick;
+     cross join lateral pgsched.waiting_workers_for(due.queue, due.type, due.priority, due.n, null) pick;
     if named is not null then
       perform pg_notify('pgsched_executions',
                         json_build_object('queues', info.due_queues, 'delayMs', 0, 'priority', info.due_priority,
@@ -117,20 +129,7 @@ begin
                      and run_at <= now()
                    limit 1000) d
            group by d.queue, d.type) left_over
-   cross join lateral (
-          select c.worker_id
-            from (select x.worker_id,
-                         sum(x.slots) over (order by x.live desc nulls last, x.min_priority, x.since
-                                            rows between unbounded preceding and 1 preceding) as before
-                    from (select w.worker_id, w.min_priority, w.since, coalesce(k.concurrency, 1) as slots,
-                                 (k.stopped_at is null and k.last_seen_at > now() - interval '15 seconds') as live
-                            from pgsched.waiting_workers w
-                            left join pgsched.workers k on k.id = w.worker_id
-                           where w.worker_id <> claimer
-                             and left_over.queue = any(w.queues)
-                             and (w.types is null or left_over.type = any(w.types))
-                             and w.min_priority <= left_over.priority) x) c
-           where coalesce(c.before, 0) < left_over.n) pick;
+   cross join lateral pgsched.waiting_workers_for(left_over.queue, left_over.type, left_over.priority, left_over.n, claimer) pick;
   named := info.named;
   if named is null then
     return 0;
