@@ -205,6 +205,8 @@ export interface WaitingWorkersTable {
   types: string[] | null
   min_priority: number
   since: DefaultTimestamp
+  /** The channel it LISTENs on for wake-ups meant for it alone (migration 0043); null: pgsched_executions. */
+  channel: string | null
 }
 
 /** Handler output in chunks (migration 0020). */

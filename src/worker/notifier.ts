@@ -1,6 +1,7 @@
 /**
  * LISTEN on a dedicated connection for `pgsched_executions` (work became due,
- * for the workers it names, or will at `delayMs`; or a queue's settings changed) and `pgsched_cancel` (executions to abort). On loss of
+ * for the workers it names, or will at `delayMs`; or a queue's settings changed), the worker's own
+ * channel (due work a submit named it for, migration 0043) and `pgsched_cancel` (executions to abort). On loss of
  * the connection it reconnects with exponential backoff and reports
  * `onReconnect`, since notifications sent meanwhile are gone.
  */
@@ -36,11 +37,14 @@ export class Notifier {
   private readonly databaseUrl: string
   private readonly log: Logger
   private readonly handlers: NotifierHandlers
+  private readonly channel: string | undefined
 
-  constructor(params: { databaseUrl: string; log: Logger; handlers: NotifierHandlers }) {
+  /** `channel`: the worker's own channel (workerChannel), where due work named for it is announced. */
+  constructor(params: { databaseUrl: string; log: Logger; handlers: NotifierHandlers; channel?: string }) {
     this.databaseUrl = params.databaseUrl
     this.log = params.log
     this.handlers = params.handlers
+    this.channel = params.channel
   }
 
   /** Whether notifications are heard now (the LISTEN connection is up). */
@@ -74,6 +78,7 @@ export class Notifier {
       await client.connect()
       await client.query('listen pgsched_executions')
       await client.query('listen pgsched_cancel')
+      if (this.channel !== undefined) await client.query(`listen ${client.escapeIdentifier(this.channel)}`)
     } catch (err: unknown) {
       client.removeAllListeners()
       client.on('error', () => undefined)
@@ -132,6 +137,10 @@ export class Notifier {
               .filter((l) => Number.isFinite(l.ms))
           : undefined
         this.handlers.onWork(p.queues ?? [], Number(p.delayMs ?? 0), priority, Array.isArray(p.workers) ? p.workers : undefined, later)
+      } else if (msg.channel === this.channel) {
+        // due work a submit named this worker for: the payload names no workers
+        const p = payload as { queues?: string[]; priority?: number }
+        this.handlers.onWork(p.queues ?? [], 0, typeof p.priority === 'number' ? p.priority : undefined, undefined)
       } else if (msg.channel === 'pgsched_cancel' && Array.isArray(payload)) {
         this.handlers.onCancel(payload as string[])
       }

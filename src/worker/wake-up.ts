@@ -40,6 +40,8 @@ export interface WakeUpParams {
   types: readonly string[]
   /** How long the loop sleeps when nothing wakes it. */
   pollIntervalMs: number
+  /** The channel it listens on for wake-ups meant for it alone (workerChannel); none: pgsched_executions. */
+  channel?: string
 }
 
 /** The claim loop's sleep, its wake-ups, and its waiting-workers listing. */
@@ -231,7 +233,15 @@ export class WakeUp {
     const generation = this.generation
     if (desired === undefined) {
       await workerSignOffWaiting(this.p.db, { id: this.p.workerId })
-    } else if (!(await workerSignUpWaiting(this.p.db, { id: this.p.workerId, queues: this.p.queues, types: this.p.types, minPriority: desired }))) {
+    } else if (
+      !(await workerSignUpWaiting(this.p.db, {
+        id: this.p.workerId,
+        queues: this.p.queues,
+        types: this.p.types,
+        minPriority: desired,
+        channel: this.p.channel,
+      }))
+    ) {
       return 'refused'
     }
     if (generation !== this.generation) {

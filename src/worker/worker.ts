@@ -18,7 +18,7 @@ import { hostname } from 'node:os'
 import { uuidV7 } from '../lib/uuid-v7.ts'
 import type { ClaimedExecution } from '../db/queries/claim.ts'
 import { AUTOVACUUM_OFF_WARNING, serverAutovacuumOn } from '../db/queries/ops.ts'
-import { workerMarkStopped, workerRegister } from '../db/queries/workers.ts'
+import { workerChannel, workerMarkStopped, workerRegister } from '../db/queries/workers.ts'
 import type { Logger } from '../logger.ts'
 import { tracingOn } from '../lib/tracing.ts'
 import { CancelledError, LeaseLostError, ShutdownError, endsLease, type AbortReason } from './abort-reasons.ts'
@@ -78,7 +78,8 @@ export class Worker {
       ...{ db: o.db, workerId: this.id, queues: o.queues, types: o.handlers.types(), leaseMs: o.leaseMs },
       onError: (err) => log.warn({ err }, 'claim failed; keeping what earlier claims of the round took'),
     })
-    this.wakeUp = new WakeUp({ db: o.db, workerId: this.id, queues: o.queues, types: o.handlers.types(), pollIntervalMs: o.pollIntervalMs })
+    const channel = workerChannel(this.id)
+    this.wakeUp = new WakeUp({ db: o.db, workerId: this.id, queues: o.queues, types: o.handlers.types(), pollIntervalMs: o.pollIntervalMs, channel })
     // db, leaseMs and heartbeatMs from the options.
     const events = this.events
     this.leases = new LeaseKeeper({ ...o, completer: this.completer, workerId: this.id, log, onLost: this.abort, events })
@@ -100,6 +101,7 @@ export class Worker {
     this.notifier = new Notifier({
       databaseUrl: o.databaseUrl,
       log,
+      channel,
       handlers: {
         onWork: (queues, delayMs, priority, workers, later) => {
           if (!queues.some((q) => o.queues.includes(q)) || (workers && !workers.includes(this.id))) return

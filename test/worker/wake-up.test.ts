@@ -10,7 +10,7 @@ import pg from 'pg'
 import { sql } from 'kysely'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
-import { IDLE_MIN_PRIORITY, workerSignUpWaiting } from '../../src/db/queries/workers.ts'
+import { IDLE_MIN_PRIORITY, workerChannel, workerSignUpWaiting } from '../../src/db/queries/workers.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { WakeUp } from '../../src/worker/wake-up.ts'
 import { useTestDb } from '../db.ts'
@@ -39,6 +39,23 @@ async function listen() {
       await t.pool.query(`select pg_notify('pgsched_executions', 'sentinel')`)
       await waitFor(() => seen.includes('sentinel'), { what: 'the sentinel notification' })
       return seen.splice(0).slice(0, -1)
+    },
+  }
+}
+
+/** Collects notifications on `channels` as [channel, payload]; `before()` as in listen(). */
+async function listenOn(channels: string[]) {
+  const c = new pg.Client({ connectionString: t.url })
+  await c.connect()
+  listeners.push(c)
+  const seen: Array<[string, unknown] | 'sentinel'> = []
+  c.on('notification', (m) => seen.push(m.payload === 'sentinel' ? 'sentinel' : [m.channel, JSON.parse(m.payload ?? 'null')]))
+  for (const channel of [...channels, 'pgsched_sentinel']) await c.query(`listen ${c.escapeIdentifier(channel)}`)
+  return {
+    async before(): Promise<Array<[string, unknown]>> {
+      await t.pool.query(`select pg_notify('pgsched_sentinel', 'sentinel')`)
+      await waitFor(() => seen.includes('sentinel'), { what: 'the sentinel notification' })
+      return seen.splice(0).slice(0, -1) as Array<[string, unknown]>
     },
   }
 }
@@ -176,6 +193,59 @@ describe('wake-ups', () => {
     } finally {
       release()
     }
+  })
+
+  it('wakes a named worker on its own channel when it listed one, and one listed without a channel on pgsched_executions by name', async () => {
+    const id = (n: number) => `00000000-0000-7000-8000-0000000007${String(n).padStart(2, '0')}`
+    const l = await listenOn(['pgsched_executions', workerChannel(id(1)), workerChannel(id(2)), workerChannel(id(3))])
+    // live idle workers of one slot each: 1 and 2 with their channels, 3 without (an earlier version)
+    await sql`insert into pgsched.workers (id, host, pid, queues, types, concurrency, last_seen_at)
+              values (${id(1)}::uuid, 'h', 1, '{default}', '{x}', 1, now()), (${id(2)}::uuid, 'h', 2, '{default}', '{x}', 1, now()),
+                     (${id(3)}::uuid, 'h', 3, '{default}', '{x}', 1, now())`.execute(t.db)
+    for (const n of [1, 2]) expect(await workerSignUpWaiting(t.db, { id: id(n), queues: ['default'], types: ['x'], channel: workerChannel(id(n)) })).toBe(true)
+    expect(await workerSignUpWaiting(t.db, { id: id(3), queues: ['default'], types: ['x'] })).toBe(true)
+
+    // One job: the first listed alone, on its channel; nothing on the shared channel.
+    await client().submitJob({ type: 'x', priority: 3 })
+    expect(await l.before()).toEqual([[workerChannel(id(1)), { queues: ['default'], delayMs: 0, priority: 3 }]])
+    // Three jobs: each on its channel, the one without a channel by name on the shared channel.
+    await client().submitJobs([{ type: 'x' }, { type: 'x' }, { type: 'x' }])
+    const woken = await l.before()
+    expect(woken).toHaveLength(3)
+    expect(woken).toEqual(
+      expect.arrayContaining([
+        [workerChannel(id(1)), { queues: ['default'], delayMs: 0, priority: 0 }],
+        [workerChannel(id(2)), { queues: ['default'], delayMs: 0, priority: 0 }],
+        ['pgsched_executions', { queues: ['default'], delayMs: 0, priority: 0, workers: [id(3)] }],
+      ]),
+    )
+    // The wake-up passed on by the first worker goes the same way (the four jobs, the best of
+    // priority 3, are all still due).
+    expect((await sql<{ named: number }>`select pgsched.wake_waiting_after(${id(1)}::uuid, '{default}', '{x}') as named`.execute(t.db)).rows[0]?.named).toBe(2)
+    const passed = await l.before()
+    expect(passed).toHaveLength(2)
+    expect(passed).toEqual(
+      expect.arrayContaining([
+        [workerChannel(id(2)), { queues: ['default'], delayMs: 0, priority: 3 }],
+        ['pgsched_executions', { queues: ['default'], delayMs: 0, priority: 3, workers: [id(3)] }],
+      ]),
+    )
+  })
+
+  it('real workers idle on one queue: a submit wakes the one it names on its channel and sends nothing every worker hears', async () => {
+    const started: string[] = []
+    const workers = []
+    for (let i = 0; i < 2; i++) workers.push(await startWorker([defineHandler('x', async (ctx) => void started.push(ctx.jobId))], { pollIntervalMs: 60_000 }))
+    await waitFor(async () => (await t.db.selectFrom('pgsched.waiting_workers').select('channel').where('channel', 'is not', null).execute()).length === 2, {
+      what: 'both workers to list idle with their channels',
+    })
+    const l = await listenOn(['pgsched_executions', ...workers.map((w) => workerChannel(w.id))])
+    await l.before() // what the start-up sent
+    const { job } = await client().submitJob({ type: 'x' })
+    await waitFor(() => started.includes(job.id), { what: 'the job to start without a poll', timeoutMs: 5_000 })
+    const woken = await l.before()
+    expect(woken).toHaveLength(1)
+    expect(workers.map((w) => workerChannel(w.id))).toContain(woken[0]?.[0])
   })
 
   it('passes over a listed worker not seen for 15 s (one that died) while a live one waits', async () => {

@@ -463,7 +463,10 @@ describe('Worker prefetch', () => {
       [
         defineHandler('mixed', async (ctx) => {
           started.push({ high: (ctx.payload as { high?: boolean }).high === true, at: performance.now() })
-          await new Promise((r) => setTimeout(r, 2))
+          // 10 ms runs: the two slots start about one low run per 5 ms while the announcement is on
+          // its way (a notification takes a few ms on a busy machine), so the bound below holds
+          // whatever the machine's speed and still catches a buffer that goes first
+          await new Promise((r) => setTimeout(r, 10))
         }),
       ],
       {
@@ -476,7 +479,7 @@ describe('Worker prefetch', () => {
         },
       },
     )
-    await client().submitJobs(Array.from({ length: 400 }, () => ({ type: 'mixed', priority: 0, payload: {} })))
+    await client().submitJobs(Array.from({ length: 200 }, () => ({ type: 'mixed', priority: 0, payload: {} })))
     await waitFor(() => waiting >= 10, { what: 'low-priority executions buffered' })
     await client().submitJobs(Array.from({ length: 10 }, () => ({ type: 'mixed', priority: 5, payload: { high: true } })))
     const committedAt = performance.now()

@@ -29,6 +29,14 @@ export async function workerMarkStopped(db: Kysely<DB>, params: { id: string }):
     .execute()
 }
 
+/**
+ * The channel a worker LISTENs on for wake-ups meant for it alone (migration 0043): a submit that
+ * names it notifies there, so the other workers' processes are not woken for it.
+ */
+export function workerChannel(workerId: string): string {
+  return `pgsched_worker_${workerId.replaceAll('-', '')}`
+}
+
 /** min_priority of a worker that found its queues empty: any due work wakes it. */
 export const IDLE_MIN_PRIORITY = PRIORITY.min
 
@@ -38,21 +46,23 @@ export const IDLE_MIN_PRIORITY = PRIORITY.min
  * taken only while no submit is between its insert and its commit, so none can
  * miss both the sign-up and the claim that follows it; it never waits: false
  * means a submit was in flight (try again shortly). Other levels always succeed.
+ * `channel`: the channel the worker listens on for wake-ups meant for it (workerChannel), where a
+ * submit that names it notifies; null: pgsched_executions, named in the payload.
  */
 export async function workerSignUpWaiting(
   db: Kysely<DB>,
-  params: { id: string; queues: readonly string[]; types?: readonly string[] | null; minPriority?: number },
+  params: { id: string; queues: readonly string[]; types?: readonly string[] | null; minPriority?: number; channel?: string | null },
 ): Promise<boolean> {
   const minPriority = params.minPriority ?? IDLE_MIN_PRIORITY
   const { rows } = await sql<{ ok: boolean }>`${sql.raw(PREPARE)}
     with handshake as (
       select ${minPriority}::int > ${IDLE_MIN_PRIORITY}::int or pg_try_advisory_xact_lock(pgsched.wait_lock_key()) as ok
     )
-    insert into pgsched.waiting_workers (worker_id, queues, types, min_priority)
-    select ${params.id}::uuid, ${[...params.queues]}::text[], ${params.types ? [...params.types] : null}::text[], ${minPriority}::int
+    insert into pgsched.waiting_workers (worker_id, queues, types, min_priority, channel)
+    select ${params.id}::uuid, ${[...params.queues]}::text[], ${params.types ? [...params.types] : null}::text[], ${minPriority}::int, ${params.channel ?? null}::text
       from handshake where ok
     on conflict (worker_id) do update
-       set queues = excluded.queues, types = excluded.types, min_priority = excluded.min_priority,
+       set queues = excluded.queues, types = excluded.types, min_priority = excluded.min_priority, channel = excluded.channel,
            -- listed since: kept while the level stays (a listing written again is not a new one)
            since = case when waiting_workers.min_priority = excluded.min_priority then waiting_workers.since else now() end
     returning true as ok`.execute(db)
