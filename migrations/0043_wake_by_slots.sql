@@ -13,55 +13,22 @@
 -- whose claim filled its room calls it, and it names the other waiting workers for the due work that
 -- is left in the same order, so the rest does not wait for a poll. Both name workers through
 -- pgsched.waiting_workers_for.
---
--- A named worker is woken on a channel of its own when it listens on one (waiting_workers.channel,
--- set at its sign-up), not on pgsched_executions, which every worker hears: a notification there
--- woke each worker's process, and all but the named ones read it only to ignore it (about 160 µs
--- of CPU each for a worker with nothing to do). A worker listed without a
--- channel (one of an earlier version) is named on pgsched_executions as before, and work for more
--- than 64 workers still wakes every worker there. pgsched.wake_named sends them.
-alter table pgsched.waiting_workers add column channel text;
-comment on column pgsched.waiting_workers.channel is 'The channel the worker LISTENs on for wake-ups meant for it alone (migration 0043); null: it hears them on pgsched_executions, named in the payload.';
 
--- Wakes the workers `named` for due work of `queues` (`priority`: the highest of it): each of those
--- with a channel (`channels`) on it, those without (`unheard`) on pgsched_executions, named in the
--- payload; more than 64 wake every worker on pgsched_executions.
-CREATE FUNCTION pgsched.wake_named(named uuid[], channels text[], unheard uuid[], queues text[], priority integer)
- RETURNS void
- LANGUAGE plpgsql
-AS $function$
-begin
-  if named is null then
-    return;
-  end if;
-  if cardinality(named) > 64 then
-    perform pg_notify('pgsched_executions', json_build_object('queues', queues, 'delayMs', 0, 'priority', priority, 'workers', null)::text);
-    return;
-  end if;
-  if channels is not null then
-    perform pg_notify(c, json_build_object('queues', queues, 'delayMs', 0, 'priority', priority)::text) from unnest(channels) c;
-  end if;
-  if unheard is not null then
-    perform pg_notify('pgsched_executions', json_build_object('queues', queues, 'delayMs', 0, 'priority', priority, 'workers', unheard)::text);
-  end if;
-end
-$function$;
-
--- The waiting workers (and their channels) to name for `n` new due executions of a queue, type and priority (but
+-- The waiting workers to name for `n` new due executions of a queue, type and priority (but
 -- `passed_by`): those serving the queue and type with min_priority at or below the priority, in turn
 -- (live, then idle before holding work, then listed longest) until the slots of those before hold the
 -- executions, so one worker with room for all of them is named alone. An SQL function of one select,
 -- neither volatile nor strict, so PostgreSQL inlines it into the statements that call it.
 CREATE FUNCTION pgsched.waiting_workers_for(work_queue text, work_type text, work_priority integer, work_n bigint, passed_by uuid)
- RETURNS TABLE (worker_id uuid, channel text)
+ RETURNS TABLE (worker_id uuid)
  LANGUAGE sql
  STABLE
 AS $function$
-  select c.worker_id, c.channel
-    from (select x.worker_id, x.channel,
+  select c.worker_id
+    from (select x.worker_id,
                  sum(x.slots) over (order by x.live desc nulls last, x.min_priority, x.since
                                     rows between unbounded preceding and 1 preceding) as before
-            from (select w.worker_id, w.channel, w.min_priority, w.since, coalesce(k.concurrency, 1) as slots,
+            from (select w.worker_id, w.min_priority, w.since, coalesce(k.concurrency, 1) as slots,
                          (k.stopped_at is null and k.last_seen_at > now() - interval '15 seconds') as live
                     from pgsched.waiting_workers w
                     left join pgsched.workers k on k.id = w.worker_id
@@ -78,7 +45,7 @@ CREATE OR REPLACE FUNCTION pgsched.due_notify()
 AS $function$
 declare
   info record;
-  wake record;
+  named uuid[];
   later json;
   later_workers json;
   payload text;
@@ -91,16 +58,18 @@ begin
     from new_rows;
   if info.due_queues is not null then
     perform pg_advisory_xact_lock_shared(pgsched.wait_lock_key());
-    select array_agg(distinct pick.worker_id) as named,
-           array_agg(distinct pick.channel) filter (where pick.channel is not null) as channels,
-           array_agg(distinct pick.worker_id) filter (where pick.channel is null) as unheard
-      into wake
+    select array_agg(distinct pick.worker_id)
+      into named
       from (select n.queue, n.type, max(n.priority) as priority, count(*) as n
               from new_rows n
              where n.run_at <= now()
              group by n.queue, n.type) due
      cross join lateral pgsched.waiting_workers_for(due.queue, due.type, due.priority, due.n, null) pick;
-    perform pgsched.wake_named(wake.named, wake.channels, wake.unheard, info.due_queues, info.due_priority);
+    if named is not null then
+      perform pg_notify('pgsched_executions',
+                        json_build_object('queues', info.due_queues, 'delayMs', 0, 'priority', info.due_priority,
+                                          'workers', case when cardinality(named) <= 64 then named end)::text);
+    end if;
   end if;
   if info.later_queues is not null then
     select json_agg(s.ms order by s.ms), json_agg(pick.workers order by s.ms)
@@ -148,11 +117,9 @@ CREATE OR REPLACE FUNCTION pgsched.wake_waiting_after(claimer uuid, claim_queues
 AS $function$
 declare
   info record;
+  named uuid[];
 begin
-  select array_agg(distinct pick.worker_id) as named,
-         array_agg(distinct pick.channel) filter (where pick.channel is not null) as channels,
-         array_agg(distinct pick.worker_id) filter (where pick.channel is null) as unheard,
-         array_agg(distinct left_over.queue) as queues, max(left_over.priority) as priority
+  select array_agg(distinct pick.worker_id) as named, array_agg(distinct left_over.queue) as queues, max(left_over.priority) as priority
     into info
     from (select d.queue, d.type, max(d.priority) as priority, count(*) as n
             from (select queue, type, priority
@@ -163,7 +130,13 @@ begin
                    limit 1000) d
            group by d.queue, d.type) left_over
    cross join lateral pgsched.waiting_workers_for(left_over.queue, left_over.type, left_over.priority, left_over.n, claimer) pick;
-  perform pgsched.wake_named(info.named, info.channels, info.unheard, info.queues, info.priority);
-  return coalesce(cardinality(info.named), 0);
+  named := info.named;
+  if named is null then
+    return 0;
+  end if;
+  perform pg_notify('pgsched_executions',
+                    json_build_object('queues', info.queues, 'delayMs', 0, 'priority', info.priority,
+                                      'workers', case when cardinality(named) <= 64 then named end)::text);
+  return cardinality(named);
 end
 $function$;

@@ -205,7 +205,7 @@ export interface WaitingWorkersTable {
   types: string[] | null
   min_priority: number
   since: DefaultTimestamp
-  /** The channel it LISTENs on for wake-ups meant for it alone (migration 0043); null: pgsched_executions. */
+  /** The channel it LISTENs on for wake-ups meant for it alone (migration 0044); null: pgsched_executions. */
   channel: string | null
 }
 

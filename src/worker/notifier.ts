@@ -1,7 +1,7 @@
 /**
  * LISTEN on a dedicated connection for `pgsched_executions` (work became due,
  * for the workers it names, or will at `delayMs`; or a queue's settings changed), the worker's own
- * channel (due work a submit named it for, migration 0043) and `pgsched_cancel` (executions to abort). On loss of
+ * channel (due work a submit named it for, migration 0044) and `pgsched_cancel` (executions to abort). On loss of
  * the connection it reconnects with exponential backoff and reports
  * `onReconnect`, since notifications sent meanwhile are gone.
  */

@@ -30,7 +30,7 @@ export async function workerMarkStopped(db: Kysely<DB>, params: { id: string }):
 }
 
 /**
- * The channel a worker LISTENs on for wake-ups meant for it alone (migration 0043): a submit that
+ * The channel a worker LISTENs on for wake-ups meant for it alone (migration 0044): a submit that
  * names it notifies there, so the other workers' processes are not woken for it.
  */
 export function workerChannel(workerId: string): string {
