@@ -40,7 +40,7 @@ $function$;
 -- executions, so one worker with room for all of them is named alone. An SQL function of one select,
 -- neither volatile nor strict, so PostgreSQL inlines it into the statements that call it.
 -- (migration 0043, now returning the channel too)
-DROP FUNCTION pgsched.waiting_workers_for(text, text, integer, bigint, uuid);
+DROP FUNCTION IF EXISTS pgsched.waiting_workers_for(text, text, integer, bigint, uuid);
 CREATE FUNCTION pgsched.waiting_workers_for(work_queue text, work_type text, work_priority integer, work_n bigint, passed_by uuid)
  RETURNS TABLE (worker_id uuid, channel text)
  LANGUAGE sql
