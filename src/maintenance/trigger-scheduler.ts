@@ -291,8 +291,16 @@ export class TriggerScheduler {
    * Standing by, the pass itself looks only at the dispatch lock.
    */
   private async lookThenPass(releaseQueued: boolean): Promise<DispatchOutcome> {
-    if (this.standingBy && this.o.exclusive !== false) return this.runOnce(releaseQueued)
-    const look = await triggerLook(this.o.db, { now: this.o.clock?.now() ?? null, aheadMs: this.o.aheadMs ?? 0, queued: releaseQueued })
+    const aheadMs = this.o.aheadMs ?? 0
+    if (this.standingBy && this.o.exclusive !== false) {
+      // Standing by: pass only for work the working dispatcher should have done by now. It handles each
+      // fire time ahead at least aheadMs / 2 early (passTime), so one not yet handled aheadMs / 4 before
+      // it is late; taking the lock merely because it is free between two of that dispatcher's passes
+      // made a pass of each, the second doing part of the next one's work (twice the passes).
+      const look = await triggerLook(this.o.db, { now: this.o.clock?.now() ?? null, aheadMs: Math.floor(aheadMs / 4), queued: releaseQueued })
+      return look.work ? this.runOnce(releaseQueued) : { triggers: 0, fired: 0, misfired: 0, dropped: 0, standby: true }
+    }
+    const look = await triggerLook(this.o.db, { now: this.o.clock?.now() ?? null, aheadMs, queued: releaseQueued })
     const answeredAt = performance.now()
     if (look.work) return this.runOnce(releaseQueued)
     const next = this.nextPassAt(look.upcoming.map((u) => this.passTime(u.at, u.allow)))

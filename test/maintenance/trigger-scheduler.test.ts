@@ -567,6 +567,58 @@ describe('TriggerScheduler', () => {
     expect(sent.some((q) => /^begin/i.test(q.trim()))).toBe(true)
   })
 
+  it('standing by, passes only for fire times the working dispatcher is late with, and takes over once it stops', async () => {
+    // Every second, handled 2 s ahead: the working dispatcher (`working`, passes run by hand here)
+    // creates each fire time at least 1 s early; the standby steps in for one not created 0.5 s before it.
+    const { job } = await client().submitJob({ type: 'tick', schedule: { every: 1000 } })
+    const working = scheduler({ aheadMs: 2000 })
+    await working.runOnce()
+    const standbyPasses: string[] = []
+    const counted = new Kysely<DB>({
+      dialect: new PostgresDialect({ pool: t.pool }),
+      log: (e) => {
+        if (e.level === 'query' && e.query.sql.includes('with created as')) standbyPasses.push(e.query.sql)
+      },
+    })
+    const standby = scheduler({ db: counted, aheadMs: 2000, intervalMs: 100 })
+    started.push(standby)
+    // Its first pass meets the dispatch lock held (another dispatcher mid-pass): it stands by from then on.
+    const other = createDb({ databaseUrl: t.url, poolSize: 1 })
+    pools.push(other)
+    let release: () => void = () => undefined
+    const released = new Promise<void>((resolve) => (release = resolve))
+    const locked = new Promise<void>((resolve) => {
+      void other.db.transaction().execute(async (trx) => {
+        expect((await triggerClaimDue(trx, { limit: 0 })).held).toBe(true)
+        resolve()
+        await released
+      })
+    })
+    await locked
+    const sentBefore = standbyPasses.length
+    standby.start()
+    await sleep(300)
+    release()
+    // The working dispatcher keeps up (a pass every 300 ms); the standby looks every 100 ms, and the
+    // lock is free between those passes, but it finds nothing late and passes not once.
+    for (let i = 0; i < 6; i++) {
+      await working.runOnce()
+      await sleep(300)
+    }
+    expect(standbyPasses.length).toBe(sentBefore)
+    // The working dispatcher stops: the standby creates the next fire times, still before they are due.
+    const horizon = Math.max(...(await fireTimes(job.id)).map((x) => Date.parse(x)))
+    await waitFor(async () => (await fireTimes(job.id)).some((x) => Date.parse(x) > horizon + 2000), { timeoutMs: 10_000, what: 'the standby to take over' })
+    expect(standbyPasses.length).toBeGreaterThan(sentBefore)
+    const taken = await t.db
+      .selectFrom('pgsched.executions')
+      .select(['scheduled_for', 'created_at'])
+      .where('job_id', '=', job.id)
+      .where('scheduled_for', '>', new Date(horizon))
+      .execute()
+    for (const r of taken) expect(r.created_at.getTime()).toBeLessThan(r.scheduled_for.getTime())
+  })
+
   it('counts its sleep from the database clock at the claim, not from before a transaction that began late', async () => {
     // A pool whose `begin` reaches the database 300 ms after it is asked for (as on a loaded machine):
     // the pass's now() is that much later than when the loop started it.
