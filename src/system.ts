@@ -125,6 +125,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     aheadMs: w.dispatcherAheadMs,
     batchSize: w.dispatcherBatchSize,
     misfireThresholdMs: w.misfireThresholdMs,
+    workerId: worker.id,
   })
   const pruner = new Pruner({
     db: database.db,

@@ -63,6 +63,12 @@ export interface TriggerSchedulerOptions {
    */
   exclusive?: boolean
   /**
+   * The worker this dispatcher runs in (exclusive mode): of several, the oldest live worker's dispatcher
+   * makes the passes and the others stand by, passing only for work it is late with. Without it, a
+   * free dispatch lock is enough to pass.
+   */
+  workerId?: string
+  /**
    * Create the executions of triggers with overlap policy allow up to this many ms before their fire
    * times (default 0: at the fire time). Each is due at its fire time, so none starts early; passes
    * come about every aheadMs / 2 instead of at every fire time, and each serves the fire times of
@@ -129,15 +135,16 @@ export class TriggerScheduler {
   /**
    * One pass: repeats full batches until fewer than batchSize due triggers remain. With
    * `releaseQueued`, the first batch also takes the queue slots (overlap policy queue) whose job
-   * has become idle.
+   * has become idle. `late`: a standby's pass for work the working dispatcher is late with, made
+   * whether or not this dispatcher's worker is the oldest live one (workerId).
    */
-  async runOnce(releaseQueued = true): Promise<DispatchOutcome> {
+  async runOnce(releaseQueued = true, late = false): Promise<DispatchOutcome> {
     const total: DispatchOutcome = { triggers: 0, fired: 0, misfired: 0, dropped: 0 }
     // Standing by: a look at the lock first, and a pass only once it is free.
     if (this.standingBy && this.o.exclusive !== false && (await dispatchLockTaken(this.o.db))) return { ...total, standby: true }
     for (let batch = 0; ; batch++) {
       const now = this.o.clock?.now() ?? null
-      const r = await this.o.db.transaction().execute((trx) => this.dispatchBatch(trx, now, releaseQueued && batch === 0))
+      const r = await this.o.db.transaction().execute((trx) => this.dispatchBatch(trx, now, releaseQueued && batch === 0, late))
       total.triggers += r.triggers
       total.fired += r.fired
       total.misfired += r.misfired
@@ -156,9 +163,16 @@ export class TriggerScheduler {
     return total
   }
 
-  private async dispatchBatch(trx: Transaction<DB>, now: Date | null, releaseQueued: boolean): Promise<DispatchOutcome & { due: number }> {
+  private async dispatchBatch(trx: Transaction<DB>, now: Date | null, releaseQueued: boolean, late: boolean): Promise<DispatchOutcome & { due: number }> {
     const aheadMs = this.o.aheadMs ?? 0
-    const claim = await triggerClaimDue(trx, { limit: this.o.batchSize, now, exclusive: this.o.exclusive !== false, aheadMs })
+    const claim = await triggerClaimDue(trx, {
+      limit: this.o.batchSize,
+      now,
+      exclusive: this.o.exclusive !== false,
+      aheadMs,
+      workerId: this.o.workerId ?? null,
+      force: late,
+    })
     const measuredAt = performance.now()
     if (!claim.held) return { triggers: 0, fired: 0, misfired: 0, dropped: 0, due: 0, standby: true }
     const passNow = claim.now
@@ -296,9 +310,10 @@ export class TriggerScheduler {
       // Standing by: pass only for work the working dispatcher should have done by now. It handles each
       // fire time ahead at least aheadMs / 2 early (passTime), so one not yet handled aheadMs / 4 before
       // it is late; taking the lock merely because it is free between two of that dispatcher's passes
-      // made a pass of each, the second doing part of the next one's work (twice the passes).
+      // made a pass of each, the second doing part of the next one's work (twice the passes). Such a
+      // pass is made whatever worker is the oldest (workerId): that one's dispatcher is not keeping up.
       const look = await triggerLook(this.o.db, { now: this.o.clock?.now() ?? null, aheadMs: Math.floor(aheadMs / 4), queued: releaseQueued })
-      return look.work ? this.runOnce(releaseQueued) : { triggers: 0, fired: 0, misfired: 0, dropped: 0, standby: true }
+      return look.work ? this.runOnce(releaseQueued, true) : { triggers: 0, fired: 0, misfired: 0, dropped: 0, standby: true }
     }
     const look = await triggerLook(this.o.db, { now: this.o.clock?.now() ?? null, aheadMs, queued: releaseQueued })
     const answeredAt = performance.now()

@@ -15,6 +15,7 @@ import { TriggerScheduler, type TriggerSchedulerOptions } from '../../src/mainte
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
 import { insertExecution, insertTrigger, setExecutionState } from '../factories.ts'
+import { uuidV7 } from '../../src/lib/uuid-v7.ts'
 import { waitFor } from '../wait-for.ts'
 import { useWorkers } from '../worker/harness.ts'
 
@@ -617,6 +618,71 @@ describe('TriggerScheduler', () => {
       .where('scheduled_for', '>', new Date(horizon))
       .execute()
     for (const r of taken) expect(r.created_at.getTime()).toBeLessThan(r.scheduled_for.getTime())
+  })
+
+  it("of several workers' dispatchers, the oldest live worker's passes and the others stand by; a standby passes once it is late", async () => {
+    // Two worker rows, seen now: the older id's dispatcher works, the other's stands by from its first pass.
+    const [older, newer] = [uuidV7(), uuidV7()].sort()
+    for (const id of [older, newer] as string[]) {
+      await t.db
+        .insertInto('pgsched.workers')
+        .values({ id, host: 'test', pid: 1, queues: ['default'], types: [], concurrency: 1 })
+        .execute()
+    }
+    const { job } = await client().submitJob({ type: 'tick', schedule: { every: 1000 } })
+    const passes = { older: 0, newer: 0 }
+    const counting = (who: keyof typeof passes) =>
+      new Kysely<DB>({
+        dialect: new PostgresDialect({ pool: t.pool }),
+        log: (e) => {
+          if (e.level === 'query' && e.query.sql.includes('with created as')) passes[who]++
+        },
+      })
+    const working = scheduler({ db: counting('older'), workerId: older, aheadMs: 2000, intervalMs: 100 })
+    const standby = scheduler({ db: counting('newer'), workerId: newer, aheadMs: 2000, intervalMs: 100 })
+    started.push(working, standby)
+    standby.start()
+    working.start()
+    await waitFor(async () => passes.older >= 3, { timeoutMs: 10_000, what: 'three passes of the older worker' })
+    expect(passes.newer).toBe(0)
+    // The working dispatcher stops (its worker still looks live): the standby creates the next fire
+    // times once they are late by its measure, still before they are due.
+    await working.stop()
+    const horizon = Math.max(...(await fireTimes(job.id)).map((x) => Date.parse(x)))
+    await waitFor(async () => (await fireTimes(job.id)).some((x) => Date.parse(x) > horizon + 2000), { timeoutMs: 10_000, what: 'the standby to take over' })
+    expect(passes.newer).toBeGreaterThan(0)
+    const taken = await t.db
+      .selectFrom('pgsched.executions')
+      .select(['scheduled_for', 'created_at'])
+      .where('job_id', '=', job.id)
+      .where('scheduled_for', '>', new Date(horizon))
+      .execute()
+    for (const r of taken) expect(r.created_at.getTime()).toBeLessThan(r.scheduled_for.getTime())
+    // Once the older worker has stopped, the newer one is the oldest live worker: after at most one more
+    // pass for late work, its passes are planned ones, made aheadMs / 2 before the earliest fire time,
+    // not a quarter.
+    await t.db
+      .updateTable('pgsched.workers')
+      .set({ stopped_at: new Date() })
+      .where('id', '=', older as string)
+      .execute()
+    const since = new Date()
+    const passesSince = async () => {
+      const rows = await t.db
+        .selectFrom('pgsched.executions')
+        .select(['scheduled_for', 'created_at'])
+        .where('job_id', '=', job.id)
+        .where('created_at', '>', since)
+        .execute()
+      const lead = new Map<number, number>() // per pass (its created_at): the earliest fire time's lead
+      for (const r of rows) {
+        const at = r.created_at.getTime()
+        lead.set(at, Math.min(lead.get(at) ?? Number.POSITIVE_INFINITY, r.scheduled_for.getTime() - at))
+      }
+      return [...lead].sort((a, b) => a[0] - b[0]).map(([, ms]) => ms)
+    }
+    await waitFor(async () => (await passesSince()).length >= 4, { timeoutMs: 15_000, what: 'four more passes' })
+    for (const ms of (await passesSince()).slice(1)) expect(ms).toBeGreaterThan(700)
   })
 
   it('counts its sleep from the database clock at the claim, not from before a transaction that began late', async () => {

@@ -12,6 +12,7 @@
  * one transaction at a time (its lock), and the unique key (job_id,
  * scheduled_for) rejects a second execution for the same fire time.
  */
+import { uuidV7 } from '../../lib/uuid-v7.ts'
 import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { MisfirePolicy, OverlapPolicy } from '../../core/job.ts'
@@ -104,6 +105,14 @@ export interface TriggerClaimDueParams {
    * (default 0): their executions are created ahead of the fire time, due at it.
    */
   aheadMs?: number
+  /**
+   * The worker whose dispatcher this is: with the dispatch lock, the claim takes triggers only while no
+   * live worker (pgsched.workers, seen within 15 s and not stopped) has an older id, so that of several
+   * workers one dispatches and the others stand by. Null or absent: any dispatcher holding the lock.
+   */
+  workerId?: string | null
+  /** Claim whatever the oldest live worker is (a standby's pass for work the working dispatcher is late with). */
+  force?: boolean
 }
 
 export interface TriggerClaimDueResult {
@@ -114,7 +123,7 @@ export interface TriggerClaimDueResult {
    * clock: `at − now − sinceNowMs` is how long until `at` as the statement ended.
    */
   sinceNowMs: number
-  /** False: another dispatcher holds the dispatch lock, and nothing was claimed. */
+  /** False: another dispatcher holds the dispatch lock, or (workerId) an older live worker dispatches; nothing was claimed. */
   held: boolean
   /**
    * The earliest next_fire_at values of unpaused triggers this claim could not take (not due yet, nor
@@ -142,7 +151,14 @@ export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaim
     with pass as materialized (
       select p.now, p.now + ${params.aheadMs ?? 0}::int * interval '1 millisecond' as ahead, p.held
         from (select ${passNow(now)} as now,
-                     (not ${params.exclusive !== false}::bool or pg_try_advisory_xact_lock(${DISPATCH_LOCK_KEY.toString()}::bigint)) as held) p
+                     (not ${params.exclusive !== false}::bool
+                      or (pg_try_advisory_xact_lock(${DISPATCH_LOCK_KEY.toString()}::bigint)
+                          and (${params.force === true}::bool
+                               or ${params.workerId ?? null}::uuid is null
+                               or not exists (select 1 from pgsched.workers k
+                                               where k.id < ${params.workerId ?? null}::uuid
+                                                 and k.stopped_at is null
+                                                 and k.last_seen_at > now() - interval '15 seconds')))) as held) p
     ),
     claimed as (
       select ${claimedTriggerColumns}
@@ -355,12 +371,15 @@ export async function triggerFireAndAdvance(trx: Transaction<DB>, params: Trigge
   if (f.length === 0 && a.length === 0) return { fired: 0, advanced: [] }
   const { rows } = await sql<{ created: string; advanced: string | null }>`${sql.raw(PREPARE)}
     with created as (
-      insert into pgsched.due (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms, concurrency_key, tenant,
-                               start_deadline, created_at, fair_key)
-      select f.job_id, j.queue, j.type, j.priority, f.scheduled_for, f.scheduled_for, j.max_attempts, j.timeout_ms, j.concurrency_key, j.tenant,
-             f.scheduled_for + j.start_deadline_ms * interval '1 millisecond', coalesce(${params.passAt ?? null}::timestamptz, now()),
+      insert into pgsched.due (execution_id, job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms, concurrency_key,
+                               tenant, start_deadline, created_at, fair_key)
+      select f.execution_id, f.job_id, j.queue, j.type, j.priority, f.scheduled_for, f.scheduled_for, j.max_attempts, j.timeout_ms, j.concurrency_key,
+             j.tenant, f.scheduled_for + j.start_deadline_ms * interval '1 millisecond', coalesce(${params.passAt ?? null}::timestamptz, now()),
              ${fairKeyWaiting(sql`j.queue`)}
-        from unnest(${keyArray(f.map((x) => x.jobId))}::uuid[], ${timeArray(f.map((x) => x.scheduledFor))}::timestamptz[]) as f(job_id, scheduled_for)
+        -- the execution ids made here (uuidV7), as a submit's are: the column's default, pgsched.uuid_v7(), a
+        -- SQL function called per row, cost the server about 6 µs a row
+        from unnest(${keyArray(f.map(() => uuidV7()))}::uuid[], ${keyArray(f.map((x) => x.jobId))}::uuid[],
+                    ${timeArray(f.map((x) => x.scheduledFor))}::timestamptz[]) as f(execution_id, job_id, scheduled_for)
         join pgsched.jobs j on j.id = f.job_id
        where j.state = 'active'   -- a paused or cancelled job gets no new runs
          -- a fire time never produces two executions: not one that ran or runs (history, runs) ...
