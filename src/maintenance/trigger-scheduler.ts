@@ -1,7 +1,8 @@
 /**
  * The dispatcher: turns due fire times of recurring jobs into executions.
- * Runs in every worker process; one per database works at a time (the dispatch lock), the others
- * stand by and take over within intervalMs. Correctness does not rest on that lock: any number may
+ * Runs in every worker process; one per database works at a time (the dispatch lock; of several
+ * workers, the oldest live one's dispatcher), the others stand by and take over within intervalMs
+ * once fire times are late. Correctness does not rest on that lock: any number may
  * run at once (exclusive: false), each taking other triggers.
  *
  *   one pass = one transaction, bounded by batchSize:
@@ -302,7 +303,7 @@ export class TriggerScheduler {
   /**
    * A pass the loop makes because its interval has come, not for a fire time: first one look, with
    * no transaction, at whether there is anything to do (triggerLook), and the pass only if there is.
-   * Standing by, the pass itself looks only at the dispatch lock.
+   * Standing by, the look asks only for work the working dispatcher is late with.
    */
   private async lookThenPass(releaseQueued: boolean): Promise<DispatchOutcome> {
     const aheadMs = this.o.aheadMs ?? 0

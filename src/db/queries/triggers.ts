@@ -12,11 +12,11 @@
  * one transaction at a time (its lock), and the unique key (job_id,
  * scheduled_for) rejects a second execution for the same fire time.
  */
-import { uuidV7 } from '../../lib/uuid-v7.ts'
 import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { MisfirePolicy, OverlapPolicy } from '../../core/job.ts'
 import type { TriggerSchedule } from '../../core/fire-times.ts'
+import { uuidV7 } from '../../lib/uuid-v7.ts'
 import { PREPARE } from '../pool.ts'
 import { claimedTriggerColumns, fairKeyWaiting } from './fragments.ts'
 import { keyArray, timeArray } from './array-literal.ts'
