@@ -313,7 +313,15 @@ export class TriggerScheduler {
       // it is late; taking the lock merely because it is free between two of that dispatcher's passes
       // made a pass of each, the second doing part of the next one's work (twice the passes). Such a
       // pass is made whatever worker is the oldest (workerId): that one's dispatcher is not keeping up.
-      const look = await triggerLook(this.o.db, { now: this.o.clock?.now() ?? null, aheadMs: Math.floor(aheadMs / 4), queued: releaseQueued })
+      // A standby whose worker has become the oldest live one (the working one's stopped) passes as
+      // the working dispatcher would, ahead, and makes the planned passes from then on.
+      const look = await triggerLook(this.o.db, {
+        now: this.o.clock?.now() ?? null,
+        aheadMs: Math.floor(aheadMs / 4),
+        queued: releaseQueued,
+        workerId: this.o.workerId ?? null,
+      })
+      if (look.oldest) return this.runOnce(releaseQueued)
       return look.work ? this.runOnce(releaseQueued, true) : { triggers: 0, fired: 0, misfired: 0, dropped: 0, standby: true }
     }
     const look = await triggerLook(this.o.db, { now: this.o.clock?.now() ?? null, aheadMs, queued: releaseQueued })

@@ -685,6 +685,45 @@ describe('TriggerScheduler', () => {
     for (const ms of (await passesSince()).slice(1)) expect(ms).toBeGreaterThan(700)
   })
 
+  it("after the working dispatcher's worker stops cleanly, a standby's next look resumes planned passes, before any fire time is late", async () => {
+    const [older, newer] = [uuidV7(), uuidV7()].sort()
+    for (const id of [older, newer] as string[]) {
+      await t.db
+        .insertInto('pgsched.workers')
+        .values({ id, host: 'test', pid: 1, queues: ['default'], types: [], concurrency: 1 })
+        .execute()
+    }
+    const { job } = await client().submitJob({ type: 'tick', schedule: { every: 1000 } })
+    const working = scheduler({ workerId: older, aheadMs: 2000, intervalMs: 100 })
+    const standby = scheduler({ workerId: newer, aheadMs: 2000, intervalMs: 100 })
+    started.push(working, standby)
+    standby.start()
+    working.start()
+    await waitFor(async () => (await fireTimes(job.id)).length >= 3, { timeoutMs: 10_000, what: 'the working dispatcher to pass' })
+    // A clean stop: the dispatcher ends, then the worker is marked stopped (as a worker's shutdown does).
+    await working.stop()
+    await t.db
+      .updateTable('pgsched.workers')
+      .set({ stopped_at: new Date() })
+      .where('id', '=', older as string)
+      .execute()
+    const stoppedAt = Date.now()
+    const horizon = Math.max(...(await fireTimes(job.id)).map((x) => Date.parse(x)))
+    await waitFor(async () => (await fireTimes(job.id)).some((x) => Date.parse(x) > horizon), { timeoutMs: 10_000, what: 'the standby to pass' })
+    const first = await t.db
+      .selectFrom('pgsched.executions')
+      .select(['scheduled_for', 'created_at'])
+      .where('job_id', '=', job.id)
+      .where('scheduled_for', '>', new Date(horizon))
+      .orderBy('scheduled_for')
+      .executeTakeFirstOrThrow()
+    // Its first look after the stop found its worker the oldest live one, so it created that fire time
+    // at its planned pass (half of the 2 s ahead before it, within about a second of the stop), not once
+    // the fire time was late (a quarter of the ahead, 500 ms, before it).
+    expect(first.created_at.getTime() - stoppedAt).toBeLessThan(2000)
+    expect(first.scheduled_for.getTime() - first.created_at.getTime()).toBeGreaterThan(700)
+  })
+
   it('counts its sleep from the database clock at the claim, not from before a transaction that began late', async () => {
     // A pool whose `begin` reaches the database 300 ms after it is asked for (as on a loaded machine):
     // the pass's now() is that much later than when the loop started it.

@@ -137,6 +137,13 @@ export interface TriggerClaimDueResult {
 /** How many of the next fire times not due yet a claim reads (for the loop's sleep). */
 export const UPCOMING_LIMIT = 64
 
+/** No live worker (seen within 15 s, not stopped) has an older id than `workerId`; true without one. */
+const oldestLiveWorker = (workerId: string | null) => sql`(${workerId}::uuid is null
+       or not exists (select 1 from pgsched.workers k
+                       where k.id < ${workerId}::uuid
+                         and k.stopped_at is null
+                         and k.last_seen_at > now() - interval '15 seconds'))`
+
 /**
  * In one statement: takes the dispatch lock (when `exclusive`), locks up to `limit` due triggers
  * (not paused, next_fire_at ≤ now, or ≤ now + aheadMs under overlap policy allow; earliest first)
@@ -151,14 +158,11 @@ export async function triggerClaimDue(trx: Transaction<DB>, params: TriggerClaim
     with pass as materialized (
       select p.now, p.now + ${params.aheadMs ?? 0}::int * interval '1 millisecond' as ahead, p.held
         from (select ${passNow(now)} as now,
+                     -- the worker first: a dispatcher that is not to pass does not take the lock either (a
+                     -- planned pass of the working one would find it held and stand by)
                      (not ${params.exclusive !== false}::bool
-                      or (pg_try_advisory_xact_lock(${DISPATCH_LOCK_KEY.toString()}::bigint)
-                          and (${params.force === true}::bool
-                               or ${params.workerId ?? null}::uuid is null
-                               or not exists (select 1 from pgsched.workers k
-                                               where k.id < ${params.workerId ?? null}::uuid
-                                                 and k.stopped_at is null
-                                                 and k.last_seen_at > now() - interval '15 seconds')))) as held) p
+                      or ((${params.force === true}::bool or ${oldestLiveWorker(params.workerId ?? null)})
+                          and pg_try_advisory_xact_lock(${DISPATCH_LOCK_KEY.toString()}::bigint))) as held) p
     ),
     claimed as (
       select ${claimedTriggerColumns}
@@ -232,6 +236,8 @@ export interface TriggerLookResult {
   sinceNowMs: number
   /** Whether a pass would find work: a due trigger, or (when asked) a queue slot to release. */
   work: boolean
+  /** With `workerId`: no live worker has an older id (this worker's dispatcher is the one to pass). */
+  oldest: boolean
   /** As TriggerClaimDueResult's. */
   upcoming: Array<{ at: Date; allow: boolean }>
 }
@@ -243,8 +249,18 @@ export interface TriggerLookResult {
  * loop makes only because its interval has come (no fire time planned) costs one round trip when
  * there is nothing to do, not a transaction of three or four.
  */
-export async function triggerLook(db: Kysely<DB>, params: { now?: Date | null; aheadMs?: number; queued: boolean }): Promise<TriggerLookResult> {
-  const { rows } = await sql<{ now: Date; since_now_ms: number; work: boolean; upcoming: string | null; upcoming_allow: string | null }>`${sql.raw(PREPARE)}
+export async function triggerLook(
+  db: Kysely<DB>,
+  params: { now?: Date | null; aheadMs?: number; queued: boolean; workerId?: string | null },
+): Promise<TriggerLookResult> {
+  const { rows } = await sql<{
+    now: Date
+    since_now_ms: number
+    work: boolean
+    oldest: boolean
+    upcoming: string | null
+    upcoming_allow: string | null
+  }>`${sql.raw(PREPARE)}
     with pass as materialized (
       select p.now, p.now + ${params.aheadMs ?? 0}::int * interval '1 millisecond' as ahead
         from (select ${passNow(params.now ?? null)} as now) p
@@ -253,11 +269,12 @@ export async function triggerLook(db: Kysely<DB>, params: { now?: Date | null; a
     select pass.now, ${SINCE_NOW_MS} as since_now_ms,
            exists (select 1 from pgsched.triggers t where ${dueTrigger})
            or (${params.queued}::bool and exists (${queuedTriggers(sql`1`, sql`limit 1`)})) as work,
+           ${params.workerId ?? null}::uuid is not null and ${oldestLiveWorker(params.workerId ?? null)} as oldest,
            upcoming.upcoming, upcoming.upcoming_allow
       from pass cross join upcoming
   `.execute(db)
   const r = rows[0] as (typeof rows)[number]
-  return { now: r.now, sinceNowMs: r.since_now_ms, work: r.work, upcoming: upcomingOf(r) }
+  return { now: r.now, sinceNowMs: r.since_now_ms, work: r.work, oldest: r.oldest, upcoming: upcomingOf(r) }
 }
 
 export interface TriggerClaimQueuedParams {
