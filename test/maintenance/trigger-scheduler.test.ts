@@ -44,6 +44,37 @@ function scheduler(options: Partial<TriggerSchedulerOptions> = {}): TriggerSched
   return new TriggerScheduler({ db: t.db, log: t.log, intervalMs: 1000, batchSize: 500, misfireThresholdMs: 5000, ...options })
 }
 
+/**
+ * Another dispatcher mid-pass: a transaction on a connection of its own that holds the dispatch lock
+ * until `release` is called.
+ */
+async function holdDispatchLock(): Promise<{ release: () => void }> {
+  const other = createDb({ databaseUrl: t.url, poolSize: 1 })
+  pools.push(other)
+  let release: () => void = () => undefined
+  const released = new Promise<void>((resolve) => (release = resolve))
+  await new Promise<void>((resolve) => {
+    void other.db.transaction().execute(async (trx) => {
+      expect((await triggerClaimDue(trx, { limit: 0 })).held).toBe(true)
+      resolve()
+      await released
+    })
+  })
+  return { release }
+}
+
+/** Two live worker rows, seen now: ids in the order they were made (the older first). */
+async function twoLiveWorkers(): Promise<[string, string]> {
+  const [older, newer] = [uuidV7(), uuidV7()].sort() as [string, string]
+  for (const id of [older, newer]) {
+    await t.db
+      .insertInto('pgsched.workers')
+      .values({ id, host: 'test', pid: 1, queues: ['default'], types: [], concurrency: 1 })
+      .execute()
+  }
+  return [older, newer]
+}
+
 /** Submits as tenant acme with the client's clock (first cron fire time) pinned at `now`. */
 async function submit(input: SubmitJobInput, now: Date) {
   const client = createClient({ db: t.db, tenant: 'acme', clock: { now: () => now } })
@@ -174,19 +205,7 @@ describe('TriggerScheduler', () => {
   it('stands by while another dispatcher holds the dispatch lock, and takes over once it is released', async () => {
     const clock = manualClock(T0)
     const job = await submit({ type: 'r', schedule: { cron: '*/10 * * * * *' } }, plus(T0, -1))
-    const other = createDb({ databaseUrl: t.url, poolSize: 1 })
-    pools.push(other)
-    let release: () => void = () => undefined
-    const released = new Promise<void>((resolve) => (release = resolve))
-    const locked = new Promise<void>((resolve) => {
-      // Another dispatcher mid-pass: a transaction holding the dispatch lock.
-      void other.db.transaction().execute(async (trx) => {
-        expect((await triggerClaimDue(trx, { limit: 0 })).held).toBe(true)
-        resolve()
-        await released
-      })
-    })
-    await locked
+    const { release } = await holdDispatchLock()
     // A standby claim reads and locks no trigger: another session can still lock the row.
     await t.db.transaction().execute(async (trx) => {
       expect(await triggerClaimDue(trx, { limit: 10, now: T0 })).toMatchObject({ held: false, triggers: [] })
@@ -584,18 +603,7 @@ describe('TriggerScheduler', () => {
     const standby = scheduler({ db: counted, aheadMs: 2000, intervalMs: 100 })
     started.push(standby)
     // Its first pass meets the dispatch lock held (another dispatcher mid-pass): it stands by from then on.
-    const other = createDb({ databaseUrl: t.url, poolSize: 1 })
-    pools.push(other)
-    let release: () => void = () => undefined
-    const released = new Promise<void>((resolve) => (release = resolve))
-    const locked = new Promise<void>((resolve) => {
-      void other.db.transaction().execute(async (trx) => {
-        expect((await triggerClaimDue(trx, { limit: 0 })).held).toBe(true)
-        resolve()
-        await released
-      })
-    })
-    await locked
+    const { release } = await holdDispatchLock()
     const sentBefore = standbyPasses.length
     standby.start()
     await sleep(300)
@@ -622,13 +630,7 @@ describe('TriggerScheduler', () => {
 
   it("of several workers' dispatchers, the oldest live worker's passes and the others stand by; a standby passes once it is late", async () => {
     // Two worker rows, seen now: the older id's dispatcher works, the other's stands by from its first pass.
-    const [older, newer] = [uuidV7(), uuidV7()].sort()
-    for (const id of [older, newer] as string[]) {
-      await t.db
-        .insertInto('pgsched.workers')
-        .values({ id, host: 'test', pid: 1, queues: ['default'], types: [], concurrency: 1 })
-        .execute()
-    }
+    const [older, newer] = await twoLiveWorkers()
     const { job } = await client().submitJob({ type: 'tick', schedule: { every: 1000 } })
     const passes = { older: 0, newer: 0 }
     const counting = (who: keyof typeof passes) =>
@@ -661,11 +663,7 @@ describe('TriggerScheduler', () => {
     // Once the older worker has stopped, the newer one is the oldest live worker: after at most one more
     // pass for late work, its passes are planned ones, made aheadMs / 2 before the earliest fire time,
     // not a quarter.
-    await t.db
-      .updateTable('pgsched.workers')
-      .set({ stopped_at: new Date() })
-      .where('id', '=', older as string)
-      .execute()
+    await t.db.updateTable('pgsched.workers').set({ stopped_at: new Date() }).where('id', '=', older).execute()
     const since = new Date()
     const passesSince = async () => {
       const rows = await t.db
@@ -686,13 +684,7 @@ describe('TriggerScheduler', () => {
   })
 
   it("after the working dispatcher's worker stops cleanly, a standby's next look resumes planned passes, before any fire time is late", async () => {
-    const [older, newer] = [uuidV7(), uuidV7()].sort()
-    for (const id of [older, newer] as string[]) {
-      await t.db
-        .insertInto('pgsched.workers')
-        .values({ id, host: 'test', pid: 1, queues: ['default'], types: [], concurrency: 1 })
-        .execute()
-    }
+    const [older, newer] = await twoLiveWorkers()
     const { job } = await client().submitJob({ type: 'tick', schedule: { every: 1000 } })
     const working = scheduler({ workerId: older, aheadMs: 2000, intervalMs: 100 })
     const standby = scheduler({ workerId: newer, aheadMs: 2000, intervalMs: 100 })
@@ -702,11 +694,7 @@ describe('TriggerScheduler', () => {
     await waitFor(async () => (await fireTimes(job.id)).length >= 3, { timeoutMs: 10_000, what: 'the working dispatcher to pass' })
     // A clean stop: the dispatcher ends, then the worker is marked stopped (as a worker's shutdown does).
     await working.stop()
-    await t.db
-      .updateTable('pgsched.workers')
-      .set({ stopped_at: new Date() })
-      .where('id', '=', older as string)
-      .execute()
+    await t.db.updateTable('pgsched.workers').set({ stopped_at: new Date() }).where('id', '=', older).execute()
     const stoppedAt = Date.now()
     const horizon = Math.max(...(await fireTimes(job.id)).map((x) => Date.parse(x)))
     await waitFor(async () => (await fireTimes(job.id)).some((x) => Date.parse(x) > horizon), { timeoutMs: 10_000, what: 'the standby to pass' })
