@@ -19,6 +19,7 @@
  */
 import { cronFireTimes, cronLatestFireTimes } from './cron.ts'
 import type { MisfirePolicy, OverlapPolicy } from './job.ts'
+import { INSTANT_RANGE } from './formats.ts'
 
 export interface TriggerSchedule {
   kind: 'once' | 'cron' | 'interval'
@@ -77,8 +78,9 @@ function* forward(s: TriggerSchedule, anchor: Date, after: Date): Generator<Date
   if (anchor > after) yield anchor // once: the single fire time
 }
 
+/** `f` when the schedule has it: not after its end, nor after the last instant pgsched takes (INSTANT_RANGE). */
 function withinEnd(s: TriggerSchedule, f: Date | null): Date | null {
-  return f && (!s.endAt || f <= s.endAt) ? f : null
+  return f && (!s.endAt || f <= s.endAt) && f.getTime() <= INSTANT_RANGE.max ? f : null
 }
 
 /**

@@ -25,15 +25,39 @@ export const TIME_ZONE_PATTERN = '^[A-Za-z][A-Za-z0-9_+/-]{0,63}$'
 export { DURATION_PATTERN }
 
 /**
- * The instant `value` names, or undefined when it is not an ISO-8601 instant with a time zone, or
+ * The instants pgsched takes: years 0001 to 9999 in UTC. Outside them, PostgreSQL writes a
+ * timestamp as text (a year before 1 with BC, one after 9999 with five digits) that no ISO-8601
+ * reader takes back, so a job holding one could not be shown.
+ */
+export const INSTANT_RANGE = { min: Date.parse('0001-01-01T00:00:00Z'), max: Date.parse('9999-12-31T23:59:59.999Z') } as const
+/** The range of instants, in words. */
+export const INSTANT_RANGE_RULE = 'within the years 0001 to 9999 (UTC)'
+
+/** Whether `date` is a valid instant within INSTANT_RANGE. */
+export function instantInRange(date: Date): boolean {
+  const ms = date.getTime()
+  return ms >= INSTANT_RANGE.min && ms <= INSTANT_RANGE.max
+}
+
+/**
+ * The instant `value` names, or undefined when it is not an ISO-8601 instant with a time zone,
  * names a day or time that does not exist (2031-02-29, 2030-04-31, 24:00, 12:60), which Date.parse
- * would move to another day.
+ * would move to another day, or lies outside INSTANT_RANGE (0000-01-01, or 9999-12-31T23:00-12:00).
  */
 export function parseInstant(value: string): Date | undefined {
   const m = ISO_INSTANT.exec(value)
   if (!m || !fieldsExist(m)) return undefined
-  const ms = Date.parse(value)
-  return Number.isNaN(ms) ? undefined : new Date(ms)
+  const date = new Date(Date.parse(value))
+  return instantInRange(date) ? date : undefined
+}
+
+/** Why `value` is not an instant parseInstant takes, for a field named `label` (undefined: it is one). */
+export function instantProblem(value: string, label: string): string | undefined {
+  if (parseInstant(value)) return undefined
+  const m = ISO_INSTANT.exec(value)
+  if (!m) return `${label} must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z`
+  if (!fieldsExist(m)) return `${label} ${JSON.stringify(value)} names a day or time that does not exist`
+  return `${label} ${JSON.stringify(value)} must be ${INSTANT_RANGE_RULE}`
 }
 
 const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31] as const
@@ -67,12 +91,7 @@ export type FormatName = 'date-time' | 'cron' | 'time-zone' | 'pgsched-duration'
 
 /** Each format's check: the refusal for a field named `label`, or undefined when `value` is valid. */
 export const FORMAT_PROBLEMS: Record<FormatName, (value: string, label: string) => string | undefined> = {
-  'date-time': (value, label) =>
-    parseInstant(value)
-      ? undefined
-      : ISO_INSTANT.test(value)
-        ? `${label} ${JSON.stringify(value)} names a day or time that does not exist`
-        : `${label} must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z`,
+  'date-time': (value, label) => instantProblem(value, label),
   cron: (value) => cronProblem(value),
   'time-zone': (value, label) =>
     isValidTimeZone(value) ? undefined : `${label} ${JSON.stringify(value)} is not a known IANA time zone (such as Europe/Berlin)`,

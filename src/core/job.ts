@@ -12,7 +12,16 @@
 import { createHash } from 'node:crypto'
 import { ValidationError, type ErrorDetail } from '../errors.ts'
 import { cronNextFireAt } from './cron.ts'
-import { FORMAT_PROBLEMS, INTERVAL_RULE, parseInstant, parseIntervalMs, submitTypeProblem } from './formats.ts'
+import {
+  FORMAT_PROBLEMS,
+  INSTANT_RANGE_RULE,
+  INTERVAL_RULE,
+  instantInRange,
+  instantProblem,
+  parseInstant,
+  parseIntervalMs,
+  submitTypeProblem,
+} from './formats.ts'
 import { jsonValueProblem } from './json-value.ts'
 import type { ExecutionError } from './execution-error.ts'
 import type { JobStatus, LastRun } from './job-status.ts'
@@ -245,10 +254,14 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { int
   }
   const instant = (path: string, value: unknown): Date | null => {
     if (value === undefined || value === null) return null
-    if (value instanceof Date && !Number.isNaN(value.getTime())) return value
+    if (value instanceof Date && !Number.isNaN(value.getTime())) {
+      if (instantInRange(value)) return value
+      bad(path, `${path} ${JSON.stringify(value.toISOString())} must be ${INSTANT_RANGE_RULE}`)
+      return null
+    }
     const parsed = typeof value === 'string' ? parseInstant(value) : undefined
     if (parsed) return parsed
-    bad(path, FORMAT_PROBLEMS['date-time']('', path) as string)
+    bad(path, instantProblem(typeof value === 'string' ? value : '', path) as string)
     return null
   }
 
@@ -335,8 +348,9 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { int
           const from = startAt && startAt > now ? new Date(startAt.getTime() - 1) : now
           firstFireAt = cronNextFireAt(cron, timezone, from)
           if (!firstFireAt) bad('schedule.cron', `cron expression "${cron}" never fires`)
-          // a window that ends before the first fire time: nothing to come (the job is COMPLETED)
-          else if (endAt && firstFireAt > endAt) firstFireAt = null
+          // a window that ends before the first fire time, or a first fire time after the last
+          // instant pgsched takes (INSTANT_RANGE): nothing to come (the job is COMPLETED)
+          else if ((endAt && firstFireAt > endAt) || !instantInRange(firstFireAt)) firstFireAt = null
         }
       } else {
         kind = 'interval'

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { sql } from 'kysely'
+import { createClient } from '../../src/client.ts'
 import { useTestDb } from '../db.ts'
 import { useTestApi } from './helpers.ts'
 
@@ -130,6 +131,20 @@ const cases: Case[] = [
   },
   { name: 'instant without T', body: { type: 'x', schedule: { at: '2030-01-01 09:00' } }, status: 400, message: AT_FORMAT, path: 'schedule.at' },
   { name: 'instant without a time zone', body: { type: 'x', schedule: { at: '2030-01-01T09:00:00' } }, status: 400, message: AT_FORMAT, path: 'schedule.at' },
+  {
+    name: 'instant before the year 0001',
+    body: { type: 'x', schedule: { at: '0000-01-01T00:00:00Z' } },
+    status: 400,
+    message: 'schedule.at "0000-01-01T00:00:00Z" must be within the years 0001 to 9999 (UTC)',
+    path: 'schedule.at',
+  },
+  {
+    name: 'instant after the year 9999 in UTC',
+    body: { type: 'x', schedule: { every: '1h' }, endAt: '9999-12-31T23:00:00-12:00' },
+    status: 400,
+    message: 'endAt "9999-12-31T23:00:00-12:00" must be within the years 0001 to 9999 (UTC)',
+    path: 'endAt',
+  },
   {
     name: 'instant as a number',
     body: { type: 'x', schedule: { at: 1893488400000 } },
@@ -365,5 +380,26 @@ describe('bad input', () => {
     }
     expect(failures).toEqual([])
     expect(await snapshot()).toEqual(before)
+  })
+})
+
+describe('instants at the ends of the years 0001 to 9999', () => {
+  it('keeps a schedule whose next fire time would fall after 9999 viewable and listable: it has nothing to come', async () => {
+    const key = await api.keyFor('far')
+    // a yearly cron from June 9999: its first fire time, 10000-01-01, is past the last instant pgsched takes
+    const res = await api.call(key, 'POST', '/v1/jobs', { type: 'x', schedule: { cron: '0 0 1 1 *' }, startAt: '9999-06-01T00:00:00Z' })
+    expect(res.statusCode).toBe(202)
+    const id = res.json().id as string
+    const view = await api.call(key, 'GET', `/v1/jobs/${id}`)
+    expect(view.statusCode).toBe(200)
+    expect(view.json()).toMatchObject({ status: 'COMPLETED', nextRunAt: null, schedule: { startAt: '9999-06-01T00:00:00.000Z' } })
+    expect((await api.call(key, 'GET', '/v1/jobs')).statusCode).toBe(200)
+  })
+
+  it('refuses a Date outside them from TypeScript, naming the field', async () => {
+    const client = createClient({ db: t.db, tenant: 'far' })
+    await expect(client.submitJob({ type: 'x', schedule: { at: new Date(Date.UTC(10000, 0, 1)) } })).rejects.toMatchObject({
+      details: [{ path: 'schedule.at', message: 'schedule.at "+010000-01-01T00:00:00.000Z" must be within the years 0001 to 9999 (UTC)' }],
+    })
   })
 })

@@ -30,6 +30,16 @@ describe('parseInstant', () => {
     }
   })
 
+  it('takes the years 0001 to 9999 in UTC only, which PostgreSQL writes back as ISO-8601 text', () => {
+    expect(parseInstant('0001-01-01T00:00:00Z')?.toISOString()).toBe('0001-01-01T00:00:00.000Z')
+    expect(parseInstant('9999-12-31T23:59:59.999Z')?.toISOString()).toBe('9999-12-31T23:59:59.999Z')
+    expect(parseInstant('0001-01-01T00:30:00+01:00')).toBeUndefined()
+    expect(parseInstant('9999-12-31T23:00:00-12:00')).toBeUndefined()
+    for (const value of ['0000-01-01T00:00:00Z', '9999-12-31T23:00:00-12:00']) {
+      expect(FORMAT_PROBLEMS['date-time'](value, 'schedule.at')).toBe(`schedule.at ${JSON.stringify(value)} must be within the years 0001 to 9999 (UTC)`)
+    }
+  })
+
   it('refuses other shapes with the format it expects', () => {
     expect(parseInstant('2030-01-01 12:00:00Z')).toBeUndefined()
     expect(parseInstant('2030-01-01T12:00:00')).toBeUndefined()

@@ -80,6 +80,12 @@ describe('pgsched.submit_job', () => {
     [`'x', every => interval '1 month'`, 'every must be given in days, hours, minutes and seconds (no years or months)'],
     [`'x', every => interval '1 year'`, 'every must be given in days, hours, minutes and seconds (no years or months)'],
     [`'x', every => interval '1 hour', start_at => now() + interval '1 day', end_at => now()`, 'end_at must be after start_at'],
+    // instants PostgreSQL writes as text no ISO-8601 reader takes back (BC, five-digit years)
+    [`'x', run_at => '0001-12-31 23:59:59+00 BC'`, 'run_at must be within the years 0001 to 9999 (UTC)'],
+    [`'x', run_at => '10000-01-01 00:00:00+00'`, 'run_at must be within the years 0001 to 9999 (UTC)'],
+    [`'x', run_at => 'infinity'`, 'run_at must be within the years 0001 to 9999 (UTC)'],
+    [`'x', every => interval '1 hour', start_at => '9999-12-31 23:00:00-12'`, 'start_at must be within the years 0001 to 9999 (UTC)'],
+    [`'x', every => interval '1 hour', end_at => 'infinity'`, 'end_at must be within the years 0001 to 9999 (UTC)'],
   ])('rejects %s with a message naming the problem', async (args, message) => {
     await expect(submit(args)).rejects.toThrow(message)
     expect(await t.db.selectFrom('pgsched.jobs').selectAll().execute()).toEqual([])
