@@ -182,7 +182,17 @@ export const jobOperationRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (a
         yield first.value
         yield* jobs
       }
-      const body = format === 'csv' ? csv(all()) : jsonArray(all())
+      // after the headers (200), a failure can only break the transfer off (the stream's error
+      // destroys the socket: no client takes a cut-short file for a whole one); it is logged here
+      async function* logged(chunks: AsyncGenerator<string>): AsyncGenerator<string> {
+        try {
+          yield* chunks
+        } catch (err: unknown) {
+          request.log.error({ err }, 'the export failed after its download began: the download is broken off')
+          throw err
+        }
+      }
+      const body = logged(format === 'csv' ? csv(all()) : jsonArray(all()))
       return reply
         .type(format === 'csv' ? 'text/csv; charset=utf-8' : 'application/json; charset=utf-8')
         .header('content-disposition', `attachment; filename="jobs.${format}"`)
