@@ -17,7 +17,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { BusyError, QuotaExceededError, SchedulerError, UnreplicatedError, type ErrorCode, type ErrorDetail } from '../errors.ts'
 import type { ErrorObject } from 'ajv'
 import type { ErrorBody } from './schemas/error.ts'
-import { isDatabaseUnreachable, READ_ONLY_CODE } from '../db/outage.ts'
+import { isDatabaseUnreachable, isSchemaMissing, READ_ONLY_CODE, SCHEMA_MISSING_MESSAGE } from '../db/outage.ts'
 import type { RouteMethods } from './http-conventions.ts'
 import type { OutageLog } from './outage.ts'
 import { validationDetails } from './validation.ts'
@@ -109,6 +109,8 @@ export function errorReply(err: unknown, request: FastifyRequest, bodyLimitBytes
     return { body: errorBody(503, 'the database is not reachable; retry later'), unexpected: false, outage: true }
   }
   if (codeOf(err) === READ_ONLY_CODE) return { body: errorBody(503, READ_ONLY_MESSAGE), unexpected: false, outage: true }
+  // an unmigrated (or older) database: what to do about it, once in the log as an outage is
+  if (isSchemaMissing(err)) return { body: errorBody(503, SCHEMA_MISSING_MESSAGE), unexpected: false, outage: true }
   if (isDatabaseDataError(err)) {
     const status = codeOf(err) === '23505' ? 409 : 400
     return { body: errorBody(status, `the database rejected a value: ${err.message}`), unexpected: false }

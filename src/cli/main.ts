@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Command, CommanderError, Help } from 'commander'
 import { ConfigError } from '../errors.ts'
+import { isSchemaMissing, SCHEMA_MISSING_MESSAGE } from '../db/outage.ts'
 import { packageRoot } from '../lib/package-root.ts'
 
 type Register = (program: Command) => void
@@ -121,7 +122,8 @@ export async function main(argv: string[]): Promise<void> {
       process.exitCode = 2
       return
     }
-    process.stderr.write(`scheduler: ${err instanceof Error ? err.message : String(err)}\n`)
+    const message = err instanceof Error ? err.message : String(err)
+    process.stderr.write(`scheduler: ${message}${isSchemaMissing(err) ? ` (${SCHEMA_MISSING_MESSAGE})` : ''}\n`)
     process.exitCode = 1
   }
 }

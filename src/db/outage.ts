@@ -38,6 +38,20 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   return isDatabaseUnreachable(err) || codeOf(err) === READ_ONLY_CODE
 }
 
+/** SQLSTATEs of a statement naming a table, column, function or schema the database lacks. */
+const SCHEMA_MISSING_CODES = new Set(['42P01', '42703', '42883', '3F000'])
+
+/** What is said of an error isSchemaMissing finds. */
+export const SCHEMA_MISSING_MESSAGE = 'the database\'s pgsched schema is missing or older than this version: run "scheduler migrate"'
+
+/**
+ * A statement of pgsched's met a database without its schema, or with an older one (a table,
+ * column, function or the schema itself missing): `scheduler migrate` has not been run there.
+ */
+export function isSchemaMissing(err: unknown): boolean {
+  return err instanceof Error && SCHEMA_MISSING_CODES.has(codeOf(err) ?? '')
+}
+
 export interface QuietLogger {
   log: Logger
   /** A connection to the database succeeded: ends the outage, if any. */

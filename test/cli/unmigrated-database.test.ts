@@ -1,0 +1,62 @@
+/**
+ * A database `scheduler migrate` was never run on: the worker ends (exit 1) rather than staying up
+ * doing nothing, and the CLI and the API say to run migrate rather than answer with a missing
+ * relation or a 500.
+ */
+import { type ChildProcessByStdio, execFile, spawn } from 'node:child_process'
+import { once } from 'node:events'
+import type { Readable } from 'node:stream'
+import { promisify } from 'node:util'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { buildApp } from '../../src/api/app.ts'
+import { createDb } from '../../src/db/pool.ts'
+import { createLogger } from '../../src/logger.ts'
+import { adminQuery, urlFor } from '../db.ts'
+
+const run = promisify(execFile)
+const name = `unmigrated_${process.pid}`
+const url = urlFor(name)
+const HINT = 'the database\'s pgsched schema is missing or older than this version: run "scheduler migrate"'
+
+beforeAll(async () => {
+  await adminQuery(`create database ${name}`)
+})
+afterAll(async () => {
+  await adminQuery(`drop database if exists ${name} with (force)`)
+})
+
+describe('a database without the pgsched schema', () => {
+  it('ends scheduler worker with exit code 1 and the hint, rather than leaving it up doing nothing', { timeout: 30_000 }, async () => {
+    const child: ChildProcessByStdio<null, Readable, Readable> = spawn('node', ['bin/scheduler-worker', '--metrics-port', 'off'], {
+      env: { ...process.env, DATABASE_URL: url, LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stderr = ''
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString('utf8')
+    })
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000)
+    const [code, signal] = await once(child, 'exit')
+    clearTimeout(timer)
+    expect({ code, signal }).toEqual({ code: 1, signal: null })
+    expect(stderr).toContain(`scheduler: relation "pgsched.workers" does not exist (${HINT})`)
+  })
+
+  it('makes the CLI name the remedy', async () => {
+    const failed = await run('node', ['bin/scheduler', 'jobs', 'list'], { env: { ...process.env, DATABASE_URL: url } }).catch((err: unknown) => err)
+    expect(failed).toMatchObject({ code: 1, stderr: `scheduler: relation "pgsched.jobs" does not exist (${HINT})\n` })
+  })
+
+  it('makes the API answer 503 with the remedy, not 500', async () => {
+    const database = createDb({ databaseUrl: url, poolSize: 2 })
+    const app = buildApp({ db: database.db, log: createLogger({ level: 'silent' }) })
+    try {
+      const res = await app.inject({ method: 'GET', url: '/v1/jobs', headers: { authorization: `Bearer psk_${'a'.repeat(43)}` } })
+      expect(res.statusCode).toBe(503)
+      expect(res.json().message).toBe(HINT)
+    } finally {
+      await app.close()
+      await database.db.destroy()
+    }
+  })
+})
