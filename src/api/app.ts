@@ -146,7 +146,7 @@ export function buildApp(deps: AppDeps) {
   app.setValidatorCompiler(createValidatorCompiler(SHARED_SCHEMAS))
   // JSON only: text/plain would otherwise reach the schemas as a string instead of a 415.
   app.removeAllContentTypeParsers()
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody)
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody)
   const outages = new OutageLog(deps.log.child({ component: 'api' }))
   // submits refused for want of a synchronous standby (SCHEDULER_REQUIRE_SYNC_STANDBY): until one is accepted
   const refusals = new OutageLog(deps.log.child({ component: 'api' }), {

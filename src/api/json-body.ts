@@ -7,7 +7,10 @@
  * body object holds the payload), no NUL character or lone surrogate in any
  * string or key (the database could not store them), and, like Fastify's, no
  * `__proto__` key or `constructor.prototype`, which could poison objects built
- * from the body. Each refusal is a 400 whose details name the field.
+ * from the body, no number beyond what a double holds (1e400) and no integer
+ * beyond ±(2^53 − 1), whose digits JSON.parse may have changed; and the bytes
+ * must be UTF-8 (not replaced by U+FFFD). Each refusal is a 400 whose details
+ * name the field.
  */
 import type { FastifyRequest } from 'fastify'
 import { jsonValueProblem } from '../core/json-value.ts'
@@ -19,7 +22,7 @@ export const MAX_BODY_DEPTH = MAX_PAYLOAD_DEPTH + 1
 
 /** Why `body` is refused, or undefined. */
 function bodyProblem(body: unknown): ValidationError | undefined {
-  const found = jsonValueProblem(body, { root: '', maxDepth: MAX_BODY_DEPTH, refusePoisonKeys: true })
+  const found = jsonValueProblem(body, { root: '', maxDepth: MAX_BODY_DEPTH, refusePoisonKeys: true, exactIntegers: true })
   if (!found) return undefined
   const field = found.path.split('.')[0] ?? ''
   if (found.kind === 'depth') {
@@ -30,9 +33,18 @@ function bodyProblem(body: unknown): ValidationError | undefined {
   return new ValidationError(message, [{ path: found.path, message }])
 }
 
-/** Fastify content-type parser (`parseAs: 'string'`). */
+/** Decodes UTF-8 strictly: a byte sequence that is not UTF-8 throws, rather than becoming U+FFFD. */
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false })
+
+/** Fastify content-type parser (`parseAs: 'buffer'`). */
 export function parseJsonBody(_request: FastifyRequest, body: string | Buffer, done: (err: Error | null, body?: unknown) => void): void {
-  const text = typeof body === 'string' ? body : body.toString('utf8')
+  let text: string
+  try {
+    text = typeof body === 'string' ? body : utf8.decode(body)
+  } catch {
+    done(new ValidationError('request body is not valid UTF-8'))
+    return
+  }
   if (text.trim() === '') {
     done(null, undefined)
     return

@@ -3,8 +3,12 @@
  * database stores it: nesting depth (MAX_PAYLOAD_DEPTH), and text the database
  * cannot hold (NUL, lone surrogates) in every string and key. Iterative, so a
  * value nested 100,000 levels deep is refused rather than overflowing the
- * stack. Used by normalizeSubmit (the payload) and the API's body parser (the
- * whole request body).
+ * stack. Numbers must be finite (JSON.stringify would write NaN or Infinity as
+ * null); read from JSON text (`exactIntegers`), integers must lie within
+ * ±(2^53 − 1), beyond which JSON.parse may already have changed their digits
+ * (9007199254740993 reads as …992), as RFC 7493 (I-JSON) advises. Used by
+ * normalizeSubmit (the payload) and the API's body parser (the whole request
+ * body).
  */
 import { textProblem } from './names.ts'
 
@@ -13,8 +17,11 @@ export interface JsonValueProblem {
   path: string
   /** Worded to follow the path: `must not contain NUL characters (\u0000)`. */
   problem: string
-  /** depth: nested too deep; text: a string or key the database cannot store; poison: a `__proto__` key or `constructor.prototype`. */
-  kind: 'depth' | 'text' | 'poison'
+  /**
+   * depth: nested too deep; text: a string or key the database cannot store; poison: a `__proto__`
+   * key or `constructor.prototype`; number: a number that would not be kept as given.
+   */
+  kind: 'depth' | 'text' | 'poison' | 'number'
 }
 
 export interface JsonValueCheck {
@@ -24,7 +31,13 @@ export interface JsonValueCheck {
   maxDepth: number
   /** Refuse the keys `__proto__` and `constructor.prototype` (bodies of HTTP requests). */
   refusePoisonKeys?: boolean
+  /** Refuse integers beyond ±Number.MAX_SAFE_INTEGER (values read from JSON text, whose digits JSON.parse may have changed). */
+  exactIntegers?: boolean
 }
+
+/** Why a number is refused (see the module comment). */
+const NOT_FINITE = 'must be a finite number within ±1.7976931348623157e308 (not NaN or Infinity)'
+const INEXACT_INTEGER = `must be an integer within ±${Number.MAX_SAFE_INTEGER} to be kept exactly (JSON numbers are read as IEEE-754 doubles): send larger ones as strings`
 
 const join = (path: string, key: string) => (path ? `${path}.${key}` : key)
 
@@ -36,6 +49,11 @@ export function jsonValueProblem(value: unknown, check: JsonValueCheck): JsonVal
     if (typeof v === 'string') {
       const problem = textProblem(v)
       if (problem) return { path, problem, kind: 'text' }
+      continue
+    }
+    if (typeof v === 'number') {
+      if (!Number.isFinite(v)) return { path, problem: NOT_FINITE, kind: 'number' }
+      if (check.exactIntegers && Math.abs(v) > Number.MAX_SAFE_INTEGER) return { path, problem: INEXACT_INTEGER, kind: 'number' }
       continue
     }
     if (typeof v !== 'object' || v === null) continue

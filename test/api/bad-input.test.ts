@@ -132,6 +132,23 @@ const cases: Case[] = [
   { name: 'instant without T', body: { type: 'x', schedule: { at: '2030-01-01 09:00' } }, status: 400, message: AT_FORMAT, path: 'schedule.at' },
   { name: 'instant without a time zone', body: { type: 'x', schedule: { at: '2030-01-01T09:00:00' } }, status: 400, message: AT_FORMAT, path: 'schedule.at' },
   {
+    name: 'a number beyond what a double holds',
+    body: '{"type":"x","payload":{"huge":1e400}}',
+    headers: { 'content-type': 'application/json' },
+    status: 400,
+    message: 'payload.huge must be a finite number within ±1.7976931348623157e308 (not NaN or Infinity)',
+    path: 'payload.huge',
+  },
+  {
+    name: 'an integer whose digits JSON.parse changes',
+    body: '{"type":"x","payload":{"id":[1,9007199254740993]}}',
+    headers: { 'content-type': 'application/json' },
+    status: 400,
+    message:
+      'payload.id.1 must be an integer within ±9007199254740991 to be kept exactly (JSON numbers are read as IEEE-754 doubles): send larger ones as strings',
+    path: 'payload.id.1',
+  },
+  {
     name: 'instant before the year 0001',
     body: { type: 'x', schedule: { at: '0000-01-01T00:00:00Z' } },
     status: 400,
@@ -400,6 +417,27 @@ describe('instants at the ends of the years 0001 to 9999', () => {
     const client = createClient({ db: t.db, tenant: 'far' })
     await expect(client.submitJob({ type: 'x', schedule: { at: new Date(Date.UTC(10000, 0, 1)) } })).rejects.toMatchObject({
       details: [{ path: 'schedule.at', message: 'schedule.at "+010000-01-01T00:00:00.000Z" must be within the years 0001 to 9999 (UTC)' }],
+    })
+  })
+})
+
+describe('request bodies that are not UTF-8', () => {
+  it('refuses them rather than storing U+FFFD in place of their bytes', async () => {
+    const key = await api.keyFor('bytes')
+    const body = Buffer.concat([Buffer.from('{"type":"x","payload":{"name":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}}')])
+    const res = await api.call(key, 'POST', '/v1/jobs', body, JSON_TYPE)
+    expect(res.statusCode).toBe(400)
+    expect(res.json().message).toBe('request body is not valid UTF-8')
+    // the same text as UTF-8 is taken, and kept as sent
+    const ok = await api.call(key, 'POST', '/v1/jobs', Buffer.from('{"type":"x","payload":{"name":"ÿþ","n":9007199254740991}}'), JSON_TYPE)
+    expect(ok.statusCode).toBe(202)
+    expect((await api.call(key, 'GET', `/v1/jobs/${ok.json().id}`)).json().payload).toEqual({ name: 'ÿþ', n: 9007199254740991 })
+  })
+
+  it('refuses NaN and Infinity in a TypeScript payload, which JSON would turn into null', async () => {
+    const client = createClient({ db: t.db, tenant: 'bytes' })
+    await expect(client.submitJob({ type: 'x', payload: { ratio: Number.NaN } })).rejects.toMatchObject({
+      details: [{ path: 'payload.ratio', message: 'payload.ratio must be a finite number within ±1.7976931348623157e308 (not NaN or Infinity)' }],
     })
   })
 })
