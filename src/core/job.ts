@@ -234,6 +234,27 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
+/** The fields of SubmitJobInput: any other is refused. */
+const SUBMIT_FIELDS: Record<keyof SubmitJobInput, true> = {
+  type: true,
+  payload: true,
+  queue: true,
+  priority: true,
+  schedule: true,
+  maxAttempts: true,
+  timeoutMs: true,
+  backoffBaseMs: true,
+  backoffMaxMs: true,
+  idempotencyKey: true,
+  concurrencyKey: true,
+  startDeadlineMs: true,
+  startAt: true,
+  endAt: true,
+  misfirePolicy: true,
+  misfireMaxRuns: true,
+  overlapPolicy: true,
+}
+
 /**
  * Validates a submit request and applies defaults.
  * @param now fire-time computations start here (the caller's clock).
@@ -266,6 +287,8 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { int
   }
 
   if (!isRecord(input)) throw new ValidationError('job must be an object', [{ path: '', message: 'job must be an object' }])
+  // a misspelt field (maxAttemps) would otherwise be dropped and its default used, as REST refuses it
+  for (const key of Object.keys(input)) if (!Object.hasOwn(SUBMIT_FIELDS, key) && input[key] !== undefined) bad(key, `unknown field "${key}"`)
   if (!isTypeName(input.type)) bad('type', `type must be ${TYPE_RULE}`)
   else if (options.internal !== true) {
     const problem = submitTypeProblem(input.type, 'type')

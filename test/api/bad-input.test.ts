@@ -434,6 +434,14 @@ describe('request bodies that are not UTF-8', () => {
     expect((await api.call(key, 'GET', `/v1/jobs/${ok.json().id}`)).json().payload).toEqual({ name: 'ÿþ', n: 9007199254740991 })
   })
 
+  it('refuses a misspelt field from TypeScript, as REST does, rather than dropping it for its default', async () => {
+    const client = createClient({ db: t.db, tenant: 'bytes' })
+    const input = { type: 'x', maxAttemps: 3, queue: undefined }
+    await expect(client.submitJob(input as unknown as Parameters<typeof client.submitJob>[0])).rejects.toMatchObject({
+      details: [{ path: 'maxAttemps', message: 'unknown field "maxAttemps"' }],
+    })
+  })
+
   it('refuses NaN and Infinity in a TypeScript payload, which JSON would turn into null', async () => {
     const client = createClient({ db: t.db, tenant: 'bytes' })
     await expect(client.submitJob({ type: 'x', payload: { ratio: Number.NaN } })).rejects.toMatchObject({

@@ -39,6 +39,8 @@ const CROSS_FIELD: Array<{ status: number; path?: string; message: RegExp }> = [
   { status: 409, message: /^idempotency key ".*" was already used for a different job request$/s },
   // not cross-field, but named in the payload's description: keys that could poison objects
   { status: 400, message: /^request body must not contain (the key "__proto__"|"constructor\.prototype")$/ },
+  // named in the payload's description too: integers a JSON reader may not keep exactly
+  { status: 400, message: /^payload.* must be an integer within ±9007199254740991 to be kept exactly/s },
 ]
 
 async function documentOf(): Promise<Doc> {

@@ -145,7 +145,8 @@ export const SubmitJobBody = Type.Object(
         description:
           `Any JSON value given to the handler; default {}. At most ${MAX_PAYLOAD_BYTES} bytes as JSON and ${MAX_PAYLOAD_DEPTH} levels deep; ` +
           'no NUL character (\\u0000) or lone surrogate in any string or key; over HTTP, no `__proto__` key and no `constructor` object ' +
-          'with a `prototype` key (the request body is refused: 400).',
+          'with a `prototype` key (the request body is refused: 400), and no integer beyond ±9007199254740991, whose digits a JSON ' +
+          'reader may change (RFC 7493; send such numbers as strings; 400 naming it).',
       }),
     ),
     queue: Type.Optional(QueueName(`Queue name, ${QUEUE_RULE}; default \`default\`.`)),
