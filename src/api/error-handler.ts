@@ -140,7 +140,8 @@ export function registerErrorHandling(
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0] ?? request.url
     const allowed = options.routeMethods?.(path) ?? []
-    if (allowed.length > 0) {
+    // a route of this method that found nothing (a file the dashboard's /ui/* does not have) is a 404
+    if (allowed.length > 0 && !allowed.includes(request.method)) {
       reply.header('allow', allowed.join(', '))
       return sendError(reply, 405, `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`)
     }

@@ -55,6 +55,15 @@ describe('GET /ui', () => {
     }
   })
 
+  it('answers 404 for a file it does not have (405 would say GET is not allowed there), and never serves outside its folder', async () => {
+    for (const url of ['/ui/nonexistent.js', '/ui/..%2f..%2fetc%2fpasswd']) {
+      const res = await api.app.inject({ method: 'GET', url })
+      expect(res.statusCode, url).toBe(404)
+      expect(res.body, url).not.toContain('root:')
+    }
+    expect((await api.app.inject({ method: 'DELETE', url: '/ui/app.js' })).statusCode).toBe(405)
+  })
+
   it('needs no API key for the page itself (the page asks for one), while /v1 still does', async () => {
     expect((await api.app.inject({ method: 'GET', url: '/ui/' })).statusCode).toBe(200)
     expect((await api.app.inject({ method: 'GET', url: '/v1/jobs' })).statusCode).toBe(401)

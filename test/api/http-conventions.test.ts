@@ -127,6 +127,7 @@ describe('inputs the database could refuse', () => {
       ['lone surrogate in idempotencyKey', 'POST', '/v1/jobs', '{"type":"x","idempotencyKey":"\\ud83d"}', 'idempotencyKey'],
       ['NUL in the type filter', 'GET', '/v1/jobs?type=a%00b', undefined, 'type'],
       ['NUL in the queue filter', 'GET', '/v1/jobs?queue=a%00b', undefined, 'queue'],
+      ["NUL in the figures' queue filter", 'GET', '/v1/stats?queue=a%00b', undefined, 'queue'],
       ['NUL in a tenant name', 'GET', '/v1/tenants/a%00b', undefined, 'name'],
       ['NUL in a queue name', 'GET', '/v1/queues/a%00b', undefined, 'name'],
     ]

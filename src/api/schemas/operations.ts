@@ -155,7 +155,7 @@ export const MinuteStatsListSchema = Type.Object(
 export const StatsQuery = Type.Object(
   {
     minutes: Type.Optional(Type.Integer({ minimum: 1, maximum: 1440, default: 60, 'x-expected': 'an integer from 1 to 1440', description: 'The window.' })),
-    queue: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Only this queue.' })),
+    queue: JobFilterProperties.queue,
     tenant: JobFilterProperties.tenant,
   },
   { additionalProperties: false },
