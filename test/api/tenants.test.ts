@@ -42,7 +42,7 @@ describe('admission quotas', () => {
     expect(refused.json()).toEqual({
       statusCode: 429,
       error: 'Too Many Requests',
-      message: 'tenant acme has 3 pending executions and its quota maxPending is 3',
+      message: 'tenant acme has 3 or more pending executions and its quota maxPending is 3',
     })
     expect(await written()).toEqual(before)
     // another tenant is not held back by acme's quota
@@ -98,8 +98,11 @@ describe('admission quotas', () => {
     // SQL submits are held to the same quota
     await expect(sql`select pgsched.submit_job('k', tenant => 'acme')`.execute(t.db)).rejects.toMatchObject({
       code: '53400',
-      message: 'tenant acme has 5 pending executions and its quota maxPending is 5',
+      message: 'tenant acme has 5 or more pending executions and its quota maxPending is 5',
     })
+    // a quota lowered below the pending work: not "has 2"
+    await admin.tenants.update('acme', { maxPending: 2 })
+    await expect(acme.submitJob({ type: 'k' })).rejects.toThrow('tenant acme has 2 or more pending executions and its quota maxPending is 2')
   })
 
   it('admits concurrent single submits up to the quota exactly', async () => {
