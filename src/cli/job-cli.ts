@@ -48,9 +48,26 @@ export function jobTable(jobs: readonly Job[]): string {
       String(j.lastExecution?.attempt ?? 0),
       ago(j.createdAt),
       ago(j.nextRunAt),
-      j.lastExecution?.error ? `${j.lastExecution.error.name}: ${j.lastExecution.error.message}`.slice(0, 60) : '-',
+      lastErrorText(j).slice(0, 60),
     ]),
   ])
+}
+
+/**
+ * What went wrong last, in one line: why the schedule stopped (schedule.error), which is what a
+ * FAILED recurring job without a failed run has, else the last execution's error; '-' for none.
+ */
+export function lastErrorText(job: Job): string {
+  if (job.schedule?.error) return `ScheduleError: ${job.schedule.error}`
+  const error = job.lastExecution?.error
+  return error ? `${error.name}: ${error.message}` : '-'
+}
+
+/** A job's schedule in one line: the cron expression and its time zone, or the interval; '-' for none. */
+export function scheduleText(job: Job): string {
+  const s = job.schedule
+  if (!s) return '-'
+  return s.cron !== null ? `cron ${s.cron} (${s.timezone})` : `every ${s.intervalMs} ms`
 }
 
 /** The filter options every listing and bulk call takes. */

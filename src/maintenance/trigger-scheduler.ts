@@ -35,6 +35,7 @@ import {
   type TriggerAdvance,
 } from '../db/queries/triggers.ts'
 import { applyOverlap, firstFireAt, planFires } from '../core/fire-times.ts'
+import { CronEvaluationError } from '../core/cron.ts'
 import { toError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { abortableSleep } from '../lib/service.ts'
@@ -281,7 +282,9 @@ export class TriggerScheduler {
       // A schedule that cannot be evaluated (bad cron or zone written by SQL) would block every pass: stop it.
       this.log.error({ err: toError(err), triggerId: t.jobId, jobId: t.jobId }, 'trigger schedule cannot be evaluated; trigger stopped')
       const e = toError(err)
-      const reason = e.cause === undefined ? e.message : `${e.message}: ${toError(e.cause).message}`
+      const cause = e.cause === undefined ? undefined : toError(e.cause)
+      // a cron's own error names the expression and the zone already: said once, not twice
+      const reason = cause === undefined ? e.message : cause instanceof CronEvaluationError ? cause.message : `${e.message}: ${cause.message}`
       return { execute: [], misfired: false, dropped: 0, advance: { ...advance, nextFireAt: null, queuedFireAt: null, error: reason } }
     }
   }

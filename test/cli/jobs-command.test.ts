@@ -6,6 +6,7 @@
  */
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
+import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { workerRegister } from '../../src/db/queries/workers.ts'
 import { useTestDb } from '../db.ts'
@@ -71,6 +72,20 @@ describe('scheduler jobs', () => {
       expect(noCron.stderr).toContain('--timezone applies only to --cron schedules')
     }
   }, 120_000)
+
+  it("shows why a schedule stopped, with its time zone, in jobs view and in the list's LAST ERROR", async () => {
+    const submitted = JSON.parse(
+      (await scheduler('jobs', 'submit', 'digest', '--tenant', 'sched', '--cron', '0 9 * * 1-5', '--timezone', 'Europe/Berlin', '--json')).stdout,
+    )
+    const id = submitted.id as string
+    expect((await scheduler('jobs', 'view', id)).stdout).toMatch(/schedule\s+cron 0 9 \* \* 1-5 \(Europe\/Berlin\)/)
+    // a schedule the dispatcher stopped (a zone written by SQL that no runtime knows)
+    const reason = 'cron "0 9 * * 1-5" in time zone "Invalid/Zone" is invalid: RangeError: Invalid time zone specified: Invalid/Zone'
+    await sql`update pgsched.triggers set timezone = 'Invalid/Zone', next_fire_at = null, error = ${reason} where job_id = ${id}::uuid`.execute(t.db)
+    expect((await scheduler('jobs', 'view', id)).stdout).toMatch(/last error\s+ScheduleError: cron "0 9 \* \* 1-5" in time zone "Invalid\/Zone" is invalid/)
+    const row = (await scheduler('jobs', 'list', '--tenant', 'sched')).stdout.split('\n').find((l) => l.startsWith(id))
+    expect(row).toContain('ScheduleError: cron "0 9 * * 1-5" in time zone "Inval')
+  })
 
   it('bulk-cancels 2,500 jobs in calls of 1,000, with a progress line per call on stderr', async () => {
     await insertExecutions(t.db, 2500, { state: 'pending', job: { tenant: 'bulk', queue: 'bulk' } })

@@ -13,7 +13,7 @@ import { jobTenantOf } from '../../db/queries/job-operations.ts'
 import type { DB } from '../../db/schema.ts'
 import { NotFoundError, ValidationError } from '../../errors.ts'
 import { assertUuid } from '../../paging.ts'
-import { ago, filterOf, filterOptions, jobTable, print, withClient, type FilterOpts } from '../job-cli.ts'
+import { ago, filterOf, filterOptions, jobTable, lastErrorText, print, scheduleText, withClient, type FilterOpts } from '../job-cli.ts'
 import { formatTable } from '../shared.ts'
 import { registerJobsBulk } from './jobs-bulk.ts'
 
@@ -131,7 +131,6 @@ export function registerJobs(program: Command): void {
       withClient(undefined, async (client, db) => {
         const job = await (await clientForJob(client, db, id, o.tenant)).viewJob(id)
         if (o.json) return print(jobToJson(job))
-        const e = job.lastExecution
         process.stdout.write(
           `${formatTable([
             ['FIELD', 'VALUE'],
@@ -141,10 +140,10 @@ export function registerJobs(program: Command): void {
             ['queue', job.queue],
             ['status', job.status],
             ['payload', JSON.stringify(job.payload)],
-            ['schedule', job.schedule ? (job.schedule.cron ?? `every ${job.schedule.intervalMs} ms`) : '-'],
+            ['schedule', scheduleText(job)],
             ['next run', ago(job.nextRunAt)],
             ['last run', job.lastRun ? `${job.lastRun.status}, attempt ${job.lastRun.attempt}` : '-'],
-            ['last error', e?.error ? `${e.error.name}: ${e.error.message}` : '-'],
+            ['last error', lastErrorText(job)],
             ['created', ago(job.createdAt)],
           ])}\n`,
         )
