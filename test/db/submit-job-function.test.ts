@@ -1,4 +1,5 @@
 import { sql } from 'kysely'
+import { isValidTimeZone } from '../../src/core/cron.ts'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { useTestDb } from '../db.ts'
@@ -91,12 +92,18 @@ describe('pgsched.submit_job', () => {
     expect(await t.db.selectFrom('pgsched.jobs').selectAll().execute()).toEqual([])
   })
 
-  it('takes the IANA names the dispatcher reads, with or without a slash', async () => {
-    for (const tz of ['UTC', 'Europe/Berlin', 'Etc/GMT+3', 'America/Argentina/Buenos_Aires', 'Japan', 'EST5EDT']) {
+  it('takes the IANA names the dispatcher reads, with or without a slash, in any case as the API does', async () => {
+    const zones = ['UTC', 'Europe/Berlin', 'Etc/GMT+3', 'America/Argentina/Buenos_Aires', 'Japan', 'EST5EDT', 'utc', 'japan', 'est5edt', 'europe/berlin']
+    for (const tz of zones) {
+      expect(isValidTimeZone(tz), tz).toBe(true)
       await submit(`'x', cron => '0 12 * * *', timezone => '${tz}'`)
     }
     const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.triggers`.execute(t.db)
-    expect(rows[0]?.n).toBe(6)
+    expect(rows[0]?.n).toBe(zones.length)
+    for (const tz of ['factory', 'LOCALTIME', 'Posix/Europe/Berlin']) {
+      expect(isValidTimeZone(tz), tz).toBe(false)
+      await expect(submit(`'x', cron => '0 12 * * *', timezone => '${tz}'`)).rejects.toThrow('is not a known IANA time zone')
+    }
   })
 
   it('stores an interval schedule whose window ended before its first fire time with nothing to come', async () => {
