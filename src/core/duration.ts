@@ -20,7 +20,7 @@ const COMPACT_DURATION = /^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?
 export const DURATION_PATTERN = `^(?:${COMPACT_DURATION.source.slice(1, -1)}|${ISO_DURATION.source.slice(1, -1)})$`
 
 /** The accepted forms, in words (error messages, API docs). */
-export const DURATION_RULE = 'milliseconds, a duration such as 10s, 5m, 1h30m or 500ms, or an ISO-8601 duration such as PT10S or P1D (no years or months)'
+export const DURATION_RULE = 'milliseconds, a duration such as 10s, 5m, 1h30m or 1500ms, or an ISO-8601 duration such as PT10S or P1D (no years or months)'
 
 /** Milliseconds per unit, in the order both patterns capture them: w, d, h, m, s, then ms (compact only). */
 const GROUP_UNIT_MS = [604_800_000, 86_400_000, 3_600_000, 60_000, 1000, 1] as const

@@ -9,7 +9,7 @@ const api = useTestApi(t)
 
 const JSON_TYPE = { 'content-type': 'application/json' }
 const EVERY_RANGE =
-  'schedule.every must be milliseconds, a duration such as 10s, 5m, 1h30m or 500ms, or an ISO-8601 duration such as PT10S or P1D (no years or months), from 1 second to 366 days'
+  'schedule.every must be milliseconds, a duration such as 10s, 5m, 1h30m or 1500ms, or an ISO-8601 duration such as PT10S or P1D (no years or months), from 1 second to 366 days'
 const TYPE_RULE = 'type must be 1-128 characters: letters, digits and _ . : / - (not first)'
 const ONE_SCHEDULE = 'schedule must be exactly one of {at}, {cron, timezone?} or {every}'
 const AT_FORMAT = 'schedule.at must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z'

@@ -171,15 +171,15 @@ describe('GET /v1/events', () => {
   it('refuses a position beyond the largest batch number with 400, from the query or Last-Event-ID, before the stream opens', async () => {
     const key = (await createApiKey(t.db, { tenant: 'f' })).key
     const huge = '9999999999999999999-0'
-    const tries: Array<{ query: string; headers: Record<string, string> }> = [
-      { query: `?after=${huge}`, headers: {} },
-      { query: '', headers: { 'last-event-id': huge } },
+    const tries: Array<{ query: string; headers: Record<string, string>; name: string }> = [
+      { query: `?after=${huge}`, headers: {}, name: 'after' },
+      { query: '', headers: { 'last-event-id': huge }, name: 'Last-Event-ID' },
     ]
     for (const init of tries) {
       const res = await fetch(`${base}/v1/events${init.query}`, { headers: { authorization: `Bearer ${key}`, ...init.headers } })
       expect(res.status).toBe(400)
       expect(res.headers.get('content-type')).toMatch(/json/)
-      expect(((await res.json()) as { message: string }).message).toMatch(/after: batch number 9999999999999999999 is beyond/)
+      expect(((await res.json()) as { message: string }).message).toMatch(new RegExp(`^${init.name}: batch number 9999999999999999999 is beyond`))
     }
   })
 
@@ -198,7 +198,11 @@ describe('GET /v1/events', () => {
     const beyond = `${BigInt(rows[0]?.seq ?? '0') + 1000n}-0`
     const res = await fetch(`${base}/v1/events`, { headers: { authorization: `Bearer ${key}`, 'last-event-id': beyond } })
     expect(res.status).toBe(400)
-    expect(((await res.json()) as { message: string }).message).toMatch(new RegExp(`after: event ${beyond} comes after the newest event`))
+    // named as the client sent it: the header, or the query parameter
+    expect(((await res.json()) as { message: string }).message).toMatch(new RegExp(`^Last-Event-ID: event ${beyond} comes after the newest event`))
+    const byQuery = await fetch(`${base}/v1/events?after=${beyond}`, { headers: { authorization: `Bearer ${key}` } })
+    expect(byQuery.status).toBe(400)
+    expect(((await byQuery.json()) as { message: string }).message).toMatch(new RegExp(`^after: event ${beyond} comes after the newest event`))
   })
 
   it('ends an open stream once its API key is revoked, and its reconnect is refused', async () => {

@@ -116,7 +116,7 @@ describe('inputs the database could refuse', () => {
     expect(await jobCount()).toBe(before)
   })
 
-  it('refuses NUL characters and lone surrogates with a 400 whose details name the field, before the database sees them', async () => {
+  it('refuses NUL characters, lone surrogates and a tenant filter no tenant can have with a 400 whose details name the field, before the database sees them', async () => {
     const key = await api.keyFor('acme')
     const cases: Array<[string, 'GET' | 'POST', string, string | undefined, string]> = [
       ['NUL in idempotencyKey', 'POST', '/v1/jobs', '{"type":"x","idempotencyKey":"a\\u0000b"}', 'idempotencyKey'],
@@ -128,6 +128,7 @@ describe('inputs the database could refuse', () => {
       ['NUL in the type filter', 'GET', '/v1/jobs?type=a%00b', undefined, 'type'],
       ['NUL in the queue filter', 'GET', '/v1/jobs?queue=a%00b', undefined, 'queue'],
       ["NUL in the figures' queue filter", 'GET', '/v1/stats?queue=a%00b', undefined, 'queue'],
+      ['a tenant filter no tenant can have', 'GET', '/v1/stats?tenant=%20', undefined, 'tenant'],
       ['NUL in a tenant name', 'GET', '/v1/tenants/a%00b', undefined, 'name'],
       ['NUL in a queue name', 'GET', '/v1/queues/a%00b', undefined, 'name'],
     ]

@@ -52,7 +52,8 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
       const q = request.query
       const header = request.headers['last-event-id']
       let after = q.after
-      if (typeof header === 'string' && header.trim() !== '') {
+      const fromHeader = typeof header === 'string' && header.trim() !== ''
+      if (fromHeader) {
         // a resume from an id no page can read would start from now, silently skipping what was missed
         if (!LAST_EVENT_ID.test(header.trim())) {
           throw new ValidationError(`Last-Event-ID: not an event id: ${JSON.stringify(header)} (ids look like 42-0: <batch>-<index>)`)
@@ -77,6 +78,10 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         })
       } catch (err: unknown) {
         open.delete(controller)
+        // a position refused is named as the client sent it
+        if (fromHeader && err instanceof ValidationError && err.message.startsWith('after: ')) {
+          throw new ValidationError(`Last-Event-ID: ${err.message.slice('after: '.length)}`)
+        }
         throw err
       }
       reply.hijack()

@@ -7,7 +7,7 @@
  * API validates with the same functions — so a value valid per the schema is
  * refused only for a cross-field reason the descriptions name (endAt after
  * startAt, backoffMaxMs at least backoffBaseMs, startAt/endAt only with a
- * recurring schedule, a cron expression that never fires in its window, the
+ * recurring schedule, a cron expression that never fires, the
  * payload's size as JSON, an idempotency key reused for another request).
  */
 import { Type, type Static } from '@fastify/type-provider-typebox'
@@ -28,6 +28,8 @@ import {
   QUEUE_PATTERN,
   QUEUE_RULE,
   START_DEADLINE_MS,
+  TENANT_PATTERN,
+  TENANT_RULE,
   TIMEOUT_MS,
   TYPE_MAX_LENGTH,
   TYPE_PATTERN,
@@ -202,7 +204,9 @@ export const JobFilterProperties = {
     Type.String({
       minLength: 1,
       maxLength: 128,
-      'x-expected': 'a string of 1 to 128 characters',
+      // a name no tenant can have is a mistake, not a filter that matches nothing
+      pattern: TENANT_PATTERN,
+      'x-expected': `a tenant name: ${TENANT_RULE}`,
       description: "Operator keys only: only this tenant's jobs (a tenant key may name only its own tenant; another is a 403).",
     }),
   ),

@@ -29,7 +29,7 @@ interface WorkerFlags {
 export function registerWorker(program: Command): void {
   program
     .command('worker')
-    .description('claim and run jobs (handlers from --handlers; the built-in "http" handler is always there)')
+    .description('claim and run jobs (handlers from --handlers; the built-in "http" handler too, unless SCHEDULER_HTTP_HANDLER=off)')
     .option('--handlers <module>', 'module exporting handlers made with defineHandler (env SCHEDULER_HANDLERS)')
     .option('--queues <list>', 'comma-separated queues to serve (env SCHEDULER_QUEUES, default "default")')
     .option('--concurrency <n>', 'handlers run at once (env SCHEDULER_WORKER_CONCURRENCY, default 10)')
