@@ -36,7 +36,14 @@ const RULES: readonly Rule[] = [
       ['192.168.0.0', 16, 'ipv4'],
     ],
   },
-  { name: 'unique-local (private IPv6)', ranges: [['fc00::', 7, 'ipv6']] },
+  {
+    name: 'unique-local or site-local (private IPv6)',
+    ranges: [
+      ['fc00::', 7, 'ipv6'],
+      // deprecated (RFC 3879), still routed privately by some networks
+      ['fec0::', 10, 'ipv6'],
+    ],
+  },
   {
     name: 'link-local (cloud metadata among them)',
     ranges: [
@@ -67,12 +74,14 @@ const RULES: readonly Rule[] = [
   },
   // IPv4-mapped IPv6 (::ffff:a.b.c.d) needs no rule: BlockList matches it against the IPv4 ranges
   {
-    name: 'NAT64, 6to4 or IPv4-compatible IPv6',
+    name: 'NAT64, 6to4, IPv4-compatible or IPv4-translated IPv6',
     ranges: [
       ['64:ff9b::', 96, 'ipv6'],
       ['64:ff9b:1::', 48, 'ipv6'],
       ['2002::', 16, 'ipv6'],
       ['::', 96, 'ipv6'],
+      // ::ffff:0:a.b.c.d (RFC 2765 SIIT)
+      ['::ffff:0:0:0', 96, 'ipv6'],
     ],
   },
 ]

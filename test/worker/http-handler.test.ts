@@ -127,11 +127,13 @@ describe('http handler address policy', () => {
       [`http://api.example.com:${port}/ok`, 'api.example.com (127.0.0.1) is a loopback address'],
       ['http://both.example.com/', 'both.example.com (10.1.2.3) is a private address'],
       ['http://[::ffff:127.0.0.1]/', 'is a loopback address'],
-      ['http://[64:ff9b::a00:1]/', 'is a NAT64, 6to4 or IPv4-compatible IPv6 address'],
-      ['http://[2002:a00:1::]/', 'is a NAT64, 6to4 or IPv4-compatible IPv6 address'],
+      ['http://[64:ff9b::a00:1]/', 'is a NAT64, 6to4, IPv4-compatible or IPv4-translated IPv6 address'],
+      ['http://[2002:a00:1::]/', 'is a NAT64, 6to4, IPv4-compatible or IPv4-translated IPv6 address'],
+      ['http://[::ffff:0:7f00:1]/', 'is a NAT64, 6to4, IPv4-compatible or IPv4-translated IPv6 address'],
+      ['http://[fec0::1]/', 'is a unique-local or site-local (private IPv6) address'],
       ['http://2130706433/', '127.0.0.1 is a loopback address'], // decimal, normalised by the URL parser
       ['http://0x7f.1/', '127.0.0.1 is a loopback address'],
-      ['http://[fd00:ec2::254]/', 'is a unique-local (private IPv6) address'],
+      ['http://[fd00:ec2::254]/', 'is a unique-local or site-local (private IPv6) address'],
     ] as const
     const before = hits.get('/ok') ?? 0
     const jobs = await runAllToEnd(targets.map(([url]) => ({ url })))
