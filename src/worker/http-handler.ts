@@ -12,7 +12,7 @@
  * internal hosts and ranges; SCHEDULER_HTTP_HANDLER=off leaves the handler out of the worker.
  */
 import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions } from 'node:dns'
-import { request as httpRequest, type IncomingMessage } from 'node:http'
+import { request as httpRequest, type IncomingMessage, validateHeaderName, validateHeaderValue } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import { isIP, type LookupFunction } from 'node:net'
 import { FatalError } from '../errors.ts'
@@ -44,8 +44,32 @@ function parsePayload(payload: unknown): HttpPayload & { parsed: URL } {
     throw new FatalError(`http job payload "url" is not a valid URL: ${p.url}`)
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new FatalError('http job "url" must be http or https')
+  // what no attempt can send is refused at once (fatal), not retried as if the network had failed
+  if (p.method !== undefined && (typeof p.method !== 'string' || !HTTP_TOKEN.test(p.method))) {
+    throw new FatalError(`http job "method" must be an HTTP method name (letters, such as POST), got ${JSON.stringify(p.method)}`)
+  }
+  if (p.headers !== undefined) {
+    if (typeof p.headers !== 'object' || p.headers === null || Array.isArray(p.headers)) throw new FatalError('http job "headers" must be an object of strings')
+    for (const [name, value] of Object.entries(p.headers)) {
+      if (typeof value !== 'string') throw new FatalError(`http job header ${JSON.stringify(name)} must be a string`)
+      try {
+        validateHeaderName(name)
+        validateHeaderValue(name, value)
+      } catch (err: unknown) {
+        throw new FatalError(`http job header ${JSON.stringify(name)} cannot be sent: ${(err as Error).message}`)
+      }
+    }
+  }
+  if (p.timeoutMs !== undefined && (typeof p.timeoutMs !== 'number' || !Number.isInteger(p.timeoutMs) || p.timeoutMs < 1 || p.timeoutMs > MAX_TIMEOUT_MS)) {
+    throw new FatalError(`http job "timeoutMs" must be an integer from 1 to ${MAX_TIMEOUT_MS}, got ${JSON.stringify(p.timeoutMs)}`)
+  }
   return { ...(p as HttpPayload), parsed: url }
 }
+
+/** An HTTP token (RFC 9110): what a method name is made of. */
+const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
+/** The longest timeoutMs of a request: a job's own timeout is at most a day too. */
+const MAX_TIMEOUT_MS = 86_400_000
 
 /** A connection the policy refuses (raised inside the look-up, so it ends the request). */
 class RefusedAddressError extends Error {}

@@ -72,6 +72,24 @@ describe('http handler', () => {
     expect(job).toMatchObject({ status: 'FAILED', lastExecution: { attempt: 1, error: { fatal: true, message: `GET ${base}/missing answered 404` } } })
   })
 
+  it('fails at once, not after every attempt, on a request no attempt can send, naming what is wrong', async () => {
+    await startWorker([local])
+    const cases = [
+      [{ url: `${base}/ok`, method: 'GET\r\nX-Injected: 1' }, 'http job "method" must be an HTTP method name'],
+      [{ url: `${base}/ok`, headers: { 'X-Note': 'a\r\nX-Injected: 1' } }, 'http job header "X-Note" cannot be sent'],
+      [{ url: `${base}/ok`, headers: { 'Bad Name': 'x' } }, 'http job header "Bad Name" cannot be sent'],
+      [{ url: `${base}/ok`, headers: { 'X-Count': 3 } }, 'http job header "X-Count" must be a string'],
+      [{ url: `${base}/ok`, timeoutMs: -5 }, 'http job "timeoutMs" must be an integer from 1 to 86400000, got -5'],
+    ] as const
+    const before = hits.get('/ok') ?? 0
+    const jobs = await runAllToEnd(cases.map(([payload]) => payload))
+    for (const [i, [payload, says]] of cases.entries()) {
+      expect(jobs[i], JSON.stringify(payload)).toMatchObject({ status: 'FAILED', lastExecution: { attempt: 1, error: { fatal: true } } })
+      expect(jobs[i]?.lastExecution?.error?.message, JSON.stringify(payload)).toContain(says)
+    }
+    expect(hits.get('/ok') ?? 0).toBe(before)
+  })
+
   it('keeps credentials and the query out of its error (stored with the execution and logged)', async () => {
     await startWorker([local])
     const withSecrets = base.replace('http://', 'http://admin:hunter2@')
