@@ -36,8 +36,19 @@ function bodyProblem(body: unknown): ValidationError | undefined {
 /** Decodes UTF-8 strictly: a byte sequence that is not UTF-8 throws, rather than becoming U+FFFD. */
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false })
 
+/** A charset the body is said to be in other than UTF-8 (which JSON requires, RFC 8259), or undefined. */
+function otherCharset(contentType: string | undefined): string | undefined {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(contentType ?? '')?.[1]
+  return charset !== undefined && !/^utf-?8$/i.test(charset) ? charset : undefined
+}
+
 /** Fastify content-type parser (`parseAs: 'buffer'`). */
-export function parseJsonBody(_request: FastifyRequest, body: string | Buffer, done: (err: Error | null, body?: unknown) => void): void {
+export function parseJsonBody(request: FastifyRequest, body: string | Buffer, done: (err: Error | null, body?: unknown) => void): void {
+  const charset = otherCharset(request.headers['content-type'])
+  if (charset !== undefined) {
+    done(Object.assign(new Error(`Content-Type charset "${charset}" is not supported; send application/json in UTF-8`), { statusCode: 415 }))
+    return
+  }
   let text: string
   try {
     text = typeof body === 'string' ? body : utf8.decode(body)

@@ -421,7 +421,31 @@ describe('instants at the ends of the years 0001 to 9999', () => {
   })
 })
 
-describe('request bodies that are not UTF-8', () => {
+describe('text that is not UTF-8', () => {
+  it('reads an Idempotency-Key header as UTF-8, so that it is the same key as in a body, and refuses one that is not', async () => {
+    const key = await api.keyFor('bytes')
+    // the bytes a client sends for the key in UTF-8, as Node's HTTP parser hands them over (one character per byte)
+    const asSent = Buffer.from('schlüssel-✓', 'utf8').toString('latin1')
+    const first = await api.call(key, 'POST', '/v1/jobs', { type: 'x' }, { 'idempotency-key': asSent })
+    expect(first.statusCode).toBe(202)
+    expect(first.json().idempotencyKey).toBe('schlüssel-✓')
+    const again = await api.call(key, 'POST', '/v1/jobs', { type: 'x', idempotencyKey: 'schlüssel-✓' })
+    expect(again.statusCode).toBe(200)
+    expect(again.json().id).toBe(first.json().id)
+    const latin1 = await api.call(key, 'POST', '/v1/jobs', { type: 'x' }, { 'idempotency-key': 'schl\u00fcssel' })
+    expect(latin1.statusCode).toBe(400)
+    expect(latin1.json().message).toBe('Idempotency-Key header is not valid UTF-8')
+  })
+
+  it('refuses a body said to be in another charset with 415', async () => {
+    const key = await api.keyFor('bytes')
+    const res = await api.call(key, 'POST', '/v1/jobs', '{"type":"x"}', { 'content-type': 'application/json; charset=utf-16' })
+    expect(res.statusCode).toBe(415)
+    expect(res.json().message).toBe('Content-Type charset "utf-16" is not supported; send application/json in UTF-8')
+    const utf8 = await api.call(key, 'POST', '/v1/jobs', '{"type":"x"}', { 'content-type': 'application/json; charset=UTF-8' })
+    expect(utf8.statusCode).toBe(202)
+  })
+
   it('refuses them rather than storing U+FFFD in place of their bytes', async () => {
     const key = await api.keyFor('bytes')
     const body = Buffer.concat([Buffer.from('{"type":"x","payload":{"name":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}}')])

@@ -18,6 +18,18 @@ import type { RouteDeps } from './deps.ts'
 import { clientForJob, operationsFor } from './job-operations.ts'
 
 const security = [{ apiKey: [] }]
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true })
+
+/** A header value as the UTF-8 text its bytes are (Node gives them as Latin-1 characters); 400 when they are not UTF-8. */
+function utf8HeaderValue(value: string, name: string): string {
+  try {
+    return strictUtf8.decode(Buffer.from(value, 'latin1'))
+  } catch {
+    const message = `${name} header is not valid UTF-8`
+    throw new ValidationError(message, [{ path: name.toLowerCase(), message }])
+  }
+}
 const LOCATION = { Location: { type: 'string', format: 'uri-reference', description: 'The job: /v1/jobs/{id}.' } } as const
 
 /**
@@ -57,6 +69,12 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
           415: ErrorResponses[415],
           429: ErrorResponses[429],
         },
+      },
+      // Node reads header bytes as Latin-1: a key sent in UTF-8 (as every client sends text) is read
+      // as such, so that it is the same key as in a body, before the schema counts its characters
+      preValidation: async (request) => {
+        const key = request.headers['idempotency-key']
+        if (typeof key === 'string' && /[^\x00-\x7f]/.test(key)) request.headers['idempotency-key'] = utf8HeaderValue(key, 'Idempotency-Key')
       },
     },
     async (request, reply) => {

@@ -27,7 +27,13 @@ export const WebhookListSchema = Type.Object({ items: Type.Array(WebhookRef) })
 
 export const CreateWebhookBody = Type.Object(
   {
-    url: Type.String({ minLength: 1, maxLength: 2048, pattern: '^https?://', 'x-expected': 'an http or https URL', description: 'An http or https URL.' }),
+    url: Type.String({
+      minLength: 1,
+      maxLength: 2048,
+      pattern: '^https?://',
+      'x-expected': 'an http or https URL of at most 2048 characters',
+      description: 'An http or https URL of at most 2048 characters.',
+    }),
     events: Type.Optional(Type.Array(EventType, { maxItems: EVENT_TYPES.length, description: 'Event types to send; absent or empty: all.' })),
     secret: Type.Optional(
       Type.String({ minLength: 16, maxLength: 256, 'x-expected': '16-256 characters', description: 'The signing secret; generated when absent.' }),
