@@ -74,7 +74,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
       // as such, so that it is the same key as in a body, before the schema counts its characters
       preValidation: async (request) => {
         const key = request.headers['idempotency-key']
-        if (typeof key === 'string' && /[^\x00-\x7f]/.test(key)) request.headers['idempotency-key'] = utf8HeaderValue(key, 'Idempotency-Key')
+        if (typeof key === 'string' && /[\u0080-\u00ff]/.test(key)) request.headers['idempotency-key'] = utf8HeaderValue(key, 'Idempotency-Key')
       },
     },
     async (request, reply) => {
