@@ -351,7 +351,7 @@ function makeClient(
   async function setPaused(id: string, paused: boolean, options?: CallOptions): Promise<Job> {
     const job = await viewJob(id, options)
     if (!job.schedule) throw new InvalidStateError(`job ${id} is not recurring; only recurring jobs can be paused or resumed`)
-    if (job.state === 'cancelled') throw new InvalidStateError(`job ${id} is cancelled`)
+    if (job.state === 'cancelled') throw new InvalidStateError(`job ${id} is CANCELLED: a cancelled job is neither paused nor resumed`)
     // a schedule with nothing more to come (past its endAt, or stopped by an error) has nothing to pause
     if (paused && (job.status === 'COMPLETED' || job.status === 'FAILED' || job.status === 'EXPIRED')) {
       throw new InvalidStateError(`job ${id} is ${job.status}: its schedule has no fire time to come, so there is nothing to pause`)

@@ -246,6 +246,9 @@ describe('client.cancelJob / pauseJob', () => {
     expect(resumed.nextRunAt).not.toBeNull()
     const once = await client().submitJob({ type: 'x' })
     await expect(client().pauseJob(once.job.id)).rejects.toBeInstanceOf(InvalidStateError)
+    // a cancelled one is named by its status, as every other refusal names it
+    await client().cancelJob(job.id)
+    await expect(client().pauseJob(job.id)).rejects.toThrow(`job ${job.id} is CANCELLED: a cancelled job is neither paused nor resumed`)
   })
 
   it('takes a schedule whose window ended before its first fire time as COMPLETED, with no next run, and refuses to pause it', async () => {

@@ -118,7 +118,7 @@ export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
   const seenUnserved = new Set<string>()
   new Gauge({
     name: 'pgsched_queue_unserved',
-    help: `Pending executions whose type no live worker serves in their queue (none seen in the last ${LIVE_WORKER_MS / 1000} s), by queue.`,
+    help: `Pending executions whose type no live worker serves in their queue (a live worker: seen in the last ${LIVE_WORKER_MS / 1000} s and not stopped), by queue.`,
     labelNames: ['queue'] as const,
     registers: [registry],
     async collect() {

@@ -8,6 +8,7 @@ import { createClient, type Client } from '../client.ts'
 import { loadConfig } from '../config.ts'
 import type { Job } from '../core/job.ts'
 import { JOB_STATUSES, type JobStatus } from '../core/job-status.ts'
+import { instantProblem } from '../core/formats.ts'
 import type { DB } from '../db/schema.ts'
 import { ValidationError } from '../errors.ts'
 import type { JobListFilter } from '../job-operations.ts'
@@ -80,8 +81,8 @@ export function filterOptions(command: Command): Command {
     .option('--idempotency-key <key>', 'only the job with this idempotency key')
     .option('--error-type <name>', "only jobs whose latest error's name is this")
     .option('--error-message <text>', "only jobs whose latest error's message is this (exact)")
-    .option('--created-after <time>', 'only jobs created after this ISO-8601 time')
-    .option('--created-before <time>', 'only jobs created before this ISO-8601 time')
+    .option('--created-after <time>', 'only jobs created after this ISO-8601 instant (with a time zone: 2030-01-31T09:00:00Z)')
+    .option('--created-before <time>', 'only jobs created before this ISO-8601 instant (with a time zone)')
 }
 
 export interface FilterOpts {
@@ -99,6 +100,13 @@ export interface FilterOpts {
 export function filterOf(o: FilterOpts): JobListFilter {
   if (o.status !== undefined && !(JOB_STATUSES as readonly string[]).includes(o.status.toUpperCase())) {
     throw new ValidationError(`--status must be one of ${JOB_STATUSES.join(', ')}, got "${o.status}"`, [{ path: 'status', message: 'unknown status' }])
+  }
+  for (const [flag, value] of [
+    ['--created-after', o.createdAfter],
+    ['--created-before', o.createdBefore],
+  ] as const) {
+    const problem = value === undefined ? undefined : instantProblem(value, flag)
+    if (problem) throw new ValidationError(problem, [{ path: flag, message: problem }])
   }
   const f: JobListFilter = {
     status: o.status?.toUpperCase() as JobStatus | undefined,

@@ -216,7 +216,7 @@ export const LIVE_WORKER_MS = 60_000
 
 /** The `unserved` text of a job of `type` in `queue`. */
 export const unservedMessage = (type: string, queue: string): string =>
-  `no live worker serves type "${type}" in queue "${queue}" (none seen in the last ${LIVE_WORKER_MS / 1000} s): start one with a handler for it and --queues ${queue}`
+  `no live worker serves type "${type}" in queue "${queue}" (a live worker is one running now, seen in the last ${LIVE_WORKER_MS / 1000} s and not stopped): start one with a handler for it and --queues ${queue}`
 
 function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`

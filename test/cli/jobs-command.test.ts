@@ -63,6 +63,10 @@ describe('scheduler jobs', () => {
     await scheduler('jobs', 'cancel', id)
     expect((await scheduler('jobs', 'delete', id)).stdout).toBe(`deleted job ${id}\n`)
     expect((await failing('jobs', 'view', id)).stderr).toContain(`job ${id} not found`)
+    // a filter's instant is named by its flag, with the form it takes
+    expect((await failing('jobs', 'list', '--created-after', 'yesterday')).stderr).toContain(
+      '--created-after must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z',
+    )
     // an id that is not a UUID is named as such, as the API does
     expect((await failing('jobs', 'view', 'not-a-uuid')).stderr).toContain('id must be a UUID')
     // a time zone without --cron is refused, not dropped (the job would run at once)

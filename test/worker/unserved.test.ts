@@ -21,7 +21,8 @@ describe('a job no worker serves', () => {
   it('says so while no live worker serves its type in its queue', async () => {
     const client = createClient({ db: t.db, tenant: 'acme' })
     const { job } = await client.submitJob({ type: 'orphan', schedule: { every: 'PT1H' } })
-    const message = 'no live worker serves type "orphan" in queue "default" (none seen in the last 60 s): start one with a handler for it and --queues default'
+    const message =
+      'no live worker serves type "orphan" in queue "default" (a live worker is one running now, seen in the last 60 s and not stopped): start one with a handler for it and --queues default'
     expect((await client.viewJob(job.id)).unserved).toBe(message)
     const res = await api.call(await api.keyFor('acme'), 'GET', `/v1/jobs/${job.id}`)
     expect(res.json().unserved).toBe(message)
