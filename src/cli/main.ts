@@ -38,7 +38,7 @@ export const COMMANDS: Readonly<Record<string, CommandEntry>> = {
     load: async () => (await import('./commands/dev.ts')).registerDev,
   },
   worker: {
-    summary: 'claim and run jobs (handlers from --handlers; the built-in "http" handler is always there)',
+    summary: 'claim and run jobs (handlers from --handlers; the built-in "http" handler too, unless SCHEDULER_HTTP_HANDLER=off)',
     options: true,
     load: async () => (await import('./commands/worker.ts')).registerWorker,
   },
