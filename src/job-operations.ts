@@ -64,6 +64,11 @@ export interface BulkJobsParams {
   filter: BulkFilter
   /** Most jobs acted on in this call: 1–1000, default 1000. */
   limit?: number
+  /**
+   * Only jobs after this one (id order): the previous call's `lastId`. A walk that passes it acts
+   * on each job once, even when a retried job fails again and matches the filter again.
+   */
+  after?: string
 }
 
 export interface BulkJobsResult {
@@ -72,8 +77,10 @@ export interface BulkJobsResult {
   matched: number
   /** Jobs this call changed (fewer than matched when some changed meanwhile). */
   changed: number
-  /** Jobs of the filter the action still applies to (0: done). */
+  /** Jobs of the filter the action still applies to (0: done); with `after`, those after `lastId`. */
   remaining: number
+  /** The last job (id order) this call looked at: `after` for the next call; null when it found none. */
+  lastId: string | null
 }
 
 export interface JobOperations {
@@ -220,11 +227,15 @@ export function jobOperations(db: Kysely<DB>, own: string | null): JobOperations
       const limit = params.limit ?? BULK_LIMIT_MAX
       if (!Number.isInteger(limit) || limit < 1 || limit > BULK_LIMIT_MAX) throw fail('limit', `limit must be an integer from 1 to ${BULK_LIMIT_MAX}`)
       const filter = bulkFilter(own, params.filter)
-      const ids = await jobIdsForAction(db, { filter, action, limit })
+      if (params.after !== undefined) assertUuid(params.after, 'after')
+      const ids = await jobIdsForAction(db, { filter, action, limit, afterId: params.after })
       // the filter again when acting: a job that changed since its id was read no longer matches
       const changed = await act(action, filter.tenant, ids, filter)
-      const remaining = await jobCountForAction(db, { filter, action })
-      return { action, matched: ids.length, changed: changed.length, remaining }
+      const lastId = ids[ids.length - 1] ?? null
+      // with a walk's position, what is left after this call's last job; without, all that still matches
+      const afterId = params.after === undefined ? undefined : (lastId ?? params.after)
+      const remaining = await jobCountForAction(db, { filter, action, afterId })
+      return { action, matched: ids.length, changed: changed.length, remaining, lastId }
     },
   }
   return ops

@@ -34,6 +34,39 @@ const count = async (where: ReturnType<typeof sql>) =>
   Number((await sql<{ n: string }>`select count(*)::text as n from pgsched.jobs j where ${where}`.execute(t.db)).rows[0]?.n)
 
 describe('POST /v1/jobs/bulk', () => {
+  it('retries each failed job once when a walk passes lastId as after, though retried jobs fail again between calls', async () => {
+    const key = await api.keyFor('walk')
+    const failed = await insertExecutions(t.db, 20, { state: 'failed', job: { tenant: 'walk', queue: 'walk' } })
+    const jobIds = failed.map((e) => e.jobId)
+    let after: string | undefined
+    const calls: Array<{ matched: number; changed: number; remaining: number; lastId: string | null }> = []
+    for (let i = 0; i < 10; i++) {
+      const res = await api.call(key, 'POST', '/v1/jobs/bulk', {
+        action: 'retry',
+        filter: { queue: 'walk', status: 'FAILED' },
+        limit: 6,
+        ...(after ? { after } : {}),
+      })
+      expect(res.statusCode, res.body).toBe(200)
+      const r = res.json()
+      calls.push(r)
+      after = r.lastId ?? after
+      // every job this call retried fails again at once: it matches the filter again
+      await setExecutionState(t.db, { jobIds, state: 'failed' })
+      if (r.remaining === 0 || r.matched === 0) break
+    }
+    expect(calls.map((c) => c.changed)).toEqual([6, 6, 6, 2])
+    expect(calls.map((c) => c.remaining)).toEqual([14, 8, 2, 0])
+    // each job ran its retry once: two executions each, the first failure and the retry's
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.executions where job_id = any(${jobIds}::uuid[]) group by job_id`.execute(
+      t.db,
+    )
+    expect(rows.map((r) => r.n)).toEqual(Array(20).fill(2))
+    // an after that is not a job id is refused
+    const bad = await api.call(key, 'POST', '/v1/jobs/bulk', { action: 'retry', filter: { queue: 'walk' }, after: 'x' })
+    expect(bad.statusCode).toBe(400)
+  })
+
   it('cancels, retries and deletes 10,000 jobs a thousand per call with exact counts, leaving another tenant alone', async () => {
     const key = await api.keyFor('acme')
     const acmeJobs = await insertExecutions(t.db, JOBS, { state: 'pending', job: { tenant: 'acme', queue: 'bulk' } })
@@ -52,7 +85,7 @@ describe('POST /v1/jobs/bulk', () => {
 
     // repeating a finished call is safe: nothing matches any more
     const repeat = await api.call(key, 'POST', '/v1/jobs/bulk', { action: 'cancel', filter: { queue: 'bulk' } })
-    expect(repeat.json()).toEqual({ action: 'cancel', matched: 0, changed: 0, remaining: 0 })
+    expect(repeat.json()).toEqual({ action: 'cancel', matched: 0, changed: 0, remaining: 0, lastId: null })
 
     const retries = await untilDone(key, { action: 'retry', filter: { queue: 'bulk', status: 'CANCELLED' }, limit: 1000 })
     expect(retries.reduce((n, c) => n + c.changed, 0)).toBe(JOBS)
@@ -84,11 +117,11 @@ describe('POST /v1/jobs/bulk', () => {
       filter: { errorType: 'NetError', errorMessage: 'connection refused' },
       limit: 2,
     })
-    expect(first.json()).toEqual({ action: 'retry', matched: 2, changed: 2, remaining: 3 })
+    expect(first.json()).toEqual({ action: 'retry', matched: 2, changed: 2, remaining: 3, lastId: expect.any(String) })
     const byIds = await api.call(key, 'POST', '/v1/jobs/bulk', { action: 'retry', filter: { ids: failed.map((f) => f.jobId) } })
-    expect(byIds.json()).toEqual({ action: 'retry', matched: 3, changed: 3, remaining: 0 })
+    expect(byIds.json()).toEqual({ action: 'retry', matched: 3, changed: 3, remaining: 0, lastId: expect.any(String) })
     const all = await api.call(key, 'POST', '/v1/jobs/bulk', { action: 'retry', filter: { all: true } })
-    expect(all.json()).toEqual({ action: 'retry', matched: 2, changed: 2, remaining: 0 })
+    expect(all.json()).toEqual({ action: 'retry', matched: 2, changed: 2, remaining: 0, lastId: expect.any(String) })
   })
 
   it('refuses an empty filter, a bad action, a limit over 1000 and more than 1000 ids, naming the field', async () => {
@@ -113,9 +146,9 @@ describe('POST /v1/jobs/bulk', () => {
     await insertExecutions(t.db, 3, { state: 'pending', job: { tenant: 'umbrella', queue: 'op' } })
     await insertExecutions(t.db, 4, { state: 'pending', job: { tenant: 'hooli', queue: 'op' } })
     const one = await api.call(operator, 'POST', '/v1/jobs/bulk', { action: 'cancel', filter: { queue: 'op', tenant: 'hooli' } })
-    expect(one.json()).toEqual({ action: 'cancel', matched: 4, changed: 4, remaining: 0 })
+    expect(one.json()).toEqual({ action: 'cancel', matched: 4, changed: 4, remaining: 0, lastId: expect.any(String) })
     const rest = await api.call(operator, 'POST', '/v1/jobs/bulk', { action: 'cancel', filter: { queue: 'op' } })
-    expect(rest.json()).toEqual({ action: 'cancel', matched: 3, changed: 3, remaining: 0 })
+    expect(rest.json()).toEqual({ action: 'cancel', matched: 3, changed: 3, remaining: 0, lastId: expect.any(String) })
   })
 })
 

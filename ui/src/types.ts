@@ -137,6 +137,7 @@ export interface BulkResult {
   matched: number
   changed: number
   remaining: number
+  lastId: string | null
 }
 
 export const JOB_STATUSES = ['SCHEDULED', 'RUNNING', 'PAUSED', 'COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED'] as const

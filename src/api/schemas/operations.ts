@@ -30,6 +30,12 @@ export const BulkJobsBody = Type.Object(
     limit: Type.Optional(
       Type.Integer({ minimum: 1, maximum: 1000, default: 1000, 'x-expected': 'an integer from 1 to 1000', description: 'Most jobs acted on in this call.' }),
     ),
+    after: Type.Optional(
+      Uuid(
+        "Only jobs after this one in id order: the previous call's `lastId`. Repeating the call with it acts on each job once, " +
+          'even when a retried job fails again and matches the filter again; `remaining` then counts the jobs after `lastId`.',
+      ),
+    ),
   },
   { $id: 'BulkJobsRequest', additionalProperties: false, description: 'An action on the jobs of a filter, at most `limit` per call.' },
 )
@@ -41,7 +47,11 @@ export const BulkJobsResultSchema = Type.Object(
     action: BulkAction,
     matched: Type.Integer({ minimum: 0, description: 'Jobs of the filter the action applied to when this call looked (at most `limit`).' }),
     changed: Type.Integer({ minimum: 0, description: 'Jobs this call changed (fewer than matched when some changed meanwhile).' }),
-    remaining: Type.Integer({ minimum: 0, description: 'Jobs of the filter the action still applies to; 0 when done. Repeat the call until then.' }),
+    remaining: Type.Integer({
+      minimum: 0,
+      description: 'Jobs of the filter the action still applies to (with `after`: after `lastId`); 0 when done. Repeat the call until then.',
+    }),
+    lastId: Nullable(Uuid('The last job (id order) this call looked at: `after` for the next call; null when it found none.')),
   },
   { $id: 'BulkJobsResult', description: 'What one bulk call did.' },
 )

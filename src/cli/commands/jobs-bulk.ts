@@ -63,19 +63,19 @@ export function registerJobsBulk(jobs: Command): void {
         let changed = 0
         let remaining = 0
         let calls = 0
-        let target = 0
+        // the walk's position: each call takes the jobs after the last one the previous call looked
+        // at, so a retried job that fails again (and matches again) is not retried once per call
+        let after: string | undefined
         for (;;) {
-          const r = await ops.bulkJobs({ action: action as BulkAction, filter, limit })
+          const r = await ops.bulkJobs({ action: action as BulkAction, filter, limit, after })
           calls++
           matched += r.matched
           changed += r.changed
           remaining = r.remaining
-          // as many jobs as matched at the first call: a retried job that fails again before the
-          // next call matches again, and would otherwise be retried once per call
-          if (calls === 1) target = changed + remaining
+          after = r.lastId ?? after
           const total = changed + remaining
           progress.update(`${action}: ${changed} of ${total} jobs (${total === 0 ? 100 : Math.floor((changed / total) * 100)}%), ${remaining} left`)
-          if (remaining === 0 || r.matched === 0 || changed >= target || calls >= MAX_CALLS) break
+          if (remaining === 0 || r.matched === 0 || calls >= MAX_CALLS) break
         }
         progress.done()
         const totals = { action, matched, changed, remaining, calls }

@@ -45,9 +45,11 @@ export function actionAppliesSql(action: JobAction): RawBuilder<unknown> {
  * the statuses in question (the filter's, else the action's) all have candidates (job-candidates.ts),
  * only the candidates are read, each job looked up by id; otherwise every job of the filter is.
  */
-function jobsForAction(params: { filter: JobFilter; action: JobAction }): RawBuilder<{ id: string }> {
+function jobsForAction(params: { filter: JobFilter; action: JobAction; afterId?: string }): RawBuilder<{ id: string }> {
   const { filter, action } = params
-  const where = sql`${jobFilterSql(filter)} and ${actionAppliesSql(action)}`
+  // a bulk walk's position: the jobs after the last one an earlier call looked at (id order)
+  const after = params.afterId === undefined ? sql`true` : sql`j.id > ${params.afterId}::uuid`
+  const where = sql`${jobFilterSql(filter)} and ${actionAppliesSql(action)} and ${after}`
   // a COMPLETED job has no candidates (most jobs end with it): every job is read
   const statuses = filter.status ? [filter.status] : ACTION_STATUSES[action]
   if (filter.ids !== undefined || !statuses.every(isCandidateStatus)) return sql`select j.id from ${jobJoins} where ${where}`
@@ -58,8 +60,8 @@ function jobsForAction(params: { filter: JobFilter; action: JobAction }): RawBui
                         ) x`
 }
 
-/** Up to `limit` ids of jobs that match `filter` and that `action` applies to, in id order. */
-export async function jobIdsForAction(db: Executor, params: { filter: JobFilter; action: JobAction; limit: number }): Promise<string[]> {
+/** Up to `limit` ids of jobs that match `filter` and that `action` applies to, in id order (after `afterId`). */
+export async function jobIdsForAction(db: Executor, params: { filter: JobFilter; action: JobAction; limit: number; afterId?: string }): Promise<string[]> {
   const { rows } = await sql<{ id: string }>`
     select a.id from (${jobsForAction(params)}) a
      order by a.id
@@ -67,8 +69,8 @@ export async function jobIdsForAction(db: Executor, params: { filter: JobFilter;
   return rows.map((r) => r.id)
 }
 
-/** How many jobs match `filter` and `action` still applies to. */
-export async function jobCountForAction(db: Executor, params: { filter: JobFilter; action: JobAction }): Promise<number> {
+/** How many jobs match `filter` and `action` still applies to (after `afterId`). */
+export async function jobCountForAction(db: Executor, params: { filter: JobFilter; action: JobAction; afterId?: string }): Promise<number> {
   const { rows } = await sql<{ n: string }>`select count(*)::text as n from (${jobsForAction(params)}) a`.execute(db)
   return Number(rows[0]?.n ?? 0)
 }

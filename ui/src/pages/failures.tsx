@@ -21,14 +21,15 @@ const BULK_CALLS_MAX = 1000
 /** Repeats a bulk action until nothing remains; reports progress after each call. */
 async function runBulk(action: BulkAction, filter: BulkFilter, progress: (text: string) => void): Promise<number> {
   let changed = 0
-  let target = 0
+  // the walk's position: each call takes the jobs after the previous call's last, so a retried job
+  // that fails again (and matches again) is not retried once per call
+  let after: string | null = null
   for (let i = 0; i < BULK_CALLS_MAX; i++) {
-    const r = await call<BulkResult>('/v1/jobs/bulk', { method: 'POST', body: { action, filter, limit: 1000 } })
+    const r: BulkResult = await call<BulkResult>('/v1/jobs/bulk', { method: 'POST', body: { action, filter, limit: 1000, ...(after ? { after } : {}) } })
     changed += r.changed
-    // as many jobs as matched at the first call: a retried job that fails again matches again
-    if (i === 0) target = r.changed + r.remaining
+    after = r.lastId ?? after
     progress(`${action}: ${changed} done, ${r.remaining} remaining`)
-    if (r.remaining === 0 || (r.matched === 0 && r.changed === 0) || changed >= target) break
+    if (r.remaining === 0 || r.matched === 0) break
   }
   return changed
 }
