@@ -181,6 +181,21 @@ function setPath(target: Record<string, unknown>, path: string, value: unknown):
   node[parts[parts.length - 1] as string] = value
 }
 
+/** The value at a dotted path of `target` (undefined when absent). */
+function getPath(target: Record<string, unknown>, path: string): unknown {
+  let node: unknown = target
+  for (const part of path.split('.')) node = typeof node === 'object' && node !== null ? (node as Record<string, unknown>)[part] : undefined
+  return node
+}
+
+/** Removes the value at a dotted path of `target`. */
+function deletePath(target: Record<string, unknown>, path: string): void {
+  const parts = path.split('.')
+  const parent = getPath(target, parts.slice(0, -1).join('.'))
+  if (parts.length === 1) delete target[path]
+  else if (typeof parent === 'object' && parent !== null) delete (parent as Record<string, unknown>)[parts[parts.length - 1] as string]
+}
+
 function schemaAt(path: string): TSchema | undefined {
   let node: TSchema | undefined = ConfigSchema
   for (const part of path.split('.')) node = node?.properties?.[part] as TSchema | undefined
@@ -222,8 +237,18 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, fl
       .pop()
       ?.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
   }
-  const value = Value.Convert(ConfigSchema, Value.Default(ConfigSchema, raw))
   const details: ErrorDetail[] = []
+  // a number is written in decimal digits: Value.Convert would read "1e2" as 1 and "2.9" as 2 for an
+  // integer (and "0x10" as 16), and the process would run with a setting no one gave
+  for (const [path, source] of Object.entries(sourceOf)) {
+    const given = getPath(raw, path)
+    const type = schemaAt(path)?.type
+    if (typeof given !== 'string' || (type !== 'integer' && type !== 'number')) continue
+    if (type === 'integer' ? /^\s*-?\d+\s*$/.test(given) : /^\s*-?\d+(\.\d+)?\s*$/.test(given)) continue
+    details.push({ path, message: `${source} must be ${describeAccepted(schemaAt(path))} (got ${JSON.stringify(given)})` })
+    deletePath(raw, path)
+  }
+  const value = Value.Convert(ConfigSchema, Value.Default(ConfigSchema, raw))
   for (const error of Value.Errors(ConfigSchema, value)) {
     const path = error.path
       .replace(/^\//, '')
@@ -250,9 +275,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, fl
       details.push({ path: 'output.store', message: `${sourceOf['output.store'] ?? 'SCHEDULER_OUTPUT_STORE'} ${(err as Error).message}` })
     }
     if (config.worker.leaseMs <= 3 * config.worker.heartbeatMs) {
+      const lease = sourceOf['worker.leaseMs'] ?? 'SCHEDULER_LEASE_MS'
+      const heartbeat = sourceOf['worker.heartbeatMs'] ?? 'SCHEDULER_HEARTBEAT_MS'
       details.push({
         path: 'worker.leaseMs',
-        message: `SCHEDULER_LEASE_MS (${config.worker.leaseMs}) must be more than 3 × SCHEDULER_HEARTBEAT_MS (${config.worker.heartbeatMs}), so a worker aborts its handlers before its lease can expire`,
+        message: `${lease} (${config.worker.leaseMs}) must be more than 3 × ${heartbeat} (${config.worker.heartbeatMs}), so a worker aborts its handlers before its lease can expire`,
       })
     }
   }

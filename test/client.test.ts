@@ -288,7 +288,13 @@ describe('client job operations', () => {
     const { job } = await c.submitJob({ type: 'k', queue: 'ops-client' })
     await expect(c.retryJob(job.id)).rejects.toThrow(InvalidStateError)
     await expect(c.rerunJob(job.id)).rejects.toThrow(`job ${job.id} is SCHEDULED`)
-    expect(await c.bulkJobs({ action: 'cancel', filter: { queue: 'ops-client' } })).toEqual({ action: 'cancel', matched: 1, changed: 1, remaining: 0 })
+    expect(await c.bulkJobs({ action: 'cancel', filter: { queue: 'ops-client' } })).toEqual({
+      action: 'cancel',
+      matched: 1,
+      changed: 1,
+      remaining: 0,
+      lastId: expect.any(String),
+    })
     expect((await c.retryJob(job.id)).status).toBe('SCHEDULED')
     await c.cancelJob(job.id)
     expect((await c.rerunJob(job.id)).lastRun?.status).toBe('PENDING')

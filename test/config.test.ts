@@ -113,6 +113,21 @@ describe('loadConfig', () => {
     )
   })
 
+  it('refuses a number not written in decimal digits rather than reading part of it (1e2 is not 1, 2.9 not 2, 0x10 not 16)', () => {
+    for (const [name, given] of [
+      ['SCHEDULER_WORKER_CONCURRENCY', '1e2'],
+      ['SCHEDULER_WORKER_CONCURRENCY', '2.9'],
+      ['SCHEDULER_DB_POOL_SIZE', '0x10'],
+      ['SCHEDULER_LEASE_MS', '6e4'],
+    ] as const) {
+      const err = errorOf(() => loadConfig({ [name]: given }))
+      expect(err.message, `${name}=${given}`).toMatch(new RegExp(`${name} must be an integer from \\d+ to \\d+ \\(got "${given.replace('.', '\\.')}"\\)`))
+      expect(err.details, `${name}=${given}`).toHaveLength(1)
+    }
+    expect(errorOf(() => loadConfig({}, { 'worker.concurrency': '1e2' })).message).toContain('--concurrency must be an integer from 1 to 10000 (got "1e2")')
+    expect(loadConfig({ SCHEDULER_WORKER_CONCURRENCY: ' 12 ' }).worker.concurrency).toBe(12)
+  })
+
   it('names the flag when a flag is invalid', () => {
     const err = errorOf(() => loadConfig({}, { 'worker.concurrency': '0' }))
     expect(err.message).toContain('--concurrency must be an integer from 1 to 10000 (got 0)')
@@ -121,6 +136,9 @@ describe('loadConfig', () => {
   it('rejects a lease not longer than three heartbeats', () => {
     const err = errorOf(() => loadConfig({ SCHEDULER_LEASE_MS: '10000', SCHEDULER_HEARTBEAT_MS: '5000' }))
     expect(err.message).toContain('SCHEDULER_LEASE_MS (10000) must be more than 3 × SCHEDULER_HEARTBEAT_MS (5000)')
+    // given as flags, named as flags
+    const flags = errorOf(() => loadConfig({}, { 'worker.leaseMs': '10000', 'worker.heartbeatMs': '5000' }))
+    expect(flags.message).toContain('--lease-ms (10000) must be more than 3 × --heartbeat-ms (5000)')
   })
 
   it('accepts a database URL with several hosts, and rejects one that does not parse or cannot write', () => {

@@ -42,9 +42,9 @@ describe('job operations across tenants', () => {
     const mine = await insertExecution(t.db, { state: 'failed', error: { message: 'mine', name: 'Error', attempt: 1 }, job: { tenant: 'initech', queue: 'x' } })
 
     const byIds = await api.call(key, 'POST', '/v1/jobs/bulk', { action: 'retry', filter: { ids: [theirs.jobId] } })
-    expect(byIds.json()).toEqual({ action: 'retry', matched: 0, changed: 0, remaining: 0 })
+    expect(byIds.json()).toEqual({ action: 'retry', matched: 0, changed: 0, remaining: 0, lastId: null })
     const dryRun = await api.call(key, 'POST', '/v1/jobs/bulk', { action: 'delete', filter: { all: true }, limit: 1 })
-    expect(dryRun.json()).toEqual({ action: 'delete', matched: 1, changed: 1, remaining: 0 })
+    expect(dryRun.json()).toEqual({ action: 'delete', matched: 1, changed: 1, remaining: 0, lastId: expect.any(String) })
     expect(await t.db.selectFrom('pgsched.jobs').select('id').where('id', '=', mine.jobId).execute()).toEqual([])
     expect(await t.db.selectFrom('pgsched.jobs').select('id').where('id', '=', theirs.jobId).execute()).toHaveLength(1)
 
