@@ -91,6 +91,17 @@ describe('scheduler jobs', () => {
     expect(row).toContain('ScheduleError: cron "0 9 * * 1-5" in time zone "Inval')
   })
 
+  it("prints queues list and tenants list --json in the REST API's shape, {items: [...]}", async () => {
+    await scheduler('queues', 'limit', 'cli-q', '3')
+    await scheduler('tenants', 'set', 'cli-t', '--weight', '2')
+    const queues = JSON.parse((await scheduler('queues', 'list', '--json')).stdout)
+    expect(Object.keys(queues)).toEqual(['items'])
+    expect(queues.items).toContainEqual(expect.objectContaining({ name: 'cli-q', concurrencyLimit: 3 }))
+    const tenants = JSON.parse((await scheduler('tenants', 'list', '--json')).stdout)
+    expect(Object.keys(tenants)).toEqual(['items'])
+    expect(tenants.items).toContainEqual(expect.objectContaining({ name: 'cli-t', weight: 2 }))
+  })
+
   it('bulk-cancels 2,500 jobs in calls of 1,000, with a progress line per call on stderr', async () => {
     await insertExecutions(t.db, 2500, { state: 'pending', job: { tenant: 'bulk', queue: 'bulk' } })
     await insertExecution(t.db, { state: 'pending', job: { tenant: 'bulk', queue: 'other' } })

@@ -29,6 +29,8 @@ describe('scheduler webhooks create', () => {
     )
     expect(created).toMatchObject({ url: 'http://127.0.0.1:9/hook', secret: expect.any(String) })
     const listed = JSON.parse((await scheduler({}, 'webhooks', 'list', '--tenant', 'acme', '--json')).stdout)
-    expect(listed.map((w: { id: string }) => w.id)).toEqual([created.id])
+    // the REST API's shape, as --json says: GET /v1/webhooks answers {items}
+    expect(Object.keys(listed)).toEqual(['items'])
+    expect(listed.items.map((w: { id: string }) => w.id)).toEqual([created.id])
   })
 })

@@ -33,7 +33,7 @@ function queueTable(queues: readonly QueueView[]): string {
 async function show(json: boolean | undefined, fn: (queues: QueueAdmin) => Promise<QueueView | QueueView[]>): Promise<void> {
   const result = await withDatabase('pgsched-queues', ({ db }) => fn(queueAdmin(db)))
   const list = Array.isArray(result) ? result : [result]
-  if (json) process.stdout.write(`${JSON.stringify(Array.isArray(result) ? list.map(queueToJson) : queueToJson(result), null, 2)}\n`)
+  if (json) process.stdout.write(`${JSON.stringify(Array.isArray(result) ? { items: list.map(queueToJson) } : queueToJson(result), null, 2)}\n`)
   else process.stdout.write(list.length === 0 ? 'no queues with work or settings\n' : `${queueTable(list)}\n`)
 }
 

@@ -26,7 +26,7 @@ function tenantTable(tenants: readonly TenantView[]): string {
 async function show(json: boolean | undefined, fn: (tenants: TenantAdmin) => Promise<TenantView | TenantView[]>): Promise<void> {
   const result = await withDatabase('pgsched-tenants', ({ db }) => fn(tenantAdmin(db)))
   const list = Array.isArray(result) ? result : [result]
-  if (json) process.stdout.write(`${JSON.stringify(Array.isArray(result) ? list.map(tenantToJson) : tenantToJson(result), null, 2)}\n`)
+  if (json) process.stdout.write(`${JSON.stringify(Array.isArray(result) ? { items: list.map(tenantToJson) } : tenantToJson(result), null, 2)}\n`)
   else process.stdout.write(list.length === 0 ? 'no tenants with settings\n' : `${tenantTable(list)}\n`)
 }
 

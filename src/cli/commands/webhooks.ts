@@ -40,7 +40,7 @@ export function registerWebhooks(program: Command): void {
     .option(...json)
     .action(async (opts: { tenant: string; json?: boolean }) => {
       const list = await run(opts.tenant, (w) => w.list())
-      if (opts.json) return print(list.map(webhookToJson))
+      if (opts.json) return print({ items: list.map(webhookToJson) })
       process.stdout.write(
         list.length === 0
           ? 'no webhooks\n'
@@ -77,7 +77,7 @@ export function registerWebhooks(program: Command): void {
     .option(...json)
     .action(async (id: string, opts: { tenant: string; limit: string; json?: boolean }) => {
       const list = await run(opts.tenant, (w) => w.deliveries(id, { limit: Number(opts.limit) }))
-      if (opts.json) return print(list.map(deliveryToJson))
+      if (opts.json) return print({ items: list.map(deliveryToJson) })
       process.stdout.write(
         `${formatTable([
           ['AT', 'EVENT', 'TYPE', 'ATTEMPT', 'STATUS', 'MS', 'ERROR'],
