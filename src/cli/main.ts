@@ -1,13 +1,13 @@
 /**
  * The `scheduler` command line: parses arguments (commander), loads the
  * configuration, runs one command and maps failures to exit codes
- * (1 = runtime failure, 2 = bad configuration or usage).
+ * (1 = runtime failure, 2 = bad configuration or usage: a setting, flag or argument refused).
  * Commands live in src/cli/commands/*.ts; this file only wires them.
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Command, CommanderError, Help } from 'commander'
-import { ConfigError } from '../errors.ts'
+import { ConfigError, ValidationError } from '../errors.ts'
 import { isSchemaMissing, SCHEMA_MISSING_MESSAGE } from '../db/outage.ts'
 import { packageRoot } from '../lib/package-root.ts'
 
@@ -117,7 +117,8 @@ export async function main(argv: string[]): Promise<void> {
       process.exitCode = err.exitCode === 0 ? 0 : 2
       return
     }
-    if (err instanceof ConfigError) {
+    if (err instanceof ConfigError || err instanceof ValidationError) {
+      // a setting, a flag or an argument the command cannot take: usage, not a failure of the run
       process.stderr.write(`scheduler: ${err.message}\n`)
       process.exitCode = 2
       return

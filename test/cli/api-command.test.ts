@@ -33,7 +33,7 @@ describe('scheduler keys', () => {
     expect(missing).toMatchObject({ code: 1 })
     expect((missing as { stderr: string }).stderr).toContain('no API key 01900000-0000-7000-8000-000000000000')
     const bad = await scheduler(['keys', 'create', '--tenant', 'no spaces']).catch((e: unknown) => e)
-    expect(bad).toMatchObject({ code: 1 })
+    expect(bad).toMatchObject({ code: 2 })
   })
 })
 

@@ -64,9 +64,10 @@ describe('scheduler jobs', () => {
     expect((await scheduler('jobs', 'delete', id)).stdout).toBe(`deleted job ${id}\n`)
     expect((await failing('jobs', 'view', id)).stderr).toContain(`job ${id} not found`)
     // a filter's instant is named by its flag, with the form it takes
-    expect((await failing('jobs', 'list', '--created-after', 'yesterday')).stderr).toContain(
-      '--created-after must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z',
-    )
+    const badFlag = await failing('jobs', 'list', '--created-after', 'yesterday')
+    expect(badFlag.stderr).toContain('--created-after must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z')
+    // a flag refused is usage (2), as a missing argument is; a job in the wrong state is a failure (1, above)
+    expect(badFlag.code).toBe(2)
     // an id that is not a UUID is named as such, as the API does
     expect((await failing('jobs', 'view', 'not-a-uuid')).stderr).toContain('id must be a UUID')
     // a time zone without --cron is refused, not dropped (the job would run at once)

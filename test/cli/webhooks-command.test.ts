@@ -19,7 +19,7 @@ describe('scheduler webhooks create', () => {
       () => undefined,
       (err: { code: number; stderr: string }) => err,
     )
-    expect(refused?.code).toBe(1)
+    expect(refused?.code).toBe(2)
     expect(refused?.stderr).toContain('url: 127.0.0.1 is a loopback address, to which deliveries are refused unless SCHEDULER_HTTP_ALLOW admits it')
     const { rows } = await t.pool.query('select count(*)::int as n from pgsched.webhook_subscriptions')
     expect(rows[0].n).toBe(0)
