@@ -46,6 +46,13 @@ function parseLimit(text: string): number | null {
   return n
 }
 
+/** --per-ms: a whole number of milliseconds (the queue settings check its range). */
+function parsePerMs(text: string): number {
+  if (!/^\d+$/.test(text))
+    throw new ValidationError(`--per-ms must be a whole number of milliseconds, got "${text}"`, [{ path: 'perMs', message: 'milliseconds' }])
+  return Number(text)
+}
+
 export function registerQueues(program: Command): void {
   const queues = program.command('queues').description('see and change queues: pause, resume, limits, fair share (for every tenant)')
   const json = ['--json', 'print JSON (as the REST API answers)'] as const
@@ -88,7 +95,7 @@ export function registerQueues(program: Command): void {
     .option('--per-ms <ms>', 'the period in milliseconds', '1000')
     .option(...json)
     .action((name: string, limit: string, opts: { json?: boolean; perMs: string }) =>
-      show(opts.json, (q) => q.setRateLimit(name, parseLimit(limit), Number(opts.perMs))),
+      show(opts.json, (q) => q.setRateLimit(name, parseLimit(limit), parsePerMs(opts.perMs))),
     )
   queues
     .command('key-rate-limit')
@@ -98,7 +105,7 @@ export function registerQueues(program: Command): void {
     .option('--per-ms <ms>', 'the period in milliseconds', '1000')
     .option(...json)
     .action((name: string, limit: string, opts: { json?: boolean; perMs: string }) =>
-      show(opts.json, (q) => q.setKeyRateLimit(name, parseLimit(limit), Number(opts.perMs))),
+      show(opts.json, (q) => q.setKeyRateLimit(name, parseLimit(limit), parsePerMs(opts.perMs))),
     )
   queues
     .command('key-limit')
