@@ -101,6 +101,50 @@ describe('the dashboard in Chromium', () => {
     await context.close()
   })
 
+  it('shares one event stream among the tabs of one key, so that eight tabs all load and stay live', async () => {
+    const job = await submit(acmeKey, { type: 'noop', queue: 'ui-tabs' })
+    const { page: first, context } = await openPage(browser, 1280)
+    await first.goto(`${api.url}/ui/`)
+    await first.getByLabel('API key').fill(acmeKey)
+    await first.getByLabel('Remember on this device').check()
+    await first.getByRole('button', { name: 'Sign in' }).click()
+    await first.locator('[data-live="on"]').waitFor()
+    // every event stream any tab of this browser opens, and those still open
+    let streams = 0
+    let openStreams = 0
+    let mostOpen = 0
+    context.on('request', (request) => {
+      if (!request.url().includes('/v1/events')) return
+      streams++
+      mostOpen = Math.max(mostOpen, ++openStreams)
+    })
+    const closed = (request: { url(): string }) => {
+      if (request.url().includes('/v1/events')) openStreams--
+    }
+    context.on('requestfinished', closed)
+    context.on('requestfailed', closed)
+    // a browser keeps at most six connections to a host: with a stream per tab, the seventh tab's
+    // requests waited for ever while its header said Live
+    const tabs = [first]
+    for (let i = 0; i < 7; i++) {
+      const tab = await context.newPage()
+      await tab.goto(`${api.url}/ui/#/jobs`)
+      tabs.push(tab)
+    }
+    for (const tab of tabs.slice(1)) {
+      await tab.locator(`tr[data-job-id="${job.id}"]`).waitFor({ timeout: 15_000 })
+      await tab.locator('[data-live="on"]').waitFor({ timeout: 15_000 })
+    }
+    expect(mostOpen).toBe(0) // the first tab's stream opened before counting began, and stays the only one
+    expect(streams).toBe(0)
+    // closing the tab that follows the stream hands it to another, and the others stay live
+    await first.close()
+    await waitFor(() => streams === 1, { timeoutMs: 15_000, what: 'another tab following the stream' })
+    const later = await submit(acmeKey, { type: 'noop', queue: 'ui-tabs' })
+    for (const tab of tabs.slice(1)) await tab.locator(`tr[data-job-id="${later.id}"]`).waitFor({ timeout: 15_000 })
+    await context.close()
+  })
+
   it('shows a submitted job in the list and its finish, without reloading', async () => {
     const page = await signedIn(acmeKey)
     await page.goto(`${api.url}/ui/#/jobs`)

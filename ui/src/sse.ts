@@ -16,16 +16,20 @@ export interface SseOptions {
   onState(open: boolean): void
 }
 
-/** Opens and keeps open the stream at `path` until `signal` aborts. */
-export async function followSse(path: string, options: SseOptions, signal: AbortSignal): Promise<void> {
-  let lastId: string | null = null
+/** Opens and keeps open the stream at `path` until `signal` aborts; from after `fromId` when given. */
+export async function followSse(path: string, options: SseOptions, signal: AbortSignal, fromId: string | null = null): Promise<void> {
+  let lastId: string | null = fromId
   let backoffMs = 500
   while (!signal.aborted) {
     try {
       const headers: Record<string, string> = { ...authHeaders(), accept: 'text/event-stream' }
       if (lastId) headers['last-event-id'] = lastId
       const res = await fetch(path, { headers, signal, cache: 'no-store' })
-      if (res.status === 401) return
+      if (res.status === 401) {
+        // the key is no longer valid: not live (the next call of the page signs it out)
+        options.onState(false)
+        return
+      }
       if (!res.ok || !res.body) throw new Error(`event stream answered ${res.status}`)
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader()
       let buffer = ''
