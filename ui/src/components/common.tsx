@@ -1,6 +1,6 @@
 /** Small pieces every page uses: error notices, status badges, JSON blocks, action buttons, the announcer. */
 import type { ComponentChildren } from 'preact'
-import { useState } from 'preact/hooks'
+import { useEffect, useState } from 'preact/hooks'
 import { ApiError, messageOf } from '../api.ts'
 import { json } from '../format.ts'
 
@@ -59,9 +59,23 @@ export function announce(text: string): void {
   announceSink?.(text)
 }
 
+/** How long an announcement stays on screen. */
+const ANNOUNCE_MS = 8000
+
 export function Announcer() {
   const [text, setText] = useState('')
   announceSink = setText
+  // an announcement is about the action just taken: it goes after a while, and when the page changes
+  useEffect(() => {
+    if (!text) return
+    const timer = setTimeout(() => setText(''), ANNOUNCE_MS)
+    const clear = () => setText('')
+    window.addEventListener('hashchange', clear)
+    return () => {
+      clearTimeout(timer)
+      window.removeEventListener('hashchange', clear)
+    }
+  }, [text])
   return (
     <p class="announcer" role="status" aria-live="polite">
       {text}

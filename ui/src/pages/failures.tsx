@@ -38,17 +38,19 @@ async function runBulk(action: BulkAction, filter: BulkFilter, progress: (text: 
  * Retry, cancel and delete buttons for the jobs `filter` selects. Progress goes to the page's
  * own status line (`progress`), which stays when the group's row goes away once it is done.
  */
-function BulkButtons({ filter, what, done, setProgress }: { filter: BulkFilter; what: string; done: () => void; setProgress: (text: string) => void }) {
+function BulkButtons({ filters, what, done, setProgress }: { filters: BulkFilter[]; what: string; done: () => void; setProgress: (text: string) => void }) {
   const run = (action: BulkAction) => async () => {
-    const changed = await runBulk(action, filter, setProgress)
+    let changed = 0
+    for (const filter of filters) changed += await runBulk(action, filter, setProgress)
     setProgress(`${action}: ${changed} job(s) done`)
     done()
   }
   const verbs = { retry: 'Retry', cancel: 'Cancel', delete: 'Delete' } as const
+  // the jobs of a failure have ended: retry and delete apply to them, cancel never does
   return (
     <fieldset class="actions">
       <legend class="visually-hidden">Actions on {what}</legend>
-      {(['retry', 'cancel', 'delete'] as const).map((a) => (
+      {(['retry', 'delete'] as const).map((a) => (
         <ActionButton
           key={a}
           label={`${verbs[a]} ${what}`}
@@ -62,12 +64,13 @@ function BulkButtons({ filter, what, done, setProgress }: { filter: BulkFilter; 
   )
 }
 
-function GroupJobs({ group }: { group: FailureGroup }) {
+function GroupJobs({ group, queue }: { group: FailureGroup; queue: string }) {
+  // the page's queue filter too: the group's count and its bulk buttons have it
   const jobs = useLoad(
-    (signal) => call<Page<Job>>(withQuery('/v1/jobs', { errorType: group.errorType, errorMessage: group.message, limit: 20 }), { signal }),
-    [group.errorType, group.message],
+    (signal) => call<Page<Job>>(withQuery('/v1/jobs', { errorType: group.errorType, errorMessage: group.message, queue, limit: 20 }), { signal }),
+    [group.errorType, group.message, queue],
   )
-  const act = (id: string, action: 'retry' | 'cancel') => async () => {
+  const act = (id: string, action: 'retry') => async () => {
     await call(`/v1/jobs/${id}/${action}`, { method: 'POST' })
     jobs.reload()
   }
@@ -82,7 +85,6 @@ function GroupJobs({ group }: { group: FailureGroup }) {
             </a>{' '}
             <StatusBadge status={j.status} /> {j.type} in {j.queue}{' '}
             <ActionButton label="Retry" name={`Retry job ${j.id}`} run={act(j.id, 'retry')} done="Retry submitted" />
-            <ActionButton label="Cancel" name={`Cancel job ${j.id}`} run={act(j.id, 'cancel')} done="Job cancelled" />
           </li>
         ))}
       </ul>
@@ -126,7 +128,8 @@ export function FailuresPage() {
           </p>
           {total > 0 && (
             <BulkButtons
-              filter={queue ? { status: 'FAILED', queue } : { status: 'FAILED' }}
+              // the groups count expired jobs as failures too
+              filters={(['FAILED', 'EXPIRED'] as const).map((status): BulkFilter => (queue ? { status, queue } : { status }))}
               what="all failed jobs"
               setProgress={setProgress}
               done={() => {
@@ -164,14 +167,14 @@ export function FailuresPage() {
                         {open === id && (
                           <div class="group-detail">
                             <BulkButtons
-                              filter={{ errorType: g.errorType, errorMessage: g.message, ...(queue ? { queue } : {}) }}
+                              filters={[{ errorType: g.errorType, errorMessage: g.message, ...(queue ? { queue } : {}) }]}
                               what="this group"
                               setProgress={setProgress}
                               done={failures.reload}
                             />
                             <h2 class="small">Sample payload (job {shortId(g.sampleJobId)})</h2>
                             <JsonBlock value={g.samplePayload} label="Sample payload" />
-                            <GroupJobs group={g} />
+                            <GroupJobs group={g} queue={queue} />
                           </div>
                         )}
                       </td>

@@ -143,6 +143,8 @@ export function JobDetailPage({ id }: { id: string }) {
   const reload = () => {
     job.reload()
     executions.reload()
+    // a pause, a resume or a fire time passed changes them too
+    fires.reload()
   }
   useLiveRefresh((e) => e.jobId === id, reload, 300)
   const j = job.data

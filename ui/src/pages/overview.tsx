@@ -3,7 +3,7 @@
  * marked), and, from GET /v1/stats, throughput, failure rate and schedule lag per minute over the
  * last hour as charts, for all queues or one. Refreshed by live events and every 15 s.
  */
-import { useMemo, useState } from 'preact/hooks'
+import { useMemo, useRef, useState } from 'preact/hooks'
 import { ApiError, call, withQuery } from '../api.ts'
 import { Chart, type Series } from '../components/chart.tsx'
 import { ErrorNotice } from '../components/common.tsx'
@@ -114,7 +114,12 @@ export function OverviewPage() {
     ]
     return { times, throughput, failureRate, lag }
   }, [stats.data])
-  const queueNames = queues.data?.items.map((q) => q.name) ?? []
+  // every queue seen: those with work or settings, and those with figures only (their work has
+  // finished), kept while one queue's figures are shown
+  const seen = useRef(new Set<string>())
+  for (const q of queues.data?.items ?? []) seen.current.add(q.name)
+  for (const r of stats.data?.items ?? []) seen.current.add(r.queue)
+  const queueNames = [...seen.current].sort()
   const statsMissing = stats.error instanceof ApiError && stats.error.missingRoute
   return (
     <>
