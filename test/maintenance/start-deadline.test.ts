@@ -35,7 +35,8 @@ describe('start deadlines', () => {
     const view = await client.viewJob(id)
     expect(view.status).toBe('EXPIRED')
     expect(view.lastExecution).toMatchObject({ state: 'failed', attempt: 0, error: { name: 'StartDeadlineError', fatal: true } })
-    expect(view.lastExecution?.error?.message).toMatch(/^not started by its start deadline \S+Z \(1000 ms after its time \S+Z\)$/)
+    // the same text for every execution of one deadline: the failures view groups them
+    expect(view.lastExecution?.error?.message).toBe('not started within its start deadline, 1000 ms after its time')
     expect((await api.call(key, 'GET', '/v1/jobs?status=EXPIRED')).json().items.map((j: { id: string }) => j.id)).toEqual([id])
     expect((await api.call(key, 'GET', '/v1/jobs?status=FAILED')).json().items).toEqual([])
     expect((await reaper.runOnce()).expired).toBe(0)

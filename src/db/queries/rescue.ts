@@ -59,10 +59,13 @@ export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRe
   return { retried: Number(row?.retried ?? 0), failed: Number(row?.failed ?? 0), nextRunAt: row?.next_run_at ?? null }
 }
 
-/** Why an execution expired (migration 0018), as its error: names the deadline missed. */
+/**
+ * Why an execution expired (migration 0018), as its error: names the deadline missed. The same
+ * text for every execution of one deadline, so that the failures view groups them (the times are
+ * the execution's scheduledFor and finishedAt).
+ */
 const startDeadlineError = executionErrorSql({
-  message: sql`format('not started by its start deadline %s (%s ms after its time %s)', to_char(e.start_deadline at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-                      j.start_deadline_ms, to_char(e.scheduled_for at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`,
+  message: sql`format('not started within its start deadline, %s ms after its time', j.start_deadline_ms)`,
   name: sql`'StartDeadlineError'`,
   fatal: sql`true`,
   attempt: sql`0`,
