@@ -2,14 +2,18 @@
 export function when(iso: string | null | undefined): string {
   if (!iso) return '—'
   const d = new Date(iso)
-  return Number.isNaN(d.getTime()) ? iso : d.toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'medium' })
+  // in the browser's zone, named (a schedule's own zone differs from it: 09:00 Berlin shows as 03:00 EST)
+  return Number.isNaN(d.getTime()) ? iso : d.toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'long' })
 }
 
 export function duration(ms: number | null | undefined): string {
   if (ms === null || ms === undefined) return '—'
   if (ms < 1000) return `${Math.round(ms)} ms`
   if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`
-  if (ms < 3_600_000) return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`
+  if (ms < 3_600_000) {
+    const seconds = Math.round((ms % 60_000) / 1000)
+    return seconds === 0 ? `${Math.floor(ms / 60_000)} min` : `${Math.floor(ms / 60_000)} min ${seconds} s`
+  }
   return `${(ms / 3_600_000).toFixed(1)} h`
 }
 

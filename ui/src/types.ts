@@ -123,6 +123,7 @@ export interface WorkerInfo {
 
 export interface ScheduleInfo {
   jobId: string
+  tenant: string
   type: string
   queue: string
   schedule: unknown

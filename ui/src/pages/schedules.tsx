@@ -1,9 +1,10 @@
 /** Recurring schedules: what fires, when it fires next, its last run; pause and resume each. */
-import { useState } from 'preact/hooks'
+import { useContext, useState } from 'preact/hooks'
 import { call, withQuery } from '../api.ts'
 import { ActionButton, ErrorNotice, StatusBadge, TableWrap } from '../components/common.tsx'
 import { json, shortId, when } from '../format.ts'
 import { useLiveRefresh, useLoad } from '../hooks.ts'
+import { IdentityContext } from '../identity.ts'
 import { href } from '../router.ts'
 import type { Page, ScheduleInfo } from '../types.ts'
 
@@ -18,6 +19,8 @@ function scheduleText(s: unknown): string {
 }
 
 export function SchedulesPage() {
+  // an operator key sees every tenant's schedules: whose each is
+  const { operator } = useContext(IdentityContext)
   const [stack, setStack] = useState<Array<string | undefined>>([undefined])
   const cursor = stack[stack.length - 1]
   const page = useLoad((signal) => call<Page<ScheduleInfo>>(withQuery('/v1/schedules', { limit: 100, cursor }), { signal }), [cursor])
@@ -36,6 +39,7 @@ export function SchedulesPage() {
             <thead>
               <tr>
                 <th scope="col">Job</th>
+                {operator && <th scope="col">Tenant</th>}
                 <th scope="col">Type</th>
                 <th scope="col">Queue</th>
                 <th scope="col">Schedule</th>
@@ -52,11 +56,14 @@ export function SchedulesPage() {
                       {shortId(s.jobId)}
                     </a>
                   </td>
+                  {operator && <td>{s.tenant}</td>}
                   <td>{s.type}</td>
                   <td>{s.queue}</td>
                   <td>
                     {scheduleText(s.schedule)}
-                    {s.timezone ? ` (${s.timezone})` : ''} {s.paused && <span class="badge badge-paused">paused</span>}
+                    {/* a cron expression's zone; an interval has none */}
+                    {s.timezone && scheduleText(s.schedule).startsWith('cron') ? ` (${s.timezone})` : ''}{' '}
+                    {s.paused && <span class="badge badge-paused">paused</span>}
                   </td>
                   <td>
                     <ul class="plain">
