@@ -8,9 +8,8 @@
 import type pg from 'pg'
 import type { Context } from '@opentelemetry/api'
 import { tracedSubmit } from './lib/tracing.ts'
-import { Kysely, type Transaction } from 'kysely'
-import { kyselyOnClient } from './db/kysely-on-client.ts'
-import { markCallerConnection } from './db/queries/plain-forms.ts'
+import type { Kysely, Transaction } from 'kysely'
+import { callerKysely, isCallerKysely, kyselyOnClient, type CallerKysely } from './db/kysely-on-client.ts'
 import { uuidV7 } from './lib/uuid-v7.ts'
 import { systemClock, type Clock } from './clock.ts'
 import { ConflictError, InvalidStateError, NotFoundError, QuotaExceededError, ValidationError } from './errors.ts'
@@ -35,8 +34,13 @@ import { streamEvents, type StreamEventsParams } from './events/event-stream.ts'
 import { webhookAdmin, type WebhookAdmin } from './events/webhook-admin.ts'
 import { parseAddressPolicy, type AddressPolicy } from './lib/address-policy.ts'
 
-/** Where a call runs: the client's pool (default), a Kysely transaction, or a pg client. */
-export type Executor = Kysely<DB> | Transaction<DB> | pg.ClientBase
+/**
+ * Where a call runs: the client's pool (default), a Kysely instance or transaction of the
+ * application's (typed with its own tables, from its own copy of kysely, with its plugins: pgsched
+ * runs its statements on it without them), or a pg client.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: the application's own table types
+export type Executor = Kysely<any> | Transaction<any> | CallerKysely | pg.ClientBase
 
 export interface CallOptions {
   /** Run inside this transaction / on this connection. */
@@ -57,8 +61,12 @@ export interface CreateClientOptions {
   /** Either a URL (the client owns a pool; call close()) … */
   databaseUrl?: string
   poolSize?: number
-  /** … or an existing Kysely instance. */
-  db?: Kysely<DB>
+  /**
+   * … or an existing Kysely instance (the application's: its tables, its copy of kysely; pgsched
+   * runs its statements on it without its plugins).
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: the application's own table types
+  db?: Kysely<any> | CallerKysely
   /** Tenant the client acts for; default `default`. */
   tenant?: string
   /** Recorded in jobs.created_by. */
@@ -119,15 +127,13 @@ export interface Client extends Omit<JobOperations, 'listJobs'>, OperationsViews
 
 const MAX_BATCH = 50_000
 
-function isKysely(value: Executor): value is Kysely<DB> {
-  return value instanceof Kysely
-}
-
 export function createClient(options: CreateClientOptions): Client {
   let owned: { db: Kysely<DB> } | undefined
   let db: Kysely<DB>
-  if (options.db) db = options.db
-  else if (options.databaseUrl) {
+  if (options.db) {
+    if (!isCallerKysely(options.db)) throw new ValidationError('createClient: db must be a Kysely instance (or give databaseUrl)')
+    db = callerKysely(options.db)
+  } else if (options.databaseUrl) {
     owned = createDb({ databaseUrl: options.databaseUrl, poolSize: options.poolSize ?? 10, applicationName: 'pgsched-client' })
     db = owned.db
   } else throw new ValidationError('createClient needs databaseUrl or db')
@@ -166,12 +172,17 @@ function makeClient(
     if (trx === undefined) return transactional ? db.transaction().execute(fn) : fn(db)
     // a Kysely instance given as `trx` that is not a transaction gets one when the work needs it;
     // the caller's may be on a connection in a transaction of theirs, which a plain form's refusal
-    // would abort: only full forms run on it
-    if (isKysely(trx)) {
-      if (trx !== db) markCallerConnection(trx)
-      return transactional && !trx.isTransaction ? trx.transaction().execute(fn) : fn(trx)
+    // would abort: only full forms run on it (callerKysely marks it so)
+    if (isCallerKysely(trx)) {
+      if (transactional && !trx.isTransaction) return trx.transaction().execute((t) => fn(callerKysely(t)))
+      return fn(callerKysely(trx))
     }
-    const onClient = kyselyOnClient(trx)
+    if (typeof (trx as { query?: unknown }).query !== 'function') {
+      throw new ValidationError('trx must be a Kysely instance or transaction, or a pg client (pg.Client or a pool client)', [
+        { path: 'trx', message: 'a Kysely instance or transaction, or a pg client' },
+      ])
+    }
+    const onClient = kyselyOnClient(trx as pg.ClientBase)
     return fn(onClient)
   }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import pg from 'pg'
-import { sql } from 'kysely'
+import { CamelCasePlugin, type CompiledQuery, Kysely, PostgresDialect, sql, type Transaction } from 'kysely'
 import { waitFor } from './wait-for.ts'
 import { createClient } from '../src/client.ts'
 import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from '../src/errors.ts'
@@ -87,6 +87,62 @@ describe('client.submitJob', () => {
     expect(types).toEqual(['a'])
     expect(kept.job.type).toBe('a')
     await expect(client().viewJob(rolled.job.id)).rejects.toBeInstanceOf(NotFoundError)
+  })
+})
+
+describe("an application's own Kysely", () => {
+  /** The application's tables: none of pgsched's. */
+  interface AppDB {
+    app_users: { id: number; name: string }
+  }
+
+  it('takes a transaction typed with its own tables, and reads jobs right through a CamelCasePlugin', async () => {
+    const app = new Kysely<AppDB>({
+      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: t.url, max: 2 }) }),
+      plugins: [new CamelCasePlugin()],
+    })
+    try {
+      const submitted = await app.transaction().execute((trx) => client().submitJob({ type: 'camel', maxAttempts: 4, schedule: { every: '1h' } }, { trx }))
+      const viaPool = await client().viewJob(submitted.job.id)
+      const viaTrx = await app.transaction().execute((trx) => client().viewJob(submitted.job.id, { trx }))
+      // the plugin would rename max_attempts, created_at, next_fire_at...: a pending job read as finished
+      expect(viaTrx).toEqual(viaPool)
+      expect(viaTrx).toMatchObject({ status: 'SCHEDULED', maxAttempts: 4 })
+      const own = createClient({ db: app, tenant: 'acme' })
+      expect((await own.viewJob(submitted.job.id)).status).toBe('SCHEDULED')
+      expect((await own.listJobs()).items.find((j) => j.id === submitted.job.id)?.maxAttempts).toBe(4)
+    } finally {
+      await app.destroy()
+    }
+  })
+
+  it("runs on a transaction of another copy of kysely (not pgsched's), and commits or rolls back with it", async () => {
+    /** What another copy's Transaction offers: not an instance of pgsched's Kysely class. */
+    const foreign = (trx: Transaction<unknown>) => {
+      const copy = {
+        isTransaction: true,
+        withoutPlugins: () => copy,
+        executeQuery: (query: CompiledQuery) => trx.executeQuery(query),
+        transaction: () => {
+          throw new Error('not on a transaction')
+        },
+      }
+      return copy
+    }
+    const kept = await t.db.transaction().execute((trx) => client().submitJob({ type: 'foreign-kept' }, { trx: foreign(trx as Transaction<unknown>) }))
+    await expect(
+      t.db.transaction().execute(async (trx) => {
+        await client().submitJob({ type: 'foreign-rolled' }, { trx: foreign(trx as Transaction<unknown>) })
+        throw new Error('caller fails')
+      }),
+    ).rejects.toThrow('caller fails')
+    expect((await client().viewJob(kept.job.id)).type).toBe('foreign-kept')
+    const types = (await t.db.selectFrom('pgsched.jobs').select('type').where('type', 'like', 'foreign-%').execute()).map((r) => r.type)
+    expect(types).toEqual(['foreign-kept'])
+    // neither a Kysely nor a pg client: named
+    await expect(client().submitJob({ type: 'x' }, { trx: {} as pg.ClientBase })).rejects.toThrow(
+      'trx must be a Kysely instance or transaction, or a pg client',
+    )
   })
 })
 

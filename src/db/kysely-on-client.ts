@@ -1,6 +1,16 @@
 /** Kysely over one `pg` client: the TypeScript client's calls inside a caller's own connection or transaction. */
 import type pg from 'pg'
-import { Kysely, PostgresDialect } from 'kysely'
+import {
+  type CompiledQuery,
+  type DatabaseConnection,
+  type Driver,
+  Kysely,
+  PostgresAdapter,
+  PostgresDialect,
+  PostgresIntrospector,
+  PostgresQueryCompiler,
+  type QueryResult,
+} from 'kysely'
 import type { DB } from './schema.ts'
 import { markCallerConnection } from './queries/plain-forms.ts'
 
@@ -16,4 +26,75 @@ export function kyselyOnClient(client: pg.ClientBase): Kysely<DB> {
   // the caller's connection may be in a transaction, which a refused plain form would abort
   markCallerConnection(db)
   return db
+}
+
+/**
+ * What pgsched needs of a caller's Kysely instance or transaction, whatever copy or version of
+ * kysely made it (an application's own may differ from pgsched's, and `instanceof` then fails).
+ */
+export interface CallerKysely {
+  readonly isTransaction: boolean
+  withoutPlugins(): CallerKysely
+  executeQuery(query: CompiledQuery): Promise<QueryResult<unknown>>
+  transaction(): { execute<T>(fn: (trx: CallerKysely) => Promise<T>): Promise<T> }
+}
+
+/** Whether `value` is a Kysely instance or transaction (of any kysely copy), not a pg client. */
+export function isCallerKysely(value: unknown): value is CallerKysely {
+  if (value instanceof Kysely) return true
+  const v = value as Partial<CallerKysely> | null
+  return (
+    typeof v === 'object' &&
+    v !== null &&
+    typeof v.executeQuery === 'function' &&
+    typeof v.withoutPlugins === 'function' &&
+    typeof v.isTransaction === 'boolean'
+  )
+}
+
+/**
+ * A caller's Kysely as pgsched runs its statements on it: without the caller's plugins (a
+ * CamelCasePlugin would rename the columns pgsched reads, and a job would read as finished), and,
+ * when another copy of kysely made it, through a driver that hands each compiled statement to it.
+ * A transaction cannot be begun on such a copy's instance (the caller's transaction is used).
+ */
+export function callerKysely(value: CallerKysely): Kysely<DB> {
+  const bare = value.withoutPlugins()
+  const db =
+    bare instanceof Kysely
+      ? (bare as unknown as Kysely<DB>)
+      : new Kysely<DB>({
+          dialect: {
+            createAdapter: () => new PostgresAdapter(),
+            createDriver: () => new ForwardingDriver(bare),
+            createIntrospector: (k) => new PostgresIntrospector(k),
+            createQueryCompiler: () => new PostgresQueryCompiler(),
+          },
+        })
+  markCallerConnection(db)
+  return db
+}
+
+/** Runs every statement through another copy of kysely's instance (see callerKysely). */
+class ForwardingDriver implements Driver {
+  private readonly target: CallerKysely
+  constructor(target: CallerKysely) {
+    this.target = target
+  }
+  async init(): Promise<void> {}
+  async acquireConnection(): Promise<DatabaseConnection> {
+    return {
+      executeQuery: <R>(query: CompiledQuery) => this.target.executeQuery(query) as Promise<QueryResult<R>>,
+      streamQuery: () => {
+        throw new Error('pgsched cannot stream a query through a Kysely instance of another kysely copy')
+      },
+    }
+  }
+  async beginTransaction(): Promise<void> {
+    throw new Error('pgsched cannot begin a transaction on a Kysely instance of another kysely copy: pass its transaction as trx')
+  }
+  async commitTransaction(): Promise<void> {}
+  async rollbackTransaction(): Promise<void> {}
+  async releaseConnection(): Promise<void> {}
+  async destroy(): Promise<void> {}
 }
