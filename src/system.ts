@@ -4,6 +4,7 @@
  * and stops them in order. Only this file and bin/ see the whole graph.
  */
 import type { Config } from './config.ts'
+import { ConfigError } from './errors.ts'
 import type { Logger } from './logger.ts'
 import { quietDuringOutages } from './db/outage.ts'
 import { createDb, type Database } from './db/pool.ts'
@@ -40,7 +41,8 @@ export interface WorkerSystem {
 }
 
 export interface CreateWorkerSystemParams {
-  config: Config & { databaseUrl: string }
+  /** As loadConfig returns it; its databaseUrl must be set (ConfigError otherwise). */
+  config: Config
   log: Logger
   handlers: readonly Handler[]
   /** Where handlers' ctx.output goes; default: the store config.output selects (Postgres unless set). */
@@ -48,7 +50,9 @@ export interface CreateWorkerSystemParams {
 }
 
 export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSystem {
-  const { config } = params
+  const databaseUrl = params.config.databaseUrl
+  if (!databaseUrl) throw new ConfigError('createWorkerSystem: config.databaseUrl must be set (DATABASE_URL, a postgres:// URL)')
+  const config = { ...params.config, databaseUrl }
   const w = config.worker
   // An outage is logged in two lines (gone, back), not once per retry of every loop.
   const quiet = quietDuringOutages(params.log)
@@ -138,6 +142,18 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
   // only where pgsched.webhook runs: a worker without the http handler leaves the events to one with it
   const webhookDispatcher = w.httpHandler === 'on' ? new WebhookDispatcher({ db: database.db, log }) : undefined
   let stopping: Promise<void> | undefined
+  let started = false
+  /** Graceful: the worker hands back what it could not finish. Idempotent. */
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      await Promise.all([worker.stop(), reaper.stop(), triggerScheduler.stop(), pruner.stop(), webhookDispatcher?.stop()])
+      // What the runs handed back at shutdown had written.
+      await outputStore.stop()
+      await metricsServer?.stop()
+      await Promise.all([database.db.destroy(), hot.db.destroy()])
+    })()
+    return stopping
+  }
   return {
     worker,
     database,
@@ -145,23 +161,23 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     metricsPort: () => metricsPort,
     webhookDispatcher,
     async start() {
-      await outputStore.start()
-      metricsPort = await metricsServer?.start()
-      await worker.start()
-      reaper.start()
-      triggerScheduler.start()
-      pruner.start()
-      webhookDispatcher?.start()
+      if (started) throw new Error('this worker system was started already (a stopped one is not started again: create another)')
+      started = true
+      try {
+        await outputStore.start()
+        metricsPort = await metricsServer?.start()
+        await worker.start()
+        reaper.start()
+        triggerScheduler.start()
+        pruner.start()
+        webhookDispatcher?.start()
+      } catch (err: unknown) {
+        // what had started (the pools, the metrics port, the LISTEN connection) would keep the
+        // process alive, doing nothing: released, so that the failure is the caller's to handle
+        await stop().catch((stopErr: unknown) => log.warn({ err: stopErr }, 'stopping after a failed start failed'))
+        throw err
+      }
     },
-    stop() {
-      stopping ??= (async () => {
-        await Promise.all([worker.stop(), reaper.stop(), triggerScheduler.stop(), pruner.stop(), webhookDispatcher?.stop()])
-        // What the runs handed back at shutdown had written.
-        await outputStore.stop()
-        await metricsServer?.stop()
-        await Promise.all([database.db.destroy(), hot.db.destroy()])
-      })()
-      return stopping
-    },
+    stop,
   }
 }

@@ -8,7 +8,10 @@ import { once } from 'node:events'
 import type { Readable } from 'node:stream'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import net from 'node:net'
 import { buildApp } from '../../src/api/app.ts'
+import { loadConfig } from '../../src/config.ts'
+import { createWorkerSystem } from '../../src/system.ts'
 import { createDb } from '../../src/db/pool.ts'
 import { createLogger } from '../../src/logger.ts'
 import { adminQuery, urlFor } from '../db.ts'
@@ -40,6 +43,32 @@ describe('a database without the pgsched schema', () => {
     clearTimeout(timer)
     expect({ code, signal }).toEqual({ code: 1, signal: null })
     expect(stderr).toContain(`scheduler: relation "pgsched.workers" does not exist (${HINT})`)
+  })
+
+  it('makes an embedded worker system release what it started when its start fails, and refuse a second start', async () => {
+    // the documented embedding: loadConfig(env) as it is (its databaseUrl is optional in its type)
+    const free = await new Promise<number>((resolve) => {
+      const server = net.createServer().listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as net.AddressInfo
+        server.close(() => resolve(port))
+      })
+    })
+    const config = loadConfig({ DATABASE_URL: url, SCHEDULER_WORKER_METRICS_PORT: String(free), SCHEDULER_WORKER_METRICS_HOST: '127.0.0.1' })
+    const system = createWorkerSystem({ config, log: createLogger({ level: 'silent' }), handlers: [] })
+    await expect(system.start()).rejects.toMatchObject({ code: '42P01' })
+    // the metrics server it had opened is closed again, and its pools are gone
+    const port = system.metricsPort()
+    expect(port).toBe(free)
+    const refused = await new Promise<string>((resolve) => {
+      const socket = net.connect(port as number, '127.0.0.1', () => resolve('connected'))
+      socket.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? 'error'))
+    })
+    expect(refused).toBe('ECONNREFUSED')
+    await expect(system.database.db.selectFrom('pgsched.jobs').selectAll().execute()).rejects.toThrow()
+    await expect(system.start()).rejects.toThrow('this worker system was started already')
+    expect(() => createWorkerSystem({ config: loadConfig({}), log: createLogger({ level: 'silent' }), handlers: [] })).toThrow(
+      'createWorkerSystem: config.databaseUrl must be set',
+    )
   })
 
   it('makes the CLI name the remedy', async () => {

@@ -74,14 +74,8 @@ export function registerWorker(program: Command): void {
       })
       if (!(await waitForDatabase({ databaseUrl, log, signal: waiting.signal }))) return
       system = createWorkerSystem({ config: { ...config, databaseUrl }, log, handlers })
-      try {
-        await system.start()
-      } catch (err: unknown) {
-        // what had started (pools, the metrics port, the LISTEN connection) would keep the process
-        // alive, doing nothing: released, so that the failure ends it with exit code 1
-        await system.stop().catch((stopErr: unknown) => log.warn({ err: stopErr }, 'stopping after a failed start failed'))
-        throw err
-      }
+      // a failed start releases what it had started, so that the failure ends the process (exit code 1)
+      await system.start()
       await new Promise<never>(() => {})
     })
 }
