@@ -18,7 +18,7 @@ import { LIVE_WORKER_MS, normalizeSubmit, type Execution, type Job, type Normali
 import { newJob } from './core/new-job.ts'
 import { TENANT_RULE, isTenantName } from './core/names.ts'
 import { workerServes } from './db/queries/workers.ts'
-import { createDb } from './db/pool.ts'
+import { createDb, type Database } from './db/pool.ts'
 import type { DB } from './db/schema.ts'
 import { jobCancel, jobCancelSweep, jobSetPaused, type JobInsertOutcome } from './db/queries/jobs.ts'
 import { jobGetById } from './db/queries/job-views.ts'
@@ -121,14 +121,73 @@ export interface Client extends Omit<JobOperations, 'listJobs'>, OperationsViews
   allTenants(): JobOperations & OperationsViews
   /** The same client acting for another tenant (shares the pool). */
   withTenant(tenant: string, createdBy?: string): Client
-  /** Closes the pool if the client created it. */
+  /**
+   * Closes the pool if the client created it, once the calls in flight have ended (at most 30 s);
+   * a submit made after close() began is refused.
+   */
   close(): Promise<void>
 }
 
 const MAX_BATCH = 50_000
 
+/** How long close() waits for the calls in flight before it closes the pool under them. */
+const CLOSE_WAIT_MS = 30_000
+
+/** Counts the calls of a client that owns its pool, so that close() can wait for them. */
+class CallGate {
+  closing = false
+  private running = 0
+  private waiters: Array<() => void> = []
+  enter(): void {
+    this.running++
+  }
+  leave(): void {
+    this.running--
+    if (this.running === 0) for (const w of this.waiters.splice(0)) w()
+  }
+  /** Resolves once no call is running, or after `timeoutMs`. */
+  settled(timeoutMs: number): Promise<void> {
+    if (this.running === 0) return Promise.resolve()
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs)
+      this.waiters.push(() => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
+  }
+}
+
+/** Methods that hand out an object whose calls use the same pool (counted too). */
+const GATED_RESULTS = new Set(['withTenant', 'allTenants'])
+/** Objects of the client whose methods use its pool. */
+const GATED_OBJECTS = new Set(['queues', 'tenants', 'webhooks'])
+
+/**
+ * `target` with every method counted by `gate` from its call until its promise settles, and
+ * refused once the client is closing (close() itself passes).
+ */
+function gated<T extends object>(target: T, gate: CallGate): T {
+  return new Proxy(target, {
+    get(obj, key, receiver) {
+      const value = Reflect.get(obj, key, receiver)
+      if (typeof key !== 'string' || key === 'close') return value
+      if (GATED_OBJECTS.has(key) && typeof value === 'object' && value !== null) return gated(value, gate)
+      if (typeof value !== 'function') return value
+      return (...args: unknown[]) => {
+        if (gate.closing) return Promise.reject(new Error(`the pgsched client is closed: ${key} was called after close()`))
+        const result = (value as (...a: unknown[]) => unknown).apply(obj, args)
+        if (GATED_RESULTS.has(key) && typeof result === 'object' && result !== null) return gated(result, gate)
+        if (!(result instanceof Promise)) return result
+        gate.enter()
+        return result.finally(() => gate.leave())
+      }
+    },
+  })
+}
+
 export function createClient(options: CreateClientOptions): Client {
-  let owned: { db: Kysely<DB> } | undefined
+  let owned: Database | undefined
   let db: Kysely<DB>
   if (options.db) {
     if (!isCallerKysely(options.db)) throw new ValidationError('createClient: db must be a Kysely instance (or give databaseUrl)')
@@ -147,9 +206,18 @@ export function createClient(options: CreateClientOptions): Client {
   const requireSyncStandby = options.requireSyncStandby === true
   const batcher = options.batchSubmits === false ? undefined : new SubmitBatcher(db, { requireSyncStandby })
   const settings = { webhookPolicy, requireSyncStandby }
-  return makeClient(db, batcher, options.tenant ?? 'default', options.createdBy ?? null, options.clock ?? systemClock, settings, async () => {
-    await owned?.db.destroy()
+  const client = makeClient(db, batcher, options.tenant ?? 'default', options.createdBy ?? null, options.clock ?? systemClock, settings, async () => {
+    if (!owned) return
+    // the calls in flight end first: a submit waiting in the group commit, or a statement waiting for
+    // a connection, would otherwise never settle once the pool is gone
+    gate.closing = true
+    batcher?.close()
+    await gate.settled(CLOSE_WAIT_MS)
+    await batcher?.drained()
+    await owned.db.destroy()
   })
+  const gate = new CallGate()
+  return owned ? gated(client, gate) : client
 }
 
 function makeClient(

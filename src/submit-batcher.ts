@@ -136,6 +136,8 @@ interface Entry {
 export class SubmitBatcher {
   private queue: Entry[] = []
   private inFlight = 0
+  private closed = false
+  private idleWaiters: Array<() => void> = []
   private readonly db: Kysely<DB>
   private readonly maxBatch: number
   private readonly maxInFlight: number
@@ -149,7 +151,19 @@ export class SubmitBatcher {
     this.requireSyncStandby = options.requireSyncStandby === true
   }
 
+  /** Refuses every insert from now on (the client is closing); those queued or in flight go on. */
+  close(): void {
+    this.closed = true
+  }
+
+  /** Resolves once nothing is queued or in flight. */
+  drained(): Promise<void> {
+    if (this.queue.length === 0 && this.inFlight === 0) return Promise.resolve()
+    return new Promise((resolve) => this.idleWaiters.push(resolve))
+  }
+
   insert(tenant: string, createdBy: string | null, row: SubmitRow): Promise<{ outcome: JobInsertOutcome; now: Date }> {
+    if (this.closed) return Promise.reject(new Error('the pgsched client is closed: it takes no more submits'))
     return new Promise((resolve, reject) => {
       this.queue.push({ tenant, createdBy, row, resolve, reject })
       this.kick()
@@ -165,6 +179,7 @@ export class SubmitBatcher {
         this.kick()
       })
     }
+    if (this.queue.length === 0 && this.inFlight === 0) for (const resolve of this.idleWaiters.splice(0)) resolve()
   }
 
   private async write(batch: Entry[]): Promise<void> {

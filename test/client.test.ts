@@ -146,6 +146,24 @@ describe("an application's own Kysely", () => {
   })
 })
 
+describe('client.close', () => {
+  it('lets the calls in flight end before it closes its pool, and refuses submits made after', async () => {
+    for (const batchSubmits of [true, false]) {
+      const own = createClient({ databaseUrl: t.url, tenant: 'acme', poolSize: 2, batchSubmits })
+      await own.submitJob({ type: 'warm' })
+      const calls = Array.from({ length: 20 }, (_, i) => own.submitJob({ type: 'closing', payload: { i, batchSubmits } }))
+      const closed = own.close()
+      const settled = await Promise.allSettled(calls)
+      await closed
+      // every submit made before close() began is written (none left waiting for ever, none cut off)
+      expect(settled.map((s) => (s.status === 'rejected' ? String(s.reason) : s.status))).toEqual(Array(20).fill('fulfilled'))
+      await expect(own.submitJob({ type: 'late' })).rejects.toThrow()
+    }
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.jobs where type = 'closing'`.execute(t.db)
+    expect(rows[0]?.n).toBe(40)
+  })
+})
+
 describe('client.submitJob group commit', () => {
   it('writes concurrent submits in fewer transactions, each with its own job', async () => {
     const c = client()
