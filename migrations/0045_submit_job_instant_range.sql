@@ -1,5 +1,6 @@
 -- pgsched.submit_job refuses run_at, start_at and end_at outside the years 0001 to 9999 (UTC), as the
--- API and the TypeScript client do (core/formats.ts, INSTANT_RANGE). PostgreSQL writes such a
+-- API and the TypeScript client do (core/formats.ts, INSTANT_RANGE); and names a bad backoff or
+-- misfire or overlap policy itself (they met a table constraint, whose error dumps the row). PostgreSQL writes such a
 -- timestamp as text no ISO-8601 reader takes back (`0001-12-31 23:00:00+00 BC`, `10000-01-01
 -- 00:00:00+00`, `infinity`), so a job holding one could be neither viewed nor listed over REST. The
 -- rest of the function is as migration 0040 left it.
@@ -73,6 +74,22 @@ begin
   end if;
   if submit_job.end_at is not null and not pgsched.instant_in_range(submit_job.end_at) then
     raise exception 'end_at must be within the years 0001 to 9999 (UTC), got %', submit_job.end_at using errcode = '22023';
+  end if;
+  -- named by the function rather than by a table constraint's "Failing row contains" text
+  if submit_job.backoff_base_ms is null or submit_job.backoff_base_ms not between 0 and 86400000 then
+    raise exception 'backoff_base_ms must be an integer from 0 to 86400000, got %', submit_job.backoff_base_ms using errcode = '22023';
+  end if;
+  if submit_job.backoff_max_ms is null or submit_job.backoff_max_ms not between submit_job.backoff_base_ms and 604800000 then
+    raise exception 'backoff_max_ms must be an integer from backoff_base_ms (%) to 604800000, got %', submit_job.backoff_base_ms, submit_job.backoff_max_ms
+      using errcode = '22023';
+  end if;
+  if submit_job.misfire_policy is null or submit_job.misfire_policy not in ('fire_once', 'skip', 'fire_all') then
+    raise exception 'misfire_policy must be one of fire_once, skip, fire_all, got %', coalesce(quote_literal(submit_job.misfire_policy), 'null')
+      using errcode = '22023';
+  end if;
+  if submit_job.overlap_policy is null or submit_job.overlap_policy not in ('allow', 'skip', 'queue') then
+    raise exception 'overlap_policy must be one of allow, skip, queue, got %', coalesce(quote_literal(submit_job.overlap_policy), 'null')
+      using errcode = '22023';
   end if;
   if not pgsched.time_zone_known(submit_job.timezone) then
     raise exception 'timezone % is not a known IANA time zone (such as Europe/Berlin); offsets, abbreviations and POSIX rules are not accepted',

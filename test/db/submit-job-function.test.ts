@@ -87,6 +87,10 @@ describe('pgsched.submit_job', () => {
     [`'x', run_at => 'infinity'`, 'run_at must be within the years 0001 to 9999 (UTC)'],
     [`'x', every => interval '1 hour', start_at => '9999-12-31 23:00:00-12'`, 'start_at must be within the years 0001 to 9999 (UTC)'],
     [`'x', every => interval '1 hour', end_at => 'infinity'`, 'end_at must be within the years 0001 to 9999 (UTC)'],
+    // named by the function, not by a table constraint's row dump
+    [`'x', every => interval '1 hour', misfire_policy => 'nope'`, `misfire_policy must be one of fire_once, skip, fire_all, got 'nope'`],
+    [`'x', every => interval '1 hour', overlap_policy => 'nope'`, `overlap_policy must be one of allow, skip, queue, got 'nope'`],
+    [`'x', backoff_base_ms => 5000, backoff_max_ms => 1000`, 'backoff_max_ms must be an integer from backoff_base_ms (5000) to 604800000, got 1000'],
   ])('rejects %s with a message naming the problem', async (args, message) => {
     await expect(submit(args)).rejects.toThrow(message)
     expect(await t.db.selectFrom('pgsched.jobs').selectAll().execute()).toEqual([])
