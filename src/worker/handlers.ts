@@ -15,6 +15,7 @@ import type { Writable } from 'node:stream'
 import { pathToFileURL } from 'node:url'
 import { resolve } from 'node:path'
 import type { Logger } from '../logger.ts'
+import { ValidationError } from '../errors.ts'
 import { TYPE_PATTERN } from '../core/names.ts'
 import { SANDBOX_MODES, type SandboxMode } from './sandbox-protocol.ts'
 
@@ -78,13 +79,13 @@ function moduleUrl(module: string): string {
 
 /** Declares the handler for jobs of `type`. */
 export function defineHandler<P = unknown>(type: string, run: HandlerFn<P>, options: HandlerOptions = {}): Handler {
-  if (!TYPE.test(type)) throw new Error(`handler type "${type}" must be 1-128 characters: letters, digits and _ . : / -`)
+  if (!TYPE.test(type)) throw new ValidationError(`handler type "${type}" must be 1-128 characters: letters, digits and _ . : / -`)
   const { sandbox, memoryLimitMb, module } = options
   if (sandbox !== undefined && !SANDBOX_MODES.includes(sandbox)) {
-    throw new Error(`handler "${type}": sandbox must be one of ${SANDBOX_MODES.join(', ')}, not "${String(sandbox)}"`)
+    throw new ValidationError(`handler "${type}": sandbox must be one of ${SANDBOX_MODES.join(', ')}, not "${String(sandbox)}"`)
   }
   if (memoryLimitMb !== undefined && !(Number.isInteger(memoryLimitMb) && memoryLimitMb >= 16)) {
-    throw new Error(`handler "${type}": memoryLimitMb must be an integer of at least 16, not ${String(memoryLimitMb)}`)
+    throw new ValidationError(`handler "${type}": memoryLimitMb must be an integer of at least 16, not ${String(memoryLimitMb)}`)
   }
   return {
     kind: 'pgsched.handler',
