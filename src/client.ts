@@ -10,6 +10,7 @@ import type { Context } from '@opentelemetry/api'
 import { tracedSubmit } from './lib/tracing.ts'
 import type { Kysely, Transaction } from 'kysely'
 import { callerKysely, isCallerKysely, kyselyOnClient, type CallerKysely } from './db/kysely-on-client.ts'
+import { markCallerConnection } from './db/queries/plain-forms.ts'
 import { uuidV7 } from './lib/uuid-v7.ts'
 import { systemClock, type Clock } from './clock.ts'
 import { ConflictError, InvalidStateError, NotFoundError, QuotaExceededError, ValidationError } from './errors.ts'
@@ -191,7 +192,7 @@ export function createClient(options: CreateClientOptions): Client {
   let db: Kysely<DB>
   if (options.db) {
     if (!isCallerKysely(options.db)) throw new ValidationError('createClient: db must be a Kysely instance (or give databaseUrl)')
-    db = callerKysely(options.db)
+    db = callerKysely(options.db, { callerConnection: false })
   } else if (options.databaseUrl) {
     owned = createDb({ databaseUrl: options.databaseUrl, poolSize: options.poolSize ?? 10, applicationName: 'pgsched-client' })
     db = owned.db
@@ -242,8 +243,14 @@ function makeClient(
     // the caller's may be on a connection in a transaction of theirs, which a plain form's refusal
     // would abort: only full forms run on it (callerKysely marks it so)
     if (isCallerKysely(trx)) {
-      if (transactional && !trx.isTransaction) return trx.transaction().execute((t) => fn(callerKysely(t)))
-      return fn(callerKysely(trx))
+      // the client's own instance given as trx runs as the client does
+      const onCaller = (k: CallerKysely) => {
+        const ex = callerKysely(k, { callerConnection: false })
+        if (ex !== db) markCallerConnection(ex)
+        return ex
+      }
+      if (transactional && !trx.isTransaction) return trx.transaction().execute((t) => fn(onCaller(t)))
+      return fn(onCaller(trx))
     }
     if (typeof (trx as { query?: unknown }).query !== 'function') {
       throw new ValidationError('trx must be a Kysely instance or transaction, or a pg client (pg.Client or a pool client)', [

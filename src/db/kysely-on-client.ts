@@ -57,8 +57,15 @@ export function isCallerKysely(value: unknown): value is CallerKysely {
  * CamelCasePlugin would rename the columns pgsched reads, and a job would read as finished), and,
  * when another copy of kysely made it, through a driver that hands each compiled statement to it.
  * A transaction cannot be begun on such a copy's instance (the caller's transaction is used).
+ * `callerConnection`: it may be a connection in a transaction of the caller's, on which only full
+ * statement forms run (a plain form's refusal would abort it).
  */
-export function callerKysely(value: CallerKysely): Kysely<DB> {
+export function callerKysely(value: CallerKysely, options: { callerConnection: boolean }): Kysely<DB> {
+  // an instance without plugins is used as it is: the per-instance caches (plain forms, quotas) stay its own
+  if (value instanceof Kysely && value.getExecutor().plugins.length === 0) {
+    if (options.callerConnection) markCallerConnection(value)
+    return value as unknown as Kysely<DB>
+  }
   const bare = value.withoutPlugins()
   const db =
     bare instanceof Kysely
@@ -71,7 +78,7 @@ export function callerKysely(value: CallerKysely): Kysely<DB> {
             createQueryCompiler: () => new PostgresQueryCompiler(),
           },
         })
-  markCallerConnection(db)
+  if (options.callerConnection) markCallerConnection(db)
   return db
 }
 
