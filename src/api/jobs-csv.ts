@@ -3,9 +3,10 @@
  * holding a comma, a double quote, CR or LF is quoted, with its quotes doubled; the payload is
  * written as JSON. Free text a tenant wrote (error type and message, idempotency key) that a
  * spreadsheet would read as a formula (it starts with =, +, -, @, a tab or CR) gets a leading `'`,
- * so opening an export never runs it.
+ * so opening an export never runs it. Also the JSON form of an export (the API's and the CLI's).
  */
 import type { Job } from '../core/job.ts'
+import { jobToJson } from './schemas/job.ts'
 
 const COLUMNS = [
   'id',
@@ -65,4 +66,20 @@ export function jobCsvRow(job: Job): string {
     payload: JSON.stringify(job.payload),
   }
   return `${COLUMNS.map((c) => (FREE_TEXT.has(c) ? csvText(fields[c] as string | null) : csvField(fields[c]))).join(',')}\r\n`
+}
+
+/** A job export as CSV text, a header row first, then a row per job as they come. */
+export async function* jobsCsv(jobs: AsyncIterable<Job>): AsyncGenerator<string> {
+  yield jobsCsvHeader()
+  for await (const job of jobs) yield jobCsvRow(job)
+}
+
+/** A job export as one JSON array of the REST API's Job objects, written a job at a time. */
+export async function* jobsJsonArray(jobs: AsyncIterable<Job>): AsyncGenerator<string> {
+  let first = true
+  for await (const job of jobs) {
+    yield `${first ? '[' : ','}\n${JSON.stringify(jobToJson(job))}`
+    first = false
+  }
+  yield first ? '[]\n' : '\n]\n'
 }

@@ -1,10 +1,13 @@
 /**
  * `scheduler jobs …` and `scheduler workers list`, run as the real bin against this file's
- * database: JSON and table output, the single-job operations, and `jobs bulk` repeating its
+ * database: JSON and table output, the single-job operations, the export, and `jobs bulk` repeating its
  * calls until nothing is left, with progress on stderr (a line per call when stderr is not a
  * terminal).
  */
 import { execFile } from 'node:child_process'
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
@@ -90,6 +93,59 @@ describe('scheduler jobs', () => {
     expect((await scheduler('jobs', 'view', id)).stdout).toMatch(/last error\s+ScheduleError: cron "0 9 \* \* 1-5" in time zone "Invalid\/Zone" is invalid/)
     const row = (await scheduler('jobs', 'list', '--tenant', 'sched')).stdout.split('\n').find((l) => l.startsWith(id))
     expect(row).toContain('ScheduleError: cron "0 9 * * 1-5" in time zone "Inval')
+  })
+
+  it('pauses and resumes a recurring job, and refuses to pause a one-time job', async () => {
+    const id = JSON.parse((await scheduler('jobs', 'submit', 'digest', '--tenant', 'pause', '--every', '5m', '--json')).stdout).id as string
+    expect((await scheduler('jobs', 'pause', id)).stdout).toMatch(new RegExp(`${id}\\s+pause\\s+digest\\s+default\\s+PAUSED`))
+    const trigger = await t.db.selectFrom('pgsched.triggers').select('paused').where('job_id', '=', id).executeTakeFirstOrThrow()
+    expect(trigger.paused).toBe(true)
+    const resumed = JSON.parse((await scheduler('jobs', 'resume', id, '--json')).stdout)
+    expect(resumed).toMatchObject({ id, status: 'SCHEDULED', schedule: { paused: false } })
+    const once = JSON.parse((await scheduler('jobs', 'submit', 'mail', '--tenant', 'pause', '--json')).stdout).id as string
+    const refused = await failing('jobs', 'pause', once)
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toContain(`job ${once} is not recurring; only recurring jobs can be paused or resumed`)
+  })
+
+  it('exports the jobs of a filter as CSV to stdout and as JSON to a file', async () => {
+    const ids: string[] = []
+    for (const payload of ['{"n":1}', '{"note":"=SUM(A1),\\"x\\""}']) {
+      ids.push(JSON.parse((await scheduler('jobs', 'submit', 'report', '--tenant', 'export', '--payload', payload, '--json')).stdout).id)
+    }
+    await scheduler('jobs', 'submit', 'report', '--tenant', 'other-export')
+    const csv = await scheduler('jobs', 'export', '--tenant', 'export', '--format', 'csv')
+    const lines = csv.stdout.split('\r\n')
+    expect(lines[0]).toMatch(/^id,tenant,type,queue,status,/)
+    // newest first, and the payload as JSON in a quoted field with its quotes doubled
+    expect(lines.slice(1, 3).map((l) => l.slice(0, 36))).toEqual([ids[1], ids[0]])
+    expect(lines[1]).toContain('"{""note"":""=SUM(A1),\\""x\\""""}"')
+    expect(lines).toHaveLength(4)
+    expect(csv.stderr).toBe('exported 2 jobs\n')
+
+    const dir = await mkdtemp(join(tmpdir(), 'pgsched-export-'))
+    try {
+      const file = join(dir, 'jobs.json')
+      const written = await scheduler('jobs', 'export', '--tenant', 'export', '--output', file)
+      expect(written.stdout).toBe('')
+      expect(written.stderr).toBe(`exported 2 jobs to ${file}\n`)
+      const jobs = JSON.parse(await readFile(file, 'utf8'))
+      expect(jobs.map((j: { id: string; tenant: string }) => [j.id, j.tenant])).toEqual([
+        [ids[1], 'export'],
+        [ids[0], 'export'],
+      ])
+      expect(jobs[1].payload).toEqual({ n: 1 })
+      // a refused export leaves no file behind
+      const bad = await failing('jobs', 'export', '--created-after', 'yesterday', '--output', join(dir, 'bad.json'))
+      expect(bad.code).toBe(2)
+      expect(bad.stderr).toContain('--created-after must be an ISO-8601 instant')
+      expect(await readdir(dir)).toEqual(['jobs.json'])
+      const format = await failing('jobs', 'export', '--format', 'xml')
+      expect(format.code).toBe(2)
+      expect(format.stderr).toContain('--format must be csv or json, got "xml"')
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
   })
 
   it("prints queues list and tenants list --json in the REST API's shape, {items: [...]}", async () => {

@@ -14,7 +14,7 @@ import { IdParams } from '../schemas/common.ts'
 import { CommonErrors, ErrorRef, ErrorResponses, documented } from '../schemas/error.ts'
 import { JobRef, jobToJson } from '../schemas/job.ts'
 import { BulkJobsBodyRef, BulkJobsResultRef, ExportJobsQuery } from '../schemas/operations.ts'
-import { jobsCsvHeader, jobCsvRow } from '../jobs-csv.ts'
+import { jobsCsv, jobsJsonArray } from '../jobs-csv.ts'
 import type { RouteDeps } from './deps.ts'
 
 const security = [{ apiKey: [] }]
@@ -42,21 +42,6 @@ export async function clientForExecution(deps: RouteDeps, request: FastifyReques
   if (!request.identity?.operator) return client
   const tenant = await client.allTenants().tenantOfExecution(id)
   return tenant === undefined || tenant === client.tenant ? client : client.withTenant(tenant, `api-key:${request.identity.keyId}`)
-}
-
-/** The JSON export: one array, written a job at a time. */
-async function* jsonArray(jobs: AsyncGenerator<Job>): AsyncGenerator<string> {
-  let first = true
-  for await (const job of jobs) {
-    yield `${first ? '[' : ','}\n${JSON.stringify(jobToJson(job))}`
-    first = false
-  }
-  yield first ? '[]\n' : '\n]\n'
-}
-
-async function* csv(jobs: AsyncGenerator<Job>): AsyncGenerator<string> {
-  yield jobsCsvHeader()
-  for await (const job of jobs) yield jobCsvRow(job)
 }
 
 /** Registers the job operation routes (mounted under /v1 behind authentication). */
@@ -192,7 +177,7 @@ export const jobOperationRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (a
           throw err
         }
       }
-      const body = logged(format === 'csv' ? csv(all()) : jsonArray(all()))
+      const body = logged(format === 'csv' ? jobsCsv(all()) : jobsJsonArray(all()))
       return reply
         .type(format === 'csv' ? 'text/csv; charset=utf-8' : 'application/json; charset=utf-8')
         .header('content-disposition', `attachment; filename="jobs.${format}"`)

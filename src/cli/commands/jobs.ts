@@ -1,11 +1,17 @@
 /**
- * `scheduler jobs submit|list|view|cancel|retry|rerun|delete|bulk`: jobs from the command line.
+ * `scheduler jobs submit|list|view|cancel|pause|resume|retry|rerun|delete|export|bulk`: jobs from
+ * the command line.
  * Like `scheduler queues`, it works on the database (DATABASE_URL), so it acts as an operator
  * key does: on every tenant's jobs unless `--tenant` names one (submit: the tenant to submit for,
  * default `default`). Each prints a readable table, or with --json the REST API's JSON.
  */
+import { once } from 'node:events'
+import { createWriteStream } from 'node:fs'
+import { rename, rm } from 'node:fs/promises'
+import type { Writable } from 'node:stream'
 import type { Command } from 'commander'
 import type { Kysely } from 'kysely'
+import { jobsCsv, jobsJsonArray } from '../../api/jobs-csv.ts'
 import { jobToJson } from '../../api/schemas/job.ts'
 import type { Client } from '../../client.ts'
 import type { Job, SubmitJobInput } from '../../core/job.ts'
@@ -150,7 +156,7 @@ export function registerJobs(program: Command): void {
       }),
     )
 
-  const act = (name: 'cancel' | 'retry' | 'rerun' | 'delete', description: string) =>
+  const act = (name: 'cancel' | 'pause' | 'resume' | 'retry' | 'rerun' | 'delete', description: string) =>
     jobs
       .command(name)
       .description(description)
@@ -166,14 +172,78 @@ export function registerJobs(program: Command): void {
             else process.stdout.write(`deleted job ${id}\n`)
             return
           }
-          const job = name === 'cancel' ? await c.cancelJob(id) : name === 'retry' ? await c.retryJob(id) : await c.rerunJob(id)
+          const job = await (name === 'cancel'
+            ? c.cancelJob(id)
+            : name === 'pause'
+              ? c.pauseJob(id)
+              : name === 'resume'
+                ? c.resumeJob(id)
+                : name === 'retry'
+                  ? c.retryJob(id)
+                  : c.rerunJob(id))
           showJob(job, o.json)
         }),
       )
   act('cancel', 'cancel a job: pending runs are dropped, a running one is told to stop, a recurring one stops firing')
+  act('pause', 'pause a recurring job: no fire time starts until it is resumed (a run in progress goes on)')
+  act('resume', 'resume a paused recurring job from its next fire time')
   act('retry', 'run a FAILED, EXPIRED or CANCELLED job again now (attempts from 0; history kept)')
   act('rerun', 'run a finished job once more now with the same payload (history kept)')
   act('delete', 'delete a finished job with its executions and output')
 
+  filterOptions(jobs.command('export').description('every job of a filter, newest first, as CSV or JSON (as GET /v1/jobs/export)'))
+    .option('--format <format>', 'csv (RFC 4180, a header row) or json (one array)', 'json')
+    .option('--output <file>', 'write to this file (complete or not at all) instead of standard output')
+    .action((o: FilterOpts & { format: string; output?: string }) =>
+      withClient(undefined, async (client) => {
+        if (o.format !== 'csv' && o.format !== 'json') {
+          throw new ValidationError(`--format must be csv or json, got "${o.format}"`, [{ path: 'format', message: 'csv or json' }])
+        }
+        const counted = countJobs(client.allTenants().exportJobs(filterOf(o)))
+        const text = o.format === 'csv' ? jobsCsv(counted.jobs) : jobsJsonArray(counted.jobs)
+        if (o.output === undefined) {
+          await writeAll(text, process.stdout)
+          process.stderr.write(`exported ${jobsText(counted.count())}\n`)
+          return
+        }
+        // written beside the file and renamed when whole: a failed export leaves no file that looks complete
+        const partial = `${o.output}.partial-${process.pid}`
+        const file = createWriteStream(partial, { flags: 'wx' })
+        try {
+          await once(file, 'open')
+          await writeAll(text, file)
+          file.end()
+          await once(file, 'finish')
+          await rename(partial, o.output)
+        } catch (err) {
+          file.destroy()
+          await rm(partial, { force: true })
+          throw err
+        }
+        process.stderr.write(`exported ${jobsText(counted.count())} to ${o.output}\n`)
+      }),
+    )
+
   registerJobsBulk(jobs)
+}
+
+/** Jobs passed through, counted, with a progress line on stderr every 10,000. */
+function countJobs(jobs: AsyncIterable<Job>): { jobs: AsyncGenerator<Job>; count(): number } {
+  let n = 0
+  async function* counted(): AsyncGenerator<Job> {
+    for await (const job of jobs) {
+      yield job
+      if (++n % 10_000 === 0) process.stderr.write(`exported ${n} jobs so far\n`)
+    }
+  }
+  return { jobs: counted(), count: () => n }
+}
+
+const jobsText = (n: number): string => `${n} job${n === 1 ? '' : 's'}`
+
+/** Writes every chunk to `out`, waiting while its buffer is full. */
+async function writeAll(chunks: AsyncIterable<string>, out: Writable): Promise<void> {
+  for await (const chunk of chunks) {
+    if (!out.write(chunk)) await once(out, 'drain')
+  }
 }
