@@ -111,7 +111,8 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
   // tenant's late executions, and a label per arbitrary submitted name would grow without bound.
   const onExpired =
     metrics && ((queue: string, type: string, n: number) => (w.queues.includes(queue) && registry.get(type) ? metrics.expired(queue, type, n) : undefined))
-  const reaper = new Reaper({ db: database.db, log, intervalMs: w.reaperIntervalMs, batchSize: w.reaperBatchSize, onExpired })
+  // Rescues are counted whatever the queue: an expired lease was a claim, by a worker serving its queue and type.
+  const reaper = new Reaper({ db: database.db, log, intervalMs: w.reaperIntervalMs, batchSize: w.reaperBatchSize, onExpired, onRescued: metrics?.rescued })
   metrics?.observe({
     holding: () => worker.holding,
     pools: [

@@ -24,6 +24,8 @@ export interface ReaperOptions {
   batchSize: number
   /** Told how many executions of (queue, type) each pass expired (worker metrics). */
   onExpired?: (queue: string, type: string, count: number) => void
+  /** Told how many executions of (queue, type) each statement took back from expired leases: requeued, or failed on their last attempt. */
+  onRescued?: (queue: string, type: string, retried: number, failed: number) => void
 }
 
 export class Reaper {
@@ -43,6 +45,7 @@ export class Reaper {
       const r: RescueOutcome = await executionRescueExpired(this.o.db, { limit: this.o.batchSize, now: now ?? null })
       total.retried += r.retried
       total.failed += r.failed
+      for (const q of r.byQueueType) this.o.onRescued?.(q.queue, q.type, q.retried, q.failed)
       if (r.retried + r.failed < this.o.batchSize) break
     }
     if (total.retried + total.failed > 0) this.log.info(total, 'requeued executions with expired leases')

@@ -1,6 +1,6 @@
 /**
  * A worker process's Prometheus metrics (docs/observability.md lists each): the worker's events
- * (WorkerEvents) and the reaper's expiries counted per (queue, type), the schedule lag per queue,
+ * (WorkerEvents) and the reaper's expiries and rescues counted per (queue, type), the schedule lag per queue,
  * and gauges read when scraped (runs held, database pools, sandboxes), plus prom-client's default
  * process metrics, in a registry of its own. The counting is plain arithmetic on a record cached
  * per (queue, type) (collected-metric.ts): no label hashing or allocation per run.
@@ -32,6 +32,9 @@ interface Series {
   retried: number
   expired: number
   leasesLost: number
+  /** Executions this process's reaper took back from an expired lease: requeued, and failed on their last attempt. */
+  rescuedRetried: number
+  rescuedFailed: number
   readonly duration: BucketCounts
 }
 
@@ -83,6 +86,18 @@ export class WorkerMetrics implements WorkerEvents {
       const name = `pgsched_worker_${suffix}`
       new CollectedMetric({ name, help, type: 'counter', collect: () => all().map((s) => ({ labels: s.labels, value: s[field] })) }).registerIn(registry)
     }
+    new CollectedMetric({
+      name: 'pgsched_worker_executions_rescued_total',
+      help:
+        "Executions whose lease had expired (their worker stopped renewing it) that this process's reaper took back, by outcome: " +
+        'retried (due again, the lost attempt counted) or failed (it was the last attempt).',
+      type: 'counter',
+      collect: () =>
+        all().flatMap((s) => [
+          { labels: { ...s.labels, outcome: 'retried' }, value: s.rescuedRetried },
+          { labels: { ...s.labels, outcome: 'failed' }, value: s.rescuedFailed },
+        ]),
+    }).registerIn(registry)
     new CollectedMetric({
       name: 'pgsched_worker_claims_total',
       help: 'Claims this worker made, by result: rows (it took executions) or empty (it found none).',
@@ -181,6 +196,13 @@ export class WorkerMetrics implements WorkerEvents {
     this.of(queue, type).expired += count
   }
 
+  /** The reaper took back `retried` + `failed` executions of (queue, type) from expired leases. */
+  readonly rescued = (queue: string, type: string, retried: number, failed: number): void => {
+    const s = this.of(queue, type)
+    s.rescuedRetried += retried
+    s.rescuedFailed += failed
+  }
+
   /** The record of (queue, type), made on first use. */
   private of(queue: string, type: string): Series {
     let byType = this.series.get(queue)
@@ -199,6 +221,8 @@ export class WorkerMetrics implements WorkerEvents {
         retried: 0,
         expired: 0,
         leasesLost: 0,
+        rescuedRetried: 0,
+        rescuedFailed: 0,
         duration: new BucketCounts(RUN_DURATION_BUCKETS_S),
       }
       byType.set(type, s)

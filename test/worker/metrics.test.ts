@@ -11,6 +11,7 @@ import { executionRescueExpired } from '../../src/db/queries/rescue.ts'
 import { SCHEDULE_LAG_BUCKETS_S, WorkerMetrics } from '../../src/worker/metrics.ts'
 import type { ClaimedExecution } from '../../src/db/queries/claim.ts'
 import { useTestDb } from '../db.ts'
+import { insertExecution } from '../factories.ts'
 import { parsePrometheusText, scrape } from '../prometheus-text.ts'
 import { waitFor } from '../wait-for.ts'
 import { useWorkers } from './harness.ts'
@@ -253,6 +254,33 @@ describe('worker metrics: retried and leases lost', () => {
     expect(s.sum('pgsched_worker_executions_failed_total')).toBe(0)
     expect(s.sum('pgsched_worker_leases_lost_total')).toBe(0)
     expect(s.sum('pgsched_worker_executions_started_total')).toBe(15)
+  })
+
+  it('counts the executions its reaper takes back from expired leases, by queue, type and outcome, whatever queue they are in', async () => {
+    const expired = new Date(Date.now() - 60_000)
+    const job = { queue: 'elsewhere', type: 'lost.job' }
+    await insertExecution(t.db, { state: 'running', attempt: 1, leaseExpiresAt: expired, job: { ...job, maxAttempts: 5 } })
+    await insertExecution(t.db, { state: 'running', attempt: 1, leaseExpiresAt: expired, job: { ...job, maxAttempts: 1 } })
+    await insertExecution(t.db, { state: 'running', attempt: 1, job: { ...job, maxAttempts: 1 } })
+    const port = await freePort()
+    await startSystem({ SCHEDULER_WORKER_METRICS_PORT: String(port) })
+    const s = await waitFor(
+      async () => {
+        const m = await scrape(port)
+        return m.sum('pgsched_worker_executions_rescued_total') === 2 ? m : undefined
+      },
+      { what: 'the two rescues counted' },
+    )
+    expect(s.types.get('pgsched_worker_executions_rescued_total')).toBe('counter')
+    expect(s.sum('pgsched_worker_executions_rescued_total', { ...job, outcome: 'retried' })).toBe(1)
+    expect(s.sum('pgsched_worker_executions_rescued_total', { ...job, outcome: 'failed' })).toBe(1)
+    const { rows } = await sql<{ state: string; n: number }>`
+      select state, count(*)::int as n from pgsched.executions group by state order by state`.execute(t.db)
+    expect(rows).toEqual([
+      { state: 'failed', n: 1 },
+      { state: 'pending', n: 1 },
+      { state: 'running', n: 1 },
+    ])
   })
 
   it('counts a lease lost once when the execution is rescued while its handler runs, and writes no outcome for it', async () => {

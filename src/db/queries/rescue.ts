@@ -28,6 +28,8 @@ export interface RescueOutcome {
   failed: number
   /** Earliest retry time among the retried, if any. */
   nextRunAt: Date | null
+  /** The same counts by queue and type. */
+  byQueueType: Array<{ queue: string; type: string; retried: number; failed: number }>
 }
 
 /**
@@ -36,7 +38,7 @@ export interface RescueOutcome {
  * idle workers: its trigger, due_notify).
  */
 export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRescueExpiredParams): Promise<RescueOutcome> {
-  const { rows } = await sql<{ retried: string; failed: string; next_run_at: Date | null }>`${sql.raw(PREPARE)}
+  const { rows } = await sql<{ queue: string; type: string; retried: number; failed: number; next_run_at: Date | null }>`${sql.raw(PREPARE)}
     with expired as (
       select ctid
         from pgsched.runs
@@ -50,13 +52,21 @@ export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRe
     ),
     ${endedAttempts(sql`false`, leaseExpiredError, sql`'lease expired'`, sql`e.output_uri`)},
     ${eventsCaptured(sql`select case state when 'pending' then 'retrying' else state end, tenant, job_id, id, queue, type, attempt from moved`)}
-    select count(*) filter (where state = 'pending')::text as retried,
-           count(*) filter (where state = 'failed')::text as failed,
+    select queue, type,
+           count(*) filter (where state = 'pending')::int as retried,
+           count(*) filter (where state = 'failed')::int as failed,
            min(run_at) filter (where state = 'pending') as next_run_at
       from moved
+     group by queue, type
   `.execute(db)
-  const row = rows[0]
-  return { retried: Number(row?.retried ?? 0), failed: Number(row?.failed ?? 0), nextRunAt: row?.next_run_at ?? null }
+  const outcome: RescueOutcome = { retried: 0, failed: 0, nextRunAt: null, byQueueType: [] }
+  for (const r of rows) {
+    outcome.retried += r.retried
+    outcome.failed += r.failed
+    if (r.next_run_at !== null && (outcome.nextRunAt === null || r.next_run_at < outcome.nextRunAt)) outcome.nextRunAt = r.next_run_at
+    outcome.byQueueType.push({ queue: r.queue, type: r.type, retried: r.retried, failed: r.failed })
+  }
+  return outcome
 }
 
 /**
