@@ -7,7 +7,7 @@
 import type { Kysely } from 'kysely'
 import type { DB } from './db/schema.ts'
 import { forgetQuotaTenants } from './db/queries/admission.ts'
-import { tenantList, tenantUpdate, type TenantPatch, type TenantView } from './db/queries/tenants.ts'
+import { tenantList, tenantNames, tenantUpdate, type TenantPatch, type TenantView } from './db/queries/tenants.ts'
 import { ValidationError } from './errors.ts'
 
 export type { TenantPatch, TenantView }
@@ -25,6 +25,8 @@ export interface TenantAdmin {
   view(name: string): Promise<TenantView>
   /** Changes the given settings (null removes a quota); the rest stay as they are. */
   update(name: string, patch: TenantPatch): Promise<TenantView>
+  /** Names of the tenants that have jobs, settings or an API key, in order, at most `limit` (default 1000). */
+  names(limit?: number): Promise<string[]>
 }
 
 function invalid(path: string, message: string): never {
@@ -68,6 +70,7 @@ export function tenantAdmin(db: Kysely<DB>): TenantAdmin {
   return {
     list: () => tenantList(db),
     view,
+    names: (limit = 1000) => tenantNames(db, { limit }),
     async update(name, patch) {
       assertTenantName(name)
       assertTenantPatch(patch)

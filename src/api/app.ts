@@ -206,6 +206,7 @@ export function buildApp(deps: AppDeps) {
           "a key acts for one tenant, and other tenants' jobs answer 404. Errors are `{statusCode, error, message, details?}`.",
       },
       tags: [
+        { name: 'keys', description: 'The calling key' },
         { name: 'jobs', description: 'Submit, view, list and control jobs' },
         { name: 'executions', description: 'Runs of jobs' },
         { name: 'queues', description: 'Queue settings (operator keys only) and figures' },

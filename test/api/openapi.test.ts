@@ -24,6 +24,7 @@ const CONTRACT: Record<string, Record<string, string>> = {
   '/v1/jobs/bulk': { post: 'bulkJobs' },
   '/v1/jobs/export': { get: 'exportJobs' },
   '/v1/failures': { get: 'listFailures' },
+  '/v1/identity': { get: 'viewIdentity' },
   '/v1/workers': { get: 'listWorkers' },
   '/v1/schedules': { get: 'listSchedules' },
   '/v1/stats': { get: 'viewStats' },

@@ -206,3 +206,30 @@ describe('a tenant whose admission is held by a long transaction', () => {
     expect((await api.call(await api.keyFor('acme'), 'POST', '/v1/jobs', { type: 'k' })).statusCode).toBe(202)
   })
 })
+
+describe('GET /v1/identity', () => {
+  it("names a tenant key's own tenant only, and lists an operator key every tenant with jobs, settings or a key", async () => {
+    const acme = await api.keyFor('acme')
+    await createClient({ db: t.db, tenant: 'jobs-only' }).submitJobs([{ type: 'k' }, { type: 'k' }])
+    await createClient({ db: t.db, tenant: 'beta' }).submitJob({ type: 'k' })
+    await createClient({ db: t.db }).tenants.update('settings-only', { weight: 2 })
+    const revoked = await createApiKey(t.db, { tenant: 'revoked-key' })
+    await sql`update pgsched.api_keys set revoked_at = now() where id = ${revoked.id}::uuid`.execute(t.db)
+
+    const own = await api.call(acme, 'GET', '/v1/identity')
+    expect(own.statusCode).toBe(200)
+    expect(own.json()).toEqual({ tenant: 'acme', operator: false, keyId: expect.any(String), tenants: ['acme'] })
+
+    const ops = await createApiKey(t.db, { tenant: 'ops', operator: true })
+    const operator = await api.call(ops.key, 'GET', '/v1/identity')
+    expect(operator.json()).toEqual({ tenant: 'ops', operator: true, keyId: ops.id, tenants: ['acme', 'beta', 'jobs-only', 'ops', 'settings-only'] })
+    expect((await api.call('not-a-key', 'GET', '/v1/identity')).statusCode).toBe(401)
+  })
+
+  it('lists the names of tenants with jobs in order, at most the limit', async () => {
+    for (const tenant of ['t3', 't1', 't2', 't4']) await createClient({ db: t.db, tenant }).submitJobs([{ type: 'k' }, { type: 'k' }, { type: 'k' }])
+    const admin = createClient({ db: t.db }).tenants
+    expect(await admin.names()).toEqual(['t1', 't2', 't3', 't4'])
+    expect(await admin.names(2)).toEqual(['t1', 't2'])
+  })
+})

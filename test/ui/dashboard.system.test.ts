@@ -255,9 +255,18 @@ describe('the dashboard in Chromium', () => {
   it("shows a tenant key only its own tenant's jobs", async () => {
     const mine = await submit(globexKey, { type: 'switch.fail', payload: { failWhile: join(flags, 'never') } })
     const theirs = await submit(acmeKey, { type: 'switch.fail', payload: { failWhile: join(flags, 'never') } })
-    const page = await signedIn(globexKey)
+    // every answer the tenant key's pages get is a success: no call it may not make (a 403 shows in the browser's console)
+    const { page } = await openPage(browser, 1280)
+    const refused: string[] = []
+    page.on('response', (response) => {
+      if (response.status() >= 400) refused.push(`${response.status()} ${response.url()}`)
+    })
+    await signIn(page, api.url, globexKey)
     await page.goto(`${api.url}/ui/#/jobs`)
     await page.waitForSelector(`tr[data-job-id="${mine.id}"]`)
+    expect(refused).toEqual([])
+    // a tenant key has no tenant filter
+    expect(await page.locator('#f-tenant').count()).toBe(0)
     expect(await page.locator(`tr[data-job-id="${theirs.id}"]`).count()).toBe(0)
     expect(await page.locator('tbody tr td:nth-child(5)').allTextContents()).toEqual(expect.arrayContaining(['globex']))
     expect(new Set(await page.locator('tbody tr td:nth-child(5)').allTextContents())).toEqual(new Set(['globex']))
@@ -377,6 +386,9 @@ describe('the dashboard in Chromium', () => {
     const operatorPage = await signedIn(operatorKey)
     await operatorPage.goto(`${api.url}/ui/#/jobs`)
     await operatorPage.locator('tbody tr').first().waitFor()
+    // the tenant filter offers the tenants that have jobs or keys
+    const tenantNames = await operatorPage.locator('#tenant-names option').evaluateAll((options) => options.map((o) => (o as HTMLOptionElement).value))
+    expect(tenantNames).toEqual(expect.arrayContaining(['acme', 'globex', 'ops']))
     await shot(operatorPage, 'jobs')
     await operatorPage.context().close()
     await page.context().close()

@@ -1,13 +1,13 @@
 /**
- * What the signed-in key may do. GET /v1/tenants answers operator keys only, so its answer
- * tells an operator key (which gets the tenant filter, fed by that list) from a tenant key.
+ * What the signed-in key may do, from GET /v1/identity: whether it is an operator key (which gets
+ * the tenant filter and the queue controls) and the tenants it may see (the tenant filter's names).
  */
 import { createContext } from 'preact'
-import { ApiError, call } from './api.ts'
+import { call } from './api.ts'
 
 export interface Identity {
   operator: boolean
-  /** Tenants with settings (operator keys), for the tenant filter. */
+  /** The tenants whose jobs the key may see (an operator key: those with jobs, settings or a key), for the tenant filter. */
   tenants: string[]
 }
 
@@ -15,12 +15,6 @@ export const IdentityContext = createContext<Identity>({ operator: false, tenant
 
 /** Checks the key (401 throws) and finds out whether it is an operator key. */
 export async function loadIdentity(): Promise<Identity> {
-  await call('/v1/jobs?limit=1')
-  try {
-    const { items } = await call<{ items: Array<{ name: string }> }>('/v1/tenants')
-    return { operator: true, tenants: items.map((t) => t.name) }
-  } catch (err: unknown) {
-    if (err instanceof ApiError && err.status === 403) return { operator: false, tenants: [] }
-    throw err
-  }
+  const { operator, tenants } = await call<{ operator: boolean; tenants: string[] }>('/v1/identity')
+  return { operator, tenants }
 }

@@ -14,8 +14,45 @@ const security = [{ apiKey: [] }]
 const errors = { ...CommonErrors, 403: ErrorResponses[403] }
 const ref = (id: string, description: string) => documented(Type.Unsafe<unknown>(Type.Ref(id)), description)
 
+/** The most tenant names GET /v1/identity lists for an operator key. */
+export const IDENTITY_TENANTS_MAX = 1000
+
+const IdentitySchema = Type.Object(
+  {
+    tenant: Type.String({ description: "The key's tenant." }),
+    operator: Type.Boolean({ description: 'Whether the key is an operator key (every tenant, queues and tenant settings).' }),
+    keyId: Type.String({ description: "The key's id (as `scheduler keys list` shows it)." }),
+    tenants: Type.Array(Type.String(), {
+      description:
+        `The tenants whose jobs the key may see: its own; for an operator key every tenant that has jobs, settings or an API key, ` +
+        `in order, at most ${IDENTITY_TENANTS_MAX}.`,
+    }),
+  },
+  { additionalProperties: false },
+)
+
 /** Registers the view routes (mounted under /v1 behind authentication). */
 export const viewRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps) => {
+  app.get(
+    '/identity',
+    {
+      schema: {
+        operationId: 'viewIdentity',
+        tags: ['keys'],
+        summary: 'Who the key is',
+        description: "The calling key's tenant, whether it is an operator key, and the tenants whose jobs it may see. Any key may ask.",
+        security,
+        response: { 200: documented(IdentitySchema, 'The key.'), ...CommonErrors },
+      },
+    },
+    async (request) => {
+      const identity = request.identity
+      if (!identity) throw new Error('GET /v1/identity reached without an identity')
+      const tenants = identity.operator ? await deps.clientFor(request).tenants.names(IDENTITY_TENANTS_MAX) : [identity.tenant]
+      return { tenant: identity.tenant, operator: identity.operator, keyId: identity.keyId, tenants }
+    },
+  )
+
   app.get(
     '/failures',
     {

@@ -73,3 +73,27 @@ export async function tenantUpdate(db: Kysely<DB>, name: string, patch: TenantPa
            submit_tokens = case when ${has('maxSubmitsPerSecond')} then null else t.submit_tokens end,
            updated_at = now()`.execute(db)
 }
+
+/**
+ * The names of tenants that have jobs, settings or an API key not revoked, in order, at most
+ * `limit`. The tenants with jobs come from a skip scan of jobs_tenant_list_idx (one index probe
+ * per tenant, not a read of every job), stopped after `limit` names.
+ */
+export async function tenantNames(db: Kysely<DB>, params: { limit: number }): Promise<string[]> {
+  const { rows } = await sql<{ name: string }>`
+    with recursive seen(name, n) as (
+      (select tenant, 1 from pgsched.jobs order by tenant limit 1)
+      union all
+      select (select j.tenant from pgsched.jobs j where j.tenant > s.name order by j.tenant limit 1), s.n + 1
+        from seen s
+       where s.name is not null and s.n < ${params.limit}::int
+    )
+    select name from seen where name is not null
+    union
+    select name from pgsched.tenants
+    union
+    select tenant from pgsched.api_keys where revoked_at is null
+    order by 1
+    limit ${params.limit}::int`.execute(db)
+  return rows.map((r) => r.name)
+}
