@@ -252,6 +252,30 @@ describe('the dashboard in Chromium', () => {
     await page.context().close()
   })
 
+  it("edits a queue's limits, its per-key rate limit and fair share from the queues page, each button named for its queue", async () => {
+    await rest(operatorKey, 'PATCH', '/v1/queues/ui-limits', { concurrencyLimit: 5 })
+    await rest(operatorKey, 'PATCH', '/v1/queues/ui-limits-other', { concurrencyLimit: 2 })
+    const page = await signedIn(operatorKey)
+    await page.goto(`${api.url}/ui/#/queues`)
+    const row = page.locator('tr[data-queue="ui-limits"]')
+    await row.waitFor()
+    // no two buttons of the page share a name: a screen reader's list of buttons tells each queue's apart
+    const names = await page.getByRole('button').evaluateAll((buttons) => buttons.map((b) => b.getAttribute('aria-label') ?? b.textContent ?? ''))
+    expect(names.filter((n, i) => names.indexOf(n) !== i)).toEqual([])
+    await row.getByRole('button', { name: 'Edit limits of ui-limits' }).click()
+    const form = page.getByRole('form', { name: 'Limits of queue ui-limits' })
+    await form.getByLabel('Per-key rate limit (starts of one key per period)').fill('10')
+    await form.getByLabel('Per-key rate period (ms)').fill('60000')
+    await form.getByLabel('Concurrency limit', { exact: true }).fill('')
+    await form.getByLabel('Fair share between tenants').check()
+    await form.getByRole('button', { name: 'Save limits' }).click()
+    await waitFor(async () => (await row.locator('td').nth(5).textContent())?.includes('10 per key per'), { what: 'the row to show the per-key rate limit' })
+    const queue = await rest<Record<string, unknown>>(operatorKey, 'GET', '/v1/queues/ui-limits')
+    expect(queue).toMatchObject({ concurrencyLimit: null, keyRateLimit: 10, keyRatePeriodMs: 60_000, fairShare: true, rateLimit: null })
+    expect(await row.locator('td').nth(5).textContent()).toContain('fair share')
+    await page.context().close()
+  })
+
   it("shows a tenant key only its own tenant's jobs", async () => {
     const mine = await submit(globexKey, { type: 'switch.fail', payload: { failWhile: join(flags, 'never') } })
     const theirs = await submit(acmeKey, { type: 'switch.fail', payload: { failWhile: join(flags, 'never') } })

@@ -77,6 +77,8 @@ export interface Queue {
   keyConcurrencyLimit: number | null
   rateLimit: number | null
   ratePeriodMs: number | null
+  keyRateLimit: number | null
+  keyRatePeriodMs: number | null
   fairShare: boolean
   due: number
   scheduled: number

@@ -7,7 +7,7 @@
 import { useState } from 'preact/hooks'
 import { call, withQuery } from '../api.ts'
 import { ActionButton, announce, ErrorNotice, JsonBlock, StatusBadge, TableWrap } from '../components/common.tsx'
-import { shortId, when } from '../format.ts'
+import { clip, shortId, when } from '../format.ts'
 import { useLiveRefresh, useLoad } from '../hooks.ts'
 import { href } from '../router.ts'
 import type { BulkResult, FailureGroup, Job, Page } from '../types.ts'
@@ -161,7 +161,12 @@ export function FailuresPage() {
                         <p class="error-text">
                           <strong>{g.errorType}</strong>: {g.message}
                         </p>
-                        <button type="button" aria-expanded={open === id} onClick={() => setOpen(open === id ? null : id)}>
+                        <button
+                          type="button"
+                          aria-label={`${open === id ? 'Hide' : 'Show'} jobs and sample of ${g.errorType}: ${clip(g.message, 80)}`}
+                          aria-expanded={open === id}
+                          onClick={() => setOpen(open === id ? null : id)}
+                        >
                           {open === id ? 'Hide jobs and sample' : 'Show jobs and sample'}
                         </button>
                         {open === id && (

@@ -1,6 +1,6 @@
 /**
  * Queues: settings and live figures; operator keys pause and resume a queue and edit its limits
- * (PATCH /v1/queues/{name}; an empty field removes a limit).
+ * and fair share (PATCH /v1/queues/{name}; an empty field removes a limit).
  */
 import { useContext, useState } from 'preact/hooks'
 import { call, messageOf } from '../api.ts'
@@ -15,24 +15,29 @@ const LIMITS = [
   { field: 'keyConcurrencyLimit', label: 'Per-key concurrency limit' },
   { field: 'rateLimit', label: 'Rate limit (starts per period)' },
   { field: 'ratePeriodMs', label: 'Rate period (ms)' },
+  { field: 'keyRateLimit', label: 'Per-key rate limit (starts of one key per period)' },
+  { field: 'keyRatePeriodMs', label: 'Per-key rate period (ms)' },
 ] as const
+
+/** A period field and the limit it belongs to: the period is sent only with a value, and alone it keeps the limit as it is not. */
+const PERIODS: Record<string, string> = { ratePeriodMs: 'rateLimit', keyRatePeriodMs: 'keyRateLimit' }
 
 function LimitsForm({ queue, saved }: { queue: Queue; saved: () => void }) {
   const [values, setValues] = useState(() => Object.fromEntries(LIMITS.map((l) => [l.field, String(queue[l.field] ?? '')])) as Record<string, string>)
+  const [fairShare, setFairShare] = useState(queue.fairShare)
   const [error, setError] = useState('')
   const save = async (e: Event) => {
     e.preventDefault()
     setError('')
-    const body: Record<string, number | null> = {}
+    const body: Record<string, number | boolean | null> = { fairShare }
     for (const { field } of LIMITS) {
       const text = (values[field] ?? '').trim()
-      if (field === 'ratePeriodMs') {
+      if (field in PERIODS) {
         if (text) body[field] = Number(text)
         continue
       }
       body[field] = text ? Number(text) : null
     }
-    if (body.ratePeriodMs !== undefined && !('rateLimit' in body)) body.rateLimit = null
     try {
       await call(`/v1/queues/${encodeURIComponent(queue.name)}`, { method: 'PATCH', body })
       announce(`Limits of queue ${queue.name} saved`)
@@ -57,6 +62,11 @@ function LimitsForm({ queue, saved }: { queue: Queue; saved: () => void }) {
           />
         </div>
       ))}
+      <div class="field">
+        <label class="check">
+          <input type="checkbox" checked={fairShare} onChange={(e) => setFairShare(e.currentTarget.checked)} /> Fair share between tenants
+        </label>
+      </div>
       <div class="field buttons">
         <button type="submit" class="primary">
           Save limits
@@ -114,6 +124,7 @@ export function QueuesPage() {
                       q.concurrencyLimit !== null && `${q.concurrencyLimit} at once`,
                       q.keyConcurrencyLimit !== null && `${q.keyConcurrencyLimit} per key`,
                       q.rateLimit !== null && `${q.rateLimit} per ${duration(q.ratePeriodMs)}`,
+                      q.keyRateLimit !== null && `${q.keyRateLimit} per key per ${duration(q.keyRatePeriodMs)}`,
                       q.fairShare && 'fair share',
                     ]
                       .filter(Boolean)
@@ -127,7 +138,12 @@ export function QueuesPage() {
                         ) : (
                           <ActionButton label={`Pause ${q.name}`} run={act(q.name, 'pause')} done={`Queue ${q.name} paused`} />
                         )}
-                        <button type="button" aria-expanded={editing === q.name} onClick={() => setEditing(editing === q.name ? null : q.name)}>
+                        <button
+                          type="button"
+                          aria-label={`Edit limits of ${q.name}`}
+                          aria-expanded={editing === q.name}
+                          onClick={() => setEditing(editing === q.name ? null : q.name)}
+                        >
                           Edit limits
                         </button>
                       </div>
