@@ -3,9 +3,11 @@
  * and output (a handle of the worker's OutputStore) are created on first use: most runs touch none of them, and
  * per-run allocations are most of a busy worker's garbage. They are accessors
  * on the class, so `{ ...ctx }` copies only the data fields; a wrapper that
- * passes a modified context on can use `Object.create(ctx)` or name them.
+ * passes a modified context on can use `Object.create(ctx)` or name them. `console.log(ctx)` and
+ * `JSON.stringify(ctx)` show the run's fields only, not what the worker keeps for it.
  */
 import type { Writable } from 'node:stream'
+import { inspect } from 'node:util'
 import type { ClaimedExecution } from '../db/queries/claim.ts'
 import type { Logger } from '../logger.ts'
 import type { HandlerContext } from './handlers.ts'
@@ -63,6 +65,16 @@ export class RunContext implements HandlerContext {
   get output(): Writable {
     this.outputHandle ??= this.outputStore.open({ jobId: this.jobId, executionId: this.executionId, attempt: this.attempt })
     return this.outputHandle.writable
+  }
+
+  /** The run's fields, as a handler sees them (what `JSON.stringify` and `console.log` show). */
+  toJSON(): Record<string, unknown> {
+    const { payload, jobId, executionId, attempt, maxAttempts, type, queue, scheduledFor } = this
+    return { payload, jobId, executionId, attempt, maxAttempts, type, queue, scheduledFor }
+  }
+
+  [inspect.custom](depth: number, options: Parameters<typeof inspect>[1]): string {
+    return `HandlerContext ${inspect(this.toJSON(), { ...options, depth: options?.depth == null ? null : depth })}`
   }
 
   /** Stores what the handler wrote, if it touched its output (resolves with the output URI, or null if nothing was stored); null, synchronously, if not. */

@@ -1,3 +1,4 @@
+import { inspect } from 'node:util'
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import pg from 'pg'
@@ -62,6 +63,9 @@ describe('Worker', () => {
         payload: ctx.payload,
         // a wrapper handing the context on through Object.create keeps its lazy parts working
         wrapped: ((c: typeof ctx) => c.signal instanceof AbortSignal && typeof c.log.info === 'function' && c.jobId === ctx.jobId)(Object.create(ctx)),
+        // what logging the context shows: the run's fields, not the worker's own (its logger, output store, abort state)
+        json: JSON.parse(JSON.stringify(ctx)),
+        inspected: inspect(ctx),
       })),
     ])
     const runAt = new Date(Date.now() + 300)
@@ -78,7 +82,19 @@ describe('Worker', () => {
       scheduledFor: e.scheduled_for.toISOString(),
       payload: { k: 1 },
       wrapped: true,
+      json: {
+        jobId: job.id,
+        executionId: e.id,
+        attempt: 1,
+        maxAttempts: 3,
+        type: 'whoami',
+        queue: 'default',
+        scheduledFor: e.scheduled_for.toISOString(),
+        payload: { k: 1 },
+      },
+      inspected: expect.stringMatching(/^HandlerContext \{\n {2}payload: \{ k: 1 \},\n {2}jobId: '/),
     })
+    expect((e.result as { inspected: string }).inspected).not.toMatch(/parentLog|outputStore|abortState|childLog|outputHandle/)
     expect(e.scheduled_for.getTime()).toBe(runAt.getTime())
   })
 
