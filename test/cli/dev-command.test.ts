@@ -5,16 +5,19 @@
  */
 import { execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs'
+import { chmodSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { promisify } from 'node:util'
 import pg from 'pg'
 import { afterAll, describe, expect, it } from 'vitest'
+import { useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
 
 const run = promisify(execFile)
+const t = useTestDb({ truncate: false })
 
 async function freePort(): Promise<number> {
   const server = createServer()
@@ -58,7 +61,8 @@ interface DevRun {
   interrupt(): Promise<number | null>
 }
 
-function startDev(ports: { api: number; pg: number }): DevRun {
+/** `scheduler dev` with `args`; on the embedded Postgres unless `databaseUrl` names a database. */
+function startDev(ports: { api: number; pg: number }, options: { args?: string[]; databaseUrl?: string } = {}): DevRun {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     LOG_LEVEL: 'info',
@@ -68,7 +72,9 @@ function startDev(ports: { api: number; pg: number }): DevRun {
   }
   delete env.DATABASE_URL
   delete env.HOST
-  const child = spawn('node', ['bin/scheduler', 'dev'], { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+  delete env.SCHEDULER_HANDLERS
+  if (options.databaseUrl) env.DATABASE_URL = options.databaseUrl
+  const child = spawn('node', ['bin/scheduler', 'dev', ...(options.args ?? [])], { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
   children.push(child.pid as number)
   const exited = once(child, 'exit')
   let text = ''
@@ -85,7 +91,7 @@ function startDev(ports: { api: number; pg: number }): DevRun {
         const key = /development API key \(tenant "dev"\): (psk_\S+)/.exec(text)?.[1]
         const curl = /^ {2}(curl .*)$/m.exec(text)?.[1]
         const apiUrl = /^REST API: (http:\/\/\S+)/m.exec(text)?.[1]
-        const databaseUrl = /^embedded Postgres: (postgres:\/\/\S+)/m.exec(text)?.[1]
+        const databaseUrl = options.databaseUrl ?? /^embedded Postgres: (postgres:\/\/\S+)/m.exec(text)?.[1]
         return key && curl && apiUrl && databaseUrl ? { key, curl, apiUrl, databaseUrl } : undefined
       },
       { timeoutMs: 90_000, what: 'scheduler dev ready' },
@@ -152,5 +158,25 @@ describe('scheduler dev without DATABASE_URL', () => {
 
     expect(await portFree(ports.api)).toBe(true)
     expect(await portFree(ports.pg)).toBe(true)
+  })
+})
+
+describe('scheduler dev --handlers', () => {
+  it("runs the named module's handlers beside the built-in ones", { timeout: 120_000 }, async () => {
+    const module = join(dataDir, 'handlers.mjs')
+    const index = pathToFileURL(join(process.cwd(), 'dist/src/index.js')).href
+    writeFileSync(module, `import { defineHandler } from '${index}'\nexport const mine = defineHandler('mine.job', async (ctx) => ({ got: ctx.payload }))\n`)
+    const dev = startDev({ api: await freePort(), pg: await freePort() }, { args: ['--handlers', module], databaseUrl: t.url })
+    const printed = await dev.ready
+    expect(dev.output()).toMatch(/^worker: queues default; handlers .*\bmine\.job\b/m)
+    const res = await fetch(`${printed.apiUrl}/v1/jobs`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${printed.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ type: 'mine.job', payload: { n: 7 } }),
+    })
+    expect(res.status).toBe(202)
+    const { id } = (await res.json()) as { id: string }
+    await waitFor(async () => (await executions(t.url, id)).join() === 'succeeded/1', { timeoutMs: 30_000, what: 'the job of the named module to succeed' })
+    expect(await dev.interrupt()).toBe(0)
   })
 })

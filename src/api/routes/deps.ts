@@ -29,7 +29,7 @@ export interface RouteDeps {
 /** Refuses a request without an operator key; `what` says why these routes are for operators. */
 export function assertOperator(request: FastifyRequest, what: string): void {
   if (!request.identity?.operator) {
-    throw new ForbiddenError(`${what}: only an operator key may see or change them (scheduler keys create --operator)`)
+    throw new ForbiddenError(`${what}: only an operator key may see or change them (scheduler keys create --tenant <name> --operator)`)
   }
 }
 

@@ -1,7 +1,7 @@
 /**
  * /v1/queues: the queues with their settings and live figures, pause, resume and the concurrency
  * limit. A queue is shared by every tenant, so changing or viewing one answers operator keys only
- * (`scheduler keys create --operator`; other keys get 403); the list answers tenant keys too, with
+ * (`scheduler keys create --tenant <name> --operator`; other keys get 403); the list answers tenant keys too, with
  * figures of their own executions.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'

@@ -1,7 +1,7 @@
 /**
  * /v1/tenants: each tenant's fair-share weight and admission quotas, with its pending and running
  * executions. Settings of one tenant bound what it may do to the others, so these routes answer
- * operator keys only (`scheduler keys create --operator`); other keys get 403.
+ * operator keys only (`scheduler keys create --tenant <name> --operator`); other keys get 403.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'

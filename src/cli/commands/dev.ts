@@ -1,7 +1,7 @@
 /**
  * `scheduler dev`: everything in one process. Without DATABASE_URL it starts
  * an embedded Postgres with data in ./.pgsched/, migrates, runs a worker (the
- * handlers of SCHEDULER_HANDLERS, plus the built-in http and the dev-only echo
+ * handlers of --handlers or SCHEDULER_HANDLERS, plus the built-in http and the dev-only echo
  * handlers) and serves the REST API on 127.0.0.1 (HOST or --host to change),
  * then prints the development API key (kept in the data folder: dev-key.ts), a
  * curl line that submits an echo job, and "ready", in that order, once the API
@@ -29,11 +29,13 @@ export function registerDev(program: Command): void {
     .description('run everything in one process (embedded Postgres in ./.pgsched when DATABASE_URL is unset)')
     .option('--port <n>', 'REST API port (default 8080, or PORT)')
     .option('--host <address>', `address the REST API listens on (default ${DEV_HOST_DEFAULT}, or HOST)`)
-    .action(async (opts: { port?: string; host?: string }) => {
+    .option('--handlers <module>', 'module exporting your handlers (or SCHEDULER_HANDLERS)')
+    .action(async (opts: { port?: string; host?: string; handlers?: string }) => {
       // The worker's metrics port too listens on this machine only, unless its own setting says otherwise.
       const metricsHost = process.env.SCHEDULER_WORKER_METRICS_HOST ?? DEV_HOST_DEFAULT
       const config = loadConfig(process.env, {
         'api.port': opts.port,
+        'worker.handlers': opts.handlers,
         'api.host': opts.host ?? process.env.HOST ?? DEV_HOST_DEFAULT,
         'worker.metricsHost': metricsHost,
       })
@@ -81,7 +83,7 @@ export function registerDev(program: Command): void {
         await worker.start()
         say(
           `worker: queues ${config.worker.queues.join(', ')}; handlers ${worker.worker.types.join(', ')}` +
-            `${config.worker.handlers ? '' : ' (set SCHEDULER_HANDLERS=<module> to add your own)'}`,
+            `${config.worker.handlers ? '' : ' (add your own with --handlers <module>)'}`,
         )
         if (stopping !== undefined) return
         api = await startApiServer({ config, databaseUrl, log })
