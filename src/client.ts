@@ -8,7 +8,7 @@
 import type pg from 'pg'
 import type { Context } from '@opentelemetry/api'
 import { tracedSubmit } from './lib/tracing.ts'
-import type { Kysely, Transaction } from 'kysely'
+import { Kysely, PostgresDialect, type Transaction } from 'kysely'
 import { callerKysely, isCallerKysely, kyselyOnClient, type CallerKysely } from './db/kysely-on-client.ts'
 import { markCallerConnection } from './db/queries/plain-forms.ts'
 import { uuidV7 } from './lib/uuid-v7.ts'
@@ -68,6 +68,8 @@ export interface CreateClientOptions {
    */
   // biome-ignore lint/suspicious/noExplicitAny: the application's own table types
   db?: Kysely<any> | CallerKysely
+  /** … or an existing `pg` Pool (the application's: close() leaves it open). */
+  pool?: pg.Pool
   /** Tenant the client acts for; default `default`. */
   tenant?: string
   /** Recorded in jobs.created_by. */
@@ -193,10 +195,12 @@ export function createClient(options: CreateClientOptions): Client {
   if (options.db) {
     if (!isCallerKysely(options.db)) throw new ValidationError('createClient: db must be a Kysely instance (or give databaseUrl)')
     db = callerKysely(options.db, { callerConnection: false })
+  } else if (options.pool) {
+    db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: options.pool }) })
   } else if (options.databaseUrl) {
     owned = createDb({ databaseUrl: options.databaseUrl, poolSize: options.poolSize ?? 10, applicationName: 'pgsched-client' })
     db = owned.db
-  } else throw new ValidationError('createClient needs databaseUrl or db')
+  } else throw new ValidationError('createClient needs databaseUrl, db or pool')
   let webhookPolicy: AddressPolicy
   try {
     webhookPolicy = parseAddressPolicy(options.httpAllow ?? '')

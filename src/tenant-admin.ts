@@ -9,6 +9,7 @@ import type { DB } from './db/schema.ts'
 import { forgetQuotaTenants } from './db/queries/admission.ts'
 import { tenantList, tenantNames, tenantUpdate, type TenantPatch, type TenantView } from './db/queries/tenants.ts'
 import { ValidationError } from './errors.ts'
+import { TENANT_RULE, isTenantName } from './core/names.ts'
 
 export type { TenantPatch, TenantView }
 
@@ -33,8 +34,9 @@ function invalid(path: string, message: string): never {
   throw new ValidationError(message, [{ path, message }])
 }
 
+/** The rule every submit holds a tenant to: settings for a name no job can have would apply to nothing. */
 function assertTenantName(name: string): void {
-  if (typeof name !== 'string' || name.length < 1 || name.length > 128) invalid('name', 'tenant must be 1 to 128 characters')
+  if (typeof name !== 'string' || !isTenantName(name)) invalid('name', `tenant must be ${TENANT_RULE}, got ${JSON.stringify(name)}`)
 }
 
 /** Checks a patch, naming the field and the range it must be in. */

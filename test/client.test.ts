@@ -164,6 +164,23 @@ describe('client.close', () => {
   })
 })
 
+describe('createClient({ pool })', () => {
+  it("runs on the application's pg Pool and leaves it open on close()", async () => {
+    const pool = new pg.Pool({ connectionString: t.url, max: 2 })
+    try {
+      const client = createClient({ pool, tenant: 'pooled' })
+      const { job } = await client.submitJob({ type: 'pooled', payload: { n: 1 } })
+      expect((await client.viewJob(job.id)).payload).toEqual({ n: 1 })
+      await client.submitJobs([{ type: 'pooled' }, { type: 'pooled' }])
+      await client.close()
+      expect((await pool.query<{ n: number }>("select count(*)::int as n from pgsched.jobs where tenant = 'pooled'")).rows[0]?.n).toBe(3)
+    } finally {
+      await pool.end()
+    }
+    expect(() => createClient({})).toThrow('createClient needs databaseUrl, db or pool')
+  })
+})
+
 describe('client.submitJob group commit', () => {
   it('writes concurrent submits in fewer transactions, each with its own job', async () => {
     const c = client()

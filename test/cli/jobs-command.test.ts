@@ -151,6 +151,10 @@ describe('scheduler jobs', () => {
   it("prints queues list and tenants list --json in the REST API's shape, {items: [...]}", async () => {
     await scheduler('queues', 'limit', 'cli-q', '3')
     await scheduler('tenants', 'set', 'cli-t', '--weight', '2')
+    // a name no submit can have is refused, as the API refuses it: its settings would apply to nothing
+    const badName = await failing('tenants', 'set', 'bad tenant!', '--weight', '2')
+    expect(badName.code).toBe(2)
+    expect(badName.stderr).toContain('tenant must be 1-128 characters: letters, digits and _ . : @ - (not first), got "bad tenant!"')
     const queues = JSON.parse((await scheduler('queues', 'list', '--json')).stdout)
     expect(Object.keys(queues)).toEqual(['items'])
     expect(queues.items).toContainEqual(expect.objectContaining({ name: 'cli-q', concurrencyLimit: 3 }))

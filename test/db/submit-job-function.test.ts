@@ -64,6 +64,37 @@ describe('pgsched.submit_job', () => {
   })
 
   it.each([
+    ['backoff_base_ms => 5'],
+    ['backoff_max_ms => 5000'],
+    ["misfire_policy => 'skip'"],
+    ["overlap_policy => 'skip'"],
+    ["start_at => '2031-01-01 00:00+00'"],
+    ["end_at => '2031-01-01 00:00+00'"],
+  ])('takes a repeat with %s changed for a different request, not the same', async (changed) => {
+    const a = await submit(`'sync', every => interval '1 hour', idempotency_key => 'same'`)
+    expect(await submit(`'sync', every => interval '1 hour', idempotency_key => 'same'`)).toBe(a)
+    await expect(submit(`'sync', every => interval '1 hour', idempotency_key => 'same', ${changed}`)).rejects.toThrow(
+      `idempotency key 'same' was already used for a different job request`,
+    )
+  })
+
+  it('still matches a repeat to a key stored before migration 0048, by the hash of the fields it covered then', async () => {
+    const a = await submit(`'charge', '{"cents": 1}', idempotency_key => 'old', max_attempts => 3`)
+    // the hash as migration 0045's pgsched.submit_job wrote it
+    await sql`
+      update pgsched.job_idempotency_keys
+         set request_hash = 'sql:' || encode(sha256(convert_to(jsonb_build_object(
+               'type', 'charge', 'payload', '{"cents": 1}'::jsonb, 'queue', 'default', 'priority', 0,
+               'run_at', null::timestamptz, 'cron', null::text, 'timezone', 'UTC', 'every', null::text,
+               'max_attempts', 3, 'timeout_ms', 300000, 'concurrency_key', null::text, 'start_deadline_ms', null::int)::text, 'UTF8')), 'hex')
+       where idempotency_key = 'old'`.execute(t.db)
+    expect(await submit(`'charge', '{"cents": 1}', idempotency_key => 'old', max_attempts => 3`)).toBe(a)
+    await expect(submit(`'charge', '{"cents": 1}', idempotency_key => 'old', max_attempts => 4`)).rejects.toThrow(
+      'was already used for a different job request',
+    )
+  })
+
+  it.each([
     [`'bad type'`, 'type must be 1-128 characters'],
     [`'x', priority => 5000`, 'priority must be an integer from -1000 to 1000, got 5000'],
     [`'x', cron => '* * *'`, 'cron expression "* * *" must have 5 fields'],
@@ -91,9 +122,25 @@ describe('pgsched.submit_job', () => {
     [`'x', every => interval '1 hour', misfire_policy => 'nope'`, `misfire_policy must be one of fire_once, skip, fire_all, got 'nope'`],
     [`'x', every => interval '1 hour', overlap_policy => 'nope'`, `overlap_policy must be one of allow, skip, queue, got 'nope'`],
     [`'x', backoff_base_ms => 5000, backoff_max_ms => 1000`, 'backoff_max_ms must be an integer from backoff_base_ms (5000) to 604800000, got 1000'],
+    // what the client and the API refuse too
+    [`'x', payload => jsonb_build_object('s', repeat('x', 1048576))`, 'payload must be at most 1048576 bytes as JSON text, got 1048585'],
+    [`'x', payload => (repeat('[', 65) || repeat(']', 65))::jsonb`, 'payload must nest at most 64 levels deep'],
+    [`'x', payload => (repeat('{"a":', 65) || '1' || repeat('}', 65))::jsonb`, 'payload must nest at most 64 levels deep'],
+    [`'x', timezone => 'Asia/Tokyo'`, `timezone applies only to cron schedules, got 'Asia/Tokyo' without cron`],
+    [`'x', every => interval '1 day', timezone => 'Europe/Berlin'`, `timezone applies only to cron schedules, got 'Europe/Berlin' without cron`],
+    [`'x', idempotency_key => ''`, 'idempotency_key must be 1-255 characters, got 0 characters'],
+    [`'x', idempotency_key => repeat('k', 256)`, 'idempotency_key must be 1-255 characters, got 256 characters'],
   ])('rejects %s with a message naming the problem', async (args, message) => {
     await expect(submit(args)).rejects.toThrow(message)
     expect(await t.db.selectFrom('pgsched.jobs').selectAll().execute()).toEqual([])
+  })
+
+  it('takes a payload nesting 64 levels deep, as the client does (a scalar adds no level)', async () => {
+    const arrays = await submit(`'x', payload => (repeat('[', 64) || repeat(']', 64))::jsonb`)
+    const objects = await submit(`'x', payload => (repeat('{"a":', 64) || '1' || repeat('}', 64))::jsonb`)
+    const client = createClient({ db: t.db })
+    expect(JSON.stringify((await client.viewJob(arrays)).payload)).toBe('['.repeat(64) + ']'.repeat(64))
+    expect(JSON.stringify((await client.viewJob(objects)).payload)).toBe(`${'{"a":'.repeat(64)}1${'}'.repeat(64)}`)
   })
 
   it('takes the IANA names the dispatcher reads, with or without a slash, in any case as the API does', async () => {
