@@ -12,6 +12,13 @@
 export const PREFETCH_HORIZON_MS = 100
 
 /**
+ * Waiting runs the handlers are expected to start only after this long are a surplus (handlers
+ * turned out slower than when they were claimed): `takeSurplus` gives them up, down to the prefetch
+ * allowance, so that they can go to workers with free slots.
+ */
+export const SURPLUS_HORIZON_MS = 1_000
+
+/**
  * Prefetch holds at most about this many bytes of payload (as stored: PostgreSQL's size of each
  * claimed job's payload, after compression), whatever SCHEDULER_WORKER_PREFETCH allows: with payloads
  * near their 1 MiB limit, about 64 executions ahead instead of the cap's count.
@@ -32,10 +39,12 @@ function movedAverage(avg: number | undefined, value: number): number {
 /** Below this mean run time (ms) prefetch sizing treats runs as this long (no division by zero). */
 const RUN_TIME_FLOOR_MS = 0.01
 
-/** What the queue needs of a run: its claim's ordering fields and a claim sequence it sets. */
+/** What the queue needs of a run: its claim's ordering fields, and a claim sequence and time it sets. */
 export interface Queued {
   readonly claimed: { readonly priority: number; readonly runAtMs: number; readonly orderMs?: number; readonly payloadBytes?: number }
   seq: number
+  /** When `add` took it in (the caller's clock, ms). */
+  queuedAtMs?: number
 }
 
 /** Size of the queue. */
@@ -101,13 +110,14 @@ export class LocalQueue<T extends Queued> {
     return this.buffer.length
   }
 
-  /** Adds claimed runs (in the claim's order) and keeps the buffer sorted. */
-  add(runs: readonly T[]): void {
+  /** Adds claimed runs (in the claim's order), taken in at `nowMs`, and keeps the buffer sorted. */
+  add(runs: readonly T[], nowMs = 0): void {
     if (runs.length === 0) return
     let bytes = 0
     let sized = 0
     for (const run of runs) {
       run.seq = this.claimSeq++
+      run.queuedAtMs = nowMs
       this.buffer.push(run)
       const b = run.claimed.payloadBytes
       if (b !== undefined) {
@@ -157,6 +167,21 @@ export class LocalQueue<T extends Queued> {
     const byTime = Math.floor((this.concurrency * PREFETCH_HORIZON_MS) / Math.max(this.avgRunMs, RUN_TIME_FLOOR_MS))
     const bySize = this.avgPayloadBytes === undefined ? Number.POSITIVE_INFINITY : Math.floor(PREFETCH_PAYLOAD_BYTES / Math.max(this.avgPayloadBytes, 1))
     return Math.min(this.prefetch, byTime, bySize)
+  }
+
+  /**
+   * Removes and returns the waiting runs beyond the prefetch allowance, lowest in the buffer's order
+   * first, once the handlers (at their mean run time) would start the last waiting run only after
+   * SURPLUS_HORIZON_MS and a waiting run has already waited that long (at `nowMs`): a backlog that
+   * does not move, not one slow run among short ones. None otherwise; none under a priority fence
+   * (the announced work comes first).
+   */
+  takeSurplus(nowMs: number): T[] {
+    const waiting = this.buffer.length
+    if (waiting === 0 || this.avgRunMs === undefined || this.fence !== undefined) return []
+    if ((waiting * this.avgRunMs) / this.concurrency <= SURPLUS_HORIZON_MS) return []
+    if (!this.buffer.some((run) => nowMs - (run.queuedAtMs ?? nowMs) > SURPLUS_HORIZON_MS)) return []
+    return this.buffer.splice(Math.max(0, this.prefetchAllowed()))
   }
 
   /** How many executions the next claim may take to fill free slots and the prefetch allowance. */

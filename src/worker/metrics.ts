@@ -32,6 +32,7 @@ interface Series {
   retried: number
   expired: number
   leasesLost: number
+  handedBack: number
   /** Executions this process's reaper took back from an expired lease: requeued, and failed on their last attempt. */
   rescuedRetried: number
   rescuedFailed: number
@@ -49,6 +50,11 @@ const COUNTERS = [
     'executions_expired_total',
     'expired',
     'Executions of the queues and types this worker serves that its reaper ended because their first attempt missed its start deadline.',
+  ],
+  [
+    'executions_handed_back_total',
+    'handedBack',
+    'Executions this worker claimed ahead and handed back unstarted, for workers with free slots: its handlers had grown slower, and they would have waited over 1 s for a slot.',
   ],
   ['leases_lost_total', 'leasesLost', 'Leases this worker lost: reaped or taken over, not confirmed in time, or an outcome refused by its fence.'],
 ] as const
@@ -187,6 +193,10 @@ export class WorkerMetrics implements WorkerEvents {
     this.of(c.queue, c.type).leasesLost++
   }
 
+  readonly handedBack = (executions: readonly ClaimedExecution[]): void => {
+    for (const c of executions) this.of(c.queue, c.type).handedBack++
+  }
+
   readonly heartbeat = (tookMs: number): void => {
     this.heartbeats.observe(tookMs / 1000)
   }
@@ -221,6 +231,7 @@ export class WorkerMetrics implements WorkerEvents {
         retried: 0,
         expired: 0,
         leasesLost: 0,
+        handedBack: 0,
         rescuedRetried: 0,
         rescuedFailed: 0,
         duration: new BucketCounts(RUN_DURATION_BUCKETS_S),

@@ -36,6 +36,8 @@ export interface WorkerEvents {
    * it up unconfirmed, or the fence refused its outcome. A cancel is not counted.
    */
   leaseLost?(execution: ClaimedExecution): void
+  /** Buffered executions handed back unstarted: the handlers had grown slower, and they would have waited over 1 s for a slot. */
+  handedBack?(executions: readonly ClaimedExecution[]): void
   /** A heartbeat renewed `leases` leases in one statement that took `tookMs` (monotonic clock). */
   heartbeat?(tookMs: number, leases: number): void
 }
@@ -93,6 +95,7 @@ export function guardedEvents(events: WorkerEvents, log: Logger): WorkerEvents {
     runEnded: events.runEnded && guard('runEnded', events.runEnded.bind(events)),
     outcomeWritten: events.outcomeWritten && guard('outcomeWritten', events.outcomeWritten.bind(events)),
     leaseLost: events.leaseLost && guard('leaseLost', events.leaseLost.bind(events)),
+    handedBack: events.handedBack && guard('handedBack', events.handedBack.bind(events)),
     heartbeat: events.heartbeat && guard('heartbeat', events.heartbeat.bind(events)),
   }
 }

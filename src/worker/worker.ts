@@ -184,7 +184,7 @@ export class Worker {
       const runs = claimed.map((c) => createRun(c, sentAtMs + this.o.leaseMs))
       if (traced) startRunSpans(runs, this.id, sentAtMs, performance.now())
       for (const run of runs) this.leases.hold(run)
-      this.queue.add(runs)
+      this.queue.add(runs, performance.now())
       this.startWaiting()
     }
     this.events?.claimed?.(claimed.length, this.queue.waiting, claimed, tookMs)
@@ -256,10 +256,30 @@ export class Worker {
   /** A run's slot is free (the executor's `ended`; shared by every run). */
   private readonly runEnded = (run: Run, ranMs: number): void => {
     this.queue.ended(ranMs)
+    if (this.queue.waiting > 0 && !this.stopping) this.handBackSurplus()
     this.pump()
     this.wakeUp.roomFreed()
     if (this.queue.running === 0) for (const w of this.idleWaiters.splice(0)) w()
     this.events?.runEnded?.(run.claimed, ranMs)
+  }
+
+  /**
+   * Hands back the waiting runs this worker's handlers would start only after SURPLUS_HORIZON_MS
+   * (claimed ahead while runs were short, and runs have grown longer since): pending and due again,
+   * their attempt not counted, so that workers with free slots take them instead of waiting while
+   * this one works through its buffer. Their due rows wake the waiting workers.
+   */
+  private handBackSurplus(): void {
+    const surplus = this.queue.takeSurplus(performance.now())
+    if (surplus.length === 0) return
+    for (const run of surplus) endRunSpan(run, 'handed back')
+    void this.leases.handBack(surplus).then((released) => {
+      this.log.info(
+        { count: released, waiting: this.queue.waiting },
+        'handed back claimed executions its handlers would start only after 1 s, for workers with free slots',
+      )
+      this.events?.handedBack?.(surplus.map((r) => r.claimed))
+    })
   }
 
   /**

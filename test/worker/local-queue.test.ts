@@ -3,7 +3,7 @@
  * slot accounting, prefetch sizing and the priority fence.
  */
 import { describe, expect, it } from 'vitest'
-import { LocalQueue, PREFETCH_HORIZON_MS, PREFETCH_PAYLOAD_BYTES, type Queued } from '../../src/worker/local-queue.ts'
+import { LocalQueue, PREFETCH_HORIZON_MS, PREFETCH_PAYLOAD_BYTES, SURPLUS_HORIZON_MS, type Queued } from '../../src/worker/local-queue.ts'
 
 interface Item extends Queued {
   name: string
@@ -53,6 +53,52 @@ describe('LocalQueue', () => {
     expect(q.remove(b)).toBe(true)
     expect(q.remove(b)).toBe(false)
     expect(startAll(q)).toEqual(['a'])
+  })
+
+  it('gives up the waiting runs that would start only after the surplus horizon once one has waited that long, lowest first, down to the allowance', () => {
+    const q = new LocalQueue<Item>({ concurrency: 2, prefetch: 1000 })
+    q.add([item('warm')], 0)
+    startAll(q)
+    q.ended(0.1) // short runs: the allowance is the cap
+    expect(q.prefetchAllowed()).toBe(1000)
+    const names = Array.from({ length: 40 }, (_, i) => `slow-${String(i).padStart(2, '0')}`)
+    q.add(
+      names.map((n, i) => item(n, i === 39 ? 5 : 0, i)),
+      1_000,
+    )
+    expect(startAll(q)).toEqual(['slow-39', 'slow-00'])
+    // still short on average: 38 waiting runs start within the horizon, nothing to give up
+    expect(q.takeSurplus(5_000)).toEqual([])
+    // runs grow to 200 ms: the waiting runs would take far past the horizon to start
+    const started: string[] = []
+    for (let i = 0; i < 12; i++) {
+      q.ended(200)
+      started.push(...startAll(q))
+    }
+    // but none has waited the horizon yet: nothing goes (one slow run among short ones looks the same)
+    expect(q.takeSurplus(1_000 + SURPLUS_HORIZON_MS)).toEqual([])
+    const surplus = q.takeSurplus(1_001 + SURPLUS_HORIZON_MS)
+    expect(surplus.length).toBeGreaterThan(0)
+    expect(q.waiting).toBe(q.prefetchAllowed())
+    expect(q.prefetchAllowed()).toBeLessThan(5)
+    // the lowest of the buffer's order go: the latest due, never what starts next
+    const kept = names.slice(1 + started.length, 1 + started.length + q.waiting)
+    expect(surplus.map((r) => r.name)).toEqual(names.slice(1 + started.length + q.waiting, 39))
+    expect(q.takeSurplus(10_000)).toEqual([])
+    expect(startAll(q)).toEqual([])
+    q.ended(200)
+    expect(startAll(q)).toEqual(kept.slice(0, 1))
+    // within the horizon nothing goes, however long the runs have waited
+    const short = new LocalQueue<Item>({ concurrency: 10, prefetch: 0 })
+    short.add([item('a')], 0)
+    startAll(short)
+    short.ended(SURPLUS_HORIZON_MS / 10)
+    short.add(
+      Array.from({ length: 10 }, (_, i) => item(`w${i}`)),
+      0,
+    )
+    startAll(short)
+    expect(short.takeSurplus(60_000)).toEqual([])
   })
 
   it('claims only for free slots until a run time is known, then prefetches what starts within the horizon', () => {
