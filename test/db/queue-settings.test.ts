@@ -234,3 +234,39 @@ describe('queue settings in the claim', () => {
     expect(after.map((c) => c.queue)).toEqual(['told'])
   })
 })
+
+describe('the queue functions of SQL', () => {
+  it.each([
+    [`pgsched.set_queue_concurrency_limit('default', 0)`, 'concurrency_limit must be an integer from 1 to 100000, or null for no limit, got 0'],
+    [
+      `pgsched.set_queue_key_concurrency_limit('default', 100001)`,
+      'key_concurrency_limit must be an integer from 1 to 100000, or null for no limit, got 100001',
+    ],
+    [`pgsched.set_queue_rate_limit('default', 0, 1000)`, 'rate_limit must be an integer from 1 to 1000000, or null for no rate limit, got 0'],
+    [`pgsched.set_queue_rate_limit('default', 5, 0)`, 'rate_period_ms must be an integer from 1 to 86400000, got 0'],
+    [`pgsched.set_queue_rate_limit('default', 5, null)`, 'rate_limit and rate_period_ms are given together (both null: no rate limit), got 5 and null'],
+    [`pgsched.set_queue_key_rate_limit('default', 5, null)`, 'key_rate_limit and key_rate_period_ms are given together'],
+    [`pgsched.pause_queue(null)`, 'queue must be 1-64 characters: letters, digits and _ . : / - (not first), got null'],
+    [`pgsched.set_queue_concurrency_limit('bad queue!', 3)`, `queue must be 1-64 characters: letters, digits and _ . : / - (not first), got 'bad queue!'`],
+  ])('%s is refused with a message naming the argument, and changes nothing', async (call, message) => {
+    const error = await sql`select ${sql.raw(call)}`.execute(t.db).then(
+      () => undefined,
+      (err: { message: string; code: string; detail?: string }) => err,
+    )
+    expect(error?.message).toContain(message)
+    expect(error?.code).toBe('22023')
+    expect(error?.detail).toBeUndefined()
+    expect(await t.db.selectFrom('pgsched.queues').selectAll().execute()).toEqual([])
+  })
+
+  it('takes settings in range and removes them with null', async () => {
+    await sql`select pgsched.set_queue_rate_limit('q', 5, 1000), pgsched.set_queue_concurrency_limit('q', 3)`.execute(t.db)
+    await sql`select pgsched.set_queue_rate_limit('q', null, null), pgsched.set_queue_concurrency_limit('q', null)`.execute(t.db)
+    const q = await t.db
+      .selectFrom('pgsched.queues')
+      .select(['rate_limit', 'rate_period_ms', 'concurrency_limit'])
+      .where('name', '=', 'q')
+      .executeTakeFirstOrThrow()
+    expect(q).toEqual({ rate_limit: null, rate_period_ms: null, concurrency_limit: null })
+  })
+})
