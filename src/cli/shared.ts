@@ -1,7 +1,7 @@
 /** What the administrative commands (keys, queues) share: a short-lived database pool and table output. */
 import { loadConfig } from '../config.ts'
 import { createDb, type Database } from '../db/pool.ts'
-import { ConfigError } from '../errors.ts'
+import { ConfigError, ValidationError } from '../errors.ts'
 
 /** Runs `fn` with a one-connection pool on DATABASE_URL, closed afterwards. */
 export async function withDatabase<T>(applicationName: string, fn: (database: Database) => Promise<T>): Promise<T> {
@@ -26,4 +26,26 @@ export function formatTable(rows: readonly (readonly string[])[]): string {
         .trimEnd(),
     )
     .join('\n')
+}
+
+/**
+ * Runs `fn`, and words a ValidationError it throws as the command line does: each field named by the
+ * flag or argument that gave it (`names`: field → flag), and `null` (no limit, no quota) as `"none"`,
+ * which is what the command takes.
+ */
+export async function inCliWords<T>(names: Readonly<Record<string, string>>, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn()
+  } catch (err: unknown) {
+    if (!(err instanceof ValidationError)) throw err
+    const word = (text: string) => {
+      let out = text.replaceAll(', or null for ', ', or "none" for ')
+      for (const [field, flag] of Object.entries(names)) out = out.replace(new RegExp(`(^|; )${field.replaceAll('.', '\\.')}(?= )`, 'g'), `$1${flag}`)
+      return out
+    }
+    throw new ValidationError(
+      word(err.message),
+      err.details?.map((d) => ({ ...d, message: word(d.message) })),
+    )
+  }
 }

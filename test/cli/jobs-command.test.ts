@@ -151,6 +151,19 @@ describe('scheduler jobs', () => {
   it("prints queues list and tenants list --json in the REST API's shape, {items: [...]}", async () => {
     await scheduler('queues', 'limit', 'cli-q', '3')
     await scheduler('tenants', 'set', 'cli-t', '--weight', '2')
+    // refusals name the flag or argument, and "none" for no limit, as the commands take them
+    for (const [args, message] of [
+      [['jobs', 'submit', 'ok', '--at', '2030-01-01'], '--at must be an ISO-8601 instant with a time zone'],
+      [['jobs', 'submit', 'ok', '--priority', '5000'], '--priority must be an integer from -1000 to 1000'],
+      [['queues', 'limit', 'cli-q', '0'], '<limit> must be an integer from 1 to 100000, or "none" for no limit (got 0)'],
+      [['queues', 'rate-limit', 'cli-q', '5', '--per-ms', '0'], '--per-ms must be an integer from 1 to 86400000 (got 0)'],
+      [['tenants', 'set', 'cli-t', '--weight', 'none'], '--weight must be a number, got "none"'],
+      [['tenants', 'set', 'cli-t', '--max-pending', '-5'], '--max-pending must be an integer from 0 to 1000000000, or "none" for no quota (got -5)'],
+    ] as const) {
+      const refused = await failing(...args)
+      expect(refused.code, args.join(' ')).toBe(2)
+      expect(refused.stderr, args.join(' ')).toContain(`scheduler: ${message}`)
+    }
     // a name no submit can have is refused, as the API refuses it: its settings would apply to nothing
     const badName = await failing('tenants', 'set', 'bad tenant!', '--weight', '2')
     expect(badName.code).toBe(2)

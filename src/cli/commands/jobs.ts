@@ -20,7 +20,7 @@ import type { DB } from '../../db/schema.ts'
 import { NotFoundError, ValidationError } from '../../errors.ts'
 import { assertUuid } from '../../paging.ts'
 import { ago, filterOf, filterOptions, jobTable, lastErrorText, print, scheduleText, withClient, type FilterOpts } from '../job-cli.ts'
-import { formatTable } from '../shared.ts'
+import { formatTable, inCliWords } from '../shared.ts'
 import { registerJobsBulk } from './jobs-bulk.ts'
 
 /** The client acting for the job's tenant (`--tenant`, or the job's own). */
@@ -81,6 +81,19 @@ function submitInput(type: string, o: SubmitOpts): SubmitJobInput {
   return input
 }
 
+/** The submit's fields as `jobs submit` takes them. */
+const SUBMIT_WORDS = {
+  'schedule.at': '--at',
+  'schedule.cron': '--cron',
+  'schedule.timezone': '--timezone',
+  'schedule.every': '--every',
+  queue: '--queue',
+  priority: '--priority',
+  maxAttempts: '--max-attempts',
+  idempotencyKey: '--idempotency-key',
+  tenant: '--tenant',
+}
+
 function showJob(job: Job, json: boolean | undefined): void {
   if (json) print(jobToJson(job))
   else process.stdout.write(`${jobTable([job])}\n`)
@@ -108,7 +121,7 @@ export function registerJobs(program: Command): void {
     .option(...json)
     .action((type: string, o: SubmitOpts) =>
       withClient(o.tenant, async (client) => {
-        const { job, created } = await client.submitJob(submitInput(type, o))
+        const { job, created } = await inCliWords(SUBMIT_WORDS, () => client.submitJob(submitInput(type, o)))
         if (o.json) return print(jobToJson(job))
         process.stdout.write(`${created ? 'submitted' : 'already submitted (same idempotency key)'}\n${jobTable([job])}\n`)
       }),

@@ -7,7 +7,7 @@ import type { Command } from 'commander'
 import { queueToJson } from '../../api/schemas/queue.ts'
 import { ValidationError } from '../../errors.ts'
 import { queueAdmin, type QueueAdmin, type QueueView } from '../../queue-admin.ts'
-import { formatTable, withDatabase } from '../shared.ts'
+import { formatTable, inCliWords, withDatabase } from '../shared.ts'
 
 function queueTable(queues: readonly QueueView[]): string {
   return formatTable([
@@ -31,10 +31,20 @@ function queueTable(queues: readonly QueueView[]): string {
 
 /** Runs `fn` on the queue operations and prints what it returns. */
 async function show(json: boolean | undefined, fn: (queues: QueueAdmin) => Promise<QueueView | QueueView[]>): Promise<void> {
-  const result = await withDatabase('pgsched-queues', ({ db }) => fn(queueAdmin(db)))
+  const result = await withDatabase('pgsched-queues', ({ db }) => inCliWords(QUEUE_WORDS, () => fn(queueAdmin(db))))
   const list = Array.isArray(result) ? result : [result]
   if (json) process.stdout.write(`${JSON.stringify(Array.isArray(result) ? { items: list.map(queueToJson) } : queueToJson(result), null, 2)}\n`)
   else process.stdout.write(list.length === 0 ? 'no queues with work or settings\n' : `${queueTable(list)}\n`)
+}
+
+/** The queue settings' fields as the commands take them. */
+const QUEUE_WORDS = {
+  concurrencyLimit: '<limit>',
+  keyConcurrencyLimit: '<limit>',
+  rateLimit: '<limit>',
+  keyRateLimit: '<limit>',
+  ratePeriodMs: '--per-ms',
+  keyRatePeriodMs: '--per-ms',
 }
 
 function parseLimit(text: string): number | null {

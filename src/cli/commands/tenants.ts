@@ -7,7 +7,7 @@ import type { Command } from 'commander'
 import { tenantToJson } from '../../api/schemas/tenant.ts'
 import { ValidationError } from '../../errors.ts'
 import { tenantAdmin, type TenantAdmin, type TenantPatch, type TenantView } from '../../tenant-admin.ts'
-import { formatTable, withDatabase } from '../shared.ts'
+import { formatTable, inCliWords, withDatabase } from '../shared.ts'
 
 function tenantTable(tenants: readonly TenantView[]): string {
   return formatTable([
@@ -24,18 +24,21 @@ function tenantTable(tenants: readonly TenantView[]): string {
 }
 
 async function show(json: boolean | undefined, fn: (tenants: TenantAdmin) => Promise<TenantView | TenantView[]>): Promise<void> {
-  const result = await withDatabase('pgsched-tenants', ({ db }) => fn(tenantAdmin(db)))
+  const result = await withDatabase('pgsched-tenants', ({ db }) =>
+    inCliWords({ weight: '--weight', maxPending: '--max-pending', maxSubmitsPerSecond: '--max-submits-per-second' }, () => fn(tenantAdmin(db))),
+  )
   const list = Array.isArray(result) ? result : [result]
   if (json) process.stdout.write(`${JSON.stringify(Array.isArray(result) ? { items: list.map(tenantToJson) } : tenantToJson(result), null, 2)}\n`)
   else process.stdout.write(list.length === 0 ? 'no tenants with settings\n' : `${tenantTable(list)}\n`)
 }
 
-/** A number, or null for "none"; `path` names the option in the error. */
-function numberOrNone(path: string, text: string): number | null {
-  if (text === 'none') return null
+/** A number, or null for "none" where `none` allows it; `flag` names the option in the error. */
+function numberOrNone(flag: string, text: string, none = true): number | null {
+  if (none && text === 'none') return null
   const n = Number(text)
   if (text.trim() === '' || !Number.isFinite(n)) {
-    throw new ValidationError(`${path} must be a number or "none", got "${text}"`, [{ path, message: 'a number or "none"' }])
+    const wanted = none ? 'a number or "none"' : 'a number'
+    throw new ValidationError(`${flag} must be ${wanted}, got "${text}"`, [{ path: flag, message: wanted }])
   }
   return n
 }
@@ -66,12 +69,10 @@ export function registerTenants(program: Command): void {
     .action((name: string, opts: { json?: boolean; weight?: string; maxPending?: string; maxSubmitsPerSecond?: string }) => {
       const patch: TenantPatch = {}
       if (opts.weight !== undefined) {
-        const weight = numberOrNone('weight', opts.weight)
-        if (weight === null) throw new ValidationError('weight must be a number', [{ path: 'weight', message: 'a number' }])
-        patch.weight = weight
+        patch.weight = numberOrNone('--weight', opts.weight, false) as number
       }
-      if (opts.maxPending !== undefined) patch.maxPending = numberOrNone('maxPending', opts.maxPending)
-      if (opts.maxSubmitsPerSecond !== undefined) patch.maxSubmitsPerSecond = numberOrNone('maxSubmitsPerSecond', opts.maxSubmitsPerSecond)
+      if (opts.maxPending !== undefined) patch.maxPending = numberOrNone('--max-pending', opts.maxPending)
+      if (opts.maxSubmitsPerSecond !== undefined) patch.maxSubmitsPerSecond = numberOrNone('--max-submits-per-second', opts.maxSubmitsPerSecond)
       return show(opts.json, (t) => t.update(name, patch))
     })
 }
