@@ -1,13 +1,15 @@
 /**
  * The pruner: deletes terminal executions finished longer ago than the
- * retention (and one-time jobs left with nothing), webhook delivery records as
- * old, and events older than the event retention, in bounded batches.
+ * retention (and one-time jobs left with nothing), webhook delivery records and
+ * workers last seen as long ago (holding no lease), and events older than the event
+ * retention, in bounded batches.
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
 import { executionPruneFinished } from '../db/queries/prune.ts'
 import { eventPruneOld } from '../db/queries/events.ts'
 import { webhookDeliveryPruneOld } from '../db/queries/webhooks.ts'
+import { workerPruneGone } from '../db/queries/workers.ts'
 import type { Logger } from '../logger.ts'
 import { startLoop, type LoopHandle } from '../lib/service.ts'
 
@@ -32,8 +34,8 @@ export class Pruner {
   }
 
   /** Deletes batches until one comes back short. */
-  async runOnce(): Promise<{ executions: number; jobs: number; events: number }> {
-    const total = { executions: 0, jobs: 0, events: 0 }
+  async runOnce(): Promise<{ executions: number; jobs: number; events: number; workers: number }> {
+    const total = { executions: 0, jobs: 0, events: 0, workers: 0 }
     for (;;) {
       const r = await executionPruneFinished(this.o.db, { olderThanMs: this.o.retentionMs, limit: this.o.batchSize })
       total.executions += r.executions
@@ -47,7 +49,12 @@ export class Pruner {
       total.events += n
       if (n < limit) break
     }
-    if (total.executions > 0 || total.events > 0) this.log.info(total, 'pruned finished executions')
+    for (;;) {
+      const n = await workerPruneGone(this.o.db, { olderThanMs: this.o.retentionMs, limit })
+      total.workers += n
+      if (n < limit) break
+    }
+    if (total.executions > 0 || total.events > 0 || total.workers > 0) this.log.info(total, 'pruned finished executions, old events and workers long gone')
     return total
   }
 

@@ -75,8 +75,26 @@ describe('Pruner', () => {
     await insertExecution(t.db, { ...old, state: 'failed', finishedAt: msAgo(DAY_MS) })
     await insertExecution(t.db, old)
     const pruner = new Pruner({ db: t.db, log: t.log, retentionMs: 7 * DAY_MS, intervalMs: 1000, batchSize: 3 })
-    expect(await pruner.runOnce()).toEqual({ executions: 4, jobs: 4, events: 0 })
+    expect(await pruner.runOnce()).toEqual({ executions: 4, jobs: 4, events: 0, workers: 0 })
     expect(await states()).toEqual({ failed: 1, pending: 1 })
     expect((await t.db.selectFrom('pgsched.jobs').select('id').execute()).length).toBe(2)
+  })
+
+  it('deletes workers last seen before the retention, stopped or gone, but none that holds a lease', async () => {
+    const id = (n: number) => `00000000-0000-7000-8000-0000000f00${String(n).padStart(2, '0')}`
+    const worker = (n: number, lastSeenAgoMs: number, stopped: boolean) =>
+      sql`insert into pgsched.workers (id, host, pid, queues, types, concurrency, last_seen_at, stopped_at)
+          values (${id(n)}::uuid, 'h', ${n}, '{default}', '{x}', 1, now() - ${lastSeenAgoMs}::int * interval '1 millisecond',
+                  case when ${stopped} then now() - ${lastSeenAgoMs}::int * interval '1 millisecond' end)`.execute(t.db)
+    for (let n = 1; n <= 5; n++) await worker(n, 8 * DAY_MS, n % 2 === 0) // gone long ago: stopped or not
+    await worker(6, DAY_MS, true) // stopped within the retention
+    await worker(7, 1_000, false) // alive
+    await worker(8, 8 * DAY_MS, false) // gone long ago, but its lease is still held (the reaper has not run)
+    await insertExecution(t.db, { state: 'running', workerId: id(8) })
+    const pruner = new Pruner({ db: t.db, log: t.log, retentionMs: 7 * DAY_MS, intervalMs: 1000, batchSize: 3 })
+    expect((await pruner.runOnce()).workers).toBe(5)
+    const ids = Array.from({ length: 8 }, (_, i) => id(i + 1))
+    const left = await t.db.selectFrom('pgsched.workers').select('id').where('id', 'in', ids).orderBy('id').execute()
+    expect(left.map((w) => w.id)).toEqual([id(6), id(7), id(8)])
   })
 })

@@ -101,6 +101,23 @@ export async function waitingWorkersPrune(db: Kysely<DB>, params: { staleMs: num
   return Number(result.numAffectedRows ?? 0)
 }
 
+/**
+ * Deletes up to `limit` workers last seen longer ago than `olderThanMs` (stopped, or gone without
+ * stopping), none that still holds a lease: a worker that restarts registers anew, and the rows of
+ * past processes would otherwise pile up. Returns how many it deleted.
+ */
+export async function workerPruneGone(db: Kysely<DB>, params: { olderThanMs: number; limit: number }): Promise<number> {
+  const result = await sql`
+    delete from pgsched.workers w
+     where w.id = any(array(
+             select k.id from pgsched.workers k
+              where k.last_seen_at < now() - ${params.olderThanMs}::float8 * interval '1 millisecond'
+                and not exists (select 1 from pgsched.runs r where r.worker_id = k.id)
+              order by k.last_seen_at
+              limit ${params.limit}::int))`.execute(db)
+  return Number(result.numAffectedRows ?? 0)
+}
+
 /** How long the (queue, type) pairs served by live workers are used for submit replies. */
 const SERVED_TTL_MS = 1_000
 
