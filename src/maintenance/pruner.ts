@@ -1,8 +1,8 @@
 /**
  * The pruner: deletes terminal executions finished longer ago than the
- * retention (and one-time jobs left with nothing), webhook delivery records and
- * workers last seen as long ago (holding no lease), and events older than the event
- * retention, in bounded batches.
+ * retention (and one-time jobs left with nothing), webhook delivery records as old,
+ * workers last seen as long ago and at least a day ago (holding no lease), and events
+ * older than the event retention, in bounded batches.
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
@@ -12,6 +12,13 @@ import { webhookDeliveryPruneOld } from '../db/queries/webhooks.ts'
 import { workerPruneGone } from '../db/queries/workers.ts'
 import type { Logger } from '../logger.ts'
 import { startLoop, type LoopHandle } from '../lib/service.ts'
+
+/**
+ * A worker row goes no sooner than this after it was last seen, however short the retention: a
+ * process that stalled (a paused VM) and then resumed keeps its row, which wake-ups and the
+ * unserved-work checks read.
+ */
+const WORKER_GONE_MIN_MS = 86_400_000
 
 export interface PrunerOptions {
   db: Kysely<DB>
@@ -50,7 +57,7 @@ export class Pruner {
       if (n < limit) break
     }
     for (;;) {
-      const n = await workerPruneGone(this.o.db, { olderThanMs: this.o.retentionMs, limit })
+      const n = await workerPruneGone(this.o.db, { olderThanMs: Math.max(this.o.retentionMs, WORKER_GONE_MIN_MS), limit })
       total.workers += n
       if (n < limit) break
     }

@@ -29,6 +29,8 @@ export interface Run extends AbortState {
   readonly claimed: ClaimedExecution
   /** Claim order, set by the local queue: ties in priority start in the order the claim returned them. */
   seq: number
+  /** When the local queue took it in (monotonic ms). */
+  queuedAtMs: number
   state: RunState
   /** Created when the handler first reads ctx.signal, or at abort. */
   controller: AbortController | undefined
@@ -58,6 +60,7 @@ export function createRun(claimed: ClaimedExecution, leaseSureUntilMs: number): 
     ref: claimed,
     claimed,
     seq: 0,
+    queuedAtMs: 0,
     state: 'buffered',
     controller: undefined,
     abortReason: undefined,

@@ -273,7 +273,9 @@ export class Worker {
     const surplus = this.queue.takeSurplus(performance.now())
     if (surplus.length === 0) return
     for (const run of surplus) endRunSpan(run, 'handed back')
+    // on a database error handBack logs it; the reaper requeues them once their leases expire
     void this.leases.handBack(surplus).then((released) => {
+      if (released === 0) return
       this.log.info(
         { count: released, waiting: this.queue.waiting },
         'handed back claimed executions its handlers would start only after 1 s, for workers with free slots',
