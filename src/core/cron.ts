@@ -18,7 +18,7 @@ import { compileCalendar, type CronCalendar, nextWallMatch } from './cron-calend
 import { cronSyntaxNormalize } from './cron-syntax.ts'
 import { nextChange, offsetAt, previousChange } from './zone.ts'
 
-export { isValidTimeZone } from './zone.ts'
+export { isIanaTimeZone, isValidTimeZone } from './zone.ts'
 
 /**
  * Checks a cron expression. Returns an error message naming the problem, or

@@ -10,7 +10,7 @@
  *   pgsched-duration  a duration (core/duration.ts) from 1 second to 366 days
  *   pgsched-job-type  a job type a submit may use: a type's shape, not starting with `pgsched.`
  */
-import { cronProblem, isValidTimeZone } from './cron.ts'
+import { cronProblem, isIanaTimeZone } from './cron.ts'
 import { DURATION_PATTERN, DURATION_RULE, parseDurationMs } from './duration.ts'
 import { INTERVAL_MS, RESERVED_TYPE_PREFIX, RESERVED_TYPE_RULE, TYPE_RULE, isTypeName } from './names.ts'
 
@@ -20,7 +20,7 @@ const ISO_INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{
 export const CRON_MAX_LENGTH = 1024
 /** A cron expression's shape: an @alias, or 5 or 6 fields. The fields' values are checked by `cronProblem`. */
 export const CRON_PATTERN = '^\\s*(?:@[A-Za-z]+|[^\\s]+(?:\\s+[^\\s]+){4,5})\\s*$'
-/** A time zone name's shape (Europe/Berlin, UTC, Etc/GMT+5); whether the zone exists is checked by `isValidTimeZone`. */
+/** A time zone name's shape (Europe/Berlin, UTC, Etc/GMT+5); whether the zone exists is checked by `isIanaTimeZone`. */
 export const TIME_ZONE_PATTERN = '^[A-Za-z][A-Za-z0-9_+/-]{0,63}$'
 export { DURATION_PATTERN }
 
@@ -94,7 +94,9 @@ export const FORMAT_PROBLEMS: Record<FormatName, (value: string, label: string) 
   'date-time': (value, label) => instantProblem(value, label),
   cron: (value) => cronProblem(value),
   'time-zone': (value, label) =>
-    isValidTimeZone(value) ? undefined : `${label} ${JSON.stringify(value)} is not a known IANA time zone (such as Europe/Berlin)`,
+    isIanaTimeZone(value)
+      ? undefined
+      : `${label} ${JSON.stringify(value)} is not a known IANA time zone (such as Europe/Berlin); offsets, abbreviations and POSIX rules are not accepted`,
   'pgsched-duration': (value, label) => (parseIntervalMs(value) === undefined ? `${label} must be ${INTERVAL_RULE}` : undefined),
   'pgsched-job-type': (value, label) => submitTypeProblem(value, label),
 }

@@ -33,7 +33,35 @@ function zone(timezone: string): ZoneCache {
   return z
 }
 
-/** Whether `timezone` is an IANA zone name this runtime knows. */
+/**
+ * The IANA zone database's names without a slash (its zones and backward links), lower case. The
+ * runtime's zone data (ICU) also takes other short names, Java's (BST, IST, CST, AST, ECT, ...), which
+ * name zones other than the abbreviations suggest (BST is Asia/Dhaka there); pgsched.submit_job
+ * refuses them (it reads PostgreSQL's zone names), and so does a submit through the client or the API.
+ */
+const IANA_NAMES_WITHOUT_SLASH: ReadonlySet<string> = new Set(
+  (
+    'CET CST6CDT Cuba EET EST EST5EDT Egypt Eire GB GB-Eire GMT GMT+0 GMT-0 GMT0 Greenwich HST Hongkong Iceland Iran Israel Jamaica ' +
+    'Japan Kwajalein Libya MET MST MST7MDT NZ NZ-CHAT Navajo PRC PST8PDT Poland Portugal ROC ROK Singapore Turkey UCT UTC Universal W-SU WET Zulu'
+  )
+    .toLowerCase()
+    .split(' '),
+)
+
+/**
+ * Whether `timezone` names an IANA zone, as a submit takes it: one of the database's names without a
+ * slash (any case), or an Area/Location name this runtime knows; never the runtime's own extras
+ * (Java's short names) nor the database's files that are not zones (posix/, right/, Factory,
+ * localtime, posixrules). The same rule as pgsched.time_zone_known.
+ */
+export function isIanaTimeZone(timezone: string): boolean {
+  const lower = timezone.toLowerCase()
+  if (lower === 'factory' || lower === 'localtime' || lower === 'posixrules' || lower.startsWith('posix/') || lower.startsWith('right/')) return false
+  if (!timezone.includes('/')) return IANA_NAMES_WITHOUT_SLASH.has(lower) && isValidTimeZone(timezone)
+  return /^[A-Za-z]+(\/[A-Za-z0-9_+-]+)+$/.test(timezone) && isValidTimeZone(timezone)
+}
+
+/** Whether `timezone` is a zone name this runtime knows (what fire times are computed in). */
 export function isValidTimeZone(timezone: string): boolean {
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: timezone })

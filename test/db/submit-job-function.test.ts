@@ -1,5 +1,5 @@
 import { sql } from 'kysely'
-import { isValidTimeZone } from '../../src/core/cron.ts'
+import { isIanaTimeZone, isValidTimeZone } from '../../src/core/cron.ts'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { useTestDb } from '../db.ts'
@@ -155,6 +155,19 @@ describe('pgsched.submit_job', () => {
       expect(isValidTimeZone(tz), tz).toBe(false)
       await expect(submit(`'x', cron => '0 12 * * *', timezone => '${tz}'`)).rejects.toThrow('is not a known IANA time zone')
     }
+  })
+
+  it('takes and refuses the same time zone names as the client and the API (isIanaTimeZone)', async () => {
+    const { rows: pg } = await sql<{ name: string }>`select name from pg_timezone_names where position('/' in name) = 0`.execute(t.db)
+    // Java's short names, which the runtime's zone data (ICU) takes besides the IANA ones
+    const java = 'ACT AET AGT ART AST BET BST CAT CNT CST CTT EAT ECT IET IST JST MIT NET NST PLT PNT PRT PST SST VST'.split(' ')
+    const names = [...new Set([...pg.map((r) => r.name), ...java, ...pg.map((r) => r.name.toLowerCase()), 'Europe/Berlin', 'europe/berlin', 'Etc/GMT+3'])]
+    names.push('posix/Europe/Berlin', 'right/UTC', 'Mars/Olympus', 'UTC+3', '+05:30')
+    const { rows } = await sql<{ name: string; known: boolean }>`
+      select n as name, pgsched.time_zone_known(n) as known from unnest(${names}::text[]) n`.execute(t.db)
+    const differ = rows.filter((r) => r.known !== isIanaTimeZone(r.name)).map((r) => `${r.name}: SQL ${r.known}`)
+    expect(differ).toEqual([])
+    expect(rows.filter((r) => java.includes(r.name) && r.known)).toEqual([])
   })
 
   it('stores an interval schedule whose window ended before its first fire time with nothing to come', async () => {
