@@ -173,7 +173,14 @@ function send(
  * The `http` handler under an allowlist (text as in SCHEDULER_HTTP_ALLOW, or parsed). `resolve`
  * replaces the system's name resolution (tests give names addresses with it).
  */
-export function createHttpHandler(options: { allow?: string | AddressPolicy; resolve?: HttpResolve } = {}): Handler {
+export function createHttpHandler(
+  options: {
+    allow?: string | AddressPolicy
+    resolve?: HttpResolve
+    /** `refuse`: a redirect is not followed but fails the attempt (retried), naming where it led. Default `follow`. */
+    redirects?: 'follow' | 'refuse'
+  } = {},
+): Handler {
   const policy = typeof options.allow === 'object' ? options.allow : parseAddressPolicy(options.allow ?? '')
   const guard = { policy, resolve: options.resolve ?? systemResolve }
   return defineHandler('http', async (ctx) => {
@@ -199,6 +206,10 @@ export function createHttpHandler(options: { allow?: string | AddressPolicy; res
         throw new Error(`request to ${shown(url)} failed: ${reason}`)
       }
       if (!REDIRECTS.has(answer.status) || answer.location === undefined) break
+      if (options.redirects === 'refuse') {
+        const message = `${method} ${shown(url)} answered ${answer.status} to ${shown(new URL(answer.location, url))}: redirects are not followed`
+        throw Object.assign(new Error(message), { answerStatus: answer.status })
+      }
       if (hop >= MAX_REDIRECTS) throw new Error(`${shown(p.parsed)}: more than ${MAX_REDIRECTS} redirects`)
       const next = new URL(answer.location, url)
       if (next.protocol !== 'http:' && next.protocol !== 'https:')

@@ -4,9 +4,11 @@
  * {subscriptionId, event}; each attempt reads the subscription (deleted, or of another tenant than
  * the job's: fatal, nothing sent),
  * signs the body with its secret at the time of sending (events/signature.ts) and POSTs it through
- * the built-in `http` handler, under the same address rules (SCHEDULER_HTTP_ALLOW), redirects and
- * outcome rules: 2xx delivered; 4xx fatal except 408 and 429; 5xx, timeouts and network errors
- * retried with the job's backoff. Each attempt is written to the subscription's delivery log.
+ * the built-in `http` handler, under the same address rules (SCHEDULER_HTTP_ALLOW) and outcome
+ * rules: 2xx delivered; 4xx fatal except 408 and 429; 5xx, timeouts and network errors retried with
+ * the job's backoff. A redirect is not followed (a 301 or 302 would turn the POST into a GET without
+ * the event): it fails the attempt, retried, naming where it led. Each attempt is written to the
+ * subscription's delivery log.
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
@@ -27,7 +29,7 @@ interface WebhookPayload {
 }
 
 export function createWebhookHandler(options: { db: Kysely<DB>; allow?: string | AddressPolicy; resolve?: HttpResolve }): Handler {
-  const http = createHttpHandler({ allow: options.allow, resolve: options.resolve })
+  const http = createHttpHandler({ allow: options.allow, resolve: options.resolve, redirects: 'refuse' })
   const { db } = options
   return defineHandler(WEBHOOK_JOB_TYPE, async (ctx) => {
     const p = ctx.payload as WebhookPayload
@@ -40,6 +42,7 @@ export function createWebhookHandler(options: { db: Kysely<DB>; allow?: string |
       [SIGNATURE_HEADER]: signWebhook(sub.secret, body, Math.floor(Date.now() / 1000)),
       'Pgsched-Event-Id': p.event.id,
       'Pgsched-Delivery-Id': ctx.jobId,
+      'Pgsched-Subscription-Id': sub.id,
     }
     const request = { url: sub.url, method: 'POST', headers, body, timeoutMs: WEBHOOK_TIMEOUT_MS }
     const startedAt = performance.now()

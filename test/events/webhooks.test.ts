@@ -28,8 +28,11 @@ const api = useTestApi(t, { httpAllow: '127.0.0.1' })
 const startWorker = useWorkers(t)
 
 interface Delivery {
+  method: string | undefined
+  path: string | undefined
   body: string
   signature: string | undefined
+  subscription: string | undefined
   status: number
 }
 
@@ -44,8 +47,16 @@ beforeAll(async () => {
     req.on('data', (c: Buffer) => chunks.push(c))
     req.on('end', () => {
       const status = answers.shift() ?? 200
-      received.push({ body: Buffer.concat(chunks).toString('utf8'), signature: req.headers['pgsched-signature'] as string | undefined, status })
-      res.writeHead(status).end()
+      const body = Buffer.concat(chunks).toString('utf8')
+      received.push({
+        method: req.method,
+        path: req.url,
+        body,
+        signature: req.headers['pgsched-signature'] as string | undefined,
+        subscription: req.headers['pgsched-subscription-id'] as string | undefined,
+        status,
+      })
+      res.writeHead(status, status === 301 || status === 302 ? { location: '/moved' } : {}).end()
     })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -86,6 +97,8 @@ describe('webhooks', () => {
       expect(JSON.parse(d.body)).toMatchObject({ type: 'succeeded', jobId: job.id, tenant: 'a', jobType: 'work' })
     }
     expect(new Set(received.map((d) => JSON.parse(d.body).id)).size).toBe(1)
+    // the subscription is named, so a receiver of several knows which secret to verify with
+    expect(received.map((d) => d.subscription)).toEqual(Array(4).fill(sub.id))
 
     const log = await waitFor(
       async () => {
@@ -106,6 +119,39 @@ describe('webhooks', () => {
     const other = await api.keyFor('b')
     expect((await api.call(other, 'GET', `/v1/webhooks/${sub.id}/deliveries`)).statusCode).toBe(404)
     expect((await api.call(other, 'GET', '/v1/webhooks')).json()).toEqual({ items: [] })
+  }, 90_000)
+
+  it('does not follow a redirect, which would turn the POST into a GET without the event: the attempt fails and is retried', async () => {
+    const key = await api.keyFor('r')
+    const sub = (await api.call(key, 'POST', '/v1/webhooks', { url, events: ['succeeded'] })).json<{ id: string }>()
+    answers = [301, 302, 200]
+    dispatcher = new WebhookDispatcher({ db: t.db, log: t.log, intervalMs: 100 })
+    dispatcher.start()
+    await startWorker([defineHandler('work', () => 'done'), createWebhookHandler({ db: t.db, allow: '127.0.0.1' })])
+    await createClient({ db: t.db, tenant: 'r' }).submitJob({ type: 'work' })
+    await waitFor(() => received.length >= 3, { timeoutMs: 60_000, what: 'three deliveries' })
+    // every request was the POST of the event to the subscription's URL: nothing went to /moved
+    expect(received.map((d) => [d.method, d.path, d.status])).toEqual([
+      ['POST', '/hook', 301],
+      ['POST', '/hook', 302],
+      ['POST', '/hook', 200],
+    ])
+    expect(new Set(received.map((d) => JSON.parse(d.body).type))).toEqual(new Set(['succeeded']))
+    const log = await waitFor(
+      async () => {
+        const items = (await api.call(key, 'GET', `/v1/webhooks/${sub.id}/deliveries`)).json<{
+          items: Array<{ attempt: number; statusCode: number; ok: boolean; error: string | null }>
+        }>().items
+        return items.length >= 3 ? items : undefined
+      },
+      { what: 'the delivery log' },
+    )
+    expect(log.map((d) => [d.attempt, d.statusCode, d.ok])).toEqual([
+      [3, 200, true],
+      [2, 302, false],
+      [1, 301, false],
+    ])
+    expect(log[2]?.error).toMatch(/^POST http:\/\/127\.0\.0\.1:\d+\/hook answered 301 to http:\/\/127\.0\.0\.1:\d+\/moved: redirects are not followed$/)
   }, 90_000)
 
   it('fails the documented verification for a forged, altered or stale signature', () => {
