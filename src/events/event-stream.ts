@@ -120,6 +120,9 @@ async function openPages<P>(
   // a position no page can read is refused before the stream opens: GET /v1/events answers 400 rather
   // than ending the stream after `: open`, which an EventSource client would reopen for ever
   // The latest number before the listener exists: every event captured for this stream is numbered after it.
+  // What committed before the opening is numbered first (capture may already be on, for another
+  // stream or a webhook): a stream without a position starts after it, not with it.
+  if (params.after === undefined) await sequenceEvents(db)
   const latest = await eventLatestSeq(db)
   if (params.after !== undefined) {
     // ... and one after the newest batch, which no page would ever pass (an id from before a restore

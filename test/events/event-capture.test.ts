@@ -334,6 +334,27 @@ describe('event capture', () => {
     }
   })
 
+  it('starts a stream opened without a position after the events that committed before it, even while capture was already on', async () => {
+    // capture on for the tenant, nobody reading (what a closed stream leaves for the retention)
+    await eventListenerOpen(t.db, { tenant: 's', keepMs: 60_000 })
+    const client = createClient({ db: t.db, tenant: 's' })
+    const before = await client.submitJob({ type: 'x' })
+    const controller = new AbortController()
+    const stream = await streamEvents(t.db, 's', { signal: controller.signal, pollIntervalMs: 20 })
+    const after = await client.submitJob({ type: 'x' })
+    const seen: string[] = []
+    try {
+      for await (const event of stream) {
+        seen.push(event.jobId)
+        if (event.jobId === after.job.id) break
+      }
+    } finally {
+      controller.abort()
+    }
+    expect(seen).toEqual([after.job.id])
+    expect(seen).not.toContain(before.job.id)
+  })
+
   it("reads no more than a page of a batch: a tenant's small pages through a claim mixing tenants stop inside it and get each of its events once, in order", async () => {
     await eventListenerOpen(t.db, { tenant: 'a', keepMs: 60_000 })
     await eventListenerOpen(t.db, { tenant: 'b', keepMs: 60_000 })
