@@ -352,7 +352,10 @@ function makeClient(
     queues: queueAdmin(db),
     tenants: tenantAdmin(db),
     events: (params = {}) => streamEvents(db, params.allTenants === true ? null : tenant, params),
-    webhooks: webhookAdmin(db, tenant, webhookPolicy),
+    webhooks: webhookAdmin(db, tenant, webhookPolicy, async (ids) => {
+      for (const id of ids) await jobCancel(db, { tenant, id })
+      await jobCancelSweep(db, ids)
+    }),
 
     async submitJob(input, options) {
       const n = normalizeSubmit(input, clock.now())

@@ -1,6 +1,7 @@
 /**
  * Webhook subscriptions of one tenant (client.webhooks; REST /v1/webhooks and `scheduler webhooks`
- * over it): list, create, delete, and each one's delivery log. The secret is shown once, when the
+ * over it): list, view, create, delete (which cancels the deliveries still to come), and each one's
+ * delivery log, a page at a time. The secret is shown once, when the
  * subscription is created (generated when not given); lists never show it.
  */
 import { randomBytes } from 'node:crypto'
@@ -10,7 +11,9 @@ import { EVENT_TYPES, isEventType, type EventType } from '../core/events.ts'
 import { isQueueName, QUEUE_RULE } from '../core/names.ts'
 import { NotFoundError, ValidationError } from '../errors.ts'
 import { refusedUrlHost, type AddressPolicy } from '../lib/address-policy.ts'
+import { assertUuid, decodeCursor, encodeCursor, type Page } from '../paging.ts'
 import {
+  webhookDeliveryJobsLeft,
   webhookDeliveryList,
   webhookSubscriptionDelete,
   webhookSubscriptionInsert,
@@ -37,10 +40,19 @@ export interface WebhookAdmin {
   list(): Promise<WebhookSubscription[]>
   /** The new subscription with its secret (the only time it is returned). */
   create(input: CreateWebhookInput): Promise<WebhookSubscription & { secret: string }>
-  /** Returns the deleted subscription. @throws NotFoundError when the tenant has no such subscription. */
+  /** One subscription (without its secret). @throws NotFoundError when the tenant has no such subscription. */
+  view(id: string): Promise<WebhookSubscription>
+  /**
+   * Deletes the subscription and cancels its delivery jobs that have work left (a delivery running
+   * is told to stop); returns the deleted subscription. @throws NotFoundError when the tenant has no
+   * such subscription.
+   */
   delete(id: string): Promise<WebhookSubscription>
-  /** Delivery attempts, newest first. @throws NotFoundError when the tenant has no such subscription. */
-  deliveries(id: string, params?: { limit?: number }): Promise<WebhookDelivery[]>
+  /**
+   * Delivery attempts, newest first, a page at a time (`limit` 1-1000, default 100; `cursor`: the
+   * previous page's nextCursor). @throws NotFoundError when the tenant has no such subscription.
+   */
+  deliveries(id: string, params?: { limit?: number; cursor?: string }): Promise<Page<WebhookDelivery>>
 }
 
 /** Where the setting must admit a webhook URL for it to be created. */
@@ -57,12 +69,15 @@ function withoutSecret(row: WebhookSubscriptionRow): WebhookSubscription {
   return rest
 }
 
-/** `policy`: the workers' address rules (SCHEDULER_HTTP_ALLOW), to refuse a URL no delivery could reach. */
-export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPolicy): WebhookAdmin {
+/**
+ * `policy`: the workers' address rules (SCHEDULER_HTTP_ALLOW), to refuse a URL no delivery could reach;
+ * `cancelJobs`: cancels jobs of the tenant (the client's cancel), for the deliveries of a deleted subscription.
+ */
+export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPolicy, cancelJobs: (ids: readonly string[]) => Promise<void>): WebhookAdmin {
+  // an id that is not a UUID is named as such, as for jobs (not "not found")
   const own = async (id: string): Promise<void> => {
-    if (typeof id !== 'string' || !UUID.test(id) || (await webhookSubscriptionList(db, { tenant, id })).length === 0) {
-      throw new NotFoundError(`webhook ${id} not found`)
-    }
+    assertUuid(id, 'id')
+    if ((await webhookSubscriptionList(db, { tenant, id })).length === 0) throw new NotFoundError(`webhook ${id} not found`)
   }
   return {
     async list() {
@@ -92,16 +107,29 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPoli
       const row = await webhookSubscriptionInsert(db, { tenant, url: input.url, events, queue, secret })
       return { ...withoutSecret(row), secret }
     },
+    async view(id) {
+      assertUuid(id, 'id')
+      const [row] = await webhookSubscriptionList(db, { tenant, id })
+      if (!row) throw new NotFoundError(`webhook ${id} not found`)
+      return withoutSecret(row)
+    },
     async delete(id) {
-      const deleted = typeof id === 'string' && UUID.test(id) ? await webhookSubscriptionDelete(db, { tenant, id }) : undefined
+      assertUuid(id, 'id')
+      const deleted = await webhookSubscriptionDelete(db, { tenant, id })
       if (!deleted) throw new NotFoundError(`webhook ${id} not found`)
+      // its deliveries still to come would only fail (their subscription is gone): cancelled instead
+      await cancelJobs(await webhookDeliveryJobsLeft(db, { tenant, subscriptionId: id }))
       return withoutSecret(deleted)
     },
     async deliveries(id, params = {}) {
       await own(id)
       const limit = params.limit ?? 100
       if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw invalid('limit', 'limit must be an integer from 1 to 1000')
-      return webhookDeliveryList(db, { subscriptionId: id, limit })
+      const beforeId = params.cursor === undefined ? undefined : decodeCursor(params.cursor, UUID)
+      const rows = await webhookDeliveryList(db, { subscriptionId: id, limit: limit + 1, beforeId })
+      const items = rows.slice(0, limit)
+      const last = items[items.length - 1]
+      return { items, nextCursor: rows.length > limit && last ? encodeCursor(last.id) : null }
     },
   }
 }

@@ -17,6 +17,7 @@ import { retryWindowMaxMs } from '../../src/core/backoff.ts'
 import { WEBHOOK_DELIVERY, WebhookDispatcher } from '../../src/maintenance/webhook-dispatcher.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { createWebhookHandler } from '../../src/worker/webhook-handler.ts'
+import { webhookDeliveryInsert } from '../../src/db/queries/webhooks.ts'
 import { useTestApi } from '../api/helpers.ts'
 import { useTestDb } from '../db.ts'
 import { useWorkers } from '../worker/harness.ts'
@@ -153,6 +154,61 @@ describe('webhooks', () => {
     ])
     expect(log[2]?.error).toMatch(/^POST http:\/\/127\.0\.0\.1:\d+\/hook answered 301 to http:\/\/127\.0\.0\.1:\d+\/moved: redirects are not followed$/)
   }, 90_000)
+
+  it('views a subscription at the Location its creation gave, and pages through its delivery log, newest first', async () => {
+    const key = await api.keyFor('p')
+    const created = await api.call(key, 'POST', '/v1/webhooks', { url, events: ['succeeded'] })
+    const sub = created.json<{ id: string }>()
+    const viewed = await api.call(key, 'GET', created.headers.location as string)
+    expect(viewed.statusCode).toBe(200)
+    expect(viewed.json()).toEqual({ id: sub.id, url, events: ['succeeded'], queue: 'default', createdAt: expect.any(String) })
+    expect((await api.call(await api.keyFor('other-p'), 'GET', `/v1/webhooks/${sub.id}`)).statusCode).toBe(404)
+    for (let attempt = 1; attempt <= 5; attempt++) {
+      await webhookDeliveryInsert(t.db, {
+        subscriptionId: sub.id,
+        eventId: `${attempt}-0`,
+        eventType: 'succeeded',
+        jobId: uuidV7(),
+        attempt,
+        statusCode: 500,
+        ok: false,
+        error: 'POST answered 500',
+        durationMs: 3,
+      })
+    }
+    const seen: number[] = []
+    let cursor: string | null = null
+    for (let page = 0; page < 5; page++) {
+      const res = await api.call(key, 'GET', `/v1/webhooks/${sub.id}/deliveries?limit=2${cursor ? `&cursor=${cursor}` : ''}`)
+      const body = res.json<{ items: Array<{ attempt: number }>; nextCursor: string | null }>()
+      seen.push(...body.items.map((d) => d.attempt))
+      cursor = body.nextCursor
+      if (cursor === null) break
+    }
+    expect(seen).toEqual([5, 4, 3, 2, 1])
+    expect(cursor).toBeNull()
+    expect((await api.call(key, 'GET', `/v1/webhooks/${sub.id}/deliveries?cursor=bogus`)).statusCode).toBe(400)
+  })
+
+  it('cancels the deliveries still to come when their subscription is deleted, rather than failing them', async () => {
+    const key = await api.keyFor('d')
+    const sub = (await api.call(key, 'POST', '/v1/webhooks', { url, events: ['succeeded'] })).json<{ id: string }>()
+    answers = Array(20).fill(500)
+    dispatcher = new WebhookDispatcher({ db: t.db, log: t.log, intervalMs: 100 })
+    dispatcher.start()
+    await startWorker([defineHandler('work', () => 'done'), createWebhookHandler({ db: t.db, allow: '127.0.0.1' })])
+    await createClient({ db: t.db, tenant: 'd' }).submitJob({ type: 'work' })
+    await waitFor(() => received.length >= 1, { timeoutMs: 30_000, what: 'a first delivery' })
+    const delivery = await waitFor(
+      async () => (await api.call(key, 'GET', '/v1/jobs?type=pgsched.webhook')).json<{ items: Array<{ id: string; status: string }> }>().items[0],
+      { what: 'the delivery job' },
+    )
+    expect((await api.call(key, 'DELETE', `/v1/webhooks/${sub.id}`)).statusCode).toBe(200)
+    const job = (await api.call(key, 'GET', `/v1/jobs/${delivery.id}`)).json<{ status: string }>()
+    expect(job.status).toBe('CANCELLED')
+    // nothing shows as a failure of the tenant's
+    expect((await api.call(key, 'GET', '/v1/failures')).json()).toEqual({ items: [] })
+  }, 60_000)
 
   it('fails the documented verification for a forged, altered or stale signature', () => {
     const secret = 'a-secret-of-enough-length'

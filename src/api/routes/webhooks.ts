@@ -58,6 +58,22 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
     },
   )
 
+  app.get(
+    '/webhooks/:id',
+    {
+      schema: {
+        operationId: 'viewWebhook',
+        tags: ['webhooks'],
+        summary: 'View a webhook subscription',
+        description: 'The subscription, without its secret (shown only when it was created).',
+        security,
+        params: WebhookParams,
+        response: { 200: WebhookRef, ...CommonErrors },
+      },
+    },
+    async (request) => webhookToJson(await deps.clientFor(request).webhooks.view(request.params.id)),
+  )
+
   app.delete(
     '/webhooks/:id',
     {
@@ -65,7 +81,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         operationId: 'deleteWebhook',
         tags: ['webhooks'],
         summary: 'Delete a webhook subscription',
-        description: 'No further deliveries start (a delivery job already queued fails at once); the delivery log goes with it.',
+        description:
+          'No further deliveries start: its delivery jobs with work left are cancelled (a delivery running is told to stop). The delivery log goes with it.',
         security,
         params: WebhookParams,
         response: { 200: WebhookRef, ...CommonErrors },
@@ -81,15 +98,17 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         operationId: 'listWebhookDeliveries',
         tags: ['webhooks'],
         summary: 'List a webhook’s delivery attempts',
-        description: 'Every delivery attempt, newest first: the event, the attempt, the receiver’s status code or the error.',
+        description:
+          'Every delivery attempt, newest first, a page at a time (pass `nextCursor` as `cursor` for the next): the event, the attempt, the receiver’s status code or the error.',
         security,
         params: WebhookParams,
         querystring: DeliveryQuery,
         response: { 200: DeliveryListSchema, ...CommonErrors },
       },
     },
-    async (request) => ({
-      items: (await deps.clientFor(request).webhooks.deliveries(request.params.id, { limit: request.query.limit })).map(deliveryToJson),
-    }),
+    async (request) => {
+      const page = await deps.clientFor(request).webhooks.deliveries(request.params.id, { limit: request.query.limit, cursor: request.query.cursor })
+      return { items: page.items.map(deliveryToJson), nextCursor: page.nextCursor }
+    },
   )
 }

@@ -60,10 +60,14 @@ export const DeliveryListSchema = Type.Object({
       durationMs: Type.Integer(),
     }),
   ),
+  nextCursor: Nullable(Type.String({ description: 'Pass as `cursor` for the next (older) page; null on the last page.' })),
 })
 
 export const DeliveryQuery = Type.Object(
-  { limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100, 'x-expected': 'an integer from 1 to 1000' })) },
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100, 'x-expected': 'an integer from 1 to 1000' })),
+    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'The previous page’s nextCursor.' })),
+  },
   { additionalProperties: false },
 )
 

@@ -8,15 +8,17 @@ import type { Command } from 'commander'
 import { deliveryToJson, webhookToJson } from '../../api/schemas/webhook.ts'
 import { isEventType, type EventType } from '../../core/events.ts'
 import { ValidationError } from '../../errors.ts'
-import { webhookAdmin, type WebhookAdmin } from '../../events/webhook-admin.ts'
+import type { WebhookAdmin } from '../../events/webhook-admin.ts'
+import { createClient } from '../../client.ts'
 import { formatTable, withDatabase } from '../shared.ts'
 import { loadConfig } from '../../config.ts'
-import { parseAddressPolicy } from '../../lib/address-policy.ts'
 
 // The workers' address rules (SCHEDULER_HTTP_ALLOW, from this environment): create refuses a URL
 // every delivery would be refused.
 const run = <T>(tenant: string, fn: (webhooks: WebhookAdmin) => Promise<T>) =>
-  withDatabase('pgsched-webhooks', ({ db }) => fn(webhookAdmin(db, tenant, parseAddressPolicy(loadConfig(process.env).worker.httpAllow))))
+  withDatabase('pgsched-webhooks', ({ db }) =>
+    fn(createClient({ db, tenant, createdBy: 'cli', batchSubmits: false, httpAllow: loadConfig(process.env).worker.httpAllow }).webhooks),
+  )
 const print = (value: unknown): void => {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`)
 }
@@ -61,7 +63,7 @@ export function registerWebhooks(program: Command): void {
     })
   webhooks
     .command('delete')
-    .description('delete a subscription (and its delivery log)')
+    .description('delete a subscription (and its delivery log); its deliveries still to come are cancelled')
     .argument('<id>')
     .option(...tenant)
     .action(async (id: string, opts: { tenant: string }) => {
@@ -73,11 +75,13 @@ export function registerWebhooks(program: Command): void {
     .description("a subscription's delivery attempts, newest first")
     .argument('<id>')
     .option(...tenant)
-    .option('--limit <n>', 'how many (1-1000)', '50')
+    .option('--limit <n>', 'page size (1-1000)', '100')
+    .option('--cursor <cursor>', 'the next-page cursor printed by the previous page')
     .option(...json)
-    .action(async (id: string, opts: { tenant: string; limit: string; json?: boolean }) => {
-      const list = await run(opts.tenant, (w) => w.deliveries(id, { limit: Number(opts.limit) }))
-      if (opts.json) return print({ items: list.map(deliveryToJson) })
+    .action(async (id: string, opts: { tenant: string; limit: string; cursor?: string; json?: boolean }) => {
+      const page = await run(opts.tenant, (w) => w.deliveries(id, { limit: Number(opts.limit), cursor: opts.cursor }))
+      const list = page.items
+      if (opts.json) return print({ items: list.map(deliveryToJson), nextCursor: page.nextCursor })
       process.stdout.write(
         `${formatTable([
           ['AT', 'EVENT', 'TYPE', 'ATTEMPT', 'STATUS', 'MS', 'ERROR'],
@@ -92,5 +96,6 @@ export function registerWebhooks(program: Command): void {
           ]),
         ])}\n`,
       )
+      if (page.nextCursor) process.stdout.write(`more: --cursor ${page.nextCursor}\n`)
     })
 }

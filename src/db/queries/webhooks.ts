@@ -5,7 +5,7 @@
  */
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
-import type { EventType, JobEvent } from '../../core/events.ts'
+import { WEBHOOK_JOB_TYPE, type EventType, type JobEvent } from '../../core/events.ts'
 import { EVENT_COLUMNS, EVENTS_OF_BATCH, type EventRow, toEvent } from './events.ts'
 
 export interface WebhookSubscriptionRow {
@@ -97,16 +97,32 @@ export async function webhookDeliveryInsert(db: Kysely<DB>, p: Omit<WebhookDeliv
      where exists (select 1 from pgsched.webhook_subscriptions where id = ${p.subscriptionId}::uuid)   -- not for a deleted one`.execute(db)
 }
 
-/** A subscription's delivery attempts, newest first. */
-export async function webhookDeliveryList(db: Kysely<DB>, p: { subscriptionId: string; limit: number }): Promise<WebhookDeliveryRow[]> {
+/** A subscription's delivery attempts, newest first, before the attempt `beforeId` when given. */
+export async function webhookDeliveryList(db: Kysely<DB>, p: { subscriptionId: string; limit: number; beforeId?: string }): Promise<WebhookDeliveryRow[]> {
   const { rows } = await sql<WebhookDeliveryRow>`
     select id, event_id as "eventId", event_type as "eventType", job_id as "jobId", attempt, at, status_code as "statusCode", ok, error,
            duration_ms as "durationMs"
       from pgsched.webhook_deliveries
      where subscription_id = ${p.subscriptionId}::uuid
+       and (${p.beforeId ?? null}::uuid is null or id < ${p.beforeId ?? null}::uuid)
      order by id desc
      limit ${p.limit}::int`.execute(db)
   return rows
+}
+
+/**
+ * The delivery jobs of a subscription that have work left (an execution pending or running), from
+ * the due and running executions of the tenant's pgsched.webhook jobs (not from every job it has).
+ */
+export async function webhookDeliveryJobsLeft(db: Kysely<DB>, p: { tenant: string; subscriptionId: string }): Promise<string[]> {
+  const { rows } = await sql<{ id: string }>`
+    select j.id
+      from (select job_id from pgsched.due where tenant = ${p.tenant}::text and type = ${WEBHOOK_JOB_TYPE}::text
+            union
+            select job_id from pgsched.runs where tenant = ${p.tenant}::text and type = ${WEBHOOK_JOB_TYPE}::text) w
+      join pgsched.jobs j on j.id = w.job_id
+     where j.tenant = ${p.tenant}::text and j.state = 'active' and j.payload ->> 'subscriptionId' = ${p.subscriptionId}::text`.execute(db)
+  return rows.map((r) => r.id)
 }
 
 /** Deletes up to `limit` delivery records older than `olderThanMs`; returns how many. */
