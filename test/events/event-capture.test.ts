@@ -85,6 +85,11 @@ describe('event capture', () => {
     expect(of(late.id)).toEqual(['submitted', 'expired'])
     expect(of(lost.id)).toEqual(['submitted', 'started', 'retrying'])
     expect(events.find((e) => e.jobId === cron.id)?.executionId).toBeNull()
+    // a change of the job alone has no attempt, its submit included (as the Event schema says)
+    expect(events.filter((e) => e.jobId === cron.id).map((e) => e.attempt)).toEqual([null, null, null, null])
+    // submitted in a batch of the plain form too
+    const [batched] = await a.submitJobs([{ type: 't', schedule: { every: '1h' } }])
+    expect((await allEvents(null)).find((e) => e.jobId === batched?.id)).toMatchObject({ type: 'submitted', executionId: null, attempt: null })
   })
 
   it('pages through batches of any size, small pages stopping inside a batch and resuming there, every event once in order', async () => {

@@ -184,5 +184,9 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
     )
   control('cancel', 'Cancel a job', 'Cancels pending executions and signals a running one; a recurring job stops firing. 409 when the job already finished.')
   control('pause', 'Pause a recurring job', 'Stops firing until resumed. 409 for a one-time or cancelled job.')
-  control('resume', 'Resume a recurring job', 'Fires again from the next fire time. 409 for a one-time or cancelled job.')
+  control(
+    'resume',
+    'Resume a recurring job',
+    'Continues the same schedule: the fire times that passed while it was paused are missed, and its misfire policy applies to them at the next pass (fire_once: one catch-up run; skip: none; fire_all: each). 409 for a one-time or cancelled job.',
+  )
 }

@@ -131,7 +131,8 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
         from accepted
        where kind in ('cron', 'interval')
     ),
-    ${eventsCaptured(sql`select 'submitted', ${params.tenant}::text, id, case when kind in ('now', 'at') then execution_id end, queue, type, 0
+    ${eventsCaptured(sql`select 'submitted', ${params.tenant}::text, id, case when kind in ('now', 'at') then execution_id end, queue, type,
+                                case when kind in ('now', 'at') then 0 end   -- a recurring job's submit: no execution, no attempt
                            from accepted order by ord`)}
     select i.id,
            i.id in (select id from new_jobs) as created,
@@ -193,7 +194,7 @@ function jobInsertPlainQuery(params: JobInsertManyParams, form: PlainForm) {
       ${form.fair ? executionsFromSubmittedPlain(params.tenant, sql`input`) : executionsFromSubmitted(params.tenant, sql`input where true`)}
     ),
     ${form.fair ? sql`${fairShareUnused(sql`input where true`)},` : sql``}
-    ${form.events ? eventsUnheard() : eventsCaptured(sql`select 'submitted', ${params.tenant}::text, id, execution_id, queue, type, 0 from input`)}
+    ${form.events ? eventsUnheard() : eventsCaptured(sql`select 'submitted', ${params.tenant}::text, id, execution_id, queue, type, case when execution_id is not null then 0 end from input`)}
     select now() as now
   `
 }
