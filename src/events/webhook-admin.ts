@@ -102,6 +102,8 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPoli
       if (bad !== undefined) throw invalid('events', `events must be among ${EVENT_TYPES.join(', ')} (got ${JSON.stringify(bad)})`)
       const secret = input.secret ?? randomBytes(32).toString('hex')
       if (typeof secret !== 'string' || secret.length < 16 || secret.length > 256) throw invalid('secret', 'secret must be 16-256 characters')
+      // a secret of blanks only is no secret; one with blanks at its ends is easily mistyped by a receiver
+      if (secret.trim() !== secret || /^\s*$/.test(secret)) throw invalid('secret', 'secret must not be blank nor begin or end with white space')
       const queue = input.queue ?? 'default'
       if (!isQueueName(queue)) throw invalid('queue', `queue must be ${QUEUE_RULE}`)
       const row = await webhookSubscriptionInsert(db, { tenant, url: input.url, events, queue, secret })

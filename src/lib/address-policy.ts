@@ -172,13 +172,15 @@ export function allowedExplicitly(host: string, policy: AddressPolicy): boolean 
 
 /**
  * Why every request to `url` would be refused under `policy`, from the URL alone (no name is
- * resolved): its host is an address literal in a refused range, or `localhost`, unless the policy
- * admits it. Undefined when the URL does not say (a name is checked against what it resolves to
+ * resolved): its port is a bad port, or its host is an address literal in a refused range, or
+ * `localhost`, unless the policy admits the host. Undefined when the URL does not say (a name is checked against what it resolves to
  * when the request is made). For a subscription that can never be delivered to, refused at once.
  */
 export function refusedUrlHost(url: URL, policy: AddressPolicy): string | undefined {
   const host = bareHost(url.hostname)
   if (allowedExplicitly(host, policy)) return undefined
+  const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80))
+  if (badPort(port)) return `port ${port} is on the Fetch standard's list of bad ports (mail, shell and other services a crafted request could talk to)`
   const name = host.toLowerCase().replace(/\.$/, '')
   if (name === 'localhost' || name.endsWith('.localhost')) return `${host} is a loopback name`
   if (isIP(host) === 0) return undefined

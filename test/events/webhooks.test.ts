@@ -238,6 +238,7 @@ describe('webhooks', () => {
       ['http://127.2/hook', '127.0.0.2 is a loopback address'],
       ['http://localhost:9000/hook', 'localhost is a loopback name'],
       ['http://169.254.169.254/latest', '169.254.169.254 is a link-local (cloud metadata among them) address'],
+      ['https://example.com:25/hook', "port 25 is on the Fetch standard's list of bad ports (mail, shell and other services a crafted request could talk to)"],
     ] as const) {
       const refused = await api.call(key, 'POST', '/v1/webhooks', { url: target })
       expect(refused.statusCode, target).toBe(400)
@@ -256,6 +257,9 @@ describe('webhooks', () => {
     expect(() => createClient({ db: t.db, tenant: 'c', httpAllow: 'not a range/99' })).toThrow(/httpAllow: /)
     expect((await api.call(key, 'POST', '/v1/webhooks', { url, events: ['finished'] })).statusCode).toBe(400)
     expect((await api.call(key, 'POST', '/v1/webhooks', { url, secret: 'short' })).statusCode).toBe(400)
+    const blank = await api.call(key, 'POST', '/v1/webhooks', { url, secret: ' '.repeat(20) })
+    expect(blank.statusCode).toBe(400)
+    expect(blank.json<{ message: string }>().message).toBe('secret must not be blank nor begin or end with white space')
     const created = await api.call(key, 'POST', '/v1/webhooks', { url, secret: 'sixteen-chars-ok!' })
     const { id } = created.json<{ id: string }>()
     expect(created.headers.location).toBe(`/v1/webhooks/${id}`)
