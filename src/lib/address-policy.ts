@@ -179,11 +179,11 @@ export function allowedExplicitly(host: string, policy: AddressPolicy): boolean 
 export function refusedUrlHost(url: URL, policy: AddressPolicy): string | undefined {
   const host = bareHost(url.hostname)
   if (allowedExplicitly(host, policy)) return undefined
-  const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80))
-  if (badPort(port)) return `port ${port} is on the Fetch standard's list of bad ports (mail, shell and other services a crafted request could talk to)`
   const name = host.toLowerCase().replace(/\.$/, '')
   if (name === 'localhost' || name.endsWith('.localhost')) return `${host} is a loopback name`
-  if (isIP(host) === 0) return undefined
-  const rule = refusedAddress(host, policy)
-  return rule === undefined ? undefined : `${host} is a ${rule} address`
+  const rule = isIP(host) === 0 ? undefined : refusedAddress(host, policy)
+  if (rule !== undefined) return `${host} is a ${rule} address`
+  const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80))
+  if (badPort(port)) return `port ${port} is on the Fetch standard's list of bad ports (mail, shell and other services a crafted request could talk to)`
+  return undefined
 }
