@@ -46,7 +46,7 @@ export function createWebhookHandler(options: { db: Kysely<DB>; allow?: string |
     }
     const request = { url: sub.url, method: 'POST', headers, body, timeoutMs: WEBHOOK_TIMEOUT_MS }
     const startedAt = performance.now()
-    const record = (statusCode: number | null, ok: boolean, error: string | null) =>
+    const record = (statusCode: number | null, ok: boolean, error: string | null, willRetry: boolean) =>
       webhookDeliveryInsert(db, {
         subscriptionId: sub.id,
         eventId: p.event.id,
@@ -57,16 +57,19 @@ export function createWebhookHandler(options: { db: Kysely<DB>; allow?: string |
         ok,
         error,
         durationMs: Math.round(performance.now() - startedAt),
+        willRetry,
       })
     let result: unknown
     try {
       result = await http.run(Object.create(ctx, { payload: { value: request } }) as HandlerContext)
     } catch (err: unknown) {
-      await record(httpAnswerStatus(err) ?? null, false, err instanceof Error ? err.message : String(err))
+      // retried unless refused for good or out of attempts (a lost lease or a shutdown ends the attempt another way)
+      const willRetry = !(err instanceof FatalError) && ctx.attempt < ctx.maxAttempts
+      await record(httpAnswerStatus(err) ?? null, false, err instanceof Error ? err.message : String(err), willRetry)
       throw err
     }
     const status = (result as { status: number }).status
-    await record(status, true, null)
+    await record(status, true, null, false)
     return { status }
   })
 }

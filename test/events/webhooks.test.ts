@@ -104,16 +104,17 @@ describe('webhooks', () => {
     const log = await waitFor(
       async () => {
         const res = await api.call(key, 'GET', `/v1/webhooks/${sub.id}/deliveries`)
-        const items = res.json<{ items: Array<{ attempt: number; statusCode: number; ok: boolean }> }>().items
+        const items = res.json<{ items: Array<{ attempt: number; statusCode: number; ok: boolean; willRetry: boolean | null }> }>().items
         return items.length >= 4 ? items : undefined
       },
       { what: 'the delivery log' },
     )
-    expect(log.map((d) => [d.attempt, d.statusCode, d.ok])).toEqual([
-      [4, 200, true],
-      [3, 500, false],
-      [2, 500, false],
-      [1, 500, false],
+    // each failed attempt says another follows; the delivered one ends it
+    expect(log.map((d) => [d.attempt, d.statusCode, d.ok, d.willRetry])).toEqual([
+      [4, 200, true, false],
+      [3, 500, false, true],
+      [2, 500, false, true],
+      [1, 500, false, true],
     ])
 
     // another tenant sees neither the subscription nor its log
@@ -174,6 +175,7 @@ describe('webhooks', () => {
         ok: false,
         error: 'POST answered 500',
         durationMs: 3,
+        willRetry: true,
       })
     }
     const seen: number[] = []
@@ -208,6 +210,24 @@ describe('webhooks', () => {
     expect(job.status).toBe('CANCELLED')
     // nothing shows as a failure of the tenant's
     expect((await api.call(key, 'GET', '/v1/failures')).json()).toEqual({ items: [] })
+  }, 60_000)
+
+  it('logs a delivery refused for good (a 404) as the end of it: no attempt follows', async () => {
+    const key = await api.keyFor('f')
+    const sub = (await api.call(key, 'POST', '/v1/webhooks', { url, events: ['succeeded'] })).json<{ id: string }>()
+    answers = [404]
+    dispatcher = new WebhookDispatcher({ db: t.db, log: t.log, intervalMs: 100 })
+    dispatcher.start()
+    await startWorker([defineHandler('work', () => 'done'), createWebhookHandler({ db: t.db, allow: '127.0.0.1' })])
+    await createClient({ db: t.db, tenant: 'f' }).submitJob({ type: 'work' })
+    const log = await waitFor(
+      async () =>
+        (await api.call(key, 'GET', `/v1/webhooks/${sub.id}/deliveries`)).json<{
+          items: Array<{ attempt: number; statusCode: number; ok: boolean; willRetry: boolean | null }>
+        }>().items[0],
+      { what: 'the delivery log', timeoutMs: 30_000 },
+    )
+    expect([log.attempt, log.statusCode, log.ok, log.willRetry]).toEqual([1, 404, false, false])
   }, 60_000)
 
   it('fails the documented verification for a forged, altered or stale signature', () => {

@@ -58,6 +58,12 @@ export const DeliveryListSchema = Type.Object({
       ok: Type.Boolean({ description: 'A 2xx answer.' }),
       error: Nullable(Type.String()),
       durationMs: Type.Integer(),
+      willRetry: Nullable(
+        Type.Boolean({
+          description:
+            'Whether another attempt follows: false when delivered, refused for good (a 4xx other than 408 and 429, a refused address) or the last attempt; null for attempts recorded before this was.',
+        }),
+      ),
     }),
   ),
   nextCursor: Nullable(Type.String({ description: 'Pass as `cursor` for the next (older) page; null on the last page.' })),

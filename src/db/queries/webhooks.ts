@@ -86,14 +86,16 @@ export interface WebhookDeliveryRow {
   ok: boolean
   error: string | null
   durationMs: number
+  /** Another attempt follows; null for attempts recorded before migration 0051. */
+  willRetry: boolean | null
 }
 
 /** Records one delivery attempt. */
 export async function webhookDeliveryInsert(db: Kysely<DB>, p: Omit<WebhookDeliveryRow, 'id' | 'at'> & { subscriptionId: string }): Promise<void> {
   await sql`
-    insert into pgsched.webhook_deliveries (subscription_id, event_id, event_type, job_id, attempt, status_code, ok, error, duration_ms)
+    insert into pgsched.webhook_deliveries (subscription_id, event_id, event_type, job_id, attempt, status_code, ok, error, duration_ms, will_retry)
     select ${p.subscriptionId}::uuid, ${p.eventId}::text, ${p.eventType}::text, ${p.jobId}::uuid, ${p.attempt}::int,
-           ${p.statusCode}::int, ${p.ok}::bool, ${p.error}::text, ${p.durationMs}::int
+           ${p.statusCode}::int, ${p.ok}::bool, ${p.error}::text, ${p.durationMs}::int, ${p.willRetry}::bool
      where exists (select 1 from pgsched.webhook_subscriptions where id = ${p.subscriptionId}::uuid)   -- not for a deleted one`.execute(db)
 }
 
@@ -101,7 +103,7 @@ export async function webhookDeliveryInsert(db: Kysely<DB>, p: Omit<WebhookDeliv
 export async function webhookDeliveryList(db: Kysely<DB>, p: { subscriptionId: string; limit: number; beforeId?: string }): Promise<WebhookDeliveryRow[]> {
   const { rows } = await sql<WebhookDeliveryRow>`
     select id, event_id as "eventId", event_type as "eventType", job_id as "jobId", attempt, at, status_code as "statusCode", ok, error,
-           duration_ms as "durationMs"
+           duration_ms as "durationMs", will_retry as "willRetry"
       from pgsched.webhook_deliveries
      where subscription_id = ${p.subscriptionId}::uuid
        and (${p.beforeId ?? null}::uuid is null or id < ${p.beforeId ?? null}::uuid)
