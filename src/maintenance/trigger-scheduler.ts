@@ -260,12 +260,14 @@ export class TriggerScheduler {
     try {
       let fireAt: Date[] = []
       let misfired = false
-      if (t.nextFireAtKey === '-infinity') {
-        // Submitted from SQL: compute the first fire time; nothing fires in this pass.
-        advance.nextFireAt = firstFireAt(t, now)
-      } else if (t.nextFireAt && t.nextFireAt.getTime() <= now.getTime() + (t.overlapPolicy === 'allow' ? aheadMs : 0)) {
+      // Submitted from SQL: its first fire time, at or after its submit (as a REST submit computes it),
+      // so that the fire times since then go by the misfire policy like any others
+      const submittedAt = t.submittedAt !== null && t.submittedAt < now ? t.submittedAt : now
+      const nextFireAt = t.nextFireAtKey === '-infinity' ? firstFireAt(t, submittedAt) : t.nextFireAt
+      advance.nextFireAt = nextFireAt
+      if (nextFireAt && nextFireAt.getTime() <= now.getTime() + (t.overlapPolicy === 'allow' ? aheadMs : 0)) {
         const horizon = t.overlapPolicy === 'allow' ? new Date(now.getTime() + aheadMs) : now
-        const plan = planFires(t, t.nextFireAt, now, this.o.misfireThresholdMs, horizon)
+        const plan = planFires(t, nextFireAt, now, this.o.misfireThresholdMs, horizon)
         fireAt = plan.fireAt
         misfired = plan.misfired
         advance.nextFireAt = plan.nextFireAt

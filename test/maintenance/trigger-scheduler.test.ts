@@ -455,6 +455,20 @@ describe('TriggerScheduler', () => {
     expect(await fireTimes(jobId)).toEqual([iso(plus(T0, 20))])
   })
 
+  it('fires what a job submitted from SQL missed before the first pass as its misfire policy says, from its submit on', async () => {
+    const { rows } = await sql<{ id: string }>`
+      select pgsched.submit_job('r', cron => '*/10 * * * * *', misfire_policy => 'fire_all', tenant => 'acme') as id`.execute(t.db)
+    const jobId = (rows[0] as { id: string }).id
+    const created = (await triggerRow(jobId)).created_at as Date
+    // the first pass 35 s after the submit (no worker ran meanwhile): each fire time since the submit runs
+    const now = new Date(created.getTime() + 35_000)
+    await scheduler({ clock: manualClock(now) }).runOnce()
+    const expected: string[] = []
+    for (let at = Math.ceil(created.getTime() / 10_000) * 10_000; at <= now.getTime(); at += 10_000) expected.push(iso(new Date(at)))
+    expect(expected.length).toBeGreaterThanOrEqual(3)
+    expect(await fireTimes(jobId)).toEqual(expected)
+  })
+
   it('stops a trigger whose schedule cannot be evaluated instead of failing every pass', async () => {
     const clock = manualClock(T0)
     const bad = await insertTrigger(t.db, { job: { type: 'r' }, cronExpression: '*/10 * * * * *', timezone: 'Mars/Olympus', nextFireAt: T0 })

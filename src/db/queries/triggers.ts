@@ -26,6 +26,8 @@ export interface ClaimedTrigger extends TriggerSchedule {
   jobId: string
   /** null when next_fire_at is '-infinity' (not computed yet: submitted from SQL). */
   nextFireAt: Date | null
+  /** When it was submitted, for a trigger whose next_fire_at is not computed yet ('-infinity'); else null. */
+  submittedAt: Date | null
   /** next_fire_at exactly as stored (text), for the guard of triggerFireAndAdvance. */
   nextFireAtKey: string | null
   queuedFireAt: Date | null
@@ -57,6 +59,7 @@ interface ClaimedTriggerRow {
   misfire_policy: MisfirePolicy
   misfire_max_runs: number
   overlap_policy: OverlapPolicy
+  submitted_at: Date | null
   now: Date
 }
 
@@ -71,6 +74,7 @@ function toClaimedTrigger(r: ClaimedTriggerRow): ClaimedTrigger {
     startAt: r.start_at,
     endAt: r.end_at,
     nextFireAt: r.next_fire_at,
+    submittedAt: r.submitted_at,
     nextFireAtKey: r.next_fire_at_key,
     queuedFireAt: r.queued_fire_at,
     queuedFireAtKey: r.queued_fire_at_key,
