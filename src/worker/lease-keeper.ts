@@ -190,4 +190,21 @@ export class LeaseKeeper {
     for (const run of runs) this.release(run)
     return released
   }
+
+  /**
+   * Hands back runs that never started (a surplus of the prefetch buffer) without holding up the
+   * heartbeat: they stop being held first, so no later heartbeat touches their rows, and the release
+   * runs after the heartbeat or outcome write in flight, outside the completer's turn. A release that
+   * waits on another transaction then delays only itself, not the renewal of the leases of running
+   * handlers. On failure their leases expire and the reaper requeues them.
+   */
+  async handBackUnstarted(runs: readonly Run[]): Promise<number> {
+    if (runs.length === 0) return 0
+    for (const run of runs) this.release(run)
+    await this.p.completer.exclusive(async () => {})
+    return executionReleaseMany(this.p.db, { workerId: this.p.workerId, leases: runs.map((h) => h.ref) }).catch((err: unknown) => {
+      this.p.log.warn({ err }, 'could not hand back executions; the reaper will requeue them when their lease expires')
+      return 0
+    })
+  }
 }

@@ -273,8 +273,9 @@ export class Worker {
     const surplus = this.queue.takeSurplus(performance.now())
     if (surplus.length === 0) return
     for (const run of surplus) endRunSpan(run, 'handed back')
-    // on a database error handBack logs it; the reaper requeues them once their leases expire
-    void this.leases.handBack(surplus).then((released) => {
+    // outside the completer's turn, so that it never holds up the heartbeat of running handlers; on a
+    // database error it is logged, and the reaper requeues them once their leases expire
+    void this.leases.handBackUnstarted(surplus).then((released) => {
       if (released === 0) return
       this.log.info(
         { count: released, waiting: this.queue.waiting },
