@@ -29,6 +29,40 @@ export interface JobEvent {
   jobType: string
   /** The execution's attempt after the change (0: not started); null for a change of the job alone. */
   attempt: number | null
+  /** Why the attempt ended, on `retrying`, `failed` and `expired` events (null on the others, and on events written before migration 0052). */
+  error: EventError | null
+}
+
+/** Longest error message an event carries (the execution's error keeps it whole). */
+export const EVENT_ERROR_MESSAGE_MAX = 1000
+
+/**
+ * The error of a `retrying`, `failed` or `expired` event: the attempt's error (the execution's
+ * `error`), its message cut to EVENT_ERROR_MESSAGE_MAX characters so that an event stays small.
+ */
+export interface EventError {
+  message: string
+  /** The error's class name (the handler's own, or FatalError, TimeoutError, LeaseExpiredError, StartDeadlineError). */
+  name: string
+  /** No retry follows it. Absent when false. */
+  fatal?: true
+  /** The attempt ran out of its timeout. Absent when false. */
+  timedOut?: true
+}
+
+/**
+ * An event's error from what the database stored for it (the jsonb the capture wrote, parsed, or its
+ * text), in the key order of EventError; null for none. The stream's SSE text and the client's
+ * events are written from it, so both carry the same JSON.
+ */
+export function eventErrorOf(stored: unknown): EventError | null {
+  const o = typeof stored === 'string' ? (JSON.parse(stored) as unknown) : stored
+  if (o === null || typeof o !== 'object') return null
+  const r = o as Record<string, unknown>
+  const e: EventError = { message: typeof r.message === 'string' ? r.message : '', name: typeof r.name === 'string' ? r.name : 'Error' }
+  if (r.fatal === true) e.fatal = true
+  if (r.timedOut === true) e.timedOut = true
+  return e
 }
 
 /** What a stream or a webhook selects; every field narrows, none set: everything. */
@@ -57,6 +91,7 @@ export function eventToJson(e: JobEvent): Record<string, unknown> {
     queue: e.queue,
     jobType: e.jobType,
     attempt: e.attempt,
+    error: e.error,
   }
 }
 

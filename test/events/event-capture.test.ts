@@ -67,6 +67,64 @@ describe('event capture', () => {
     expect(new Set(ids).size).toBe(ids.length)
   })
 
+  it("carries each failed attempt's error on its retrying, failed and expired events, the message cut to 1,000 characters, and no array for batches without one", async () => {
+    await eventListenerOpen(t.db, { tenant: 'a', keepMs: 60_000 })
+    const a = createClient({ db: t.db, tenant: 'a' })
+    const [retried, fatal, timedOut, long] = await a.submitJobs([
+      { type: 't', maxAttempts: 3 },
+      { type: 't' },
+      { type: 't', maxAttempts: 1 },
+      { type: 't', maxAttempts: 1 },
+    ])
+    const claimed = await claim(4)
+    const byJob = (id: string | undefined) => claimed.find((c) => c.jobId === id) as (typeof claimed)[number]
+    const message = `${'é'.repeat(999)}xyz`
+    const errors: Array<[string | undefined, object]> = [
+      [retried?.id, { message: 'connection refused', name: 'FetchError', attempt: 1, workerId: WORKER, at: new Date().toISOString() }],
+      [fatal?.id, { message: 'bad payload', name: 'FatalError', fatal: true, attempt: 1 }],
+      [timedOut?.id, { message: 'timed out after 10 ms', name: 'TimeoutError', timedOut: true, attempt: 1 }],
+      [long?.id, { message, name: 'Error', attempt: 1 }],
+    ]
+    await executionFailMany(t.db, {
+      workerId: WORKER,
+      failures: errors.map(([id, e]) => ({ ...byJob(id), errorJson: JSON.stringify(e), fatal: id === fatal?.id, outputUri: null })),
+    })
+    const { job: late } = await a.submitJob({ type: 't', startDeadlineMs: 1_000 })
+    await executionExpireLate(t.db, { limit: 10, now: new Date(Date.now() + 60_000) })
+    const { job: lost } = await a.submitJob({ type: 'u' })
+    await executionClaimBatch(t.db, { workerId: WORKER, queues: ['default'], types: ['u'], limit: 1, leaseMs: 1_000 })
+    await executionRescueExpired(t.db, { limit: 10, now: new Date(Date.now() + 60_000) })
+
+    const events = await allEvents('a')
+    const last = (id: string | undefined) => events.filter((e) => e.jobId === id).at(-1)
+    expect(last(retried?.id)).toMatchObject({ type: 'retrying', error: { message: 'connection refused', name: 'FetchError' } })
+    expect(last(retried?.id)?.error).toEqual({ message: 'connection refused', name: 'FetchError' })
+    expect(last(fatal?.id)).toMatchObject({ type: 'failed', error: { message: 'bad payload', name: 'FatalError', fatal: true } })
+    expect(last(timedOut?.id)).toMatchObject({ type: 'failed', error: { message: 'timed out after 10 ms', name: 'TimeoutError', timedOut: true } })
+    expect(last(long?.id)?.error).toEqual({ message: message.slice(0, 1000), name: 'Error' })
+    expect(last(late.id)).toMatchObject({ type: 'expired', error: { name: 'StartDeadlineError', fatal: true } })
+    expect(last(lost.id)).toMatchObject({ type: 'retrying', error: { name: 'LeaseExpiredError' } })
+    expect(last(lost.id)?.error?.message).toMatch(/^lease expired: worker /)
+    // every other event has none, and the batches of submits and claims store no array of errors
+    expect(events.filter((e) => !['retrying', 'failed', 'expired'].includes(e.type)).every((e) => e.error === null)).toBe(true)
+    const { rows } = await sql<{ types: string[]; errors: unknown }>`select types, errors from pgsched.event_batches order by id`.execute(t.db)
+    for (const r of rows) {
+      const failing = r.types.some((x) => ['retrying', 'failed', 'expired'].includes(x))
+      expect(r.errors === null, r.types.join()).toBe(!failing)
+    }
+    // the SSE text carries the same JSON, key for key, and so do the events of the SQL view
+    const page = await eventMessagePageAfter(t.db, { after: '0', tenant: 'a', filter: {}, limit: 100 })
+    const data = page.chunks
+      .join('')
+      .split('\n\n')
+      .filter((m) => m !== '')
+      .map((m) => m.split('\n')[1])
+    expect(data).toEqual(events.map((e) => `data: ${JSON.stringify(eventToJson(e))}`))
+    const { rows: viewed } = await sql<{ error: { name: string } | null }>`
+      select error from pgsched.events where job_id = ${fatal?.id}::uuid and type = 'failed'`.execute(t.db)
+    expect(viewed).toEqual([{ error: { message: 'bad payload', name: 'FatalError', fatal: true } }])
+  })
+
   it('records cancel, pause, resume, rescue and expiry', async () => {
     await eventListenerOpen(t.db, { tenant: null, keepMs: 60_000 })
     const a = createClient({ db: t.db, tenant: 'a' })
@@ -141,8 +199,8 @@ describe('event capture', () => {
     const { rows: columns } = await sql<{ attname: string; attcompression: string }>`
       select attname, attcompression from pg_attribute
        where attrelid = 'pgsched.event_batches'::regclass
-         and attname in ('types', 'tenants', 'job_ids', 'execution_ids', 'queues', 'job_types', 'attempts')`.execute(t.db)
-    expect(columns).toHaveLength(7)
+         and attname in ('types', 'tenants', 'job_ids', 'execution_ids', 'queues', 'job_types', 'attempts', 'errors')`.execute(t.db)
+    expect(columns).toHaveLength(8)
     for (const c of columns) expect(c.attcompression, c.attname).toBe(lz4 ? 'l' : '')
     await eventListenerOpen(t.db, { tenant: 'a', keepMs: 60_000 })
     const jobs = await createClient({ db: t.db, tenant: 'a' }).submitJobs(Array.from({ length: 500 }, () => ({ type: 't' })))

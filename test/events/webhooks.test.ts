@@ -123,6 +123,31 @@ describe('webhooks', () => {
     expect((await api.call(other, 'GET', '/v1/webhooks')).json()).toEqual({ items: [] })
   }, 90_000)
 
+  it("tells the receiver why an attempt failed: the retrying and failed events carry the handler's error", async () => {
+    const key = await api.keyFor('a')
+    const created = await api.call(key, 'POST', '/v1/webhooks', { url, events: ['retrying', 'failed'] })
+    expect(created.statusCode).toBe(201)
+    dispatcher = new WebhookDispatcher({ db: t.db, log: t.log, intervalMs: 100 })
+    dispatcher.start()
+    class QuotaError extends Error {
+      override name = 'QuotaError'
+    }
+    await startWorker([
+      defineHandler('flaky', () => {
+        throw new QuotaError('the upstream answered 429')
+      }),
+      createWebhookHandler({ db: t.db, allow: '127.0.0.1' }),
+    ])
+    const { job } = await createClient({ db: t.db, tenant: 'a' }).submitJob({ type: 'flaky', maxAttempts: 2, backoffBaseMs: 0, backoffMaxMs: 0 })
+
+    await waitFor(() => received.length >= 2, { timeoutMs: 60_000, what: 'two deliveries' })
+    const bodies = received.map((d) => JSON.parse(d.body)).sort((x, y) => x.attempt - y.attempt)
+    expect(bodies.map((b) => [b.type, b.jobId, b.attempt, b.error])).toEqual([
+      ['retrying', job.id, 1, { message: 'the upstream answered 429', name: 'QuotaError' }],
+      ['failed', job.id, 2, { message: 'the upstream answered 429', name: 'QuotaError' }],
+    ])
+  }, 90_000)
+
   it('does not follow a redirect, which would turn the POST into a GET without the event: the attempt fails and is retried', async () => {
     const key = await api.keyFor('r')
     const sub = (await api.call(key, 'POST', '/v1/webhooks', { url, events: ['succeeded'] })).json<{ id: string }>()

@@ -25,6 +25,8 @@ export interface LiveEvent {
   queue: string
   jobType: string
   attempt: number | null
+  /** Why the attempt ended (retrying, failed, expired); null otherwise. */
+  error: { message: string; name: string; fatal?: true; timedOut?: true } | null
 }
 
 /** What the tabs of one key tell each other. */

@@ -1,6 +1,6 @@
 /** The JSON of an event (each SSE `data:` of GET /v1/events, and a webhook's body) and the stream's query. */
 import { Type } from '@fastify/type-provider-typebox'
-import { EVENT_ID_PATTERN, EVENT_TYPES, type EventType } from '../../core/events.ts'
+import { EVENT_ERROR_MESSAGE_MAX, EVENT_ID_PATTERN, EVENT_TYPES, type EventType } from '../../core/events.ts'
 import { QUEUE_PATTERN, TYPE_PATTERN } from '../../core/names.ts'
 import { DateTime, Nullable, Uuid } from './common.ts'
 
@@ -23,6 +23,17 @@ export const EventSchema = Type.Object(
     queue: Type.String(),
     jobType: Type.String({ description: 'The job type (handler name).' }),
     attempt: Nullable(Type.Integer({ description: 'The attempt after the change (0: not started); null for a change of the job alone.' })),
+    error: Nullable(
+      Type.Object(
+        {
+          message: Type.String({ description: `The error's message, cut to ${EVENT_ERROR_MESSAGE_MAX} characters (the execution's error keeps it whole).` }),
+          name: Type.String({ description: "The error's class name: the handler's own, or FatalError, TimeoutError, LeaseExpiredError, StartDeadlineError." }),
+          fatal: Type.Optional(Type.Literal(true, { description: 'No retry follows it (absent when false).' })),
+          timedOut: Type.Optional(Type.Literal(true, { description: 'The attempt ran out of its timeout (absent when false).' })),
+        },
+        { additionalProperties: false, description: 'Why the attempt ended, on retrying, failed and expired events; null on the others.' },
+      ),
+    ),
   },
   { $id: 'Event', description: 'A state change of a job or an execution.' },
 )

@@ -8,7 +8,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
-import { parseEventPosition, type EventFilter, type EventPosition, type EventType, type JobEvent } from '../../core/events.ts'
+import { eventErrorOf, parseEventPosition, type EventFilter, type EventPosition, type EventType, type JobEvent } from '../../core/events.ts'
 import { ValidationError } from '../../errors.ts'
 
 /** Advisory lock key (per database) held by the one sequencer pass at a time. */
@@ -101,14 +101,16 @@ export interface EventRow {
   queue: string
   job_type: string
   attempt: number | null
+  /** The event's error as stored (jsonb, parsed), or null. */
+  error: unknown
 }
 
 /** The events of the batches aliased `b`, one row each, aliased `e` (`e.n`: the place in the batch, from 1). */
-export const EVENTS_OF_BATCH = sql`unnest(b.types, b.tenants, b.job_ids, b.execution_ids, b.queues, b.job_types, b.attempts)
-       with ordinality as e (type, tenant, job_id, execution_id, queue, job_type, attempt, n)`
+export const EVENTS_OF_BATCH = sql`unnest(b.types, b.tenants, b.job_ids, b.execution_ids, b.queues, b.job_types, b.attempts, b.errors)
+       with ordinality as e (type, tenant, job_id, execution_id, queue, job_type, attempt, error, n)`
 
 /** The columns of an EventRow, from pgsched.event_batches aliased `b` and EVENTS_OF_BATCH. */
-export const EVENT_COLUMNS = sql`b.seq::text as seq, (e.n - 1)::int as index, b.at, e.type, e.tenant, e.job_id, e.execution_id, e.queue, e.job_type, e.attempt`
+export const EVENT_COLUMNS = sql`b.seq::text as seq, (e.n - 1)::int as index, b.at, e.type, e.tenant, e.job_id, e.execution_id, e.queue, e.job_type, e.attempt, e.error`
 
 export function toEvent(r: EventRow): JobEvent {
   return {
@@ -121,6 +123,7 @@ export function toEvent(r: EventRow): JobEvent {
     queue: r.queue,
     jobType: r.job_type,
     attempt: r.attempt,
+    error: eventErrorOf(r.error),
   }
 }
 
@@ -193,7 +196,8 @@ async function batchesAfter(db: Kysely<DB>, params: EventListAfterParams, at: Ev
            array_to_string(b.types[r.lo:r.hi], ',') as types, b.tenants[r.lo:r.hi] as tenants,
            array_to_string(b.job_ids[r.lo:r.hi], ',') as job_ids, array_to_string(b.execution_ids[r.lo:r.hi], ',', '') as execution_ids,
            array_to_string(b.queues[r.lo:r.hi], ',') as queues, array_to_string(b.job_types[r.lo:r.hi], ',') as job_types,
-           array_to_string(b.attempts[r.lo:r.hi], ',', '') as attempts
+           array_to_string(b.attempts[r.lo:r.hi], ',', '') as attempts,
+           b.errors[r.lo:r.hi]::text[] as errors   -- null for a batch without one (most)
       from top
       left join (chosen c
                  join pgsched.event_batches b
@@ -236,6 +240,8 @@ interface RawBatchRow extends PageEnd {
   queues: string | null
   job_types: string | null
   attempts: string | null
+  /** Each event's error as JSON text (null: none); null when no event of the batch has one. */
+  errors: Array<string | null> | null
 }
 
 /**
@@ -255,6 +261,7 @@ interface BatchRow extends PageEnd {
   queues: string[]
   job_types: string[]
   attempts: Array<number | null>
+  errors: Array<string | null> | null
 }
 
 /**
@@ -309,6 +316,7 @@ function eventOf(b: BatchRow, i: number): JobEvent {
     queue: b.queues[i] as string,
     jobType: b.job_types[i] as string,
     attempt: b.attempts[i] ?? null,
+    error: eventErrorOf(b.errors?.[i] ?? null),
   }
 }
 
@@ -396,10 +404,11 @@ export async function eventMessagePageAfter(db: Kysely<DB>, params: EventListAft
   let lastIndex = 0
   let idHead = ''
   let dataHead = ''
-  // `","type":…,"jobId":"` and `,"queue":…,"attempt":…}\n\n`, with what each was made for
+  // `","type":…,"jobId":"` and `,"queue":…,"attempt":…,"error":null}\n\n` (tailOpen: up to "error":), with what each was made for
   let mid = ''
   let midFor: { b: BatchRow; type: string; tenant: string } | undefined
   let tail = ''
+  let tailOpen = ''
   let tailFor: { queue: string; jobType: string; attempt: number | null } | undefined
   const count = pickEvents(params, batches, (b, i) => {
     if (of !== b) {
@@ -418,11 +427,21 @@ export async function eventMessagePageAfter(db: Kysely<DB>, params: EventListAft
     const attempt = b.attempts[i] ?? null
     if (tailFor === undefined || tailFor.queue !== queue || tailFor.jobType !== jobType || tailFor.attempt !== attempt) {
       tailFor = { queue, jobType, attempt }
-      tail = `,"queue":${JSON.stringify(queue)},"jobType":${JSON.stringify(jobType)},"attempt":${attempt === null ? 'null' : attempt}}\n\n`
+      tailOpen = `,"queue":${JSON.stringify(queue)},"jobType":${JSON.stringify(jobType)},"attempt":${attempt === null ? 'null' : attempt},"error":`
+      tail = `${tailOpen}null}\n\n`
     }
     const executionId = b.execution_ids[i]
     const n = b.from + i
-    text += idHead + n + dataHead + n + mid + b.job_ids[i] + (executionId == null ? '","executionId":null' : `","executionId":"${executionId}"`) + tail
+    const error = b.errors?.[i] ?? null
+    text +=
+      idHead +
+      n +
+      dataHead +
+      n +
+      mid +
+      b.job_ids[i] +
+      (executionId == null ? '","executionId":null' : `","executionId":"${executionId}"`) +
+      (error === null ? tail : `${tailOpen}${JSON.stringify(eventErrorOf(error))}}\n\n`)
     lastIndex = n
     if (text.length >= MESSAGE_CHUNK_CHARS) {
       chunks.push(text)

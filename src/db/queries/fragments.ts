@@ -149,7 +149,7 @@ const HISTORY_COLUMNS = sql`id, job_id, queue, type, priority, scheduled_for, ru
                             attempt_log, last_worker_id`
 
 /** What historyUpsert and historyInsertFirst return. */
-const HISTORY_RETURNING = sql`returning h.id, h.job_id, h.tenant, h.queue, h.type, h.attempt, h.state, h.run_at`
+const HISTORY_RETURNING = sql`returning h.id, h.job_id, h.tenant, h.queue, h.type, h.attempt, h.state, h.run_at, h.error`
 
 function historyInsert(from: RawBuilder<unknown>): RawBuilder<unknown> {
   return sql`insert into pgsched.execution_history as h (${HISTORY_COLUMNS})

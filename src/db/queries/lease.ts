@@ -191,7 +191,7 @@ export function executionFailManyQuery(params: ExecutionFailManyParams) {
       returning r.*, ${given} -> 1 as error, (${given} -> 2)::boolean as fatal, ${given} ->> 3 as given_output_uri
     ),
     ${endedAttempts(sql`e.fatal`, sql`e.error`, sql`'failed'`, sql`coalesce(e.given_output_uri, e.output_uri)`)},
-    ${eventsCaptured(sql`select case state when 'pending' then 'retrying' else state end, tenant, job_id, id, queue, type, attempt from moved`)}
+    ${eventsCaptured(sql`select case state when 'pending' then 'retrying' else state end, tenant, job_id, id, queue, type, attempt, error from moved`, { errors: true })}
     select id, state, run_at as "runAt",
            greatest(0, floor(extract(epoch from run_at - now()) * 1000))::float8 as "retryInMs"
       from moved

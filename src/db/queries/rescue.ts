@@ -51,7 +51,7 @@ export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRe
       delete from pgsched.runs r where r.ctid = any(array(select ctid from expired)) returning r.*
     ),
     ${endedAttempts(sql`false`, leaseExpiredError, sql`'lease expired'`, sql`e.output_uri`)},
-    ${eventsCaptured(sql`select case state when 'pending' then 'retrying' else state end, tenant, job_id, id, queue, type, attempt from moved`)}
+    ${eventsCaptured(sql`select case state when 'pending' then 'retrying' else state end, tenant, job_id, id, queue, type, attempt, error from moved`, { errors: true })}
     select queue, type,
            count(*) filter (where state = 'pending')::int as retried,
            count(*) filter (where state = 'failed')::int as failed,
@@ -109,7 +109,7 @@ export async function executionExpireLate(
                                  ${startDeadlineError}, null::text, null::jsonb, null::uuid
                             from gone e join pgsched.jobs j on j.id = e.job_id`)}
     ),
-    ${eventsCaptured(sql`select 'expired', tenant, job_id, id, queue, type, attempt from expired`)}
+    ${eventsCaptured(sql`select 'expired', tenant, job_id, id, queue, type, attempt, error from expired`, { errors: true })}
     select queue, type, count(*)::int as n from expired group by queue, type`.execute(db)
   return rows
 }
