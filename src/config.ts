@@ -12,6 +12,7 @@ import { Value } from '@sinclair/typebox/value'
 import { ConfigError, type ErrorDetail } from './errors.ts'
 import { databaseUrlProblem } from './db/database-url.ts'
 import { PARTITION_COUNT, PARTITION_COUNT_DEFAULT, QUEUE_PATTERN } from './core/names.ts'
+import { MISFIRE_THRESHOLD_DEFAULT_MS } from './core/fire-times.ts'
 
 const Ms = (def: number, min: number, max: number) => Type.Integer({ default: def, minimum: min, maximum: max })
 
@@ -56,7 +57,7 @@ export const ConfigSchema = Type.Object({
        * At least 1 s: a pass runs a few ms after its fire time, and up to the dispatcher window later,
        * so a smaller threshold would count ordinary passes as missed (a `skip` job would never run).
        */
-      misfireThresholdMs: Ms(5_000, 1_000, 600_000),
+      misfireThresholdMs: Ms(MISFIRE_THRESHOLD_DEFAULT_MS, 1_000, 600_000),
       retentionMs: Ms(7 * 86_400_000, 60_000, 3650 * 86_400_000),
       pruneIntervalMs: Ms(60_000, 1_000, 86_400_000),
       pruneBatchSize: Type.Integer({ default: 5000, minimum: 1, maximum: 1000000 }),

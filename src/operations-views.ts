@@ -5,7 +5,7 @@
  * narrow it). Workers hold no job data: every scope lists all of them.
  */
 import type { Kysely } from 'kysely'
-import { upcomingFireTimes } from './core/fire-times.ts'
+import { fireTimesAsOf } from './core/fire-times.ts'
 import { LIVE_WORKER_MS, type Execution, type JobState } from './core/job.ts'
 import type { DB } from './db/schema.ts'
 import { ForbiddenError, ValidationError } from './errors.ts'
@@ -108,7 +108,7 @@ export function operationsViews(db: Kysely<DB>, own: string | null): OperationsV
           nextFireTimes:
             r.nextFireAt === null || r.paused
               ? []
-              : upcomingFireTimes(
+              : fireTimesAsOf(
                   {
                     kind: r.kind,
                     cronExpression: r.cronExpression,
@@ -116,10 +116,11 @@ export function operationsViews(db: Kysely<DB>, own: string | null): OperationsV
                     intervalMs: r.intervalMs,
                     startAt: r.startAt,
                     endAt: r.endAt,
-                    misfirePolicy: 'fire_once',
-                    misfireMaxRuns: 1,
+                    misfirePolicy: r.misfirePolicy,
+                    misfireMaxRuns: r.misfireMaxRuns,
                   },
                   r.nextFireAt,
+                  r.dbNow,
                   NEXT_FIRE_TIMES,
                 ),
           lastExecution: r.lastExecution,

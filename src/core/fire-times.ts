@@ -204,3 +204,36 @@ export function upcomingFireTimes(s: TriggerSchedule, nextFireAt: Date, count: n
   }
   return out
 }
+
+/** The misfire threshold a worker runs with unless SCHEDULER_MISFIRE_THRESHOLD_MS says otherwise. */
+export const MISFIRE_THRESHOLD_DEFAULT_MS = 5_000
+
+/**
+ * The next `count` fire times of a schedule that get a run, as of `now`, from its stored next one.
+ * A stored next fire time in the past (no dispatcher ran since: an outage, every worker stopped) is
+ * planned as a dispatcher's pass at `now` would plan it (planFires): the fire times it still owes
+ * come first, in the past (`fire_once`: the latest due one; `fire_all`: the latest missed ones up to
+ * misfireMaxRuns, then those on time; `skip`: only those on time, within the misfire threshold), then
+ * the fire times to come. The overlap policy, which depends on whether a run is going when the pass
+ * comes, is not applied. A schedule that cannot be evaluated gives its stored fire time alone.
+ */
+export function fireTimesAsOf(
+  s: TriggerSchedule,
+  nextFireAt: Date,
+  now: Date,
+  count: number,
+  misfireThresholdMs: number = MISFIRE_THRESHOLD_DEFAULT_MS,
+): Date[] {
+  // (to come, or an instant that is no date: as upcomingFireTimes lists it)
+  if (!(nextFireAt <= now) || count < 1) return upcomingFireTimes(s, nextFireAt, count)
+  let plan: FirePlan
+  try {
+    plan = planFires(s, nextFireAt, now, misfireThresholdMs)
+  } catch (err: unknown) {
+    if (!(err instanceof ScheduleError)) throw err
+    return upcomingFireTimes(s, nextFireAt, count)
+  }
+  const owed = plan.fireAt.slice(0, count)
+  if (owed.length >= count || plan.nextFireAt === null) return owed
+  return [...owed, ...upcomingFireTimes(s, plan.nextFireAt, count - owed.length)]
+}

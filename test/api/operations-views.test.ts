@@ -107,6 +107,38 @@ describe('GET /v1/schedules', () => {
   })
 })
 
+describe('recurring jobs after an outage (no dispatcher ran since their next fire time)', () => {
+  it('shows as next what each misfire policy will run: skip none of the missed fire times, fire_once the latest, fire_all the oldest kept', async () => {
+    const key = await api.keyFor('outage')
+    const client = createClient({ db: t.db, tenant: 'outage' })
+    const submit = async (misfirePolicy: 'skip' | 'fire_once' | 'fire_all') =>
+      (await client.submitJob({ type: 'tick', schedule: { every: '10m' }, misfirePolicy, misfireMaxRuns: 2 })).job
+    const [skip, once, all] = [await submit('skip'), await submit('fire_once'), await submit('fire_all')]
+    // the stored next fire time an hour and 5 minutes ago, as after an outage (nothing dispatched since)
+    const { rows } = await sql<{ stored: Date; now: Date }>`
+      update pgsched.triggers set next_fire_at = now() - interval '65 minutes' where job_id in (${skip.id}, ${once.id}, ${all.id})
+      returning next_fire_at as stored, now() as now`.execute(t.db)
+    const stored = (rows[0] as { stored: Date }).stored.getTime()
+    const now = (rows[0] as { now: Date }).now.getTime()
+    const step = 600_000
+    // the fire times of the schedule: stored + k·10 min; the missed ones are those before now
+    const lastMissed = stored + 6 * step
+    const nextToCome = stored + 7 * step
+
+    const view = async (id: string) => (await api.call(key, 'GET', `/v1/jobs/${id}`)).json<{ nextRunAt: string }>().nextRunAt
+    expect(Date.parse(await view(skip.id))).toBe(nextToCome)
+    expect(Date.parse(await view(once.id))).toBe(lastMissed)
+    expect(Date.parse(await view(all.id))).toBe(stored + 5 * step)
+    expect(nextToCome).toBeGreaterThan(now)
+
+    const items = (await api.call(key, 'GET', '/v1/schedules')).json<{ items: Array<{ jobId: string; nextFireTimes: string[] }> }>().items
+    const times = (id: string) => items.find((i) => i.jobId === id)?.nextFireTimes.map((x) => Date.parse(x))
+    expect(times(skip.id)).toEqual([7, 8, 9, 10, 11].map((k) => stored + k * step))
+    expect(times(once.id)).toEqual([6, 7, 8, 9, 10].map((k) => stored + k * step))
+    expect(times(all.id)).toEqual([5, 6, 7, 8, 9].map((k) => stored + k * step))
+  })
+})
+
 describe('GET /v1/failures', () => {
   it('groups FAILED and EXPIRED jobs by their latest error, largest group first', async () => {
     const key = await api.keyFor('fail')

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { applyOverlap, firstFireAt, planFires, type TriggerSchedule } from '../../src/core/fire-times.ts'
+import { applyOverlap, fireTimesAsOf, firstFireAt, planFires, type TriggerSchedule } from '../../src/core/fire-times.ts'
 
 const T0 = Date.parse('2030-01-01T00:00:00Z')
 const at = (seconds: number) => new Date(T0 + seconds * 1000)
@@ -112,5 +112,33 @@ describe('applyOverlap', () => {
     expect(applyOverlap('queue', true, at(5), fires)).toEqual({ execute: [], queuedFireAt: at(5), dropped: 3 })
     expect(applyOverlap('queue', false, at(5), fires)).toEqual({ execute: [at(5)], queuedFireAt: at(10), dropped: 2 })
     expect(applyOverlap('queue', false, at(5), [])).toEqual({ execute: [at(5)], queuedFireAt: null, dropped: 0 })
+  })
+})
+
+describe('fireTimesAsOf', () => {
+  it('lists the stored next fire time and those after it while it is still to come', () => {
+    expect(secs(fireTimesAsOf(every10s(), at(10), at(3), 3))).toEqual([10, 20, 30])
+    // due a moment ago, not yet handled: still on time, so it runs
+    expect(secs(fireTimesAsOf(every10s({ misfirePolicy: 'skip' }), at(10), at(12), 3))).toEqual([10, 20, 30])
+  })
+
+  it.each([
+    ['cron', every10s],
+    ['interval', interval10s],
+  ])('after an outage, lists of a %s schedule what a pass would run now under each misfire policy, then the fire times to come', (_kind, make) => {
+    // stored next 10 s, now 67 s (the dispatcher down for about a minute), threshold 5 s: 10 … 60 missed
+    expect(secs(fireTimesAsOf(make({ misfirePolicy: 'skip' }), at(10), at(67), 3))).toEqual([70, 80, 90])
+    expect(secs(fireTimesAsOf(make({ misfirePolicy: 'fire_once' }), at(10), at(67), 3))).toEqual([60, 70, 80])
+    expect(secs(fireTimesAsOf(make({ misfirePolicy: 'fire_all', misfireMaxRuns: 4 }), at(10), at(67), 6))).toEqual([30, 40, 50, 60, 70, 80])
+    expect(secs(fireTimesAsOf(make({ misfirePolicy: 'fire_all' }), at(10), at(67), 2))).toEqual([10, 20])
+    // one within the threshold is on time under every policy
+    expect(secs(fireTimesAsOf(make({ misfirePolicy: 'skip' }), at(10), at(63), 2))).toEqual([60, 70])
+    expect(secs(fireTimesAsOf(make({ misfirePolicy: 'skip' }), at(10), at(63), 2, 2_000))).toEqual([70, 80])
+  })
+
+  it('lists nothing of a schedule that ended during the outage, and the stored time of one it cannot evaluate', () => {
+    expect(fireTimesAsOf(every10s({ misfirePolicy: 'skip', endAt: at(50) }), at(10), at(67), 3)).toEqual([])
+    expect(secs(fireTimesAsOf(every10s({ misfirePolicy: 'fire_once', endAt: at(50) }), at(10), at(67), 3))).toEqual([50])
+    expect(fireTimesAsOf(every10s({ cronExpression: 'not cron', misfirePolicy: 'skip' }), at(10), at(67), 3)).toEqual([at(10)])
   })
 })

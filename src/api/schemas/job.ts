@@ -265,7 +265,11 @@ export const JobSchema = Type.Object(
     createdAt: DateTime('When the job was accepted.'),
     createdBy: Nullable(Type.String()),
     schedule: Nullable(ScheduleSchema),
-    nextRunAt: Nullable(DateTime('When it runs next; null when nothing is due.')),
+    nextRunAt: Nullable(
+      DateTime(
+        'When it runs next; null when nothing is due. For a recurring job whose fire times passed while no dispatcher ran (an outage), the next one its misfire policy runs: a past fire time still owed (fire_once, fire_all), or for skip the next one to come.',
+      ),
+    ),
     lastExecution: Nullable(ExecutionRef),
     unserved: Nullable(
       Type.String({ description: 'Set when the job has work to run and no live worker serves its type in its queue: it waits until one starts.' }),

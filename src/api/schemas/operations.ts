@@ -131,7 +131,11 @@ export const ScheduleListSchema = Type.Object(
         intervalMs: Nullable(Type.Integer()),
         timezone: Type.String(),
         paused: Type.Boolean(),
-        nextFireTimes: Type.Array(DateTime('A fire time.'), { maxItems: 5, description: 'The next fire times; empty while paused or once stopped.' }),
+        nextFireTimes: Type.Array(DateTime('A fire time.'), {
+          maxItems: 5,
+          description:
+            'The next fire times that get a run; empty while paused or once stopped. After an outage the first may be past: the fire times its misfire policy still runs (none for skip).',
+        }),
         lastRun: Nullable(LastRunSchema),
       }),
     ),

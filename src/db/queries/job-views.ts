@@ -10,11 +10,14 @@ import { LIVE_WORKER_MS, unservedMessage } from '../../core/job.ts'
 import { jobStatus, lastRunOf } from '../../core/job-status.ts'
 import { candidateAccepted, isCandidateStatus, jobCandidates } from './job-candidates.ts'
 import { aheadFireTime, notAheadOfRecurring } from './fragments.ts'
+import { fireTimesAsOf } from '../../core/fire-times.ts'
 import { jobFilterSql, statusCondition, type JobFilter } from './job-filter.ts'
 
 type Executor = Kysely<DB>
 
 interface JobViewRow {
+  /** The database's clock as it read the row. */
+  db_now: Date
   /** The first fire time whose execution was created ahead of it (recurring jobs). */
   ahead_fire_at?: Date | null
   id: string
@@ -115,6 +118,18 @@ function toSchedule(t: Record<string, unknown>): Schedule {
   }
 }
 
+/**
+ * The first fire time of a schedule that gets a run, from its stored next one: the stored one unless
+ * it passed while no dispatcher ran, when the misfire policy decides (fireTimesAsOf: `skip` runs none
+ * of the missed ones). Null when none comes.
+ */
+function nextOwed(schedule: Schedule | null, stored: Date, now: Date): Date | null {
+  // (an instant JavaScript cannot read stays as it is, and fails where it is written out)
+  if (schedule === null || (schedule.kind !== 'cron' && schedule.kind !== 'interval') || !(stored <= now)) return stored
+  const s = { ...schedule, cronExpression: schedule.cron }
+  return fireTimesAsOf(s, stored, now, 1)[0] ?? null
+}
+
 function toJob(r: JobViewRow): Job {
   const last = r.last_execution ? toExecution(r.last_execution) : null
   const schedule = r.trigger ? toSchedule(r.trigger) : null
@@ -125,7 +140,7 @@ function toJob(r: JobViewRow): Job {
   if (r.state === 'active') {
     if (r.trigger) {
       const next = r.trigger.next_fire_at as string | null
-      nextRunAt = next && next !== '-infinity' ? new Date(next) : null
+      nextRunAt = next && next !== '-infinity' ? nextOwed(schedule, new Date(next), r.db_now) : null
       // an execution created ahead of its fire time comes first (SCHEDULER_DISPATCHER_AHEAD_MS)
       if (r.ahead_fire_at && (nextRunAt === null || r.ahead_fire_at < nextRunAt)) nextRunAt = r.ahead_fire_at
       // the next fire time is the next run; once the schedule has none, a run waiting outside it (a
@@ -193,6 +208,7 @@ function jobViewQuery(db: Executor) {
       'j.state',
       'j.created_by',
       'j.created_at',
+      sql<Date>`now()`.as('db_now'),
       sql<Record<string, unknown> | null>`case when t.job_id is null then null else to_jsonb(t) end`.as('trigger'),
       sql<Date | null>`case when t.job_id is null then null else ${aheadFireTime(sql`j.id`)} end`.as('ahead_fire_at'),
       // work to run (a pending execution, or a schedule that still fires) and no live worker for it

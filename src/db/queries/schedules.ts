@@ -4,7 +4,7 @@
  */
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
-import type { Execution, JobState } from '../../core/job.ts'
+import type { Execution, JobState, MisfirePolicy } from '../../core/job.ts'
 import { aheadFireTime, notAheadOfRecurring } from './fragments.ts'
 import { toExecution } from './job-views.ts'
 
@@ -21,8 +21,12 @@ export interface ScheduleRow {
   startAt: Date | null
   endAt: Date | null
   paused: boolean
-  /** Null once the schedule stopped (cancelled, past its end, or failed). */
+  misfirePolicy: MisfirePolicy
+  misfireMaxRuns: number
+  /** The stored next fire time (it may have passed, while no dispatcher ran); null once the schedule stopped (cancelled, past its end, or failed). */
   nextFireAt: Date | null
+  /** The database's clock as it read the row. */
+  dbNow: Date
   lastExecution: Execution | null
 }
 
@@ -48,11 +52,14 @@ export async function scheduleList(db: Kysely<DB>, params: ScheduleListParams): 
     start_at: Date | null
     end_at: Date | null
     paused: boolean
+    misfire_policy: MisfirePolicy
+    misfire_max_runs: number
+    db_now: Date
     next_fire_at: Date | null
     last_execution: Record<string, unknown> | null
   }>`
     select t.job_id, j.tenant, j.type, j.queue, j.state, t.kind, t.cron_expression, t.interval_ms::text as interval_ms, t.timezone,
-           t.start_at, t.end_at, t.paused or j.state = 'paused' as paused,
+           t.start_at, t.end_at, t.paused or j.state = 'paused' as paused, t.misfire_policy, t.misfire_max_runs, now() as db_now,
            -- the next fire time: the first of those the dispatcher created ahead (due at it), else the trigger's
            case when t.next_fire_at = '-infinity' or j.state = 'cancelled' then null
                 else least(t.next_fire_at, ${aheadFireTime(sql`j.id`)}) end as next_fire_at,
@@ -78,7 +85,10 @@ export async function scheduleList(db: Kysely<DB>, params: ScheduleListParams): 
     startAt: r.start_at,
     endAt: r.end_at,
     paused: r.paused,
+    misfirePolicy: r.misfire_policy,
+    misfireMaxRuns: r.misfire_max_runs,
     nextFireAt: r.next_fire_at,
+    dbNow: r.db_now,
     lastExecution: r.last_execution ? toExecution(r.last_execution) : null,
   }))
 }
