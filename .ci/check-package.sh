@@ -22,6 +22,22 @@ done
 [ $status -eq 0 ] && echo "ok: no benchmark tooling, test tooling or database binaries installed"
 echo "installed: $(du -sh node_modules | cut -f1) in node_modules"
 
+# every source map names sources the package holds (a stack trace or a debugger can show them)
+if node -e '
+  const { readdirSync, readFileSync, existsSync } = require("node:fs")
+  const { join, dirname, resolve } = require("node:path")
+  const root = "node_modules/pgsched/dist"
+  let maps = 0, missing = []
+  const walk = (d) => { for (const e of readdirSync(d, { withFileTypes: true })) {
+    const p = join(d, e.name)
+    if (e.isDirectory()) walk(p)
+    else if (p.endsWith(".map")) { maps++; for (const s of JSON.parse(readFileSync(p, "utf8")).sources) if (!existsSync(resolve(dirname(p), s))) missing.push(`${p}: ${s}`) }
+  } }
+  walk(root)
+  if (maps === 0 || missing.length > 0) { console.log(`FAIL: ${maps} source maps, ${missing.length} naming a source the package lacks, e.g. ${missing[0]}`); process.exit(1) }
+  console.log(`ok: the ${maps} source maps name sources the package holds`)
+'; then :; else status=1; fi
+
 cat > tsconfig.json <<'JSON'
 { "compilerOptions": { "strict": true, "module": "nodenext", "moduleResolution": "nodenext",
   "target": "es2022", "noEmit": true, "skipLibCheck": false }, "include": ["app.ts"] }
