@@ -124,10 +124,15 @@ export const ConfigSchema = Type.Object({
 
 export type Config = Static<typeof ConfigSchema>
 
-/** Environment variable → dotted config path. */
+/**
+ * Environment variable → dotted config path. Where two name one path, the later wins: the generic
+ * PORT, HOST and LOG_LEVEL (which platforms and other programs set too) give way to
+ * SCHEDULER_PORT, SCHEDULER_HOST and SCHEDULER_LOG_LEVEL.
+ */
 export const ENV_MAP: Readonly<Record<string, string>> = {
   DATABASE_URL: 'databaseUrl',
   LOG_LEVEL: 'logLevel',
+  SCHEDULER_LOG_LEVEL: 'logLevel',
   SCHEDULER_DB_POOL_SIZE: 'db.poolSize',
   SCHEDULER_PARTITIONS: 'db.partitions',
   SCHEDULER_HANDLERS: 'worker.handlers',
@@ -160,6 +165,8 @@ export const ENV_MAP: Readonly<Record<string, string>> = {
   SCHEDULER_EVENTS_RETENTION_MS: 'events.retentionMs',
   PORT: 'api.port',
   HOST: 'api.host',
+  SCHEDULER_PORT: 'api.port',
+  SCHEDULER_HOST: 'api.host',
   SCHEDULER_BODY_LIMIT_BYTES: 'api.bodyLimitBytes',
   SCHEDULER_REQUIRE_SYNC_STANDBY: 'api.requireSyncStandby',
   SCHEDULER_DEV_DATA_DIR: 'dev.dataDir',

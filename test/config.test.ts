@@ -37,6 +37,21 @@ describe('loadConfig', () => {
     expect(config.api.port).toBe(3000)
   })
 
+  it('reads SCHEDULER_PORT, SCHEDULER_HOST and SCHEDULER_LOG_LEVEL before the generic PORT, HOST and LOG_LEVEL another program may have set', () => {
+    const both = loadConfig({
+      PORT: '3000',
+      SCHEDULER_PORT: '4000',
+      HOST: '10.0.0.1',
+      SCHEDULER_HOST: '127.0.0.1',
+      LOG_LEVEL: 'debug',
+      SCHEDULER_LOG_LEVEL: 'warn',
+    })
+    expect([both.api.port, both.api.host, both.logLevel]).toEqual([4000, '127.0.0.1', 'warn'])
+    const generic = loadConfig({ PORT: '3000', HOST: '10.0.0.1', LOG_LEVEL: 'debug' })
+    expect([generic.api.port, generic.api.host, generic.logLevel]).toEqual([3000, '10.0.0.1', 'debug'])
+    expect(errorOf(() => loadConfig({ PORT: '3000', SCHEDULER_PORT: 'x' })).message).toContain('SCHEDULER_PORT must be an integer from 0 to 65535 (got "x")')
+  })
+
   it('refuses a misfire threshold under 1 s, which would count ordinary dispatcher passes as missed', () => {
     expect(errorOf(() => loadConfig({ SCHEDULER_MISFIRE_THRESHOLD_MS: '0' })).message).toMatch(/SCHEDULER_MISFIRE_THRESHOLD_MS/)
     expect(errorOf(() => loadConfig({ SCHEDULER_MISFIRE_THRESHOLD_MS: '999' })).message).toMatch(/SCHEDULER_MISFIRE_THRESHOLD_MS/)

@@ -86,8 +86,8 @@ export function registerApi(program: Command): void {
   program
     .command('api')
     .description('serve the REST API (OpenAPI document at /openapi.json, UI at /docs) and the dashboard at /ui')
-    .option('--port <n>', 'port to listen on (default 8080, or PORT)')
-    .option('--host <address>', 'address to listen on (default 0.0.0.0, or HOST)')
+    .option('--port <n>', 'port to listen on (default 8080, or SCHEDULER_PORT, or PORT)')
+    .option('--host <address>', 'address to listen on (default 0.0.0.0, or SCHEDULER_HOST, or HOST)')
     .action(async (opts: { port?: string; host?: string }) => {
       const config = loadConfig(process.env, { 'api.port': opts.port, 'api.host': opts.host })
       if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')

@@ -27,8 +27,8 @@ export function registerDev(program: Command): void {
   program
     .command('dev')
     .description('run everything in one process (embedded Postgres in ./.pgsched when DATABASE_URL is unset)')
-    .option('--port <n>', 'REST API port (default 8080, or PORT)')
-    .option('--host <address>', `address the REST API listens on (default ${DEV_HOST_DEFAULT}, or HOST)`)
+    .option('--port <n>', 'REST API port (default 8080, or SCHEDULER_PORT, or PORT)')
+    .option('--host <address>', `address the REST API listens on (default ${DEV_HOST_DEFAULT}, or SCHEDULER_HOST, or HOST)`)
     .option('--handlers <module>', 'module exporting your handlers (or SCHEDULER_HANDLERS)')
     .action(async (opts: { port?: string; host?: string; handlers?: string }) => {
       // The worker's metrics port too listens on this machine only, unless its own setting says otherwise.
@@ -36,7 +36,7 @@ export function registerDev(program: Command): void {
       const config = loadConfig(process.env, {
         'api.port': opts.port,
         'worker.handlers': opts.handlers,
-        'api.host': opts.host ?? process.env.HOST ?? DEV_HOST_DEFAULT,
+        'api.host': opts.host ?? (process.env.SCHEDULER_HOST || process.env.HOST || DEV_HOST_DEFAULT),
         'worker.metricsHost': metricsHost,
       })
       const pretty = process.stdout.isTTY === true ? { colors: process.env.NO_COLOR === undefined } : undefined
