@@ -15,7 +15,7 @@ import { uuidV7 } from './lib/uuid-v7.ts'
 import { systemClock, type Clock } from './clock.ts'
 import { ConflictError, InvalidStateError, NotFoundError, QuotaExceededError, ValidationError } from './errors.ts'
 import type { QuotaRejection } from './db/queries/admission.ts'
-import { LIVE_WORKER_MS, normalizeSubmit, type Execution, type Job, type NormalizedSubmit, type SubmitJobInput } from './core/job.ts'
+import { normalizeSubmit, type Execution, type Job, type NormalizedSubmit, type SubmitJobInput } from './core/job.ts'
 import { newJob } from './core/new-job.ts'
 import { TENANT_RULE, isTenantName } from './core/names.ts'
 import { workerServes } from './db/queries/workers.ts'
@@ -316,7 +316,7 @@ function makeClient(
       now = res.now
     }
     if (outcome.created) {
-      const served = await workerServes(db, n.queue, n.type, LIVE_WORKER_MS)
+      const served = await workerServes(db, n.queue, n.type)
       return { job: newJob(n, row.id, row.executionId, tenant, createdBy, now, served), created: true }
     }
     if (outcome.rejected) throw refused(outcome.rejected)

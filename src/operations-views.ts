@@ -6,7 +6,7 @@
  */
 import type { Kysely } from 'kysely'
 import { fireTimesAsOf } from './core/fire-times.ts'
-import { LIVE_WORKER_MS, type Execution, type JobState } from './core/job.ts'
+import type { Execution, JobState } from './core/job.ts'
 import type { DB } from './db/schema.ts'
 import { ForbiddenError, ValidationError } from './errors.ts'
 import { failureGroupList, type FailureGroup } from './db/queries/failures.ts'
@@ -85,7 +85,7 @@ export function operationsViews(db: Kysely<DB>, own: string | null): OperationsV
       return failureGroupList(db, { tenant: tenantOf(params.tenant), queue: params.queue, type: params.type, since, limit: FAILURE_GROUPS_MAX })
     },
 
-    listWorkers: () => workerList(db, { liveMs: LIVE_WORKER_MS, limit: WORKERS_MAX }),
+    listWorkers: () => workerList(db, { limit: WORKERS_MAX }),
 
     async listSchedules(params = {}) {
       const limit = limitOf(params.limit)

@@ -18,7 +18,7 @@ import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
 import { executionCountByQueue, type QueueDepth } from '../db/queries/ops.ts'
 import type { Logger } from '../logger.ts'
-import { LIVE_WORKER_MS } from '../core/job.ts'
+import { LIVE_WORKER_WORDS } from '../core/job.ts'
 
 export interface ApiMetrics {
   readonly registry: Registry
@@ -118,7 +118,7 @@ export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
   const seenUnserved = new Set<string>()
   new Gauge({
     name: 'pgsched_queue_unserved',
-    help: `Pending executions whose type no live worker serves in their queue (a live worker: seen in the last ${LIVE_WORKER_MS / 1000} s and not stopped), by queue.`,
+    help: `Pending executions whose type no live worker serves in their queue (${LIVE_WORKER_WORDS}), by queue.`,
     labelNames: ['queue'] as const,
     registers: [registry],
     async collect() {

@@ -202,8 +202,8 @@ export interface Job {
   nextRunAt: Date | null
   lastExecution: Execution | null
   /**
-   * Why its work waits, when something other than time holds it: no live worker (seen in the last
-   * LIVE_WORKER_MS) serves its type in its queue. Null otherwise, and when the job has no work to run.
+   * Why its work waits, when something other than time holds it: no live worker (LIVE_WORKER_WORDS)
+   * serves its type in its queue. Null otherwise, and when the job has no work to run.
    */
   unserved: string | null
 }
@@ -211,12 +211,12 @@ export interface Job {
 const MISFIRE: readonly MisfirePolicy[] = ['fire_once', 'skip', 'fire_all']
 const OVERLAP: readonly OverlapPolicy[] = ['allow', 'skip', 'queue']
 
-/** A worker not seen (heartbeat, every SCHEDULER_HEARTBEAT_MS) for this long is not counted as serving anything. */
-export const LIVE_WORKER_MS = 60_000
+/** What a live worker is, in words (pgsched.worker_live, migration 0053). */
+export const LIVE_WORKER_WORDS = 'a live worker is one running now, not stopped and seen within its lease length (SCHEDULER_LEASE_MS, 30 s by default)'
 
 /** The `unserved` text of a job of `type` in `queue`. */
 export const unservedMessage = (type: string, queue: string): string =>
-  `no live worker serves type "${type}" in queue "${queue}" (a live worker is one running now, seen in the last ${LIVE_WORKER_MS / 1000} s and not stopped): start one with a handler for it and --queues ${queue}`
+  `no live worker serves type "${type}" in queue "${queue}" (${LIVE_WORKER_WORDS}): start one with a handler for it and --queues ${queue}`
 
 function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`

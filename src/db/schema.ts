@@ -151,6 +151,8 @@ export interface WorkersTable {
   started_at: DefaultTimestamp
   last_seen_at: DefaultTimestamp
   stopped_at: Timestamp | null
+  /** Migration 0053: the lease length it runs with (it is live while seen within it); null for workers registered before. */
+  lease_ms: number | null
 }
 
 export interface ApiKeysTable {

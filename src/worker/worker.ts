@@ -145,7 +145,7 @@ export class Worker {
     if (this.started) throw new Error('worker already started')
     this.started = true
     const { db, queues, concurrency } = this.o
-    await workerRegister(db, { id: this.id, host: hostname(), pid: process.pid, queues, types: this.types, concurrency })
+    await workerRegister(db, { id: this.id, host: hostname(), pid: process.pid, queues, types: this.types, concurrency, leaseMs: this.o.leaseMs })
     // Checked before any claim, and never a reason not to start.
     const autovacuum = await serverAutovacuumOn(db).catch(() => true)
     await this.notifier.start()

@@ -45,17 +45,24 @@ function parseCsv(text: string): string[][] {
 }
 
 describe('GET /v1/workers', () => {
-  it('lists workers as alive, stale or stopped with what they hold, to any key', async () => {
+  it('lists workers as alive (seen within their own lease length), stale or stopped with what they hold, to any key', async () => {
     const key = await api.keyFor('acme')
     const alive = '00000000-0000-7000-8000-00000000d001'
     const stale = '00000000-0000-7000-8000-00000000d002'
     const stopped = '00000000-0000-7000-8000-00000000d003'
-    for (const id of [alive, stale, stopped]) await workerRegister(t.db, { id, host: 'h1', pid: 42, queues: ['default'], types: ['noop'], concurrency: 4 })
+    const longLease = '00000000-0000-7000-8000-00000000d004'
+    const beforeLeases = '00000000-0000-7000-8000-00000000d005'
+    for (const id of [alive, stale, stopped])
+      await workerRegister(t.db, { id, host: 'h1', pid: 42, queues: ['default'], types: ['noop'], concurrency: 4, leaseMs: 30_000 })
+    await workerRegister(t.db, { id: longLease, host: 'h1', pid: 43, queues: ['default'], types: ['noop'], concurrency: 4, leaseMs: 120_000 })
+    await workerRegister(t.db, { id: beforeLeases, host: 'h1', pid: 44, queues: ['default'], types: ['noop'], concurrency: 4, leaseMs: 30_000 })
+    // killed 40 s ago: past a 30 s lease, within a 120 s one; a row from before migration 0053 (no lease length) has 60 s
     await t.db
       .updateTable('pgsched.workers')
-      .set({ last_seen_at: msAgo(120_000) })
-      .where('id', '=', stale)
+      .set({ last_seen_at: msAgo(40_000) })
+      .where('id', 'in', [stale, longLease, beforeLeases])
       .execute()
+    await t.db.updateTable('pgsched.workers').set({ lease_ms: null }).where('id', '=', beforeLeases).execute()
     await t.db.updateTable('pgsched.workers').set({ stopped_at: new Date() }).where('id', '=', stopped).execute()
     await insertExecution(t.db, { state: 'running', workerId: alive, job: { tenant: 'globex' } })
 
@@ -73,6 +80,8 @@ describe('GET /v1/workers', () => {
       stoppedAt: null,
     })
     expect(byId.get(stale)).toMatchObject({ state: 'stale', inFlight: 0 })
+    expect(byId.get(longLease)).toMatchObject({ state: 'alive' })
+    expect(byId.get(beforeLeases)).toMatchObject({ state: 'alive' })
     expect(byId.get(stopped)).toMatchObject({ state: 'stopped', stoppedAt: expect.any(String) })
   })
 })

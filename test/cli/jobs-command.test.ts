@@ -222,7 +222,7 @@ describe('scheduler jobs bulk on a terminal', () => {
 describe('scheduler workers list', () => {
   it('lists the workers with their state, as a table and as JSON', async () => {
     const id = '00000000-0000-7000-8000-00000000e001'
-    await workerRegister(t.db, { id, host: 'box-1', pid: 4242, queues: ['mail'], types: ['mail.send'], concurrency: 8 })
+    await workerRegister(t.db, { id, host: 'box-1', pid: 4242, queues: ['mail'], types: ['mail.send'], concurrency: 8, leaseMs: 30_000 })
     const table = (await scheduler('workers', 'list')).stdout
     expect(table).toMatch(new RegExp(`${id}\\s+alive\\s+box-1\\s+4242\\s+mail\\s+mail\\.send\\s+0/8`))
     const json = JSON.parse((await scheduler('workers', 'list', '--json')).stdout)

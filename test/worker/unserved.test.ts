@@ -22,7 +22,7 @@ describe('a job no worker serves', () => {
     const client = createClient({ db: t.db, tenant: 'acme' })
     const { job } = await client.submitJob({ type: 'orphan', schedule: { every: 'PT1H' } })
     const message =
-      'no live worker serves type "orphan" in queue "default" (a live worker is one running now, seen in the last 60 s and not stopped): start one with a handler for it and --queues default'
+      'no live worker serves type "orphan" in queue "default" (a live worker is one running now, not stopped and seen within its lease length (SCHEDULER_LEASE_MS, 30 s by default)): start one with a handler for it and --queues default'
     expect((await client.viewJob(job.id)).unserved).toBe(message)
     const res = await api.call(await api.keyFor('acme'), 'GET', `/v1/jobs/${job.id}`)
     expect(res.json().unserved).toBe(message)
@@ -33,8 +33,12 @@ describe('a job no worker serves', () => {
     // a worker that serves both
     const serving = await startWorker([orphan])
     expect((await client.viewJob(job.id)).unserved).toBeNull()
-    // a worker not seen for more than a minute no longer counts
-    await sql`update pgsched.workers set last_seen_at = now() - interval '61 seconds' where id = ${serving.id}::uuid`.execute(t.db)
+    // a worker seen within its lease length counts; one not seen for longer (killed: its leases are gone) no longer does
+    const seenAgo = (ms: string) =>
+      sql`update pgsched.workers set last_seen_at = now() - (lease_ms + ${ms}::int) * interval '1 millisecond' where id = ${serving.id}::uuid`
+    await seenAgo('-1000').execute(t.db)
+    expect((await client.viewJob(job.id)).unserved).toBeNull()
+    await seenAgo('1000').execute(t.db)
     expect((await client.viewJob(job.id)).unserved).toBe(message)
     // a paused job has nothing to run
     await client.pauseJob(job.id)

@@ -80,7 +80,7 @@ export const viewRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps
         tags: ['workers'],
         summary: 'List workers',
         description:
-          'Workers most recently seen first (at most 500): alive (seen within 60 s), stale (not seen since and not stopped) or stopped, with ' +
+          'Workers most recently seen first (at most 500): alive (seen within its lease length, 30 s by default), stale (not seen since and not stopped) or stopped, with ' +
           'their host, pid, queues, types, concurrency and the executions they hold now. Any key may list them (they hold no job data).',
         security,
         response: { 200: ref('WorkerList', 'The workers.'), ...CommonErrors },

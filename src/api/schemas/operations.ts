@@ -108,7 +108,10 @@ export const WorkerListSchema = Type.Object(
         types: Type.Array(Type.String()),
         concurrency: Type.Integer(),
         inFlight: Type.Integer({ minimum: 0, description: 'Executions it holds a lease on.' }),
-        state: Type.Enum(['alive', 'stale', 'stopped'], { description: 'alive: seen within 60 s; stale: not seen since and not stopped; stopped: shut down.' }),
+        state: Type.Enum(['alive', 'stale', 'stopped'], {
+          description:
+            'alive: seen within its lease length (SCHEDULER_LEASE_MS, 30 s by default; 60 s for a worker registered before migration 0053); stale: not seen since and not stopped; stopped: shut down.',
+        }),
         startedAt: DateTime('When it started.'),
         lastSeenAt: DateTime('Its last heartbeat.'),
         stoppedAt: Nullable(DateTime('When it stopped; null while it runs.')),

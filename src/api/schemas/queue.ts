@@ -40,7 +40,8 @@ export const QueueSchema = Type.Object(
     oldestDueLagMs: Nullable(Type.Integer({ description: 'How long the oldest due execution has waited, ms; null when none is due.' })),
     unserved: Type.Integer({
       minimum: 0,
-      description: 'Pending executions whose type no live worker serves in this queue (no such worker seen in the last 60 s): they wait until one starts.',
+      description:
+        'Pending executions whose type no live worker serves in this queue (no such worker seen within its lease length): they wait until one starts.',
     }),
     unservedTypes: Type.Array(Type.String(), { description: 'The types of those executions.' }),
   },

@@ -6,7 +6,8 @@
 import { sql, type Expression, type Kysely, type SqlBool, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { AttemptRecord, Execution, Job, Schedule } from '../../core/job.ts'
-import { LIVE_WORKER_MS, unservedMessage } from '../../core/job.ts'
+import { unservedMessage } from '../../core/job.ts'
+import { workerLive } from './workers.ts'
 import { jobStatus, lastRunOf } from '../../core/job-status.ts'
 import { candidateAccepted, isCandidateStatus, jobCandidates } from './job-candidates.ts'
 import { aheadFireTime, notAheadOfRecurring } from './fragments.ts'
@@ -214,7 +215,7 @@ function jobViewQuery(db: Executor) {
       // work to run (a pending execution, or a schedule that still fires) and no live worker for it
       sql<boolean>`(j.state = 'active' and (e.state = 'pending' or (t.job_id is not null and t.next_fire_at is not null and not t.paused))
                     and not exists (select 1 from pgsched.workers w
-                                     where w.stopped_at is null and w.last_seen_at > now() - ${LIVE_WORKER_MS}::int * interval '1 millisecond'
+                                     where ${workerLive('w')}
                                        and j.queue = any(w.queues) and j.type = any(w.types)))`.as('unserved'),
       sql<Record<string, unknown> | null>`case when e.id is null then null else to_jsonb(e) || jsonb_build_object('latest_host', ${latestHost(sql`e`)}) end`.as(
         'last_execution',

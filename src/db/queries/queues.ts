@@ -5,7 +5,6 @@
  * the workers).
  */
 import { sql, type Kysely } from 'kysely'
-import { LIVE_WORKER_MS } from '../../core/job.ts'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 
@@ -33,7 +32,7 @@ export interface QueueView {
   running: number
   /** How long the oldest due execution has waited (ms); null when nothing is due. */
   oldestDueLagMs: number | null
-  /** Pending executions whose type no live worker serves in this queue (none seen in LIVE_WORKER_MS). */
+  /** Pending executions whose type no live worker serves in this queue (none live: pgsched.worker_live). */
   unserved: number
   /** Their types, by name. */
   unservedTypes: string[]
@@ -80,7 +79,7 @@ const toView = (r: QueueRow): QueueView => ({
 /** Whether a live worker serves executions of `g.type` in `g.queue` (SQL, for a row alias `g`). */
 export const servedSql = (g: string) =>
   sql.raw(`exists (select 1 from pgsched.workers w
-                    where w.stopped_at is null and w.last_seen_at > now() - ${LIVE_WORKER_MS} * interval '1 millisecond'
+                    where pgsched.worker_live(w.stopped_at, w.last_seen_at, w.lease_ms)
                       and ${g}.queue = any(w.queues) and ${g}.type = any(w.types))`)
 
 /**

@@ -12,12 +12,25 @@ export interface WorkerRegisterParams {
   queues: readonly string[]
   types: readonly string[]
   concurrency: number
+  /** The lease length it runs with: it counts as live while seen within it (migration 0053). */
+  leaseMs: number
 }
+
+/** Whether the workers row aliased `w` is live (migration 0053): not stopped, and seen within its lease length. */
+export const workerLive = (w: string) => sql.raw(`pgsched.worker_live(${w}.stopped_at, ${w}.last_seen_at, ${w}.lease_ms)`)
 
 export async function workerRegister(db: Kysely<DB>, params: WorkerRegisterParams): Promise<void> {
   await db
     .insertInto('pgsched.workers')
-    .values({ ...params, queues: [...params.queues], types: [...params.types] })
+    .values({
+      id: params.id,
+      host: params.host,
+      pid: params.pid,
+      queues: [...params.queues],
+      types: [...params.types],
+      concurrency: params.concurrency,
+      lease_ms: params.leaseMs,
+    })
     .execute()
 }
 
@@ -121,25 +134,18 @@ export async function workerPruneGone(db: Kysely<DB>, params: { olderThanMs: num
 /** How long the (queue, type) pairs served by live workers are used for submit replies. */
 const SERVED_TTL_MS = 1_000
 
-/** The (queue, type) pairs live workers serve, per liveness window. */
-const servedPairs = (liveMs: number) =>
-  perDbCache(SERVED_TTL_MS, async (db) => {
-    const { rows } = await sql<{ queue: string; type: string }>`${sql.raw(PREPARE)}
+/** The (queue, type) pairs live workers serve. */
+const servedPairs = perDbCache(SERVED_TTL_MS, async (db) => {
+  const { rows } = await sql<{ queue: string; type: string }>`${sql.raw(PREPARE)}
       select distinct q as queue, t as type
         from pgsched.workers w, unnest(w.queues) q, unnest(w.types) t
-       where w.stopped_at is null and w.last_seen_at > now() - ${liveMs}::int * interval '1 millisecond'`.execute(db)
-    return new Set(rows.map((r) => `${r.queue}\u0000${r.type}`))
-  })
-const served = new Map<number, ReturnType<typeof servedPairs>>()
+       where ${workerLive('w')}`.execute(db)
+  return new Set(rows.map((r) => `${r.queue}\u0000${r.type}`))
+})
 
-/** Whether a live worker (seen within `liveMs`) serves `type` in `queue`, as read in the last second through `db`. */
-export async function workerServes(db: Kysely<DB>, queue: string, type: string, liveMs: number): Promise<boolean> {
-  let cache = served.get(liveMs)
-  if (!cache) {
-    cache = servedPairs(liveMs)
-    served.set(liveMs, cache)
-  }
-  return (await cache.get(db)).has(`${queue}\u0000${type}`)
+/** Whether a live worker (pgsched.worker_live) serves `type` in `queue`, as read in the last second through `db`. */
+export async function workerServes(db: Kysely<DB>, queue: string, type: string): Promise<boolean> {
+  return (await servedPairs.get(db)).has(`${queue}\u0000${type}`)
 }
 
 /** A worker as listed: what it serves and how busy it is. */
@@ -152,7 +158,7 @@ export interface WorkerView {
   concurrency: number
   /** Executions it holds a lease on now. */
   inFlight: number
-  /** alive: seen within `liveMs`; stale: not seen since and not stopped; stopped: shut down. */
+  /** alive: seen within its lease length (pgsched.worker_live); stale: not seen since and not stopped; stopped: shut down. */
   state: 'alive' | 'stale' | 'stopped'
   startedAt: Date
   lastSeenAt: Date
@@ -160,11 +166,11 @@ export interface WorkerView {
 }
 
 /** The workers seen most recently first (at most `limit`), with the executions each holds. */
-export async function workerList(db: Kysely<DB>, params: { liveMs: number; limit: number }): Promise<WorkerView[]> {
+export async function workerList(db: Kysely<DB>, params: { limit: number }): Promise<WorkerView[]> {
   const { rows } = await sql<Omit<WorkerView, 'inFlight'> & { in_flight: string; started_at: Date; last_seen_at: Date; stopped_at: Date | null }>`
     select w.id, w.host, w.pid, w.queues, w.types, w.concurrency, w.started_at, w.last_seen_at, w.stopped_at,
            case when w.stopped_at is not null then 'stopped'
-                when w.last_seen_at > now() - ${params.liveMs}::int * interval '1 millisecond' then 'alive'
+                when ${workerLive('w')} then 'alive'
                 else 'stale' end as state,
            (select count(*) from pgsched.executions x where x.state = 'running' and x.worker_id = w.id)::text as in_flight
       from pgsched.workers w
