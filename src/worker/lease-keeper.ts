@@ -1,8 +1,9 @@
 /**
  * Keeps the leases of the runs this worker holds (buffered, running, or with
  * the outcome being written) and reports the ones it loses through `onLost`.
- *   heartbeat: every heartbeatMs one statement renews every lease held; a run
- *   missing from the answer lost its lease. A heartbeat that fails (the database
+ *   heartbeat: every heartbeatMs one statement renews every lease held, passing over the rows
+ *   another transaction holds (this worker's outcome write or hand-back in flight, which it never
+ *   waits for); a run missing from the answer lost its lease. A heartbeat that fails (the database
  *   unreachable, a failover) changes nothing: the leases are still valid, and the
  *   handlers keep running while the database may come back in time.
  *   guard: a heartbeat that fails or hangs (a partition that drops packets), or a process frozen
@@ -33,7 +34,7 @@ const GUARD_INTERVAL_MIN_MS = 10
 /** What the lease keeper needs; durations in ms. */
 export interface LeaseKeeperParams {
   db: Kysely<DB>
-  /** Heartbeats and hand-backs run in `completer.exclusive`, never alongside an outcome write. */
+  /** Hand-backs run in `completer.exclusive`, never alongside an outcome write (heartbeats need not: see runOnce). */
   completer: Completer
   workerId: string
   log: Logger
@@ -142,16 +143,18 @@ export class LeaseKeeper {
     const held = [...this.leases.values()]
     const sentAtMs = performance.now()
     try {
-      // Never alongside an outcome write: both lock this worker's rows, in different orders.
-      const renewed = await this.p.completer.exclusive(() =>
-        executionHeartbeatMany(this.p.db, { workerId: this.p.workerId, leases: held.map((h) => h.ref), leaseMs: this.p.leaseMs }),
-      )
+      // Beside outcome writes and hand-backs, which it never waits for: it passes over the rows they
+      // hold locked (executionHeartbeatManyQuery), so a write that waits on another session's lock
+      // cannot hold up the renewal of the other leases.
+      const answer = await executionHeartbeatMany(this.p.db, { workerId: this.p.workerId, leases: held.map((h) => h.ref), leaseMs: this.p.leaseMs })
       this.failures = 0
       const tookMs = performance.now() - sentAtMs
-      this.p.events?.heartbeat?.(tookMs, renewed.size)
+      this.p.events?.heartbeat?.(tookMs, answer.renewed.size)
       if (tookMs > this.p.heartbeatMs) this.p.log.warn({ tookMs: Math.round(tookMs), leases: held.length }, 'heartbeat slower than its interval')
       for (const h of held) {
-        if (renewed.has(h.ref.id)) h.leaseSureUntilMs = sentAtMs + this.p.leaseMs
+        if (answer.renewed.has(h.ref.id)) h.leaseSureUntilMs = sentAtMs + this.p.leaseMs
+        // passed over (another transaction held its row): still held, renewed next time (the guard watches it meanwhile)
+        else if (answer.held.has(h.ref.id)) continue
         else if (this.holds(h) && h.state !== 'finishing') {
           this.p.onLost(h, new LeaseLostError('lease lost: the execution was reaped, cancelled or taken over'))
         }

@@ -166,7 +166,6 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
 
   const leases = () => claimed.map((c) => ({ id: c.id, jobId: c.jobId, attempt: c.attempt }))
   const statements = {
-    heartbeat: () => executionHeartbeatManyQuery({ workerId: WORKER, leases: leases(), leaseMs: 60_000 }),
     complete: () => executionCompleteManyQuery({ workerId: WORKER, completions: leases().map((l) => ({ ...l, resultJson: 'null', outputUri: null })) }),
     // the form for batches with a later attempt (an upsert of the history)
     'complete, upsert': () =>
@@ -180,7 +179,7 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
   }
 
   /** How each statement changes the runs rows of its input (each write returns the rows it changed). */
-  const runsWrite = { heartbeat: 'Update', complete: 'Delete', 'complete, upsert': 'Delete', fail: 'Delete', release: 'Delete' } as const
+  const runsWrite = { complete: 'Delete', 'complete, upsert': 'Delete', fail: 'Delete', release: 'Delete' } as const
 
   for (const [name, query] of Object.entries(statements)) {
     it(`${name}: finds each lease by the primary key of runs, once, and never reads the history`, async () => {
@@ -200,6 +199,22 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
       for (const h of historyNodes(plan)) expect(h['Node Type'], h['Relation Name']).toBe('ModifyTable')
     })
   }
+
+  it('heartbeat: locks the leases it can through the primary key of runs (passing over locked rows), renews them by their ctids in one scan, lists every lease once more by the key, and never reads the history', async () => {
+    const plan = await genericPlan(t.url, t.db, executionHeartbeatManyQuery({ workerId: WORKER, leases: leases(), leaseMs: 60_000 }))
+    const reads = readsOf(plan, 'runs')
+    for (const r of reads) expect(r['Actual Loops'], r['Node Type']).toBe(1)
+    expect(joinDiscards(plan), discardingJoins(plan)).toBeLessThan(N)
+    expect(rowsWritten(plan, 'runs', 'Update')).toBe(N)
+    // one scan of the locked rows' ctids for the update, not a rescan per row
+    const tid = reads.filter((r) => r['Node Type'] === 'Tid Scan')
+    expect(tid.map(rowsExamined)).toEqual([N])
+    // the lock and the listing: each one scan of runs_pkey for all the ids, one row per input row
+    const byKey = reads.filter((r) => r['Node Type'] !== 'Tid Scan')
+    expect(byKey.map(indexesOf)).toEqual([['runs_pkey'], ['runs_pkey']])
+    expect(byKey.map(rowsExamined)).toEqual([N, N])
+    for (const h of historyNodes(plan)) expect(h['Node Type'], h['Relation Name']).toBe('ModifyTable')
+  })
 
   /** Hands back what beforeEach claimed, so that N executions are pending and due again. */
   const handBack = () => executionReleaseMany(t.db, { workerId: WORKER, leases: leases() })

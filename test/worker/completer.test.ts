@@ -1,7 +1,7 @@
 /**
- * The completer keeps a worker's other statements over its own executions
- * (heartbeat, hand-back) apart from its outcome writes: run together they lock
- * the same rows in different orders and deadlock.
+ * The completer keeps a worker's hand-backs apart from its outcome writes: run together they lock
+ * the same rows in different orders and deadlock. (The heartbeat runs beside both: it never waits
+ * for a row lock; test/worker/lease-keeper.test.ts.)
  */
 import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'

@@ -4,7 +4,7 @@
  * because heartbeats fail) and the hand-back on shutdown.
  */
 import pg from 'pg'
-import { Kysely, PostgresDialect } from 'kysely'
+import { Kysely, PostgresDialect, sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { executionClaimBatch } from '../../src/db/queries/claim.ts'
@@ -78,6 +78,99 @@ describe('LeaseKeeper', () => {
     expect(lost[0]?.reason).toBeInstanceOf(LeaseLostError)
     expect(k.holds(kept)).toBe(true)
     expect(k.holds(finishing)).toBe(true)
+  })
+
+  it("renews the other leases while this worker's outcome write waits on another session's lock, passing over the rows that write holds", async () => {
+    const completer = new Completer({ db: t.db, workerId: WORKER, log: t.log })
+    const lost: Run[] = []
+    const k = new LeaseKeeper({ db: t.db, completer, workerId: WORKER, log: t.log, leaseMs: LEASE_MS, heartbeatMs: 5_000, onLost: (run) => lost.push(run) })
+    const [blocked, written, running] = await held(k, 3)
+    if (!blocked || !written || !running) throw new Error('nothing claimed')
+    // another session holds the row of `blocked`: the outcome write of `blocked` and `written` waits for it
+    const blocker = await t.pool.connect()
+    try {
+      await blocker.query('begin')
+      await blocker.query('select 1 from pgsched.runs where execution_id = $1 for update', [blocked.ref.id])
+      const done = (r: Run) => ({ ...r.ref, resultJson: 'null', outputUri: null })
+      for (const r of [blocked, written]) r.state = 'finishing'
+      const writes = [completer.complete(done(blocked)), completer.complete(done(written))]
+      await waitFor(
+        async () =>
+          (
+            await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`.execute(
+              t.db,
+            )
+          ).rows[0]?.n === 1,
+        { what: 'the outcome write to wait on the lock' },
+      )
+      const before = await row(running.ref.id)
+      const sureBefore = [blocked, written, running].map((r) => r.leaseSureUntilMs)
+      // the heartbeat answers while the write still waits, and renews the lease of the run no one holds
+      let deadline: NodeJS.Timeout | undefined
+      await Promise.race([
+        k.runOnce(),
+        new Promise((_, reject) => {
+          deadline = setTimeout(() => reject(new Error('the heartbeat waited for the outcome write')), 10_000)
+        }),
+      ]).finally(() => clearTimeout(deadline))
+      expect(
+        (
+          await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`.execute(
+            t.db,
+          )
+        ).rows[0]?.n,
+      ).toBe(1)
+      expect((await row(running.ref.id)).lease_expires_at?.getTime()).toBeGreaterThan(before.lease_expires_at?.getTime() ?? Infinity)
+      expect(running.leaseSureUntilMs).toBeGreaterThan(sureBefore[2] as number)
+      // the row another transaction holds is passed over: neither renewed nor lost (the write's other
+      // row is renewed or passed over, as the write had locked it or not yet)
+      expect(blocked.leaseSureUntilMs).toBe(sureBefore[0])
+      expect(lost).toEqual([])
+      await blocker.query('commit')
+      expect(await Promise.all(writes)).toEqual([{ accepted: true }, { accepted: true }])
+    } finally {
+      await blocker.query('rollback').catch(() => undefined)
+      blocker.release()
+    }
+    expect((await row(blocked.ref.id)).state).toBe('succeeded')
+    expect((await row(written.ref.id)).state).toBe('succeeded')
+  })
+
+  it('runs beside outcome writes of the same leases without a deadlock: each heartbeat answers, each write is accepted', async () => {
+    const completer = new Completer({ db: t.db, workerId: WORKER, log: t.log })
+    let answered = 0
+    const lost: Run[] = []
+    const k = new LeaseKeeper({
+      db: t.db,
+      completer,
+      workerId: WORKER,
+      log: t.log,
+      leaseMs: LEASE_MS,
+      heartbeatMs: 5_000,
+      onLost: (run) => lost.push(run),
+      events: { heartbeat: () => answered++ },
+    })
+    const runs = await held(k, 400)
+    const writes: Array<Promise<unknown>> = []
+    for (let round = 0; round < 20; round++) {
+      // 20 outcomes a round, recorded in an order of their own (a batch locks its rows as it finds them)
+      const batch = runs.slice(round * 20, round * 20 + 20).reverse()
+      for (const r of batch) {
+        r.state = 'finishing'
+        writes.push(
+          completer.complete({ ...r.ref, resultJson: 'null', outputUri: null }).then((result) => {
+            k.release(r)
+            return result
+          }),
+        )
+      }
+      await k.runOnce()
+    }
+    const results = await Promise.all(writes)
+    expect(results).toHaveLength(400)
+    expect(results.every((r) => (r as { accepted: boolean }).accepted)).toBe(true)
+    expect(answered).toBe(20)
+    expect(lost).toEqual([])
   })
 
   it('reports no lease when heartbeats fail: the leases are still valid (the guard acts before they expire)', async () => {

@@ -3,7 +3,7 @@
  * each fenced by (execution, worker id, attempt), finding its rows by one scan of the primary key
  * (see fence): a worker that lost its lease (reaped, cancelled, taken over) gets no row back and
  * must stop.
- *   heartbeat  renews leases (a HOT update of runs), refreshes workers.last_seen_at
+ *   heartbeat  renews leases (a HOT update of runs) whose rows no other transaction holds, refreshes workers.last_seen_at
  *   complete   runs → history, succeeded
  *   fail       runs → due (retry with backoff; history pending) | history, failed (fatal or out of attempts)
  *   release    runs → due now, attempt not counted (graceful shutdown)
@@ -67,25 +67,48 @@ export interface ExecutionHeartbeatManyParams {
   leaseMs: number
 }
 
-/** The heartbeat statement, unexecuted. */
+/**
+ * The heartbeat statement, unexecuted. It never waits for a lock: it renews the leases whose rows it
+ * can lock at once (SKIP LOCKED) and passes over those another transaction holds, which is almost
+ * always this worker's own outcome write or hand-back in flight. So it runs beside them (the worker
+ * does not hold it back while an outcome is written) and cannot deadlock with them, and an outcome
+ * write that waits (on a lock another session holds) does not hold up the renewal of the other leases.
+ * A lease passed over keeps the time it was last renewed to; the reaper passes over a locked row too.
+ * Returns each lease found, renewed or not (one found neither way is gone: reaped, cancelled, taken over).
+ */
 export function executionHeartbeatManyQuery(params: ExecutionHeartbeatManyParams) {
-  return sql<{ id: string }>`${sql.raw(PREPARE)}
+  return sql<{ id: string; renewed: boolean }>`${sql.raw(PREPARE)}
     with input as (
       select ${leaseMap(params.leases)}::jsonb as m
     ),
     seen as (
       update pgsched.workers set last_seen_at = now() where id = ${params.workerId}::uuid
+    ),
+    renewed as (
+      update pgsched.runs u
+         set lease_expires_at = now() + ${params.leaseMs}::int * interval '1 millisecond'
+       where u.ctid = any(array(select r.ctid from pgsched.runs r where ${fence(params.workerId, params.leases)} for update of r skip locked))
+      returning u.execution_id
     )
-    update pgsched.runs r
-       set lease_expires_at = now() + ${params.leaseMs}::int * interval '1 millisecond'
-     where ${fence(params.workerId, params.leases)}
-    returning r.execution_id as id
+    select execution_id as id, true as renewed from renewed
+    union all
+    -- every lease still there as the statement found it, the rows passed over included
+    select r.execution_id, false from pgsched.runs r where ${fence(params.workerId, params.leases)}
   `
 }
 
-/** Renews the leases still held; returns the ids renewed (the others are lost). */
-export function executionHeartbeatMany(db: Kysely<DB>, params: ExecutionHeartbeatManyParams): Promise<Set<string>> {
-  return idsReturned(db, executionHeartbeatManyQuery(params))
+/** What a heartbeat found: the leases it renewed, and every lease still held (renewed or passed over while another transaction held its row). */
+export interface HeartbeatAnswer {
+  renewed: Set<string>
+  held: Set<string>
+}
+
+/** Renews the leases still held whose rows are not locked by another transaction (see executionHeartbeatManyQuery). */
+export async function executionHeartbeatMany(db: Kysely<DB>, params: ExecutionHeartbeatManyParams): Promise<HeartbeatAnswer> {
+  const { rows } = await executionHeartbeatManyQuery(params).execute(db)
+  const answer: HeartbeatAnswer = { renewed: new Set(), held: new Set() }
+  for (const r of rows) (r.renewed ? answer.renewed : answer.held).add(r.id)
+  return answer
 }
 
 export interface Completion extends LeaseRef {
