@@ -44,6 +44,8 @@ async function startServer(): Promise<{ url: string; stop: () => Promise<void> }
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // what a failed run saves for diagnosis goes to the system's temp folder, which outlives this run's
+  process.env.PGSCHED_TEST_KEEP_DIR ??= tmpdir()
   const runTmp = await mkdtemp(join(tmpdir(), 'pgsched-test-'))
   await chmod(runTmp, 0o755)
   // The test workers are started after this setup and inherit it, as do the processes they start.

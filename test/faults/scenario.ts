@@ -87,9 +87,12 @@ function progress(message: string): void {
   if (process.env.FAULTS_QUIET !== '1') process.stderr.write(`[faults ${new Date().toISOString().slice(11, 23)}] ${message}\n`)
 }
 
-/** Writes the ledger, the API's jobs and every process's log under the system temp folder; returns the folder. */
+/**
+ * Writes the ledger, the API's jobs and every process's log under the system temp folder (not the
+ * test run's own, which is removed when the run ends); returns the folder.
+ */
 export async function saveForDiagnosis(obs: Observation): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), `pgsched-faults-${obs.options.seed}-`))
+  const dir = await mkdtemp(join(process.env.PGSCHED_TEST_KEEP_DIR ?? tmpdir(), `pgsched-faults-${obs.options.seed}-`))
   const csv = obs.ledger.map((r) =>
     [r.execution_id, r.job_id, r.attempt, r.pid, r.started_at.toISOString(), r.finished_at?.toISOString() ?? '', r.outcome ?? ''].join(','),
   )
