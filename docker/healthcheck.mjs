@@ -1,7 +1,7 @@
 // The Docker image's HEALTHCHECK (plain Node, no dependencies). A container runs one scheduler
 // command, read from the command line of its first process (/proc/1/cmdline, or the file given as
 // the first argument). For `scheduler api` (or `scheduler-api`) it asks GET /healthz at --host,
-// else HOST (127.0.0.1 when that is every address, the default), at --port, else PORT, else 8080, and is healthy only on a 200 within 3 s. Any other command
+// else SCHEDULER_HOST, else HOST (127.0.0.1 when that is every address, the default), at --port, else SCHEDULER_PORT, else PORT, else 8080, and is healthy only on a 200 within 3 s. Any other command
 // (worker, migrate) serves no HTTP: the process being alive is its health, so it reports healthy.
 import { readFileSync } from 'node:fs'
 
@@ -27,13 +27,13 @@ function flag(args, name) {
 
 /** The port `scheduler api` listens on for these arguments and environment. */
 function apiPort(args, env) {
-  const port = flag(args, '--port') ?? env.PORT
+  const port = flag(args, '--port') ?? (env.SCHEDULER_PORT || env.PORT)
   return port ? Number(port) : 8080
 }
 
-/** Where to reach it: its --host/HOST, or loopback when it listens on every address (the default). */
+/** Where to reach it: its --host/SCHEDULER_HOST/HOST, or loopback when it listens on every address (the default). */
 function apiHost(args, env) {
-  const host = flag(args, '--host') ?? env.HOST
+  const host = flag(args, '--host') ?? (env.SCHEDULER_HOST || env.HOST)
   if (!host || host === '0.0.0.0' || host === '::') return '127.0.0.1'
   return host.includes(':') ? `[${host}]` : host
 }

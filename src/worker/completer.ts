@@ -5,9 +5,10 @@
  * after the current turn of the event loop (setImmediate): the outcomes recorded
  * in that turn share the write.
  *
- * `exclusive` runs another statement over the same worker's executions (the
- * heartbeat) with no outcome write in flight: two statements of one worker
- * locking overlapping rows in different orders would deadlock.
+ * `exclusive` runs another statement over the same worker's executions (a
+ * hand-back) with no outcome write in flight: two statements of one worker
+ * locking overlapping rows in different orders would deadlock. (The heartbeat
+ * needs no turn: it never waits for a row lock.)
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'

@@ -175,7 +175,11 @@ export class LeaseKeeper {
     const expiring = [...this.leases.values()].filter((h) => h.state !== 'finishing' && now >= h.leaseSureUntilMs - this.p.heartbeatMs)
     if (expiring.length === 0) return
     this.p.log.error({ count: expiring.length }, 'leases not confirmed in time: aborting their handlers before the leases expire')
-    for (const h of expiring) this.p.onLost(h, new LeaseLostError('lease not confirmed in time: the database did not answer the heartbeat'))
+    for (const h of expiring)
+      this.p.onLost(
+        h,
+        new LeaseLostError('lease not confirmed in time: no heartbeat renewed it (the database did not answer, or another transaction held its row)'),
+      )
   }
 
   /**

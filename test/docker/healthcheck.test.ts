@@ -18,7 +18,9 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }))
 async function healthcheck(argv: string[], env: Record<string, string> = {}): Promise<number> {
   const file = join(dir, `cmdline-${Math.random().toString(36).slice(2)}`)
   writeFileSync(file, `${argv.join('\0')}\0`)
-  const result = await run('node', ['docker/healthcheck.mjs', file], { env: { ...process.env, PORT: '', HOST: '', ...env } }).then(
+  const result = await run('node', ['docker/healthcheck.mjs', file], {
+    env: { ...process.env, PORT: '', HOST: '', SCHEDULER_PORT: '', SCHEDULER_HOST: '', ...env },
+  }).then(
     () => 0,
     (err: { code?: number }) => err.code ?? -1,
   )
@@ -26,7 +28,7 @@ async function healthcheck(argv: string[], env: Record<string, string> = {}): Pr
 }
 
 describe('the Docker image', () => {
-  it('checks /healthz for an api container, at --host or HOST and --port or PORT', async () => {
+  it('checks /healthz for an api container, at --host, SCHEDULER_HOST or HOST and --port, SCHEDULER_PORT or PORT', async () => {
     const port = await freePort()
     const closed = await freePort()
     const child = spawn('node', ['bin/scheduler', 'api', '--host', '127.0.0.1', '--port', String(port)], {
@@ -46,6 +48,10 @@ describe('the Docker image', () => {
       expect(await healthcheck([...node, 'api'], { PORT: String(port) })).toBe(0)
       expect(await healthcheck(['/sbin/docker-init', '--', '/app/bin/scheduler-api'], { PORT: String(port) })).toBe(0)
       expect(await healthcheck([...node, 'api', '--port', String(closed)])).toBe(1)
+      // SCHEDULER_PORT and SCHEDULER_HOST win over PORT and HOST, as the api reads them
+      expect(await healthcheck([...node, 'api'], { SCHEDULER_PORT: String(port), PORT: String(closed) })).toBe(0)
+      expect(await healthcheck([...node, 'api'], { SCHEDULER_PORT: String(closed), PORT: String(port) })).toBe(1)
+      expect(await healthcheck([...node, 'api', '--port', String(port)], { SCHEDULER_HOST: '127.0.0.2', HOST: '127.0.0.1' })).toBe(1)
       // at its --host or HOST (loopback when that is every address)
       expect(await healthcheck([...node, 'api', '--host', '127.0.0.1', '--port', String(port)])).toBe(0)
       expect(await healthcheck([...node, 'api', '--port', String(port)], { HOST: '0.0.0.0' })).toBe(0)

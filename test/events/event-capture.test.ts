@@ -70,13 +70,16 @@ describe('event capture', () => {
   it("carries each failed attempt's error on its retrying, failed and expired events, the message cut to 1,000 characters, and no array for batches without one", async () => {
     await eventListenerOpen(t.db, { tenant: 'a', keepMs: 60_000 })
     const a = createClient({ db: t.db, tenant: 'a' })
-    const [retried, fatal, timedOut, long] = await a.submitJobs([
+    const [retried, fatal, timedOut, long, cancelled] = await a.submitJobs([
       { type: 't', maxAttempts: 3 },
       { type: 't' },
       { type: 't', maxAttempts: 1 },
       { type: 't', maxAttempts: 1 },
+      { type: 't', maxAttempts: 3 },
     ])
-    const claimed = await claim(4)
+    const claimed = await claim(5)
+    // cancelled while its attempt ran, the cancel's sweep of its lease not yet done: the failure ends it cancelled
+    await sql`update pgsched.jobs set state = 'cancelled' where id = ${cancelled?.id}::uuid`.execute(t.db)
     const byJob = (id: string | undefined) => claimed.find((c) => c.jobId === id) as (typeof claimed)[number]
     const message = `${'é'.repeat(999)}xyz`
     const errors: Array<[string | undefined, object]> = [
@@ -84,6 +87,7 @@ describe('event capture', () => {
       [fatal?.id, { message: 'bad payload', name: 'FatalError', fatal: true, attempt: 1 }],
       [timedOut?.id, { message: 'timed out after 10 ms', name: 'TimeoutError', timedOut: true, attempt: 1 }],
       [long?.id, { message, name: 'Error', attempt: 1 }],
+      [cancelled?.id, { message: 'interrupted', name: 'Error', attempt: 1 }],
     ]
     await executionFailMany(t.db, {
       workerId: WORKER,
@@ -105,6 +109,8 @@ describe('event capture', () => {
     expect(last(late.id)).toMatchObject({ type: 'expired', error: { name: 'StartDeadlineError', fatal: true } })
     expect(last(lost.id)).toMatchObject({ type: 'retrying', error: { name: 'LeaseExpiredError' } })
     expect(last(lost.id)?.error?.message).toMatch(/^lease expired: worker /)
+    // a cancelled event says no error, though the attempt's failure was recorded as the execution's
+    expect(last(cancelled?.id)).toMatchObject({ type: 'cancelled', error: null })
     // every other event has none, and the batches of submits and claims store no array of errors
     expect(events.filter((e) => !['retrying', 'failed', 'expired'].includes(e.type)).every((e) => e.error === null)).toBe(true)
     const { rows } = await sql<{ types: string[]; errors: unknown }>`select types, errors from pgsched.event_batches order by id`.execute(t.db)

@@ -75,6 +75,8 @@ export interface ExecutionHeartbeatManyParams {
  * write that waits (on a lock another session holds) does not hold up the renewal of the other leases.
  * A lease passed over keeps the time it was last renewed to; the reaper passes over a locked row too.
  * Returns each lease found, renewed or not (one found neither way is gone: reaped, cancelled, taken over).
+ * The listing reads the statement's snapshot, so a lease taken away while the statement ran (its row
+ * deleted by a transaction that had not committed at its start) is found gone by the next heartbeat.
  */
 export function executionHeartbeatManyQuery(params: ExecutionHeartbeatManyParams) {
   return sql<{ id: string; renewed: boolean }>`${sql.raw(PREPARE)}
@@ -87,7 +89,7 @@ export function executionHeartbeatManyQuery(params: ExecutionHeartbeatManyParams
     renewed as (
       update pgsched.runs u
          set lease_expires_at = now() + ${params.leaseMs}::int * interval '1 millisecond'
-       where u.ctid = any(array(select r.ctid from pgsched.runs r where ${fence(params.workerId, params.leases)} for update of r skip locked))
+       where u.ctid = any(array(select r.ctid from pgsched.runs r where ${fence(params.workerId, params.leases)} for no key update of r skip locked))
       returning u.execution_id
     )
     select execution_id as id, true as renewed from renewed
@@ -214,7 +216,11 @@ export function executionFailManyQuery(params: ExecutionFailManyParams) {
       returning r.*, ${given} -> 1 as error, (${given} -> 2)::boolean as fatal, ${given} ->> 3 as given_output_uri
     ),
     ${endedAttempts(sql`e.fatal`, sql`e.error`, sql`'failed'`, sql`coalesce(e.given_output_uri, e.output_uri)`)},
-    ${eventsCaptured(sql`select case state when 'pending' then 'retrying' else state end, tenant, job_id, id, queue, type, attempt, error from moved`, { errors: true })}
+    ${eventsCaptured(
+      sql`select case state when 'pending' then 'retrying' else state end, tenant, job_id, id, queue, type, attempt,
+                                 case when state <> 'cancelled' then error end from moved`,
+      { errors: true },
+    )}
     select id, state, run_at as "runAt",
            greatest(0, floor(extract(epoch from run_at - now()) * 1000))::float8 as "retryInMs"
       from moved

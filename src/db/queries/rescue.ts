@@ -51,7 +51,11 @@ export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRe
       delete from pgsched.runs r where r.ctid = any(array(select ctid from expired)) returning r.*
     ),
     ${endedAttempts(sql`false`, leaseExpiredError, sql`'lease expired'`, sql`e.output_uri`)},
-    ${eventsCaptured(sql`select case state when 'pending' then 'retrying' else state end, tenant, job_id, id, queue, type, attempt, error from moved`, { errors: true })}
+    ${eventsCaptured(
+      sql`select case state when 'pending' then 'retrying' else state end, tenant, job_id, id, queue, type, attempt,
+                                 case when state <> 'cancelled' then error end from moved`,
+      { errors: true },
+    )}
     select queue, type,
            count(*) filter (where state = 'pending')::int as retried,
            count(*) filter (where state = 'failed')::int as failed,

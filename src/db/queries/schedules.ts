@@ -61,6 +61,8 @@ export async function scheduleList(db: Kysely<DB>, params: ScheduleListParams): 
     select t.job_id, j.tenant, j.type, j.queue, j.state, t.kind, t.cron_expression, t.interval_ms::text as interval_ms, t.timezone,
            t.start_at, t.end_at, t.paused or j.state = 'paused' as paused, t.misfire_policy, t.misfire_max_runs, now() as db_now,
            -- the next fire time: the first of those the dispatcher created ahead (due at it), else the trigger's
+           -- (an execution created ahead is one whose fire time is still to come, before the trigger's: so
+           -- when the trigger's has passed, there is none, and the views read the trigger's under its misfire policy)
            case when t.next_fire_at = '-infinity' or j.state = 'cancelled' then null
                 else least(t.next_fire_at, ${aheadFireTime(sql`j.id`)}) end as next_fire_at,
            (select to_jsonb(le) from pgsched.executions le where le.job_id = j.id and ${notAheadOfRecurring(sql`le`, sql`t`)}
