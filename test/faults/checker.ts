@@ -223,6 +223,22 @@ export function check(obs: Observation): Report {
   // A worker that is alive keeps renewing its lease until the outcome of a run is written, so a run
   // is repeated only when its process died or froze before that, or its handler was aborted.
   const duplicateRuns = { total: 0, afterKill: 0, afterFreeze: 0, afterWipe: 0, unexplained: [] as string[] }
+  /**
+   * A run of the frozen process whose ledger start row landed within ZOMBIE_LATE_WRITE_MS of SIGCONT
+   * although its attempt was claimed before the freeze (the execution's attempt log, written by the
+   * database, has its start), and that did not count: it ended aborted (the lease guard, at once), or
+   * its handler ignored the abort and its outcome was refused (the execution does not hold it).
+   */
+  const zombieRecordedLate = (r: LedgerRow): boolean => {
+    if (freeze === null || r.pid !== freeze.pid) return false
+    const at = r.started_at.getTime()
+    if (at < freeze.continuedAtMs || at > freeze.continuedAtMs + ZOMBIE_LATE_WRITE_MS) return false
+    const final = executions.get(r.execution_id)
+    const claimed = final?.attempts.find((a) => a.attempt === r.attempt)?.startedAt
+    if (claimed === undefined || claimed === null || Date.parse(claimed) >= freeze.stoppedAtMs) return false
+    const counted = final?.attempt === r.attempt && (final.state === 'succeeded' ? resultPid(final) === r.pid : final.state !== 'pending')
+    return r.outcome === 'aborted' || !counted
+  }
   const wipeAt = faults.wipe?.atMs
   for (const [id, runs] of rowsByExecution) {
     for (let i = 1; i < runs.length; i++) {
@@ -234,16 +250,11 @@ export function check(obs: Observation): Report {
       const to = next.started_at.getTime()
       const killedAt = killAt.get(prev.pid)
       const frozen = freeze !== null && prev.pid === freeze.pid && from < freeze.continuedAtMs && freeze.stoppedAtMs <= to
-      // The zombie's run recorded after the new owner's: its handler had started before the freeze,
-      // but its first write (the ledger's start row, timestamped by the database) only landed on
-      // resuming, and the lease guard aborted it at once. The ledger order then puts it second.
-      const zombieRecordedLate =
-        freeze !== null &&
-        next.pid === freeze.pid &&
-        next.outcome === 'aborted' &&
-        to >= freeze.continuedAtMs &&
-        to <= freeze.continuedAtMs + ZOMBIE_LATE_WRITE_MS
-      if (zombieRecordedLate) {
+      // The zombie's run recorded late: its handler had started before the freeze, but its first
+      // write (the ledger's start row, timestamped by the database) only landed on resuming. So its
+      // run starts, in the ledger, after SIGCONT: second when the new owner ran before, first when
+      // the new owner came after. Either way the freeze explains the pair.
+      if (zombieRecordedLate(next) || zombieRecordedLate(prev)) {
         duplicateRuns.afterFreeze++
         continue
       }
