@@ -60,6 +60,7 @@ function observe(ledger: LedgerRow[], e: ExecutionJson): Observation {
     workerPids: [FROZEN, OTHER],
     apiLogs: '',
     apiKey: 'psk_0123456789abcdef',
+    workerLogs: new Map(),
   }
 }
 
