@@ -29,7 +29,7 @@ import { queueAdmin, type QueueAdmin } from './queue-admin.ts'
 import { tenantAdmin, type TenantAdmin } from './tenant-admin.ts'
 import { insertRows, SubmitBatcher, withSyncStandby, type SubmitRow } from './submit-batcher.ts'
 import { executionGetById, executionListByJob } from './db/queries/executions.ts'
-import { assertUuid, decodeCursor, encodeCursor, limitOf, type Page } from './paging.ts'
+import { assertUuid, decodeCursor, encodeCursor, fireTimeUsInRange, limitOf, type Page } from './paging.ts'
 import type { JobEvent } from './core/events.ts'
 import { streamEvents, type StreamEventsParams } from './events/event-stream.ts'
 import { webhookAdmin, type WebhookAdmin } from './events/webhook-admin.ts'
@@ -397,7 +397,7 @@ function makeClient(
     async listExecutions(jobId, params = {}, options) {
       const limit = limitOf(params.limit)
       await viewJob(jobId, options)
-      const before = params.cursor === undefined ? undefined : decodeCursor(params.cursor, /^-?\d{1,19}$/)
+      const before = params.cursor === undefined ? undefined : decodeCursor(params.cursor, /^-?\d{1,19}$/, fireTimeUsInRange)
       const items = await run(options, (ex) => executionListByJob(ex, { jobId, limit: limit + 1, beforeScheduledForUs: before }))
       const page = items.slice(0, limit)
       const last = page[page.length - 1]

@@ -64,4 +64,23 @@ describe('GET /v1/jobs pagination', () => {
       details: [{ path: 'cursor', message: 'cursor is invalid; pass nextCursor from the previous page' }],
     })
   })
+
+  it("refuses an executions cursor whose fire time is outside PostgreSQL's range as invalid, not with the database's wording", async () => {
+    const key = await api.keyFor('acme')
+    const { job } = await createClient({ db: t.db, tenant: 'acme' }).submitJob({ type: 'paged' })
+    // digits the cursor's pattern accepts, but past year 9999 (the first: past bigint; the second: past timestamptz)
+    for (const forged of ['9999999999999999999', '9223372036854775807', '-9223372036854775808', '253402300800000000']) {
+      const res = await api.call(key, 'GET', `/v1/jobs/${job.id}/executions?cursor=${Buffer.from(forged).toString('base64url')}`)
+      expect(res.statusCode, forged).toBe(400)
+      expect(res.json(), forged).toMatchObject({
+        message: 'cursor is invalid; pass nextCursor from the previous page',
+        details: [{ path: 'cursor', message: 'cursor is invalid; pass nextCursor from the previous page' }],
+      })
+    }
+    // the cursor of a real page still works, at the edges of the range too
+    for (const edge of ['253402300799999999', '-62135596800000000']) {
+      const res = await api.call(key, 'GET', `/v1/jobs/${job.id}/executions?cursor=${Buffer.from(edge).toString('base64url')}`)
+      expect(res.statusCode, edge).toBe(200)
+    }
+  })
 })
