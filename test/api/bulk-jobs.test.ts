@@ -124,6 +124,30 @@ describe('POST /v1/jobs/bulk', () => {
     expect(all.json()).toEqual({ action: 'retry', matched: 2, changed: 2, remaining: 0, lastId: expect.any(String) })
   })
 
+  it('acts on a failures group whose message is longer than 4,000 characters, by the message GET /v1/failures gives', async () => {
+    const key = await api.keyFor('umbrella')
+    const message = `${'stack frame; '.repeat(400)}end` // 5,203 characters
+    const failed = await insertExecutions(t.db, 3, {
+      state: 'failed',
+      error: { message, name: 'LongError', attempt: 1 },
+      job: { tenant: 'umbrella', queue: 'long' },
+    })
+    const groups = (await api.call(key, 'GET', '/v1/failures?queue=long')).json().items as Array<{ errorType: string; message: string; count: number }>
+    const group = groups.find((g) => g.errorType === 'LongError')
+    expect(group?.message).toBe(message)
+    const listed = await api.call(key, 'GET', `/v1/jobs?${new URLSearchParams({ errorType: 'LongError', errorMessage: message })}`)
+    expect(listed.statusCode, listed.body.slice(0, 200)).toBe(200)
+    expect(
+      listed
+        .json()
+        .items.map((j: { id: string }) => j.id)
+        .sort(),
+    ).toEqual(failed.map((f) => f.jobId).sort())
+    const retried = await api.call(key, 'POST', '/v1/jobs/bulk', { action: 'retry', filter: { errorType: 'LongError', errorMessage: group?.message } })
+    expect(retried.statusCode, retried.body.slice(0, 200)).toBe(200)
+    expect(retried.json()).toEqual({ action: 'retry', matched: 3, changed: 3, remaining: 0, lastId: expect.any(String) })
+  })
+
   it('refuses an empty filter, a bad action, a limit over 1000 and more than 1000 ids, naming the field', async () => {
     const key = await api.keyFor('acme')
     const cases: Array<[unknown, string]> = [

@@ -74,6 +74,9 @@ const OverlapPolicySchema = Type.Enum(['allow', 'skip', 'queue'], {
 const int = ({ min, max }: IntRange, description: string) =>
   Type.Integer({ minimum: min, maximum: max, 'x-expected': `an integer from ${min} to ${max}`, description })
 
+/** The longest error message a filter takes: about the API's default body limit (1 MiB). */
+const ERROR_MESSAGE_FILTER_MAX_LENGTH = 1_048_576
+
 /** A string of 1 to `max` characters (code points) without NUL, worded for error messages. */
 const text = (max: number, options: { description?: string } = {}) =>
   Type.String({ minLength: 1, maxLength: max, pattern: NO_NUL_PATTERN, 'x-expected': `a string of 1 to ${max} characters`, ...options })
@@ -212,7 +215,14 @@ export const JobFilterProperties = {
   ),
   idempotencyKey: Type.Optional(text(IDEMPOTENCY_KEY_MAX_LENGTH, { description: 'Only the job submitted with this idempotency key.' })),
   errorType: Type.Optional(text(200, { description: "Only jobs whose latest execution's error has this `name` (exact)." })),
-  errorMessage: Type.Optional(text(4000, { description: "Only jobs whose latest execution's error has this `message` (exact)." })),
+  // as long as a stored message can be (a handler's message is kept whole): a group of GET /v1/failures
+  // must be usable here whatever its length (a long one fits a bulk body, not a URL)
+  errorMessage: Type.Optional(
+    text(ERROR_MESSAGE_FILTER_MAX_LENGTH, {
+      description:
+        "Only jobs whose latest execution's error has this `message` (exact, as `GET /v1/failures` groups it). A message too long for a URL can be given in the body of `POST /v1/jobs/bulk`.",
+    }),
+  ),
   createdAfter: Type.Optional(Instant('Only jobs created after this instant.')),
   createdBefore: Type.Optional(Instant('Only jobs created before this instant.')),
 }
