@@ -52,7 +52,12 @@ export interface MigrateParams {
   partitions?: number
   log?: Logger
   migrationsDir?: string
+  /** Default MIGRATE_CONNECT_TIMEOUT_MS. */
+  connectTimeoutMs?: number
 }
+
+/** How long `migrate` waits for its connection before it fails. */
+export const MIGRATE_CONNECT_TIMEOUT_MS = 10_000
 
 export interface MigrateResult {
   applied: string[]
@@ -65,7 +70,12 @@ export interface MigrateResult {
  */
 export async function migrate(params: MigrateParams): Promise<MigrateResult> {
   // One connection: the advisory lock, the setting and the migrations share a session.
-  const { Client, config } = pgConnection(params.databaseUrl, { application_name: 'pgsched-migrate' })
+  // A connect timeout, as every pool of the product has: a host that drops packets is an error
+  // naming it, not a command that never ends.
+  const { Client, config } = pgConnection(params.databaseUrl, {
+    application_name: 'pgsched-migrate',
+    connectionTimeoutMillis: params.connectTimeoutMs ?? MIGRATE_CONNECT_TIMEOUT_MS,
+  })
   const pool = new pg.Pool({ ...config, Client, max: 1 })
   const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) })
   try {

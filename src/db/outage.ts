@@ -30,7 +30,8 @@ export function isDatabaseUnreachable(err: unknown): boolean {
   if (!(err instanceof Error)) return false
   const code = codeOf(err)
   if (code && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true
-  return /timeout exceeded when trying to connect|Connection terminated|connection timeout|not queryable|Connection ended/i.test(err.message)
+  // "timeout expired": a pg Client's connectionTimeoutMillis passed (a host that drops packets)
+  return /timeout exceeded when trying to connect|^timeout expired$|Connection terminated|connection timeout|not queryable|Connection ended/i.test(err.message)
 }
 
 /** The database cannot be used now: unreachable (see above) or read-only. Retrying later may succeed. */

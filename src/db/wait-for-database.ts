@@ -27,11 +27,13 @@ export interface WaitForDatabaseParams {
   firstDelayMs?: number
   /** Default STARTUP_RETRY_MAX_MS. */
   maxDelayMs?: number
+  /** Default STARTUP_CONNECT_TIMEOUT_MS. */
+  connectTimeoutMs?: number
 }
 
 /** One connection and `select 1`. */
-async function ping(databaseUrl: string): Promise<void> {
-  const { Client, config } = pgConnection(databaseUrl, { application_name: 'pgsched-startup', connectionTimeoutMillis: STARTUP_CONNECT_TIMEOUT_MS })
+async function ping(databaseUrl: string, connectTimeoutMs: number): Promise<void> {
+  const { Client, config } = pgConnection(databaseUrl, { application_name: 'pgsched-startup', connectionTimeoutMillis: connectTimeoutMs })
   const client = new Client(config)
   // An error event after connect failed (a reset mid-handshake) must not crash the process.
   client.on('error', () => undefined)
@@ -53,7 +55,7 @@ export async function waitForDatabase(params: WaitForDatabaseParams): Promise<bo
   const startedAt = Date.now()
   for (let attempt = 1; !params.signal.aborted; attempt++) {
     try {
-      await ping(params.databaseUrl)
+      await ping(params.databaseUrl, params.connectTimeoutMs ?? STARTUP_CONNECT_TIMEOUT_MS)
       if (attempt > 1) params.log.info({ attempt, waitedMs: Date.now() - startedAt }, 'database reachable')
       return true
     } catch (err: unknown) {

@@ -7,9 +7,11 @@ import { adminQuery, urlFor } from '../db.ts'
 
 const run = promisify(execFile)
 const name = `c_${randomBytes(6).toString('hex')}`
+const eight = `c_${randomBytes(6).toString('hex')}`
 
 afterAll(async () => {
   await adminQuery(`drop database if exists ${name} with (force)`)
+  await adminQuery(`drop database if exists ${eight} with (force)`)
 })
 
 /** Runs the CLI; killed after 30 s, so a command that should have refused to start (an API, a worker) is not left running. */
@@ -38,6 +40,13 @@ describe('scheduler migrate', () => {
     const fromEnv = await scheduler(['migrate'], { ...env, SCHEDULER_PARTITIONS: '8' }).catch((e: unknown) => e)
     expect(fromEnv).toMatchObject({ code: 2 })
     expect((await scheduler(['migrate', '--partitions', String(PARTITION_COUNT_DEFAULT)], env)).stdout).toBe('schema is up to date\n')
+  })
+
+  it('takes an empty SCHEDULER_PARTITIONS as not set: the installed count, whatever it is', async () => {
+    await adminQuery(`create database ${eight}`)
+    const env = { DATABASE_URL: urlFor(eight) }
+    expect((await scheduler(['migrate', '--partitions', '8'], env)).stdout).toMatch(/^applied \d+ migration\(s\)/)
+    expect((await scheduler(['migrate'], { ...env, SCHEDULER_PARTITIONS: '' })).stdout).toBe('schema is up to date\n')
   })
 
   it('exits 2 with a message naming the variable when configuration is invalid', async () => {

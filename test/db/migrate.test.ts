@@ -5,6 +5,7 @@ import { migrate } from '../../src/db/migrate.ts'
 import { PARTITION_COUNT_DEFAULT } from '../../src/core/names.ts'
 import { ConfigError } from '../../src/errors.ts'
 import { adminQuery, urlFor } from '../db.ts'
+import { startTcpProxy, viaProxy } from '../worker/tcp-proxy.ts'
 
 const created: string[] = []
 
@@ -30,6 +31,20 @@ afterEach(async () => {
 })
 
 describe('migrate', () => {
+  it('fails at its connect timeout, naming it, against a database that takes connections but never answers', async () => {
+    const url = await emptyDatabase()
+    const target = new URL(url)
+    const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) })
+    try {
+      proxy.blackhole()
+      const started = performance.now()
+      await expect(migrate({ databaseUrl: viaProxy(url, proxy), connectTimeoutMs: 300 })).rejects.toThrow(/connection timeout/)
+      expect(performance.now() - started).toBeLessThan(5_000)
+    } finally {
+      await proxy.close()
+    }
+  })
+
   it('creates the schema with the requested number of hash partitions on a fresh database', async () => {
     const url = await emptyDatabase()
     const { applied } = await migrate({ databaseUrl: url, partitions: 8 })

@@ -53,6 +53,21 @@ describe('waitForDatabase', () => {
     expect(lines.at(-1)).toMatchObject({ msg: 'database reachable', attempt: waits.length + 1 })
   })
 
+  it('retries a database that takes connections but never answers (a host dropping packets), each attempt ending at its connect timeout', async () => {
+    proxy = await startTcpProxy({ host: new URL(t.url).hostname, port: Number(new URL(t.url).port || 5432) })
+    const url = viaProxy(t.url, proxy)
+    proxy.blackhole()
+    const { log, lines } = capturingLogger()
+    const waiting = waitForDatabase({ databaseUrl: url, log, signal: new AbortController().signal, firstDelayMs: 20, maxDelayMs: 50, connectTimeoutMs: 200 })
+    await waitFor(() => lines.length >= 2, { what: 'two waits logged' })
+    proxy.heal()
+    expect(await waiting).toBe(true)
+    const waits = lines.filter((l) => l.msg === 'database unreachable at start-up; retrying')
+    expect(waits.length).toBeGreaterThanOrEqual(2)
+    expect(waits[0]).toMatchObject({ level: 40, err: expect.objectContaining({ message: 'timeout expired' }) })
+    expect(lines.at(-1)).toMatchObject({ msg: 'database reachable' })
+  })
+
   it('returns false when the signal aborts the wait', async () => {
     const { log, lines } = capturingLogger()
     const abort = new AbortController()

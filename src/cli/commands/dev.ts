@@ -74,7 +74,7 @@ export function registerDev(program: Command): void {
         }
         if (stopping !== undefined) return
         // The default count is not checked against an installed schema; a count asked for is.
-        const partitions = process.env.SCHEDULER_PARTITIONS !== undefined ? config.db.partitions : undefined
+        const partitions = (process.env.SCHEDULER_PARTITIONS ?? '') !== '' ? config.db.partitions : undefined
         const { applied } = await migrate({ databaseUrl, partitions })
         say(applied.length === 0 ? 'schema: up to date' : `schema: applied ${applied.length} migration(s)`)
         if (stopping !== undefined) return

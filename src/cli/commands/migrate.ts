@@ -19,7 +19,7 @@ export function registerMigrate(program: Command): void {
       if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
       const log = createLogger({ level: config.logLevel })
       // Only a count that was asked for is checked against an installed schema, not the default.
-      const asked = opts.partitions !== undefined || process.env.SCHEDULER_PARTITIONS !== undefined
+      const asked = opts.partitions !== undefined || (process.env.SCHEDULER_PARTITIONS ?? '') !== ''
       const { applied } = await migrate({ databaseUrl: config.databaseUrl, partitions: asked ? config.db.partitions : undefined, log })
       process.stdout.write(applied.length === 0 ? 'schema is up to date\n' : `applied ${applied.length} migration(s): ${applied.join(', ')}\n`)
     })
