@@ -105,6 +105,11 @@ export class OutcomeWriter implements CompletionListener {
     this.track(run, ctx, this.write(run, ctx, { kind: 'complete', resultJson }, closing, false))
   }
 
+  /** Outcome writes not ended yet (retrying while the database does not answer, or in flight). */
+  get pending(): number {
+    return this.writing.size
+  }
+
   /** Resolves once every write started so far has ended and the completer has flushed. */
   async drain(): Promise<void> {
     do {

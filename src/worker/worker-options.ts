@@ -60,6 +60,8 @@ export interface WorkerOptions {
   pollIntervalMs: number
   /** How long stop() lets running handlers finish before aborting them. */
   shutdownGraceMs: number
+  /** How long a stop waits for the database at each step after the grace (default STOP_DATABASE_WAIT_MS; tests). */
+  stopDatabaseWaitMs?: number
   /** Where handlers' ctx.output goes (output-stores.ts); started and stopped by the caller. */
   outputStore: OutputStore
   /** Runs every handler loaded from a module in this sandbox, whatever the handler asks. Default: each handler's own. */

@@ -45,6 +45,27 @@ const SANDBOX_GRACE_MS_DEFAULT = 500
 const SANDBOX_IDLE_MS = 60_000
 /** How soon a worker claims again from a queue its concurrency limit held back. */
 const LIMITED_QUEUE_RECLAIM_MS = 50
+/**
+ * How long a stop waits for the database, once the handlers' grace has ended, at each of its steps
+ * (the outcomes of ended runs, the hand-back, the heartbeat's last statement, the sign-off). A
+ * database that does not answer within it is given up: what was not recorded or handed back is
+ * requeued by the reaper when its lease expires, and the process can end.
+ */
+export const STOP_DATABASE_WAIT_MS = 5_000
+
+/** Whether `work` settled within `ms` (it goes on either way). */
+async function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined
+  const settled = await Promise.race([
+    work.then(
+      () => true,
+      () => true,
+    ),
+    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
+  ])
+  clearTimeout(timer)
+  return settled
+}
 
 /** A worker process's scheduler side: claims, runs and records executions (see the file header). */
 export class Worker {
@@ -329,23 +350,35 @@ export class Worker {
       ])
       clearTimeout(graceTimer)
     }
-    await this.outcomes.drain()
+    // From here on each step waits for the database at most STOP_DATABASE_WAIT_MS: the outcomes of
+    // ended runs are retried while it does not answer, and a stop must end even if it never does.
+    const waitMs = this.o.stopDatabaseWaitMs ?? STOP_DATABASE_WAIT_MS
+    let answering = await settlesWithin(this.outcomes.drain(), waitMs)
     const unfinished = this.leases.held().filter((run) => run.state !== 'finishing')
     for (const run of unfinished) this.abort(run, new ShutdownError('worker shutting down'))
     if (unfinished.length > 0) {
       // Their output is stored (and later writes discarded) while the lease is still ours: a rerun
       // of the same attempt number must not find chunks of this run arriving after its own.
       await Promise.all(unfinished.map((run) => run.ctx?.closeOutput()))
-      const released = await this.leases.handBack(unfinished)
+      let released = 0
+      const handedBack = this.leases.handBack(unfinished).then((n) => void (released = n))
+      if (!answering || !(await settlesWithin(handedBack, waitMs))) answering = false
       for (const run of unfinished) endRunSpan(run, 'handed back')
-      this.log.info({ count: released }, 'handed back unfinished executions')
+      if (answering) this.log.info({ count: released }, 'handed back unfinished executions')
     }
     // Outcomes of handlers that returned as the grace period ended, after the first drain.
-    await this.outcomes.drain()
+    if (answering) answering = await settlesWithin(this.outcomes.drain(), waitMs)
+    if (!answering) {
+      this.log.warn(
+        { outcomesNotRecorded: this.outcomes.pending, notHandedBack: unfinished.length, waitedMs: waitMs },
+        'the database did not answer while the worker stopped: its executions not recorded or handed back are requeued by the reaper when their leases expire',
+      )
+    }
     this.outcomes.stop()
-    await this.leases.stop()
+    if (answering) await this.leases.stop()
+    else await settlesWithin(this.leases.stop(), waitMs)
     await this.sandboxes?.close()
-    await workerMarkStopped(this.o.db, { id: this.id }).catch(() => undefined)
+    if (answering) await workerMarkStopped(this.o.db, { id: this.id }).catch(() => undefined)
     this.log.info('worker stopped')
   }
 }
