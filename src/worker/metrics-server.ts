@@ -7,6 +7,7 @@
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Registry } from 'prom-client'
+import { loudLogger } from '../db/outage.ts'
 import type { Logger } from '../logger.ts'
 
 export interface MetricsServerParams {
@@ -51,9 +52,13 @@ export class MetricsServer {
         })
       })
     } catch (err: unknown) {
-      log.error(
-        { err, port: this.p.port },
-        'worker metrics not served: the port could not be opened (several workers on one host need distinct SCHEDULER_WORKER_METRICS_PORT values)',
+      // not through the outage-quiet logger: a host that does not resolve is not the database's outage
+      const code = (err as { code?: unknown }).code
+      loudLogger(log).error(
+        { err, host: this.p.host, port: this.p.port },
+        code === 'EADDRINUSE'
+          ? 'worker metrics not served: the port is taken (several workers on one host need distinct SCHEDULER_WORKER_METRICS_PORT values)'
+          : `worker metrics not served: could not listen on ${this.p.host}:${this.p.port} (SCHEDULER_WORKER_METRICS_HOST, SCHEDULER_WORKER_METRICS_PORT)`,
       )
       return undefined
     }

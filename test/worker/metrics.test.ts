@@ -1,10 +1,13 @@
 import { createServer } from 'node:net'
+import { Writable } from 'node:stream'
+import { pino } from 'pino'
 import type { AddressInfo } from 'node:net'
 import { sql } from 'kysely'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { loadConfig } from '../../src/config.ts'
 import { FatalError } from '../../src/errors.ts'
+import type { Logger } from '../../src/logger.ts'
 import { createWorkerSystem, type WorkerSystem } from '../../src/system.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { executionRescueExpired } from '../../src/db/queries/rescue.ts'
@@ -31,12 +34,27 @@ function freePort(): Promise<number> {
   })
 }
 
+/** A logger whose lines are kept, parsed. */
+function capturing() {
+  const lines: Array<{ level: number; msg: string }> = []
+  const log = pino(
+    { level: 'info' },
+    new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(JSON.parse(String(chunk)))
+        done()
+      },
+    }),
+  ) as unknown as Logger
+  return { log, lines }
+}
+
 const systems: WorkerSystem[] = []
 afterEach(async () => {
   await Promise.all(systems.splice(0).map((s) => s.stop()))
 })
 
-async function startSystem(env: Record<string, string>): Promise<WorkerSystem> {
+async function startSystem(env: Record<string, string>, log: Logger = t.log): Promise<WorkerSystem> {
   const config = loadConfig({
     DATABASE_URL: t.url,
     SCHEDULER_QUEUES: 'default,reports',
@@ -54,7 +72,7 @@ async function startSystem(env: Record<string, string>): Promise<WorkerSystem> {
       return { ok: true }
     }),
   ]
-  const system = createWorkerSystem({ config, log: t.log, handlers })
+  const system = createWorkerSystem({ config, log, handlers })
   systems.push(system)
   await system.start()
   return system
@@ -176,12 +194,36 @@ describe('worker metrics', () => {
   it('runs on without metrics when its port is taken, logging why', async () => {
     const port = await freePort()
     const first = await startSystem({ SCHEDULER_WORKER_METRICS_PORT: String(port) })
-    const second = await startSystem({ SCHEDULER_WORKER_METRICS_PORT: String(port) })
+    const logged = capturing()
+    const second = await startSystem({ SCHEDULER_WORKER_METRICS_PORT: String(port) }, logged.log)
     expect(first.metricsPort()).toBe(port)
     expect(second.metricsPort()).toBeUndefined()
+    expect(logged.lines.filter((l) => l.msg.startsWith('worker metrics not served'))).toEqual([
+      expect.objectContaining({
+        level: 50,
+        msg: 'worker metrics not served: the port is taken (several workers on one host need distinct SCHEDULER_WORKER_METRICS_PORT values)',
+      }),
+    ])
     const client = createClient({ db: t.db, tenant: 'acme' })
     const { job } = await client.submitJob({ type: 'metrics.job' })
     await waitFor(async () => (await client.viewJob(job.id)).status === 'COMPLETED', { what: 'the job to run' })
+  })
+})
+
+describe('worker metrics: a host it cannot listen on', () => {
+  it('says so, naming the host, and no database outage is reported for it', async () => {
+    const logged = capturing()
+    const system = await startSystem(
+      { SCHEDULER_WORKER_METRICS_PORT: String(await freePort()), SCHEDULER_WORKER_METRICS_HOST: 'no-such-host.invalid' },
+      logged.log,
+    )
+    expect(system.metricsPort()).toBeUndefined()
+    const notServed = logged.lines.filter((l) => l.msg.startsWith('worker metrics not served'))
+    expect(notServed).toHaveLength(1)
+    expect(notServed[0]?.msg).toMatch(
+      /^worker metrics not served: could not listen on no-such-host\.invalid:\d+ \(SCHEDULER_WORKER_METRICS_HOST, SCHEDULER_WORKER_METRICS_PORT\)$/,
+    )
+    expect(logged.lines.filter((l) => l.msg.startsWith('database unavailable'))).toEqual([])
   })
 })
 
