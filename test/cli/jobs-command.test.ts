@@ -155,6 +155,10 @@ describe('scheduler jobs', () => {
     for (const [args, message] of [
       [['jobs', 'submit', 'ok', '--at', '2030-01-01'], '--at must be an ISO-8601 instant with a time zone'],
       [['jobs', 'submit', 'ok', '--priority', '5000'], '--priority must be an integer from -1000 to 1000'],
+      // decimal integers only, as the configuration takes them
+      [['jobs', 'submit', 'ok', '--priority', ''], '--priority must be an integer, got ""'],
+      [['jobs', 'submit', 'ok', '--priority', '0x10'], '--priority must be an integer, got "0x10"'],
+      [['jobs', 'submit', 'ok', '--max-attempts', '1e1'], '--max-attempts must be an integer, got "1e1"'],
       [['queues', 'limit', 'cli-q', '0'], '<limit> must be an integer from 1 to 100000, or "none" for no limit (got 0)'],
       [['queues', 'rate-limit', 'cli-q', '5', '--per-ms', '0'], '--per-ms must be an integer from 1 to 86400000 (got 0)'],
       [['tenants', 'set', 'cli-t', '--weight', 'none'], '--weight must be a number, got "none"'],

@@ -35,8 +35,9 @@ async function clientForJob(client: Client, db: Kysely<DB>, id: string, tenant: 
 
 function number(text: string | undefined, name: string): number | undefined {
   if (text === undefined) return undefined
-  const n = Number(text)
-  if (!Number.isInteger(n)) throw new ValidationError(`${name} must be an integer, got "${text}"`, [{ path: name, message: 'an integer' }])
+  // decimal digits only, as the configuration reads numbers: not "", "0x10" or "1e1", which Number() takes
+  const n = /^\s*[+-]?\d+\s*$/.test(text) ? Number(text) : Number.NaN
+  if (!Number.isSafeInteger(n)) throw new ValidationError(`${name} must be an integer, got "${text}"`, [{ path: name, message: 'an integer' }])
   return n
 }
 
