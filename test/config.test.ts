@@ -71,6 +71,13 @@ describe('loadConfig', () => {
     expect(parseOutputStoreSetting('s3://logs', '.')).toEqual({ kind: 's3', bucket: 'logs', keyPrefix: '' })
     expect(parseOutputStoreSetting('file', 'out')).toEqual({ kind: 'file', dir: 'out' })
     expect(parseOutputStoreSetting('file:///var/lib/pgsched%20out', 'out')).toEqual({ kind: 'file', dir: '/var/lib/pgsched out' })
+    expect(parseOutputStoreSetting('file://localhost/srv/out', 'out')).toEqual({ kind: 'file', dir: '/srv/out' })
+    // a relative path in a file: URL is refused, not read as a folder at the root
+    for (const relative of ['file:relative/out', 'file:./out', 'file:/abs-without-slashes', 'file://relative/out']) {
+      expect(() => parseOutputStoreSetting(relative, 'out'), relative).toThrow(
+        `must be postgres, file, file:///absolute/dir or s3://bucket/prefix (got ${JSON.stringify(relative)})`,
+      )
+    }
     const err = errorOf(() => loadConfig({ SCHEDULER_OUTPUT_STORE: 'ftp://x', SCHEDULER_OUTPUT_MAX_BYTES: '10', SCHEDULER_OUTPUT_S3_ENDPOINT: 'minio:9000' }))
     expect(err.message).toContain('SCHEDULER_OUTPUT_MAX_BYTES must be an integer from 1024 to 1073741824 (got 10)')
     expect(err.message).toContain('SCHEDULER_OUTPUT_S3_ENDPOINT must be an http:// or https:// URL (got "minio:9000")')

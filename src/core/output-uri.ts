@@ -104,7 +104,10 @@ export function parseOutputStoreSetting(value: string, fileDir: string): OutputS
   } catch {
     throw new Error(`${accepted} (got ${JSON.stringify(value)})`)
   }
-  if (url.protocol === 'file:' && url.pathname.length > 1 && !url.search && !url.hash && (url.hostname === '' || url.hostname === 'localhost')) {
+  // written with the URL's slashes (file:///dir, file://localhost/dir): the parser reads "file:dir"
+  // and "file:./dir" as /dir, a folder at the root the writer of a relative path did not mean
+  const absolute = /^file:\/\/(localhost)?\//i.test(value)
+  if (url.protocol === 'file:' && absolute && url.pathname.length > 1 && !url.search && !url.hash && (url.hostname === '' || url.hostname === 'localhost')) {
     return { kind: 'file', dir: decodeURIComponent(url.pathname) }
   }
   if (url.protocol === 's3:' && /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(url.hostname) && !url.search && !url.hash && !url.username) {
