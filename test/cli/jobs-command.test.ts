@@ -4,7 +4,8 @@
  * calls until nothing is left, with progress on stderr (a line per call when stderr is not a
  * terminal).
  */
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -146,6 +147,20 @@ describe('scheduler jobs', () => {
     } finally {
       await rm(dir, { recursive: true, force: true })
     }
+  })
+
+  it('ends an export quietly, exit code 0, when its reader closes standard output early (| head)', async () => {
+    await insertExecutions(t.db, 3000, { state: 'pending', job: { tenant: 'piped', queue: 'piped' } })
+    const child = spawn('node', ['bin/scheduler', 'jobs', 'export', '--tenant', 'piped', '--format', 'csv'], { env: { ...process.env, DATABASE_URL: t.url } })
+    let stderr = ''
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    // the reader takes the first chunk and goes away, as `head -3` does
+    const first = await new Promise<string>((resolve) => child.stdout.once('data', (d: Buffer) => resolve(d.toString())))
+    child.stdout.destroy()
+    const [code] = (await once(child, 'exit')) as [number | null]
+    expect(first).toMatch(/^id,/)
+    expect(stderr).not.toMatch(/EPIPE|error/i)
+    expect(code).toBe(0)
   })
 
   it("prints queues list and tenants list --json in the REST API's shape, {items: [...]}", async () => {

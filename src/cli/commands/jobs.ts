@@ -216,8 +216,8 @@ export function registerJobs(program: Command): void {
         const counted = countJobs(client.allTenants().exportJobs(filterOf(o)))
         const text = o.format === 'csv' ? jobsCsv(counted.jobs) : jobsJsonArray(counted.jobs)
         if (o.output === undefined) {
-          await writeAll(text, process.stdout)
-          process.stderr.write(`exported ${jobsText(counted.count())}\n`)
+          // a reader that stops early (`| head`) ends the export, quietly: it was asked for
+          if (await writeToStdout(text)) process.stderr.write(`exported ${jobsText(counted.count())}\n`)
           return
         }
         // written beside the file and renamed when whole: a failed export leaves no file that looks complete
@@ -256,6 +256,33 @@ function countJobs(jobs: AsyncIterable<Job>): { jobs: AsyncGenerator<Job>; count
 const jobsText = (n: number): string => `${n} job${n === 1 ? '' : 's'}`
 
 /** Writes every chunk to `out`, waiting while its buffer is full. */
+/**
+ * Writes `chunks` to standard output; false when its reader closed it (EPIPE), which ends the writing
+ * without an error. Any other error of the stream is thrown.
+ */
+async function writeToStdout(chunks: AsyncIterable<string>): Promise<boolean> {
+  const out = process.stdout
+  let failed: NodeJS.ErrnoException | undefined
+  // kept after an EPIPE: a write still buffered fails the same way, with no one else listening
+  out.on('error', (err: NodeJS.ErrnoException) => void (failed ??= err))
+  for await (const chunk of chunks) {
+    if (failed !== undefined) break
+    if (!out.write(chunk)) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          out.off('drain', done)
+          out.off('error', done)
+          resolve()
+        }
+        out.on('drain', done)
+        out.on('error', done)
+      })
+    }
+  }
+  if (failed !== undefined && failed.code !== 'EPIPE') throw failed
+  return failed === undefined
+}
+
 async function writeAll(chunks: AsyncIterable<string>, out: Writable): Promise<void> {
   for await (const chunk of chunks) {
     if (!out.write(chunk)) await once(out, 'drain')
