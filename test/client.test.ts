@@ -69,6 +69,26 @@ describe('client.submitJob', () => {
     expect((err as Error).message).toContain('Mars/Olympus')
   })
 
+  it('refuses a payload holding a value JSON has no form for (BigInt, function, symbol, Map, Set) with a ValidationError naming where', async () => {
+    const cases: Array<[unknown, string, string]> = [
+      [{ amount: 1n }, 'payload.amount', 'payload.amount must be a JSON value, not a BigInt (give it as a number within ±2^53 or as a string)'],
+      [() => 1, 'payload', 'payload must be a JSON value, not a function'],
+      [{ list: [1, Symbol('s')] }, 'payload.list.1', 'payload.list.1 must be a JSON value, not a symbol'],
+      [{ m: new Map([['a', 1]]) }, 'payload.m', 'payload.m must be a JSON value, not a Map (give an object)'],
+      [{ s: new Set([1]) }, 'payload.s', 'payload.s must be a JSON value, not a Set (give an array)'],
+    ]
+    for (const [payload, path, message] of cases) {
+      const err = await client()
+        .submitJob({ type: 'json', payload })
+        .catch((e: unknown) => e)
+      expect(err, path).toBeInstanceOf(ValidationError)
+      expect((err as ValidationError).details, path).toEqual([{ path, message }])
+    }
+    // what JSON does have a form for is kept as JSON.stringify writes it
+    const { job } = await client().submitJob({ type: 'json', payload: { at: new Date('2030-01-01T00:00:00Z'), gone: undefined } })
+    expect(job.payload).toEqual({ at: '2030-01-01T00:00:00.000Z' })
+  })
+
   it('commits with the caller transaction and disappears when it rolls back (Kysely and pg)', async () => {
     const kept = await t.db.transaction().execute((trx) => client().submitJob({ type: 'a' }, { trx }))
     await expect(

@@ -19,9 +19,10 @@ export interface JsonValueProblem {
   problem: string
   /**
    * depth: nested too deep; text: a string or key the database cannot store; poison: a `__proto__`
-   * key or `constructor.prototype`; number: a number that would not be kept as given.
+   * key or `constructor.prototype`; number: a number that would not be kept as given; type: a value
+   * of the caller's with no JSON form (a BigInt, a function, a symbol, a Map or a Set).
    */
-  kind: 'depth' | 'text' | 'poison' | 'number'
+  kind: 'depth' | 'text' | 'poison' | 'number' | 'type'
 }
 
 export interface JsonValueCheck {
@@ -38,6 +39,8 @@ export interface JsonValueCheck {
 /** Why a number is refused (see the module comment). */
 const NOT_FINITE = 'must be a finite number within ±1.7976931348623157e308 (not NaN or Infinity)'
 const INEXACT_INTEGER = `must be an integer within ±${Number.MAX_SAFE_INTEGER} to be kept exactly (JSON numbers are read as IEEE-754 doubles): send larger ones as strings`
+
+const NO_BIGINT = 'must be a JSON value, not a BigInt (give it as a number within ±2^53 or as a string)'
 
 const join = (path: string, key: string) => (path ? `${path}.${key}` : key)
 
@@ -56,7 +59,13 @@ export function jsonValueProblem(value: unknown, check: JsonValueCheck): JsonVal
       if (check.exactIntegers && Math.abs(v) > Number.MAX_SAFE_INTEGER) return { path, problem: INEXACT_INTEGER, kind: 'number' }
       continue
     }
+    // values JSON has no form for: JSON.stringify would throw (a BigInt) or drop or null them silently
+    if (typeof v === 'bigint') return { path, problem: NO_BIGINT, kind: 'type' }
+    if (typeof v === 'function' || typeof v === 'symbol') return { path, problem: `must be a JSON value, not a ${typeof v}`, kind: 'type' }
     if (typeof v !== 'object' || v === null) continue
+    if (v instanceof Map || v instanceof Set) {
+      return { path, problem: `must be a JSON value, not a ${v instanceof Map ? 'Map (give an object)' : 'Set (give an array)'}`, kind: 'type' }
+    }
     if (depth + 1 > check.maxDepth) return { path, problem: `must nest at most ${check.maxDepth} levels deep`, kind: 'depth' }
     if (Array.isArray(v)) {
       for (let i = v.length - 1; i >= 0; i--) stack.push([v[i], join(path, String(i)), depth + 1])
