@@ -28,6 +28,15 @@ async function written(): Promise<Record<string, number>> {
 }
 
 describe('admission quotas', () => {
+  it('says a tenant with maxPending 0 accepts no new jobs, and asks for a retry in a minute, not a second', async () => {
+    const ops = await operatorKey()
+    expect((await api.call(ops, 'PATCH', '/v1/tenants/closed', { maxPending: 0 })).statusCode).toBe(200)
+    const refused = await api.call(await api.keyFor('closed'), 'POST', '/v1/jobs', { type: 'k' })
+    expect(refused.statusCode).toBe(429)
+    expect(refused.headers['retry-after']).toBe('60')
+    expect(refused.json()).toEqual({ statusCode: 429, error: 'Too Many Requests', message: 'tenant closed accepts no new jobs: its quota maxPending is 0' })
+  })
+
   it('refuses the submit over maxPending with 429, Retry-After and the quota named, writes nothing, and accepts again once work drains', async () => {
     const ops = await operatorKey()
     const set = await api.call(ops, 'PATCH', '/v1/tenants/acme', { maxPending: 3 })
