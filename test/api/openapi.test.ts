@@ -75,6 +75,8 @@ describe('GET /openapi.json', () => {
         }
         if (path.includes('{id}')) {
           expect(op?.parameters).toContainEqual(expect.objectContaining({ name: 'id', in: 'path', schema: expect.objectContaining({ format: 'uuid' }) }))
+          // an id of another tenant's, or of nothing, answers 404: the contract says so for generated clients
+          expect(op?.responses['404']?.content?.['application/json']?.schema, `${method} ${path} 404`).toEqual({ $ref: '#/components/schemas/Error' })
         }
       }
     }

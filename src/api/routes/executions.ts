@@ -19,7 +19,7 @@ import { NotFoundError } from '../../errors.ts'
 import { abortableSleep } from '../../lib/service.ts'
 import { OutputGoneError, type OutputReader, type OutputReaders } from '../output-readers.ts'
 import { IdParams } from '../schemas/common.ts'
-import { CommonErrors } from '../schemas/error.ts'
+import { CommonErrors, ErrorResponses } from '../schemas/error.ts'
 import { watchApiKey, type RouteDeps } from './deps.ts'
 import { clientForExecution } from './job-operations.ts'
 
@@ -145,6 +145,7 @@ export const executionRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app,
             },
           },
           ...CommonErrors,
+          404: ErrorResponses[404],
         },
       },
     },

@@ -4,7 +4,7 @@
  * type pgsched.webhook (at least once, retried with backoff), signed in the Pgsched-Signature header.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { CommonErrors } from '../schemas/error.ts'
+import { CommonErrors, ErrorResponses } from '../schemas/error.ts'
 import {
   CreatedWebhookSchema,
   CreateWebhookBody,
@@ -68,7 +68,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         description: 'The subscription, without its secret (shown only when it was created).',
         security,
         params: WebhookParams,
-        response: { 200: WebhookRef, ...CommonErrors },
+        response: { 200: WebhookRef, ...CommonErrors, 404: ErrorResponses[404] },
       },
     },
     async (request) => webhookToJson(await deps.clientFor(request).webhooks.view(request.params.id)),
@@ -85,7 +85,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
           'No further deliveries start: its delivery jobs with work left are cancelled (a delivery running is told to stop). The delivery log goes with it.',
         security,
         params: WebhookParams,
-        response: { 200: WebhookRef, ...CommonErrors },
+        response: { 200: WebhookRef, ...CommonErrors, 404: ErrorResponses[404] },
       },
     },
     async (request) => webhookToJson(await deps.clientFor(request).webhooks.delete(request.params.id)),
@@ -103,7 +103,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         security,
         params: WebhookParams,
         querystring: DeliveryQuery,
-        response: { 200: DeliveryListSchema, ...CommonErrors },
+        response: { 200: DeliveryListSchema, ...CommonErrors, 404: ErrorResponses[404] },
       },
     },
     async (request) => {

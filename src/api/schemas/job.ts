@@ -92,7 +92,14 @@ const QueueName = (description: string) =>
 /** `schedule` of a submit: one of three shapes. */
 export const ScheduleInputSchema = Type.Union(
   [
-    Type.Object({ at: Instant('ISO-8601 instant with a time zone; a past instant runs now.') }, { additionalProperties: false, title: 'At' }),
+    Type.Object(
+      {
+        at: Instant(
+          'ISO-8601 instant with a time zone; a past instant runs now. A `startDeadlineMs` counts from this instant: one that has already passed at the submit expires the run instead.',
+        ),
+      },
+      { additionalProperties: false, title: 'At' },
+    ),
     Type.Object(
       {
         cron: Type.String({
