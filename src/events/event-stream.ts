@@ -10,7 +10,9 @@
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
 import { ValidationError } from '../errors.ts'
-import type { EventFilter, JobEvent } from '../core/events.ts'
+import { EVENT_TYPES, isEventType, type EventFilter, type JobEvent } from '../core/events.ts'
+import { QUEUE_RULE, TYPE_RULE, isQueueName, isTypeName } from '../core/names.ts'
+import { assertUuid } from '../paging.ts'
 import {
   eventLatestSeq,
   eventPositionOf,
@@ -106,6 +108,26 @@ export async function streamEventMessages(
   })
 }
 
+/**
+ * Refuses a filter no event can match, as GET /v1/events does (400): a job id that is not a UUID, a
+ * job type or queue no job can have, an event type that does not exist. A stream opened with one
+ * would wait for ever for nothing.
+ */
+function assertEventFilter(f: EventFilter): void {
+  if (f.jobId !== undefined) assertUuid(f.jobId, 'jobId')
+  const bad = (path: string, message: string) => {
+    throw new ValidationError(message, [{ path, message }])
+  }
+  if (f.type !== undefined && !isTypeName(f.type)) bad('type', `type must be a job type: ${TYPE_RULE}, got ${JSON.stringify(f.type)}`)
+  if (f.queue !== undefined && !isQueueName(f.queue)) bad('queue', `queue must be a queue name: ${QUEUE_RULE}, got ${JSON.stringify(f.queue)}`)
+  if (f.events !== undefined) {
+    if (!Array.isArray(f.events)) bad('events', `events must be an array of event types (${EVENT_TYPES.join(', ')})`)
+    f.events.forEach((e, i) => {
+      if (!isEventType(e)) bad(`events.${i}`, `events.${i} must be one of ${EVENT_TYPES.join(', ')}, got ${JSON.stringify(e)}`)
+    })
+  }
+}
+
 function filterOf(params: StreamEventsParams): EventFilter {
   return { jobId: params.jobId, type: params.type, queue: params.queue, events: params.events }
 }
@@ -116,6 +138,7 @@ async function openPages<P>(
   params: StreamEventsParams,
   read: PageReader<P>,
 ): Promise<AsyncGenerator<P, void, undefined>> {
+  assertEventFilter(params)
   const keepMs = params.retentionMs ?? EVENTS_RETENTION_MS_DEFAULT
   // a position no page can read is refused before the stream opens: GET /v1/events answers 400 rather
   // than ending the stream after `: open`, which an EventSource client would reopen for ever

@@ -2,6 +2,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely'
 import pg from 'pg'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
+import { ValidationError } from '../../src/errors.ts'
 import { compareEventIds, eventToJson, type JobEvent } from '../../src/core/events.ts'
 import { normalizeSubmit } from '../../src/core/job.ts'
 import { MESSAGE_CHUNK_CHARS, eventListAfter, eventListenerOpen, eventMessagePageAfter, eventPageAfter, eventPruneOld } from '../../src/db/queries/events.ts'
@@ -450,6 +451,25 @@ describe('event capture', () => {
     // short pages that ended inside the claim's batch, at the last event they read of it
     const started = all.filter((e) => e.type === 'started').map((e) => e.id.split('-')[0])
     expect(cuts.some((c) => c.includes('-') && c.split('-')[0] === started[0])).toBe(true)
+  })
+
+  it('refuses, as GET /v1/events does, a client stream whose filter no event can match, before opening it', async () => {
+    const client = createClient({ db: t.db, tenant: 'f' })
+    const cases: Array<[Parameters<typeof client.events>[0], string, string]> = [
+      [{ jobId: 'zzz' }, 'jobId', 'jobId must be a UUID'],
+      [{ type: 'bad type' }, 'type', 'type must be a job type'],
+      [{ queue: 'bad queue' }, 'queue', 'queue must be a queue name'],
+      [{ events: ['started', 'bogus' as never] }, 'events.1', 'events.1 must be one of submitted, started,'],
+    ]
+    for (const [filter, path, message] of cases) {
+      const err = await client.events(filter).catch((e: unknown) => e)
+      expect(err, path).toBeInstanceOf(ValidationError)
+      expect((err as ValidationError).details?.[0]?.path, path).toBe(path)
+      expect((err as Error).message, path).toContain(message)
+    }
+    // no listener was opened for them: capture stays off for the tenant
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.event_listeners where tenant = 'f'`.execute(t.db)
+    expect(rows[0]?.n).toBe(0)
   })
 
   it('a stream whose filter matches nothing moves past the events it read', async () => {
