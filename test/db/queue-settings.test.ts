@@ -248,6 +248,7 @@ describe('the queue functions of SQL', () => {
     [`pgsched.set_queue_key_rate_limit('default', 5, null)`, 'key_rate_limit and key_rate_period_ms are given together'],
     [`pgsched.pause_queue(null)`, 'queue must be 1-64 characters: letters, digits and _ . : / - (not first), got null'],
     [`pgsched.set_queue_concurrency_limit('bad queue!', 3)`, `queue must be 1-64 characters: letters, digits and _ . : / - (not first), got 'bad queue!'`],
+    [`pgsched.set_queue_fair_share('default', null)`, 'fair_share must be true or false, got null'],
   ])('%s is refused with a message naming the argument, and changes nothing', async (call, message) => {
     const error = await sql`select ${sql.raw(call)}`.execute(t.db).then(
       () => undefined,
@@ -257,6 +258,16 @@ describe('the queue functions of SQL', () => {
     expect(error?.code).toBe('22023')
     expect(error?.detail).toBeUndefined()
     expect(await t.db.selectFrom('pgsched.queues').selectAll().execute()).toEqual([])
+  })
+
+  it('refuses claims_in_flight_since(null), which would read as no claim in flight', async () => {
+    const error = await sql`select pgsched.claims_in_flight_since(null)`.execute(t.db).then(
+      () => undefined,
+      (err: { message: string; code: string }) => err,
+    )
+    expect(error).toMatchObject({ code: '22004', message: 'since must be the instant to count claims from (read after the pause, e.g. now()), got null' })
+    const { rows } = await sql<{ n: number }>`select pgsched.claims_in_flight_since(now()) as n`.execute(t.db)
+    expect(rows[0]?.n).toBe(0)
   })
 
   it('takes settings in range and removes them with null', async () => {
