@@ -12,7 +12,8 @@
  * its own attempt. See sandbox-pool.ts.
  */
 import type { Writable } from 'node:stream'
-import { pathToFileURL } from 'node:url'
+import { spawnSync } from 'node:child_process'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { resolve } from 'node:path'
 import type { Logger } from '../logger.ts'
 import { ValidationError } from '../errors.ts'
@@ -129,13 +130,42 @@ export class HandlerRegistry {
  */
 export async function loadHandlerModule(path: string): Promise<Handler[]> {
   const href = moduleUrl(path)
-  const mod = (await import(href)) as Record<string, unknown>
+  let mod: Record<string, unknown>
+  try {
+    mod = (await import(href)) as Record<string, unknown>
+  } catch (err: unknown) {
+    // the module's own error (a syntax error, a throw while it loads) says neither which module nor where
+    const message = err instanceof Error ? err.message : String(err)
+    const line = err instanceof SyntaxError ? syntaxErrorLine(href) : err instanceof Error ? lineIn(err.stack ?? '', href) : undefined
+    throw new Error(`could not load the handlers module ${path}${line === undefined ? '' : ` (line ${line})`}: ${message}`, { cause: err })
+  }
   // Each knows its module, so a sandbox can load it.
   const found = handlersIn(mod).map((h) => (h.module ? h : { ...h, module: href }))
   if (found.length === 0) {
     throw new Error(`${path} exports no handlers; export values made with defineHandler(type, fn)`)
   }
   return found
+}
+
+/**
+ * The line of a module's syntax error: Node.js keeps it out of the error it throws (it prints it only
+ * for an uncaught one), so `node --check` reads the file again and says. Only on this failure path.
+ */
+function syntaxErrorLine(href: string): number | undefined {
+  if (!href.startsWith('file:')) return undefined
+  const file = fileURLToPath(href)
+  const checked = spawnSync(process.execPath, ['--check', file], { encoding: 'utf8', timeout: 10_000 })
+  const first = (checked.stderr ?? '').split('\n', 1)[0] ?? ''
+  const digits = first.startsWith(`${file}:`) ? /^\d+$/.exec(first.slice(file.length + 1)) : null
+  return digits ? Number(digits[0]) : undefined
+}
+
+/** The first line of `href` a stack names (`file:///…/h.mjs:3` or `file:///…/h.mjs:3:7`), if any. */
+function lineIn(stack: string, href: string): number | undefined {
+  const at = stack.indexOf(`${href}:`)
+  if (at === -1) return undefined
+  const digits = /^\d+/.exec(stack.slice(at + href.length + 1))
+  return digits ? Number(digits[0]) : undefined
 }
 
 /** The handlers a module exports, alone or in arrays. */
