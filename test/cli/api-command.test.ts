@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { once } from 'node:events'
+import { createServer, type AddressInfo } from 'node:net'
 import { promisify } from 'node:util'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { useTestDb } from '../db.ts'
@@ -38,6 +39,25 @@ describe('scheduler keys', () => {
 })
 
 describe('scheduler api', () => {
+  it('exits 2 naming the setting when it cannot listen: a host that does not resolve, a port taken', async () => {
+    const env = { ...process.env, DATABASE_URL: t.url, LOG_LEVEL: 'warn' }
+    const api = (args: string[]) =>
+      run('node', ['bin/scheduler-api', ...args], { env, timeout: 30_000, killSignal: 'SIGKILL' }).then(
+        () => ({ code: 0, stderr: '' }),
+        (err: { code: number; stderr: string }) => ({ code: err.code, stderr: err.stderr }),
+      )
+    const badHost = await api(['--host', 'no-such-host.invalid', '--port', '0'])
+    expect(badHost.code).toBe(2)
+    expect(badHost.stderr).toContain('cannot listen on no-such-host.invalid:0: the host "no-such-host.invalid" does not resolve (SCHEDULER_HOST / --host')
+    const taken = createServer()
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+    onTestFinished(() => new Promise<void>((resolve) => taken.close(() => resolve())))
+    const port = (taken.address() as AddressInfo).port
+    const busy = await api(['--host', '127.0.0.1', '--port', String(port)])
+    expect(busy.code).toBe(2)
+    expect(busy.stderr).toContain(`cannot listen on 127.0.0.1:${port}: port ${port} is taken on 127.0.0.1 (SCHEDULER_HOST / --host, SCHEDULER_PORT / --port)`)
+  })
+
   it('serves the API on the given port and stops cleanly on SIGTERM', async () => {
     const key = (await scheduler(['keys', 'create', '--tenant', 'acme'])).stdout.trim()
     const child = spawn('node', ['bin/scheduler', 'api', '--port', '0', '--host', '127.0.0.1'], {

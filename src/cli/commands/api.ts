@@ -33,6 +33,28 @@ export interface StartApiServerParams {
   log: Logger
 }
 
+/**
+ * A failure to listen that the settings explain (a host that does not resolve or is not this
+ * machine's, a port taken or not allowed) as the configuration error it is: exit code 2, naming the
+ * settings. Any other failure as it came.
+ */
+function listenProblem(err: unknown, host: string, port: number): unknown {
+  const code = (err as { code?: unknown }).code
+  const why =
+    code === 'ENOTFOUND' || code === 'EAI_AGAIN'
+      ? `the host ${JSON.stringify(host)} does not resolve`
+      : code === 'EADDRNOTAVAIL'
+        ? `${host} is not an address of this machine`
+        : code === 'EADDRINUSE'
+          ? `port ${port} is taken on ${host}`
+          : code === 'EACCES'
+            ? `port ${port} needs privileges this process does not have`
+            : undefined
+  if (why === undefined) return err
+  const message = `cannot listen on ${host}:${port}: ${why} (SCHEDULER_HOST / --host, SCHEDULER_PORT / --port)`
+  return new ConfigError(message, [{ path: code === 'EADDRINUSE' || code === 'EACCES' ? 'api.port' : 'api.host', message }])
+}
+
 /** Connects to the database and listens on config.api.host:port. */
 export async function startApiServer(params: StartApiServerParams): Promise<ApiServer> {
   const { config, log } = params
@@ -51,7 +73,7 @@ export async function startApiServer(params: StartApiServerParams): Promise<ApiS
   } catch (err: unknown) {
     await app.close()
     await database.db.destroy()
-    throw err
+    throw listenProblem(err, config.api.host, config.api.port)
   }
   const address = app.server.address()
   const port = typeof address === 'object' && address ? address.port : config.api.port
