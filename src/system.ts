@@ -144,9 +144,14 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
   const webhookDispatcher = w.httpHandler === 'on' ? new WebhookDispatcher({ db: database.db, log }) : undefined
   let stopping: Promise<void> | undefined
   let started = false
+  /** The start in progress or done (settled either way for stop, which waits for it). */
+  let starting: Promise<void> | undefined
   /** Graceful: the worker hands back what it could not finish. Idempotent. */
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
+      // a stop asked for while the start is still going (a SIGTERM just after launch) waits for it, so
+      // that nothing it starts comes up after the stop, on destroyed pools
+      await starting?.catch(() => undefined)
       await Promise.all([worker.stop(), reaper.stop(), triggerScheduler.stop(), pruner.stop(), webhookDispatcher?.stop()])
       // What the runs handed back at shutdown had written.
       await outputStore.stop()
@@ -164,7 +169,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     async start() {
       if (started) throw new Error('this worker system was started already (a stopped one is not started again: create another)')
       started = true
-      try {
+      starting = (async () => {
         await outputStore.start()
         metricsPort = await metricsServer?.start()
         await worker.start()
@@ -172,6 +177,9 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
         triggerScheduler.start()
         pruner.start()
         webhookDispatcher?.start()
+      })()
+      try {
+        await starting
       } catch (err: unknown) {
         // what had started (the pools, the metrics port, the LISTEN connection) would keep the
         // process alive, doing nothing: released, so that the failure is the caller's to handle
