@@ -417,7 +417,10 @@ function makeClient(
     async cancelJob(id, options) {
       const job = await viewJob(id, options)
       if (job.state === 'cancelled') return job
-      if (!job.schedule && job.lastExecution && ['succeeded', 'failed', 'cancelled'].includes(job.lastExecution.state)) {
+      // finished: a one-time job's execution ended, or a recurring job has nothing to come (its schedule
+      // ended or stopped, its last run ended)
+      const finished = job.status === 'COMPLETED' || job.status === 'FAILED' || job.status === 'EXPIRED'
+      if (finished || (!job.schedule && job.lastExecution && ['succeeded', 'failed', 'cancelled'].includes(job.lastExecution.state))) {
         throw new InvalidStateError(`job ${id} has already finished (${job.status}); nothing to cancel`)
       }
       await run(options, (ex) => jobCancel(ex, { tenant, id }), true)

@@ -190,6 +190,20 @@ describe('job control', () => {
     expect(res.statusCode).toBe(409)
     expect(res.json().message).toContain('has already finished (COMPLETED)')
   })
+
+  it('refuses to cancel a recurring job whose schedule has ended, as it refuses a finished one-time job', async () => {
+    const key = await api.keyFor('acme')
+    const job = (await api.call(key, 'POST', '/v1/jobs', { type: 'x', schedule: { every: 'PT1M' } })).json()
+    expect((await api.call(key, 'POST', `/v1/jobs/${job.id}/cancel`)).statusCode).toBe(200)
+    // a retry of a cancelled recurring job runs it once; its schedule stays stopped
+    expect((await api.call(key, 'POST', `/v1/jobs/${job.id}/retry`)).statusCode).toBe(200)
+    await setExecutionState(t.db, { jobIds: [job.id], state: 'succeeded', attempt: 1, startedAt: new Date(), result: { ok: true } })
+    expect((await api.call(key, 'GET', `/v1/jobs/${job.id}`)).json()).toMatchObject({ status: 'COMPLETED', nextRunAt: null })
+    const res = await api.call(key, 'POST', `/v1/jobs/${job.id}/cancel`)
+    expect(res.statusCode).toBe(409)
+    expect(res.json().message).toBe(`job ${job.id} has already finished (COMPLETED); nothing to cancel`)
+    expect((await api.call(key, 'GET', `/v1/jobs/${job.id}`)).json().status).toBe('COMPLETED')
+  })
 })
 
 describe('GET /v1/jobs/{id}/executions and /v1/executions/{id}/output', () => {
