@@ -72,6 +72,24 @@ export function outputUriAttempt(location: OutputLocation): number | null {
   return m ? Number(m[1]) : null
 }
 
+/**
+ * Where attempt `attempt` of an execution wrote its output, from where its latest attempt did
+ * (`latest`; null when that one stored none): the same store, the attempt's part of the name changed.
+ * With no latest location, the default store (PostgreSQL). Null when the latest form does not say its
+ * attempt (a file or key named otherwise), so that no other attempt's place can be told.
+ */
+export function outputLocationOfAttempt(executionId: string, latest: OutputLocation | null, attempt: number): OutputLocation | null {
+  if (latest === null || latest.store === 'postgres') return { store: 'postgres', executionId, attempt }
+  if (latest.store === 's3') {
+    if (latest.attempt === null) return null
+    return { ...latest, keyPrefix: latest.keyPrefix.replace(S3_ATTEMPT, `/${attempt}/`), attempt }
+  }
+  if (!/\.(\d{1,9})\.log$/.test(latest.url.pathname)) return null
+  const url = new URL(latest.url.href)
+  url.pathname = url.pathname.replace(/\.(\d{1,9})\.log$/, `.${attempt}.log`)
+  return { store: 'file', url }
+}
+
 /** Written once into an attempt's output where it reached its cap; what the handler writes after it is discarded. */
 export function truncationMarker(maxBytes: number): string {
   return `\n[pgsched: output truncated at ${maxBytes} bytes]\n`

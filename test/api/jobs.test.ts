@@ -265,6 +265,46 @@ describe('GET /v1/jobs/{id}/executions and /v1/executions/{id}/output', () => {
     expect(gone.statusCode).toBe(404)
     expect(gone.json().message).toBe(`output of execution ${executionId} is no longer stored`)
   })
+
+  it("streams an earlier attempt's output with ?attempt=, from the store the latest attempt used, and 404s for one that stored none", async () => {
+    const key = await api.keyFor('acme')
+    const job = (await api.call(key, 'POST', '/v1/jobs', { type: 'x' })).json()
+    const id = job.lastExecution.id as string
+    // attempts 1 and 3 wrote output in PostgreSQL, attempt 2 none; the execution ended at attempt 3
+    for (const [attempt, text] of [
+      [1, 'attempt 1 failed here\n'],
+      [3, 'attempt 3 ran\n'],
+    ] as const) {
+      await t.db
+        .insertInto('pgsched.execution_output')
+        .values({ execution_id: id, attempt, data: Buffer.from(text) })
+        .execute()
+    }
+    await setExecutionState(t.db, { jobIds: [job.id], state: 'succeeded', attempt: 3, outputUri: `pgsched:output/${id}/3` })
+    const get = (query: string) => api.call(key, 'GET', `/v1/executions/${id}/output${query}`)
+    expect((await get('')).body).toBe('attempt 3 ran\n')
+    expect((await get('?attempt=3')).body).toBe('attempt 3 ran\n')
+    const first = await get('?attempt=1')
+    expect(first.statusCode).toBe(200)
+    expect(first.body).toBe('attempt 1 failed here\n')
+    const none = await get('?attempt=2')
+    expect(none.statusCode).toBe(404)
+    expect(none.json().message).toBe(`attempt 2 of execution ${id} has no stored output`)
+    const beyond = await get('?attempt=4')
+    expect(beyond.statusCode).toBe(404)
+    expect(beyond.json().message).toBe(`execution ${id} has had 3 attempt(s), not 4`)
+    expect((await get('?attempt=0')).statusCode).toBe(400)
+
+    // a file store: the earlier attempt's file is named as the latest one's, its attempt changed
+    const other = (await api.call(key, 'POST', '/v1/jobs', { type: 'x' })).json()
+    const otherId = other.lastExecution.id as string
+    const dir = await mkdtemp(join(tmpdir(), 'pgsched-output-'))
+    await writeFile(join(dir, `${otherId}.1.log`), 'first try\n')
+    await writeFile(join(dir, `${otherId}.2.log`), 'second try\n')
+    await setExecutionState(t.db, { jobIds: [other.id], state: 'succeeded', attempt: 2, outputUri: pathToFileURL(join(dir, `${otherId}.2.log`)).href })
+    expect((await api.call(key, 'GET', `/v1/executions/${otherId}/output?attempt=1`)).body).toBe('first try\n')
+    expect((await api.call(key, 'GET', `/v1/executions/${otherId}/output`)).body).toBe('second try\n')
+  })
 })
 
 describe('tenant isolation', () => {

@@ -14,7 +14,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@fastify/type-provider-typebox'
 import type { Client } from '../../client.ts'
 import type { Execution } from '../../core/job.ts'
-import { type OutputLocation, outputUriAttempt, parseOutputUri } from '../../core/output-uri.ts'
+import { type OutputLocation, outputLocationOfAttempt, outputUriAttempt, parseOutputUri } from '../../core/output-uri.ts'
 import { NotFoundError } from '../../errors.ts'
 import { abortableSleep } from '../../lib/service.ts'
 import { OutputGoneError, type OutputReader, type OutputReaders } from '../output-readers.ts'
@@ -43,6 +43,16 @@ const OutputQuery = Type.Object(
         description:
           'Keep the response open while the execution is pending or running: output is sent as the worker stores it, ' +
           'and the response ends when that attempt ends. Without it, the output stored so far.',
+      }),
+    ),
+    attempt: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 1000,
+        'x-expected': 'an attempt number from 1 to 1000',
+        description:
+          "The output of this attempt (as in the execution's `attempts`); default the latest attempt's. An earlier attempt's is read " +
+          'from the store the latest one used; 404 when that attempt stored none.',
       }),
     ),
   },
@@ -153,10 +163,15 @@ export const executionRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app,
       const id = request.params.id
       const client = await clientForExecution(deps, request, id)
       const execution = await client.viewExecution(id)
-      const location = parseOutputUri(execution.outputUri)
+      const latest = parseOutputUri(execution.outputUri)
+      const asked = request.query.attempt
+      // an earlier attempt: in the place the latest attempt's name gives, its attempt changed
+      const earlier = asked !== undefined && asked !== execution.attempt
+      if (earlier && asked > execution.attempt) throw new NotFoundError(`execution ${id} has had ${execution.attempt} attempt(s), not ${asked}`)
+      const location = earlier ? outputLocationOfAttempt(id, latest, asked) : latest
       let body: AsyncGenerator<Buffer>
       let text = true
-      if (request.query.follow === true && live(execution)) {
+      if (request.query.follow === true && !earlier && live(execution)) {
         // The status and headers go out at once, not with the first output (which may be a while).
         // A client that hangs up ends the follow (a generator between yields is not ended by the stream).
         const hangUp = new AbortController()
@@ -170,11 +185,23 @@ export const executionRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app,
         body = follow({ client, execution, deps: deps.output, started: () => reply.raw.flushHeaders(), stop })
         reply.header('cache-control', 'no-store')
       } else {
-        if (!location) throw new NotFoundError(`execution ${id} has no stored output`)
+        const which = earlier ? `attempt ${asked} of execution ${id}` : `execution ${id}`
+        if (!location) throw new NotFoundError(`${which} has no stored output`)
         const reader = await openReader(deps.output.readers, location)
-        if (!reader) throw new NotFoundError(`output of execution ${id} is no longer stored`)
+        if (!reader) throw new NotFoundError(earlier ? `${which} has no stored output` : `output of ${which} is no longer stored`)
         if (location.store === 'file') text = /\.(log|txt)$/.test(location.url.pathname)
-        body = readAll(reader)
+        if (earlier) {
+          // an earlier attempt that stored nothing is a 404, not an empty page: read its first part now
+          const first = await reader.next()
+          if (first.length === 0) {
+            await reader.close()
+            throw new NotFoundError(`${which} has no stored output`)
+          }
+          body = (async function* () {
+            yield* first
+            yield* readAll(reader)
+          })()
+        } else body = readAll(reader)
       }
       return (
         reply
