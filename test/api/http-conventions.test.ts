@@ -3,6 +3,7 @@
  * Content-Encoding, 413 without 100 Continue (over a real socket), the JSON nesting limit, NUL
  * characters and lone surrogates, lengths counted in characters, and the duration forms.
  */
+import { request as httpRequest } from 'node:http'
 import { connect } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import { sql } from 'kysely'
@@ -94,6 +95,40 @@ describe('HTTP conventions', () => {
     const small = await exchange(Buffer.byteLength(body), /HTTP\/1\.1 202.*\r\n\r\n\{.*\}/s, body)
     expect(small.split('\r\n')[0]).toBe('HTTP/1.1 100 Continue')
     expect(small).toMatch(/HTTP\/1\.1 202 Accepted/)
+  })
+})
+
+describe('a repeated Idempotency-Key header', () => {
+  it('is refused with 400, not joined into one key that neither is', async () => {
+    const key = await api.keyFor('acme')
+    if (!api.app.server.listening) await api.app.listen({ host: '127.0.0.1', port: 0 })
+    const { port } = api.app.server.address() as AddressInfo
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest({ host: '127.0.0.1', port, method: 'POST', path: '/v1/jobs' }, (res) => {
+        let body = ''
+        res.on('data', (c: Buffer) => (body += c.toString()))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
+      })
+      req.on('error', reject)
+      // raw headers: the same name twice, as a client merging two header sources would send it
+      for (const [name, value] of [
+        ['authorization', `Bearer ${key}`],
+        ['content-type', 'application/json'],
+        ['idempotency-key', 'a'],
+        ['idempotency-key', 'b'],
+      ] as const) {
+        if (name === 'idempotency-key') req.appendHeader(name, value)
+        else req.setHeader(name, value)
+      }
+      req.end(JSON.stringify({ type: 'x' }))
+    })
+    expect(answer.status).toBe(400)
+    expect(JSON.parse(answer.body)).toMatchObject({
+      message: 'Idempotency-Key is given more than once; send one',
+      details: [{ path: 'idempotencyKey', message: 'Idempotency-Key is given more than once; send one' }],
+    })
+    const { rows } = await t.pool.query<{ n: string }>("select count(*)::text as n from pgsched.jobs where idempotency_key like 'a%'")
+    expect(rows[0]?.n).toBe('0')
   })
 })
 

@@ -73,6 +73,11 @@ export const jobRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
       // Node reads header bytes as Latin-1: a key sent in UTF-8 (as every client sends text) is read
       // as such, so that it is the same key as in a body, before the schema counts its characters
       preValidation: async (request) => {
+        // Node joins repeated headers with ", ": two keys would become one key that neither is
+        if ((request.raw.headersDistinct?.['idempotency-key']?.length ?? 0) > 1) {
+          const message = 'Idempotency-Key is given more than once; send one'
+          throw new ValidationError(message, [{ path: 'idempotencyKey', message }])
+        }
         const key = request.headers['idempotency-key']
         if (typeof key === 'string' && /[\u0080-\u00ff]/.test(key)) request.headers['idempotency-key'] = utf8HeaderValue(key, 'Idempotency-Key')
       },
