@@ -20,9 +20,21 @@ import { formatTable, withDatabase } from './shared.ts'
  */
 export const withClient = <T>(tenant: string | undefined, fn: (client: Client, db: Kysely<DB>) => Promise<T>) => {
   const requireSyncStandby = loadConfig(process.env).api.requireSyncStandby === 'on'
-  return withDatabase('pgsched-jobs', ({ db }) =>
-    fn(createClient({ db, tenant: tenant ?? 'default', createdBy: 'cli', batchSubmits: false, requireSyncStandby }), db),
-  )
+  return withDatabase('pgsched-jobs', ({ db }) => {
+    let client: Client
+    try {
+      client = createClient({ db, tenant: tenant ?? 'default', createdBy: 'cli', batchSubmits: false, requireSyncStandby })
+    } catch (err: unknown) {
+      // a tenant name no key can have is refused naming the flag that gave it
+      if (!(err instanceof ValidationError)) throw err
+      const word = (text: string) => text.replace(/^tenant /, '--tenant ')
+      throw new ValidationError(
+        word(err.message),
+        err.details?.map((d) => ({ ...d, message: word(d.message) })),
+      )
+    }
+    return fn(client, db)
+  })
 }
 
 export const print = (value: unknown): void => {

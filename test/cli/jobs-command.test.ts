@@ -178,6 +178,8 @@ describe('scheduler jobs', () => {
       [['queues', 'rate-limit', 'cli-q', '5', '--per-ms', '0'], '--per-ms must be an integer from 1 to 86400000 (got 0)'],
       [['tenants', 'set', 'cli-t', '--weight', 'none'], '--weight must be a number, got "none"'],
       [['tenants', 'set', 'cli-t', '--max-pending', '-5'], '--max-pending must be an integer from 0 to 1000000000, or "none" for no quota (got -5)'],
+      [['tenants', 'set', 'cli-t'], 'nothing to change: give at least one of --weight, --max-pending and --max-submits-per-second'],
+      [['jobs', 'submit', 'ok', '--tenant', 'bad tenant'], '--tenant must be 1-128 characters'],
     ] as const) {
       const refused = await failing(...args)
       expect(refused.code, args.join(' ')).toBe(2)
@@ -220,7 +222,10 @@ describe('scheduler jobs', () => {
 
     const again = await scheduler('jobs', 'bulk', 'cancel', '--queue', 'bulk')
     expect(again.stdout).toBe('cancel: 0 jobs changed in 1 calls\n')
-    expect((await failing('jobs', 'bulk', 'cancel')).stderr).toContain('filter is empty')
+    expect((await failing('jobs', 'bulk', 'cancel')).stderr).toContain(
+      'scheduler: no jobs named: give a filter (--status, --type, --queue, --ids, …) or --all for every job',
+    )
+    expect((await failing('jobs', 'bulk', 'cancel', '--all', '--batch', '0x10')).stderr).toContain('--batch must be an integer from 1 to 1000, got "0x10"')
     expect((await failing('jobs', 'bulk', 'cancel', '--all', '--batch', '0')).stderr).toContain('--batch must be an integer from 1 to 1000, got "0"')
   }, 120_000)
 })

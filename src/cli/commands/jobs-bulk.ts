@@ -50,7 +50,12 @@ export function registerJobsBulk(jobs: Command): void {
       const filter: BulkFilter = { ...filterOf(o) }
       if (o.ids !== undefined) filter.ids = o.ids.split(',').map((s) => s.trim())
       if (o.all) filter.all = true
-      const limit = Number(o.batch)
+      // said in the command's words (the client's would be "set filter.all to true")
+      if (!o.all && Object.values(filter).every((v) => v === undefined)) {
+        const message = 'no jobs named: give a filter (--status, --type, --queue, --ids, …) or --all for every job'
+        throw new ValidationError(message, [{ path: 'all', message }])
+      }
+      const limit = /^\s*\d+\s*$/.test(o.batch) ? Number(o.batch) : Number.NaN
       if (!Number.isInteger(limit) || limit < 1 || limit > BULK_LIMIT_MAX) {
         throw new ValidationError(`--batch must be an integer from 1 to ${BULK_LIMIT_MAX}, got "${o.batch}"`, [
           { path: 'batch', message: `1-${BULK_LIMIT_MAX}` },

@@ -73,6 +73,10 @@ export function registerTenants(program: Command): void {
       }
       if (opts.maxPending !== undefined) patch.maxPending = numberOrNone('--max-pending', opts.maxPending)
       if (opts.maxSubmitsPerSecond !== undefined) patch.maxSubmitsPerSecond = numberOrNone('--max-submits-per-second', opts.maxSubmitsPerSecond)
+      if (Object.keys(patch).length === 0) {
+        const message = 'nothing to change: give at least one of --weight, --max-pending and --max-submits-per-second'
+        throw new ValidationError(message, [{ path: 'weight', message }])
+      }
       return show(opts.json, (t) => t.update(name, patch))
     })
 }
