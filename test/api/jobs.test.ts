@@ -295,6 +295,21 @@ describe('GET /v1/jobs/{id}/executions and /v1/executions/{id}/output', () => {
     expect(beyond.json().message).toBe(`execution ${id} has had 3 attempt(s), not 4`)
     expect((await get('?attempt=0')).statusCode).toBe(400)
 
+    // the latest attempt stored nothing: output_uri still names the attempt before it, which is not
+    // the output of the attempt asked for
+    const quiet = (await api.call(key, 'POST', '/v1/jobs', { type: 'x' })).json()
+    const quietId = quiet.lastExecution.id as string
+    await t.db
+      .insertInto('pgsched.execution_output')
+      .values({ execution_id: quietId, attempt: 1, data: Buffer.from('boom\n') })
+      .execute()
+    await setExecutionState(t.db, { jobIds: [quiet.id], state: 'succeeded', attempt: 2, outputUri: `pgsched:output/${quietId}/1` })
+    const quietGet = (query: string) => api.call(key, 'GET', `/v1/executions/${quietId}/output${query}`)
+    expect((await quietGet('?attempt=1')).body).toBe('boom\n')
+    const second = await quietGet('?attempt=2')
+    expect(second.statusCode).toBe(404)
+    expect(second.json().message).toBe(`attempt 2 of execution ${quietId} has no stored output`)
+
     // a file store: the earlier attempt's file is named as the latest one's, its attempt changed
     const other = (await api.call(key, 'POST', '/v1/jobs', { type: 'x' })).json()
     const otherId = other.lastExecution.id as string

@@ -165,9 +165,10 @@ export const executionRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app,
       const execution = await client.viewExecution(id)
       const latest = parseOutputUri(execution.outputUri)
       const asked = request.query.attempt
-      // an earlier attempt: in the place the latest attempt's name gives, its attempt changed
-      const earlier = asked !== undefined && asked !== execution.attempt
-      if (earlier && asked > execution.attempt) throw new NotFoundError(`execution ${id} has had ${execution.attempt} attempt(s), not ${asked}`)
+      if (asked !== undefined && asked > execution.attempt) throw new NotFoundError(`execution ${id} has had ${execution.attempt} attempt(s), not ${asked}`)
+      // output_uri names the latest attempt that stored output, which need not be the latest attempt:
+      // another one is read where that name says, its attempt changed
+      const earlier = asked !== undefined && (latest === null || outputUriAttempt(latest) !== asked)
       const location = earlier ? outputLocationOfAttempt(id, latest, asked) : latest
       let body: AsyncGenerator<Buffer>
       let text = true
@@ -191,15 +192,25 @@ export const executionRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app,
         if (!reader) throw new NotFoundError(earlier ? `${which} has no stored output` : `output of ${which} is no longer stored`)
         if (location.store === 'file') text = /\.(log|txt)$/.test(location.url.pathname)
         if (earlier) {
-          // an earlier attempt that stored nothing is a 404, not an empty page: read its first part now
-          const first = await reader.next()
+          // an attempt that stored nothing is a 404, not an empty page: its first part is read now
+          let first: Buffer[]
+          try {
+            first = await reader.next()
+          } catch (err: unknown) {
+            await reader.close()
+            throw err
+          }
           if (first.length === 0) {
             await reader.close()
             throw new NotFoundError(`${which} has no stored output`)
           }
           body = (async function* () {
-            yield* first
-            yield* readAll(reader)
+            try {
+              yield* first
+              yield* drain(reader)
+            } finally {
+              await reader.close()
+            }
           })()
         } else body = readAll(reader)
       }
