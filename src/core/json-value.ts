@@ -46,9 +46,18 @@ const join = (path: string, key: string) => (path ? `${path}.${key}` : key)
 
 /** The first problem of `value`, or undefined when it is fine. */
 export function jsonValueProblem(value: unknown, check: JsonValueCheck): JsonValueProblem | undefined {
-  const stack: Array<[unknown, string, number]> = [[value, check.root, 0]]
+  // [value, path, depth, its key (for toJSON), whether toJSON was applied, whether an object holds it]
+  const stack: Array<[unknown, string, number, string, boolean, boolean]> = [[value, check.root, 0, '', false, false]]
   while (stack.length > 0) {
-    const [v, path, depth] = stack.pop() as [unknown, string, number]
+    const [v, path, depth, key, converted, inObject] = stack.pop() as [unknown, string, number, string, boolean, boolean]
+    // what JSON.stringify writes for a value with toJSON (a Date, a BigInt given one, a class's own form) is that value's result
+    if (!converted && (typeof v === 'object' || typeof v === 'bigint') && v !== null) {
+      const toJSON = (v as { toJSON?: unknown }).toJSON
+      if (typeof toJSON === 'function') {
+        stack.push([toJSON.call(v, key), path, depth, key, true, inObject])
+        continue
+      }
+    }
     if (typeof v === 'string') {
       const problem = textProblem(v)
       if (problem) return { path, problem, kind: 'text' }
@@ -59,16 +68,22 @@ export function jsonValueProblem(value: unknown, check: JsonValueCheck): JsonVal
       if (check.exactIntegers && Math.abs(v) > Number.MAX_SAFE_INTEGER) return { path, problem: INEXACT_INTEGER, kind: 'number' }
       continue
     }
-    // values JSON has no form for: JSON.stringify would throw (a BigInt) or drop or null them silently
+    // values JSON has no form for: JSON.stringify throws on a BigInt, and writes a function or symbol
+    // given as the whole value as nothing at all (in an object it leaves the key out, in an array it
+    // writes null, as for undefined: what JavaScript code expects of JSON)
     if (typeof v === 'bigint') return { path, problem: NO_BIGINT, kind: 'type' }
-    if (typeof v === 'function' || typeof v === 'symbol') return { path, problem: `must be a JSON value, not a ${typeof v}`, kind: 'type' }
+    if (typeof v === 'function' || typeof v === 'symbol') {
+      if (path === check.root && !inObject) return { path, problem: `must be a JSON value, not a ${typeof v}`, kind: 'type' }
+      continue
+    }
     if (typeof v !== 'object' || v === null) continue
+    // written as {}: its entries would be lost without a word
     if (v instanceof Map || v instanceof Set) {
       return { path, problem: `must be a JSON value, not a ${v instanceof Map ? 'Map (give an object)' : 'Set (give an array)'}`, kind: 'type' }
     }
     if (depth + 1 > check.maxDepth) return { path, problem: `must nest at most ${check.maxDepth} levels deep`, kind: 'depth' }
     if (Array.isArray(v)) {
-      for (let i = v.length - 1; i >= 0; i--) stack.push([v[i], join(path, String(i)), depth + 1])
+      for (let i = v.length - 1; i >= 0; i--) stack.push([v[i], join(path, String(i)), depth + 1, String(i), false, true])
       continue
     }
     for (const key of Object.keys(v).reverse()) {
@@ -81,7 +96,7 @@ export function jsonValueProblem(value: unknown, check: JsonValueCheck): JsonVal
           return { path, problem: 'must not contain "constructor.prototype"', kind: 'poison' }
         }
       }
-      stack.push([child, join(path, key), depth + 1])
+      stack.push([child, join(path, key), depth + 1, key, false, true])
     }
   }
   return undefined
