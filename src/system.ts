@@ -10,7 +10,8 @@ import { quietDuringOutages } from './db/outage.ts'
 import { createDb, type Database } from './db/pool.ts'
 import { HandlerRegistry, type Handler } from './worker/handlers.ts'
 import { createHttpHandler } from './worker/http-handler.ts'
-import { Worker } from './worker/worker.ts'
+import { STOP_DATABASE_WAIT_MS, Worker } from './worker/worker.ts'
+import { settlesWithin } from './lib/service.ts'
 import { createOutputStore } from './worker/output-stores.ts'
 import type { OutputStore } from './worker/output-store.ts'
 import { WorkerMetrics } from './worker/metrics.ts'
@@ -151,7 +152,8 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     stopping ??= (async () => {
       // a stop asked for while the start is still going (a SIGTERM just after launch) waits for it, so
       // that nothing it starts comes up after the stop, on destroyed pools
-      await starting?.catch(() => undefined)
+      // (bounded: a start stuck on a database that stopped answering must not hold the stop for ever)
+      if (starting) await settlesWithin(starting, STOP_DATABASE_WAIT_MS)
       await Promise.all([worker.stop(), reaper.stop(), triggerScheduler.stop(), pruner.stop(), webhookDispatcher?.stop()])
       // What the runs handed back at shutdown had written.
       await outputStore.stop()

@@ -58,3 +58,17 @@ export function startLoop(params: Omit<RunLoopParams, 'signal'>): LoopHandle {
     },
   }
 }
+
+/** Whether `work` settled within `ms` (it goes on either way). */
+export async function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined
+  const settled = await Promise.race([
+    work.then(
+      () => true,
+      () => true,
+    ),
+    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
+  ])
+  clearTimeout(timer)
+  return settled
+}

@@ -68,6 +68,8 @@ export class Completer {
   private completions: QueuedCompletion[] = []
   private failures: Array<{ item: Failure; settle: Settle<WriteResult> }> = []
   private flushing: Promise<void> | undefined
+  /** Outcomes of the statements in flight. */
+  private writing = 0
   private exclusiveRun: Promise<void> | undefined
   private readonly db: Kysely<DB>
   private readonly workerId: string
@@ -139,7 +141,17 @@ export class Completer {
   private async writeAll(): Promise<void> {
     const done = this.completions.splice(0, this.maxBatch)
     const failed = this.failures.splice(0, this.maxBatch)
-    await Promise.all([this.writeCompletions(done), this.writeFailures(failed)])
+    this.writing += done.length + failed.length
+    try {
+      await Promise.all([this.writeCompletions(done), this.writeFailures(failed)])
+    } finally {
+      this.writing -= done.length + failed.length
+    }
+  }
+
+  /** Outcomes queued or in a statement not answered yet. */
+  get pending(): number {
+    return this.completions.length + this.failures.length + this.writing
   }
 
   private async writeCompletions(batch: QueuedCompletion[]): Promise<void> {

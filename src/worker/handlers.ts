@@ -136,7 +136,12 @@ export async function loadHandlerModule(path: string): Promise<Handler[]> {
   } catch (err: unknown) {
     // the module's own error (a syntax error, a throw while it loads) says neither which module nor where
     const message = err instanceof Error ? err.message : String(err)
-    const line = err instanceof SyntaxError ? syntaxErrorLine(href) : err instanceof Error ? lineIn(err.stack ?? '', href) : undefined
+    // a syntax error of the module's text is found by node --check; any other error (a SyntaxError
+    // of JSON.parse at load time too) by the module's place in its stack, as a URL (ES modules) or a
+    // path (CommonJS)
+    const stack = err instanceof Error ? (err.stack ?? '') : ''
+    const file = href.startsWith('file:') ? fileURLToPath(href) : href
+    const line = (err instanceof SyntaxError ? syntaxErrorLine(href) : undefined) ?? lineIn(stack, href) ?? lineIn(stack, file)
     throw new Error(`could not load the handlers module ${path}${line === undefined ? '' : ` (line ${line})`}: ${message}`, { cause: err })
   }
   // Each knows its module, so a sandbox can load it.

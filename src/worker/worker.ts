@@ -15,6 +15,7 @@
  * the rest and hands their executions back. Abort reasons: abort-reasons.ts.
  */
 import { hostname } from 'node:os'
+import { settlesWithin } from '../lib/service.ts'
 import { uuidV7 } from '../lib/uuid-v7.ts'
 import type { ClaimedExecution } from '../db/queries/claim.ts'
 import { AUTOVACUUM_OFF_WARNING, serverAutovacuumOn } from '../db/queries/ops.ts'
@@ -52,20 +53,6 @@ const LIMITED_QUEUE_RECLAIM_MS = 50
  * requeued by the reaper when its lease expires, and the process can end.
  */
 export const STOP_DATABASE_WAIT_MS = 5_000
-
-/** Whether `work` settled within `ms` (it goes on either way). */
-async function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined
-  const settled = await Promise.race([
-    work.then(
-      () => true,
-      () => true,
-    ),
-    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
-  ])
-  clearTimeout(timer)
-  return settled
-}
 
 /** A worker process's scheduler side: claims, runs and records executions (see the file header). */
 export class Worker {
@@ -338,9 +325,12 @@ export class Worker {
     if (!this.started || this.stopping) return
     this.stopping = true
     this.wakeUp.close()
-    await this.claimLoopDone
-    await this.wakeUp.signOff()
-    await this.notifier.stop()
+    // each step that waits for the database is bounded (see STOP_DATABASE_WAIT_MS): a claim in flight,
+    // the sign-off from the waiting list, the LISTEN connection's end
+    const waitMs = this.o.stopDatabaseWaitMs ?? STOP_DATABASE_WAIT_MS
+    let answering = await settlesWithin(this.claimLoopDone ?? Promise.resolve(), waitMs)
+    if (answering) answering = await settlesWithin(this.wakeUp.signOff(), waitMs)
+    await settlesWithin(this.notifier.stop(), waitMs)
     if (this.queue.running > 0) {
       this.log.info({ running: this.queue.running, graceMs: this.o.shutdownGraceMs }, 'waiting for running handlers')
       let graceTimer: NodeJS.Timeout | undefined
@@ -350,10 +340,9 @@ export class Worker {
       ])
       clearTimeout(graceTimer)
     }
-    // From here on each step waits for the database at most STOP_DATABASE_WAIT_MS: the outcomes of
-    // ended runs are retried while it does not answer, and a stop must end even if it never does.
-    const waitMs = this.o.stopDatabaseWaitMs ?? STOP_DATABASE_WAIT_MS
-    let answering = await settlesWithin(this.outcomes.drain(), waitMs)
+    // The outcomes of ended runs are retried while the database does not answer: a stop must end even
+    // if it never does.
+    if (answering) answering = await settlesWithin(this.outcomes.drain(), waitMs)
     const unfinished = this.leases.held().filter((run) => run.state !== 'finishing')
     for (const run of unfinished) this.abort(run, new ShutdownError('worker shutting down'))
     if (unfinished.length > 0) {
@@ -370,15 +359,14 @@ export class Worker {
     if (answering) answering = await settlesWithin(this.outcomes.drain(), waitMs)
     if (!answering) {
       this.log.warn(
-        { outcomesNotRecorded: this.outcomes.pending, notHandedBack: unfinished.length, waitedMs: waitMs },
+        { outcomesNotRecorded: this.outcomes.pending + this.completer.pending, notHandedBack: unfinished.length, waitedMs: waitMs },
         'the database did not answer while the worker stopped: its executions not recorded or handed back are requeued by the reaper when their leases expire',
       )
     }
     this.outcomes.stop()
-    if (answering) await this.leases.stop()
-    else await settlesWithin(this.leases.stop(), waitMs)
+    await settlesWithin(this.leases.stop(), waitMs)
     await this.sandboxes?.close()
-    if (answering) await workerMarkStopped(this.o.db, { id: this.id }).catch(() => undefined)
+    if (answering) await settlesWithin(workerMarkStopped(this.o.db, { id: this.id }), waitMs)
     this.log.info('worker stopped')
   }
 }

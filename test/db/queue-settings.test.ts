@@ -249,6 +249,7 @@ describe('the queue functions of SQL', () => {
     [`pgsched.pause_queue(null)`, 'queue must be 1-64 characters: letters, digits and _ . : / - (not first), got null'],
     [`pgsched.set_queue_concurrency_limit('bad queue!', 3)`, `queue must be 1-64 characters: letters, digits and _ . : / - (not first), got 'bad queue!'`],
     [`pgsched.set_queue_fair_share('default', null)`, 'fair_share must be true or false, got null'],
+    [`pgsched.set_queue_fair_share('bad queue!', null)`, `queue must be 1-64 characters: letters, digits and _ . : / - (not first), got 'bad queue!'`],
   ])('%s is refused with a message naming the argument, and changes nothing', async (call, message) => {
     const error = await sql`select ${sql.raw(call)}`.execute(t.db).then(
       () => undefined,
@@ -265,7 +266,7 @@ describe('the queue functions of SQL', () => {
       () => undefined,
       (err: { message: string; code: string }) => err,
     )
-    expect(error).toMatchObject({ code: '22004', message: 'since must be the instant to count claims from (read after the pause, e.g. now()), got null' })
+    expect(error).toMatchObject({ code: '22023', message: 'since must be the instant to count claims from (read after the pause, e.g. now()), got null' })
     const { rows } = await sql<{ n: number }>`select pgsched.claims_in_flight_since(now()) as n`.execute(t.db)
     expect(rows[0]?.n).toBe(0)
   })

@@ -47,6 +47,13 @@ describe('scheduler worker --handlers with a module that cannot be loaded', () =
     expect(r.stderr).toContain(`scheduler: could not load the handlers module ${join(dir, 'throws.mjs')} (line 3): module init failed`)
   })
 
+  it('names a CommonJS module and its line, and the line of a SyntaxError thrown while a module loads', async () => {
+    const cjs = await workerWith('throws.cjs', "const x = 1\n\nthrow new Error('cjs init failed')\n")
+    expect(cjs.stderr).toContain(`scheduler: could not load the handlers module ${join(dir, 'throws.cjs')} (line 3): cjs init failed`)
+    const parse = await workerWith('parse.mjs', "export const a = 1\nexport const config = JSON.parse('{bad')\n")
+    expect(parse.stderr).toMatch(new RegExp(`scheduler: could not load the handlers module ${join(dir, 'parse.mjs')} \\(line 2\\): .*JSON`))
+  })
+
   it('names a module that is not there', async () => {
     const r = await workerWith('missing.mjs', null)
     expect(r.code).toBe(1)

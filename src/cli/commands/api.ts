@@ -41,7 +41,8 @@ export interface StartApiServerParams {
 function listenProblem(err: unknown, host: string, port: number): unknown {
   const code = (err as { code?: unknown }).code
   const why =
-    code === 'ENOTFOUND' || code === 'EAI_AGAIN'
+    // (not EAI_AGAIN: a resolver failing for now is no setting's fault, and a restart may do)
+    code === 'ENOTFOUND'
       ? `the host ${JSON.stringify(host)} does not resolve`
       : code === 'EADDRNOTAVAIL'
         ? `${host} is not an address of this machine`
