@@ -88,8 +88,11 @@ describe('client.submitJob', () => {
 
   it('keeps a payload as JSON.stringify writes it: toJSON results, methods left out, functions in arrays as null', async () => {
     class Money {
+      readonly cents: number
       format = () => `$${this.cents / 100}`
-      constructor(readonly cents: number) {}
+      constructor(cents: number) {
+        this.cents = cents
+      }
       toJSON() {
         return { cents: this.cents }
       }
