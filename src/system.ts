@@ -153,7 +153,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
       // a stop asked for while the start is still going (a SIGTERM just after launch) waits for it, so
       // that nothing it starts comes up after the stop, on destroyed pools
       // (bounded: a start stuck on a database that stopped answering must not hold the stop for ever)
-      if (starting) await settlesWithin(starting, STOP_DATABASE_WAIT_MS)
+      if (starting !== undefined) await settlesWithin(starting, STOP_DATABASE_WAIT_MS)
       await Promise.all([worker.stop(), reaper.stop(), triggerScheduler.stop(), pruner.stop(), webhookDispatcher?.stop()])
       // What the runs handed back at shutdown had written.
       await outputStore.stop()

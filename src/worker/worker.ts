@@ -350,7 +350,9 @@ export class Worker {
       // of the same attempt number must not find chunks of this run arriving after its own.
       await Promise.all(unfinished.map((run) => run.ctx?.closeOutput()))
       let released = 0
-      const handedBack = this.leases.handBack(unfinished).then((n) => void (released = n))
+      const handedBack = this.leases.handBack(unfinished).then((n) => {
+        released = n
+      })
       if (!answering || !(await settlesWithin(handedBack, waitMs))) answering = false
       for (const run of unfinished) endRunSpan(run, 'handed back')
       if (answering) this.log.info({ count: released }, 'handed back unfinished executions')

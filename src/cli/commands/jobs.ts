@@ -264,7 +264,9 @@ async function writeToStdout(chunks: AsyncIterable<string>): Promise<boolean> {
   const out = process.stdout
   let failed: NodeJS.ErrnoException | undefined
   // kept after an EPIPE: a write still buffered fails the same way, with no one else listening
-  out.on('error', (err: NodeJS.ErrnoException) => void (failed ??= err))
+  out.on('error', (err: NodeJS.ErrnoException) => {
+    failed ??= err
+  })
   for await (const chunk of chunks) {
     if (failed !== undefined) break
     if (!out.write(chunk)) {
