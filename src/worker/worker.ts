@@ -327,9 +327,11 @@ export class Worker {
     this.wakeUp.close()
     // each step that waits for the database is bounded (see STOP_DATABASE_WAIT_MS): a claim in flight,
     // the sign-off from the waiting list, the LISTEN connection's end
+    // (whether the database answers is judged by the outcomes' drain below, not by these: a claim can
+    // be slow on a busy database that still takes the outcomes)
     const waitMs = this.o.stopDatabaseWaitMs ?? STOP_DATABASE_WAIT_MS
-    let answering = await settlesWithin(this.claimLoopDone ?? Promise.resolve(), waitMs)
-    if (answering) answering = await settlesWithin(this.wakeUp.signOff(), waitMs)
+    await settlesWithin(this.claimLoopDone ?? Promise.resolve(), waitMs)
+    await settlesWithin(this.wakeUp.signOff(), waitMs)
     await settlesWithin(this.notifier.stop(), waitMs)
     if (this.queue.running > 0) {
       this.log.info({ running: this.queue.running, graceMs: this.o.shutdownGraceMs }, 'waiting for running handlers')
@@ -342,7 +344,7 @@ export class Worker {
     }
     // The outcomes of ended runs are retried while the database does not answer: a stop must end even
     // if it never does.
-    if (answering) answering = await settlesWithin(this.outcomes.drain(), waitMs)
+    let answering = await settlesWithin(this.outcomes.drain(), waitMs)
     const unfinished = this.leases.held().filter((run) => run.state !== 'finishing')
     for (const run of unfinished) this.abort(run, new ShutdownError('worker shutting down'))
     if (unfinished.length > 0) {
