@@ -5,16 +5,14 @@
  * one, and must be logged. Real HTTP: the break is what a client sees on the socket.
  */
 import type { AddressInfo } from 'node:net'
-import { Writable } from 'node:stream'
 import { sql } from 'kysely'
-import { pino } from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { apiHandlersSettled, buildApp, type App } from '../../src/api/app.ts'
 import { createApiKey } from '../../src/api/auth.ts'
 import { createClient } from '../../src/client.ts'
-import type { Logger } from '../../src/logger.ts'
 import { useTestDb } from '../db.ts'
 import { insertExecutions } from '../factories.ts'
+import { capturingLogger } from '../log-capture.ts'
 
 const t = useTestDb()
 const lines: Array<{ level: number; msg: string; route?: string }> = []
@@ -22,15 +20,7 @@ let app: App
 let base: string
 
 beforeAll(async () => {
-  const log = pino(
-    { level: 'info' },
-    new Writable({
-      write(chunk, _encoding, done) {
-        lines.push(JSON.parse(String(chunk)))
-        done()
-      },
-    }),
-  ) as unknown as Logger
+  const { log } = capturingLogger('info', lines)
   app = buildApp({ db: t.db, log })
   await app.listen({ host: '127.0.0.1', port: 0 })
   base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`

@@ -4,14 +4,12 @@
  * to the API: its pool connects through a TCP proxy to the test database, and the proxy closes.
  */
 import net from 'node:net'
-import { Writable } from 'node:stream'
-import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { buildApp } from '../../src/api/app.ts'
 import { createApiKey } from '../../src/api/auth.ts'
 import { createDb } from '../../src/db/pool.ts'
-import type { Logger } from '../../src/logger.ts'
 import { useTestDb } from '../db.ts'
+import { capturingLogger } from '../log-capture.ts'
 
 const t = useTestDb()
 const cleanups: Array<() => Promise<void>> = []
@@ -53,15 +51,7 @@ async function proxyTo(target: URL) {
 describe('a database outage in the API log', () => {
   it('is one warning when submits start getting 503 and one line when a submit succeeds again, whatever the number of requests', async () => {
     const lines: Array<{ level: number; msg: string; outageMs?: number; answered503?: number }> = []
-    const log = pino(
-      { level: 'warn' },
-      new Writable({
-        write(chunk, _encoding, done) {
-          lines.push(JSON.parse(String(chunk)))
-          done()
-        },
-      }),
-    ) as unknown as Logger
+    const { log } = capturingLogger('warn', lines)
     const proxy = await proxyTo(new URL(t.url))
     cleanups.push(() => proxy.close())
     const url = new URL(t.url)

@@ -1,24 +1,14 @@
-import { Writable } from 'node:stream'
-import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { waitForDatabase } from '../../src/db/wait-for-database.ts'
 import { useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
 import { startTcpProxy, viaProxy, type TcpProxy } from '../worker/tcp-proxy.ts'
+import { capturingLogger as captureLog } from '../log-capture.ts'
 
 const t = useTestDb()
 
 /** A logger whose lines are kept, parsed. */
-function capturingLogger() {
-  const lines: Array<Record<string, unknown>> = []
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      lines.push(JSON.parse(chunk.toString('utf8')) as Record<string, unknown>)
-      done()
-    },
-  })
-  return { log: pino({ level: 'info' }, stream), lines }
-}
+const capturingLogger = () => captureLog<Record<string, unknown>>()
 
 let proxy: TcpProxy | undefined
 afterEach(async () => {

@@ -1,6 +1,4 @@
 import { createServer } from 'node:net'
-import { Writable } from 'node:stream'
-import { pino } from 'pino'
 import type { AddressInfo } from 'node:net'
 import { sql } from 'kysely'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -18,6 +16,7 @@ import { insertExecution } from '../factories.ts'
 import { parsePrometheusText, scrape } from '../prometheus-text.ts'
 import { waitFor } from '../wait-for.ts'
 import { useWorkers } from './harness.ts'
+import { capturingLogger } from '../log-capture.ts'
 
 const t = useTestDb()
 const startWorker = useWorkers(t)
@@ -32,21 +31,6 @@ function freePort(): Promise<number> {
       server.close(() => resolve(port))
     })
   })
-}
-
-/** A logger whose lines are kept, parsed. */
-function capturing() {
-  const lines: Array<{ level: number; msg: string }> = []
-  const log = pino(
-    { level: 'info' },
-    new Writable({
-      write(chunk, _encoding, done) {
-        lines.push(JSON.parse(String(chunk)))
-        done()
-      },
-    }),
-  ) as unknown as Logger
-  return { log, lines }
 }
 
 const systems: WorkerSystem[] = []
@@ -194,7 +178,7 @@ describe('worker metrics', () => {
   it('runs on without metrics when its port is taken, logging why', async () => {
     const port = await freePort()
     const first = await startSystem({ SCHEDULER_WORKER_METRICS_PORT: String(port) })
-    const logged = capturing()
+    const logged = capturingLogger()
     const second = await startSystem({ SCHEDULER_WORKER_METRICS_PORT: String(port) }, logged.log)
     expect(first.metricsPort()).toBe(port)
     expect(second.metricsPort()).toBeUndefined()
@@ -212,7 +196,7 @@ describe('worker metrics', () => {
 
 describe('worker metrics: a host it cannot listen on', () => {
   it('says so, naming the host, and no database outage is reported for it', async () => {
-    const logged = capturing()
+    const logged = capturingLogger()
     const system = await startSystem(
       { SCHEDULER_WORKER_METRICS_PORT: String(await freePort()), SCHEDULER_WORKER_METRICS_HOST: 'no-such-host.invalid' },
       logged.log,

@@ -5,17 +5,15 @@
  * pruner: createWorkerSystem) reaches the test database through a TCP proxy that closes and
  * reopens; its loops run every 100 ms to 1 s here, so a 3-second outage is many retries.
  */
-import { Writable } from 'node:stream'
-import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { loadConfig } from '../../src/config.ts'
-import type { Logger } from '../../src/logger.ts'
 import { createWorkerSystem } from '../../src/system.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
 import { startTcpProxy } from './tcp-proxy.ts'
+import { capturingLogger } from '../log-capture.ts'
 
 const t = useTestDb()
 const cleanups: Array<() => Promise<void>> = []
@@ -26,15 +24,7 @@ afterEach(async () => {
 describe('a database outage in the worker log', () => {
   it('is one line when it starts and one when the database answers again', async () => {
     const lines: Array<{ level: number; time: number; msg: string; outageMs?: number; linesHeldBack?: number; err?: { code?: string; message?: string } }> = []
-    const log = pino(
-      { level: 'info' },
-      new Writable({
-        write(chunk, _encoding, done) {
-          lines.push(JSON.parse(String(chunk)))
-          done()
-        },
-      }),
-    ) as unknown as Logger
+    const { log } = capturingLogger('info', lines)
     const server = new URL(t.url)
     const proxy = await startTcpProxy({ host: server.hostname, port: Number(server.port || 5432) })
     cleanups.push(() => proxy.close())

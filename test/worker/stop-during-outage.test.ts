@@ -4,18 +4,16 @@
  * not record to the reaper. Before, the outcome writer retried until the database came back and
  * the stop waited for it, whatever the grace: a SIGTERM in an outage was never obeyed.
  */
-import { Writable } from 'node:stream'
-import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { loadConfig } from '../../src/config.ts'
-import type { Logger } from '../../src/logger.ts'
 import { createWorkerSystem } from '../../src/system.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { STOP_DATABASE_WAIT_MS } from '../../src/worker/worker.ts'
 import { useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
 import { startTcpProxy, viaProxy } from './tcp-proxy.ts'
+import { capturingLogger } from '../log-capture.ts'
 
 const t = useTestDb()
 const cleanups: Array<() => Promise<void>> = []
@@ -26,15 +24,7 @@ afterEach(async () => {
 describe('a worker stopped while the database does not answer', () => {
   it('ends within its grace and the database wait, its unrecorded outcome left to the reaper', async () => {
     const lines: Array<{ msg: string; outcomesNotRecorded?: number }> = []
-    const log = pino(
-      { level: 'info' },
-      new Writable({
-        write(chunk, _encoding, done) {
-          lines.push(JSON.parse(String(chunk)))
-          done()
-        },
-      }),
-    ) as unknown as Logger
+    const { log } = capturingLogger('info', lines)
     const server = new URL(t.url)
     const proxy = await startTcpProxy({ host: server.hostname, port: Number(server.port || 5432) })
     cleanups.push(() => proxy.close())

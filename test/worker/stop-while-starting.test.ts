@@ -3,28 +3,18 @@
  * orchestrator's rollout may send): the stop waits for the start, then stops everything it started,
  * so no loop starts after the stop on destroyed pools, and nothing is logged after "worker stopped".
  */
-import { Writable } from 'node:stream'
-import { pino } from 'pino'
 import { describe, expect, it } from 'vitest'
 import { loadConfig } from '../../src/config.ts'
-import type { Logger } from '../../src/logger.ts'
 import { createWorkerSystem } from '../../src/system.ts'
 import { useTestDb } from '../db.ts'
+import { capturingLogger } from '../log-capture.ts'
 
 const t = useTestDb()
 
 describe('a worker system stopped while it starts', () => {
   it('stops what the start brought up, with nothing after "worker stopped" and no error', async () => {
     const lines: Array<{ level: number; msg: string }> = []
-    const log = pino(
-      { level: 'info' },
-      new Writable({
-        write(chunk, _encoding, done) {
-          lines.push(JSON.parse(String(chunk)))
-          done()
-        },
-      }),
-    ) as unknown as Logger
+    const { log } = capturingLogger('info', lines)
     const config = loadConfig({
       DATABASE_URL: t.url,
       SCHEDULER_WORKER_METRICS_PORT: 'off',
