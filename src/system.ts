@@ -24,8 +24,6 @@ import { createWebhookHandler } from './worker/webhook-handler.ts'
 
 /** Connections for the reaper, the trigger scheduler and the pruner. */
 export const MAINTENANCE_POOL_SIZE = 2
-/** Longest a maintenance transaction may sit idle (a frozen process, a vanished host) before the server ends it. */
-export const DISPATCH_IDLE_TIMEOUT_MS = 10_000
 
 export interface WorkerSystem {
   worker: Worker
@@ -79,8 +77,8 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     genericPlans: true,
     indexPlans: true,
     // A dispatcher pass holds the dispatch lock for its transaction: if its process freezes or its
-    // host vanishes mid-pass, the server ends the session, and a standby takes over.
-    idleInTransactionTimeoutMs: DISPATCH_IDLE_TIMEOUT_MS,
+    // host vanishes mid-pass, the server ends the session (IDLE_TRANSACTION_TIMEOUT_MS, as on every
+    // pool), and a standby takes over.
   })
   // the webhook deliveries go through the http handler's rules: off with it
   const registry = new HandlerRegistry(

@@ -33,9 +33,23 @@ export interface CreateDbParams {
   indexPlans?: boolean
   /** Called each time the database answers: a new connection is ready, or a write (insert, update, delete) succeeded. */
   onAnswered?: () => void
-  /** Sessions run with `idle_in_transaction_session_timeout` set to this (ms). */
+  /**
+   * Sessions run with `idle_in_transaction_session_timeout` set to this (ms); default
+   * IDLE_TRANSACTION_TIMEOUT_MS, 0 for none.
+   */
   idleInTransactionTimeoutMs?: number
 }
+
+/**
+ * How long the server lets a session of the product's pools sit idle inside a transaction before it
+ * ends the session. The product's transactions run their statements back to back, so a transaction
+ * idle that long belongs to a process that froze (SIGSTOP, a paused VM, a long stall) or a host that
+ * vanished without closing its connections. Its row locks would hold up every other process that
+ * needs them (a limited queue's claims, a tenant's admission, a dispatch pass) until the server
+ * noticed the lost connection, which TCP keepalive does after about two hours by default. The
+ * transaction rolls back: a claim in it is undone, its work stays due.
+ */
+export const IDLE_TRANSACTION_TIMEOUT_MS = 10_000
 
 export interface Database {
   db: Kysely<DB>
@@ -85,9 +99,7 @@ function sessionSettings(params: CreateDbParams): string[] {
   // (a failures report over 100,000 jobs: 4.2 s of JIT in a 5 s statement, 1.1 s without), for
   // statements that run in milliseconds to a second.
   const sets: string[] = ['set jit = off']
-  if (params.idleInTransactionTimeoutMs !== undefined) {
-    sets.push(`set idle_in_transaction_session_timeout = ${Math.floor(params.idleInTransactionTimeoutMs)}`)
-  }
+  sets.push(`set idle_in_transaction_session_timeout = ${Math.floor(params.idleInTransactionTimeoutMs ?? IDLE_TRANSACTION_TIMEOUT_MS)}`)
   if (params.genericPlans) {
     // A generic plan is made once per connection, often when the tables are still empty (a new
     // database, a worker started before the first jobs). With `indexPlans`, no seq scan is on

@@ -1,12 +1,12 @@
 /**
  * createDb: a pool with `genericPlans` plans each parameterised statement once
  * per connection (the worker's hot path); other pools keep PostgreSQL's choice.
- * No pool compiles statements with JIT.
+ * No pool compiles statements with JIT. Every pool's sessions end a transaction left idle.
  */
 import { sql } from 'kysely'
 import pg from 'pg'
 import { afterAll, describe, expect, it } from 'vitest'
-import { createDb, type Database } from '../../src/db/pool.ts'
+import { createDb, IDLE_TRANSACTION_TIMEOUT_MS, type Database } from '../../src/db/pool.ts'
 import { adminUrl } from '../db.ts'
 
 describe('createDb', () => {
@@ -55,5 +55,18 @@ describe('createDb', () => {
     const url = new URL(adminUrl())
     url.searchParams.set('options', '-c statement_timeout=4321')
     expect(await settings(true, url.toString())).toEqual({ mode: 'force_generic_plan', timeout: '4321ms' })
+  })
+
+  it('has the server end a transaction its sessions leave idle, after IDLE_TRANSACTION_TIMEOUT_MS unless told otherwise', async () => {
+    expect(IDLE_TRANSACTION_TIMEOUT_MS).toBe(10_000)
+    const timeout = async (idleInTransactionTimeoutMs: number | undefined) => {
+      const d = createDb({ databaseUrl: adminUrl(), poolSize: 1, idleInTransactionTimeoutMs })
+      opened.push(d)
+      const { rows } = await sql<{ t: string }>`select current_setting('idle_in_transaction_session_timeout') as t`.execute(d.db)
+      return rows[0]?.t
+    }
+    expect(await timeout(undefined)).toBe('10s')
+    expect(await timeout(250)).toBe('250ms')
+    expect(await timeout(0)).toBe('0') // none
   })
 })
