@@ -1,12 +1,13 @@
 /**
  * An execution's output. While the execution is pending or running it is followed live
  * (GET /v1/executions/{id}/output?follow=true, read chunk by chunk as the worker stores it);
- * once finished, what was stored is read once. Shown as text, never as markup.
+ * once finished, what was stored is read once. With `attempt`, the output that attempt stored
+ * (`?attempt=N`), read once; a 404 says that attempt stored none. Shown as text, never as markup.
  */
 import { useEffect, useState } from 'preact/hooks'
-import { ApiError, request } from '../api.ts'
+import { ApiError, request, withQuery } from '../api.ts'
 
-export function Output({ executionId, live }: { executionId: string; live: boolean }) {
+export function Output({ executionId, live, attempt }: { executionId: string; live: boolean; attempt?: number }) {
   const [text, setText] = useState('')
   const [state, setState] = useState<'reading' | 'following' | 'done' | 'none' | 'error'>('reading')
   const [error, setError] = useState('')
@@ -15,7 +16,8 @@ export function Output({ executionId, live }: { executionId: string; live: boole
     setText('')
     setState(live ? 'following' : 'reading')
     const read = async () => {
-      const res = await request(`/v1/executions/${executionId}/output${live ? '?follow=true' : ''}`, { signal: controller.signal })
+      const path = withQuery(`/v1/executions/${executionId}/output`, { follow: live ? 'true' : undefined, attempt })
+      const res = await request(path, { signal: controller.signal })
       if (!res.body) return
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader()
       for (;;) {
@@ -36,16 +38,16 @@ export function Output({ executionId, live }: { executionId: string; live: boole
       },
     )
     return () => controller.abort()
-  }, [executionId, live])
-  const label = `Output of execution ${executionId}`
-  if (state === 'none') return <p class="muted">No output stored.</p>
+  }, [executionId, live, attempt])
+  const label = attempt === undefined ? `Output of execution ${executionId}` : `Output of attempt ${attempt} of execution ${executionId}`
+  if (state === 'none') return <p class="muted">{attempt === undefined ? 'No output stored.' : 'No output stored for this attempt.'}</p>
   return (
     <div class="output">
       <p class="muted" role="status">
         {state === 'following' ? 'Following the output as it is written…' : state === 'error' ? `Output could not be read: ${error}` : ''}
       </p>
       {/* biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling region must be reachable by keyboard */}
-      <section class="output-text" aria-label={label} tabIndex={0} data-output-of={executionId}>
+      <section class="output-text" aria-label={label} tabIndex={0} data-output-of={executionId} data-output-attempt={attempt}>
         <pre>{text}</pre>
       </section>
     </div>
