@@ -1,16 +1,18 @@
 /**
  * One job: its status and settings, its schedule with the next fire times, the actions its status
  * allows (cancel, pause/resume, retry, rerun, delete), and every execution with every attempt,
- * error and result; the latest execution's output is read, and followed live while it runs.
+ * error and result; the latest execution's output is read, and followed live while it runs. Each
+ * attempt that has ended shows the output it stored on request (a failed attempt's, before its retry).
  * Live events of this job reload the page's data.
  */
+import { useState } from 'preact/hooks'
 import { call } from '../api.ts'
 import { ActionButton, ErrorNotice, JsonBlock, StatusBadge, TableWrap } from '../components/common.tsx'
 import { Output } from '../components/output.tsx'
 import { duration, when } from '../format.ts'
 import { useLiveRefresh, useLoad } from '../hooks.ts'
 import { navigate } from '../router.ts'
-import type { Execution, Job, Page, ScheduleInfo } from '../types.ts'
+import type { Attempt, Execution, Job, Page, ScheduleInfo } from '../types.ts'
 
 const FINISHED = new Set(['COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED'])
 const RETRYABLE = new Set(['FAILED', 'EXPIRED', 'CANCELLED'])
@@ -61,6 +63,53 @@ function Actions({ job, reload }: { job: Job; reload: () => void }) {
   )
 }
 
+/** The columns of an execution's attempts table (the row an attempt's output opens spans them all). */
+const ATTEMPT_COLUMNS = 7
+
+/**
+ * One attempt of `executionId`. One that has ended gets a button that opens a row below it with
+ * the output that attempt stored, read once when opened: only opened rows cost a request. The
+ * running attempt has none: its output is the execution's, followed live below the table.
+ */
+function AttemptRow({ executionId, a }: { executionId: string; a: Attempt }) {
+  const [open, setOpen] = useState(false)
+  const outputId = `attempt-output-${executionId}-${a.attempt}`
+  return (
+    <>
+      <tr data-attempt={a.attempt}>
+        <td>{a.attempt}</td>
+        <td>{a.outcome}</td>
+        <td>{when(a.startedAt)}</td>
+        <td>{when(a.endedAt)}</td>
+        <td>{a.host ? `${a.workerId ?? ''} on ${a.host}` : (a.workerId ?? '—')}</td>
+        <td class="error-text">{a.error ? `${a.error.name}: ${a.error.message}` : ''}</td>
+        <td>
+          {a.outcome !== 'running' && (
+            <button
+              type="button"
+              aria-label={`${open ? 'Hide' : 'Show'} output of attempt ${a.attempt} of execution ${executionId}`}
+              aria-expanded={open}
+              aria-controls={open ? outputId : undefined}
+              onClick={() => setOpen(!open)}
+            >
+              {open ? 'Hide output' : 'Show output'}
+            </button>
+          )}
+        </td>
+      </tr>
+      {open && (
+        <tr id={outputId}>
+          <td colSpan={ATTEMPT_COLUMNS}>
+            <div class="attempt-output-body">
+              <Output executionId={executionId} live={false} attempt={a.attempt} />
+            </div>
+          </td>
+        </tr>
+      )}
+    </>
+  )
+}
+
 function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
   const live = e.state === 'pending' || e.state === 'running'
   return (
@@ -82,7 +131,7 @@ function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
       </dl>
       {e.attempts.length > 0 && (
         <TableWrap label={`Attempts of execution ${e.id}`}>
-          <table>
+          <table class="attempts">
             <thead>
               <tr>
                 <th scope="col">Attempt</th>
@@ -91,18 +140,12 @@ function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
                 <th scope="col">Ended</th>
                 <th scope="col">Worker</th>
                 <th scope="col">Error</th>
+                <th scope="col">Output</th>
               </tr>
             </thead>
             <tbody>
               {e.attempts.map((a) => (
-                <tr key={a.attempt}>
-                  <td>{a.attempt}</td>
-                  <td>{a.outcome}</td>
-                  <td>{when(a.startedAt)}</td>
-                  <td>{when(a.endedAt)}</td>
-                  <td>{a.host ? `${a.workerId ?? ''} on ${a.host}` : (a.workerId ?? '—')}</td>
-                  <td class="error-text">{a.error ? `${a.error.name}: ${a.error.message}` : ''}</td>
-                </tr>
+                <AttemptRow key={a.attempt} executionId={e.id} a={a} />
               ))}
             </tbody>
           </table>
