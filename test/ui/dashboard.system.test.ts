@@ -1,9 +1,10 @@
 /**
  * The dashboard at /ui in a real browser (Debian's Chromium through playwright-core) against a
  * real `scheduler api` and a real `scheduler worker` process: sign-in, the transfer of a page
- * load, live updates of the job list, a job's output followed while it runs, retry of a failed
- * job, bulk retry of 100 failed jobs, pausing a queue, tenant isolation and escaping of tenant
- * input. With UI_SCREENSHOTS=<folder> (npm run screenshots) it also saves a PNG of each page.
+ * load, live updates of the job list, a job's output followed while it runs, each attempt's own
+ * output, retry of a failed job, bulk retry of 100 failed jobs, pausing a queue, tenant isolation
+ * and escaping of tenant input. With UI_SCREENSHOTS=<folder> (npm run screenshots) it also saves a
+ * PNG of each page.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -192,6 +193,65 @@ describe('the dashboard in Chromium', () => {
     await page.waitForSelector('[data-job-status="COMPLETED"]', { timeout: 20_000 })
     // The failed attempt stays in the history beside the successful run.
     await expect(page.locator('main').textContent()).resolves.toContain('switch on')
+    await page.context().close()
+  })
+
+  it("shows each attempt's own output on the job's page, and says so when an attempt stored none", async () => {
+    // the first attempt writes and fails, the second writes something else and succeeds
+    const twice = await submit(acmeKey, {
+      type: 'output.attempts',
+      maxAttempts: 2,
+      backoffBaseMs: 0,
+      payload: { outputs: ['written by the failed attempt\n', 'written by the successful attempt\n'] },
+    })
+    // the first attempt fails without writing anything
+    const silent = await submit(acmeKey, { type: 'output.attempts', maxAttempts: 2, backoffBaseMs: 0, payload: { outputs: [null, 'written at last\n'] } })
+    for (const job of [twice, silent])
+      await waitFor(async () => (await viewJob(job.id)).status === 'COMPLETED', { what: 'the job to succeed on its second attempt' })
+    const executionOf = async (jobId: string) => {
+      const page = await rest<{ items: Array<{ id: string; attempts: Array<{ outcome: string }> }> }>(acmeKey, 'GET', `/v1/jobs/${jobId}/executions`)
+      expect(page.items).toHaveLength(1)
+      expect(page.items[0]?.attempts.map((a) => a.outcome)).toEqual(['failed', 'succeeded'])
+      return page.items[0]?.id as string
+    }
+
+    const page = await signedIn(acmeKey)
+    const execution = await executionOf(twice.id)
+    await page.goto(`${api.url}/ui/#/jobs/${twice.id}`)
+    await page.waitForSelector('[data-job-status="COMPLETED"]')
+    // the latest output shows as before
+    const latest = page.getByLabel(`Output of execution ${execution}`, { exact: true }).locator('pre')
+    await waitFor(async () => (await latest.textContent()) === 'written by the successful attempt\n', { what: "the latest attempt's output" })
+    for (const [attempt, text] of [
+      [1, 'written by the failed attempt\n'],
+      [2, 'written by the successful attempt\n'],
+    ] as const) {
+      const button = page.getByRole('button', { name: `Show output of attempt ${attempt} of execution ${execution}` })
+      await button.click()
+      const output = page.getByLabel(`Output of attempt ${attempt} of execution ${execution}`, { exact: true }).locator('pre')
+      await waitFor(async () => (await output.textContent()) === text, { what: `the output of attempt ${attempt}` })
+      expect(await page.getByRole('button', { name: `Hide output of attempt ${attempt} of execution ${execution}` }).getAttribute('aria-expanded')).toBe('true')
+    }
+    // each attempt keeps its own output on screen beside the other's
+    await expect(page.getByLabel(`Output of attempt 1 of execution ${execution}`, { exact: true }).locator('pre').textContent()).resolves.toBe(
+      'written by the failed attempt\n',
+    )
+
+    const silentExecution = await executionOf(silent.id)
+    await page.goto(`${api.url}/ui/#/jobs/${silent.id}`)
+    await page.waitForSelector('[data-job-status="COMPLETED"]')
+    await page.getByRole('button', { name: `Show output of attempt 1 of execution ${silentExecution}` }).click()
+    const attempts = page.getByRole('region', { name: `Attempts of execution ${silentExecution}` })
+    await attempts.getByText('No output stored for this attempt.').waitFor()
+    expect(await page.getByLabel(`Output of attempt 1 of execution ${silentExecution}`, { exact: true }).count()).toBe(0)
+    await page.getByRole('button', { name: `Show output of attempt 2 of execution ${silentExecution}` }).click()
+    await waitFor(
+      async () =>
+        (await page.getByLabel(`Output of attempt 2 of execution ${silentExecution}`, { exact: true }).locator('pre').textContent()) === 'written at last\n',
+      {
+        what: 'the output of the second attempt',
+      },
+    )
     await page.context().close()
   })
 
