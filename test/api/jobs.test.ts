@@ -30,7 +30,7 @@ describe('POST /v1/jobs → GET /v1/jobs/{id} → GET /v1/jobs', () => {
       lastRun: { status: 'PENDING' },
       attempts: 0,
       schedule: null,
-      lastExecution: { state: 'pending', attempt: 0, result: null, error: null, outputUrl: null },
+      lastExecution: { state: 'pending', attempt: 0, result: null, error: null, outputUrl: null, outputAttempt: null },
     })
     // Committed before the reply: the row is there for any other connection.
     const row = await t.db.selectFrom('pgsched.jobs').select(['id', 'tenant']).where('id', '=', job.id).executeTakeFirst()
@@ -255,6 +255,7 @@ describe('GET /v1/jobs/{id}/executions and /v1/executions/{id}/output', () => {
     expect(out.body).toBe(text)
     const view = (await api.call(key, 'GET', `/v1/jobs/${job.id}`)).json()
     expect(view.lastExecution.outputUrl).toBe(`/v1/executions/${executionId}/output`)
+    expect(view.lastExecution.outputAttempt).toBe(1) // the file's name says so
 
     await t.db
       .updateTable('pgsched.execution_history')
@@ -305,6 +306,10 @@ describe('GET /v1/jobs/{id}/executions and /v1/executions/{id}/output', () => {
       .execute()
     await setExecutionState(t.db, { jobIds: [quiet.id], state: 'succeeded', attempt: 2, outputUri: `pgsched:output/${quietId}/1` })
     const quietGet = (query: string) => api.call(key, 'GET', `/v1/executions/${quietId}/output${query}`)
+    // the execution says whose output its outputUrl streams: attempt 1's, not the latest's
+    const lastOf = async (jobId: string) => (await api.call(key, 'GET', `/v1/jobs/${jobId}/executions`)).json().items[0]
+    expect(await lastOf(quiet.id)).toMatchObject({ attempt: 2, outputUrl: `/v1/executions/${quietId}/output`, outputAttempt: 1 })
+    expect(await lastOf(job.id)).toMatchObject({ attempt: 3, outputAttempt: 3 })
     expect((await quietGet('?attempt=1')).body).toBe('boom\n')
     const second = await quietGet('?attempt=2')
     expect(second.statusCode).toBe(404)

@@ -206,7 +206,14 @@ describe('the dashboard in Chromium', () => {
     })
     // the first attempt fails without writing anything
     const silent = await submit(acmeKey, { type: 'output.attempts', maxAttempts: 2, backoffBaseMs: 0, payload: { outputs: [null, 'written at last\n'] } })
-    for (const job of [twice, silent])
+    // the first attempt writes and fails, the second writes nothing and succeeds
+    const quiet = await submit(acmeKey, {
+      type: 'output.attempts',
+      maxAttempts: 2,
+      backoffBaseMs: 0,
+      payload: { outputs: ['written before the retry\n', null] },
+    })
+    for (const job of [twice, silent, quiet])
       await waitFor(async () => (await viewJob(job.id)).status === 'COMPLETED', { what: 'the job to succeed on its second attempt' })
     const executionOf = async (jobId: string) => {
       const page = await rest<{ items: Array<{ id: string; attempts: Array<{ outcome: string }> }> }>(acmeKey, 'GET', `/v1/jobs/${jobId}/executions`)
@@ -222,6 +229,7 @@ describe('the dashboard in Chromium', () => {
     // the latest output shows as before
     const latest = page.getByLabel(`Output of execution ${execution}`, { exact: true }).locator('pre')
     await waitFor(async () => (await latest.textContent()) === 'written by the successful attempt\n', { what: "the latest attempt's output" })
+    expect(await page.locator(`[data-output-note="${execution}"]`).count()).toBe(0) // it is the latest attempt's
     for (const [attempt, text] of [
       [1, 'written by the failed attempt\n'],
       [2, 'written by the successful attempt\n'],
@@ -252,6 +260,19 @@ describe('the dashboard in Chromium', () => {
         what: 'the output of the second attempt',
       },
     )
+
+    // the latest attempt wrote nothing: the execution's output is the earlier attempt's, and says so
+    const quietExecution = await executionOf(quiet.id)
+    await page.goto(`${api.url}/ui/#/jobs/${quiet.id}`)
+    await page.waitForSelector('[data-job-status="COMPLETED"]')
+    const quietLatest = page.getByLabel(`Output of execution ${quietExecution}`, { exact: true }).locator('pre')
+    await waitFor(async () => (await quietLatest.textContent()) === 'written before the retry\n', { what: "the execution's output" })
+    expect(await page.locator(`[data-output-note="${quietExecution}"]`).textContent()).toBe('Written by attempt 1; attempt 2 wrote none.')
+    await page.getByRole('button', { name: `Show output of attempt 2 of execution ${quietExecution}` }).click()
+    await page
+      .getByRole('region', { name: `Attempts of execution ${quietExecution}` })
+      .getByText('No output stored for this attempt.')
+      .waitFor()
     await page.context().close()
   })
 

@@ -33,6 +33,8 @@ export interface Execution {
   result: unknown
   error: ExecutionError | null
   outputUrl: string | null
+  /** The attempt whose output outputUrl streams (the latest that stored any); null with none, or unknown. */
+  outputAttempt: number | null
   attempts: Attempt[]
 }
 

@@ -1,10 +1,11 @@
 /**
  * JSON form of an execution (one run of a job) and the mapping from the
  * domain type: dates as ISO strings, plus `outputUrl`, the API link to the
- * stored output when there is one.
+ * stored output when there is one, and `outputAttempt`, the attempt that stored it.
  */
 import { Type, type Static } from '@fastify/type-provider-typebox'
 import type { Execution } from '../../core/job.ts'
+import { outputUriAttempt, parseOutputUri } from '../../core/output-uri.ts'
 import { DateTime, Nullable, Uuid } from './common.ts'
 
 export const ExecutionStateSchema = Type.Enum(['pending', 'running', 'succeeded', 'failed', 'cancelled'], {
@@ -62,6 +63,12 @@ export const ExecutionSchema = Type.Object(
       }),
     ),
     outputUrl: Nullable(Type.String({ description: 'API path that streams the stored output.' })),
+    outputAttempt: Nullable(
+      Type.Integer({
+        description:
+          "The attempt whose output `outputUrl` streams: the latest attempt that stored any, which is not the latest attempt when that one wrote none. Null with no output, or where the store's name for it does not say (a `file:` path named otherwise). Earlier attempts: `outputUrl` with `?attempt=N`.",
+      }),
+    ),
     attempts: Type.Array(AttemptSchema, {
       description: 'Every attempt, oldest first: those that failed or lost their lease, then the latest (running, succeeded or cancelled).',
     }),
@@ -106,6 +113,13 @@ export function executionToJson(e: Execution): ExecutionJson {
     error: e.error,
     outputUri: e.outputUri,
     outputUrl: e.outputUri ? `/v1/executions/${e.id}/output` : null,
+    outputAttempt: outputAttemptOf(e.outputUri),
     attempts: e.attempts.map((a) => ({ ...a, startedAt: iso(a.startedAt), endedAt: iso(a.endedAt) })),
   }
+}
+
+/** The attempt an output URI names (outputUriAttempt); null for none or a form that does not say. */
+function outputAttemptOf(uri: string | null): number | null {
+  const location = parseOutputUri(uri)
+  return location === null ? null : outputUriAttempt(location)
 }

@@ -110,6 +110,16 @@ function AttemptRow({ executionId, a }: { executionId: string; a: Attempt }) {
   )
 }
 
+/** Says so when a finished execution's output is an earlier attempt's: its latest attempt wrote none. */
+function OutputOfEarlierAttempt({ e }: { e: Execution }) {
+  if (e.outputAttempt === null || e.outputAttempt === e.attempt) return null
+  return (
+    <p class="muted" data-output-note={e.id}>
+      Written by attempt {e.outputAttempt}; attempt {e.attempt} wrote none.
+    </p>
+  )
+}
+
 function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
   const live = e.state === 'pending' || e.state === 'running'
   return (
@@ -165,12 +175,14 @@ function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
       {latest || live ? (
         <>
           <h4>Output</h4>
+          {!live && <OutputOfEarlierAttempt e={e} />}
           <Output executionId={e.id} live={live} />
         </>
       ) : (
         e.outputUrl && (
           <details>
             <summary>Output</summary>
+            <OutputOfEarlierAttempt e={e} />
             <Output executionId={e.id} live={false} />
           </details>
         )
