@@ -8,7 +8,7 @@
  */
 import { Ajv, type ErrorObject } from 'ajv'
 import type { FastifySchemaCompiler } from 'fastify'
-import { FORMAT_PROBLEMS, type FormatName } from '../core/formats.ts'
+import { FORMAT_PROBLEMS, intervalProblem, type FormatName } from '../core/formats.ts'
 import type { ErrorDetail } from '../errors.ts'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
@@ -174,7 +174,11 @@ export function validationDetails(errors: readonly ErrorObject[], part: string):
       typeof e.data === 'string' &&
       (e.keyword === 'format' || e.keyword === 'pattern' || e.keyword === 'maxLength' || e.keyword === 'minLength')
         ? formatProblem(e.data, label)
-        : undefined
+        : // a number with a fraction given for a duration (whose type is integer): worded by the same
+          // check, which names a fraction of a millisecond (intervals are whole milliseconds)
+          format === 'pgsched-duration' && e.keyword === 'type' && typeof e.data === 'number'
+          ? intervalProblem(e.data, label)
+          : undefined
     if (formatMessage) {
       detail = { path, message: formatMessage }
     } else if (e.keyword === 'required') {

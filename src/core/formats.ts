@@ -7,11 +7,11 @@
  *   date-time         an ISO-8601 instant with a time zone (RFC 3339; seconds may be left out)
  *   cron              a cron expression (core/cron.ts)
  *   time-zone         an IANA time zone name this runtime knows
- *   pgsched-duration  a duration (core/duration.ts) from 1 second to 366 days
+ *   pgsched-duration  a duration (core/duration.ts) from 1 second to 366 days, in whole milliseconds
  *   pgsched-job-type  a job type a submit may use: a type's shape, not starting with `pgsched.`
  */
 import { cronProblem, isIanaTimeZone } from './cron.ts'
-import { DURATION_PATTERN, DURATION_RULE, parseDurationMs } from './duration.ts'
+import { DURATION_PATTERN, DURATION_RULE, readDuration } from './duration.ts'
 import { INTERVAL_MS, RESERVED_TYPE_PREFIX, RESERVED_TYPE_RULE, TYPE_RULE, isTypeName } from './names.ts'
 
 const ISO_INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):(\d{2}))$/i
@@ -75,10 +75,24 @@ function fieldsExist(m: RegExpExecArray): boolean {
 /** The range of a recurring interval, in words. */
 export const INTERVAL_RULE = `${DURATION_RULE}, from 1 second to 366 days`
 
-/** Milliseconds of an `{every}` interval, or undefined when it is not a duration in INTERVAL_MS. */
+/**
+ * Why `value` cannot be an `{every}` interval, for a field named `label` (undefined when it can): not
+ * a duration in INTERVAL_MS, or one with a fraction of a millisecond (`1.0005s`, `1000.5`), which
+ * is refused rather than rounded: intervals are whole milliseconds.
+ */
+export function intervalProblem(value: unknown, label: string): string | undefined {
+  const reading = readDuration(value)
+  // in range with its fraction: at least the minimum, and not past the maximum by a fraction
+  const inRange =
+    reading !== undefined && reading.ms >= INTERVAL_MS.min && (reading.ms < INTERVAL_MS.max || (reading.ms === INTERVAL_MS.max && !reading.subMillisecond))
+  if (!inRange) return `${label} must be ${INTERVAL_RULE}`
+  if (reading.subMillisecond) return `${label} must be a whole number of milliseconds (intervals are whole milliseconds), got ${JSON.stringify(value)}`
+  return undefined
+}
+
+/** Milliseconds of an `{every}` interval, or undefined when intervalProblem refuses it. */
 export function parseIntervalMs(value: unknown): number | undefined {
-  const ms = parseDurationMs(value)
-  return ms !== undefined && ms >= INTERVAL_MS.min && ms <= INTERVAL_MS.max ? ms : undefined
+  return intervalProblem(value, '') === undefined ? readDuration(value)?.ms : undefined
 }
 
 /** Why `value` cannot be the type of a submitted job (undefined when it can). */
@@ -97,6 +111,6 @@ export const FORMAT_PROBLEMS: Record<FormatName, (value: string, label: string) 
     isIanaTimeZone(value)
       ? undefined
       : `${label} ${JSON.stringify(value)} is not a known IANA time zone (such as Europe/Berlin); offsets, abbreviations and POSIX rules are not accepted`,
-  'pgsched-duration': (value, label) => (parseIntervalMs(value) === undefined ? `${label} must be ${INTERVAL_RULE}` : undefined),
+  'pgsched-duration': (value, label) => intervalProblem(value, label),
   'pgsched-job-type': (value, label) => submitTypeProblem(value, label),
 }

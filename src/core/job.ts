@@ -15,9 +15,9 @@ import { cronNextFireAt } from './cron.ts'
 import {
   FORMAT_PROBLEMS,
   INSTANT_RANGE_RULE,
-  INTERVAL_RULE,
   instantInRange,
   instantProblem,
+  intervalProblem,
   parseInstant,
   parseIntervalMs,
   submitTypeProblem,
@@ -377,9 +377,9 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { int
         }
       } else {
         kind = 'interval'
-        const ms = parseIntervalMs(schedule.every)
-        if (ms === undefined) bad('schedule.every', `schedule.every must be ${INTERVAL_RULE}`)
-        else intervalMs = ms
+        const problem = intervalProblem(schedule.every, 'schedule.every')
+        if (problem) bad('schedule.every', problem)
+        else intervalMs = parseIntervalMs(schedule.every) ?? null
       }
     }
   }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { sql } from 'kysely'
 import { createClient } from '../../src/client.ts'
+import { ValidationError } from '../../src/errors.ts'
 import { useTestDb } from '../db.ts'
 import { useTestApi } from './helpers.ts'
 
@@ -10,6 +11,8 @@ const api = useTestApi(t)
 const JSON_TYPE = { 'content-type': 'application/json' }
 const EVERY_RANGE =
   'schedule.every must be milliseconds, a duration such as 10s, 5m, 1h30m or 1500ms, or an ISO-8601 duration such as PT10S or P1D (no years or months), from 1 second to 366 days'
+/** The refusal of an interval with a fraction of a millisecond, which would otherwise be rounded. */
+const everyWholeMs = (given: string) => `schedule.every must be a whole number of milliseconds (intervals are whole milliseconds), got ${given}`
 const TYPE_RULE = 'type must be 1-128 characters: letters, digits and _ . : / - (not first)'
 const ONE_SCHEDULE = 'schedule must be exactly one of {at}, {cron, timezone?} or {every}'
 const AT_FORMAT = 'schedule.at must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z'
@@ -193,6 +196,27 @@ const cases: Case[] = [
     body: { type: 'x', schedule: { every: 1.5 } },
     status: 400,
     message: EVERY_RANGE,
+    path: 'schedule.every',
+  },
+  {
+    name: 'interval with a fraction of a millisecond (compact)',
+    body: { type: 'x', schedule: { every: '1.0005s' } },
+    status: 400,
+    message: everyWholeMs('"1.0005s"'),
+    path: 'schedule.every',
+  },
+  {
+    name: 'interval with a fraction of a millisecond (ISO-8601)',
+    body: { type: 'x', schedule: { every: 'PT1.0005S' } },
+    status: 400,
+    message: everyWholeMs('"PT1.0005S"'),
+    path: 'schedule.every',
+  },
+  {
+    name: 'interval with a fraction of a millisecond (a number)',
+    body: { type: 'x', schedule: { every: 1000.5 } },
+    status: 400,
+    message: everyWholeMs('1000.5'),
     path: 'schedule.every',
   },
   { name: 'maxAttempts zero', body: { type: 'x', maxAttempts: 0 }, status: 400, message: 'maxAttempts must be an integer from 1 to 1000', path: 'maxAttempts' },
@@ -472,6 +496,22 @@ describe('text that is not UTF-8', () => {
     await expect(client.submitJob(input as unknown as Parameters<typeof client.submitJob>[0])).rejects.toMatchObject({
       details: [{ path: 'maxAttemps', message: 'unknown field "maxAttemps"' }],
     })
+  })
+
+  it('refuses an interval with a fraction of a millisecond from TypeScript, naming the field, rather than rounding it', async () => {
+    const client = createClient({ db: t.db, tenant: 'bytes' })
+    for (const [every, given] of [
+      ['1.0005s', '"1.0005s"'],
+      ['PT1.0005S', '"PT1.0005S"'],
+      [1000.5, '1000.5'],
+    ] as const) {
+      const err = await client.submitJob({ type: 'x', schedule: { every } }).catch((e: unknown) => e)
+      expect(err, String(every)).toBeInstanceOf(ValidationError)
+      expect((err as ValidationError).details, String(every)).toEqual([{ path: 'schedule.every', message: everyWholeMs(given) }])
+    }
+    // a fraction that is whole milliseconds is taken, exactly (1.001 * 1000 is 1000.9999999999999 as a double)
+    expect((await client.submitJob({ type: 'x', schedule: { every: '1.001s' } })).job.schedule?.intervalMs).toBe(1001)
+    expect((await client.submitJob({ type: 'x', schedule: { every: 'PT1.5000S' } })).job.schedule?.intervalMs).toBe(1500)
   })
 
   it('refuses NaN and Infinity in a TypeScript payload, which JSON would turn into null', async () => {

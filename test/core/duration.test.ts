@@ -17,13 +17,36 @@ describe('parseDurationMs', () => {
     ['P1D', 86_400_000],
     ['P1W', 604_800_000],
     ['PT0.5S', 500],
+    ['1.001s', 1001],
+    ['PT1.5000S', 1500],
     [60_000, 60_000],
   ])('reads %j as %d ms', (value, ms) => {
     expect(parseDurationMs(value)).toBe(ms)
     if (typeof value === 'string') expect(new RegExp(DURATION_PATTERN, 'u').test(value)).toBe(true)
   })
 
-  it.each(['', 'P', 'PT', '10', '10 s', '1m1h', '5M', 'P1M', 'P1Y', '1.5', '-5s', 'PT-1S', 1.5, Number.NaN, null, {}])('refuses %j', (value) => {
+  it.each([
+    '',
+    'P',
+    'PT',
+    '10',
+    '10 s',
+    '1m1h',
+    '5M',
+    'P1M',
+    'P1Y',
+    '1.5',
+    '-5s',
+    'PT-1S',
+    '1.0005s',
+    'PT1.0005S',
+    '0.0001s',
+    1.5,
+    1000.5,
+    Number.NaN,
+    null,
+    {},
+  ])('refuses %j', (value) => {
     expect(parseDurationMs(value)).toBeUndefined()
   })
 

@@ -170,6 +170,18 @@ describe('pgsched.submit_job', () => {
     expect(rows.filter((r) => java.includes(r.name) && r.known)).toEqual([])
   })
 
+  it('refuses an interval with a fraction of a millisecond (SQLSTATE 22023) rather than cutting it off, and takes whole milliseconds', async () => {
+    const err = await submit(`'x', every => interval '1.0005 seconds'`).catch((e: unknown) => e)
+    expect(err).toMatchObject({
+      code: '22023',
+      message: 'every must be a whole number of milliseconds (intervals are whole milliseconds), got 00:00:01.0005',
+    })
+    await expect(submit(`'x', every => interval '1 hour 1 microsecond'`)).rejects.toThrow('every must be a whole number of milliseconds')
+    expect(await t.db.selectFrom('pgsched.jobs').selectAll().execute()).toEqual([])
+    const id = await submit(`'x', every => interval '1.5 seconds'`)
+    expect((await createClient({ db: t.db }).viewJob(id)).schedule).toMatchObject({ kind: 'interval', intervalMs: 1500 })
+  })
+
   it('stores an interval schedule whose window ended before its first fire time with nothing to come', async () => {
     const id = await submit(`'x', every => interval '1 hour', end_at => now() - interval '1 day'`)
     const { rows } = await sql<{ next_fire_at: Date | null }>`select next_fire_at from pgsched.triggers where job_id = ${id}::uuid`.execute(t.db)

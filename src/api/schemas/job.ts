@@ -127,7 +127,7 @@ export const ScheduleInputSchema = Type.Union(
           pattern: DURATION_PATTERN,
           format: 'pgsched-duration',
           'x-expected': INTERVAL_RULE,
-          description: `Interval between fire times: ${INTERVAL_RULE}.`,
+          description: `Interval between fire times: ${INTERVAL_RULE}; whole milliseconds (a fraction of one, as in 1.0005s, is refused).`,
           examples: ['10s', '1h30m', 'PT5M', 60000],
         }),
       },
