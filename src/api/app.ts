@@ -26,7 +26,7 @@ import { createAuthenticator } from './auth.ts'
 import { TenantClients } from './tenant-clients.ts'
 import { frameworkErrorHandler, registerErrorHandling } from './error-handler.ts'
 import { continueWithinLimit, indexRouteMethods, refuseContentEncodings } from './http-conventions.ts'
-import { parseJsonBody } from './json-body.ts'
+import { parseJsonBody, refuseBody } from './json-body.ts'
 import { OutageLog } from './outage.ts'
 import { createApiMetrics } from './metrics.ts'
 import { executionRoutes, FOLLOW_POLL_MS } from './routes/executions.ts'
@@ -203,7 +203,8 @@ export function buildApp(deps: AppDeps) {
         version: packageVersion(),
         description:
           'Submit, view, list and control jobs of the pgsched scheduler. Every /v1 call needs `Authorization: Bearer <api key>`; ' +
-          "a key acts for one tenant, and other tenants' jobs answer 404. Errors are `{statusCode, error, message, details?}`.",
+          "a key acts for one tenant, and other tenants' jobs answer 404. Errors are `{statusCode, error, message, details?}`. " +
+          'An operation shown without a request body refuses one with a 400 (no body, an empty one or `{}` is none).',
       },
       tags: [
         { name: 'keys', description: 'The calling key' },
@@ -243,8 +244,13 @@ export function buildApp(deps: AppDeps) {
       })
       // A route that reads no query parameter refuses them, as the others refuse those they do not
       // know (GET /v1/jobs/{id}?fields=x would otherwise answer as if it had been understood).
+      // A route that takes no body refuses one too (json-body.ts: none, an empty one and {} are none).
       v1.addHook('onRoute', (route) => {
         if (route.schema && route.schema.querystring === undefined) route.schema.querystring = NO_QUERY
+        if (route.schema && route.schema.body === undefined) {
+          const own = route.preValidation
+          route.preValidation = [...(own === undefined ? [] : Array.isArray(own) ? own : [own]), refuseBody]
+        }
       })
       const routeDeps: RouteDeps = {
         metrics,

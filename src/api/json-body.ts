@@ -11,6 +11,10 @@
  * beyond ±(2^53 − 1), whose digits JSON.parse may have changed; and the bytes
  * must be UTF-8 (not replaced by U+FFFD). Each refusal is a 400 whose details
  * name the field.
+ *
+ * A route that takes no body (no body schema: the job and queue actions, the deletes) refuses one
+ * with a 400 (`refuseBody`), as other routes refuse fields they do not know, rather than ignoring
+ * what the client meant by it; no body, an empty one and `{}` (which many clients send) are none.
  */
 import type { FastifyRequest } from 'fastify'
 import { jsonValueProblem } from '../core/json-value.ts'
@@ -69,4 +73,20 @@ export function parseJsonBody(request: FastifyRequest, body: string | Buffer, do
     return
   }
   done(bodyProblem(value) ?? null, value)
+}
+
+/** Whether `body` is `{}`: taken as no body. */
+function isEmptyObject(body: unknown): boolean {
+  return typeof body === 'object' && body !== null && !Array.isArray(body) && Object.keys(body).length === 0
+}
+
+/**
+ * A preValidation hook for the routes that take no body: refuses a body other than none, an empty
+ * one or `{}`, naming the route as the OpenAPI document writes it (`POST /v1/jobs/{id}/cancel`).
+ */
+export async function refuseBody(request: FastifyRequest): Promise<void> {
+  if (request.body === undefined || isEmptyObject(request.body)) return
+  const route = (request.routeOptions.url ?? request.url).replace(/:([A-Za-z_]\w*)/g, '{$1}')
+  const message = `${request.method} ${route} takes no request body; send none (or {})`
+  throw new ValidationError(message, [{ path: '', message }])
 }

@@ -182,6 +182,51 @@ describe('inputs the database could refuse', () => {
     expect(await jobCount()).toBe(before)
   })
 
+  it('refuses a body on every route the OpenAPI document shows without one, naming the route, and takes none, an empty one or {}', async () => {
+    const doc = (await api.app.inject({ method: 'GET', url: '/openapi.json' })).json<{
+      paths: Record<string, Record<string, { requestBody?: unknown }>>
+    }>()
+    const bodyless = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.entries(ops)
+        .filter(([method, op]) => ['post', 'put', 'patch', 'delete'].includes(method) && op.requestBody === undefined)
+        .map(([method]) => [method.toUpperCase() as 'POST' | 'DELETE', path] as const),
+    )
+    // the job and queue actions, and the deletes
+    expect(bodyless.map(([m, p]) => `${m} ${p}`).sort()).toEqual([
+      'DELETE /v1/jobs/{id}',
+      'DELETE /v1/webhooks/{id}',
+      'POST /v1/jobs/{id}/cancel',
+      'POST /v1/jobs/{id}/pause',
+      'POST /v1/jobs/{id}/rerun',
+      'POST /v1/jobs/{id}/resume',
+      'POST /v1/jobs/{id}/retry',
+      'POST /v1/queues/{name}/pause',
+      'POST /v1/queues/{name}/resume',
+    ])
+    const opKey = (await createApiKey(t.db, { tenant: 'ops', operator: true })).key
+    const id = '01900000-0000-7000-8000-000000000001'
+    for (const [method, path] of bodyless) {
+      const url = path.replace('{id}', id).replace('{name}', 'bodyless')
+      const message = `${method} ${path} takes no request body; send none (or {})`
+      for (const body of ['{"reason":"maintenance"}', '[]', 'null', '0', '"x"', '{"":null}']) {
+        const res = await api.call(opKey, method, url, body, JSON_TYPE)
+        expect(res.statusCode, `${method} ${path} ${body}: ${res.body}`).toBe(400)
+        expect(res.json<ErrorReply>()).toEqual({ statusCode: 400, error: 'Bad Request', message, details: [{ path: '', message }] })
+      }
+      // no body, an empty one and {} reach the route (which finds no such job: 404)
+      for (const [body, headers] of [
+        [undefined, {}],
+        ['', JSON_TYPE],
+        [' \n', JSON_TYPE],
+        ['{}', JSON_TYPE],
+        ['{ }', JSON_TYPE],
+      ] as const) {
+        const res = await api.call(opKey, method, url, body, headers)
+        expect(res.statusCode, `${method} ${path} ${JSON.stringify(body)}: ${res.body}`).not.toBe(400)
+      }
+    }
+  })
+
   it('counts lengths in characters as the database does: 255 emoji are a valid idempotency key, 256 are not', async () => {
     const key = await api.keyFor('acme')
     const ok = await api.call(key, 'POST', '/v1/jobs', { type: 'x', idempotencyKey: '😀'.repeat(128) })

@@ -163,6 +163,26 @@ describe('job control', () => {
     expect(res.statusCode).toBe(200)
   })
 
+  it('refuses a control call with a body, which it would not read, changing nothing; {} is taken as no body', async () => {
+    const key = await api.keyFor('acme')
+    const job = (await api.call(key, 'POST', '/v1/jobs', { type: 'x', schedule: { every: 'PT1M' } })).json()
+    for (const action of ['pause', 'cancel'] as const) {
+      const res = await api.call(key, 'POST', `/v1/jobs/${job.id}/${action}`, { reason: 'maintenance' })
+      expect(res.statusCode).toBe(400)
+      expect(res.json()).toMatchObject({
+        statusCode: 400,
+        error: 'Bad Request',
+        message: `POST /v1/jobs/{id}/${action} takes no request body; send none (or {})`,
+      })
+    }
+    expect((await api.call(key, 'GET', `/v1/jobs/${job.id}`)).json()).toMatchObject({ status: 'SCHEDULED', schedule: { paused: false } })
+    expect((await api.call(key, 'POST', `/v1/jobs/${job.id}/pause`, {})).json()).toMatchObject({ status: 'PAUSED' })
+    expect((await api.call(key, 'POST', `/v1/jobs/${job.id}/resume`, '', { 'content-type': 'application/json' })).json()).toMatchObject({
+      status: 'SCHEDULED',
+    })
+    expect((await api.call(key, 'POST', `/v1/jobs/${job.id}/cancel`)).json()).toMatchObject({ status: 'CANCELLED' })
+  })
+
   it('pauses and resumes a recurring job; 409 for a one-time job', async () => {
     const key = await api.keyFor('acme')
     const job = (await api.call(key, 'POST', '/v1/jobs', { type: 'x', schedule: { every: 'PT1M' } })).json()

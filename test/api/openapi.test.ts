@@ -13,7 +13,12 @@ type Operation = {
   responses: Record<string, { content?: Record<string, { schema?: unknown }> }>
   security?: unknown[]
 }
-type Doc = { openapi: string; paths: Record<string, Record<string, Operation>>; components: { schemas: Record<string, unknown> } }
+type Doc = {
+  openapi: string
+  info: { description: string }
+  paths: Record<string, Record<string, Operation>>
+  components: { schemas: Record<string, unknown> }
+}
 
 /** The REST contract (DESIGN.md "REST contract (v1)", and the queue routes): path → method → operationId. */
 const CONTRACT: Record<string, Record<string, string>> = {
@@ -79,6 +84,23 @@ describe('GET /openapi.json', () => {
           expect(op?.responses['404']?.content?.['application/json']?.schema, `${method} ${path} 404`).toEqual({ $ref: '#/components/schemas/Error' })
         }
       }
+    }
+    // the actions take no body: none is documented, and the 400 that refuses one is
+    expect(doc.info.description).toContain('An operation shown without a request body refuses one with a 400 (no body, an empty one or `{}` is none).')
+    for (const [path, method] of [
+      ['/v1/jobs/{id}/cancel', 'post'],
+      ['/v1/jobs/{id}/pause', 'post'],
+      ['/v1/jobs/{id}/resume', 'post'],
+      ['/v1/jobs/{id}/retry', 'post'],
+      ['/v1/jobs/{id}/rerun', 'post'],
+      ['/v1/queues/{name}/pause', 'post'],
+      ['/v1/queues/{name}/resume', 'post'],
+      ['/v1/jobs/{id}', 'delete'],
+      ['/v1/webhooks/{id}', 'delete'],
+    ] as const) {
+      const op = doc.paths[path]?.[method]
+      expect(op?.requestBody, `${method} ${path}`).toBeUndefined()
+      expect(op?.responses['400']?.content?.['application/json']?.schema, `${method} ${path} 400`).toEqual({ $ref: '#/components/schemas/Error' })
     }
     const submit = doc.paths['/v1/jobs']?.post
     expect(submit?.requestBody?.content['application/json']?.schema).toEqual({ $ref: '#/components/schemas/SubmitJobRequest' })
