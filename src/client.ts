@@ -34,6 +34,7 @@ import type { JobEvent } from './core/events.ts'
 import { streamEvents, type StreamEventsParams } from './events/event-stream.ts'
 import { webhookAdmin, type WebhookAdmin } from './events/webhook-admin.ts'
 import { parseAddressPolicy, type AddressPolicy } from './lib/address-policy.ts'
+import { assertKnownFields, type FieldSet } from './core/known-fields.ts'
 
 /**
  * Where a call runs: the client's pool (default), a Kysely instance or transaction of the
@@ -132,6 +133,20 @@ export interface Client extends Omit<JobOperations, 'listJobs'>, OperationsViews
 }
 
 const MAX_BATCH = 50_000
+
+/** The fields of the client's own list calls; any other is refused (core/known-fields.ts), as REST refuses it. */
+const PAGE_FIELDS: FieldSet<{ limit?: number; cursor?: string }> = { limit: true, cursor: true }
+const EVENTS_FIELDS: FieldSet<StreamEventsParams & { allTenants?: boolean }> = {
+  jobId: true,
+  type: true,
+  queue: true,
+  events: true,
+  after: true,
+  signal: true,
+  retentionMs: true,
+  pollIntervalMs: true,
+  allTenants: true,
+}
 
 /** How long close() waits for the calls in flight before it closes the pool under them. */
 const CLOSE_WAIT_MS = 30_000
@@ -351,7 +366,10 @@ function makeClient(
     tenant,
     queues: queueAdmin(db),
     tenants: tenantAdmin(db),
-    events: (params = {}) => streamEvents(db, params.allTenants === true ? null : tenant, params),
+    events: async (params = {}) => {
+      assertKnownFields(params, EVENTS_FIELDS, 'events params')
+      return streamEvents(db, params.allTenants === true ? null : tenant, params)
+    },
     webhooks: webhookAdmin(db, tenant, webhookPolicy, async (ids) => {
       for (const id of ids) await jobCancel(db, { tenant, id })
       await jobCancelSweep(db, ids)
@@ -395,6 +413,7 @@ function makeClient(
     listJobs: (params = {}, options) => run(options, (ex) => jobOperations(ex, tenant).listJobs(params)),
 
     async listExecutions(jobId, params = {}, options) {
+      assertKnownFields(params, PAGE_FIELDS, 'listExecutions params')
       const limit = limitOf(params.limit)
       await viewJob(jobId, options)
       const before = params.cursor === undefined ? undefined : decodeCursor(params.cursor, /^-?\d{1,19}$/, fireTimeUsInRange)

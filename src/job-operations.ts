@@ -23,6 +23,7 @@ import {
   type JobAction,
 } from './db/queries/job-operations.ts'
 import { UUID, assertUuid, decodeCursor, encodeCursor, limitOf, type Page } from './paging.ts'
+import { assertKnownFields, type FieldSet } from './core/known-fields.ts'
 
 /** The filters of a job list or export. Dates as Date or ISO-8601 text. */
 export interface JobListFilter {
@@ -101,6 +102,22 @@ export interface JobOperations {
   tenantOfExecution(id: string): Promise<string | undefined>
 }
 
+/** The fields each call takes; any other is refused (core/known-fields.ts), as REST refuses it. */
+const LIST_FILTER_FIELDS: FieldSet<JobListFilter> = {
+  status: true,
+  type: true,
+  queue: true,
+  tenant: true,
+  idempotencyKey: true,
+  errorType: true,
+  errorMessage: true,
+  createdAfter: true,
+  createdBefore: true,
+}
+const LIST_JOBS_FIELDS: FieldSet<ListJobsParams> = { ...LIST_FILTER_FIELDS, limit: true, cursor: true }
+const BULK_FILTER_FIELDS: FieldSet<BulkFilter> = { ...LIST_FILTER_FIELDS, ids: true, all: true }
+const BULK_JOBS_FIELDS: FieldSet<BulkJobsParams> = { action: true, filter: true, limit: true, after: true }
+
 /** The action's past participle, for messages. */
 const DONE: Record<JobAction, string> = { cancel: 'cancelled', retry: 'retried', rerun: 'rerun', delete: 'deleted' }
 
@@ -135,6 +152,8 @@ function toFilter(own: string | null, f: JobListFilter, path = ''): JobFilter {
 
 function bulkFilter(own: string | null, f: BulkFilter): JobFilter {
   if (typeof f !== 'object' || f === null) throw fail('filter', 'filter must be an object')
+  // a misspelt field would otherwise leave the filter empty but for `all`, or wider than meant
+  assertKnownFields(f, BULK_FILTER_FIELDS, 'filter', 'filter.')
   const { all, ids, ...rest } = f
   const given = Object.values(rest).some((v) => v !== undefined) || ids !== undefined
   if (!given && all !== true) throw fail('filter', 'filter is empty: name the jobs (ids, status, type, queue, …) or set filter.all to true for every job')
@@ -185,6 +204,7 @@ export function jobOperations(db: Kysely<DB>, own: string | null): JobOperations
 
   const ops: JobOperations = {
     async listJobs(params = {}) {
+      assertKnownFields(params, LIST_JOBS_FIELDS, 'listJobs params')
       const limit = limitOf(params.limit)
       const beforeId = params.cursor === undefined ? undefined : decodeCursor(params.cursor, UUID)
       const items = await jobList(db, { ...toFilter(own, params), limit: limit + 1, beforeId })
@@ -194,6 +214,7 @@ export function jobOperations(db: Kysely<DB>, own: string | null): JobOperations
     },
 
     async *exportJobs(filter = {}) {
+      assertKnownFields(filter, LIST_FILTER_FIELDS, 'exportJobs filter')
       const f = toFilter(own, filter)
       let beforeId: string | undefined
       for (;;) {
@@ -222,6 +243,7 @@ export function jobOperations(db: Kysely<DB>, own: string | null): JobOperations
     },
 
     async bulkJobs(params) {
+      assertKnownFields(params, BULK_JOBS_FIELDS, 'bulkJobs params')
       const { action } = params
       if (!BULK_ACTIONS.includes(action)) throw fail('action', `action must be one of ${BULK_ACTIONS.join(', ')}`)
       const limit = params.limit ?? BULK_LIMIT_MAX

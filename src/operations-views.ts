@@ -15,6 +15,7 @@ import { statsPerMinute, type MinuteStats } from './db/queries/stats.ts'
 import { workerList, type WorkerView } from './db/queries/workers.ts'
 import { queueList, type QueueView } from './db/queries/queues.ts'
 import { UUID, decodeCursor, encodeCursor, limitOf, type Page } from './paging.ts'
+import { assertKnownFields, type FieldSet } from './core/known-fields.ts'
 
 export type { FailureGroup, MinuteStats, WorkerView }
 
@@ -36,16 +37,45 @@ export interface ScheduleView {
   lastExecution: Execution | null
 }
 
+export interface ListFailuresParams {
+  queue?: string
+  type?: string
+  since?: Date | string
+  tenant?: string
+}
+
+export interface ListSchedulesParams {
+  limit?: number
+  cursor?: string
+  tenant?: string
+}
+
+export interface StatsParams {
+  minutes?: number
+  queue?: string
+  tenant?: string
+}
+
+export interface ListQueuesParams {
+  tenant?: string
+}
+
 export interface OperationsViews {
-  listFailures(params?: { queue?: string; type?: string; since?: Date | string; tenant?: string }): Promise<FailureGroup[]>
+  listFailures(params?: ListFailuresParams): Promise<FailureGroup[]>
   /** Every worker seen, most recent first (at most 500). */
   listWorkers(): Promise<WorkerView[]>
-  listSchedules(params?: { limit?: number; cursor?: string; tenant?: string }): Promise<Page<ScheduleView>>
+  listSchedules(params?: ListSchedulesParams): Promise<Page<ScheduleView>>
   /** Per-minute figures over the last `minutes` (1–1440, default 60). */
-  stats(params?: { minutes?: number; queue?: string; tenant?: string }): Promise<MinuteStats[]>
+  stats(params?: StatsParams): Promise<MinuteStats[]>
   /** The queues with their settings and figures counting only the scope's executions. */
-  listQueues(params?: { tenant?: string }): Promise<QueueView[]>
+  listQueues(params?: ListQueuesParams): Promise<QueueView[]>
 }
+
+/** The fields each view takes; any other is refused (core/known-fields.ts), as REST refuses it. */
+const FAILURES_FIELDS: FieldSet<ListFailuresParams> = { queue: true, type: true, since: true, tenant: true }
+const SCHEDULES_FIELDS: FieldSet<ListSchedulesParams> = { limit: true, cursor: true, tenant: true }
+const STATS_FIELDS: FieldSet<StatsParams> = { minutes: true, queue: true, tenant: true }
+const QUEUES_FIELDS: FieldSet<ListQueuesParams> = { tenant: true }
 
 /** Most failure groups listed; most workers listed. */
 const FAILURE_GROUPS_MAX = 500
@@ -77,6 +107,7 @@ export function operationsViews(db: Kysely<DB>, own: string | null): OperationsV
   }
   return {
     async listFailures(params = {}) {
+      assertKnownFields(params, FAILURES_FIELDS, 'listFailures params')
       let since: Date | undefined
       if (params.since !== undefined) {
         since = new Date(params.since)
@@ -88,6 +119,7 @@ export function operationsViews(db: Kysely<DB>, own: string | null): OperationsV
     listWorkers: () => workerList(db, { limit: WORKERS_MAX }),
 
     async listSchedules(params = {}) {
+      assertKnownFields(params, SCHEDULES_FIELDS, 'listSchedules params')
       const limit = limitOf(params.limit)
       const afterId = params.cursor === undefined ? undefined : decodeCursor(params.cursor, UUID)
       const rows = await scheduleList(db, { tenant: tenantOf(params.tenant), limit: limit + 1, afterId })
@@ -130,12 +162,14 @@ export function operationsViews(db: Kysely<DB>, own: string | null): OperationsV
     },
 
     async stats(params = {}) {
+      assertKnownFields(params, STATS_FIELDS, 'stats params')
       const minutes = params.minutes ?? 60
       if (!Number.isInteger(minutes) || minutes < 1 || minutes > 1440) throw fail('minutes', 'minutes must be an integer from 1 to 1440')
       return statsPerMinute(db, { tenant: tenantOf(params.tenant), minutes, queue: params.queue })
     },
 
-    listQueues: (params = {}) => {
+    listQueues: async (params = {}) => {
+      assertKnownFields(params, QUEUES_FIELDS, 'listQueues params')
       const tenant = tenantOf(params.tenant)
       return queueList(db, tenant === null ? {} : { tenant })
     },

@@ -304,6 +304,52 @@ describe('client.listJobs', () => {
   })
 })
 
+describe('list calls from plain JavaScript', () => {
+  /** The ValidationError a call refuses with, or a failure naming what it did instead. */
+  const refusal = async (call: () => Promise<unknown>): Promise<unknown> => {
+    const outcome = await call().then(
+      (value) => ({ value }),
+      (err: unknown) => ({ err }),
+    )
+    if (!('err' in outcome)) throw new Error(`not refused; answered ${JSON.stringify(outcome.value)?.slice(0, 200)}`)
+    expect(outcome.err).toBeInstanceOf(ValidationError)
+    return (outcome.err as ValidationError).details
+  }
+  const unknown = (path: string) => [{ path, message: `unknown field "${path}"` }]
+
+  it('refuses a filter key listJobs does not know, naming it, rather than listing every job', async () => {
+    const c = client()
+    await c.submitJob({ type: 'x' })
+    expect(await refusal(() => c.listJobs({ statuss: 'FAILED' } as never))).toEqual(unknown('statuss'))
+    expect(await refusal(() => c.allTenants().listJobs({ statuss: 'FAILED' } as never))).toEqual(unknown('statuss'))
+    expect(await refusal(() => c.listJobs('FAILED' as never))).toEqual([{ path: '', message: 'listJobs params must be an object' }])
+    // a key left undefined is no filter, as with a submit's fields
+    expect((await c.listJobs({ status: 'SCHEDULED', statuss: undefined } as never)).items).toHaveLength(1)
+  })
+
+  it('refuses a bulk filter key it does not know instead of acting on every job', async () => {
+    const c = client()
+    const { job } = await c.submitJob({ type: 'x' })
+    expect(await refusal(() => c.bulkJobs({ action: 'cancel', filter: { statuss: 'FAILED' } as never }))).toEqual(unknown('filter.statuss'))
+    expect(await refusal(() => c.bulkJobs({ action: 'cancel', filter: { all: true }, limt: 1 } as never))).toEqual(unknown('limt'))
+    expect((await c.viewJob(job.id)).status).toBe('SCHEDULED')
+  })
+
+  it('refuses unknown keys in every other list call with a filter or page object', async () => {
+    const c = client()
+    const { job } = await c.submitJob({ type: 'x' })
+    const hook = await c.webhooks.create({ url: 'https://example.com/hook' })
+    expect(await refusal(() => c.exportJobs({ queu: 'q' } as never).next())).toEqual(unknown('queu'))
+    expect(await refusal(() => c.listExecutions(job.id, { limt: 5 } as never))).toEqual(unknown('limt'))
+    expect(await refusal(() => c.listFailures({ queu: 'q' } as never))).toEqual(unknown('queu'))
+    expect(await refusal(() => c.listSchedules({ limt: 5 } as never))).toEqual(unknown('limt'))
+    expect(await refusal(() => c.stats({ minuts: 5 } as never))).toEqual(unknown('minuts'))
+    expect(await refusal(() => c.listQueues({ tenat: 'acme' } as never))).toEqual(unknown('tenat'))
+    expect(await refusal(() => c.webhooks.deliveries(hook.id, { limt: 5 } as never))).toEqual(unknown('limt'))
+    expect(await refusal(() => c.events({ queu: 'q' } as never))).toEqual(unknown('queu'))
+  })
+})
+
 describe('client.cancelJob / pauseJob', () => {
   it('cancels a pending job and its execution', async () => {
     const { job } = await client().submitJob({ type: 'x' })

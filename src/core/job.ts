@@ -23,6 +23,7 @@ import {
   submitTypeProblem,
 } from './formats.ts'
 import { jsonValueProblem } from './json-value.ts'
+import { unknownFields, type FieldSet } from './known-fields.ts'
 import type { ExecutionError } from './execution-error.ts'
 import type { JobStatus, LastRun } from './job-status.ts'
 import {
@@ -235,7 +236,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 /** The fields of SubmitJobInput: any other is refused. */
-const SUBMIT_FIELDS: Record<keyof SubmitJobInput, true> = {
+const SUBMIT_FIELDS: FieldSet<SubmitJobInput> = {
   type: true,
   payload: true,
   queue: true,
@@ -288,7 +289,7 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { int
 
   if (!isRecord(input)) throw new ValidationError('job must be an object', [{ path: '', message: 'job must be an object' }])
   // a misspelt field (maxAttemps) would otherwise be dropped and its default used, as REST refuses it
-  for (const key of Object.keys(input)) if (!Object.hasOwn(SUBMIT_FIELDS, key) && input[key] !== undefined) bad(key, `unknown field "${key}"`)
+  for (const d of unknownFields(input, SUBMIT_FIELDS)) bad(d.path, d.message)
   if (!isTypeName(input.type)) bad('type', `type must be ${TYPE_RULE}`)
   else if (options.internal !== true) {
     const problem = submitTypeProblem(input.type, 'type')

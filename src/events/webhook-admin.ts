@@ -12,6 +12,7 @@ import { isQueueName, QUEUE_RULE } from '../core/names.ts'
 import { NotFoundError, ValidationError } from '../errors.ts'
 import { refusedUrlHost, type AddressPolicy } from '../lib/address-policy.ts'
 import { assertUuid, decodeCursor, encodeCursor, type Page } from '../paging.ts'
+import { assertKnownFields, type FieldSet } from '../core/known-fields.ts'
 import {
   webhookDeliveryJobsLeft,
   webhookDeliveryList,
@@ -54,6 +55,9 @@ export interface WebhookAdmin {
    */
   deliveries(id: string, params?: { limit?: number; cursor?: string }): Promise<Page<WebhookDelivery>>
 }
+
+/** The fields of a deliveries page call; any other is refused (core/known-fields.ts), as REST refuses it. */
+const DELIVERIES_FIELDS: FieldSet<{ limit?: number; cursor?: string }> = { limit: true, cursor: true }
 
 /** Where the setting must admit a webhook URL for it to be created. */
 const WHERE_ALLOWED = "(on the workers, and where the subscription is made: the API's or the CLI's environment, or createClient's httpAllow)"
@@ -124,6 +128,7 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPoli
       return withoutSecret(deleted)
     },
     async deliveries(id, params = {}) {
+      assertKnownFields(params, DELIVERIES_FIELDS, 'deliveries params')
       await own(id)
       const limit = params.limit ?? 100
       if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw invalid('limit', 'limit must be an integer from 1 to 1000')
