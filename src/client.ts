@@ -75,7 +75,10 @@ export interface CreateClientOptions {
   tenant?: string
   /** Recorded in jobs.created_by. */
   createdBy?: string
-  /** Computes cron fire times; the database clock decides everything else. */
+  /**
+   * The time a submit's checks go by (default the system clock): whether a cron schedule fires at all
+   * within its window. Fire times themselves, the first included, go by the database's clock.
+   */
   clock?: Clock
   /**
    * Group commit: concurrent submitJob calls (outside a caller's transaction)

@@ -34,6 +34,8 @@ export interface ScheduleView {
   paused: boolean
   /** The next fire times (up to 5); none once the schedule stopped or while it is paused. */
   nextFireTimes: Date[]
+  /** Why the schedule stopped when its fire times could not be computed (the job is FAILED); else null. */
+  error: string | null
   lastExecution: Execution | null
 }
 
@@ -155,6 +157,7 @@ export function operationsViews(db: Kysely<DB>, own: string | null): OperationsV
                   r.dbNow,
                   NEXT_FIRE_TIMES,
                 ),
+          error: r.error,
           lastExecution: r.lastExecution,
         })),
         nextCursor: rows.length > limit && last ? encodeCursor(last.jobId) : null,

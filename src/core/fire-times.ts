@@ -95,6 +95,27 @@ export function firstFireAt(s: TriggerSchedule, now: Date): Date | null {
 }
 
 /**
+ * The first fire time of a trigger whose next_fire_at is not computed yet ('-infinity': every cron
+ * schedule until the dispatcher's first pass over it, and every schedule submitted from SQL), as that
+ * pass reckons it: at or after its submit (`submittedAt`, the database's created_at), or `now` should
+ * that be earlier (the database's clock stepped back). So the database's clock decides it, never the
+ * submitting host's. Throws ScheduleError as firstFireAt does.
+ */
+export function firstFireSinceSubmit(s: TriggerSchedule, submittedAt: Date, now: Date): Date | null {
+  return firstFireAt(s, submittedAt < now ? submittedAt : now)
+}
+
+/** firstFireSinceSubmit for a view: null also when the schedule cannot be evaluated (its pass will record why). */
+export function firstFireSinceSubmitOrNull(s: TriggerSchedule, submittedAt: Date, now: Date): Date | null {
+  try {
+    return firstFireSinceSubmit(s, submittedAt, now)
+  } catch (err: unknown) {
+    if (err instanceof ScheduleError) return null
+    throw err
+  }
+}
+
+/**
  * Plans one pass over a due trigger.
  * @param nextFireAt the stored next_fire_at (≤ now): the earliest fire time not yet handled.
  * @param now the database time of this pass.

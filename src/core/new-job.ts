@@ -2,13 +2,24 @@
  * The Job a fresh submit created, built from what was inserted (no read-back): what the client and
  * the API answer a submit with.
  */
+import { firstFireAt } from './fire-times.ts'
 import { type Job, type NormalizedSubmit, unservedMessage } from './job.ts'
 
 export function newJob(n: NormalizedSubmit, id: string, executionId: string, tenant: string, createdBy: string | null, now: Date, served: boolean): Job {
   const recurring = n.kind === 'cron' || n.kind === 'interval'
   const runAt = n.runAt ?? now
-  // a schedule's first fire time, none when its window ended before it (as the insert stores it)
-  const firstFire = n.kind === 'cron' ? n.firstFireAt : n.kind === 'interval' ? (n.startAt && n.startAt > now ? n.startAt : now) : null
+  // a schedule's first fire time, none when its window ended before it (as the insert stores it).
+  // A cron schedule's is reckoned from `now`, the database's time of the insert, as the dispatcher
+  // reckons it from the job's created_at (the insert stores it as not computed yet): the submitting
+  // host's clock only told whether one comes at all.
+  const firstFire =
+    n.kind === 'cron'
+      ? n.firstFireAt && firstFireAt({ ...n, kind: 'cron', cronExpression: n.cron }, now)
+      : n.kind === 'interval'
+        ? n.startAt && n.startAt > now
+          ? n.startAt
+          : now
+        : null
   const fires = firstFire !== null && (n.endAt === null || firstFire <= n.endAt)
   return {
     id,

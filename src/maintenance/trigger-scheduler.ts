@@ -34,7 +34,7 @@ import {
   type JobActivity,
   type TriggerAdvance,
 } from '../db/queries/triggers.ts'
-import { applyOverlap, firstFireAt, planFires } from '../core/fire-times.ts'
+import { applyOverlap, firstFireSinceSubmit, planFires } from '../core/fire-times.ts'
 import { CronEvaluationError } from '../core/cron.ts'
 import { toError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
@@ -260,10 +260,10 @@ export class TriggerScheduler {
     try {
       let fireAt: Date[] = []
       let misfired = false
-      // Submitted from SQL: its first fire time, at or after its submit (as a REST submit computes it),
-      // so that the fire times since then go by the misfire policy like any others
-      const submittedAt = t.submittedAt !== null && t.submittedAt < now ? t.submittedAt : now
-      const nextFireAt = t.nextFireAtKey === '-infinity' ? firstFireAt(t, submittedAt) : t.nextFireAt
+      // Not computed yet (a cron schedule's first pass, or any submitted from SQL): its first fire time,
+      // at or after its submit by the database's clock, so that the fire times since then go by the
+      // misfire policy like any others
+      const nextFireAt = t.nextFireAtKey === '-infinity' ? firstFireSinceSubmit(t, t.submittedAt ?? now, now) : t.nextFireAt
       advance.nextFireAt = nextFireAt
       if (nextFireAt && nextFireAt.getTime() <= now.getTime() + (t.overlapPolicy === 'allow' ? aheadMs : 0)) {
         const horizon = t.overlapPolicy === 'allow' ? new Date(now.getTime() + aheadMs) : now

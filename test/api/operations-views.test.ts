@@ -113,6 +113,30 @@ describe('GET /v1/schedules', () => {
     const times = e.nextFireTimes.map((s: string) => Date.parse(s))
     expect(times.slice(1).map((x: number, i: number) => x - (times[i] as number))).toEqual([90_000, 90_000, 90_000, 90_000])
     expect(p).toMatchObject({ schedule: '1h', paused: true, nextFireTimes: [] })
+    expect(items.map((s: { state: string; error: string | null }) => [s.state, s.error])).toEqual([
+      ['active', null],
+      ['active', null],
+      ['paused', null],
+    ])
+  })
+
+  it('tells a cancelled schedule and one stopped by an error from one that ended', async () => {
+    const key = await api.keyFor('stopped')
+    const client = createClient({ db: t.db, tenant: 'stopped' })
+    const cancelled = (await client.submitJob({ type: 'tick', schedule: { every: '1h' } })).job
+    await client.cancelJob(cancelled.id)
+    const ended = (await client.submitJob({ type: 'tick', schedule: { every: '1h' }, endAt: new Date(Date.now() + 1_000) })).job
+    const broken = (await client.submitJob({ type: 'tick', schedule: { every: '1h' } })).job
+    // as the dispatcher records a schedule whose fire times cannot be computed, and one past its end
+    await sql`update pgsched.triggers set next_fire_at = null, error = 'cron "0 9 * * *" in time zone "Mars/Olympus" is invalid'
+               where job_id = ${broken.id}`.execute(t.db)
+    await sql`update pgsched.triggers set next_fire_at = null where job_id = ${ended.id}`.execute(t.db)
+    const items = (await api.call(key, 'GET', '/v1/schedules')).json<{ items: Array<Record<string, unknown>> }>().items
+    const of = (id: string) => items.find((i) => i.jobId === id)
+    expect(of(cancelled.id)).toMatchObject({ state: 'cancelled', error: null, nextFireTimes: [] })
+    expect(of(ended.id)).toMatchObject({ state: 'active', error: null, nextFireTimes: [] })
+    expect(of(broken.id)).toMatchObject({ state: 'active', error: 'cron "0 9 * * *" in time zone "Mars/Olympus" is invalid', nextFireTimes: [] })
+    expect((await client.viewJob(broken.id)).status).toBe('FAILED')
   })
 })
 

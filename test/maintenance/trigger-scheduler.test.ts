@@ -76,9 +76,16 @@ async function twoLiveWorkers(): Promise<[string, string]> {
 }
 
 /** Submits as tenant acme with the client's clock (first cron fire time) pinned at `now`. */
+/**
+ * A submit at `now` by the database's clock: the dispatchers here run on a pinned clock, which stands
+ * for the database's, so the job is written as submitted then (its trigger's created_at, from which a
+ * cron schedule's first fire time is reckoned).
+ */
 async function submit(input: SubmitJobInput, now: Date) {
   const client = createClient({ db: t.db, tenant: 'acme', clock: { now: () => now } })
-  return (await client.submitJob(input)).job
+  const { job } = await client.submitJob(input)
+  await t.db.updateTable('pgsched.triggers').set({ created_at: now }).where('job_id', '=', job.id).execute()
+  return job
 }
 
 const client = () => createClient({ db: t.db, tenant: 'acme' })
@@ -274,7 +281,8 @@ describe('TriggerScheduler', () => {
         const job = await submit({ type: 'nightly', schedule: { cron: '30 2 * * *', timezone } }, from)
         const dispatcher = scheduler({ clock })
         if (passEverySeconds === 0) {
-          // A pass exactly at each fire time.
+          // A pass exactly at each fire time, after the first pass (at the submit) has computed the first.
+          await dispatcher.runOnce()
           for (;;) {
             const next = (await triggerRow(job.id)).next_fire_at as Date
             if (next > until) break
@@ -445,7 +453,8 @@ describe('TriggerScheduler', () => {
       select pgsched.submit_job('r', cron => '*/10 * * * * *', timezone => 'Europe/Berlin', tenant => 'acme',
                                 start_at => ${plus(T0, 15)}::timestamptz) as id`.execute(t.db)
     const jobId = (rows[0] as { id: string }).id
-    expect((await client().viewJob(jobId)).nextRunAt).toBeNull() // '-infinity': not computed yet
+    // not computed yet ('-infinity'), but shown as the first pass will reckon it
+    expect((await client().viewJob(jobId)).nextRunAt).toEqual(plus(T0, 20))
     const clock = manualClock(plus(T0, 5))
     const dispatcher = scheduler({ clock })
     expect(await dispatcher.runOnce()).toMatchObject({ triggers: 1, fired: 0 })
@@ -453,6 +462,33 @@ describe('TriggerScheduler', () => {
     clock.set(plus(T0, 20))
     expect(await dispatcher.runOnce()).toMatchObject({ triggers: 1, fired: 1 })
     expect(await fireTimes(jobId)).toEqual([iso(plus(T0, 20))])
+  })
+
+  it('shows a job submitted from SQL whose window ends before its first fire time as COMPLETED before any pass, as a REST submit is', async () => {
+    const { rows } = await sql<{ id: string }>`
+      select pgsched.submit_job('r', cron => '0 9 * * *', tenant => 'acme', start_at => ${plus(T0, 15)}::timestamptz,
+                                end_at => ${plus(T0, 60)}::timestamptz) as id`.execute(t.db)
+    const job = await client().viewJob((rows[0] as { id: string }).id)
+    expect(job).toMatchObject({ status: 'COMPLETED', nextRunAt: null })
+    const rest = await client().submitJob({ type: 'r', schedule: { cron: '0 9 * * *' }, startAt: plus(T0, 15), endAt: plus(T0, 60) })
+    expect(rest.job).toMatchObject({ status: 'COMPLETED', nextRunAt: null })
+  })
+
+  it("reckons a cron job's first fire time by the database's clock, however slow or fast the submitting host's clock is", async () => {
+    for (const skewMs of [-60_000, 45_000]) {
+      const skewed = createClient({ db: t.db, tenant: 'acme', clock: { now: () => new Date(Date.now() + skewMs) } })
+      const { job } = await skewed.submitJob({ type: 'r', schedule: { cron: '*/10 * * * * *' } })
+      const created = (await triggerRow(job.id)).created_at as Date
+      // the first fire time at or after the submit, by the database's clock: none before the job
+      // existed (a slow host's clock), none skipped (a fast one's)
+      const first = new Date(Math.ceil(created.getTime() / 10_000) * 10_000)
+      expect(job.nextRunAt, `skew ${skewMs} ms: the submit's answer`).toEqual(first)
+      expect((await client().viewJob(job.id)).nextRunAt, `skew ${skewMs} ms: the job's view`).toEqual(first)
+      const [listed] = (await client().listSchedules({ limit: 100 })).items.filter((x) => x.jobId === job.id)
+      expect(listed?.nextFireTimes[0], `skew ${skewMs} ms: the schedules listing`).toEqual(first)
+      await scheduler({ clock: manualClock(first) }).runOnce()
+      expect(await fireTimes(job.id), `skew ${skewMs} ms: what ran`).toEqual([iso(first)])
+    }
   })
 
   it('fires what a job submitted from SQL missed before the first pass as its misfire policy says, from its submit on', async () => {

@@ -440,6 +440,14 @@ describe('the dashboard in Chromium', () => {
     await shot(page, 'schedules')
     await row.getByRole('button', { name: `Pause schedule ${job.id}` }).click()
     await waitFor(async () => (await rest<{ state: string }>(acmeKey, 'GET', `/v1/jobs/${job.id}`)).state === 'paused', { what: 'the schedule to pause' })
+    // a cancelled job's schedule says so, with nothing to pause or resume
+    const cancelled = await submit(acmeKey, { type: 'switch.fail', schedule: { every: '1h' }, payload: { failWhile: join(flags, 'never') } })
+    await rest(acmeKey, 'POST', `/v1/jobs/${cancelled.id}/cancel`)
+    await page.reload()
+    const cancelledRow = page.locator('tr', { has: page.locator(`a[href="#/jobs/${cancelled.id}"]`) })
+    await cancelledRow.locator('.badge-cancelled').waitFor()
+    expect(await cancelledRow.locator('td').nth(4).locator('li').count()).toBe(0)
+    expect(await cancelledRow.getByRole('button').count()).toBe(0)
     await page.context().close()
   })
 

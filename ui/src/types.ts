@@ -133,7 +133,11 @@ export interface ScheduleInfo {
   schedule: unknown
   timezone: string | null
   paused: boolean
+  /** The job's state: a cancelled job's schedule stays listed, with no fire times. */
+  state: 'active' | 'paused' | 'cancelled'
   nextFireTimes: string[]
+  /** Why the schedule stopped when its fire times could not be computed; else null. */
+  error: string | null
   lastRun: { status?: string; finishedAt?: string | null; scheduledFor?: string } | null
 }
 

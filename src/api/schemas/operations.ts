@@ -129,6 +129,9 @@ export const ScheduleListSchema = Type.Object(
         tenant: Type.String(),
         type: Type.String(),
         queue: Type.String(),
+        state: Type.Enum(['active', 'paused', 'cancelled'], {
+          description: "The job's state: a cancelled job's schedule lists here with no fire times, as one that ended or failed does.",
+        }),
         kind: Type.Enum(['cron', 'interval']),
         schedule: Type.String({ description: 'The cron expression, or the interval as a duration (90s, 5m, 1h).' }),
         intervalMs: Nullable(Type.Integer()),
@@ -139,6 +142,9 @@ export const ScheduleListSchema = Type.Object(
           description:
             'The next fire times that get a run; empty while paused or once stopped. After an outage the first may be past: the fire times its misfire policy still runs (none for skip).',
         }),
+        error: Nullable(
+          Type.String({ description: 'Why the schedule stopped, when its fire times could not be computed (the job is FAILED); null otherwise.' }),
+        ),
         lastRun: Nullable(LastRunSchema),
       }),
     ),
@@ -198,12 +204,14 @@ export function scheduleToJson(s: ScheduleView) {
     tenant: s.tenant,
     type: s.type,
     queue: s.queue,
+    state: s.state,
     kind: s.kind,
     schedule: s.schedule,
     intervalMs: s.intervalMs,
     timezone: s.timezone,
     paused: s.paused,
     nextFireTimes: s.nextFireTimes.map((d) => d.toISOString()),
+    error: s.error,
     lastRun: last ? { ...last, scheduledFor: last.scheduledFor.toISOString(), finishedAt: iso(last.finishedAt) } : null,
   }
 }

@@ -11,7 +11,7 @@ import { workerLive } from './workers.ts'
 import { jobStatus, lastRunOf } from '../../core/job-status.ts'
 import { candidateAccepted, isCandidateStatus, jobCandidates } from './job-candidates.ts'
 import { aheadFireTime, notAheadOfRecurring } from './fragments.ts'
-import { fireTimesAsOf } from '../../core/fire-times.ts'
+import { fireTimesAsOf, firstFireSinceSubmitOrNull } from '../../core/fire-times.ts'
 import { jobFilterSql, statusCondition, type JobFilter } from './job-filter.ts'
 
 type Executor = Kysely<DB>
@@ -134,14 +134,22 @@ function nextOwed(schedule: Schedule | null, stored: Date, now: Date): Date | nu
 function toJob(r: JobViewRow): Job {
   const last = r.last_execution ? toExecution(r.last_execution) : null
   const schedule = r.trigger ? toSchedule(r.trigger) : null
+  // the stored next fire time; one not computed yet ('-infinity') as the dispatcher's first pass will
+  // reckon it, from the submit by the database's clock (none: nothing to come, or not to be evaluated)
+  const stored = (r.trigger?.next_fire_at as string | null | undefined) ?? null
+  const next =
+    stored === '-infinity' && schedule
+      ? firstFireSinceSubmitOrNull({ ...schedule, cronExpression: schedule.cron }, new Date(r.trigger?.created_at as string), r.db_now)
+      : stored === null
+        ? null
+        : new Date(stored)
   // still firing: a next or queued fire time, or an execution created ahead of its fire time (the last one's, when the trigger has no more)
-  const firing = r.trigger ? r.trigger.next_fire_at !== null || r.trigger.queued_fire_at !== null || r.ahead_fire_at !== null : false
+  const firing = r.trigger ? next !== null || r.trigger.queued_fire_at !== null || r.ahead_fire_at !== null : false
   const progress = r.trigger ? { firing, error: schedule?.error ?? null } : null
   let nextRunAt: Date | null = null
   if (r.state === 'active') {
     if (r.trigger) {
-      const next = r.trigger.next_fire_at as string | null
-      nextRunAt = next && next !== '-infinity' ? nextOwed(schedule, new Date(next), r.db_now) : null
+      nextRunAt = next ? nextOwed(schedule, next, r.db_now) : null
       // an execution created ahead of its fire time comes first (SCHEDULER_DISPATCHER_AHEAD_MS)
       if (r.ahead_fire_at && (nextRunAt === null || r.ahead_fire_at < nextRunAt)) nextRunAt = r.ahead_fire_at
       // the next fire time is the next run; once the schedule has none, a run waiting outside it (a

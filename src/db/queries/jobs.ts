@@ -124,9 +124,13 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
       insert into pgsched.triggers (job_id, kind, cron_expression, timezone, interval_ms, start_at, end_at, next_fire_at,
                                     misfire_policy, misfire_max_runs, overlap_policy)
       select id, kind, cron, timezone, interval_ms, start_at, end_at,
-             -- none when the window ends before the first fire time: nothing to come
+             -- none when the window ends before the first fire time: nothing to come. A cron
+             -- schedule's first fire time is left to the dispatcher ('-infinity': not computed yet),
+             -- which reckons it from created_at, the database's clock, not the submitting host's
+             -- (first_fire_at, from that host's clock, only says whether one comes at all)
              (select case when f.at <= coalesce(end_at, 'infinity') then f.at end
-                from (select case when kind = 'cron' then first_fire_at else greatest(coalesce(start_at, now()), now()) end as at) f),
+                from (select case when kind = 'cron' then case when first_fire_at is not null then '-infinity'::timestamptz end
+                                  else greatest(coalesce(start_at, now()), now()) end as at) f),
              misfire_policy, misfire_max_runs, overlap_policy
         from accepted
        where kind in ('cron', 'interval')

@@ -7,6 +7,7 @@ import type { DB } from '../schema.ts'
 import type { Execution, JobState, MisfirePolicy } from '../../core/job.ts'
 import { aheadFireTime, notAheadOfRecurring } from './fragments.ts'
 import { toExecution } from './job-views.ts'
+import { firstFireSinceSubmitOrNull } from '../../core/fire-times.ts'
 
 export interface ScheduleRow {
   jobId: string
@@ -27,6 +28,8 @@ export interface ScheduleRow {
   nextFireAt: Date | null
   /** The database's clock as it read the row. */
   dbNow: Date
+  /** Why the schedule stopped, when its fire times could not be computed; else null. */
+  error: string | null
   lastExecution: Execution | null
 }
 
@@ -56,15 +59,19 @@ export async function scheduleList(db: Kysely<DB>, params: ScheduleListParams): 
     misfire_max_runs: number
     db_now: Date
     next_fire_at: Date | null
+    submitted_at: Date | null
+    error: string | null
     last_execution: Record<string, unknown> | null
   }>`
     select t.job_id, j.tenant, j.type, j.queue, j.state, t.kind, t.cron_expression, t.interval_ms::text as interval_ms, t.timezone,
-           t.start_at, t.end_at, t.paused or j.state = 'paused' as paused, t.misfire_policy, t.misfire_max_runs, now() as db_now,
+           t.start_at, t.end_at, t.paused or j.state = 'paused' as paused, t.misfire_policy, t.misfire_max_runs, now() as db_now, t.error,
            -- the next fire time: the first of those the dispatcher created ahead (due at it), else the trigger's
            -- (an execution created ahead is one whose fire time is still to come, before the trigger's: so
            -- when the trigger's has passed, there is none, and the views read the trigger's under its misfire policy)
            case when t.next_fire_at = '-infinity' or j.state = 'cancelled' then null
                 else least(t.next_fire_at, ${aheadFireTime(sql`j.id`)}) end as next_fire_at,
+           -- not computed yet: reckoned from the submit, as the dispatcher's first pass will
+           case when t.next_fire_at = '-infinity' and j.state <> 'cancelled' then t.created_at end as submitted_at,
            (select to_jsonb(le) from pgsched.executions le where le.job_id = j.id and ${notAheadOfRecurring(sql`le`, sql`t`)}
              order by le.scheduled_for desc limit 1) as last_execution
       from pgsched.triggers t
@@ -76,6 +83,23 @@ export async function scheduleList(db: Kysely<DB>, params: ScheduleListParams): 
      limit ${params.limit}::int`.execute(db)
   return rows.map((r) => ({
     jobId: r.job_id,
+    nextFireAt:
+      r.submitted_at === null
+        ? r.next_fire_at
+        : firstFireSinceSubmitOrNull(
+            {
+              kind: r.kind,
+              cronExpression: r.cron_expression,
+              timezone: r.timezone,
+              intervalMs: r.interval_ms === null ? null : Number(r.interval_ms),
+              startAt: r.start_at,
+              endAt: r.end_at,
+              misfirePolicy: r.misfire_policy,
+              misfireMaxRuns: r.misfire_max_runs,
+            },
+            r.submitted_at,
+            r.db_now,
+          ),
     tenant: r.tenant,
     type: r.type,
     queue: r.queue,
@@ -89,8 +113,8 @@ export async function scheduleList(db: Kysely<DB>, params: ScheduleListParams): 
     paused: r.paused,
     misfirePolicy: r.misfire_policy,
     misfireMaxRuns: r.misfire_max_runs,
-    nextFireAt: r.next_fire_at,
     dbNow: r.db_now,
+    error: r.error,
     lastExecution: r.last_execution ? toExecution(r.last_execution) : null,
   }))
 }

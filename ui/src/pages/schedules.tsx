@@ -63,7 +63,18 @@ export function SchedulesPage() {
                     {scheduleText(s.schedule)}
                     {/* a cron expression's zone; an interval has none */}
                     {s.timezone && scheduleText(s.schedule).startsWith('cron') ? ` (${s.timezone})` : ''}{' '}
-                    {s.paused && <span class="badge badge-paused">paused</span>}
+                    {s.state === 'cancelled' ? (
+                      <span class="badge badge-cancelled">cancelled</span>
+                    ) : (
+                      s.paused && <span class="badge badge-paused">paused</span>
+                    )}
+                    {s.error !== null && (
+                      <>
+                        {' '}
+                        <span class="badge badge-failed">stopped</span>
+                        <span class="error-text"> {s.error}</span>
+                      </>
+                    )}
                   </td>
                   <td>
                     <ul class="plain">
@@ -82,7 +93,7 @@ export function SchedulesPage() {
                     )}
                   </td>
                   <td>
-                    {s.paused ? (
+                    {s.state === 'cancelled' ? null : s.paused ? (
                       <ActionButton label="Resume" name={`Resume schedule ${s.jobId}`} run={act(s.jobId, 'resume')} done="Schedule resumed" />
                     ) : (
                       <ActionButton label="Pause" name={`Pause schedule ${s.jobId}`} run={act(s.jobId, 'pause')} done="Schedule paused" />
