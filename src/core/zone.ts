@@ -49,16 +49,37 @@ const IANA_NAMES_WITHOUT_SLASH: ReadonlySet<string> = new Set(
 )
 
 /**
+ * The IANA zone database's only names with a slash and a digit, any case: Etc/GMT with a whole-hour
+ * offset in POSIX sign (Etc/GMT+5 is 5 hours behind UTC), from -14 to +12, without a leading zero,
+ * and Etc/GMT0. Other such names are no zones: PostgreSQL reads them as POSIX rules (Europe/Berlin1
+ * is a zone named EUROPE/BERLIN one hour behind UTC, Etc/GMT+05 one five hours behind) and ICU does
+ * not read them, except its SystemV/ names (SystemV/EST5EDT, ...: the old `systemv` file, dropped
+ * from the database in 2020b). pgsched.time_zone_known holds the same pattern (migration 0057).
+ */
+const IANA_NAME_WITH_SLASH_AND_DIGIT = /^etc\/gmt(?:[+-]?0|-(?:[1-9]|1[0-4])|\+(?:[1-9]|1[0-2]))$/i
+
+/**
+ * Names without a digit that ICU still reads and the IANA database no longer has, lower case:
+ * Canada/East-Saskatchewan (removed in 2017c) and US/Pacific-New (2020b). PostgreSQL reads them only
+ * with zone files that old; pgsched.time_zone_known refuses them too.
+ */
+const REMOVED_NAMES: ReadonlySet<string> = new Set(['canada/east-saskatchewan', 'us/pacific-new'])
+
+/**
  * Whether `timezone` names an IANA zone, as a submit takes it: one of the database's names without a
- * slash (any case), or an Area/Location name this runtime knows; never the runtime's own extras
- * (Java's short names) nor the database's files that are not zones (posix/, right/, Factory,
- * localtime, posixrules). The same rule as pgsched.time_zone_known.
+ * slash (any case), or an Area/Location name of the database that this runtime knows (any case);
+ * never the runtime's own extras (Java's short names, SystemV/..., names the database removed), nor
+ * PostgreSQL's (POSIX rules written as Area/Location names, the files that are not zones: posix/,
+ * right/, Factory, localtime, posixrules). The same rule as pgsched.time_zone_known (migration 0057),
+ * which asks PostgreSQL's zone files where this asks the runtime's (ICU).
  */
 export function isIanaTimeZone(timezone: string): boolean {
   const lower = timezone.toLowerCase()
   if (lower === 'factory' || lower === 'localtime' || lower === 'posixrules' || lower.startsWith('posix/') || lower.startsWith('right/')) return false
   if (!timezone.includes('/')) return IANA_NAMES_WITHOUT_SLASH.has(lower) && isValidTimeZone(timezone)
-  return /^[A-Za-z]+(\/[A-Za-z0-9_+-]+)+$/.test(timezone) && isValidTimeZone(timezone)
+  if (!/^[A-Za-z]+(\/[A-Za-z0-9_+-]+)+$/.test(timezone) || REMOVED_NAMES.has(lower)) return false
+  if (/[0-9]/.test(timezone) && !IANA_NAME_WITH_SLASH_AND_DIGIT.test(timezone)) return false
+  return isValidTimeZone(timezone)
 }
 
 /** Whether `timezone` is a zone name this runtime knows (what fire times are computed in). */

@@ -140,6 +140,23 @@ const cases: Case[] = [
     message: 'schedule.timezone "BST" is not a known IANA time zone (such as Europe/Berlin); offsets, abbreviations and POSIX rules are not accepted',
     path: 'schedule.timezone',
   },
+  {
+    // the runtime's zone data keeps names the IANA database removed (US/Pacific-New in 2020b), which pgsched.submit_job refuses
+    name: 'a zone name the IANA database removed',
+    body: { type: 'x', schedule: { cron: '0 9 * * *', timezone: 'US/Pacific-New' } },
+    status: 400,
+    message:
+      'schedule.timezone "US/Pacific-New" is not a known IANA time zone (such as Europe/Berlin); offsets, abbreviations and POSIX rules are not accepted',
+    path: 'schedule.timezone',
+  },
+  {
+    name: 'a SystemV/ zone name',
+    body: { type: 'x', schedule: { cron: '0 9 * * *', timezone: 'SystemV/EST5EDT' } },
+    status: 400,
+    message:
+      'schedule.timezone "SystemV/EST5EDT" is not a known IANA time zone (such as Europe/Berlin); offsets, abbreviations and POSIX rules are not accepted',
+    path: 'schedule.timezone',
+  },
   { name: 'instant without T', body: { type: 'x', schedule: { at: '2030-01-01 09:00' } }, status: 400, message: AT_FORMAT, path: 'schedule.at' },
   { name: 'instant without a time zone', body: { type: 'x', schedule: { at: '2030-01-01T09:00:00' } }, status: 400, message: AT_FORMAT, path: 'schedule.at' },
   {
