@@ -6,6 +6,11 @@ import { useTestDb } from '../db.ts'
 
 const t = useTestDb()
 
+/** The zones of the old `systemv` file, which ICU reads and the IANA database no longer has. */
+const SYSTEMV_ZONES = ['AST4', 'AST4ADT', 'CST6', 'CST6CDT', 'EST5', 'EST5EDT', 'HST10', 'MST7', 'MST7MDT', 'PST8', 'PST8PDT', 'YST9', 'YST9YDT'].map(
+  (z) => `SystemV/${z}`,
+)
+
 async function submit(args: string): Promise<string> {
   const { rows } = await sql<{ id: string }>`select pgsched.submit_job(${sql.raw(args)}) as id`.execute(t.db)
   return (rows[0] as { id: string }).id
@@ -168,6 +173,62 @@ describe('pgsched.submit_job', () => {
     const differ = rows.filter((r) => r.known !== isIanaTimeZone(r.name)).map((r) => `${r.name}: SQL ${r.known}`)
     expect(differ).toEqual([])
     expect(rows.filter((r) => java.includes(r.name) && r.known)).toEqual([])
+  })
+
+  it.each([
+    // PostgreSQL reads these as POSIX rules (Etc/GMT+05: a zone named "ETC/GMT" 5 hours behind UTC); the dispatcher cannot read them
+    ...['Etc/GMT+05', 'Etc/UTC+1', 'Etc/GMT+13', 'Etc/GMT+15', 'Etc/GMT-15', 'Europe/Berlin1', 'Asia/Kathmandu+5', 'America/Foo3', 'Foo/Bar5'].map((tz) => [
+      tz,
+      false,
+    ]),
+    // the runtime reads these, but they are no IANA zones (SystemV/EST5EDT is a POSIX rule to a PostgreSQL whose zone files lack it)
+    ...['SystemV/EST5EDT', 'SystemV/AST4', 'US/Pacific-New', 'Canada/East-Saskatchewan', 'us/pacific-new'].map((tz) => [tz, true]),
+  ] as [string, boolean][])('refuses %s with SQLSTATE 22023 and writes nothing', async (tz, runtimeKnows) => {
+    expect(isValidTimeZone(tz)).toBe(runtimeKnows)
+    expect(isIanaTimeZone(tz)).toBe(false)
+    const err = await submit(`'tick', cron => '0 9 * * *', timezone => '${tz}', tenant => 't1'`).catch((e: unknown) => e)
+    expect(err).toMatchObject({
+      code: '22023',
+      message: `timezone '${tz}' is not a known IANA time zone (such as Europe/Berlin); offsets, abbreviations and POSIX rules are not accepted`,
+    })
+    expect(await t.db.selectFrom('pgsched.jobs').selectAll().execute()).toEqual([])
+  })
+
+  it('takes Etc/GMT names at both ends of their offsets and in any case, as the dispatcher does', async () => {
+    const zones = ['Etc/GMT-14', 'Etc/GMT+12', 'Etc/GMT0', 'Etc/GMT-0', 'etc/gmt+5']
+    for (const tz of zones) await submit(`'x', cron => '0 12 * * *', timezone => '${tz}'`)
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.triggers`.execute(t.db)
+    expect(rows[0]?.n).toBe(zones.length)
+  })
+
+  it('agrees with isIanaTimeZone on every Area/Location zone PostgreSQL lists that the runtime reads, in any case, and on names only one of them reads', async () => {
+    // the names without a slash are walked by the test above (each costs a pg_timezone_names scan); posix/ and right/ are refused by both before any lookup
+    const { rows: pg } = await sql<{ name: string }>`
+      select name from pg_timezone_names where position('/' in name) > 0 and name !~* '^(posix|right)/'`.execute(t.db)
+    const listed = pg.map((r) => r.name).filter((tz) => isValidTimeZone(tz))
+    const offsets = ['', '0', '00', '05', '5', '9', '10', '12', '13', '14', '15', '99'].flatMap((h) => [
+      `Etc/GMT+${h}`,
+      `Etc/GMT-${h}`,
+      `Etc/GMT${h}`,
+      `Etc/UTC+${h}`,
+    ])
+    const others = [
+      'Etc/GMT+5:30',
+      'Europe/Berlin1',
+      'Asia/Kathmandu+5',
+      'America/Foo3',
+      'Foo/Bar5',
+      'Mars/Olympus',
+      'US/Pacific-New',
+      'Canada/East-Saskatchewan',
+    ]
+    const names = [...new Set([...listed, ...listed.map((n) => n.toLowerCase()), ...offsets, ...others, ...SYSTEMV_ZONES])]
+    const { rows } = await sql<{ name: string; known: boolean }>`
+      select n as name, pgsched.time_zone_known(n) as known from unnest(${names}::text[]) n`.execute(t.db)
+    expect(rows.filter((r) => r.known !== isIanaTimeZone(r.name)).map((r) => `${r.name}: SQL ${r.known}`)).toEqual([])
+    // of the zones PostgreSQL lists, both refuse the runtime's legacy names only (none with current zone files)
+    const refused = rows.filter((r) => listed.includes(r.name) && !r.known).map((r) => r.name)
+    expect(refused.filter((tz) => !/^(SystemV\/.*|US\/Pacific-New|Canada\/East-Saskatchewan)$/.test(tz))).toEqual([])
   })
 
   it('refuses an interval with a fraction of a millisecond (SQLSTATE 22023) rather than cutting it off, and takes whole milliseconds', async () => {
