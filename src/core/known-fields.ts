@@ -21,8 +21,16 @@ export function unknownFields(value: Record<string, unknown>, fields: Readonly<R
 }
 
 /**
+ * Longest list of the known fields a refusal's message carries, in characters: the list says at
+ * once what a misspelt key should have been (createClient's ten options take about 100), while a
+ * longer one would bury the key refused; the call's documentation lists those.
+ */
+const KNOWN_FIELDS_LISTED_MAX_CHARS = 120
+
+/**
  * Throws a ValidationError when `value` is not an object (`what` names it: `listJobs params`) or
- * has a key `fields` lacks, naming each such key.
+ * has a key `fields` lacks, naming each such key (in the details, and in the message followed by the
+ * known fields when their list is short).
  */
 export function assertKnownFields(value: unknown, fields: Readonly<Record<string, true>>, what: string, prefix = ''): void {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
@@ -30,5 +38,8 @@ export function assertKnownFields(value: unknown, fields: Readonly<Record<string
     throw new ValidationError(message, [{ path: prefix.replace(/\.$/, ''), message }])
   }
   const details = unknownFields(value as Record<string, unknown>, fields, prefix)
-  if (details.length > 0) throw new ValidationError(details.map((d) => d.message).join('; '), details)
+  if (details.length === 0) return
+  const known = Object.keys(fields).join(', ')
+  const listed = known.length <= KNOWN_FIELDS_LISTED_MAX_CHARS ? ` (known: ${known})` : ''
+  throw new ValidationError(`${details.map((d) => d.message).join('; ')}${listed}`, details)
 }
