@@ -151,6 +151,23 @@ const EVENTS_FIELDS: FieldSet<StreamEventsParams & { allTenants?: boolean }> = {
   allTenants: true,
 }
 
+/** The per-call options; any other key is refused: `{ tx: trx }` would run the call outside the caller's transaction. */
+const CALL_OPTIONS_FIELDS: FieldSet<CallOptions> = { trx: true, traceContext: true }
+
+/**
+ * Refuses call options with a key they do not know, or a transaction or pg client given in place of
+ * `{ trx }`: a Kysely instance has no own keys, so it would pass for empty options and the call would
+ * run outside it. Absent options (undefined, or null from JavaScript) are none.
+ */
+function assertCallOptions(options: CallOptions | undefined): void {
+  if (options === undefined || options === null) return
+  if (isCallerKysely(options) || typeof (options as { query?: unknown }).query === 'function') {
+    const message = 'options must be an object such as { trx }, not the transaction or client itself'
+    throw new ValidationError(message, [{ path: 'options', message }])
+  }
+  assertKnownFields(options, CALL_OPTIONS_FIELDS, 'options', 'options.')
+}
+
 /** How long close() waits for the calls in flight before it closes the pool under them. */
 const CLOSE_WAIT_MS = 30_000
 
@@ -313,6 +330,7 @@ function makeClient(
   const refused = (r: QuotaRejection) => new QuotaExceededError(r.message, r.quota, r.limit, r.retryAfterMs)
 
   async function viewJob(id: string, options?: CallOptions): Promise<Job> {
+    assertCallOptions(options)
     assertUuid(id, 'id')
     const job = await run(options, (ex) => jobGetById(ex, { tenant, id }))
     if (!job) throw new NotFoundError(`job ${id} not found`)
@@ -379,6 +397,7 @@ function makeClient(
     }),
 
     async submitJob(input, options) {
+      assertCallOptions(options)
       const n = normalizeSubmit(input, clock.now())
       return tracedSubmit(
         n.queue,
@@ -390,6 +409,7 @@ function makeClient(
     },
 
     async submitJobs(inputs, options) {
+      assertCallOptions(options)
       if (inputs.length > MAX_BATCH) throw new ValidationError(`at most ${MAX_BATCH} jobs per batch, got ${inputs.length}`)
       const now = clock.now()
       const normalized = inputs.map((input, i) => {
@@ -413,9 +433,13 @@ function makeClient(
 
     viewJob,
 
-    listJobs: (params = {}, options) => run(options, (ex) => jobOperations(ex, tenant).listJobs(params)),
+    listJobs: async (params = {}, options) => {
+      assertCallOptions(options)
+      return run(options, (ex) => jobOperations(ex, tenant).listJobs(params))
+    },
 
     async listExecutions(jobId, params = {}, options) {
+      assertCallOptions(options)
       assertKnownFields(params, PAGE_FIELDS, 'listExecutions params')
       const limit = limitOf(params.limit)
       await viewJob(jobId, options)
@@ -430,6 +454,7 @@ function makeClient(
     },
 
     async viewExecution(id, options) {
+      assertCallOptions(options)
       assertUuid(id, 'id')
       const execution = await run(options, (ex) => executionGetById(ex, { id, tenant }))
       if (!execution) throw new NotFoundError(`execution ${id} not found`)
@@ -437,6 +462,7 @@ function makeClient(
     },
 
     async cancelJob(id, options) {
+      assertCallOptions(options)
       const job = await viewJob(id, options)
       if (job.state === 'cancelled') return job
       // finished: a one-time job's execution ended, or a recurring job has nothing to come (its schedule
@@ -467,6 +493,7 @@ function makeClient(
   }
 
   async function setPaused(id: string, paused: boolean, options?: CallOptions): Promise<Job> {
+    assertCallOptions(options)
     const job = await viewJob(id, options)
     if (!job.schedule) throw new InvalidStateError(`job ${id} is not recurring; only recurring jobs can be paused or resumed`)
     if (job.state === 'cancelled') throw new InvalidStateError(`job ${id} is CANCELLED: a cancelled job is neither paused nor resumed`)

@@ -304,19 +304,21 @@ describe('client.listJobs', () => {
   })
 })
 
-describe('list calls from plain JavaScript', () => {
-  /** The ValidationError a call refuses with, or a failure naming what it did instead. */
-  const refusal = async (call: () => Promise<unknown>): Promise<unknown> => {
-    const outcome = await call().then(
-      (value) => ({ value }),
-      (err: unknown) => ({ err }),
-    )
-    if (!('err' in outcome)) throw new Error(`not refused; answered ${JSON.stringify(outcome.value)?.slice(0, 200)}`)
-    expect(outcome.err).toBeInstanceOf(ValidationError)
-    return (outcome.err as ValidationError).details
-  }
-  const unknown = (path: string) => [{ path, message: `unknown field "${path}"` }]
+/** The ValidationError a call refuses with, or a failure naming what it did instead. */
+async function refused(call: () => unknown): Promise<ValidationError> {
+  const outcome = await (async () => call())().then(
+    (value) => ({ value }),
+    (err: unknown) => ({ err }),
+  )
+  if (!('err' in outcome)) throw new Error(`not refused; answered ${JSON.stringify(outcome.value)?.slice(0, 200)}`)
+  expect(outcome.err).toBeInstanceOf(ValidationError)
+  return outcome.err as ValidationError
+}
+/** The details of the ValidationError a call refuses with. */
+const refusal = async (call: () => unknown): Promise<unknown> => (await refused(call)).details
+const unknown = (path: string) => [{ path, message: `unknown field "${path}"` }]
 
+describe('list calls from plain JavaScript', () => {
   it('refuses a filter key listJobs does not know, naming it, rather than listing every job', async () => {
     const c = client()
     await c.submitJob({ type: 'x' })
@@ -347,6 +349,54 @@ describe('list calls from plain JavaScript', () => {
     expect(await refusal(() => c.listQueues({ tenat: 'acme' } as never))).toEqual(unknown('tenat'))
     expect(await refusal(() => c.webhooks.deliveries(hook.id, { limt: 5 } as never))).toEqual(unknown('limt'))
     expect(await refusal(() => c.events({ queu: 'q' } as never))).toEqual(unknown('queu'))
+  })
+})
+
+describe('option objects from plain JavaScript', () => {
+  const jobTypes = async () => (await t.db.selectFrom('pgsched.jobs').select('type').orderBy('type').execute()).map((r) => r.type)
+
+  it("refuses a call option it does not know rather than running outside the caller's transaction", async () => {
+    const c = client()
+    await expect(
+      t.db.transaction().execute(async (trx) => {
+        const err = await refused(() => c.submitJob({ type: 'misspelt' }, { tx: trx } as never))
+        expect(err.details).toEqual(unknown('options.tx'))
+        expect(err.message).toBe('unknown field "options.tx" (known: trx, traceContext)')
+        // the transaction itself in place of { trx } would be run outside it just the same
+        expect(await refusal(() => c.submitJob({ type: 'bare' }, trx as never))).toEqual([
+          { path: 'options', message: 'options must be an object such as { trx }, not the transaction or client itself' },
+        ])
+        expect(await refusal(() => c.submitJobs([{ type: 'many' }], { tx: trx } as never))).toEqual(unknown('options.tx'))
+        // a key left undefined is no option, as with a list call's filter
+        await c.submitJob({ type: 'inside' }, { trx, tx: undefined } as never)
+        throw new Error('caller rolls back')
+      }),
+    ).rejects.toThrow('caller rolls back')
+    expect(await jobTypes()).toEqual([])
+  })
+
+  it('refuses an unknown option on every call that takes call options', async () => {
+    const c = client()
+    const { job } = await c.submitJob({ type: 'x', schedule: { every: '1h' } })
+    const { job: once } = await c.submitJob({ type: 'once' })
+    const executionId = once.lastExecution?.id as string
+    const calls: Array<[string, (o: never) => Promise<unknown>]> = [
+      ['viewJob', (o) => c.viewJob(job.id, o)],
+      ['listJobs', (o) => c.listJobs({}, o)],
+      ['listExecutions', (o) => c.listExecutions(once.id, {}, o)],
+      ['viewExecution', (o) => c.viewExecution(executionId, o)],
+      ['pauseJob', (o) => c.pauseJob(job.id, o)],
+      ['resumeJob', (o) => c.resumeJob(job.id, o)],
+      ['cancelJob', (o) => c.cancelJob(job.id, o)],
+    ]
+    for (const [name, call] of calls) expect([name, await refusal(() => call({ tx: t.db } as never))]).toEqual([name, unknown('options.tx')])
+    // a pg client in place of { trx }: named as such, not by its own keys
+    expect(await refusal(() => c.cancelJob(job.id, new pg.Client() as never))).toEqual([
+      { path: 'options', message: 'options must be an object such as { trx }, not the transaction or client itself' },
+    ])
+    expect((await c.viewJob(job.id)).status).toBe('SCHEDULED')
+    // none given: undefined, or null from JavaScript
+    expect((await c.viewJob(job.id, null as never)).status).toBe('SCHEDULED')
   })
 })
 
