@@ -151,6 +151,20 @@ const EVENTS_FIELDS: FieldSet<StreamEventsParams & { allTenants?: boolean }> = {
   allTenants: true,
 }
 
+/** The options of createClient; any other is refused: `batchSubmit: false` would leave group commit on. */
+const CREATE_CLIENT_FIELDS: FieldSet<CreateClientOptions> = {
+  databaseUrl: true,
+  poolSize: true,
+  db: true,
+  pool: true,
+  tenant: true,
+  createdBy: true,
+  clock: true,
+  batchSubmits: true,
+  httpAllow: true,
+  requireSyncStandby: true,
+}
+
 /** The per-call options; any other key is refused: `{ tx: trx }` would run the call outside the caller's transaction. */
 const CALL_OPTIONS_FIELDS: FieldSet<CallOptions> = { trx: true, traceContext: true }
 
@@ -224,7 +238,12 @@ function gated<T extends object>(target: T, gate: CallGate): T {
   })
 }
 
+/**
+ * A client on a pool it owns (`databaseUrl`), the application's Kysely (`db`) or pg Pool (`pool`).
+ * @throws ValidationError naming an option it does not know (from JavaScript), or a bad one.
+ */
 export function createClient(options: CreateClientOptions): Client {
+  assertKnownFields(options, CREATE_CLIENT_FIELDS, 'createClient options')
   let owned: Database | undefined
   let db: Kysely<DB>
   if (options.db) {

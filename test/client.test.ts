@@ -398,6 +398,18 @@ describe('option objects from plain JavaScript', () => {
     // none given: undefined, or null from JavaScript
     expect((await c.viewJob(job.id, null as never)).status).toBe('SCHEDULED')
   })
+
+  it('refuses a createClient option it does not know, listing the known ones', async () => {
+    const err = await refused(() => createClient({ db: t.db, tenant: 'acme', batchSubmit: false } as never))
+    expect(err.details).toEqual(unknown('batchSubmit'))
+    expect(err.message).toBe(
+      'unknown field "batchSubmit" (known: databaseUrl, poolSize, db, pool, tenant, createdBy, clock, batchSubmits, httpAllow, requireSyncStandby)',
+    )
+    // a misspelt tenant would act for the default tenant
+    expect(await refusal(() => createClient({ db: t.db, tennant: 'acme' } as never))).toEqual(unknown('tennant'))
+    expect(await refusal(() => createClient(undefined as never))).toEqual([{ path: '', message: 'createClient options must be an object' }])
+    expect(createClient({ db: t.db, tenant: 'acme', batchSubmits: undefined }).tenant).toBe('acme')
+  })
 })
 
 describe('client.cancelJob / pauseJob', () => {
