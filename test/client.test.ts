@@ -410,6 +410,15 @@ describe('option objects from plain JavaScript', () => {
     expect(await refusal(() => createClient(undefined as never))).toEqual([{ path: '', message: 'createClient options must be an object' }])
     expect(createClient({ db: t.db, tenant: 'acme', batchSubmits: undefined }).tenant).toBe('acme')
   })
+
+  it('refuses a webhook field it does not know rather than subscribing to every event', async () => {
+    const c = client()
+    const err = await refused(() => c.webhooks.create({ url: 'https://example.com/hook', event: ['failed'] } as never))
+    expect(err.details).toEqual(unknown('event'))
+    expect(err.message).toBe('unknown field "event" (known: url, events, secret, queue)')
+    expect(await refusal(() => c.webhooks.create('https://example.com/hook' as never))).toEqual([{ path: '', message: 'webhook must be an object' }])
+    expect(await c.webhooks.list()).toEqual([])
+  })
 })
 
 describe('client.cancelJob / pauseJob', () => {

@@ -56,7 +56,11 @@ export interface WebhookAdmin {
   deliveries(id: string, params?: { limit?: number; cursor?: string }): Promise<Page<WebhookDelivery>>
 }
 
-/** The fields of a deliveries page call; any other is refused (core/known-fields.ts), as REST refuses it. */
+/**
+ * The fields of a subscription and of a deliveries page call; any other is refused
+ * (core/known-fields.ts), as REST refuses it: a misspelt `event` would subscribe to every event.
+ */
+const CREATE_FIELDS: FieldSet<CreateWebhookInput> = { url: true, events: true, secret: true, queue: true }
 const DELIVERIES_FIELDS: FieldSet<{ limit?: number; cursor?: string }> = { limit: true, cursor: true }
 
 /** Where the setting must admit a webhook URL for it to be created. */
@@ -88,6 +92,7 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPoli
       return (await webhookSubscriptionList(db, { tenant })).map(withoutSecret)
     },
     async create(input) {
+      assertKnownFields(input, CREATE_FIELDS, 'webhook')
       let url: URL
       try {
         url = new URL(input.url)
