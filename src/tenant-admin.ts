@@ -10,6 +10,7 @@ import { forgetQuotaTenants } from './db/queries/admission.ts'
 import { tenantList, tenantNames, tenantUpdate, type TenantPatch, type TenantView } from './db/queries/tenants.ts'
 import { ValidationError } from './errors.ts'
 import { TENANT_RULE, isTenantName } from './core/names.ts'
+import { assertKnownFields, type FieldSet } from './core/known-fields.ts'
 
 export type { TenantPatch, TenantView }
 
@@ -30,6 +31,9 @@ export interface TenantAdmin {
   names(limit?: number): Promise<string[]>
 }
 
+/** The settings a patch may change; any other is refused, as REST refuses it: a misspelt `weigth` would be dropped. */
+const PATCH_FIELDS: FieldSet<TenantPatch> = { weight: true, maxPending: true, maxSubmitsPerSecond: true }
+
 function invalid(path: string, message: string): never {
   throw new ValidationError(message, [{ path, message }])
 }
@@ -39,8 +43,9 @@ function assertTenantName(name: string): void {
   if (typeof name !== 'string' || !isTenantName(name)) invalid('name', `tenant must be ${TENANT_RULE}, got ${JSON.stringify(name)}`)
 }
 
-/** Checks a patch, naming the field and the range it must be in. */
+/** Checks a patch, naming the field and the range it must be in, or a field it does not know. */
 export function assertTenantPatch(patch: TenantPatch): void {
+  assertKnownFields(patch, PATCH_FIELDS, 'tenant patch')
   const { weight, maxPending, maxSubmitsPerSecond } = patch
   if (weight === undefined && maxPending === undefined && maxSubmitsPerSecond === undefined) {
     invalid('', 'give at least one of weight, maxPending and maxSubmitsPerSecond')

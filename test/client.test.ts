@@ -419,6 +419,17 @@ describe('option objects from plain JavaScript', () => {
     expect(await refusal(() => c.webhooks.create('https://example.com/hook' as never))).toEqual([{ path: '', message: 'webhook must be an object' }])
     expect(await c.webhooks.list()).toEqual([])
   })
+
+  it('refuses a tenant setting it does not know rather than changing the others alone', async () => {
+    const c = client()
+    const err = await refused(() => c.tenants.update('acme', { weigth: 2, maxPending: 10 } as never))
+    expect(err.details).toEqual(unknown('weigth'))
+    expect(err.message).toBe('unknown field "weigth" (known: weight, maxPending, maxSubmitsPerSecond)')
+    // alone, it is named too, not taken for an empty change
+    expect(await refusal(() => c.tenants.update('acme', { weigth: 2 } as never))).toEqual(unknown('weigth'))
+    expect(await c.tenants.view('acme')).toMatchObject({ weight: 1, maxPending: null })
+    expect(await c.tenants.update('acme', { weight: 2, maxPending: undefined })).toMatchObject({ weight: 2, maxPending: null })
+  })
 })
 
 describe('client.cancelJob / pauseJob', () => {
