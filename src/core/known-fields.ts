@@ -3,7 +3,9 @@
  * parameter with a 400, and the TypeScript client, called from plain JavaScript or with a cast,
  * refuses one too, rather than dropping a misspelt filter (`statuss`) and acting as if it had not
  * been given (listing every job; a bulk cancel of every job). A key whose value is undefined is no
- * field, as an absent one. Used by normalizeSubmit and by the client's list and bulk calls.
+ * field, as an absent one. Used by normalizeSubmit, by the client's list and bulk calls, and by its
+ * option objects: createClient's options, each call's `{ trx, traceContext }` (a misspelt `tx`
+ * would run the call outside the caller's transaction), webhooks.create and tenants.update.
  */
 import { ValidationError, type ErrorDetail } from '../errors.ts'
 
