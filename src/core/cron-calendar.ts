@@ -89,7 +89,7 @@ function dayMatches(c: CronCalendar, year: number, month: number, day: number): 
   return c.bothDaysMustMatch ? domMatch && dowMatch : domMatch || dowMatch
 }
 
-/** How far ahead a search looks before concluding there is no match (the longest gap between fire times of an accepted expression is under 30 years). */
+/** How far ahead a search looks before concluding there is no match (the longest gap between fire times of an accepted expression is about 40 years: `0 0 * 2 1#5`, a fifth Monday in February, fires in 2072 and then in 2112). */
 const SEARCH_YEARS = 60
 
 /**
