@@ -335,6 +335,8 @@ describe('TriggerScheduler', () => {
       clock.set(plus(T0, 10))
       expect(await dispatcher.runOnce()).toMatchObject({ fired: 0, dropped: 0 })
       expect((await triggerRow(job.id)).queued_fire_at).toEqual(plus(T0, 10))
+      // the job's next run is the fire time waiting in the slot, though past: it runs once the run ends
+      expect((await client().viewJob(job.id)).nextRunAt).toEqual(plus(T0, 10))
       clock.set(plus(T0, 20))
       expect(await dispatcher.runOnce()).toMatchObject({ fired: 0, dropped: 1 }) // the slot is taken
       await setExecutionState(t.db, { jobIds: [job.id], state: 'succeeded' })
