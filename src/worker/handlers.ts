@@ -18,6 +18,7 @@ import { resolve } from 'node:path'
 import type { Logger } from '../logger.ts'
 import { ValidationError } from '../errors.ts'
 import { TYPE_PATTERN } from '../core/names.ts'
+import { assertKnownFields, type FieldSet } from '../core/known-fields.ts'
 import { SANDBOX_MODES, type SandboxMode } from './sandbox-protocol.ts'
 
 /**
@@ -78,9 +79,22 @@ function moduleUrl(module: string): string {
   return /^file:/.test(module) ? module : pathToFileURL(resolve(module)).href
 }
 
-/** Declares the handler for jobs of `type`. */
+/** The options of defineHandler; any other is refused: a misspelt `sandBox` would run the handler with no sandbox. */
+const HANDLER_OPTIONS_FIELDS: FieldSet<HandlerOptions> = { sandbox: true, memoryLimitMb: true, module: true }
+
+/**
+ * Declares the handler for jobs of `type`.
+ * @throws ValidationError for a bad type or option, or an option it does not know (from JavaScript), naming the handler.
+ */
 export function defineHandler<P = unknown>(type: string, run: HandlerFn<P>, options: HandlerOptions = {}): Handler {
   if (!TYPE.test(type)) throw new ValidationError(`handler type "${type}" must be 1-128 characters: letters, digits and _ . : / -`)
+  try {
+    assertKnownFields(options, HANDLER_OPTIONS_FIELDS, 'options')
+  } catch (err: unknown) {
+    // a module defines many handlers: the refusal names the one it is about
+    if (err instanceof ValidationError) throw new ValidationError(`handler "${type}": ${err.message}`, err.details)
+    throw err
+  }
   const { sandbox, memoryLimitMb, module } = options
   if (sandbox !== undefined && !SANDBOX_MODES.includes(sandbox)) {
     throw new ValidationError(`handler "${type}": sandbox must be one of ${SANDBOX_MODES.join(', ')}, not "${String(sandbox)}"`)

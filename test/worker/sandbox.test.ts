@@ -9,6 +9,7 @@ import { threadId } from 'node:worker_threads'
 import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
+import { ValidationError } from '../../src/errors.ts'
 import type { Execution } from '../../src/core/job.ts'
 import { PassThrough } from 'node:stream'
 import { defineHandler, loadHandlerModule } from '../../src/worker/handlers.ts'
@@ -165,6 +166,26 @@ describe('sandboxed handlers', () => {
   it('names a bad sandbox option when the handler is defined', () => {
     expect(() => defineHandler('x', () => 1, { sandbox: 'vm' as 'thread' })).toThrow('handler "x": sandbox must be one of none, thread, process, not "vm"')
     expect(() => defineHandler('x', () => 1, { memoryLimitMb: 4 })).toThrow('handler "x": memoryLimitMb must be an integer of at least 16, not 4')
+  })
+
+  it('refuses an option it does not know, naming it and the known ones, rather than running without a sandbox', () => {
+    // from JavaScript: a misspelt sandbox would run the handler in the worker's thread
+    const refusal = (options: unknown) => {
+      try {
+        defineHandler('x', () => 1, options as never)
+      } catch (err: unknown) {
+        expect(err).toBeInstanceOf(ValidationError)
+        return { message: (err as ValidationError).message, details: (err as ValidationError).details }
+      }
+      throw new Error('not refused')
+    }
+    expect(refusal({ sandBox: 'process' })).toEqual({
+      message: 'handler "x": unknown field "sandBox" (known: sandbox, memoryLimitMb, module)',
+      details: [{ path: 'sandBox', message: 'unknown field "sandBox"' }],
+    })
+    expect(refusal('process').message).toBe('handler "x": options must be an object')
+    // a key left undefined is no option
+    expect(defineHandler('x', () => 1, { sandbox: 'thread', memoryLimitMB: undefined } as never).sandbox).toBe('thread')
   })
 
   it('refuses a handler that asks for a sandbox when its module is not known', async () => {
