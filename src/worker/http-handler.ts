@@ -16,6 +16,7 @@ import { request as httpRequest, type IncomingMessage, validateHeaderName, valid
 import { request as httpsRequest } from 'node:https'
 import { isIP, type LookupFunction } from 'node:net'
 import { FatalError } from '../errors.ts'
+import { assertKnownFields, type FieldSet } from '../core/known-fields.ts'
 import { allowedExplicitly, allowedHost, badPort, bareHost, parseAddressPolicy, refusedAddress, type AddressPolicy } from '../lib/address-policy.ts'
 import { defineHandler, type Handler } from './handlers.ts'
 
@@ -169,18 +170,25 @@ function send(
   })
 }
 
+/** The options of createHttpHandler. */
+export interface HttpHandlerOptions {
+  /** Hosts and ranges admitted beyond the public internet: text as in SCHEDULER_HTTP_ALLOW, or parsed. */
+  allow?: string | AddressPolicy
+  /** Replaces the system's name resolution (tests give names addresses with it). */
+  resolve?: HttpResolve
+  /** `refuse`: a redirect is not followed but fails the attempt (retried), naming where it led. Default `follow`. */
+  redirects?: 'follow' | 'refuse'
+}
+
+/** Any other option is refused: a misspelt `redirect: 'refuse'` would leave redirects followed. */
+const HTTP_HANDLER_OPTIONS_FIELDS: FieldSet<HttpHandlerOptions> = { allow: true, resolve: true, redirects: true }
+
 /**
- * The `http` handler under an allowlist (text as in SCHEDULER_HTTP_ALLOW, or parsed). `resolve`
- * replaces the system's name resolution (tests give names addresses with it).
+ * The `http` handler under an allowlist.
+ * @throws ValidationError naming an option it does not know (from JavaScript).
  */
-export function createHttpHandler(
-  options: {
-    allow?: string | AddressPolicy
-    resolve?: HttpResolve
-    /** `refuse`: a redirect is not followed but fails the attempt (retried), naming where it led. Default `follow`. */
-    redirects?: 'follow' | 'refuse'
-  } = {},
-): Handler {
+export function createHttpHandler(options: HttpHandlerOptions = {}): Handler {
+  assertKnownFields(options, HTTP_HANDLER_OPTIONS_FIELDS, 'createHttpHandler options')
   const policy = typeof options.allow === 'object' ? options.allow : parseAddressPolicy(options.allow ?? '')
   const guard = { policy, resolve: options.resolve ?? systemResolve }
   return defineHandler('http', async (ctx) => {

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { loadConfig } from '../../src/config.ts'
+import { ValidationError } from '../../src/errors.ts'
 import { createWorkerSystem } from '../../src/system.ts'
 import { createHttpHandler, type HttpResolve } from '../../src/worker/http-handler.ts'
 import { useTestDb } from '../db.ts'
@@ -119,6 +120,26 @@ describe('http handler', () => {
     await startWorker([local])
     const job = await runToEnd({ url: `${base}/big` })
     expect(job.lastExecution?.result).toMatchObject({ status: 200, body: 'x'.repeat(4096), truncated: true })
+  })
+
+  it('refuses an option it does not know, naming it and the known ones, rather than following redirects', () => {
+    const refusal = (options: unknown) => {
+      try {
+        createHttpHandler(options as never)
+      } catch (err: unknown) {
+        expect(err).toBeInstanceOf(ValidationError)
+        return { message: (err as ValidationError).message, details: (err as ValidationError).details }
+      }
+      throw new Error('not refused')
+    }
+    // from JavaScript: a misspelt redirects would leave redirects followed
+    expect(refusal({ allow: '127.0.0.1', redirect: 'refuse' })).toEqual({
+      message: 'unknown field "redirect" (known: allow, resolve, redirects)',
+      details: [{ path: 'redirect', message: 'unknown field "redirect"' }],
+    })
+    expect(refusal('127.0.0.1').message).toBe('createHttpHandler options must be an object')
+    // a key left undefined is no option
+    expect(createHttpHandler({ allow: '127.0.0.1', redirect: undefined } as never).type).toBe('http')
   })
 })
 
