@@ -5,6 +5,7 @@
  * captured delivery cannot be replayed later. Several `v1=` entries are accepted (any may match).
  */
 import { createHmac, timingSafeEqual } from 'node:crypto'
+import { assertKnownFields, type FieldSet } from '../core/known-fields.ts'
 
 /** The header a delivery's signature is sent in. */
 export const SIGNATURE_HEADER = 'Pgsched-Signature'
@@ -33,11 +34,16 @@ export interface VerifyWebhookSignatureParams {
   nowS?: number
 }
 
+/** Any other parameter is refused: a misspelt `tolerance: 60` would leave the default 300 s in force. */
+const VERIFY_FIELDS: FieldSet<VerifyWebhookSignatureParams> = { secret: true, body: true, header: true, toleranceS: true, nowS: true }
+
 /**
  * True when `header` is a valid signature of `body` with `secret`, made within the tolerance.
  * @throws RangeError when `toleranceS` or `nowS` is not a finite number (NaN would accept any age).
+ * @throws ValidationError naming a parameter it does not know (from JavaScript), whatever the header.
  */
 export function verifyWebhookSignature(params: VerifyWebhookSignatureParams): boolean {
+  assertKnownFields(params, VERIFY_FIELDS, 'verifyWebhookSignature params')
   const header = Array.isArray(params.header) ? params.header[0] : params.header
   if (typeof header !== 'string') return false
   let timestamp: number | undefined

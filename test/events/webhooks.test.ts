@@ -273,6 +273,33 @@ describe('webhooks', () => {
     expect(() => verifyWebhookSignature({ secret, body, header: sign(secret, body, nowS), toleranceS: -1 })).toThrow(RangeError)
   })
 
+  it('refuses a parameter verification does not know, naming it and the known ones, rather than using the default tolerance', () => {
+    const secret = 'a-secret-of-enough-length'
+    const body = '{"id":"1","type":"succeeded"}'
+    const nowS = Math.floor(Date.now() / 1000)
+    const header = signWebhook(secret, body, nowS - 120)
+    const refusal = (params: unknown) => {
+      try {
+        verifyWebhookSignature(params as never)
+      } catch (err: unknown) {
+        expect(err).toBeInstanceOf(ValidationError)
+        return { message: (err as ValidationError).message, details: (err as ValidationError).details }
+      }
+      throw new Error('not refused')
+    }
+    // from JavaScript: a signature two minutes old would pass under the default 300 s, not the 60 s meant
+    expect(refusal({ secret, body, header, tolerance: 60 })).toEqual({
+      message: 'unknown field "tolerance" (known: secret, body, header, toleranceS, nowS)',
+      details: [{ path: 'tolerance', message: 'unknown field "tolerance"' }],
+    })
+    // refused whatever the header, not only when the signature would be checked
+    expect(refusal({ secret, body, header: undefined, tolerance: 60 }).details).toEqual([{ path: 'tolerance', message: 'unknown field "tolerance"' }])
+    expect(refusal(undefined).message).toBe('verifyWebhookSignature params must be an object')
+    expect(verifyWebhookSignature({ secret, body, header, toleranceS: 60 })).toBe(false)
+    // a key left undefined is no parameter
+    expect(verifyWebhookSignature({ secret, body, header, tolerance: undefined } as never)).toBe(true)
+  })
+
   it('creates, lists and deletes subscriptions, and refuses bad ones with 400', async () => {
     const key = await api.keyFor('c')
     expect((await api.call(key, 'POST', '/v1/webhooks', { url: 'ftp://x' })).statusCode).toBe(400)
