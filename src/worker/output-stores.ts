@@ -5,6 +5,7 @@
  * OutputStore.
  */
 import type { Kysely } from 'kysely'
+import { assertKnownFields, type FieldSet } from '../core/known-fields.ts'
 import { parseOutputStoreSetting } from '../core/output-uri.ts'
 import type { DB } from '../db/schema.ts'
 import { ConfigError } from '../errors.ts'
@@ -35,8 +36,19 @@ export interface CreateOutputStoreParams {
   log: Logger
 }
 
-/** The store the settings name. @throws ConfigError without a db for postgres; Error for a store setting that does not parse (loadConfig checked it). */
+/** Any other parameter is refused: a misspelt `dB` would leave the running executions' output unnamed. */
+const PARAMS_FIELDS: FieldSet<CreateOutputStoreParams> = { settings: true, db: true, log: true }
+/** Any other setting is refused: a misspelt `s3Regoin` would send the output to the default region. */
+const SETTINGS_FIELDS: FieldSet<OutputSettings> = { store: true, dir: true, maxBytes: true, s3Endpoint: true, s3Region: true, s3Credentials: true }
+
+/**
+ * The store the settings name.
+ * @throws ValidationError naming a parameter or setting it does not know (from JavaScript); ConfigError
+ *   without a db for postgres; Error for a store setting that does not parse (loadConfig checked it).
+ */
 export function createOutputStore(params: CreateOutputStoreParams): OutputStore {
+  assertKnownFields(params, PARAMS_FIELDS, 'createOutputStore params')
+  assertKnownFields(params.settings, SETTINGS_FIELDS, 'createOutputStore settings', 'settings.')
   const { settings } = params
   const { db } = params
   const setting = parseOutputStoreSetting(settings.store, settings.dir)

@@ -7,6 +7,8 @@
  */
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
+import { loadConfig } from '../../src/config.ts'
+import { ValidationError } from '../../src/errors.ts'
 import { droppedMarker, truncationMarker } from '../../src/core/output-uri.ts'
 import { executionOutputAppendMany, executionOutputRead } from '../../src/db/queries/output.ts'
 import { executionPruneFinished } from '../../src/db/queries/prune.ts'
@@ -196,5 +198,38 @@ describe('a run handed back at shutdown', () => {
     const rows = await t.db.selectFrom('pgsched.execution_output').select(['created_at']).where('execution_id', '=', handedBack.id).execute()
     expect(rows.length).toBeGreaterThan(0)
     for (const row of rows) expect(row.created_at.getTime()).toBeLessThanOrEqual(handedBack.run_at.getTime())
+  })
+})
+
+/** The ValidationError `call` throws, as its message and details. */
+function refusal(call: () => unknown): { message: string; details: unknown } {
+  try {
+    call()
+  } catch (err: unknown) {
+    expect(err).toBeInstanceOf(ValidationError)
+    return { message: (err as ValidationError).message, details: (err as ValidationError).details }
+  }
+  throw new Error('not refused')
+}
+
+describe('createOutputStore from plain JavaScript', () => {
+  it('refuses a parameter or setting it does not know, naming it and the known ones', () => {
+    // a misspelt db: the file store would name no running execution's output
+    expect(refusal(() => createOutputStore({ settings: outputSettings({ store: 'file' }), log: t.log, dB: t.db } as never))).toEqual({
+      message: 'unknown field "dB" (known: settings, db, log)',
+      details: [{ path: 'dB', message: 'unknown field "dB"' }],
+    })
+    // a misspelt setting: the S3 store would go to the default region
+    expect(
+      refusal(() => createOutputStore({ settings: { ...outputSettings({ store: 's3://bucket/out' }), s3Regoin: 'eu-west-1' }, log: t.log } as never)),
+    ).toEqual({
+      message: 'unknown field "settings.s3Regoin" (known: store, dir, maxBytes, s3Endpoint, s3Region, s3Credentials)',
+      details: [{ path: 'settings.s3Regoin', message: 'unknown field "settings.s3Regoin"' }],
+    })
+    expect(refusal(() => createOutputStore(undefined as never)).message).toBe('createOutputStore params must be an object')
+    expect(refusal(() => createOutputStore({ log: t.log } as never)).message).toBe('createOutputStore settings must be an object')
+    // keys left undefined are none; config.output, as loadConfig returns it, is taken whole
+    createOutputStore({ settings: { ...outputSettings(), s3Region: undefined }, db: t.db, log: t.log, dB: undefined } as never)
+    createOutputStore({ settings: loadConfig({ DATABASE_URL: t.url }).output, db: t.db, log: t.log })
   })
 })
