@@ -5,6 +5,7 @@
  */
 import type { Config } from './config.ts'
 import { ConfigError } from './errors.ts'
+import { assertKnownFields, type FieldSet } from './core/known-fields.ts'
 import type { Logger } from './logger.ts'
 import { quietDuringOutages } from './db/outage.ts'
 import { createDb, type Database } from './db/pool.ts'
@@ -48,7 +49,15 @@ export interface CreateWorkerSystemParams {
   outputStore?: OutputStore
 }
 
+/** Any other parameter is refused: a misspelt `outputstore` would send handlers' output to the default store. */
+const PARAMS_FIELDS: FieldSet<CreateWorkerSystemParams> = { config: true, log: true, handlers: true, outputStore: true }
+
+/**
+ * The worker process's services on their pools, not started.
+ * @throws ValidationError naming a parameter it does not know (from JavaScript); ConfigError without config.databaseUrl.
+ */
 export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSystem {
+  assertKnownFields(params, PARAMS_FIELDS, 'createWorkerSystem params')
   const databaseUrl = params.config.databaseUrl
   if (!databaseUrl) throw new ConfigError('createWorkerSystem: config.databaseUrl must be set (DATABASE_URL, a postgres:// URL)')
   const config = { ...params.config, databaseUrl }

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { loadConfig } from '../../src/config.ts'
 import { ValidationError } from '../../src/errors.ts'
+import { createWorkerSystem } from '../../src/system.ts'
 import { droppedMarker, truncationMarker } from '../../src/core/output-uri.ts'
 import { executionOutputAppendMany, executionOutputRead } from '../../src/db/queries/output.ts'
 import { executionPruneFinished } from '../../src/db/queries/prune.ts'
@@ -231,5 +232,21 @@ describe('createOutputStore from plain JavaScript', () => {
     // keys left undefined are none; config.output, as loadConfig returns it, is taken whole
     createOutputStore({ settings: { ...outputSettings(), s3Region: undefined }, db: t.db, log: t.log, dB: undefined } as never)
     createOutputStore({ settings: loadConfig({ DATABASE_URL: t.url }).output, db: t.db, log: t.log })
+  })
+})
+
+describe('createWorkerSystem from plain JavaScript', () => {
+  it('refuses a parameter it does not know, naming it and the known ones, rather than using the default output store', async () => {
+    const config = loadConfig({ DATABASE_URL: t.url, SCHEDULER_WORKER_METRICS_PORT: 'off' }) as Parameters<typeof createWorkerSystem>[0]['config']
+    const outputStore = createOutputStore({ settings: outputSettings({ store: 'file' }), log: t.log })
+    // a misspelt outputStore: handlers' output would go to the Postgres store
+    expect(refusal(() => createWorkerSystem({ config, log: t.log, handlers: [], outputstore: outputStore } as never))).toEqual({
+      message: 'unknown field "outputstore" (known: config, log, handlers, outputStore)',
+      details: [{ path: 'outputstore', message: 'unknown field "outputstore"' }],
+    })
+    expect(refusal(() => createWorkerSystem(undefined as never)).message).toBe('createWorkerSystem params must be an object')
+    // a key left undefined is no parameter
+    const system = createWorkerSystem({ config, log: t.log, handlers: [], outputStore, outputstore: undefined } as never)
+    await system.stop()
   })
 })
