@@ -88,13 +88,16 @@ export interface JobOperations {
   listJobs(params?: ListJobsParams): Promise<Page<Job>>
   /** Every matching job, newest first, read a page at a time. */
   exportJobs(filter?: JobListFilter): AsyncGenerator<Job, void, undefined>
-  /** A failed, expired or cancelled job runs again now: a new execution, attempts from 0; history kept. */
+  /**
+   * A failed, expired or cancelled job runs again now: a new execution, attempts from 0; history kept.
+   * Runs in a transaction of its own: it takes no call options (a second argument is refused, ValidationError).
+   */
   retryJob(id: string): Promise<Job>
-  /** A finished job (completed, failed, expired or cancelled) runs once more now; history kept. */
+  /** A finished job (completed, failed, expired or cancelled) runs once more now; history kept. Its own transaction, no call options. */
   rerunJob(id: string): Promise<Job>
-  /** Deletes a finished job with its executions, attempts and output. */
+  /** Deletes a finished job with its executions, attempts and output. Its own transaction, no call options. */
   deleteJob(id: string): Promise<void>
-  /** Cancels, retries or deletes at most `limit` jobs of the filter; repeat until `remaining` is 0. */
+  /** Cancels, retries or deletes at most `limit` jobs of the filter; repeat until `remaining` is 0. Its own transaction, no call options. */
   bulkJobs(params: BulkJobsParams): Promise<BulkJobsResult>
   /** The tenant a job belongs to (in a tenant's scope, always that tenant); undefined when there is no such job. */
   tenantOfJob(id: string): Promise<string | undefined>
@@ -122,6 +125,15 @@ const BULK_JOBS_FIELDS: FieldSet<BulkJobsParams> = { action: true, filter: true,
 const DONE: Record<JobAction, string> = { cancel: 'cancelled', retry: 'retried', rerun: 'rerun', delete: 'deleted' }
 
 const fail = (path: string, message: string) => new ValidationError(message, [{ path, message }])
+
+/**
+ * Refuses a second argument to a call that takes none (retryJob, rerunJob, deleteJob, bulkJobs): each
+ * runs in a transaction of its own, so `{ trx }` given from JavaScript would be ignored and the caller
+ * believe it ran in theirs. Undefined is no argument.
+ */
+function assertNoOptions(call: string, options: unknown): void {
+  if (options !== undefined) throw fail('options', `${call} takes no options: it runs in a transaction of its own, never in the caller's (it has no trx)`)
+}
 
 function dateOf(value: Date | string | undefined, path: string): Date | undefined {
   if (value === undefined) return undefined
@@ -226,9 +238,16 @@ export function jobOperations(db: Kysely<DB>, own: string | null): JobOperations
       }
     },
 
-    retryJob: async (id) => (await actOnOne('retry', id, 'FAILED, EXPIRED or CANCELLED')) as Job,
-    rerunJob: async (id) => (await actOnOne('rerun', id, 'finished (COMPLETED, FAILED, EXPIRED or CANCELLED)')) as Job,
-    async deleteJob(id) {
+    async retryJob(id, options?: unknown) {
+      assertNoOptions('retryJob', options)
+      return (await actOnOne('retry', id, 'FAILED, EXPIRED or CANCELLED')) as Job
+    },
+    async rerunJob(id, options?: unknown) {
+      assertNoOptions('rerunJob', options)
+      return (await actOnOne('rerun', id, 'finished (COMPLETED, FAILED, EXPIRED or CANCELLED)')) as Job
+    },
+    async deleteJob(id, options?: unknown) {
+      assertNoOptions('deleteJob', options)
       await actOnOne('delete', id, 'finished (COMPLETED, FAILED, EXPIRED or CANCELLED)')
     },
 
@@ -242,7 +261,8 @@ export function jobOperations(db: Kysely<DB>, own: string | null): JobOperations
       return own ?? executionTenantOf(db, id)
     },
 
-    async bulkJobs(params) {
+    async bulkJobs(params, options?: unknown) {
+      assertNoOptions('bulkJobs', options)
       assertKnownFields(params, BULK_JOBS_FIELDS, 'bulkJobs params')
       const { action } = params
       if (!BULK_ACTIONS.includes(action)) throw fail('action', `action must be one of ${BULK_ACTIONS.join(', ')}`)

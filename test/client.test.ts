@@ -399,6 +399,43 @@ describe('option objects from plain JavaScript', () => {
     expect((await c.viewJob(job.id, null as never)).status).toBe('SCHEDULED')
   })
 
+  it("refuses a second argument to retryJob, rerunJob, deleteJob and bulkJobs, which take no options, rather than acting outside the caller's transaction", async () => {
+    const c = client()
+    const { job } = await c.submitJob({ type: 'x' })
+    await c.cancelJob(job.id)
+    /** A call of `scope` with the arguments JavaScript may give it. */
+    const call =
+      (scope: object, name: 'retryJob' | 'rerunJob' | 'deleteJob' | 'bulkJobs', ...args: unknown[]) =>
+      () =>
+        (Reflect.get(scope, name) as (...a: unknown[]) => Promise<unknown>).apply(scope, args)
+    const noOptions = (name: string) => {
+      const message = `${name} takes no options: it runs in a transaction of its own, never in the caller's (it has no trx)`
+      return { message, details: [{ path: 'options', message }] }
+    }
+    const bulk = { action: 'delete', filter: { ids: [job.id] } }
+    await expect(
+      t.db.transaction().execute(async (trx) => {
+        for (const [name, refusedCall] of [
+          ['retryJob', call(c, 'retryJob', job.id, { trx })],
+          ['rerunJob', call(c, 'rerunJob', job.id, { trx })],
+          ['deleteJob', call(c, 'deleteJob', job.id, { trx })],
+          ['bulkJobs', call(c, 'bulkJobs', bulk, { trx })],
+        ] as const) {
+          const err = await refused(refusedCall)
+          expect({ message: err.message, details: err.details }).toEqual(noOptions(name))
+        }
+        throw new Error('caller rolls back')
+      }),
+    ).rejects.toThrow('caller rolls back')
+    // nothing was retried, rerun or deleted, in the transaction or outside it
+    expect((await c.viewJob(job.id)).status).toBe('CANCELLED')
+    // every tenant's scope alike, and any value but undefined (null, a pg client)
+    expect(await refusal(call(c.allTenants(), 'rerunJob', job.id, null))).toEqual(noOptions('rerunJob').details)
+    expect(await refusal(call(c, 'deleteJob', job.id, new pg.Client()))).toEqual(noOptions('deleteJob').details)
+    // undefined is none
+    expect(((await call(c, 'retryJob', job.id, undefined)()) as { status: string }).status).toBe('SCHEDULED')
+  })
+
   it('refuses a createClient option it does not know, listing the known ones', async () => {
     const err = await refused(() => createClient({ db: t.db, tenant: 'acme', batchSubmit: false } as never))
     expect(err.details).toEqual(unknown('batchSubmit'))
