@@ -15,6 +15,7 @@ import { pgConnection } from './hosts.ts'
 import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider } from 'kysely'
 import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
+import { assertKnownFields, type FieldSet } from '../core/known-fields.ts'
 import { PARTITION_COUNT_DEFAULT } from '../core/names.ts'
 import { ConfigError } from '../errors.ts'
 
@@ -63,12 +64,17 @@ export interface MigrateResult {
   applied: string[]
 }
 
+/** Any other parameter is refused: a misspelt `partition: 8` would install the default count, fixed for good. */
+const MIGRATE_FIELDS: FieldSet<MigrateParams> = { databaseUrl: true, partitions: true, log: true, migrationsDir: true, connectTimeoutMs: true }
+
 /**
  * Brings the schema up to date. Safe to run concurrently and repeatedly.
- * @throws ConfigError when `partitions` differs from the installed schema's count (nothing is applied);
+ * @throws ValidationError naming a parameter it does not know (from JavaScript), before connecting;
+ *   ConfigError when `partitions` differs from the installed schema's count (nothing is applied);
  *   else the first failing migration's error (its transaction is rolled back).
  */
 export async function migrate(params: MigrateParams): Promise<MigrateResult> {
+  assertKnownFields(params, MIGRATE_FIELDS, 'migrate params')
   // One connection: the advisory lock, the setting and the migrations share a session.
   // A connect timeout, as every pool of the product has: a host that drops packets is an error
   // naming it, not a command that never ends.

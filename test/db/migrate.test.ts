@@ -3,7 +3,7 @@ import pg from 'pg'
 import { afterEach, describe, expect, it } from 'vitest'
 import { migrate } from '../../src/db/migrate.ts'
 import { PARTITION_COUNT_DEFAULT } from '../../src/core/names.ts'
-import { ConfigError } from '../../src/errors.ts'
+import { ConfigError, ValidationError } from '../../src/errors.ts'
 import { adminQuery, urlFor } from '../db.ts'
 import { startTcpProxy, viaProxy } from '../worker/tcp-proxy.ts'
 
@@ -134,6 +134,21 @@ describe('migrate', () => {
     expect((err as Error).message).toContain('the schema is installed with 4 partitions, but 16 were asked for')
     const parts = await query<{ n: string }>(url, `select count(*) as n from pg_inherits where inhparent = 'pgsched.jobs'::regclass`)
     expect(parts[0]?.n).toBe('4')
+  })
+
+  it('refuses a parameter it does not know, naming it and the known ones, before it connects, rather than fixing the default partition count', async () => {
+    const url = await emptyDatabase()
+    // from JavaScript: a misspelt partitions would install the default count, fixed for good
+    const err = await migrate({ databaseUrl: url, partition: 8 } as never).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(ValidationError)
+    expect((err as ValidationError).message).toBe('unknown field "partition" (known: databaseUrl, partitions, log, migrationsDir, connectTimeoutMs)')
+    expect((err as ValidationError).details).toEqual([{ path: 'partition', message: 'unknown field "partition"' }])
+    expect(await query(url, `select 1 from pg_namespace where nspname = 'pgsched'`)).toEqual([])
+    await expect(migrate(undefined as never)).rejects.toThrow('migrate params must be an object')
+    // a key left undefined is no parameter
+    await migrate({ databaseUrl: url, partition: undefined } as never)
+    const parts = await query<{ n: string }>(url, `select count(*) as n from pg_inherits where inhparent = 'pgsched.jobs'::regclass`)
+    expect(parts[0]?.n).toBe(String(PARTITION_COUNT_DEFAULT))
   })
 
   it('succeeds in every one of several concurrent runs, applying each migration once', async () => {
