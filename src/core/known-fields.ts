@@ -3,9 +3,12 @@
  * parameter with a 400, and the TypeScript client, called from plain JavaScript or with a cast,
  * refuses one too, rather than dropping a misspelt filter (`statuss`) and acting as if it had not
  * been given (listing every job; a bulk cancel of every job). A key whose value is undefined is no
- * field, as an absent one. Used by normalizeSubmit, by the client's list and bulk calls, and by its
+ * field, as an absent one. Used by normalizeSubmit, by the client's list and bulk calls, by its
  * option objects: createClient's options, each call's `{ trx, traceContext }` (a misspelt `tx`
- * would run the call outside the caller's transaction), webhooks.create and tenants.update.
+ * would run the call outside the caller's transaction), webhooks.create and tenants.update; and by
+ * the package's other exported functions that take an options object: defineHandler (a misspelt
+ * `sandBox` would run the handler with no sandbox), createHttpHandler, verifyWebhookSignature,
+ * createWorkerSystem, createOutputStore, migrate and createLogger.
  */
 import { ValidationError, type ErrorDetail } from '../errors.ts'
 
