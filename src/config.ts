@@ -2,14 +2,15 @@
  * The only reader of the environment. `loadConfig(env, flags)` maps variables
  * (table ENV_MAP) and command-line flags onto one object, applies defaults,
  * converts strings, validates everything against ConfigSchema and throws a
- * ConfigError naming every bad variable and the values it accepts.
- * Flags win over the environment. The result is frozen.
+ * ConfigError naming every bad variable and the values it accepts, and every
+ * flag that names no setting. Flags win over the environment. The result is frozen.
  */
 import { parseAddressPolicy } from './lib/address-policy.ts'
 import { parseOutputStoreSetting } from './core/output-uri.ts'
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { ConfigError, type ErrorDetail } from './errors.ts'
+import { unknownFields } from './core/known-fields.ts'
 import { databaseUrlProblem } from './db/database-url.ts'
 import { PARTITION_COUNT, PARTITION_COUNT_DEFAULT, QUEUE_PATTERN } from './core/names.ts'
 import { MISFIRE_THRESHOLD_DEFAULT_MS } from './core/fire-times.ts'
@@ -224,9 +225,17 @@ function describeAccepted(schema: TSchema | undefined): string {
 /** A port setting's `off` is 0 (no port). */
 const offAsZero = (value: unknown): unknown => (typeof value === 'string' && value.trim().toLowerCase() === 'off' ? 0 : value)
 
+/** The dotted path of every setting (a leaf of ConfigSchema): what a flag may name. */
+function settingPaths(schema: TSchema, path: string): string[] {
+  if (schema.type !== 'object' || !schema.properties) return [path]
+  return Object.entries(schema.properties as Record<string, TSchema>).flatMap(([key, child]) => settingPaths(child, path === '' ? key : `${path}.${key}`))
+}
+const SETTING_PATHS: Readonly<Record<string, true>> = Object.fromEntries(settingPaths(ConfigSchema, '').map((path) => [path, true]))
+
 /**
  * Builds the configuration from environment variables and flags.
- * @throws ConfigError listing every invalid variable/flag with what it accepts.
+ * @throws ConfigError listing every invalid variable/flag with what it accepts, and every flag that
+ *   names no setting (a misspelt path would otherwise leave the setting at its default).
  */
 export function loadConfig(env: Readonly<Record<string, string | undefined>>, flags: ConfigFlags = {}): Config {
   const raw: Record<string, unknown> = {}
@@ -237,15 +246,20 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, fl
     setPath(raw, path, path === 'worker.queues' ? value.split(',').map((q) => q.trim()) : path === 'worker.metricsPort' ? offAsZero(value) : value)
     sourceOf[path] = name
   }
+  // the environment holds any variable; flags name settings only
+  const unknownFlags = unknownFields(flags, SETTING_PATHS).map((d) => ({
+    path: d.path,
+    message: `flag "${d.path}" names no setting (flags are config paths, such as worker.concurrency)`,
+  }))
   for (const [path, value] of Object.entries(flags)) {
-    if (value === undefined) continue
+    if (value === undefined || !Object.hasOwn(SETTING_PATHS, path)) continue
     setPath(raw, path, path === 'worker.metricsPort' ? offAsZero(value) : value)
     sourceOf[path] = `--${path
       .split('.')
       .pop()
       ?.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
   }
-  const details: ErrorDetail[] = []
+  const details: ErrorDetail[] = [...unknownFlags]
   // a number is written in decimal digits: Value.Convert would read "1e2" as 1 and "2.9" as 2 for an
   // integer (and "0x10" as 16), and the process would run with a setting no one gave
   for (const [path, source] of Object.entries(sourceOf)) {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { loadConfig } from '../src/config.ts'
+import { ENV_MAP, loadConfig } from '../src/config.ts'
 import { ConfigError } from '../src/errors.ts'
 import { parseOutputStoreSetting } from '../src/core/output-uri.ts'
 
@@ -89,6 +89,19 @@ describe('loadConfig', () => {
   it('lets flags override the environment', () => {
     const config = loadConfig({ SCHEDULER_WORKER_CONCURRENCY: '25' }, { 'worker.concurrency': '7' })
     expect(config.worker.concurrency).toBe(7)
+  })
+
+  it('refuses a flag that names no setting, rather than running with the default', () => {
+    // a misspelt path would leave the concurrency at its default
+    const err = errorOf(() => loadConfig({}, { 'worker.concurency': '7', worker: '7', 'api.port': '3000' }))
+    expect(err.details).toEqual([
+      { path: 'worker.concurency', message: 'flag "worker.concurency" names no setting (flags are config paths, such as worker.concurrency)' },
+      { path: 'worker', message: 'flag "worker" names no setting (flags are config paths, such as worker.concurrency)' },
+    ])
+    // every setting a variable names is a flag's too
+    for (const path of new Set(Object.values(ENV_MAP))) expect(() => loadConfig({}, { [path]: 'x' }), path).not.toThrow(/names no setting/)
+    // a flag left undefined (not given on the command line) is none
+    expect(loadConfig({}, { 'worker.concurency': undefined, 'worker.queues': ['a', 'b'] }).worker.queues).toEqual(['a', 'b'])
   })
 
   it('names every invalid variable and the values it accepts', () => {

@@ -8,7 +8,8 @@
  * would run the call outside the caller's transaction), webhooks.create and tenants.update; and by
  * the package's other exported functions that take an options object: defineHandler (a misspelt
  * `sandBox` would run the handler with no sandbox), createHttpHandler, verifyWebhookSignature,
- * createWorkerSystem, createOutputStore, migrate and createLogger.
+ * createWorkerSystem, createOutputStore, migrate and createLogger (and loadConfig's flags, refused
+ * in its ConfigError).
  */
 import { ValidationError, type ErrorDetail } from '../errors.ts'
 
