@@ -466,12 +466,18 @@ describe('TriggerScheduler', () => {
     expect(await fireTimes(jobId)).toEqual([iso(plus(T0, 20))])
   })
 
-  it('shows a job submitted from SQL whose window ends before its first fire time as COMPLETED before any pass, as a REST submit is', async () => {
+  it('shows a job submitted from SQL whose window ends before its first fire time as SCHEDULED with no next run until the first pass, then COMPLETED', async () => {
     const { rows } = await sql<{ id: string }>`
       select pgsched.submit_job('r', cron => '0 9 * * *', tenant => 'acme', start_at => ${plus(T0, 15)}::timestamptz,
                                 end_at => ${plus(T0, 60)}::timestamptz) as id`.execute(t.db)
-    const job = await client().viewJob((rows[0] as { id: string }).id)
-    expect(job).toMatchObject({ status: 'COMPLETED', nextRunAt: null })
+    const id = (rows[0] as { id: string }).id
+    // the status filters (in SQL) and the view agree while the first fire time is not computed yet
+    expect(await client().viewJob(id)).toMatchObject({ status: 'SCHEDULED', nextRunAt: null })
+    expect((await client().listJobs({ status: 'SCHEDULED' })).items.map((j) => j.id)).toContain(id)
+    await scheduler({ clock: manualClock(T0) }).runOnce()
+    expect(await client().viewJob(id)).toMatchObject({ status: 'COMPLETED', nextRunAt: null })
+    expect((await client().listJobs({ status: 'COMPLETED' })).items.map((j) => j.id)).toContain(id)
+    // a submit through the client knows at once: nothing to come
     const rest = await client().submitJob({ type: 'r', schedule: { cron: '0 9 * * *' }, startAt: plus(T0, 15), endAt: plus(T0, 60) })
     expect(rest.job).toMatchObject({ status: 'COMPLETED', nextRunAt: null })
   })
@@ -491,6 +497,37 @@ describe('TriggerScheduler', () => {
       await scheduler({ clock: manualClock(first) }).runOnce()
       expect(await fireTimes(job.id), `skew ${skewMs} ms: what ran`).toEqual([iso(first)])
     }
+  })
+
+  it("reckons the first fire time from the submit itself, not from the start of the caller's transaction around it", async () => {
+    const { job, began, submitted } = await t.db.transaction().execute(async (trx) => {
+      const { rows } = await sql<{ began: Date }>`select now() as began, pg_sleep(1.2)`.execute(trx)
+      const { job } = await client().submitJob({ type: 'r', schedule: { cron: '* * * * * *' }, misfirePolicy: 'fire_all' }, { trx })
+      const { rows: at } = await sql<{ submitted: Date }>`select statement_timestamp() as submitted`.execute(trx)
+      return { job, began: (rows[0] as { began: Date }).began, submitted: (at[0] as { submitted: Date }).submitted }
+    })
+    const first = job.nextRunAt as Date
+    expect(first.getTime()).toBeGreaterThanOrEqual(began.getTime() + 1_200)
+    expect(first.getTime()).toBeLessThanOrEqual(submitted.getTime() + 1_000)
+    expect((await triggerRow(job.id)).created_at).toEqual(expect.any(Date))
+    expect(((await triggerRow(job.id)).created_at as Date).getTime()).toBeGreaterThanOrEqual(began.getTime() + 1_200)
+    // a pass at that fire time runs it alone: none of the fire times while the transaction was open
+    await scheduler({ clock: manualClock(first) }).runOnce()
+    expect(await fireTimes(job.id)).toEqual([iso(first)])
+  })
+
+  it('dates a job submitted from SQL by its statement, not by the start of the transaction around it', async () => {
+    const { id, began } = await t.db.transaction().execute(async (trx) => {
+      const { rows } = await sql<{ began: Date }>`select now() as began, pg_sleep(1.2)`.execute(trx)
+      const { rows: ids } = await sql<{ id: string }>`
+        select pgsched.submit_job('r', cron => '* * * * * *', misfire_policy => 'fire_all', tenant => 'acme') as id`.execute(trx)
+      return { id: (ids[0] as { id: string }).id, began: (rows[0] as { began: Date }).began }
+    })
+    const created = (await triggerRow(id)).created_at as Date
+    expect(created.getTime()).toBeGreaterThanOrEqual(began.getTime() + 1_200)
+    const first = new Date(Math.ceil(created.getTime() / 1_000) * 1_000)
+    await scheduler({ clock: manualClock(first) }).runOnce()
+    expect(await fireTimes(id)).toEqual([iso(first)])
   })
 
   it('fires what a job submitted from SQL missed before the first pass as its misfire policy says, from its submit on', async () => {

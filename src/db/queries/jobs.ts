@@ -110,10 +110,12 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
       select * from input where idempotency_key is null or id in (select job_id from keyed)
     ),
     new_jobs as (
+      -- created at this statement's time, not at the start of a caller's transaction around it: a
+      -- schedule's first fire time is reckoned from it (below, and the dispatcher from the trigger's)
       insert into pgsched.jobs (id, tenant, type, queue, priority, payload, max_attempts, backoff_base_ms, backoff_max_ms,
-                                timeout_ms, idempotency_key, concurrency_key, start_deadline_ms, created_by${tp.column})
+                                timeout_ms, idempotency_key, concurrency_key, start_deadline_ms, created_by, created_at${tp.column})
       select id, ${params.tenant}::text, type, queue, priority, payload::jsonb, max_attempts, backoff_base_ms, backoff_max_ms,
-             timeout_ms, idempotency_key, concurrency_key, start_deadline_ms, ${params.createdBy}::text${tp.column}
+             timeout_ms, idempotency_key, concurrency_key, start_deadline_ms, ${params.createdBy}::text, statement_timestamp()${tp.column}
         from accepted
       returning id
     ),
@@ -122,7 +124,7 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
     ),
     new_triggers as (
       insert into pgsched.triggers (job_id, kind, cron_expression, timezone, interval_ms, start_at, end_at, next_fire_at,
-                                    misfire_policy, misfire_max_runs, overlap_policy)
+                                    misfire_policy, misfire_max_runs, overlap_policy, created_at)
       select id, kind, cron, timezone, interval_ms, start_at, end_at,
              -- none when the window ends before the first fire time: nothing to come. A cron
              -- schedule's first fire time is left to the dispatcher ('-infinity': not computed yet),
@@ -130,8 +132,8 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
              -- (first_fire_at, from that host's clock, only says whether one comes at all)
              (select case when f.at <= coalesce(end_at, 'infinity') then f.at end
                 from (select case when kind = 'cron' then case when first_fire_at is not null then '-infinity'::timestamptz end
-                                  else greatest(coalesce(start_at, now()), now()) end as at) f),
-             misfire_policy, misfire_max_runs, overlap_policy
+                                  else greatest(coalesce(start_at, statement_timestamp()), statement_timestamp()) end as at) f),
+             misfire_policy, misfire_max_runs, overlap_policy, statement_timestamp()
         from accepted
        where kind in ('cron', 'interval')
     ),
@@ -142,7 +144,7 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
            i.id in (select id from new_jobs) as created,
            k.job_id as existing_job_id,
            k.request_hash as existing_request_hash,
-           now() as now
+           statement_timestamp() as now
       from input i
       left join pgsched.job_idempotency_keys k
         on i.idempotency_key is not null
