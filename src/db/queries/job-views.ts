@@ -143,8 +143,9 @@ function toJob(r: JobViewRow): Job {
       : stored === null
         ? null
         : new Date(stored)
-  // still firing: a next or queued fire time, or an execution created ahead of its fire time (the last one's, when the trigger has no more)
-  const firing = r.trigger ? next !== null || r.trigger.queued_fire_at !== null || r.ahead_fire_at !== null : false
+  // still firing: a next or queued fire time, or an execution created ahead of its fire time (the last one's, when the trigger has no
+  // more). One not computed yet counts, as the status filters in SQL count it, until the first pass computes it (or finds none).
+  const firing = r.trigger ? stored !== null || r.trigger.queued_fire_at !== null || r.ahead_fire_at !== null : false
   const progress = r.trigger ? { firing, error: schedule?.error ?? null } : null
   let nextRunAt: Date | null = null
   if (r.state === 'active') {
