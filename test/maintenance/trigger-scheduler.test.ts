@@ -11,6 +11,7 @@ import type { SubmitJobInput } from '../../src/core/job.ts'
 import { cronFireTimes } from '../../src/core/cron.ts'
 import { ValidationError } from '../../src/errors.ts'
 import { triggerClaimDue } from '../../src/db/queries/triggers.ts'
+import { executionClaimBatch } from '../../src/db/queries/claim.ts'
 import { TriggerScheduler, type TriggerSchedulerOptions } from '../../src/maintenance/trigger-scheduler.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestDb } from '../db.ts'
@@ -335,7 +336,12 @@ describe('TriggerScheduler', () => {
       clock.set(plus(T0, 10))
       expect(await dispatcher.runOnce()).toMatchObject({ fired: 0, dropped: 0 })
       expect((await triggerRow(job.id)).queued_fire_at).toEqual(plus(T0, 10))
-      // the job's next run is the fire time waiting in the slot, though past: it runs once the run ends
+      // the job's next run: the execution that waits for a worker (due at T0), then, once one runs it,
+      // the fire time waiting in the slot, though past: it runs once that run ends
+      expect((await client().viewJob(job.id)).nextRunAt).toEqual(T0)
+      await sql`update pgsched.due set run_at = now() where job_id = ${job.id}`.execute(t.db) // due by the database's clock
+      const claimed = await executionClaimBatch(t.db, { workerId: uuidV7(Date.now()), queues: ['default'], types: ['slow'], limit: 1, leaseMs: 60_000 })
+      expect(claimed).toHaveLength(1)
       expect((await client().viewJob(job.id)).nextRunAt).toEqual(plus(T0, 10))
       clock.set(plus(T0, 20))
       expect(await dispatcher.runOnce()).toMatchObject({ fired: 0, dropped: 1 }) // the slot is taken
