@@ -2,7 +2,10 @@
 -- the start of the transaction around it (now()): the job's and the trigger's created_at, from which the
 -- dispatcher reckons a cron schedule's first fire time, and an `every` schedule's first fire time. A job
 -- submitted in a transaction that had been open for a while had every fire time since that start counted
--- as due (all of them with fire_all). The rest of the function is as migration 0056 left it.
+-- as due (all of them with fire_all). Never before the transaction's start either: inside a procedure
+-- that commits, statement_timestamp() stays at the CALL while now() moves on, hence greatest(). A
+-- one-time job is still dated by its transaction, as its execution is. The rest of the function is as
+-- migration 0056 left it.
 
 CREATE OR REPLACE FUNCTION pgsched.submit_job(type text, payload jsonb DEFAULT '{}'::jsonb, queue text DEFAULT 'default'::text, priority integer DEFAULT 0, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, cron text DEFAULT NULL::text, timezone text DEFAULT 'UTC'::text, every interval DEFAULT NULL::interval, max_attempts integer DEFAULT 5, timeout_ms integer DEFAULT 300000, idempotency_key text DEFAULT NULL::text, tenant text DEFAULT 'default'::text, backoff_base_ms integer DEFAULT 1000, backoff_max_ms integer DEFAULT 3600000, misfire_policy text DEFAULT 'fire_once'::text, overlap_policy text DEFAULT 'allow'::text, start_at timestamp with time zone DEFAULT NULL::timestamp with time zone, end_at timestamp with time zone DEFAULT NULL::timestamp with time zone, concurrency_key text DEFAULT NULL::text, start_deadline_ms integer DEFAULT NULL::integer)
  RETURNS uuid
@@ -173,7 +176,8 @@ begin
                             timeout_ms, idempotency_key, concurrency_key, start_deadline_ms, created_by, created_at)
   values (job_id, submit_job.tenant, submit_job.type, submit_job.queue, submit_job.priority, coalesce(submit_job.payload, '{}'::jsonb),
           submit_job.max_attempts, submit_job.backoff_base_ms, submit_job.backoff_max_ms, submit_job.timeout_ms,
-          submit_job.idempotency_key, submit_job.concurrency_key, submit_job.start_deadline_ms, 'sql:' || current_user, statement_timestamp());
+          submit_job.idempotency_key, submit_job.concurrency_key, submit_job.start_deadline_ms, 'sql:' || current_user,
+          case when kind in ('cron', 'interval') then greatest(now(), statement_timestamp()) else now() end);
 
   if kind in ('now', 'at') then
     insert into pgsched.due (job_id, queue, type, priority, scheduled_for, run_at, max_attempts, timeout_ms, tenant,
@@ -189,9 +193,9 @@ begin
     values (job_id, kind, btrim(submit_job.cron), submit_job.timezone, interval_ms, submit_job.start_at, submit_job.end_at,
             case when kind = 'cron' then '-infinity'::timestamptz   -- the dispatcher computes the first cron fire time
                  -- none when the window ends before the first fire time: nothing to come
-                 when greatest(coalesce(submit_job.start_at, statement_timestamp()), statement_timestamp()) <= coalesce(submit_job.end_at, 'infinity')
-                 then greatest(coalesce(submit_job.start_at, statement_timestamp()), statement_timestamp()) end,
-            submit_job.misfire_policy, submit_job.overlap_policy, statement_timestamp());
+                 when greatest(coalesce(submit_job.start_at, now()), now(), statement_timestamp()) <= coalesce(submit_job.end_at, 'infinity')
+                 then greatest(coalesce(submit_job.start_at, now()), now(), statement_timestamp()) end,
+            submit_job.misfire_policy, submit_job.overlap_policy, greatest(now(), statement_timestamp()));
   end if;
   return job_id;
 end

@@ -372,7 +372,7 @@ function makeClient(
     }
     if (outcome.created) {
       const served = await workerServes(db, n.queue, n.type)
-      return { job: newJob(n, row.id, row.executionId, tenant, createdBy, now, served), created: true }
+      return { job: newJob(n, row.id, row.executionId, tenant, createdBy, now, served, outcome.submittedAt), created: true }
     }
     if (outcome.rejected) throw refused(outcome.rejected)
     if (outcome.existingRequestHash !== n.requestHash || !outcome.existingJobId) throw conflict(n.idempotencyKey)

@@ -5,22 +5,36 @@
 import { firstFireAt } from './fire-times.ts'
 import { type Job, type NormalizedSubmit, unservedMessage } from './job.ts'
 
-export function newJob(n: NormalizedSubmit, id: string, executionId: string, tenant: string, createdBy: string | null, now: Date, served: boolean): Job {
+/**
+ * @param now the database's time of the insert's transaction (a one-time job's)
+ * @param submittedAt a recurring job's submit time by the database's clock (JobInsertOutcome.submittedAt)
+ */
+export function newJob(
+  n: NormalizedSubmit,
+  id: string,
+  executionId: string,
+  tenant: string,
+  createdBy: string | null,
+  now: Date,
+  served: boolean,
+  submittedAt: Date = now,
+): Job {
   const recurring = n.kind === 'cron' || n.kind === 'interval'
   const runAt = n.runAt ?? now
+  const createdAt = recurring ? submittedAt : now
   // a schedule's first fire time, none when its window ended before it (as the insert stores it).
-  // A cron schedule's is reckoned from `now`, the database's time of the insert, as the dispatcher
-  // reckons it from the job's created_at (the insert stores it as not computed yet): the submitting
-  // host's clock only told whether one comes at all.
+  // A cron schedule's is reckoned from its submit time, as the dispatcher reckons it from the trigger's
+  // created_at (the insert stores it as not computed yet, unless the submitting host's clock found none
+  // to come); until that pass the job reads SCHEDULED, as its view does.
   const firstFire =
     n.kind === 'cron'
-      ? n.firstFireAt && firstFireAt({ ...n, kind: 'cron', cronExpression: n.cron }, now)
+      ? n.firstFireAt && firstFireAt({ ...n, kind: 'cron', cronExpression: n.cron }, submittedAt)
       : n.kind === 'interval'
-        ? n.startAt && n.startAt > now
+        ? n.startAt && n.startAt > submittedAt
           ? n.startAt
-          : now
+          : submittedAt
         : null
-  const fires = firstFire !== null && (n.endAt === null || firstFire <= n.endAt)
+  const fires = n.kind === 'cron' ? n.firstFireAt !== null : firstFire !== null && (n.endAt === null || firstFire <= n.endAt)
   return {
     id,
     tenant,
@@ -38,7 +52,7 @@ export function newJob(n: NormalizedSubmit, id: string, executionId: string, ten
     state: 'active',
     status: recurring && !fires ? 'COMPLETED' : 'SCHEDULED',
     lastRun: recurring ? null : { executionId, status: 'PENDING', attempt: 0, scheduledFor: runAt, finishedAt: null },
-    createdAt: now,
+    createdAt,
     createdBy,
     schedule: recurring
       ? {
@@ -55,7 +69,7 @@ export function newJob(n: NormalizedSubmit, id: string, executionId: string, ten
           error: null,
         }
       : null,
-    nextRunAt: recurring ? (fires ? firstFire : null) : runAt,
+    nextRunAt: recurring ? (fires ? (firstFire ?? null) : null) : runAt,
     unserved: served ? null : unservedMessage(n.type, n.queue),
     lastExecution: recurring
       ? null

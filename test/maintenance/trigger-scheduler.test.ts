@@ -333,6 +333,8 @@ describe('TriggerScheduler', () => {
       const job = await submit({ type: 'slow', schedule: { cron: '*/10 * * * * *' }, overlapPolicy: 'queue' }, plus(T0, -1))
       const dispatcher = scheduler({ clock })
       await dispatcher.runOnce()
+      // T0's execution waits for a worker: it is the next run, and holds back the fire times after it
+      expect((await client().viewJob(job.id)).nextRunAt).toEqual(T0)
       clock.set(plus(T0, 10))
       expect(await dispatcher.runOnce()).toMatchObject({ fired: 0, dropped: 0 })
       expect((await triggerRow(job.id)).queued_fire_at).toEqual(plus(T0, 10))
@@ -514,12 +516,51 @@ describe('TriggerScheduler', () => {
     })
     const first = job.nextRunAt as Date
     expect(first.getTime()).toBeGreaterThanOrEqual(began.getTime() + 1_200)
+    expect(job.createdAt).toEqual((await client().viewJob(job.id)).createdAt)
     expect(first.getTime()).toBeLessThanOrEqual(submitted.getTime() + 1_000)
     expect((await triggerRow(job.id)).created_at).toEqual(expect.any(Date))
     expect(((await triggerRow(job.id)).created_at as Date).getTime()).toBeGreaterThanOrEqual(began.getTime() + 1_200)
     // a pass at that fire time runs it alone: none of the fire times while the transaction was open
     await scheduler({ clock: manualClock(first) }).runOnce()
     expect(await fireTimes(job.id)).toEqual([iso(first)])
+  })
+
+  it('answers a one-time job submitted in a long transaction as its view reads it, dated by the transaction as its execution is', async () => {
+    const { job } = await t.db.transaction().execute(async (trx) => {
+      await sql`select pg_sleep(0.5)`.execute(trx)
+      return client().submitJob({ type: 'r', idempotencyKey: 'once-in-a-transaction' }, { trx })
+    })
+    const view = await client().viewJob(job.id)
+    expect(job.createdAt).toEqual(view.createdAt)
+    expect(job.lastExecution?.runAt).toEqual(view.lastExecution?.runAt)
+    expect(job.nextRunAt).toEqual(view.nextRunAt)
+  })
+
+  it("answers a cron submit as its view reads it when the host's clock saw a fire time within the window and the database's sees none", async () => {
+    const behind = createClient({ db: t.db, tenant: 'acme', clock: { now: () => new Date(Date.now() - 600_000) } })
+    const { job } = await behind.submitJob({ type: 'r', schedule: { cron: '* * * * *' }, endAt: new Date(Date.now() - 300_000) })
+    const view = await client().viewJob(job.id)
+    expect({ status: job.status, nextRunAt: job.nextRunAt }).toEqual({ status: view.status, nextRunAt: view.nextRunAt })
+    expect(view).toMatchObject({ status: 'SCHEDULED', nextRunAt: null }) // until the first pass finds none to come
+    await scheduler({ clock: manualClock(new Date(Date.now())) }).runOnce()
+    expect(await client().viewJob(job.id)).toMatchObject({ status: 'COMPLETED', nextRunAt: null })
+  })
+
+  it('dates a job submitted from SQL inside a procedure that commits by its own transaction, not by the CALL', async () => {
+    const { rows } = await sql<{ began: Date }>`select now() as began`.execute(t.db)
+    await sql`do $$ begin
+                perform pg_sleep(1.2);
+                commit;
+                perform pgsched.submit_job('r', cron => '* * * * * *', misfire_policy => 'fire_all', tenant => 'acme',
+                                           idempotency_key => 'in-a-procedure');
+              end $$`.execute(t.db)
+    const { rows: ids } = await sql<{ id: string }>`select id from pgsched.jobs where idempotency_key = 'in-a-procedure'`.execute(t.db)
+    const id = (ids[0] as { id: string }).id
+    const created = (await triggerRow(id)).created_at as Date
+    expect(created.getTime()).toBeGreaterThanOrEqual((rows[0] as { began: Date }).began.getTime() + 1_200)
+    const first = new Date(Math.ceil(created.getTime() / 1_000) * 1_000)
+    await scheduler({ clock: manualClock(first) }).runOnce()
+    expect(await fireTimes(id)).toEqual([iso(first)])
   })
 
   it('dates a job submitted from SQL by its statement, not by the start of the transaction around it', async () => {

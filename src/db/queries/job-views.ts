@@ -151,10 +151,16 @@ function toJob(r: JobViewRow): Job {
   if (r.state === 'active') {
     if (r.trigger) {
       nextRunAt = next ? nextOwed(schedule, next, r.db_now) : null
-      // a fire time waiting for the running execution to end (overlap policy `queue`) runs before it;
-      // while that execution waits for a retry, the retry comes first
-      const queued = r.trigger.queued_fire_at as string | null
-      if (queued !== null && (nextRunAt === null || new Date(queued) < nextRunAt)) nextRunAt = last?.state === 'pending' ? last.runAt : new Date(queued)
+      if (last?.state === 'pending' && schedule?.overlapPolicy !== 'allow') {
+        // an execution waiting for a worker or a retry runs next: under the overlap policies queue and
+        // skip it holds back the fire times after it (they wait in the slot, or are passed over). Under
+        // allow the schedule's fire times go on beside it, and the next of them is the next run.
+        nextRunAt = last.runAt
+      } else {
+        // a fire time waiting for the running execution to end (overlap policy queue) runs before the next
+        const queued = r.trigger.queued_fire_at as string | null
+        if (queued !== null && (nextRunAt === null || new Date(queued) < nextRunAt)) nextRunAt = new Date(queued)
+      }
       // an execution created ahead of its fire time comes first (SCHEDULER_DISPATCHER_AHEAD_MS)
       if (r.ahead_fire_at && (nextRunAt === null || r.ahead_fire_at < nextRunAt)) nextRunAt = r.ahead_fire_at
       // the next fire time is the next run; once the schedule has none, a run waiting outside it (a

@@ -32,7 +32,20 @@ export interface JobInsertOutcome {
   existingRequestHash: string | null
   /** Not written: refused by the tenant's admission quotas (set by insertRows, never by the insert itself). */
   rejected?: QuotaRejection
+  /**
+   * When a recurring job was submitted, by the database's clock (SUBMITTED_AT): its created_at, from
+   * which its first fire time is reckoned. Unset for a one-time job, dated by the transaction (now()).
+   */
+  submittedAt?: Date
 }
+
+/**
+ * A recurring job's submit time: its statement's, not the start of a caller's transaction around it
+ * (a schedule's first fire time is reckoned from it, so a long transaction must not count the fire
+ * times since it began as due), and never before the transaction's own start (inside a procedure that
+ * commits, statement_timestamp() stays at the CALL while now() moves on with each transaction).
+ */
+const SUBMITTED_AT = sql`greatest(now(), statement_timestamp())`
 
 /**
  * The columns both insert forms start with, one array each (for unnest): id, execution_id, type,
@@ -85,6 +98,7 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
     existing_job_id: string | null
     existing_request_hash: string | null
     now: Date
+    submitted_at: Date | null
   }>`${sql.raw(PREPARE)}
     with input as (
       select *
@@ -110,12 +124,13 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
       select * from input where idempotency_key is null or id in (select job_id from keyed)
     ),
     new_jobs as (
-      -- created at this statement's time, not at the start of a caller's transaction around it: a
-      -- schedule's first fire time is reckoned from it (below, and the dispatcher from the trigger's)
+      -- a recurring job dated by its statement (SUBMITTED_AT): its first fire time is reckoned from it
+      -- (below, and by the dispatcher from the trigger's); a one-time job by the transaction, as its execution
       insert into pgsched.jobs (id, tenant, type, queue, priority, payload, max_attempts, backoff_base_ms, backoff_max_ms,
                                 timeout_ms, idempotency_key, concurrency_key, start_deadline_ms, created_by, created_at${tp.column})
       select id, ${params.tenant}::text, type, queue, priority, payload::jsonb, max_attempts, backoff_base_ms, backoff_max_ms,
-             timeout_ms, idempotency_key, concurrency_key, start_deadline_ms, ${params.createdBy}::text, statement_timestamp()${tp.column}
+             timeout_ms, idempotency_key, concurrency_key, start_deadline_ms, ${params.createdBy}::text,
+             case when kind in ('cron', 'interval') then ${SUBMITTED_AT} else now() end${tp.column}
         from accepted
       returning id
     ),
@@ -132,8 +147,8 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
              -- (first_fire_at, from that host's clock, only says whether one comes at all)
              (select case when f.at <= coalesce(end_at, 'infinity') then f.at end
                 from (select case when kind = 'cron' then case when first_fire_at is not null then '-infinity'::timestamptz end
-                                  else greatest(coalesce(start_at, statement_timestamp()), statement_timestamp()) end as at) f),
-             misfire_policy, misfire_max_runs, overlap_policy, statement_timestamp()
+                                  else greatest(coalesce(start_at, ${SUBMITTED_AT}), ${SUBMITTED_AT}) end as at) f),
+             misfire_policy, misfire_max_runs, overlap_policy, ${SUBMITTED_AT}
         from accepted
        where kind in ('cron', 'interval')
     ),
@@ -144,7 +159,8 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
            i.id in (select id from new_jobs) as created,
            k.job_id as existing_job_id,
            k.request_hash as existing_request_hash,
-           statement_timestamp() as now
+           now() as now,
+           case when i.kind in ('cron', 'interval') then ${SUBMITTED_AT} end as submitted_at
       from input i
       left join pgsched.job_idempotency_keys k
         on i.idempotency_key is not null
@@ -159,6 +175,7 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
       created: r.created,
       existingJobId: r.created ? null : r.existing_job_id,
       existingRequestHash: r.created ? null : r.existing_request_hash,
+      ...(r.submitted_at === null ? {} : { submittedAt: r.submitted_at }),
     })),
   }
 }
