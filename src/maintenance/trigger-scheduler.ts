@@ -325,6 +325,8 @@ export class TriggerScheduler {
         aheadMs: Math.floor(aheadMs / 4),
         queued: releaseQueued,
         workerId: this.o.workerId ?? null,
+        // a cron schedule just submitted is the working dispatcher's to compute at its next look
+        uncomputedLateMs: 2 * this.o.intervalMs,
       })
       if (look.oldest) return this.runOnce(releaseQueued)
       return look.work ? this.runOnce(releaseQueued, true) : { triggers: 0, fired: 0, misfired: 0, dropped: 0, standby: true }

@@ -10,7 +10,7 @@ import type { DB } from '../../src/db/schema.ts'
 import type { SubmitJobInput } from '../../src/core/job.ts'
 import { cronFireTimes } from '../../src/core/cron.ts'
 import { ValidationError } from '../../src/errors.ts'
-import { triggerClaimDue } from '../../src/db/queries/triggers.ts'
+import { triggerClaimDue, triggerLook } from '../../src/db/queries/triggers.ts'
 import { executionClaimBatch } from '../../src/db/queries/claim.ts'
 import { TriggerScheduler, type TriggerSchedulerOptions } from '../../src/maintenance/trigger-scheduler.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
@@ -575,6 +575,15 @@ describe('TriggerScheduler', () => {
     const first = new Date(Math.ceil(created.getTime() / 1_000) * 1_000)
     await scheduler({ clock: manualClock(first) }).runOnce()
     expect(await fireTimes(id)).toEqual([iso(first)])
+  })
+
+  it("leaves a cron schedule just submitted to the working dispatcher's look, and a standby's counts it as late work after two intervals", async () => {
+    const { job } = await client().submitJob({ type: 'r', schedule: { cron: '0 9 * * *' } })
+    const look = (uncomputedLateMs?: number) => triggerLook(t.db, { queued: false, uncomputedLateMs })
+    expect((await look()).work).toBe(true) // the working dispatcher's: it computes the first fire time now
+    expect((await look(2_000)).work).toBe(false) // a standby's: not late yet
+    await t.db.updateTable('pgsched.triggers').set({ created_at: sql`now() - interval '3 seconds'` }).where('job_id', '=', job.id).execute()
+    expect((await look(2_000)).work).toBe(true)
   })
 
   it('fires what a job submitted from SQL missed before the first pass as its misfire policy says, from its submit on', async () => {

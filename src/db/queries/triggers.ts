@@ -255,7 +255,19 @@ export interface TriggerLookResult {
  */
 export async function triggerLook(
   db: Kysely<DB>,
-  params: { now?: Date | null; aheadMs?: number; queued: boolean; workerId?: string | null },
+  params: {
+    now?: Date | null
+    aheadMs?: number
+    queued: boolean
+    workerId?: string | null
+    /**
+     * A standby's look: a trigger not computed yet ('-infinity', a cron schedule just submitted) counts
+     * as work only once it is this old (ms since its submit), which the working dispatcher's next look
+     * (within its interval) would have computed by then. Else every submit of a cron job had every
+     * standby make a pass of its own, taking the dispatch lock the working dispatcher's planned pass needs.
+     */
+    uncomputedLateMs?: number
+  },
 ): Promise<TriggerLookResult> {
   const { rows } = await sql<{
     now: Date
@@ -271,7 +283,13 @@ export async function triggerLook(
     ),
     upcoming as (${upcomingSelect})
     select pass.now, ${SINCE_NOW_MS} as since_now_ms,
-           exists (select 1 from pgsched.triggers t where ${dueTrigger})
+           exists (select 1 from pgsched.triggers t where ${dueTrigger}
+                     ${
+                       params.uncomputedLateMs === undefined
+                         ? sql``
+                         : sql`and (t.next_fire_at <> '-infinity'
+                                    or t.created_at <= (select now from pass) - ${params.uncomputedLateMs}::int * interval '1 millisecond')`
+                     })
            or (${params.queued}::bool and exists (${queuedTriggers(sql`1`, sql`limit 1`)})) as work,
            ${params.workerId ?? null}::uuid is not null and ${oldestLiveWorker(params.workerId ?? null)} as oldest,
            upcoming.upcoming, upcoming.upcoming_allow
