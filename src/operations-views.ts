@@ -139,24 +139,7 @@ export function operationsViews(db: Kysely<DB>, own: string | null): OperationsV
           intervalMs: r.intervalMs,
           timezone: r.timezone,
           paused: r.paused,
-          nextFireTimes:
-            r.nextFireAt === null || r.paused
-              ? []
-              : fireTimesAsOf(
-                  {
-                    kind: r.kind,
-                    cronExpression: r.cronExpression,
-                    timezone: r.timezone,
-                    intervalMs: r.intervalMs,
-                    startAt: r.startAt,
-                    endAt: r.endAt,
-                    misfirePolicy: r.misfirePolicy,
-                    misfireMaxRuns: r.misfireMaxRuns,
-                  },
-                  r.nextFireAt,
-                  r.dbNow,
-                  NEXT_FIRE_TIMES,
-                ),
+          nextFireTimes: r.nextFireAt === null || r.paused ? [] : fireTimesAsOf(r, r.nextFireAt, r.dbNow, NEXT_FIRE_TIMES), // the row is its own schedule
           error: r.error,
           lastExecution: r.lastExecution,
         })),

@@ -81,40 +81,28 @@ export async function scheduleList(db: Kysely<DB>, params: ScheduleListParams): 
        and (${params.afterId ?? null}::uuid is null or t.job_id > ${params.afterId ?? null}::uuid)
      order by t.job_id
      limit ${params.limit}::int`.execute(db)
-  return rows.map((r) => ({
-    jobId: r.job_id,
-    nextFireAt:
-      r.submitted_at === null
-        ? r.next_fire_at
-        : firstFireSinceSubmitOrNull(
-            {
-              kind: r.kind,
-              cronExpression: r.cron_expression,
-              timezone: r.timezone,
-              intervalMs: r.interval_ms === null ? null : Number(r.interval_ms),
-              startAt: r.start_at,
-              endAt: r.end_at,
-              misfirePolicy: r.misfire_policy,
-              misfireMaxRuns: r.misfire_max_runs,
-            },
-            r.submitted_at,
-            r.db_now,
-          ),
-    tenant: r.tenant,
-    type: r.type,
-    queue: r.queue,
-    state: r.state,
-    kind: r.kind,
-    cronExpression: r.cron_expression,
-    intervalMs: r.interval_ms === null ? null : Number(r.interval_ms),
-    timezone: r.timezone,
-    startAt: r.start_at,
-    endAt: r.end_at,
-    paused: r.paused,
-    misfirePolicy: r.misfire_policy,
-    misfireMaxRuns: r.misfire_max_runs,
-    dbNow: r.db_now,
-    error: r.error,
-    lastExecution: r.last_execution ? toExecution(r.last_execution) : null,
-  }))
+  return rows.map((r) => {
+    const row: Omit<ScheduleRow, 'nextFireAt'> = {
+      jobId: r.job_id,
+      tenant: r.tenant,
+      type: r.type,
+      queue: r.queue,
+      state: r.state,
+      kind: r.kind,
+      cronExpression: r.cron_expression,
+      intervalMs: r.interval_ms === null ? null : Number(r.interval_ms),
+      timezone: r.timezone,
+      startAt: r.start_at,
+      endAt: r.end_at,
+      paused: r.paused,
+      misfirePolicy: r.misfire_policy,
+      misfireMaxRuns: r.misfire_max_runs,
+      dbNow: r.db_now,
+      error: r.error,
+      lastExecution: r.last_execution ? toExecution(r.last_execution) : null,
+    }
+    // the row is its own schedule (TriggerSchedule)
+    const nextFireAt = r.submitted_at === null ? r.next_fire_at : firstFireSinceSubmitOrNull(row, r.submitted_at, r.db_now)
+    return { ...row, nextFireAt }
+  })
 }
