@@ -65,7 +65,6 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
   // An outage is logged in two lines (gone, back), not once per retry of every loop.
   const quiet = quietDuringOutages(params.log)
   const { log } = quiet
-  const onAnswered = quiet.answered
   // The worker's statements (the hot path: claim, heartbeat, outcome writes) on one pool, the reaper,
   // dispatcher and pruner on a small one; both plan each prepared statement once per connection.
   const hot = createDb({
@@ -73,7 +72,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     poolSize: config.db.poolSize,
     applicationName: 'pgsched-worker',
     log,
-    onAnswered,
+    answers: quiet,
     genericPlans: true,
     indexPlans: true,
   })
@@ -82,7 +81,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     poolSize: MAINTENANCE_POOL_SIZE,
     applicationName: 'pgsched-worker-maintenance',
     log,
-    onAnswered,
+    answers: quiet,
     genericPlans: true,
     indexPlans: true,
     // A dispatcher pass holds the dispatch lock for its transaction: if its process freezes or its

@@ -5,8 +5,11 @@
  *
  * `quietDuringOutages(log)` wraps a logger (and every child made from it): the first warning or
  * error whose `err` is such an error is logged, with "database unavailable" and the retry promise;
- * later ones are counted, not written, until `answered()` is called (a connection to the database
- * succeeded again), which logs one line with the outage's length and the number of lines held back.
+ * later ones are counted, not written, until `answered(mark)` is called (a connection or a write begun
+ * after the outage was seen succeeded), which logs one line with the outage's length and the number
+ * of lines held back. A statement sent before the outage was seen proves nothing when it succeeds:
+ * its answer may have left the server before the connections broke, and read in the instant after
+ * the first broken connection was reported it would end the outage 20 ms after it began.
  * Every other line goes through unchanged, and lines about a job's run are written with
  * `loudLogger(log)`, unfiltered. A worker process retries its claims, heartbeats,
  * outcome writes, LISTEN connection and maintenance loops every second or so; without this, a
@@ -53,10 +56,16 @@ export function isSchemaMissing(err: unknown): boolean {
   return err instanceof Error && SCHEMA_MISSING_CODES.has(codeOf(err) ?? '')
 }
 
-export interface QuietLogger {
+/** What a pool tells of its database's answers; see quietDuringOutages. */
+export interface AnswerWatch {
+  /** Taken when a connection or a statement is begun; given to answered() if it succeeds. */
+  mark(): number
+  /** A connection or a write begun at `mark` succeeded: ends the outage under way if it was already seen then. */
+  answered(mark: number): void
+}
+
+export interface QuietLogger extends AnswerWatch {
   log: Logger
-  /** A connection to the database succeeded: ends the outage, if any. */
-  answered(): void
 }
 
 /** Where a quiet logger keeps the logger it wraps. */
@@ -73,15 +82,19 @@ export function loudLogger(log: Logger): Logger {
 interface OutageState {
   sinceMs: number | undefined
   heldBack: number
+  /** Outages seen so far: a mark taken during the one under way equals it. */
+  seen: number
 }
 
 /** Wraps `log`; see the file header. */
 export function quietDuringOutages(log: Logger): QuietLogger {
-  const state: OutageState = { sinceMs: undefined, heldBack: 0 }
+  const state: OutageState = { sinceMs: undefined, heldBack: 0, seen: 0 }
   return {
     log: quiet(log, state),
-    answered() {
-      if (state.sinceMs === undefined) return
+    mark: () => state.seen,
+    answered(mark) {
+      // Begun before this outage was seen (mark < seen): no proof the database answers again.
+      if (state.sinceMs === undefined || mark !== state.seen) return
       log.warn({ outageMs: Date.now() - state.sinceMs, linesHeldBack: state.heldBack }, 'database available again')
       state.sinceMs = undefined
       state.heldBack = 0
@@ -104,6 +117,7 @@ function quiet(log: Logger, state: OutageState): Logger {
         return
       }
       state.sinceMs = Date.now()
+      state.seen++
       const what = typeof args[1] === 'string' ? args[1] : 'database call failed'
       log.warn({ err }, `database unavailable (${what}); retrying quietly until it answers again`)
     }

@@ -12,7 +12,7 @@ import type { Logger } from '../logger.ts'
 import { ConfigError } from '../errors.ts'
 import { databaseUrlProblem } from './database-url.ts'
 import { pgConnection } from './hosts.ts'
-import { isDatabaseUnavailable } from './outage.ts'
+import { type AnswerWatch, isDatabaseUnavailable } from './outage.ts'
 
 export interface CreateDbParams {
   databaseUrl: string
@@ -31,8 +31,8 @@ export interface CreateDbParams {
    * whose every statement is an index lookup. (Every pool runs with JIT off: sessionSettings.)
    */
   indexPlans?: boolean
-  /** Called each time the database answers: a new connection is ready, or a write (insert, update, delete) succeeded. */
-  onAnswered?: () => void
+  /** Told each time the database answers: a new connection is ready, or a write (insert, update, delete) succeeded. */
+  answers?: AnswerWatch
   /**
    * Sessions run with `idle_in_transaction_session_timeout` set to this (ms); default
    * IDLE_TRANSACTION_TIMEOUT_MS, 0 for none.
@@ -68,6 +68,7 @@ export function createDb(params: CreateDbParams): Database {
     idleTimeoutMillis: 30_000,
     // Runs before the pool hands a new connection out.
     onConnect: async (client) => {
+      const mark = params.answers?.mark()
       // pg-pool listens for errors only on idle clients. A connection terminated in the instant
       // between a query's end and its release would emit an unhandled 'error' and crash the
       // process; this listener keeps it alive, and the pool discards the broken client on release.
@@ -83,11 +84,11 @@ export function createDb(params: CreateDbParams): Database {
           params.log?.warn({ err, setting }, 'could not apply a session setting')
         })
       }
-      if (applied) params.onAnswered?.()
+      if (applied && mark !== undefined) params.answers?.answered(mark)
     },
   })
   pool.on('error', (err) => params.log?.warn({ err }, 'idle database connection lost'))
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparingPool(pool, params.onAnswered) }) })
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparingPool(pool, params.answers) }) })
   return { db, pool }
 }
 
@@ -139,7 +140,7 @@ function statementName(text: string): string {
 }
 
 /** A pool for Kysely whose clients prepare marked statements. */
-function preparingPool(pool: pg.Pool, onAnswered?: () => void) {
+function preparingPool(pool: pg.Pool, answers?: AnswerWatch) {
   const run = (client: pg.PoolClient, text: unknown, values?: unknown[]): Promise<unknown> => {
     if (typeof text === 'string' && text.includes(PREPARE)) return client.query({ name: statementName(text), text, values })
     return (client.query as (t: unknown, v?: unknown[]) => Promise<unknown>)(text, values)
@@ -149,15 +150,14 @@ function preparingPool(pool: pg.Pool, onAnswered?: () => void) {
       const client = await pool.connect()
       return {
         query(text: unknown, values?: unknown[]) {
-          const result = run(client, text, values)
+          if (!answers) return run(client, text, values)
+          const mark = answers.mark()
           // A write that succeeded (not a read, which a read-only server still answers).
-          return onAnswered
-            ? result.then((r) => {
-                const command = (r as { command?: string } | undefined)?.command
-                if (command === 'UPDATE' || command === 'INSERT' || command === 'DELETE') onAnswered()
-                return r
-              })
-            : result
+          return run(client, text, values).then((r) => {
+            const command = (r as { command?: string } | undefined)?.command
+            if (command === 'UPDATE' || command === 'INSERT' || command === 'DELETE') answers.answered(mark)
+            return r
+          })
         },
         release(err?: Error | boolean) {
           client.release(err)
