@@ -8,6 +8,7 @@
  * the job and execution routes. All job logic is the client's (client.ts);
  * the API adds HTTP, authentication and validation only.
  */
+import { performance } from 'node:perf_hooks'
 import { randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -186,8 +187,9 @@ export function buildApp(deps: AppDeps) {
     if (QUIET_ROUTES.has(route)) request.log.debug(fields, 'request completed')
     else request.log.info(fields, 'request completed')
     // A 2xx from a route that needs the database: the database is back, if it was gone.
-    if (reply.statusCode >= 200 && reply.statusCode < 300 && (route.startsWith('/v1/') || route === '/readyz')) outages.succeeded()
-    if (reply.statusCode >= 200 && reply.statusCode < 300 && request.method === 'POST' && route === '/v1/jobs') refusals.succeeded()
+    const startedAt = performance.now() - durationMs
+    if (reply.statusCode >= 200 && reply.statusCode < 300 && (route.startsWith('/v1/') || route === '/readyz')) outages.succeeded(startedAt)
+    if (reply.statusCode >= 200 && reply.statusCode < 300 && request.method === 'POST' && route === '/v1/jobs') refusals.succeeded(startedAt)
   })
 
   // Shared response schemas: referenced by $id from routes, components in the OpenAPI document.

@@ -2,11 +2,14 @@
  * A database outage logs two lines in the API, not one per request: a warning when requests start
  * getting 503, and one when a request that needs the database succeeds again. The outage is real
  * to the API: its pool connects through a TCP proxy to the test database, and the proxy closes.
+ * Only a request begun after the outage was seen ends it (the second test, on the log itself).
  */
 import net from 'node:net'
+import { performance } from 'node:perf_hooks'
 import { afterEach, describe, expect, it } from 'vitest'
 import { buildApp } from '../../src/api/app.ts'
 import { createApiKey } from '../../src/api/auth.ts'
+import { OutageLog } from '../../src/api/outage.ts'
 import { createDb } from '../../src/db/pool.ts'
 import { useTestDb } from '../db.ts'
 import { capturingLogger } from '../log-capture.ts'
@@ -77,5 +80,22 @@ describe('a database outage in the API log', () => {
     ])
     expect(outageLines[1]?.answered503).toBe(10)
     expect(lines.filter((l) => /connection lost/.test(l.msg)).length).toBeLessThanOrEqual(2 * 2)
+  })
+
+  it('is not ended by a request begun before the outage was seen, only by one begun after', () => {
+    const lines: Array<{ msg: string; answered503?: number }> = []
+    const outages = new OutageLog(capturingLogger('info', lines).log)
+    const before = performance.now()
+    outages.failed('database unreachable', Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }))
+    // its answer came from the database before it went
+    outages.succeeded(before)
+    expect(lines.map((l) => l.msg)).toEqual(['database unavailable: database unreachable; requests that need it get 503 until it is back'])
+    outages.succeeded(performance.now())
+    outages.succeeded(performance.now())
+    expect(lines.map((l) => l.msg)).toEqual([
+      'database unavailable: database unreachable; requests that need it get 503 until it is back',
+      'database available again',
+    ])
+    expect(lines[1]?.answered503).toBe(1)
   })
 })
