@@ -37,7 +37,8 @@ function zone(timezone: string): ZoneCache {
  * The IANA zone database's names without a slash (its zones and backward links), lower case. The
  * runtime's zone data (ICU) also takes other short names, Java's (BST, IST, CST, AST, ECT, ...), which
  * name zones other than the abbreviations suggest (BST is Asia/Dhaka there); pgsched.submit_job
- * refuses them (it reads PostgreSQL's zone names), and so does a submit through the client or the API.
+ * refuses them (pgsched.time_zone_known holds the same list, migration 0059), and so does a submit
+ * through the client or the API.
  */
 const IANA_NAMES_WITHOUT_SLASH: ReadonlySet<string> = new Set(
   (

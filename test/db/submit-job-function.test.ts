@@ -167,7 +167,8 @@ describe('pgsched.submit_job', () => {
     // Java's short names, which the runtime's zone data (ICU) takes besides the IANA ones
     const java = 'ACT AET AGT ART AST BET BST CAT CNT CST CTT EAT ECT IET IST JST MIT NET NST PLT PNT PRT PST SST VST'.split(' ')
     const names = [...new Set([...pg.map((r) => r.name), ...java, ...pg.map((r) => r.name.toLowerCase()), 'Europe/Berlin', 'europe/berlin', 'Etc/GMT+3'])]
-    names.push('posix/Europe/Berlin', 'right/UTC', 'Mars/Olympus', 'UTC+3', '+05:30')
+    // abbreviations PostgreSQL reads that are no zones, and POSIX rules without a slash
+    names.push('posix/Europe/Berlin', 'right/UTC', 'Mars/Olympus', 'UTC+3', '+05:30', 'CEST', 'pdt', 'EST5', 'XYZ-3', 'GMT+5')
     const { rows } = await sql<{ name: string; known: boolean }>`
       select n as name, pgsched.time_zone_known(n) as known from unnest(${names}::text[]) n`.execute(t.db)
     const differ = rows.filter((r) => r.known !== isIanaTimeZone(r.name)).map((r) => `${r.name}: SQL ${r.known}`)
@@ -202,7 +203,7 @@ describe('pgsched.submit_job', () => {
   })
 
   it('agrees with isIanaTimeZone on every Area/Location zone PostgreSQL lists that the runtime reads, in any case, and on names only one of them reads', async () => {
-    // the names without a slash are walked by the test above (each costs a pg_timezone_names scan); posix/ and right/ are refused by both before any lookup
+    // the names without a slash are walked by the test above; posix/ and right/ are refused by both before any lookup
     const { rows: pg } = await sql<{ name: string }>`
       select name from pg_timezone_names where position('/' in name) > 0 and name !~* '^(posix|right)/'`.execute(t.db)
     const listed = pg.map((r) => r.name).filter((tz) => isValidTimeZone(tz))
