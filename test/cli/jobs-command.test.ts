@@ -12,6 +12,8 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
+import type { Job } from '../../src/core/job.ts'
 import { workerRegister } from '../../src/db/queries/workers.ts'
 import { useTestDb } from '../db.ts'
 import { insertExecution, insertExecutions } from '../factories.ts'
@@ -227,6 +229,66 @@ describe('scheduler jobs', () => {
     )
     expect((await failing('jobs', 'bulk', 'cancel', '--all', '--batch', '0x10')).stderr).toContain('--batch must be an integer from 1 to 1000, got "0x10"')
     expect((await failing('jobs', 'bulk', 'cancel', '--all', '--batch', '0')).stderr).toContain('--batch must be an integer from 1 to 1000, got "0"')
+  }, 120_000)
+})
+
+describe('scheduler jobs submit with the settings the client and the REST API take', () => {
+  // each value differs from the default, and is read back from the stored job through the client
+  const recurring = ['--every', '5m']
+  const settings = [
+    { flag: '--timeout-ms', value: '5000', schedule: [], stored: (j: Job) => j.timeoutMs, expected: 5000 },
+    { flag: '--backoff-base-ms', value: '250', schedule: [], stored: (j: Job) => j.backoffBaseMs, expected: 250 },
+    { flag: '--backoff-max-ms', value: '9000', schedule: [], stored: (j: Job) => j.backoffMaxMs, expected: 9000 },
+    { flag: '--start-deadline-ms', value: '60000', schedule: [], stored: (j: Job) => j.startDeadlineMs, expected: 60_000 },
+    { flag: '--concurrency-key', value: 'customer-42', schedule: [], stored: (j: Job) => j.concurrencyKey, expected: 'customer-42' },
+    {
+      flag: '--start-at',
+      value: '2030-01-01T00:00:00Z',
+      schedule: recurring,
+      stored: (j: Job) => j.schedule?.startAt,
+      expected: new Date('2030-01-01T00:00:00Z'),
+    },
+    {
+      flag: '--end-at',
+      value: '2030-02-01T00:00:00+01:00',
+      schedule: ['--cron', '0 9 * * *'],
+      stored: (j: Job) => j.schedule?.endAt,
+      expected: new Date('2030-01-31T23:00:00Z'),
+    },
+    { flag: '--misfire-policy', value: 'fire_all', schedule: recurring, stored: (j: Job) => j.schedule?.misfirePolicy, expected: 'fire_all' },
+    { flag: '--misfire-max-runs', value: '7', schedule: recurring, stored: (j: Job) => j.schedule?.misfireMaxRuns, expected: 7 },
+    { flag: '--overlap-policy', value: 'queue', schedule: recurring, stored: (j: Job) => j.schedule?.overlapPolicy, expected: 'queue' },
+  ]
+  for (const { flag, value, schedule, stored, expected } of settings) {
+    it(`stores ${flag} ${value}`, async () => {
+      const id = JSON.parse((await scheduler('jobs', 'submit', 'digest', '--tenant', 'settings', ...schedule, flag, value, '--json')).stdout).id as string
+      expect(stored(await createClient({ db: t.db, tenant: 'settings' }).viewJob(id))).toEqual(expected)
+    })
+  }
+
+  it('refuses a bad value of each, naming its flag, with exit code 2, as the client refuses the field', async () => {
+    for (const [args, message] of [
+      [['--timeout-ms', '0'], '--timeout-ms must be an integer from 1 to 86400000'],
+      [['--timeout-ms', '1.5'], '--timeout-ms must be an integer, got "1.5"'],
+      [['--backoff-base-ms', '-1'], '--backoff-base-ms must be an integer from 0 to 86400000'],
+      [['--backoff-base-ms', '5000', '--backoff-max-ms', '100'], '--backoff-max-ms must be an integer from 5000 to 604800000'],
+      [['--start-deadline-ms', '10'], '--start-deadline-ms must be an integer from 1000 to 604800000'],
+      [['--concurrency-key', ''], '--concurrency-key must be a string of 1 to 255 characters'],
+      [['--every', '5m', '--start-at', 'tomorrow'], '--start-at must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z'],
+      [['--every', '5m', '--end-at', '2030-01-01'], '--end-at must be an ISO-8601 instant with a time zone'],
+      [['--every', '5m', '--start-at', '2030-02-01T00:00:00Z', '--end-at', '2030-01-01T00:00:00Z'], '--end-at must be after --start-at'],
+      [['--at', '2030-01-01T00:00:00Z', '--start-at', '2030-01-01T00:00:00Z'], '--start-at and --end-at apply only to recurring schedules (--cron or --every)'],
+      [['--every', '5m', '--misfire-policy', 'sometimes'], '--misfire-policy must be one of fire_once, skip, fire_all'],
+      [['--misfire-policy', 'skip'], '--misfire-policy applies only to recurring schedules (--cron or --every)'],
+      [['--every', '5m', '--misfire-max-runs', '0'], '--misfire-max-runs must be an integer from 1 to 10000'],
+      [['--every', '5m', '--overlap-policy', 'never'], '--overlap-policy must be one of allow, skip, queue'],
+    ] as const) {
+      const refused = await failing('jobs', 'submit', 'digest', '--tenant', 'settings', ...args)
+      expect(refused.code, args.join(' ')).toBe(2)
+      expect(refused.stderr, args.join(' ')).toContain(`scheduler: ${message}`)
+    }
+    // nothing half-submitted
+    expect(await createClient({ db: t.db, tenant: 'settings' }).listJobs({})).toMatchObject({ items: [] })
   }, 120_000)
 })
 

@@ -14,7 +14,16 @@ import type { Kysely } from 'kysely'
 import { jobsCsv, jobsJsonArray } from '../../api/jobs-csv.ts'
 import { jobToJson } from '../../api/schemas/job.ts'
 import type { Client } from '../../client.ts'
-import type { Job, SubmitJobInput } from '../../core/job.ts'
+import type { Job, MisfirePolicy, OverlapPolicy, SubmitJobInput } from '../../core/job.ts'
+import {
+  BACKOFF_BASE_MS,
+  BACKOFF_MAX_MS,
+  CONCURRENCY_KEY_MAX_LENGTH,
+  MISFIRE_MAX_RUNS,
+  START_DEADLINE_MS,
+  TIMEOUT_MS,
+  type IntRange,
+} from '../../core/names.ts'
 import { jobTenantOf } from '../../db/queries/job-operations.ts'
 import type { DB } from '../../db/schema.ts'
 import { NotFoundError, ValidationError } from '../../errors.ts'
@@ -52,6 +61,16 @@ interface SubmitOpts {
   timezone?: string
   idempotencyKey?: string
   maxAttempts?: string
+  timeoutMs?: string
+  backoffBaseMs?: string
+  backoffMaxMs?: string
+  startDeadlineMs?: string
+  concurrencyKey?: string
+  startAt?: string
+  endAt?: string
+  misfirePolicy?: string
+  misfireMaxRuns?: string
+  overlapPolicy?: string
   json?: boolean
 }
 
@@ -75,12 +94,25 @@ function submitInput(type: string, o: SubmitOpts): SubmitJobInput {
   if (o.queue !== undefined) input.queue = o.queue
   if (o.priority !== undefined) input.priority = number(o.priority, 'priority')
   if (o.maxAttempts !== undefined) input.maxAttempts = number(o.maxAttempts, 'maxAttempts')
+  if (o.timeoutMs !== undefined) input.timeoutMs = number(o.timeoutMs, 'timeoutMs')
+  if (o.backoffBaseMs !== undefined) input.backoffBaseMs = number(o.backoffBaseMs, 'backoffBaseMs')
+  if (o.backoffMaxMs !== undefined) input.backoffMaxMs = number(o.backoffMaxMs, 'backoffMaxMs')
+  if (o.startDeadlineMs !== undefined) input.startDeadlineMs = number(o.startDeadlineMs, 'startDeadlineMs')
   if (o.idempotencyKey !== undefined) input.idempotencyKey = o.idempotencyKey
+  if (o.concurrencyKey !== undefined) input.concurrencyKey = o.concurrencyKey
+  // the recurring settings as given: the client refuses a bad one, or one for a job that runs once
+  if (o.startAt !== undefined) input.startAt = o.startAt
+  if (o.endAt !== undefined) input.endAt = o.endAt
+  if (o.misfirePolicy !== undefined) input.misfirePolicy = o.misfirePolicy as MisfirePolicy
+  if (o.misfireMaxRuns !== undefined) input.misfireMaxRuns = number(o.misfireMaxRuns, 'misfireMaxRuns')
+  if (o.overlapPolicy !== undefined) input.overlapPolicy = o.overlapPolicy as OverlapPolicy
   if (o.at !== undefined) input.schedule = { at: o.at }
   if (o.cron !== undefined) input.schedule = o.timezone === undefined ? { cron: o.cron } : { cron: o.cron, timezone: o.timezone }
   if (o.every !== undefined) input.schedule = { every: /^\d+$/.test(o.every) ? Number(o.every) : o.every }
   return input
 }
+
+const range = ({ min, max }: IntRange): string => `${min} to ${max}`
 
 /** The submit's fields as `jobs submit` takes them. */
 const SUBMIT_WORDS = {
@@ -91,8 +123,40 @@ const SUBMIT_WORDS = {
   queue: '--queue',
   priority: '--priority',
   maxAttempts: '--max-attempts',
+  timeoutMs: '--timeout-ms',
+  backoffBaseMs: '--backoff-base-ms',
+  backoffMaxMs: '--backoff-max-ms',
+  startDeadlineMs: '--start-deadline-ms',
   idempotencyKey: '--idempotency-key',
+  concurrencyKey: '--concurrency-key',
+  startAt: '--start-at',
+  endAt: '--end-at',
+  misfirePolicy: '--misfire-policy',
+  misfireMaxRuns: '--misfire-max-runs',
+  overlapPolicy: '--overlap-policy',
   tenant: '--tenant',
+}
+
+/**
+ * Runs a submit with its refusals in the command's words: each field named by its flag
+ * (inCliWords), also where a message names startAt or endAt after its start ("endAt must be after
+ * startAt"), and the recurring schedules by theirs ("({cron} or {every})" → "(--cron or --every)").
+ */
+async function inSubmitWords<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await inCliWords(SUBMIT_WORDS, fn)
+  } catch (err: unknown) {
+    if (!(err instanceof ValidationError)) throw err
+    const word = (text: string) =>
+      text
+        .replace(/\bstartAt\b/g, '--start-at')
+        .replace(/\bendAt\b/g, '--end-at')
+        .replaceAll('({cron} or {every})', '(--cron or --every)')
+    throw new ValidationError(
+      word(err.message),
+      err.details?.map((d) => ({ ...d, message: word(d.message) })),
+    )
+  }
 }
 
 function showJob(job: Job, json: boolean | undefined): void {
@@ -119,10 +183,29 @@ export function registerJobs(program: Command): void {
     .option('--every <duration>', 'run every interval (10s, 5m, 1h, or milliseconds)')
     .option('--idempotency-key <key>', 'the same key and request return the same job')
     .option('--max-attempts <n>', 'attempts per execution')
+    .option('--timeout-ms <ms>', `time limit of one attempt in milliseconds, ${range(TIMEOUT_MS)} (default 300000)`)
+    .option('--backoff-base-ms <ms>', `retry delay base in milliseconds, ${range(BACKOFF_BASE_MS)} (default 1000)`)
+    .option(
+      '--backoff-max-ms <ms>',
+      `retry delay cap in milliseconds, at least --backoff-base-ms, up to ${BACKOFF_MAX_MS.max} (default 3600000, or --backoff-base-ms when larger)`,
+    )
+    .option(
+      '--start-deadline-ms <ms>',
+      `each execution must start within this many ms after its time, or it expires (${range(START_DEADLINE_MS)}; default none)`,
+    )
+    .option(
+      '--concurrency-key <key>',
+      `jobs with the same key run at most the queue's per-key concurrency limit at once (1-${CONCURRENCY_KEY_MAX_LENGTH} characters)`,
+    )
+    .option('--start-at <time>', 'with --cron or --every: the first possible fire time (ISO-8601 instant)')
+    .option('--end-at <time>', 'with --cron or --every: the last possible fire time (ISO-8601 instant, after --start-at)')
+    .option('--misfire-policy <policy>', 'with --cron or --every, for fire times missed while nothing dispatched: fire_once (default), skip or fire_all')
+    .option('--misfire-max-runs <n>', `with --misfire-policy fire_all: most catch-up runs, ${range(MISFIRE_MAX_RUNS)} (default 100)`)
+    .option('--overlap-policy <policy>', 'with --cron or --every, when the previous run is still going: allow (default), skip or queue')
     .option(...json)
     .action((type: string, o: SubmitOpts) =>
       withClient(o.tenant, async (client) => {
-        const { job, created } = await inCliWords(SUBMIT_WORDS, () => client.submitJob(submitInput(type, o)))
+        const { job, created } = await inSubmitWords(() => client.submitJob(submitInput(type, o)))
         if (o.json) return print(jobToJson(job))
         process.stdout.write(`${created ? 'submitted' : 'already submitted (same idempotency key)'}\n${jobTable([job])}\n`)
       }),
