@@ -6,7 +6,7 @@ import type { Command } from 'commander'
 import type { Kysely } from 'kysely'
 import { createClient, type Client } from '../client.ts'
 import { loadConfig } from '../config.ts'
-import type { Job } from '../core/job.ts'
+import type { Job, Schedule } from '../core/job.ts'
 import { JOB_STATUSES, type JobStatus } from '../core/job-status.ts'
 import { instantProblem } from '../core/formats.ts'
 import type { DB } from '../db/schema.ts'
@@ -81,6 +81,23 @@ export function scheduleText(job: Job): string {
   const s = job.schedule
   if (!s) return '-'
   return s.cron !== null ? `cron ${s.cron} (${s.timezone})` : `every ${s.intervalMs} ms`
+}
+
+/** A job's attempts and the delays between them, for `jobs view`. */
+export function attemptsText(job: Job): string {
+  if (job.maxAttempts === 1) return '1, no retry'
+  return `up to ${job.maxAttempts}; retry after a random delay up to ${job.backoffBaseMs} ms, doubling each attempt, at most ${job.backoffMaxMs} ms`
+}
+
+/** A recurring job's window, policies and state, for `jobs view`. */
+export function scheduleRows(s: Schedule): string[][] {
+  const misfire = s.misfirePolicy === 'fire_all' ? `fire_all (at most ${s.misfireMaxRuns} catch-up runs)` : s.misfirePolicy
+  return [
+    ['window', `${ago(s.startAt)} to ${ago(s.endAt)}`],
+    ['misfire policy', misfire],
+    ['overlap policy', s.overlapPolicy],
+    ['paused', s.paused ? 'yes' : 'no'],
+  ]
 }
 
 /** The filter options every listing and bulk call takes. */

@@ -233,6 +233,37 @@ describe('scheduler jobs', () => {
 })
 
 describe('scheduler jobs submit with the settings the client and the REST API take', () => {
+  it("shows them in jobs view, with a recurring job's window and policies", async () => {
+    const submit = async (...args: string[]) =>
+      JSON.parse((await scheduler('jobs', 'submit', 'shown', '--tenant', 'view', ...args, '--json')).stdout).id as string
+    const recurringId = await submit(
+      ...['--cron', '0 9 * * 1-5', '--timezone', 'Europe/Berlin', '--priority', '7', '--max-attempts', '3', '--backoff-base-ms', '250'],
+      ...['--backoff-max-ms', '9000', '--timeout-ms', '5000', '--start-deadline-ms', '60000', '--concurrency-key', 'customer-42'],
+      ...['--idempotency-key', 'k-1', '--start-at', '2030-01-01T00:00:00Z', '--misfire-policy', 'fire_all', '--misfire-max-runs', '7'],
+      ...['--overlap-policy', 'queue'],
+    )
+    const view = (await scheduler('jobs', 'view', recurringId)).stdout
+    for (const line of [
+      /priority\s+7\n/,
+      /attempts\s+up to 3; retry after a random delay up to 250 ms, doubling each attempt, at most 9000 ms\n/,
+      /timeout\s+5000 ms per attempt\n/,
+      /start deadline\s+60000 ms after its time\n/,
+      /concurrency key\s+customer-42\n/,
+      /idempotency key\s+k-1\n/,
+      /window\s+2030-01-01 00:00:00Z to -\n/,
+      /misfire policy\s+fire_all \(at most 7 catch-up runs\)\n/,
+      /overlap policy\s+queue\n/,
+      /paused\s+no\n/,
+      /next run\s+2030-01-01 08:00:00Z\n/,
+    ]) {
+      expect(view).toMatch(line)
+    }
+    const onceView = (await scheduler('jobs', 'view', await submit('--max-attempts', '1'))).stdout
+    expect(onceView).toMatch(/attempts\s+1, no retry\n/)
+    expect(onceView).toMatch(/start deadline\s+-\n/)
+    expect(onceView).not.toMatch(/window|misfire policy|overlap policy/)
+  })
+
   // each value differs from the default, and is read back from the stored job through the client
   const recurring = ['--every', '5m']
   const settings = [

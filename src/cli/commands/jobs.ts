@@ -28,7 +28,19 @@ import { jobTenantOf } from '../../db/queries/job-operations.ts'
 import type { DB } from '../../db/schema.ts'
 import { NotFoundError, ValidationError } from '../../errors.ts'
 import { assertUuid } from '../../paging.ts'
-import { ago, filterOf, filterOptions, jobTable, lastErrorText, print, scheduleText, withClient, type FilterOpts } from '../job-cli.ts'
+import {
+  ago,
+  attemptsText,
+  filterOf,
+  filterOptions,
+  jobTable,
+  lastErrorText,
+  print,
+  scheduleRows,
+  scheduleText,
+  withClient,
+  type FilterOpts,
+} from '../job-cli.ts'
 import { formatTable, inCliWords } from '../shared.ts'
 import { registerJobsBulk } from './jobs-bulk.ts'
 
@@ -243,7 +255,14 @@ export function registerJobs(program: Command): void {
             ['queue', job.queue],
             ['status', job.status],
             ['payload', JSON.stringify(job.payload)],
+            ['priority', String(job.priority)],
+            ['attempts', attemptsText(job)],
+            ['timeout', `${job.timeoutMs} ms per attempt`],
+            ['start deadline', job.startDeadlineMs === null ? '-' : `${job.startDeadlineMs} ms after its time`],
+            ['concurrency key', job.concurrencyKey ?? '-'],
+            ['idempotency key', job.idempotencyKey ?? '-'],
             ['schedule', scheduleText(job)],
+            ...(job.schedule ? scheduleRows(job.schedule) : []),
             ['next run', ago(job.nextRunAt)],
             ['last run', job.lastRun ? `${job.lastRun.status}, attempt ${job.lastRun.attempt}` : '-'],
             ['last error', lastErrorText(job)],
