@@ -4,6 +4,8 @@
  * converts strings, validates everything against ConfigSchema and throws a
  * ConfigError naming every bad variable and the values it accepts, and every
  * flag that names no setting. Flags win over the environment. The result is frozen.
+ * `unknownVariables(env)` names the SCHEDULER_ variables that are no setting (a misspelt one is
+ * otherwise ignored), for the processes to warn of.
  */
 import { parseAddressPolicy } from './lib/address-policy.ts'
 import { parseOutputStoreSetting } from './core/output-uri.ts'
@@ -222,6 +224,93 @@ function describeAccepted(schema: TSchema | undefined): string {
   return 'a non-empty string'
 }
 
+/**
+ * A Kubernetes service link's `<SERVICE>_PORT` value (`tcp://10.0.0.1:8080`): Kubernetes sets one in
+ * every pod of a namespace for each Service in it (unless the pod has `enableServiceLinks: false`),
+ * so a Service named `scheduler` sets SCHEDULER_PORT, which pgsched reads as the API's port.
+ */
+const SERVICE_LINK_VALUE = /^(tcp|udp|sctp):\/\/[^\s/]+:\d+$/i
+
+/** What to say of a setting's value that is a Kubernetes service link (`name` is its variable). */
+function serviceLinkHint(name: string, value: unknown): string {
+  if (typeof value !== 'string' || !SERVICE_LINK_VALUE.test(value.trim()) || !name.endsWith('_PORT')) return ''
+  const service = name.slice(0, -'_PORT'.length).toLowerCase().replaceAll('_', '-')
+  return (
+    `; this looks like a Kubernetes service link, set in every pod of the namespace because a Service is named "${service}":` +
+    ` set ${name} explicitly in the container's env (it wins over the link), or set enableServiceLinks: false in the pod spec`
+  )
+}
+
+/**
+ * Names of the variables Kubernetes sets for a Service whose name makes them start with SCHEDULER_
+ * (`scheduler`, `scheduler-api`, …): `<SERVICE>_SERVICE_HOST`, `<SERVICE>_SERVICE_PORT`,
+ * `<SERVICE>_SERVICE_PORT_<port name>` and `<SERVICE>_PORT_<n>_<TCP|UDP|SCTP>[_ADDR|_PORT|_PROTO]`.
+ * (`<SERVICE>_PORT` itself is told by its value: SERVICE_LINK_VALUE.)
+ */
+const SERVICE_LINK_NAME = /^SCHEDULER(_[A-Z0-9_]+)?_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT_\d+_(TCP|UDP|SCTP)(_(ADDR|PORT|PROTO))?)$/
+
+/** The SCHEDULER_ variables pgsched reads. */
+const SETTING_VARIABLES = Object.keys(ENV_MAP).filter((name) => name.startsWith('SCHEDULER_'))
+
+/** Edit distance of `a` and `b` counting a swap of two neighbouring characters as one edit (optimal string alignment). */
+function editDistance(a: string, b: string): number {
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)))
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const row = d[i] as number[]
+      const up = d[i - 1] as number[]
+      row[j] = Math.min((up[j] as number) + 1, (row[j - 1] as number) + 1, (up[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1))
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) row[j] = Math.min(row[j] as number, ((d[i - 2] as number[])[j - 2] as number) + 1)
+    }
+  }
+  return (d[a.length] as number[])[b.length] as number
+}
+
+/**
+ * The setting variable `name` was probably meant to be: the nearest within two edits (SCHEDULER_WORKER_CONCURENCY),
+ * else the only one that is `name` with words added (SCHEDULER_CONCURRENCY: SCHEDULER_WORKER_CONCURRENCY).
+ */
+function nearestSetting(name: string): string | undefined {
+  let best: string | undefined
+  let bestDistance = 3
+  for (const known of SETTING_VARIABLES) {
+    const distance = editDistance(name, known)
+    if (distance < bestDistance) [best, bestDistance] = [known, distance]
+  }
+  if (best !== undefined) return best
+  const words = name.slice('SCHEDULER_'.length)
+  if (words === '') return undefined
+  const wider = SETTING_VARIABLES.filter((known) => known.endsWith(`_${words}`) || known.startsWith(`${name}_`))
+  return wider.length === 1 ? wider[0] : undefined
+}
+
+export interface UnknownVariable {
+  /** The variable, as set. */
+  name: string
+  /** The setting's variable it was probably meant to be. */
+  suggestion?: string
+  /** One line saying so. */
+  message: string
+}
+
+/**
+ * The variables of `env` that start with SCHEDULER_ but name no setting, in name order, each with
+ * the setting it was probably meant to be: loadConfig ignores them, so a misspelt
+ * SCHEDULER_WORKER_CONCURENCY would leave the concurrency at its default without a word. Variables
+ * Kubernetes sets for a Service named `scheduler` (or `scheduler-…`) are not counted.
+ */
+export function unknownVariables(env: Readonly<Record<string, string | undefined>>): UnknownVariable[] {
+  const unknown: UnknownVariable[] = []
+  for (const name of Object.keys(env).sort()) {
+    if (!name.startsWith('SCHEDULER_') || Object.hasOwn(ENV_MAP, name) || SERVICE_LINK_NAME.test(name)) continue
+    if (name.endsWith('_PORT') && SERVICE_LINK_VALUE.test((env[name] ?? '').trim())) continue
+    const suggestion = nearestSetting(name)
+    const message = `${name} is not a setting pgsched knows${suggestion ? `; did you mean ${suggestion}?` : ' (it is ignored)'}`
+    unknown.push(suggestion ? { name, suggestion, message } : { name, message })
+  }
+  return unknown
+}
+
 /** A port setting's `off` is 0 (no port). */
 const offAsZero = (value: unknown): unknown => (typeof value === 'string' && value.trim().toLowerCase() === 'off' ? 0 : value)
 
@@ -267,7 +356,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, fl
     const type = schemaAt(path)?.type
     if (typeof given !== 'string' || (type !== 'integer' && type !== 'number')) continue
     if (type === 'integer' ? /^\s*-?\d+\s*$/.test(given) : /^\s*-?\d+(\.\d+)?\s*$/.test(given)) continue
-    details.push({ path, message: `${source} must be ${describeAccepted(schemaAt(path))} (got ${JSON.stringify(given)})` })
+    details.push({ path, message: `${source} must be ${describeAccepted(schemaAt(path))} (got ${JSON.stringify(given)})${serviceLinkHint(source, given)}` })
     deletePath(raw, path)
   }
   const value = Value.Convert(ConfigSchema, Value.Default(ConfigSchema, raw))
@@ -306,7 +395,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, fl
     }
   }
   if (details.length > 0) {
-    throw new ConfigError(`invalid configuration:\n  ${details.map((d) => d.message).join('\n  ')}`, details)
+    // a misspelt variable left a setting at its default, which may be what is refused
+    const notes = unknownVariables(env).map((u) => `\n  (${u.message})`)
+    throw new ConfigError(`invalid configuration:\n  ${details.map((d) => d.message).join('\n  ')}${notes.join('')}`, details)
   }
   return deepFreeze(value as Config)
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { ENV_MAP, loadConfig } from '../src/config.ts'
+import { ENV_MAP, loadConfig, unknownVariables } from '../src/config.ts'
 import { ConfigError } from '../src/errors.ts'
 import { parseOutputStoreSetting } from '../src/core/output-uri.ts'
 
@@ -192,5 +192,88 @@ describe('loadConfig', () => {
   it('rejects a malformed queue list', () => {
     const err = errorOf(() => loadConfig({ SCHEDULER_QUEUES: 'ok,bad queue' }))
     expect(err.message).toContain('SCHEDULER_QUEUES must be a comma-separated list')
+  })
+})
+
+/** Variables Kubernetes sets in every pod of a namespace with a Service named `scheduler` (and one named `scheduler-api`). */
+const SERVICE_LINKS = {
+  SCHEDULER_SERVICE_HOST: '10.0.0.1',
+  SCHEDULER_SERVICE_PORT: '8080',
+  SCHEDULER_SERVICE_PORT_HTTP: '8080',
+  SCHEDULER_SERVICE_PORT_METRICS_HTTP: '9464',
+  SCHEDULER_PORT_8080_TCP: 'tcp://10.0.0.1:8080',
+  SCHEDULER_PORT_8080_TCP_ADDR: '10.0.0.1',
+  SCHEDULER_PORT_8080_TCP_PORT: '8080',
+  SCHEDULER_PORT_8080_TCP_PROTO: 'tcp',
+  SCHEDULER_PORT_53_UDP: 'udp://10.0.0.1:53',
+  SCHEDULER_PORT_9000_SCTP_PROTO: 'sctp',
+  SCHEDULER_API_SERVICE_HOST: '10.0.0.2',
+  SCHEDULER_API_SERVICE_PORT: '80',
+  SCHEDULER_API_PORT: 'tcp://10.0.0.2:80',
+  SCHEDULER_API_PORT_80_TCP_ADDR: '10.0.0.2',
+}
+
+describe('unknownVariables', () => {
+  it('names a SCHEDULER_ variable that is no setting, with the one it was probably meant to be', () => {
+    expect(unknownVariables({ SCHEDULER_WORKER_CONCURENCY: '50' })).toEqual([
+      {
+        name: 'SCHEDULER_WORKER_CONCURENCY',
+        suggestion: 'SCHEDULER_WORKER_CONCURRENCY',
+        message: 'SCHEDULER_WORKER_CONCURENCY is not a setting pgsched knows; did you mean SCHEDULER_WORKER_CONCURRENCY?',
+      },
+    ])
+    const suggested = (name: string) => unknownVariables({ [name]: '1' })[0]?.suggestion
+    expect(suggested('SCHEDULER_WORKER_CONCURRNECY')).toBe('SCHEDULER_WORKER_CONCURRENCY') // two letters swapped
+    expect(suggested('SCHEDULER_LEASE_M')).toBe('SCHEDULER_LEASE_MS')
+    expect(suggested('SCHEDULER_HEARTBEAT_MS_')).toBe('SCHEDULER_HEARTBEAT_MS')
+    expect(suggested('SCHEDULER_CONCURRENCY')).toBe('SCHEDULER_WORKER_CONCURRENCY') // words left out
+    expect(suggested('SCHEDULER_METRICS_PORT')).toBe('SCHEDULER_WORKER_METRICS_PORT')
+    expect(suggested('SCHEDULER_DISPATCHER')).toBeUndefined() // several settings begin so
+    expect(unknownVariables({ SCHEDULER_FROBNICATE: 'on' })).toEqual([
+      { name: 'SCHEDULER_FROBNICATE', message: 'SCHEDULER_FROBNICATE is not a setting pgsched knows (it is ignored)' },
+    ])
+  })
+
+  it("names each unknown variable once, in name order, and no setting, other program's variable or Kubernetes service link", () => {
+    const settings = Object.fromEntries(Object.keys(ENV_MAP).map((name) => [name, '1']))
+    const env = {
+      ...settings,
+      ...SERVICE_LINKS,
+      SCHEDULER_PORT: 'tcp://10.0.0.1:8080',
+      PATH: '/bin',
+      SCHEDULERX: '1',
+      SCHEDULER_QUEUS: 'a',
+      SCHEDULER_HANDLER: 'h.js',
+    }
+    expect(unknownVariables(env).map((u) => [u.name, u.suggestion])).toEqual([
+      ['SCHEDULER_HANDLER', 'SCHEDULER_HANDLERS'],
+      ['SCHEDULER_QUEUS', 'SCHEDULER_QUEUES'],
+    ])
+    // a _PORT variable without a service link's value is not one
+    expect(unknownVariables({ SCHEDULER_API_PORT: '8080' }).map((u) => u.name)).toEqual(['SCHEDULER_API_PORT'])
+  })
+
+  it('is noted in a refusal of the configuration: the misspelt variable may be why a setting is refused', () => {
+    const err = errorOf(() => loadConfig({ SCHEDULER_LEASE_MS: '10000', SCHEDULER_HEARTBEAT: '3000' }))
+    expect(err.message).toContain('SCHEDULER_LEASE_MS (10000) must be more than 3 × SCHEDULER_HEARTBEAT_MS (5000)')
+    expect(err.message).toContain('(SCHEDULER_HEARTBEAT is not a setting pgsched knows; did you mean SCHEDULER_HEARTBEAT_MS?)')
+    expect(err.details).toHaveLength(1)
+  })
+})
+
+describe('a Kubernetes service link in a port setting', () => {
+  it('is refused with what it is and how to set the port', () => {
+    const err = errorOf(() => loadConfig({ ...SERVICE_LINKS, SCHEDULER_PORT: 'tcp://10.0.0.1:8080' }))
+    expect(err.details).toHaveLength(1)
+    expect(err.message).toContain(
+      'SCHEDULER_PORT must be an integer from 0 to 65535 (got "tcp://10.0.0.1:8080"); this looks like a Kubernetes service link, set in every pod of the namespace because a Service is named "scheduler":' +
+        " set SCHEDULER_PORT explicitly in the container's env (it wins over the link), or set enableServiceLinks: false in the pod spec",
+    )
+    const metrics = errorOf(() => loadConfig({ SCHEDULER_WORKER_METRICS_PORT: 'tcp://10.0.0.3:9464' }))
+    expect(metrics.message).toContain('a Service is named "scheduler-worker-metrics": set SCHEDULER_WORKER_METRICS_PORT explicitly')
+    // any other bad value is only refused
+    expect(errorOf(() => loadConfig({ SCHEDULER_PORT: 'http://x' })).message).not.toContain('Kubernetes')
+    // set explicitly, it is read
+    expect(loadConfig({ ...SERVICE_LINKS, SCHEDULER_PORT: '8080' }).api.port).toBe(8080)
   })
 })

@@ -1,7 +1,19 @@
-/** What the administrative commands (keys, queues) share: a short-lived database pool and table output. */
-import { loadConfig } from '../config.ts'
+/**
+ * What the commands share: a short-lived database pool and table output (keys, queues), and the
+ * warning of variables that name no setting (worker, api, dev, migrate).
+ */
+import { loadConfig, unknownVariables } from '../config.ts'
 import { createDb, type Database } from '../db/pool.ts'
 import { ConfigError, ValidationError } from '../errors.ts'
+import type { Logger } from '../logger.ts'
+
+/**
+ * Logs a warning for each SCHEDULER_ variable of the environment that names no setting, with the one
+ * it was probably meant to be: the processes run on (a misspelt variable is ignored), but not silently.
+ */
+export function warnOfUnknownVariables(log: Logger): void {
+  for (const unknown of unknownVariables(process.env)) log.warn({ variable: unknown.name, suggestion: unknown.suggestion }, unknown.message)
+}
 
 /** Runs `fn` with a one-connection pool on DATABASE_URL, closed afterwards. */
 export async function withDatabase<T>(applicationName: string, fn: (database: Database) => Promise<T>): Promise<T> {

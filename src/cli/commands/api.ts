@@ -16,6 +16,7 @@ import { createClient } from '../../client.ts'
 import { apiHandlersSettled, buildApp, type App } from '../../api/app.ts'
 import { waitForDatabase } from '../../db/wait-for-database.ts'
 import { onShutdownSignal } from '../signals.ts'
+import { warnOfUnknownVariables } from '../shared.ts'
 
 export interface ApiServer {
   app: App
@@ -115,6 +116,7 @@ export function registerApi(program: Command): void {
       const config = loadConfig(process.env, { 'api.port': opts.port, 'api.host': opts.host })
       if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
       const log = createLogger({ level: config.logLevel })
+      warnOfUnknownVariables(log)
       const waiting = new AbortController()
       let server: ApiServer | undefined
       onShutdownSignal(async (signal) => {

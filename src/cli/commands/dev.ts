@@ -11,6 +11,7 @@
  */
 import type { Command } from 'commander'
 import { loadConfig } from '../../config.ts'
+import { warnOfUnknownVariables } from '../shared.ts'
 import { createLogger } from '../../logger.ts'
 import { migrate } from '../../db/migrate.ts'
 import { onShutdownSignal } from '../signals.ts'
@@ -41,6 +42,7 @@ export function registerDev(program: Command): void {
       })
       const pretty = process.stdout.isTTY === true ? { colors: process.env.NO_COLOR === undefined } : undefined
       const log = createLogger({ level: config.logLevel, pretty })
+      warnOfUnknownVariables(log)
       const say = (line: string) => process.stdout.write(`${line}\n`)
 
       let stopPostgres: (() => Promise<void>) | undefined

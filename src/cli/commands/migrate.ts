@@ -4,6 +4,7 @@
  */
 import type { Command } from 'commander'
 import { loadConfig } from '../../config.ts'
+import { warnOfUnknownVariables } from '../shared.ts'
 import { ConfigError } from '../../errors.ts'
 import { createLogger } from '../../logger.ts'
 import { migrate } from '../../db/migrate.ts'
@@ -18,6 +19,7 @@ export function registerMigrate(program: Command): void {
       const config = loadConfig(process.env, { 'db.partitions': opts.partitions })
       if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
       const log = createLogger({ level: config.logLevel })
+      warnOfUnknownVariables(log)
       // Only a count that was asked for is checked against an installed schema, not the default.
       const asked = opts.partitions !== undefined || (process.env.SCHEDULER_PARTITIONS ?? '') !== ''
       const { applied } = await migrate({ databaseUrl: config.databaseUrl, partitions: asked ? config.db.partitions : undefined, log })

@@ -5,6 +5,7 @@
  */
 import type { Command } from 'commander'
 import { loadConfig } from '../../config.ts'
+import { warnOfUnknownVariables } from '../shared.ts'
 import { ConfigError } from '../../errors.ts'
 import { createLogger } from '../../logger.ts'
 import { createWorkerSystem, type WorkerSystem } from '../../system.ts'
@@ -64,6 +65,7 @@ export function registerWorker(program: Command): void {
       const databaseUrl = config.databaseUrl
       if (!databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
       const log = createLogger({ level: config.logLevel })
+      warnOfUnknownVariables(log)
       const handlers: Handler[] = config.worker.handlers ? await loadHandlerModule(config.worker.handlers) : []
       const waiting = new AbortController()
       let system: WorkerSystem | undefined

@@ -1,0 +1,94 @@
+/**
+ * The processes warn of a SCHEDULER_ variable that names no setting (a misspelt one would otherwise
+ * leave its setting at the default without a word), and of none Kubernetes sets for a Service named
+ * `scheduler`. On a database that does not answer: the warning comes before any connection.
+ */
+import { execFile, spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { promisify } from 'node:util'
+import { afterEach, describe, expect, it } from 'vitest'
+import { waitFor } from '../wait-for.ts'
+
+const run = promisify(execFile)
+
+/** Nothing listens on port 1: a worker or an API waits for the database, migrate and dev fail. */
+const UNREACHABLE = 'postgres://postgres@127.0.0.1:1/none'
+
+/** What Kubernetes sets in every pod of the namespace for a Service named `scheduler` (but SCHEDULER_PORT). */
+const SERVICE_LINKS = {
+  SCHEDULER_SERVICE_HOST: '10.0.0.1',
+  SCHEDULER_SERVICE_PORT: '8080',
+  SCHEDULER_SERVICE_PORT_HTTP: '8080',
+  SCHEDULER_PORT_8080_TCP: 'tcp://10.0.0.1:8080',
+  SCHEDULER_PORT_8080_TCP_ADDR: '10.0.0.1',
+  SCHEDULER_PORT_8080_TCP_PORT: '8080',
+  SCHEDULER_PORT_8080_TCP_PROTO: 'tcp',
+}
+
+/** The test process's environment without its own SCHEDULER_ variables, plus `env`. */
+function environment(env: Record<string, string>): NodeJS.ProcessEnv {
+  const own = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('SCHEDULER_')))
+  return { ...own, LOG_LEVEL: 'warn', SCHEDULER_WORKER_METRICS_PORT: 'off', DATABASE_URL: UNREACHABLE, ...env }
+}
+
+const children: ReturnType<typeof spawn>[] = []
+afterEach(async () => {
+  for (const child of children.splice(0)) {
+    if (child.exitCode !== null || child.signalCode !== null) continue
+    const exited = once(child, 'exit')
+    child.kill('SIGKILL')
+    await exited
+  }
+})
+
+describe('a SCHEDULER_ variable that names no setting', () => {
+  it.each(['worker', 'api', 'migrate', 'dev'])(
+    'scheduler %s warns of it once, naming the setting meant, and of no Kubernetes service link',
+    async (command) => {
+      const child = spawn('node', ['bin/scheduler', command], {
+        env: environment({ ...SERVICE_LINKS, SCHEDULER_WORKER_CONCURENCY: '50', SCHEDULER_FROBNICATE: 'on' }),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+      children.push(child)
+      let text = ''
+      child.stdout.on('data', (chunk: Buffer) => {
+        text += chunk.toString('utf8')
+      })
+      child.stderr.on('data', (chunk: Buffer) => {
+        text += chunk.toString('utf8')
+      })
+      const exited = once(child, 'exit')
+      const warnings = () =>
+        text
+          .split('\n')
+          .filter((line) => line.startsWith('{'))
+          .map((line) => JSON.parse(line) as Record<string, unknown>)
+          .filter((entry) => typeof entry.variable === 'string')
+      await waitFor(() => warnings().length >= 2, { timeoutMs: 30_000, what: `two warnings:\n${text}` })
+      if (child.exitCode === null) child.kill('SIGTERM')
+      await exited
+      expect(warnings()).toEqual([
+        expect.objectContaining({ level: 40, variable: 'SCHEDULER_FROBNICATE', msg: 'SCHEDULER_FROBNICATE is not a setting pgsched knows (it is ignored)' }),
+        expect.objectContaining({
+          level: 40,
+          variable: 'SCHEDULER_WORKER_CONCURENCY',
+          suggestion: 'SCHEDULER_WORKER_CONCURRENCY',
+          msg: 'SCHEDULER_WORKER_CONCURENCY is not a setting pgsched knows; did you mean SCHEDULER_WORKER_CONCURRENCY?',
+        }),
+      ])
+    },
+  )
+
+  it.each(['worker', 'api'])('scheduler %s refuses a Kubernetes service link as SCHEDULER_PORT, saying what it is and how to set the port', async (command) => {
+    const err = await run('node', ['bin/scheduler', command], {
+      env: environment({ ...SERVICE_LINKS, SCHEDULER_PORT: 'tcp://10.0.0.1:8080' }),
+      timeout: 30_000,
+      killSignal: 'SIGKILL',
+    }).catch((e: unknown) => e)
+    expect(err).toMatchObject({ code: 2 })
+    const stderr = (err as { stderr: string }).stderr
+    expect(stderr).toContain('SCHEDULER_PORT must be an integer from 0 to 65535 (got "tcp://10.0.0.1:8080"); this looks like a Kubernetes service link')
+    expect(stderr).toContain('enableServiceLinks: false')
+    expect(stderr).not.toContain('SCHEDULER_SERVICE_HOST')
+  })
+})
