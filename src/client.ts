@@ -34,7 +34,7 @@ import type { JobEvent } from './core/events.ts'
 import { streamEvents, type StreamEventsParams } from './events/event-stream.ts'
 import { webhookAdmin, type WebhookAdmin } from './events/webhook-admin.ts'
 import { parseAddressPolicy, type AddressPolicy } from './lib/address-policy.ts'
-import { assertKnownFields, type FieldSet } from './core/known-fields.ts'
+import { assertKnownFields, assertNoMoreArguments, RUNS_ON_CLIENT, type FieldSet } from './core/known-fields.ts'
 
 /**
  * Where a call runs: the client's pool (default), a Kysely instance or transaction of the
@@ -348,7 +348,8 @@ function makeClient(
   const conflict = (key: string | null) => new ConflictError(`idempotency key "${key}" was already used for a different job request`)
   const refused = (r: QuotaRejection) => new QuotaExceededError(r.message, r.quota, r.limit, r.retryAfterMs)
 
-  async function viewJob(id: string, options?: CallOptions): Promise<Job> {
+  async function viewJob(id: string, options?: CallOptions, ...extra: unknown[]): Promise<Job> {
+    assertNoMoreArguments('viewJob', ['id', 'options'], extra)
     assertCallOptions(options)
     assertUuid(id, 'id')
     const job = await run(options, (ex) => jobGetById(ex, { tenant, id }))
@@ -402,11 +403,15 @@ function makeClient(
   const client: Client = {
     ...operations,
     ...operationsViews(db, tenant),
-    allTenants: () => ({ ...jobOperations(db, null), ...operationsViews(db, null) }),
+    allTenants: (...extra: unknown[]) => {
+      assertNoMoreArguments('allTenants', [], extra)
+      return { ...jobOperations(db, null), ...operationsViews(db, null) }
+    },
     tenant,
     queues: queueAdmin(db),
     tenants: tenantAdmin(db),
-    events: async (params = {}) => {
+    events: async (params = {}, ...extra: unknown[]) => {
+      assertNoMoreArguments('events', ['params'], extra, RUNS_ON_CLIENT)
       assertKnownFields(params, EVENTS_FIELDS, 'events params')
       return streamEvents(db, params.allTenants === true ? null : tenant, params)
     },
@@ -415,7 +420,8 @@ function makeClient(
       await jobCancelSweep(db, ids)
     }),
 
-    async submitJob(input, options) {
+    async submitJob(input, options, ...extra: unknown[]) {
+      assertNoMoreArguments('submitJob', ['input', 'options'], extra)
       assertCallOptions(options)
       const n = normalizeSubmit(input, clock.now())
       return tracedSubmit(
@@ -427,7 +433,8 @@ function makeClient(
       )
     },
 
-    async submitJobs(inputs, options) {
+    async submitJobs(inputs, options, ...extra: unknown[]) {
+      assertNoMoreArguments('submitJobs', ['inputs', 'options'], extra)
       assertCallOptions(options)
       if (inputs.length > MAX_BATCH) throw new ValidationError(`at most ${MAX_BATCH} jobs per batch, got ${inputs.length}`)
       const now = clock.now()
@@ -452,12 +459,14 @@ function makeClient(
 
     viewJob,
 
-    listJobs: async (params = {}, options) => {
+    listJobs: async (params = {}, options, ...extra: unknown[]) => {
+      assertNoMoreArguments('listJobs', ['params', 'options'], extra)
       assertCallOptions(options)
       return run(options, (ex) => jobOperations(ex, tenant).listJobs(params))
     },
 
-    async listExecutions(jobId, params = {}, options) {
+    async listExecutions(jobId, params = {}, options, ...extra: unknown[]) {
+      assertNoMoreArguments('listExecutions', ['jobId', 'params', 'options'], extra)
       assertCallOptions(options)
       assertKnownFields(params, PAGE_FIELDS, 'listExecutions params')
       const limit = limitOf(params.limit)
@@ -472,7 +481,8 @@ function makeClient(
       }
     },
 
-    async viewExecution(id, options) {
+    async viewExecution(id, options, ...extra: unknown[]) {
+      assertNoMoreArguments('viewExecution', ['id', 'options'], extra)
       assertCallOptions(options)
       assertUuid(id, 'id')
       const execution = await run(options, (ex) => executionGetById(ex, { id, tenant }))
@@ -480,7 +490,8 @@ function makeClient(
       return execution
     },
 
-    async cancelJob(id, options) {
+    async cancelJob(id, options, ...extra: unknown[]) {
+      assertNoMoreArguments('cancelJob', ['id', 'options'], extra)
       assertCallOptions(options)
       const job = await viewJob(id, options)
       if (job.state === 'cancelled') return job
@@ -496,19 +507,25 @@ function makeClient(
       return viewJob(id, options)
     },
 
-    async pauseJob(id, options) {
+    async pauseJob(id, options, ...extra: unknown[]) {
+      assertNoMoreArguments('pauseJob', ['id', 'options'], extra)
       return setPaused(id, true, options)
     },
 
-    async resumeJob(id, options) {
+    async resumeJob(id, options, ...extra: unknown[]) {
+      assertNoMoreArguments('resumeJob', ['id', 'options'], extra)
       return setPaused(id, false, options)
     },
 
-    withTenant(other, by) {
+    withTenant(other, by, ...extra: unknown[]) {
+      assertNoMoreArguments('withTenant', ['tenant', 'createdBy'], extra)
       return makeClient(db, batcher, other, by ?? createdBy, clock, settings, async () => {})
     },
 
-    close,
+    async close(...extra: unknown[]) {
+      assertNoMoreArguments('close', [], extra)
+      return close()
+    },
   }
 
   async function setPaused(id: string, paused: boolean, options?: CallOptions): Promise<Job> {

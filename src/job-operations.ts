@@ -23,7 +23,7 @@ import {
   type JobAction,
 } from './db/queries/job-operations.ts'
 import { UUID, assertUuid, decodeCursor, encodeCursor, limitOf, type Page } from './paging.ts'
-import { assertKnownFields, type FieldSet } from './core/known-fields.ts'
+import { assertKnownFields, assertNoMoreArguments, RUNS_IN_OWN_TRANSACTION, RUNS_ON_CLIENT, type FieldSet } from './core/known-fields.ts'
 
 /** The filters of a job list or export. Dates as Date or ISO-8601 text. */
 export interface JobListFilter {
@@ -127,13 +127,12 @@ const DONE: Record<JobAction, string> = { cancel: 'cancelled', retry: 'retried',
 const fail = (path: string, message: string) => new ValidationError(message, [{ path, message }])
 
 /**
- * Refuses a second argument to a call that takes none (retryJob, rerunJob, deleteJob, bulkJobs): each
- * runs in a transaction of its own, so `{ trx }` given from JavaScript would be ignored and the caller
- * believe it ran in theirs. Undefined is no argument.
+ * Refuses an argument past those a call takes: retryJob, rerunJob, deleteJob and bulkJobs each run in
+ * a transaction of its own, the others on the client's connections, so `{ trx }` given from
+ * JavaScript would be ignored and the caller believe the call ran in theirs.
  */
-function assertNoOptions(call: string, options: unknown): void {
-  if (options !== undefined) throw fail('options', `${call} takes no options: it runs in a transaction of its own, never in the caller's (it has no trx)`)
-}
+const assertNoMore = (call: string, takes: readonly string[], extra: readonly unknown[], runs = RUNS_ON_CLIENT) =>
+  assertNoMoreArguments(call, takes, extra, runs)
 
 function dateOf(value: Date | string | undefined, path: string): Date | undefined {
   if (value === undefined) return undefined
@@ -215,7 +214,8 @@ export function jobOperations(db: Kysely<DB>, own: string | null): JobOperations
   }
 
   const ops: JobOperations = {
-    async listJobs(params = {}) {
+    async listJobs(params = {}, ...extra: unknown[]) {
+      assertNoMore('listJobs', ['params'], extra)
       assertKnownFields(params, LIST_JOBS_FIELDS, 'listJobs params')
       const limit = limitOf(params.limit)
       const beforeId = params.cursor === undefined ? undefined : decodeCursor(params.cursor, UUID)
@@ -225,7 +225,8 @@ export function jobOperations(db: Kysely<DB>, own: string | null): JobOperations
       return { items: page, nextCursor: items.length > limit && last ? encodeCursor(last.id) : null }
     },
 
-    async *exportJobs(filter = {}) {
+    async *exportJobs(filter = {}, ...extra: unknown[]) {
+      assertNoMore('exportJobs', ['filter'], extra)
       assertKnownFields(filter, LIST_FILTER_FIELDS, 'exportJobs filter')
       const f = toFilter(own, filter)
       let beforeId: string | undefined
@@ -238,31 +239,33 @@ export function jobOperations(db: Kysely<DB>, own: string | null): JobOperations
       }
     },
 
-    async retryJob(id, options?: unknown) {
-      assertNoOptions('retryJob', options)
+    async retryJob(id, ...extra: unknown[]) {
+      assertNoMore('retryJob', ['id'], extra, RUNS_IN_OWN_TRANSACTION)
       return (await actOnOne('retry', id, 'FAILED, EXPIRED or CANCELLED')) as Job
     },
-    async rerunJob(id, options?: unknown) {
-      assertNoOptions('rerunJob', options)
+    async rerunJob(id, ...extra: unknown[]) {
+      assertNoMore('rerunJob', ['id'], extra, RUNS_IN_OWN_TRANSACTION)
       return (await actOnOne('rerun', id, 'finished (COMPLETED, FAILED, EXPIRED or CANCELLED)')) as Job
     },
-    async deleteJob(id, options?: unknown) {
-      assertNoOptions('deleteJob', options)
+    async deleteJob(id, ...extra: unknown[]) {
+      assertNoMore('deleteJob', ['id'], extra, RUNS_IN_OWN_TRANSACTION)
       await actOnOne('delete', id, 'finished (COMPLETED, FAILED, EXPIRED or CANCELLED)')
     },
 
-    async tenantOfJob(id) {
+    async tenantOfJob(id, ...extra: unknown[]) {
+      assertNoMore('tenantOfJob', ['id'], extra)
       assertUuid(id, 'id')
       return own ?? jobTenantOf(db, id)
     },
 
-    async tenantOfExecution(id) {
+    async tenantOfExecution(id, ...extra: unknown[]) {
+      assertNoMore('tenantOfExecution', ['id'], extra)
       assertUuid(id, 'id')
       return own ?? executionTenantOf(db, id)
     },
 
-    async bulkJobs(params, options?: unknown) {
-      assertNoOptions('bulkJobs', options)
+    async bulkJobs(params, ...extra: unknown[]) {
+      assertNoMore('bulkJobs', ['params'], extra, RUNS_IN_OWN_TRANSACTION)
       assertKnownFields(params, BULK_JOBS_FIELDS, 'bulkJobs params')
       const { action } = params
       if (!BULK_ACTIONS.includes(action)) throw fail('action', `action must be one of ${BULK_ACTIONS.join(', ')}`)

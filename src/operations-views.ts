@@ -15,7 +15,7 @@ import { statsPerMinute, type MinuteStats } from './db/queries/stats.ts'
 import { workerList, type WorkerView } from './db/queries/workers.ts'
 import { queueList, type QueueView } from './db/queries/queues.ts'
 import { UUID, decodeCursor, encodeCursor, limitOf, type Page } from './paging.ts'
-import { assertKnownFields, type FieldSet } from './core/known-fields.ts'
+import { assertKnownFields, assertNoMoreArguments, RUNS_ON_CLIENT, type FieldSet } from './core/known-fields.ts'
 
 export type { FailureGroup, MinuteStats, WorkerView }
 
@@ -108,7 +108,8 @@ export function operationsViews(db: Kysely<DB>, own: string | null): OperationsV
     return own ?? asked ?? null
   }
   return {
-    async listFailures(params = {}) {
+    async listFailures(params = {}, ...extra: unknown[]) {
+      assertNoMoreArguments('listFailures', ['params'], extra, RUNS_ON_CLIENT)
       assertKnownFields(params, FAILURES_FIELDS, 'listFailures params')
       let since: Date | undefined
       if (params.since !== undefined) {
@@ -118,9 +119,13 @@ export function operationsViews(db: Kysely<DB>, own: string | null): OperationsV
       return failureGroupList(db, { tenant: tenantOf(params.tenant), queue: params.queue, type: params.type, since, limit: FAILURE_GROUPS_MAX })
     },
 
-    listWorkers: () => workerList(db, { limit: WORKERS_MAX }),
+    async listWorkers(...extra: unknown[]) {
+      assertNoMoreArguments('listWorkers', [], extra, RUNS_ON_CLIENT)
+      return workerList(db, { limit: WORKERS_MAX })
+    },
 
-    async listSchedules(params = {}) {
+    async listSchedules(params = {}, ...extra: unknown[]) {
+      assertNoMoreArguments('listSchedules', ['params'], extra, RUNS_ON_CLIENT)
       assertKnownFields(params, SCHEDULES_FIELDS, 'listSchedules params')
       const limit = limitOf(params.limit)
       const afterId = params.cursor === undefined ? undefined : decodeCursor(params.cursor, UUID)
@@ -147,14 +152,16 @@ export function operationsViews(db: Kysely<DB>, own: string | null): OperationsV
       }
     },
 
-    async stats(params = {}) {
+    async stats(params = {}, ...extra: unknown[]) {
+      assertNoMoreArguments('stats', ['params'], extra, RUNS_ON_CLIENT)
       assertKnownFields(params, STATS_FIELDS, 'stats params')
       const minutes = params.minutes ?? 60
       if (!Number.isInteger(minutes) || minutes < 1 || minutes > 1440) throw fail('minutes', 'minutes must be an integer from 1 to 1440')
       return statsPerMinute(db, { tenant: tenantOf(params.tenant), minutes, queue: params.queue })
     },
 
-    listQueues: async (params = {}) => {
+    listQueues: async (params = {}, ...extra: unknown[]) => {
+      assertNoMoreArguments('listQueues', ['params'], extra, RUNS_ON_CLIENT)
       assertKnownFields(params, QUEUES_FIELDS, 'listQueues params')
       const tenant = tenantOf(params.tenant)
       return queueList(db, tenant === null ? {} : { tenant })

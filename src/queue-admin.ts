@@ -21,6 +21,7 @@ import {
   type QueueView,
 } from './db/queries/queues.ts'
 import { ValidationError } from './errors.ts'
+import { assertNoMoreArguments, RUNS_ON_CLIENT } from './core/known-fields.ts'
 
 export type { QueueView }
 
@@ -87,34 +88,53 @@ export function queueAdmin(db: Kysely<DB>): QueueAdmin {
     await write()
     return view(name)
   }
+  /** Refuses an argument past those `call` takes (`{ trx }` among them: these calls run on the client's connections). */
+  const takesOnly = (call: string, takes: readonly string[], extra: readonly unknown[]) => assertNoMoreArguments(`queues.${call}`, takes, extra, RUNS_ON_CLIENT)
   return {
-    list: () => queueList(db),
-    view,
-    pause: (name) => change(name, () => queuePause(db, name)),
-    resume: (name) => change(name, () => queueResume(db, name)),
-    setConcurrencyLimit(name, limit) {
+    async list(...extra: unknown[]) {
+      takesOnly('list', [], extra)
+      return queueList(db)
+    },
+    async view(name, ...extra: unknown[]) {
+      takesOnly('view', ['name'], extra)
+      return view(name)
+    },
+    async pause(name, ...extra: unknown[]) {
+      takesOnly('pause', ['name'], extra)
+      return change(name, () => queuePause(db, name))
+    },
+    async resume(name, ...extra: unknown[]) {
+      takesOnly('resume', ['name'], extra)
+      return change(name, () => queueResume(db, name))
+    },
+    async setConcurrencyLimit(name, limit, ...extra: unknown[]) {
+      takesOnly('setConcurrencyLimit', ['name', 'limit'], extra)
       assertQueueName(name)
       assertRange('concurrencyLimit', limit, CONCURRENCY_LIMIT_MAX, 'no limit')
       return change(name, () => queueSetConcurrencyLimit(db, name, limit))
     },
-    setKeyConcurrencyLimit(name, limit) {
+    async setKeyConcurrencyLimit(name, limit, ...extra: unknown[]) {
+      takesOnly('setKeyConcurrencyLimit', ['name', 'limit'], extra)
       assertQueueName(name)
       assertRange('keyConcurrencyLimit', limit, CONCURRENCY_LIMIT_MAX, 'no limit')
       return change(name, () => queueSetKeyConcurrencyLimit(db, name, limit))
     },
-    setRateLimit(name, limit, periodMs = 1000) {
+    async setRateLimit(name, limit, periodMs = 1000, ...extra: unknown[]) {
+      takesOnly('setRateLimit', ['name', 'limit', 'periodMs'], extra)
       assertQueueName(name)
       assertRange('rateLimit', limit, RATE_LIMIT_MAX, 'no rate limit')
       assertRange('ratePeriodMs', periodMs, RATE_PERIOD_MS_MAX)
       return change(name, () => queueSetRateLimit(db, name, limit, limit === null ? null : periodMs))
     },
-    setKeyRateLimit(name, limit, periodMs = 1000) {
+    async setKeyRateLimit(name, limit, periodMs = 1000, ...extra: unknown[]) {
+      takesOnly('setKeyRateLimit', ['name', 'limit', 'periodMs'], extra)
       assertQueueName(name)
       assertRange('keyRateLimit', limit, RATE_LIMIT_MAX, 'no rate limit per key')
       assertRange('keyRatePeriodMs', periodMs, RATE_PERIOD_MS_MAX)
       return change(name, () => queueSetKeyRateLimit(db, name, limit, limit === null ? null : periodMs))
     },
-    setFairShare(name, on) {
+    async setFairShare(name, on, ...extra: unknown[]) {
+      takesOnly('setFairShare', ['name', 'on'], extra)
       if (typeof on !== 'boolean') {
         const message = `fairShare must be true or false (got ${String(on)})`
         throw new ValidationError(message, [{ path: 'fairShare', message }])

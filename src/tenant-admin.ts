@@ -10,7 +10,7 @@ import { forgetQuotaTenants } from './db/queries/admission.ts'
 import { tenantList, tenantNames, tenantUpdate, type TenantPatch, type TenantView } from './db/queries/tenants.ts'
 import { ValidationError } from './errors.ts'
 import { TENANT_RULE, isTenantName } from './core/names.ts'
-import { assertKnownFields, type FieldSet } from './core/known-fields.ts'
+import { assertKnownFields, assertNoMoreArguments, RUNS_ON_CLIENT, type FieldSet } from './core/known-fields.ts'
 
 export type { TenantPatch, TenantView }
 
@@ -74,11 +74,24 @@ export function tenantAdmin(db: Kysely<DB>): TenantAdmin {
     if (!t) throw new Error(`tenant ${name} missing from its own listing`)
     return t
   }
+  /** Refuses an argument past those `call` takes (`{ trx }` among them: these calls run on the client's connections). */
+  const takesOnly = (call: string, takes: readonly string[], extra: readonly unknown[]) =>
+    assertNoMoreArguments(`tenants.${call}`, takes, extra, RUNS_ON_CLIENT)
   return {
-    list: () => tenantList(db),
-    view,
-    names: (limit = 1000) => tenantNames(db, { limit }),
-    async update(name, patch) {
+    async list(...extra: unknown[]) {
+      takesOnly('list', [], extra)
+      return tenantList(db)
+    },
+    async view(name, ...extra: unknown[]) {
+      takesOnly('view', ['name'], extra)
+      return view(name)
+    },
+    async names(limit = 1000, ...extra: unknown[]) {
+      takesOnly('names', ['limit'], extra)
+      return tenantNames(db, { limit })
+    },
+    async update(name, patch, ...extra: unknown[]) {
+      takesOnly('update', ['name', 'patch'], extra)
       assertTenantName(name)
       assertTenantPatch(patch)
       await tenantUpdate(db, name, patch)

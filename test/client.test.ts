@@ -436,6 +436,123 @@ describe('option objects from plain JavaScript', () => {
     expect(((await call(c, 'retryJob', job.id, undefined)()) as { status: string }).status).toBe('SCHEDULED')
   })
 
+  it("refuses an argument past those every other method takes, reads and writes alike, rather than ignoring it (a { trx } would not be the caller's transaction)", async () => {
+    const c = client()
+    const { job } = await c.submitJob({ type: 'x' })
+    const executionId = job.lastExecution?.id as string
+    const hook = await c.webhooks.create({ url: 'https://example.com/hook' })
+    /** Calls `name` of `scope` with the arguments JavaScript may give it; its refusal as { message, path }. */
+    const refusalOf = async (scope: object, name: string, ...args: unknown[]) => {
+      const err = await refused(async () => {
+        const result = (Reflect.get(scope, name) as (...a: unknown[]) => unknown).apply(scope, args)
+        // an async generator acts (and refuses) on its first next()
+        return typeof (result as { next?: unknown })?.next === 'function' ? (result as AsyncGenerator).next() : result
+      })
+      expect(err.details).toHaveLength(1)
+      expect(err.details?.[0]?.message).toBe(err.message)
+      return { message: err.message, path: err.details?.[0]?.path }
+    }
+    const onClient = "it runs on the client's own connections, never in the caller's transaction (it has no trx)"
+    const noOptions = (name: string) => ({ message: `${name} takes no options: ${onClient}`, path: 'options' })
+    const noArguments = (name: string) => ({ message: `${name} takes no arguments: ${onClient}`, path: 'arguments.0' })
+    await expect(
+      t.db.transaction().execute(async (trx) => {
+        const options = { trx }
+        // calls that take no call options: a second (or further) argument, named `options` in its place
+        for (const [scope, name, ...args] of [
+          [c, 'stats', {}],
+          [c, 'listSchedules', {}],
+          [c, 'listFailures', {}],
+          [c, 'listQueues', {}],
+          [c, 'exportJobs', {}],
+          [c, 'tenantOfJob', job.id],
+          [c, 'tenantOfExecution', executionId],
+          [c, 'events', {}],
+          [c.allTenants(), 'listJobs', {}],
+          [c.allTenants(), 'stats', undefined],
+        ] as Array<[object, string, ...unknown[]]>) {
+          expect([name, await refusalOf(scope, name, ...args, options)]).toEqual([name, noOptions(name)])
+        }
+        for (const [name, ...args] of [
+          ['create', { url: 'https://example.com/other' }],
+          ['view', hook.id],
+          ['delete', hook.id],
+        ] as Array<[string, ...unknown[]]>) {
+          expect(await refusalOf(c.webhooks, name, ...args, options)).toEqual(noOptions(`webhooks.${name}`))
+        }
+        for (const [name, ...args] of [
+          ['view', 'q'],
+          ['pause', 'q'],
+          ['resume', 'q'],
+        ] as Array<[string, ...unknown[]]>) {
+          expect(await refusalOf(c.queues, name, ...args, options)).toEqual(noOptions(`queues.${name}`))
+        }
+        for (const [name, ...args] of [
+          ['view', 'acme'],
+          ['names', 10],
+        ] as Array<[string, ...unknown[]]>) {
+          expect(await refusalOf(c.tenants, name, ...args, options)).toEqual(noOptions(`tenants.${name}`))
+        }
+        // writes with more arguments: the one after their last
+        expect(await refusalOf(c.queues, 'setConcurrencyLimit', 'q', 5, options)).toEqual(noOptions('queues.setConcurrencyLimit'))
+        expect(await refusalOf(c.queues, 'setKeyConcurrencyLimit', 'q', 5, options)).toEqual(noOptions('queues.setKeyConcurrencyLimit'))
+        expect(await refusalOf(c.queues, 'setRateLimit', 'q', 5, 1000, options)).toEqual(noOptions('queues.setRateLimit'))
+        expect(await refusalOf(c.queues, 'setKeyRateLimit', 'q', 5, 1000, options)).toEqual(noOptions('queues.setKeyRateLimit'))
+        expect(await refusalOf(c.queues, 'setFairShare', 'q', true, options)).toEqual(noOptions('queues.setFairShare'))
+        expect(await refusalOf(c.tenants, 'update', 'acme', { weight: 2 }, options)).toEqual(noOptions('tenants.update'))
+        expect(await refusalOf(c.webhooks, 'deliveries', hook.id, {}, options)).toEqual(noOptions('webhooks.deliveries'))
+        // calls that take no argument at all
+        expect(await refusalOf(c, 'listWorkers', options)).toEqual(noArguments('listWorkers'))
+        expect(await refusalOf(c, 'listWorkers', { limit: 5 })).toEqual(noArguments('listWorkers'))
+        expect(await refusalOf(c.queues, 'list', options)).toEqual(noArguments('queues.list'))
+        expect(await refusalOf(c.tenants, 'list', options)).toEqual(noArguments('tenants.list'))
+        expect(await refusalOf(c.webhooks, 'list', options)).toEqual(noArguments('webhooks.list'))
+        throw new Error('caller rolls back')
+      }),
+    ).rejects.toThrow('caller rolls back')
+    // nothing was changed, in the transaction or outside it
+    expect(await c.queues.view('q')).toMatchObject({
+      paused: false,
+      concurrencyLimit: null,
+      keyConcurrencyLimit: null,
+      rateLimit: null,
+      keyRateLimit: null,
+      fairShare: false,
+    })
+    expect(await c.tenants.view('acme')).toMatchObject({ weight: 1 })
+    expect((await c.webhooks.list()).map((w) => w.id)).toEqual([hook.id])
+    // calls that take call options: an argument after them, by its place
+    const tooMany = (name: string, takes: string) => ({
+      message: `${name} takes at most ${takes.split(', ').length} arguments (${takes}), got one more`,
+      path: `arguments.${takes.split(', ').length}`,
+    })
+    for (const [name, takes, ...args] of [
+      ['submitJob', 'input, options', { type: 'x' }, {}],
+      ['submitJobs', 'inputs, options', [{ type: 'x' }], {}],
+      ['viewJob', 'id, options', job.id, {}],
+      ['listJobs', 'params, options', {}, {}],
+      ['listExecutions', 'jobId, params, options', job.id, {}, {}],
+      ['viewExecution', 'id, options', executionId, {}],
+      ['cancelJob', 'id, options', job.id, {}],
+      ['pauseJob', 'id, options', job.id, {}],
+      ['resumeJob', 'id, options', job.id, {}],
+    ] as Array<[string, string, ...unknown[]]>) {
+      expect([name, await refusalOf(c, name, ...args, 'extra')]).toEqual([name, tooMany(name, takes)])
+    }
+    // and the client's own
+    expect(await refusalOf(c, 'allTenants', 'other')).toEqual({ message: 'allTenants takes no arguments', path: 'arguments.0' })
+    expect(await refusalOf(c, 'withTenant', 'other', 'me', 'extra')).toEqual({
+      message: 'withTenant takes at most 2 arguments (tenant, createdBy), got one more',
+      path: 'arguments.2',
+    })
+    expect(await refusalOf(c, 'close', { force: true })).toEqual({ message: 'close takes no arguments', path: 'arguments.0' })
+    expect(await refusalOf(c, 'retryJob', job.id, undefined, 'extra')).toMatchObject({ path: 'arguments.2' })
+    // undefined is no argument
+    expect(await c.listWorkers(...([undefined] as unknown as []))).toEqual([])
+    expect((await c.viewJob(job.id, undefined, ...([undefined] as unknown as []))).status).toBe('SCHEDULED')
+    expect(await c.queues.setFairShare('q', true, ...([undefined] as unknown as []))).toMatchObject({ name: 'q', fairShare: true })
+  })
+
   it('refuses a createClient option it does not know, listing the known ones', async () => {
     const err = await refused(() => createClient({ db: t.db, tenant: 'acme', batchSubmit: false } as never))
     expect(err.details).toEqual(unknown('batchSubmit'))

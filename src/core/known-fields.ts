@@ -9,7 +9,8 @@
  * the package's other exported functions that take an options object: defineHandler (a misspelt
  * `sandBox` would run the handler with no sandbox), createHttpHandler, verifyWebhookSignature,
  * createWorkerSystem, createOutputStore, migrate and createLogger (and loadConfig's flags, refused
- * in its ConfigError).
+ * in its ConfigError). assertNoMoreArguments refuses, likewise, an argument past those a client
+ * method takes.
  */
 import { ValidationError, type ErrorDetail } from '../errors.ts'
 
@@ -48,4 +49,33 @@ export function assertKnownFields(value: unknown, fields: Readonly<Record<string
   const known = Object.keys(fields).join(', ')
   const listed = known.length <= KNOWN_FIELDS_LISTED_MAX_CHARS ? ` (known: ${known})` : ''
   throw new ValidationError(`${details.map((d) => d.message).join('; ')}${listed}`, details)
+}
+
+/** Where a call that takes no `{ trx }` runs, for its refusal of one: the client's pool. */
+export const RUNS_ON_CLIENT = "on the client's own connections, never in the caller's transaction"
+/** Where a call that takes no `{ trx }` runs, for its refusal of one: a transaction it opens. */
+export const RUNS_IN_OWN_TRANSACTION = "in a transaction of its own, never in the caller's"
+
+/**
+ * Refuses arguments past those a call takes, given from JavaScript or with a cast (`extra`: the rest
+ * parameter after them; undefined is no argument): `listSchedules(params, { trx })` or
+ * `queues.pause(name, { trx })` would run outside the caller's transaction while the caller believes
+ * it ran in theirs, and `listWorkers({ limit: 5 })` would list every worker. `takes` names the
+ * arguments the call takes (`options` last when it takes call options); `runs` says where a call
+ * that runs statements but takes no call options runs. The refusal names the call and the argument:
+ * for such a call, `options` for the place call options would have, else `arguments.<index>`.
+ */
+export function assertNoMoreArguments(call: string, takes: readonly string[], extra: readonly unknown[], runs?: string): void {
+  const index = extra.findIndex((argument) => argument !== undefined)
+  if (index === -1) return
+  const takesOptions = takes[takes.length - 1] === 'options'
+  const inOptionsPlace = index === 0 && takes.length > 0 && !takesOptions && runs !== undefined
+  const head =
+    takes.length === 0
+      ? 'takes no arguments'
+      : inOptionsPlace
+        ? 'takes no options'
+        : `takes at most ${takes.length} argument${takes.length === 1 ? '' : 's'} (${takes.join(', ')}), got one more`
+  const message = `${call} ${head}${runs !== undefined && !takesOptions ? `: it runs ${runs} (it has no trx)` : ''}`
+  throw new ValidationError(message, [{ path: inOptionsPlace ? 'options' : `arguments.${takes.length + index}`, message }])
 }

@@ -12,7 +12,7 @@ import { isQueueName, QUEUE_RULE } from '../core/names.ts'
 import { NotFoundError, ValidationError } from '../errors.ts'
 import { refusedUrlHost, type AddressPolicy } from '../lib/address-policy.ts'
 import { assertUuid, decodeCursor, encodeCursor, type Page } from '../paging.ts'
-import { assertKnownFields, type FieldSet } from '../core/known-fields.ts'
+import { assertKnownFields, assertNoMoreArguments, RUNS_ON_CLIENT, type FieldSet } from '../core/known-fields.ts'
 import {
   webhookDeliveryJobsLeft,
   webhookDeliveryList,
@@ -87,11 +87,16 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPoli
     assertUuid(id, 'id')
     if ((await webhookSubscriptionList(db, { tenant, id })).length === 0) throw new NotFoundError(`webhook ${id} not found`)
   }
+  /** Refuses an argument past those `call` takes (`{ trx }` among them: these calls run on the client's connections). */
+  const takesOnly = (call: string, takes: readonly string[], extra: readonly unknown[]) =>
+    assertNoMoreArguments(`webhooks.${call}`, takes, extra, RUNS_ON_CLIENT)
   return {
-    async list() {
+    async list(...extra: unknown[]) {
+      takesOnly('list', [], extra)
       return (await webhookSubscriptionList(db, { tenant })).map(withoutSecret)
     },
-    async create(input) {
+    async create(input, ...extra: unknown[]) {
+      takesOnly('create', ['input'], extra)
       assertKnownFields(input, CREATE_FIELDS, 'webhook')
       let url: URL
       try {
@@ -118,13 +123,15 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPoli
       const row = await webhookSubscriptionInsert(db, { tenant, url: input.url, events, queue, secret })
       return { ...withoutSecret(row), secret }
     },
-    async view(id) {
+    async view(id, ...extra: unknown[]) {
+      takesOnly('view', ['id'], extra)
       assertUuid(id, 'id')
       const [row] = await webhookSubscriptionList(db, { tenant, id })
       if (!row) throw new NotFoundError(`webhook ${id} not found`)
       return withoutSecret(row)
     },
-    async delete(id) {
+    async delete(id, ...extra: unknown[]) {
+      takesOnly('delete', ['id'], extra)
       assertUuid(id, 'id')
       const deleted = await webhookSubscriptionDelete(db, { tenant, id })
       if (!deleted) throw new NotFoundError(`webhook ${id} not found`)
@@ -132,7 +139,8 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPoli
       await cancelJobs(await webhookDeliveryJobsLeft(db, { tenant, subscriptionId: id }))
       return withoutSecret(deleted)
     },
-    async deliveries(id, params = {}) {
+    async deliveries(id, params = {}, ...extra: unknown[]) {
+      takesOnly('deliveries', ['id', 'params'], extra)
       assertKnownFields(params, DELIVERIES_FIELDS, 'deliveries params')
       await own(id)
       const limit = params.limit ?? 100
