@@ -12,7 +12,7 @@ import { parseOutputStoreSetting } from './core/output-uri.ts'
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { ConfigError, type ErrorDetail } from './errors.ts'
-import { unknownFields } from './core/known-fields.ts'
+import { assertKnownFields, unknownFields } from './core/known-fields.ts'
 import { databaseUrlProblem } from './db/database-url.ts'
 import { PARTITION_COUNT, PARTITION_COUNT_DEFAULT, QUEUE_PATTERN } from './core/names.ts'
 import { MISFIRE_THRESHOLD_DEFAULT_MS } from './core/fire-times.ts'
@@ -400,6 +400,23 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, fl
     throw new ConfigError(`invalid configuration:\n  ${details.map((d) => d.message).join('\n  ')}${notes.join('')}`, details)
   }
   return deepFreeze(value as Config)
+}
+
+/** The keys of an object schema, each `true`: what assertKnownFields takes. */
+const keysOf = (schema: TSchema): Record<string, true> => Object.fromEntries(Object.keys(schema.properties ?? {}).map((key) => [key, true as const]))
+
+/**
+ * Refuses a key ConfigSchema does not have, at the top of `config` or in one of its sections, in a
+ * config built or changed by hand (from JavaScript, or with a cast): loadConfig's result has none, but
+ * `{ ...config, worker: { ...config.worker, concurency: 5 } }` would run with the default concurrency.
+ * `what` names it (`createWorkerSystem config`); `prefix` leads each path (`config.`).
+ */
+export function assertConfigFields(config: unknown, what: string, prefix = '', schema: TSchema = ConfigSchema): void {
+  assertKnownFields(config, keysOf(schema), what, prefix)
+  for (const [key, child] of Object.entries(schema.properties as Record<string, TSchema>)) {
+    const section = (config as Record<string, unknown>)[key]
+    if (child.type === 'object' && child.properties && section !== undefined) assertConfigFields(section, `${what}.${key}`, `${prefix}${key}.`, child)
+  }
 }
 
 function deepFreeze<T>(value: T): T {

@@ -20,10 +20,14 @@ export interface CreateLoggerOptions {
 
 /** Any other option is refused: a misspelt `prety` would write JSON lines where human ones were asked for. */
 const OPTIONS_FIELDS: FieldSet<CreateLoggerOptions> = { level: true, name: true, pretty: true }
+/** Any other key of `pretty` is refused: a misspelt `color: false` would colour the lines. */
+const PRETTY_FIELDS: FieldSet<NonNullable<CreateLoggerOptions['pretty']>> = { colors: true }
 
-/** @throws ValidationError naming an option it does not know (from JavaScript). */
+/** @throws ValidationError naming an option it does not know, or a key of `pretty` (from JavaScript). */
 export function createLogger(options: CreateLoggerOptions): Logger {
   assertKnownFields(options, OPTIONS_FIELDS, 'createLogger options')
+  // (a plain `true` or `false` is taken as it always was: human lines without colours, or JSON lines)
+  if (typeof options.pretty === 'object' && options.pretty !== null) assertKnownFields(options.pretty, PRETTY_FIELDS, 'createLogger options.pretty', 'pretty.')
   const settings = {
     name: options.name ?? 'pgsched',
     level: options.level,

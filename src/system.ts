@@ -3,7 +3,7 @@
  * the services a `scheduler worker` runs (worker, reaper, dispatcher, pruner), starts them
  * and stops them in order. Only this file and bin/ see the whole graph.
  */
-import type { Config } from './config.ts'
+import { assertConfigFields, type Config } from './config.ts'
 import { ConfigError } from './errors.ts'
 import { assertKnownFields, type FieldSet } from './core/known-fields.ts'
 import type { Logger } from './logger.ts'
@@ -54,10 +54,13 @@ const PARAMS_FIELDS: FieldSet<CreateWorkerSystemParams> = { config: true, log: t
 
 /**
  * The worker process's services on their pools, not started.
- * @throws ValidationError naming a parameter it does not know (from JavaScript); ConfigError without config.databaseUrl.
+ * @throws ValidationError naming a parameter, or a key of config or of one of its sections, it does not know
+ *   (from JavaScript); ConfigError without config.databaseUrl.
  */
 export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSystem {
   assertKnownFields(params, PARAMS_FIELDS, 'createWorkerSystem params')
+  // a config changed by hand: a misspelt setting (worker.concurency) would run with its default
+  assertConfigFields(params.config, 'createWorkerSystem config', 'config.')
   const databaseUrl = params.config.databaseUrl
   if (!databaseUrl) throw new ConfigError('createWorkerSystem: config.databaseUrl must be set (DATABASE_URL, a postgres:// URL)')
   const config = { ...params.config, databaseUrl }

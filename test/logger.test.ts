@@ -26,4 +26,21 @@ describe('createLogger', () => {
     // a key left undefined is no option
     expect(createLogger({ level: 'silent', prety: undefined } as never).level).toBe('silent')
   })
+
+  it('refuses a key of pretty it does not know, naming its full path', () => {
+    let err: unknown
+    try {
+      // a misspelt colors: lines coloured (or not) against what was asked
+      createLogger({ level: 'silent', pretty: { color: false } } as never)
+    } catch (e: unknown) {
+      err = e
+    }
+    expect(err).toBeInstanceOf(ValidationError)
+    expect((err as ValidationError).message).toBe('unknown field "pretty.color" (known: colors)')
+    expect((err as ValidationError).details).toEqual([{ path: 'pretty.color', message: 'unknown field "pretty.color"' }])
+    // colors alone, or a plain true or false, as ever
+    expect(createLogger({ level: 'silent', pretty: { colors: false } }).level).toBe('silent')
+    expect(createLogger({ level: 'silent', pretty: true } as never).level).toBe('silent')
+    expect(createLogger({ level: 'silent', pretty: false } as never).level).toBe('silent')
+  })
 })

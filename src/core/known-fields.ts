@@ -8,8 +8,10 @@
  * would run the call outside the caller's transaction), webhooks.create and tenants.update; and by
  * the package's other exported functions that take an options object: defineHandler (a misspelt
  * `sandBox` would run the handler with no sandbox), createHttpHandler, verifyWebhookSignature,
- * createWorkerSystem, createOutputStore, migrate and createLogger (and loadConfig's flags, refused
- * in its ConfigError). assertNoMoreArguments refuses, likewise, an argument past those a client
+ * createWorkerSystem, createOutputStore, migrate and createLogger, and the objects nested in them
+ * (createWorkerSystem's config and its sections, createOutputStore's settings and
+ * settings.s3Credentials, createLogger's pretty), each named by its full path (and loadConfig's
+ * flags, refused in its ConfigError). assertNoMoreArguments refuses, likewise, an argument past those a client
  * method takes.
  */
 import { ValidationError, type ErrorDetail } from '../errors.ts'

@@ -15,7 +15,14 @@ export interface S3Settings {
   endpoint?: string
   region?: string
   /** Absent: the SDK's usual sources. For programmatic use; the command line never sets it. */
-  credentials?: { accessKeyId: string; secretAccessKey: string }
+  credentials?: S3Credentials
+}
+
+/** An access key, with the session token of temporary credentials. */
+export interface S3Credentials {
+  accessKeyId: string
+  secretAccessKey: string
+  sessionToken?: string
 }
 
 /** Object calls, bucket and key explicit. */

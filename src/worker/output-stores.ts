@@ -13,6 +13,7 @@ import type { Logger } from '../logger.ts'
 import { createFileOutputBackend } from './output-file.ts'
 import { createPostgresOutputBackend } from './output-postgres.ts'
 import { createS3OutputBackend } from './output-s3.ts'
+import type { S3Credentials } from '../lib/s3.ts'
 import { BufferedOutputStore, type OutputStore } from './output-store.ts'
 
 /** config.output. */
@@ -26,7 +27,7 @@ export interface OutputSettings {
   s3Endpoint?: string
   s3Region?: string
   /** Absent: the AWS SDK's usual sources (AWS_ACCESS_KEY_ID, …). Programmatic only. */
-  s3Credentials?: { accessKeyId: string; secretAccessKey: string }
+  s3Credentials?: S3Credentials
 }
 
 export interface CreateOutputStoreParams {
@@ -40,15 +41,20 @@ export interface CreateOutputStoreParams {
 const PARAMS_FIELDS: FieldSet<CreateOutputStoreParams> = { settings: true, db: true, log: true }
 /** Any other setting is refused: a misspelt `s3Regoin` would send the output to the default region. */
 const SETTINGS_FIELDS: FieldSet<OutputSettings> = { store: true, dir: true, maxBytes: true, s3Endpoint: true, s3Region: true, s3Credentials: true }
+/** Any other credential is refused: a misspelt `sessionTokn` would sign with the key alone, refused by S3 at the first write. */
+const S3_CREDENTIALS_FIELDS: FieldSet<S3Credentials> = { accessKeyId: true, secretAccessKey: true, sessionToken: true }
 
 /**
  * The store the settings name.
- * @throws ValidationError naming a parameter or setting it does not know (from JavaScript); ConfigError
+ * @throws ValidationError naming a parameter, setting or credential it does not know (from JavaScript); ConfigError
  *   without a db for postgres; Error for a store setting that does not parse (loadConfig checked it).
  */
 export function createOutputStore(params: CreateOutputStoreParams): OutputStore {
   assertKnownFields(params, PARAMS_FIELDS, 'createOutputStore params')
   assertKnownFields(params.settings, SETTINGS_FIELDS, 'createOutputStore settings', 'settings.')
+  if (params.settings.s3Credentials != null) {
+    assertKnownFields(params.settings.s3Credentials, S3_CREDENTIALS_FIELDS, 'createOutputStore settings.s3Credentials', 'settings.s3Credentials.')
+  }
   const { settings } = params
   const { db } = params
   const setting = parseOutputStoreSetting(settings.store, settings.dir)

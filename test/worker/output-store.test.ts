@@ -233,6 +233,23 @@ describe('createOutputStore from plain JavaScript', () => {
     createOutputStore({ settings: { ...outputSettings(), s3Region: undefined }, db: t.db, log: t.log, dB: undefined } as never)
     createOutputStore({ settings: loadConfig({ DATABASE_URL: t.url }).output, db: t.db, log: t.log })
   })
+
+  it('refuses a credential it does not know, naming its full path, rather than signing without it', () => {
+    const s3 = (s3Credentials: unknown) => outputSettings({ store: 's3://bucket/out', s3Region: 'eu-west-1', s3Credentials: s3Credentials as never })
+    const keys = { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'secret' }
+    // a misspelt sessionToken: temporary credentials without their token, refused by S3 at the first write
+    expect(refusal(() => createOutputStore({ settings: s3({ ...keys, sessionTokn: 'token' }), log: t.log }))).toEqual({
+      message: 'unknown field "settings.s3Credentials.sessionTokn" (known: accessKeyId, secretAccessKey, sessionToken)',
+      details: [{ path: 'settings.s3Credentials.sessionTokn', message: 'unknown field "settings.s3Credentials.sessionTokn"' }],
+    })
+    expect(refusal(() => createOutputStore({ settings: s3('AKIDEXAMPLE:secret'), log: t.log })).message).toBe(
+      'createOutputStore settings.s3Credentials must be an object',
+    )
+    // the known ones, a key left undefined, and none at all (null or absent) are taken
+    createOutputStore({ settings: s3({ ...keys, sessionToken: 'token', sessionTokn: undefined }), log: t.log })
+    createOutputStore({ settings: s3(null), log: t.log })
+    createOutputStore({ settings: s3(undefined), log: t.log })
+  })
 })
 
 describe('createWorkerSystem from plain JavaScript', () => {
@@ -247,6 +264,33 @@ describe('createWorkerSystem from plain JavaScript', () => {
     expect(refusal(() => createWorkerSystem(undefined as never)).message).toBe('createWorkerSystem params must be an object')
     // a key left undefined is no parameter
     const system = createWorkerSystem({ config, log: t.log, handlers: [], outputStore, outputstore: undefined } as never)
+    await system.stop()
+  })
+
+  it('refuses a key of its config or of a section of it that names no setting, naming its full path, rather than running with the default', async () => {
+    const config = loadConfig({ DATABASE_URL: t.url, SCHEDULER_WORKER_METRICS_PORT: 'off' }) as Parameters<typeof createWorkerSystem>[0]['config']
+    const outputStore = createOutputStore({ settings: outputSettings({ store: 'file' }), log: t.log })
+    const withConfig = (changed: unknown) => () => createWorkerSystem({ config: changed as typeof config, log: t.log, handlers: [], outputStore })
+    // a misspelt concurrency: the worker would run 10 handlers at once
+    expect(refusal(withConfig({ ...config, worker: { ...config.worker, concurency: 5 } }))).toEqual({
+      message: 'unknown field "config.worker.concurency"',
+      details: [{ path: 'config.worker.concurency', message: 'unknown field "config.worker.concurency"' }],
+    })
+    expect(refusal(withConfig({ ...config, output: { ...config.output, s3Regoin: 'eu-west-1' } })).details).toEqual([
+      { path: 'config.output.s3Regoin', message: 'unknown field "config.output.s3Regoin"' },
+    ])
+    expect(refusal(withConfig({ ...config, wroker: { concurrency: 5 } })).details).toEqual([
+      { path: 'config.wroker', message: 'unknown field "config.wroker"' },
+    ])
+    expect(refusal(withConfig({ ...config, api: 8080 })).message).toBe('createWorkerSystem config.api must be an object')
+    expect(refusal(withConfig(undefined)).message).toBe('createWorkerSystem config must be an object')
+    // a setting changed by hand, and a key left undefined, are taken
+    const system = createWorkerSystem({
+      config: { ...config, worker: { ...config.worker, concurrency: 5, concurency: undefined } as typeof config.worker },
+      log: t.log,
+      handlers: [],
+      outputStore,
+    })
     await system.stop()
   })
 })
