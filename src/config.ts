@@ -373,26 +373,31 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, fl
   const urlProblem = typeof (value as Config).databaseUrl === 'string' ? databaseUrlProblem((value as Config).databaseUrl as string) : undefined
   if (urlProblem && !details.some((d) => d.path === 'databaseUrl'))
     details.push({ path: 'databaseUrl', message: `${sourceOf.databaseUrl ?? 'DATABASE_URL'} ${urlProblem}` })
-  if (details.length === 0) {
-    const config = value as Config
+  // The checks across settings, each once the settings it reads are valid themselves: a
+  // configuration with several problems is refused naming all of them, not one per try.
+  const config = value as Config
+  const valid = (...paths: string[]) => !details.some((d) => paths.includes(d.path))
+  if (valid('worker.httpAllow')) {
     try {
       parseAddressPolicy(config.worker.httpAllow)
     } catch (err: unknown) {
       details.push({ path: 'worker.httpAllow', message: `${sourceOf['worker.httpAllow'] ?? 'SCHEDULER_HTTP_ALLOW'}: ${(err as Error).message}` })
     }
+  }
+  if (valid('output.store', 'output.dir')) {
     try {
       parseOutputStoreSetting(config.output.store, config.output.dir)
     } catch (err: unknown) {
       details.push({ path: 'output.store', message: `${sourceOf['output.store'] ?? 'SCHEDULER_OUTPUT_STORE'} ${(err as Error).message}` })
     }
-    if (config.worker.leaseMs <= 3 * config.worker.heartbeatMs) {
-      const lease = sourceOf['worker.leaseMs'] ?? 'SCHEDULER_LEASE_MS'
-      const heartbeat = sourceOf['worker.heartbeatMs'] ?? 'SCHEDULER_HEARTBEAT_MS'
-      details.push({
-        path: 'worker.leaseMs',
-        message: `${lease} (${config.worker.leaseMs}) must be more than 3 × ${heartbeat} (${config.worker.heartbeatMs}), so a worker aborts its handlers before its lease can expire`,
-      })
-    }
+  }
+  if (valid('worker.leaseMs', 'worker.heartbeatMs') && config.worker.leaseMs <= 3 * config.worker.heartbeatMs) {
+    const lease = sourceOf['worker.leaseMs'] ?? 'SCHEDULER_LEASE_MS'
+    const heartbeat = sourceOf['worker.heartbeatMs'] ?? 'SCHEDULER_HEARTBEAT_MS'
+    details.push({
+      path: 'worker.leaseMs',
+      message: `${lease} (${config.worker.leaseMs}) must be more than 3 × ${heartbeat} (${config.worker.heartbeatMs}), so a worker aborts its handlers before its lease can expire`,
+    })
   }
   if (details.length > 0) {
     // a misspelt variable left a setting at its default, which may be what is refused

@@ -176,6 +176,17 @@ describe('loadConfig', () => {
     expect(flags.message).toContain('--lease-ms (10000) must be more than 3 × --heartbeat-ms (5000)')
   })
 
+  it('names every problem at once, those across settings too, and checks none across a setting that is itself invalid', () => {
+    const err = errorOf(() =>
+      loadConfig({ SCHEDULER_LEASE_MS: '15000', SCHEDULER_WORKER_PREFETCH: '1e2', SCHEDULER_HTTP_ALLOW: 'nonsense/99', SCHEDULER_PORT: 'x' }),
+    )
+    expect(err.details?.map((d) => d.path).sort()).toEqual(['api.port', 'worker.httpAllow', 'worker.leaseMs', 'worker.prefetch'])
+    expect(err.message).toContain('SCHEDULER_LEASE_MS (15000) must be more than 3 × SCHEDULER_HEARTBEAT_MS (5000)')
+    // an invalid heartbeat is named once, not also compared with the lease
+    const invalid = errorOf(() => loadConfig({ SCHEDULER_LEASE_MS: '15000', SCHEDULER_HEARTBEAT_MS: '-1' }))
+    expect(invalid.details?.map((d) => d.path)).toEqual(['worker.heartbeatMs'])
+  })
+
   it('accepts a database URL with several hosts, and rejects one that does not parse or cannot write', () => {
     expect(loadConfig({ DATABASE_URL: 'postgres://u:p,w@h1,h2:6432/db' }).databaseUrl).toBe('postgres://u:p,w@h1,h2:6432/db')
     expect(errorOf(() => loadConfig({ DATABASE_URL: 'postgres://h1:5432,:6432/db' })).message).toContain(
