@@ -130,7 +130,9 @@ export interface ScheduleInfo {
   tenant: string
   type: string
   queue: string
-  schedule: unknown
+  kind: 'cron' | 'interval'
+  /** The cron expression, or the interval as a duration (90s, 5m, 1h). */
+  schedule: string
   timezone: string | null
   paused: boolean
   /** The job's state: a cancelled job's schedule stays listed, with no fire times. */

@@ -2,20 +2,17 @@
 import { useContext, useState } from 'preact/hooks'
 import { call, withQuery } from '../api.ts'
 import { ActionButton, ErrorNotice, StatusBadge, TableWrap } from '../components/common.tsx'
-import { json, shortId, when } from '../format.ts'
+import { shortId, when } from '../format.ts'
 import { useLiveRefresh, useLoad } from '../hooks.ts'
 import { IdentityContext } from '../identity.ts'
 import { href } from '../router.ts'
 import type { Page, ScheduleInfo } from '../types.ts'
 
-function scheduleText(s: unknown): string {
-  if (typeof s === 'string') return s
-  if (s && typeof s === 'object') {
-    const o = s as Record<string, unknown>
-    if (typeof o.cron === 'string') return `cron ${o.cron}`
-    if (o.every !== undefined) return `every ${String(o.every)}`
-  }
-  return json(s)
+/** "cron 0 9 * * * (Europe/Berlin)" or "every 30s": the API gives the expression (or the interval) and its kind apart. */
+function scheduleText(s: ScheduleInfo): string {
+  // a cron expression's zone; an interval has none
+  if (s.kind === 'cron') return `cron ${s.schedule}${s.timezone ? ` (${s.timezone})` : ''}`
+  return `every ${s.schedule}`
 }
 
 export function SchedulesPage() {
@@ -60,9 +57,7 @@ export function SchedulesPage() {
                   <td>{s.type}</td>
                   <td>{s.queue}</td>
                   <td>
-                    {scheduleText(s.schedule)}
-                    {/* a cron expression's zone; an interval has none */}
-                    {s.timezone && scheduleText(s.schedule).startsWith('cron') ? ` (${s.timezone})` : ''}{' '}
+                    {scheduleText(s)}{' '}
                     {s.state === 'cancelled' ? (
                       <span class="badge badge-cancelled">cancelled</span>
                     ) : (
