@@ -179,6 +179,24 @@ describe('the dashboard in Chromium', () => {
     await page.context().close()
   })
 
+  it("keeps a running job's newest output line in view, until the reader scrolls up", async () => {
+    const job = await submit(acmeKey, { type: 'output.lines', payload: { lines: 400, everyMs: 25 } })
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/jobs/${job.id}`)
+    const box = page.locator('.output-text').first()
+    const lastLine = async () => Number(/line (\d+)\n$/.exec((await box.textContent()) ?? '')?.[1] ?? 0)
+    await waitFor(async () => (await lastLine()) >= 60, { what: 'more output than the box shows' })
+    const atEnd = () => box.evaluate((e) => e.scrollHeight - e.scrollTop - e.clientHeight < 8)
+    await waitFor(atEnd, { what: 'the box scrolled to its newest line' })
+    expect(await box.evaluate((e) => e.scrollTop)).toBeGreaterThan(0)
+    // scrolled up to read, the reader stays where they are while lines keep coming
+    await box.evaluate((e) => e.scrollTo({ top: 0 }))
+    const seen = await lastLine()
+    await waitFor(async () => (await lastLine()) > seen + 20, { what: 'more lines' })
+    expect(await box.evaluate((e) => e.scrollTop)).toBe(0)
+    await page.context().close()
+  })
+
   it('retries a failed job from its page and shows it succeed', async () => {
     const flag = join(flags, 'retry-switch')
     writeFileSync(flag, '')

@@ -3,14 +3,27 @@
  * (GET /v1/executions/{id}/output?follow=true, read chunk by chunk as the worker stores it);
  * once finished, what was stored is read once. With `attempt`, the output that attempt stored
  * (`?attempt=N`), read once; a 404 says that attempt stored none. Shown as text, never as markup.
+ * Followed live, the box keeps its newest line in view, as `tail -f` does, unless the reader has
+ * scrolled up to read earlier lines (scrolling back to the end follows again).
  */
-import { useEffect, useState } from 'preact/hooks'
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks'
 import { ApiError, request, withQuery } from '../api.ts'
 
 export function Output({ executionId, live, attempt }: { executionId: string; live: boolean; attempt?: number }) {
   const [text, setText] = useState('')
   const [state, setState] = useState<'reading' | 'following' | 'done' | 'none' | 'error'>('reading')
   const [error, setError] = useState('')
+  const box = useRef<HTMLElement>(null)
+  /** Whether the box shows its end: new output then scrolls into view. */
+  const atEnd = useRef(true)
+  useLayoutEffect(() => {
+    const el = box.current
+    if (el && live && atEnd.current) el.scrollTop = el.scrollHeight
+  }, [text, live])
+  const scrolled = () => {
+    const el = box.current
+    if (el) atEnd.current = el.scrollHeight - el.scrollTop - el.clientHeight < 8
+  }
   useEffect(() => {
     const controller = new AbortController()
     setText('')
@@ -47,7 +60,7 @@ export function Output({ executionId, live, attempt }: { executionId: string; li
         {state === 'following' ? 'Following the output as it is written…' : state === 'error' ? `Output could not be read: ${error}` : ''}
       </p>
       {/* biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling region must be reachable by keyboard */}
-      <section class="output-text" aria-label={label} tabIndex={0} data-output-of={executionId} data-output-attempt={attempt}>
+      <section class="output-text" ref={box} onScroll={scrolled} aria-label={label} tabIndex={0} data-output-of={executionId} data-output-attempt={attempt}>
         <pre>{text}</pre>
       </section>
     </div>
