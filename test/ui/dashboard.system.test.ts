@@ -346,6 +346,11 @@ describe('the dashboard in Chromium', () => {
       what: 'the queue row to show 1 due and 0 running',
     })
     await shot(page, 'queues')
+    // the waiting job's page says why it does not start
+    const jobPage = await signedIn(operatorKey)
+    await jobPage.goto(`${api.url}/ui/#/jobs/${waiting.id}`)
+    await expect(jobPage.locator('[data-queue-paused="ui-pause"]').textContent()).resolves.toContain('does not start until the queue is resumed')
+    await jobPage.context().close()
     await row.getByRole('button', { name: 'Resume ui-pause' }).click()
     await waitFor(async () => (await viewJob(waiting.id)).status === 'COMPLETED', { what: 'the waiting job to run once resumed' })
     await page.context().close()
@@ -524,6 +529,16 @@ describe('the dashboard in Chromium', () => {
     expect(tenantNames).toEqual(expect.arrayContaining(['acme', 'globex', 'ops']))
     await shot(operatorPage, 'jobs')
     await operatorPage.context().close()
+    await page.context().close()
+  })
+
+  it('marks an execution that missed its start deadline as expired, as its job', async () => {
+    const job = await submit(acmeKey, { type: 'noop', queue: 'ui-nobody', startDeadlineMs: 1000, schedule: { at: '2020-01-01T00:00:00Z' } })
+    await waitFor(async () => (await viewJob(job.id)).status === 'EXPIRED', { what: 'the job to expire' })
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/jobs/${job.id}`)
+    await page.waitForSelector('[data-job-status="EXPIRED"]')
+    await expect(page.locator('.execution h3 .badge').textContent()).resolves.toBe('expired')
     await page.context().close()
   })
 

@@ -5,14 +5,15 @@
  * attempt that has ended shows the output it stored on request (a failed attempt's, before its retry).
  * Live events of this job reload the page's data.
  */
-import { useState } from 'preact/hooks'
+import { useContext, useState } from 'preact/hooks'
 import { call } from '../api.ts'
 import { ActionButton, ErrorNotice, JsonBlock, StatusBadge, TableWrap } from '../components/common.tsx'
 import { Output } from '../components/output.tsx'
 import { duration, when } from '../format.ts'
-import { useLiveRefresh, useLoad } from '../hooks.ts'
-import { navigate } from '../router.ts'
-import type { Attempt, Execution, Job, Page, ScheduleInfo } from '../types.ts'
+import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
+import { IdentityContext } from '../identity.ts'
+import { href, navigate } from '../router.ts'
+import type { Attempt, Execution, Job, Page, Queue, ScheduleInfo } from '../types.ts'
 
 const FINISHED = new Set(['COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED'])
 const RETRYABLE = new Set(['FAILED', 'EXPIRED', 'CANCELLED'])
@@ -31,6 +32,20 @@ async function nextFireTimes(jobId: string, signal: AbortSignal): Promise<string
   } catch {
     return []
   }
+}
+
+/** The job's queue, for an operator key (a tenant key may not read queues): null when it cannot be read. */
+async function queueOf(name: string, signal: AbortSignal): Promise<Queue | null> {
+  try {
+    return await call<Queue>(`/v1/queues/${encodeURIComponent(name)}`, { signal })
+  } catch {
+    return null
+  }
+}
+
+/** An execution's state as the job's status names it: one that failed before any attempt missed its start deadline. */
+function executionState(e: Execution): string {
+  return e.state === 'failed' && e.attempt === 0 ? 'expired' : e.state
 }
 
 function Actions({ job, reload }: { job: Job; reload: () => void }) {
@@ -125,7 +140,7 @@ function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
   return (
     <article class="execution" aria-labelledby={`ex-${e.id}`} data-execution-id={e.id} data-state={e.state}>
       <h3 id={`ex-${e.id}`}>
-        Execution for {when(e.scheduledFor)} <StatusBadge status={e.state} />
+        Execution for {when(e.scheduledFor)} <StatusBadge status={executionState(e)} />
       </h3>
       <dl class="facts">
         <dt>Attempts</dt>
@@ -201,8 +216,15 @@ export function JobDetailPage({ id }: { id: string }) {
     // a pause, a resume or a fire time passed changes them too
     fires.reload()
   }
+  const { operator } = useContext(IdentityContext)
+  const queueName = job.data?.queue
+  // a job waiting in a paused queue looks due and never starts: its page says why
+  const queue = useLoad((signal) => (operator && queueName ? queueOf(queueName, signal) : Promise.resolve(null)), [operator, queueName])
   useLiveRefresh((e) => e.jobId === id, reload, 300)
+  // pausing or resuming a queue is no event of its jobs: looked at again now and then
+  useInterval(queue.reload, 15_000)
   const j = job.data
+  const waitsInPausedQueue = j && !FINISHED.has(j.status) && j.state !== 'paused' && queue.data?.paused
   return (
     <>
       <h1 tabIndex={-1}>Job {id}</h1>
@@ -244,6 +266,12 @@ export function JobDetailPage({ id }: { id: string }) {
               )}
             </dl>
             {j.unserved && <p class="notice">{j.unserved}</p>}
+            {waitsInPausedQueue && (
+              <p class="notice" data-queue-paused={j.queue}>
+                Queue <a href={href('/queues')}>{j.queue}</a> {queue.data?.pausedAt ? `has been paused since ${when(queue.data.pausedAt)}` : 'is paused'}: this
+                job does not start until the queue is resumed.
+              </p>
+            )}
             <Actions job={j} reload={reload} />
           </section>
           <h2>Payload</h2>
