@@ -532,6 +532,29 @@ describe('the dashboard in Chromium', () => {
     await page.context().close()
   })
 
+  it('keeps a 128-character type and a 64-character queue within the screen at 1280 and 390 px', async () => {
+    const queue = `ui-${'q'.repeat(61)}`
+    const type = `ui.${'t'.repeat(125)}`
+    const job = await submit(globexKey, { type, queue })
+    for (const width of [1280, 390]) {
+      const page = await signedIn(operatorKey, width)
+      for (const path of ['overview', `jobs?queue=${queue}`, 'queues', `jobs/${job.id}`]) {
+        await page.goto(`${api.url}/ui/#/${path}`)
+        await page.getByText(queue).first().waitFor()
+        expect(await page.evaluate<number>('document.documentElement.scrollWidth')).toBeLessThanOrEqual(width)
+        // at 1280 px, every column of a table is on screen: the long names wrap
+        if (width === 1280 && (await page.locator('main .table-wrap').count()) > 0)
+          expect(
+            await page
+              .locator('main .table-wrap')
+              .first()
+              .evaluate((e) => e.scrollWidth <= e.clientWidth),
+          ).toBe(true)
+      }
+      await page.context().close()
+    }
+  })
+
   it('marks an execution that missed its start deadline as expired, as its job', async () => {
     const job = await submit(acmeKey, { type: 'noop', queue: 'ui-nobody', startDeadlineMs: 1000, schedule: { at: '2020-01-01T00:00:00Z' } })
     await waitFor(async () => (await viewJob(job.id)).status === 'EXPIRED', { what: 'the job to expire' })

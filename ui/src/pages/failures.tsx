@@ -186,7 +186,7 @@ export function FailuresPage() {
                       <td>{g.count}</td>
                       <td>{when(g.firstSeenAt)}</td>
                       <td>{when(g.lastSeenAt)}</td>
-                      <td>
+                      <td class="name">
                         {g.types.join(', ')} · {g.queues.join(', ')}
                       </td>
                     </tr>

@@ -151,9 +151,9 @@ export function JobsPage({ query }: { query: URLSearchParams }) {
                 <td>
                   <StatusBadge status={job.status} />
                 </td>
-                <td>{job.type}</td>
-                <td>{job.queue}</td>
-                <td>{job.tenant}</td>
+                <td class="name">{job.type}</td>
+                <td class="name">{job.queue}</td>
+                <td class="name">{job.tenant}</td>
                 <td>
                   {job.attempts}/{job.maxAttempts}
                 </td>

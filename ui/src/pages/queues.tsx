@@ -113,7 +113,9 @@ export function QueuesPage() {
             <tbody>
               {queues.data.items.map((q) => (
                 <tr key={q.name} data-queue={q.name} data-paused={String(q.paused)}>
-                  <th scope="row">{q.name}</th>
+                  <th scope="row" class="name">
+                    {q.name}
+                  </th>
                   <td>{q.paused ? <span class="badge badge-paused">paused</span> : 'active'}</td>
                   <td>{q.due}</td>
                   <td>{q.scheduled}</td>
@@ -134,9 +136,9 @@ export function QueuesPage() {
                     <td>
                       <div class="actions">
                         {q.paused ? (
-                          <ActionButton label={`Resume ${q.name}`} run={act(q.name, 'resume')} done={`Queue ${q.name} resumed`} />
+                          <ActionButton label="Resume" name={`Resume ${q.name}`} run={act(q.name, 'resume')} done={`Queue ${q.name} resumed`} />
                         ) : (
-                          <ActionButton label={`Pause ${q.name}`} run={act(q.name, 'pause')} done={`Queue ${q.name} paused`} />
+                          <ActionButton label="Pause" name={`Pause ${q.name}`} run={act(q.name, 'pause')} done={`Queue ${q.name} paused`} />
                         )}
                         <button
                           type="button"

@@ -53,9 +53,9 @@ export function SchedulesPage() {
                       {shortId(s.jobId)}
                     </a>
                   </td>
-                  {operator && <td>{s.tenant}</td>}
-                  <td>{s.type}</td>
-                  <td>{s.queue}</td>
+                  {operator && <td class="name">{s.tenant}</td>}
+                  <td class="name">{s.type}</td>
+                  <td class="name">{s.queue}</td>
                   <td>
                     {scheduleText(s)}{' '}
                     {s.state === 'cancelled' ? (

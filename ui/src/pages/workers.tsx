@@ -37,8 +37,8 @@ export function WorkersPage() {
                   </td>
                   <td>{w.host}</td>
                   <td>{w.pid}</td>
-                  <td>{w.queues.join(', ')}</td>
-                  <td>{w.types.join(', ')}</td>
+                  <td class="name">{w.queues.join(', ')}</td>
+                  <td class="name">{w.types.join(', ')}</td>
                   <td>
                     {w.inFlight}/{w.concurrency}
                   </td>
