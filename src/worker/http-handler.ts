@@ -1,7 +1,9 @@
 /**
  * Built-in handler `http`: calls a URL. Payload: {url, method?, headers?, body?, timeoutMs?}. 2xx
  * succeeds with a summary of the response (status, content type, the first 4 KiB of the body);
- * 4xx is fatal except 408 and 429; 5xx, timeouts and network errors are retried.
+ * 4xx is fatal except 408 and 429; 5xx, timeouts and network errors are retried. A payload with
+ * another key or a value it cannot send as given (core/http-payload.ts) is refused with a FatalError
+ * naming it, before any request.
  *
  * It connects only to addresses the policy allows (lib/address-policy.ts): every address a name
  * resolves to is checked at connection time, by the connection's own look-up (so a name cannot
@@ -12,21 +14,14 @@
  * internal hosts and ranges; SCHEDULER_HTTP_HANDLER=off leaves the handler out of the worker.
  */
 import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions } from 'node:dns'
-import { request as httpRequest, type IncomingMessage, validateHeaderName, validateHeaderValue } from 'node:http'
+import { request as httpRequest, type IncomingMessage } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import { isIP, type LookupFunction } from 'node:net'
 import { FatalError } from '../errors.ts'
 import { assertKnownFields, type FieldSet } from '../core/known-fields.ts'
+import { HTTP_JOB_TYPE, httpPayloadProblems, type HttpPayload } from '../core/http-payload.ts'
 import { allowedExplicitly, allowedHost, badPort, bareHost, parseAddressPolicy, refusedAddress, type AddressPolicy } from '../lib/address-policy.ts'
 import { defineHandler, type Handler } from './handlers.ts'
-
-interface HttpPayload {
-  url: string
-  method?: string
-  headers?: Record<string, string>
-  body?: unknown
-  timeoutMs?: number
-}
 
 /** The most of a response body kept in the result. */
 export const SUMMARY_BYTES = 4096
@@ -35,42 +30,13 @@ const REDIRECTS = new Set([301, 302, 303, 307, 308])
 /** Headers not sent on to another origin by a redirect. */
 const CREDENTIAL_HEADER = /^(authorization|proxy-authorization|cookie|x-api-key|api-key|x-auth-token)$/i
 
+/** The payload, refused (fatal: no attempt could send it as meant) when httpPayloadProblems finds any problem. */
 function parsePayload(payload: unknown): HttpPayload & { parsed: URL } {
-  const p = payload as Partial<HttpPayload> | null
-  if (!p || typeof p.url !== 'string') throw new FatalError('http job payload needs a "url" string')
-  let url: URL
-  try {
-    url = new URL(p.url)
-  } catch {
-    throw new FatalError(`http job payload "url" is not a valid URL: ${p.url}`)
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new FatalError('http job "url" must be http or https')
-  // what no attempt can send is refused at once (fatal), not retried as if the network had failed
-  if (p.method !== undefined && (typeof p.method !== 'string' || !HTTP_TOKEN.test(p.method))) {
-    throw new FatalError(`http job "method" must be an HTTP method name (letters, such as POST), got ${JSON.stringify(p.method)}`)
-  }
-  if (p.headers !== undefined) {
-    if (typeof p.headers !== 'object' || p.headers === null || Array.isArray(p.headers)) throw new FatalError('http job "headers" must be an object of strings')
-    for (const [name, value] of Object.entries(p.headers)) {
-      if (typeof value !== 'string') throw new FatalError(`http job header ${JSON.stringify(name)} must be a string`)
-      try {
-        validateHeaderName(name)
-        validateHeaderValue(name, value)
-      } catch (err: unknown) {
-        throw new FatalError(`http job header ${JSON.stringify(name)} cannot be sent: ${(err as Error).message}`)
-      }
-    }
-  }
-  if (p.timeoutMs !== undefined && (typeof p.timeoutMs !== 'number' || !Number.isInteger(p.timeoutMs) || p.timeoutMs < 1 || p.timeoutMs > MAX_TIMEOUT_MS)) {
-    throw new FatalError(`http job "timeoutMs" must be an integer from 1 to ${MAX_TIMEOUT_MS}, got ${JSON.stringify(p.timeoutMs)}`)
-  }
-  return { ...(p as HttpPayload), parsed: url }
+  const problems = httpPayloadProblems(payload)
+  if (problems.length > 0) throw new FatalError(`http job refused: ${problems.map((p) => p.message).join('; ')}`)
+  const p = payload as HttpPayload
+  return { ...p, parsed: new URL(p.url) }
 }
-
-/** An HTTP token (RFC 9110): what a method name is made of. */
-const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
-/** The longest timeoutMs of a request: a job's own timeout is at most a day too. */
-const MAX_TIMEOUT_MS = 86_400_000
 
 /** A connection the policy refuses (raised inside the look-up, so it ends the request). */
 class RefusedAddressError extends Error {}
@@ -191,7 +157,7 @@ export function createHttpHandler(options: HttpHandlerOptions = {}): Handler {
   assertKnownFields(options, HTTP_HANDLER_OPTIONS_FIELDS, 'createHttpHandler options')
   const policy = typeof options.allow === 'object' ? options.allow : parseAddressPolicy(options.allow ?? '')
   const guard = { policy, resolve: options.resolve ?? systemResolve }
-  return defineHandler('http', async (ctx) => {
+  return defineHandler(HTTP_JOB_TYPE, async (ctx) => {
     const p = parsePayload(ctx.payload)
     const timeout = p.timeoutMs === undefined ? undefined : AbortSignal.timeout(p.timeoutMs)
     const signal = timeout ? AbortSignal.any([ctx.signal, timeout]) : ctx.signal

@@ -16,6 +16,7 @@ import { FatalError } from '../errors.ts'
 import type { AddressPolicy } from '../lib/address-policy.ts'
 import { SIGNATURE_HEADER, signWebhook } from '../events/signature.ts'
 import { WEBHOOK_JOB_TYPE, type JobEvent } from '../core/events.ts'
+import type { HttpPayload } from '../core/http-payload.ts'
 import { webhookDeliveryInsert, webhookSubscriptionForJob } from '../db/queries/webhooks.ts'
 import { defineHandler, type Handler, type HandlerContext } from './handlers.ts'
 import { createHttpHandler, httpAnswerStatus, type HttpResolve } from './http-handler.ts'
@@ -44,7 +45,7 @@ export function createWebhookHandler(options: { db: Kysely<DB>; allow?: string |
       'Pgsched-Delivery-Id': ctx.jobId,
       'Pgsched-Subscription-Id': sub.id,
     }
-    const request = { url: sub.url, method: 'POST', headers, body, timeoutMs: WEBHOOK_TIMEOUT_MS }
+    const request: HttpPayload = { url: sub.url, method: 'POST', headers, body, timeoutMs: WEBHOOK_TIMEOUT_MS }
     const startedAt = performance.now()
     const record = (statusCode: number | null, ok: boolean, error: string | null, willRetry: boolean) =>
       webhookDeliveryInsert(db, {

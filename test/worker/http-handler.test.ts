@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { sql } from 'kysely'
 import { createClient } from '../../src/client.ts'
 import { loadConfig } from '../../src/config.ts'
 import { ValidationError } from '../../src/errors.ts'
@@ -45,11 +46,17 @@ async function runToEnd(payload: Record<string, unknown>, maxAttempts = 3) {
   return (await runAllToEnd([payload], maxAttempts))[0] as Awaited<ReturnType<ReturnType<typeof createClient>['viewJob']>>
 }
 
-async function runAllToEnd(payloads: Array<Record<string, unknown>>, maxAttempts = 3) {
+/** Submits through the client, or (`sql`) through pgsched.submit_job, which does not check an http job's payload. */
+async function runAllToEnd(payloads: Array<Record<string, unknown>>, maxAttempts = 3, via: 'client' | 'sql' = 'client') {
   const client = createClient({ db: t.db })
-  const ids = await Promise.all(
-    payloads.map(async (payload) => (await client.submitJob({ type: 'http', payload, maxAttempts, backoffBaseMs: 0, backoffMaxMs: 0 })).job.id),
-  )
+  const submitted = async (payload: Record<string, unknown>): Promise<string> =>
+    via === 'client'
+      ? (await client.submitJob({ type: 'http', payload, maxAttempts, backoffBaseMs: 0, backoffMaxMs: 0 })).job.id
+      : ((
+          await sql<{ id: string }>`select pgsched.submit_job('http', ${JSON.stringify(payload)}::jsonb, max_attempts => ${maxAttempts},
+            backoff_base_ms => 0, backoff_max_ms => 0) as id`.execute(t.db)
+        ).rows[0]?.id as string)
+  const ids = await Promise.all(payloads.map(submitted))
   return waitFor(
     async () => {
       const views = await Promise.all(ids.map((id) => client.viewJob(id)))
@@ -67,23 +74,51 @@ describe('http handler', () => {
     expect(job.lastExecution?.result).toMatchObject({ status: 200, contentType: 'application/json', body: '{"echo":"{\\"a\\":1}","method":"POST"}' })
   })
 
+  it('takes each key of its payload, the method in any case', async () => {
+    await startWorker([local])
+    const job = await runToEnd({ url: `${base}/ok`, method: 'put', headers: { 'X-Note': 'n' }, body: 'plain', timeoutMs: 5_000 })
+    expect(job.status).toBe('COMPLETED')
+    expect(job.lastExecution?.result).toMatchObject({ status: 200, body: '{"echo":"plain","method":"PUT"}' })
+  })
+
   it('fails at once on 404', async () => {
     await startWorker([local])
     const job = await runToEnd({ url: `${base}/missing` })
     expect(job).toMatchObject({ status: 'FAILED', lastExecution: { attempt: 1, error: { fatal: true, message: `GET ${base}/missing answered 404` } } })
   })
 
-  it('fails at once, not after every attempt, on a request no attempt can send, naming what is wrong', async () => {
+  it('fails at once, not after every attempt, on a payload written in SQL it cannot send as meant, naming what is wrong and what it takes', async () => {
     await startWorker([local])
     const cases = [
-      [{ url: `${base}/ok`, method: 'GET\r\nX-Injected: 1' }, 'http job "method" must be an HTTP method name'],
-      [{ url: `${base}/ok`, headers: { 'X-Note': 'a\r\nX-Injected: 1' } }, 'http job header "X-Note" cannot be sent'],
-      [{ url: `${base}/ok`, headers: { 'Bad Name': 'x' } }, 'http job header "Bad Name" cannot be sent'],
-      [{ url: `${base}/ok`, headers: { 'X-Count': 3 } }, 'http job header "X-Count" must be a string'],
-      [{ url: `${base}/ok`, timeoutMs: -5 }, 'http job "timeoutMs" must be an integer from 1 to 86400000, got -5'],
+      [{ url: `${base}/ok`, method: 'GET\r\nX-Injected: 1' }, 'http job refused: payload.method must be an HTTP method: GET, HEAD, POST'],
+      [{ url: `${base}/ok`, headers: { 'X-Note': 'a\r\nX-Injected: 1' } }, 'http job refused: header "X-Note" in payload.headers cannot be sent'],
+      [{ url: `${base}/ok`, headers: { 'Bad Name': 'x' } }, 'http job refused: header "Bad Name" in payload.headers cannot be sent'],
+      [{ url: `${base}/ok`, headers: { 'X-Count': 3 } }, 'http job refused: header "X-Count" in payload.headers must be a string, got 3'],
+      [{ url: `${base}/ok`, timeoutMs: -5 }, 'http job refused: payload.timeoutMs must be an integer from 1 to 86400000 (milliseconds), got -5'],
+      // a misspelt key would otherwise be dropped: the request sent without the headers, or the timeout, meant
+      [
+        { url: `${base}/ok`, header: { authorization: 'Bearer x' } },
+        `http job refused: unknown field "payload.header" (an http job's payload takes url, method, headers, body, timeoutMs)`,
+      ],
+      [{ url: `${base}/ok`, timeout: 5000 }, 'unknown field "payload.timeout"'],
+      // a method no server knows, rather than sent as is
+      [{ url: `${base}/ok`, method: 'POTS' }, 'http job refused: payload.method must be an HTTP method: GET, HEAD, POST, PUT, PATCH, DELETE'],
+      [{ url: `${base}/ok`, method: 'CONNECT' }, 'payload.method must be an HTTP method'],
+      [{ url: `${base}/ok`, timeoutMs: '5000' }, 'payload.timeoutMs must be an integer from 1 to 86400000 (milliseconds), got "5000"'],
+      [{ url: `${base}/ok`, headers: ['x-a: 1'] }, 'payload.headers must be an object of header names to string values, got ["x-a: 1"]'],
+      [{ url: 5 }, 'http job refused: payload.url must be a string, got 5'],
+      [
+        { uri: `${base}/ok` },
+        'http job refused: unknown field "payload.uri" (an http job\'s payload takes url, method, headers, body, timeoutMs); payload.url is required',
+      ],
+      [{ url: 'ftp://127.0.0.1/ok' }, 'http job refused: payload.url must be an http or https URL, got ftp:'],
     ] as const
     const before = hits.get('/ok') ?? 0
-    const jobs = await runAllToEnd(cases.map(([payload]) => payload))
+    const jobs = await runAllToEnd(
+      cases.map(([payload]) => payload),
+      3,
+      'sql',
+    )
     for (const [i, [payload, says]] of cases.entries()) {
       expect(jobs[i], JSON.stringify(payload)).toMatchObject({ status: 'FAILED', lastExecution: { attempt: 1, error: { fatal: true } } })
       expect(jobs[i]?.lastExecution?.error?.message, JSON.stringify(payload)).toContain(says)

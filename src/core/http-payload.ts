@@ -1,0 +1,135 @@
+/**
+ * The payload of the built-in `http` handler, {url, method?, headers?, body?, timeoutMs?}, and its
+ * check, defined once: a key it does not take (`header`, `timeout`) or a value it cannot send as
+ * given (`method: 'POTS'`, `timeoutMs: '5000'`) would otherwise be dropped or sent as is, and the
+ * job would run without what its submitter meant. The handler refuses such a payload when it runs
+ * (FatalError, not retried), before any request.
+ */
+import { validateHeaderName, validateHeaderValue } from 'node:http'
+import type { ErrorDetail } from '../errors.ts'
+import type { FieldSet } from './known-fields.ts'
+
+/** The job type of the built-in handler that calls a URL. */
+export const HTTP_JOB_TYPE = 'http'
+
+export interface HttpPayload {
+  /** An absolute http or https URL. */
+  url: string
+  /** An HTTP method (HTTP_METHODS, in any case); default GET. */
+  method?: string
+  /** Header names to string values. */
+  headers?: Record<string, string>
+  /** Any JSON value: a string is sent as is, another value as JSON (with content-type application/json). */
+  body?: unknown
+  /** The longest the request may take, in milliseconds (HTTP_TIMEOUT_MS); default none (the job's timeoutMs). */
+  timeoutMs?: number
+}
+
+/** The keys an http job's payload takes: any other is refused. */
+export const HTTP_PAYLOAD_FIELDS: FieldSet<HttpPayload> = { url: true, method: true, headers: true, body: true, timeoutMs: true }
+
+/**
+ * The methods an http job may use: those Node.js's HTTP parser knows (RFC 9110's, PATCH, WebDAV's,
+ * PURGE, …; a server built on Node.js answers any other with 400), but CONNECT, which asks for a
+ * tunnel rather than a response.
+ */
+export const HTTP_METHODS: readonly string[] = [
+  'GET',
+  'HEAD',
+  'POST',
+  'PUT',
+  'PATCH',
+  'DELETE',
+  'OPTIONS',
+  'TRACE',
+  'ACL',
+  'BIND',
+  'CHECKOUT',
+  'COPY',
+  'LINK',
+  'LOCK',
+  'M-SEARCH',
+  'MERGE',
+  'MKACTIVITY',
+  'MKCALENDAR',
+  'MKCOL',
+  'MOVE',
+  'NOTIFY',
+  'PROPFIND',
+  'PROPPATCH',
+  'PURGE',
+  'QUERY',
+  'REBIND',
+  'REPORT',
+  'SEARCH',
+  'SOURCE',
+  'SUBSCRIBE',
+  'UNBIND',
+  'UNLINK',
+  'UNLOCK',
+  'UNSUBSCRIBE',
+]
+const METHOD_SET = new Set(HTTP_METHODS)
+const METHOD_RULE = 'an HTTP method: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE or a WebDAV or other one Node.js knows, such as PROPFIND or PURGE'
+
+/** Range of timeoutMs: a job's own timeout is at most a day too. */
+export const HTTP_TIMEOUT_MS = { min: 1, max: 86_400_000 } as const
+
+const shownValue = (value: unknown): string => (value === undefined ? 'undefined' : (JSON.stringify(value) ?? String(value)))
+
+/**
+ * What is wrong with `payload` as an http job's payload (`root` leads each path): one detail per
+ * problem, none when the handler can send it as given. A key whose value is undefined is no key
+ * (JSON leaves it out).
+ */
+export function httpPayloadProblems(payload: unknown, root = 'payload'): ErrorDetail[] {
+  const problems: ErrorDetail[] = []
+  const bad = (path: string, message: string) => problems.push({ path, message })
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
+    bad(root, `${root} of an http job must be an object {url, method?, headers?, body?, timeoutMs?}, got ${shownValue(payload)}`)
+    return problems
+  }
+  const p = payload as Record<string, unknown>
+  const known = Object.keys(HTTP_PAYLOAD_FIELDS).join(', ')
+  for (const key of Object.keys(p)) {
+    if (!Object.hasOwn(HTTP_PAYLOAD_FIELDS, key) && p[key] !== undefined) {
+      bad(`${root}.${key}`, `unknown field "${root}.${key}" (an http job's payload takes ${known})`)
+    }
+  }
+  if (p.url === undefined) bad(`${root}.url`, `${root}.url is required: the http or https URL the job calls`)
+  else if (typeof p.url !== 'string') bad(`${root}.url`, `${root}.url must be a string, got ${shownValue(p.url)}`)
+  else {
+    // the URL itself is not repeated: it may carry a token
+    const url = URL.canParse(p.url) ? new URL(p.url) : undefined
+    if (!url) bad(`${root}.url`, `${root}.url must be an absolute http or https URL, such as https://example.com/hook`)
+    else if (url.protocol !== 'http:' && url.protocol !== 'https:') bad(`${root}.url`, `${root}.url must be an http or https URL, got ${url.protocol}`)
+  }
+  if (p.method !== undefined && (typeof p.method !== 'string' || !METHOD_SET.has(p.method.toUpperCase()))) {
+    bad(`${root}.method`, `${root}.method must be ${METHOD_RULE}; got ${shownValue(p.method)}`)
+  }
+  if (p.headers !== undefined) {
+    if (typeof p.headers !== 'object' || p.headers === null || Array.isArray(p.headers)) {
+      bad(`${root}.headers`, `${root}.headers must be an object of header names to string values, got ${shownValue(p.headers)}`)
+    } else {
+      for (const [name, value] of Object.entries(p.headers as Record<string, unknown>)) {
+        const path = `${root}.headers.${name}`
+        if (value === undefined) continue
+        if (typeof value !== 'string') {
+          bad(path, `header ${JSON.stringify(name)} in ${root}.headers must be a string, got ${shownValue(value)}`)
+          continue
+        }
+        try {
+          validateHeaderName(name)
+          validateHeaderValue(name, value)
+        } catch (err: unknown) {
+          bad(path, `header ${JSON.stringify(name)} in ${root}.headers cannot be sent: ${(err as Error).message}`)
+        }
+      }
+    }
+  }
+  const t = p.timeoutMs
+  if (t !== undefined && (typeof t !== 'number' || !Number.isInteger(t) || t < HTTP_TIMEOUT_MS.min || t > HTTP_TIMEOUT_MS.max)) {
+    bad(`${root}.timeoutMs`, `${root}.timeoutMs must be an integer from ${HTTP_TIMEOUT_MS.min} to ${HTTP_TIMEOUT_MS.max} (milliseconds), got ${shownValue(t)}`)
+  }
+  return problems
+}
