@@ -2,8 +2,10 @@
  * The payload of the built-in `http` handler, {url, method?, headers?, body?, timeoutMs?}, and its
  * check, defined once: a key it does not take (`header`, `timeout`) or a value it cannot send as
  * given (`method: 'POTS'`, `timeoutMs: '5000'`) would otherwise be dropped or sent as is, and the
- * job would run without what its submitter meant. The handler refuses such a payload when it runs
- * (FatalError, not retried), before any request.
+ * job would run without what its submitter meant. normalizeSubmit refuses such a payload for a job
+ * of type `http` (ValidationError: REST answers 400), and the handler refuses it when it runs
+ * (FatalError, not retried): a job written by pgsched.submit_job in SQL, or submitted before this
+ * check, reaches the handler with its payload unchecked.
  */
 import { validateHeaderName, validateHeaderValue } from 'node:http'
 import type { ErrorDetail } from '../errors.ts'

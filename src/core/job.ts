@@ -22,6 +22,7 @@ import {
   parseIntervalMs,
   submitTypeProblem,
 } from './formats.ts'
+import { HTTP_JOB_TYPE, httpPayloadProblems } from './http-payload.ts'
 import { jsonValueProblem } from './json-value.ts'
 import { unknownFields, type FieldSet } from './known-fields.ts'
 import type { ExecutionError } from './execution-error.ts'
@@ -57,6 +58,7 @@ export type ScheduleInput = { at: string | Date } | { cron: string; timezone?: s
 export interface SubmitJobInput {
   /** Handler name. */
   type: string
+  /** Any JSON value; for type `http`, the built-in handler's {url, method?, headers?, body?, timeoutMs?} (checked: core/http-payload.ts). */
   payload?: unknown
   /** Default `default`. */
   queue?: string
@@ -303,6 +305,8 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { int
   if (payloadProblem) bad(payloadProblem.path, `${payloadProblem.path} ${payloadProblem.problem}`)
   const payloadJson = payloadProblem ? 'null' : (JSON.stringify(payload) ?? 'null')
   if (Buffer.byteLength(payloadJson) > MAX_PAYLOAD_BYTES) bad('payload', `payload must be at most ${MAX_PAYLOAD_BYTES} bytes as JSON`)
+  // the built-in handler's payload, as stored (after toJSON): a misspelt key or a wrong value would fail the job when it runs
+  if (input.type === HTTP_JOB_TYPE && !payloadProblem) for (const d of httpPayloadProblems(JSON.parse(payloadJson))) bad(d.path, d.message)
   const priority = int('priority', input.priority, 0, PRIORITY)
   const maxAttempts = int('maxAttempts', input.maxAttempts, 5, MAX_ATTEMPTS)
   const timeoutMs = int('timeoutMs', input.timeoutMs, 300_000, TIMEOUT_MS)

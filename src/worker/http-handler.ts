@@ -3,7 +3,7 @@
  * succeeds with a summary of the response (status, content type, the first 4 KiB of the body);
  * 4xx is fatal except 408 and 429; 5xx, timeouts and network errors are retried. A payload with
  * another key or a value it cannot send as given (core/http-payload.ts) is refused with a FatalError
- * naming it, before any request.
+ * naming it, before any request; normalizeSubmit refuses it at submit already.
  *
  * It connects only to addresses the policy allows (lib/address-policy.ts): every address a name
  * resolves to is checked at connection time, by the connection's own look-up (so a name cannot

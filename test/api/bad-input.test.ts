@@ -17,6 +17,9 @@ const TYPE_RULE = 'type must be 1-128 characters: letters, digits and _ . : / - 
 const ONE_SCHEDULE = 'schedule must be exactly one of {at}, {cron, timezone?} or {every}'
 const AT_FORMAT = 'schedule.at must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z'
 const LIMIT_RULE = 'limit must be an integer from 1 to 500'
+/** The refusal of a key an http job's payload does not take. */
+const HTTP_PAYLOAD_KEY = (key: string) => `unknown field "payload.${key}" (an http job's payload takes url, method, headers, body, timeoutMs)`
+const HTTP_METHOD_RULE = 'an HTTP method: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE or a WebDAV or other one Node.js knows, such as PROPFIND or PURGE'
 
 interface Case {
   name: string
@@ -303,6 +306,62 @@ const cases: Case[] = [
     path: 'payload.text',
   },
   {
+    name: 'http job payload with a misspelt key',
+    body: { type: 'http', payload: { url: 'https://example.com/hook', header: { authorization: 'Bearer x' } } },
+    status: 400,
+    message: HTTP_PAYLOAD_KEY('header'),
+    path: 'payload.header',
+  },
+  {
+    name: 'http job payload with timeout for timeoutMs',
+    body: { type: 'http', payload: { url: 'https://example.com/hook', timeout: 5000 } },
+    status: 400,
+    message: HTTP_PAYLOAD_KEY('timeout'),
+    path: 'payload.timeout',
+  },
+  {
+    name: 'http job with a method no server knows',
+    body: { type: 'http', payload: { url: 'https://example.com/hook', method: 'POTS' } },
+    status: 400,
+    message: `payload.method must be ${HTTP_METHOD_RULE}; got "POTS"`,
+    path: 'payload.method',
+  },
+  {
+    name: 'http job with timeoutMs as a string',
+    body: { type: 'http', payload: { url: 'https://example.com/hook', timeoutMs: '5000' } },
+    status: 400,
+    message: 'payload.timeoutMs must be an integer from 1 to 86400000 (milliseconds), got "5000"',
+    path: 'payload.timeoutMs',
+  },
+  {
+    name: 'http job with a header value that is a number',
+    body: { type: 'http', payload: { url: 'https://example.com/hook', headers: { 'X-Count': 3 } } },
+    status: 400,
+    message: 'header "X-Count" in payload.headers must be a string, got 3',
+    path: 'payload.headers.X-Count',
+  },
+  {
+    name: 'http job without a url',
+    body: { type: 'http', payload: { href: 'https://example.com/hook' } },
+    status: 400,
+    message: `${HTTP_PAYLOAD_KEY('href')}; payload.url is required: the http or https URL the job calls`,
+    path: 'payload.url',
+  },
+  {
+    name: 'http job with a URL that is not http or https',
+    body: { type: 'http', payload: { url: 'file:///etc/passwd' } },
+    status: 400,
+    message: 'payload.url must be an http or https URL, got file:',
+    path: 'payload.url',
+  },
+  {
+    name: 'http job payload that is not an object',
+    body: { type: 'http', payload: 'https://example.com/hook' },
+    status: 400,
+    message: 'payload of an http job must be an object {url, method?, headers?, body?, timeoutMs?}, got "https://example.com/hook"',
+    path: 'payload',
+  },
+  {
     name: 'several problems at once',
     body: { type: 5, priority: 'high' },
     status: 400,
@@ -529,6 +588,41 @@ describe('text that is not UTF-8', () => {
     // a fraction that is whole milliseconds is taken, exactly (1.001 * 1000 is 1000.9999999999999 as a double)
     expect((await client.submitJob({ type: 'x', schedule: { every: '1.001s' } })).job.schedule?.intervalMs).toBe(1001)
     expect((await client.submitJob({ type: 'x', schedule: { every: 'PT1.5000S' } })).job.schedule?.intervalMs).toBe(1500)
+  })
+
+  it("refuses an http job's payload from TypeScript as REST does, as JSON would store it, and only for type http", async () => {
+    const client = createClient({ db: t.db, tenant: 'bytes' })
+    const refusal = (payload: unknown) =>
+      client.submitJob({ type: 'http', payload }).then(
+        () => 'accepted',
+        (err: unknown) => {
+          expect(err).toBeInstanceOf(ValidationError)
+          return (err as ValidationError).details
+        },
+      )
+    expect(await refusal({ url: 'https://example.com/hook', header: { a: '1' }, timeout: 5000 })).toEqual([
+      { path: 'payload.header', message: HTTP_PAYLOAD_KEY('header') },
+      { path: 'payload.timeout', message: HTTP_PAYLOAD_KEY('timeout') },
+    ])
+    expect(await refusal({ url: 'https://example.com/hook', method: 'POTS' })).toEqual([
+      { path: 'payload.method', message: `payload.method must be ${HTTP_METHOD_RULE}; got "POTS"` },
+    ])
+    // as stored: a URL object is its text, a key left undefined no key
+    expect(await refusal({ url: new URL('https://example.com/hook'), method: 'post', headers: { 'X-A': '1', 'X-B': undefined }, body: undefined })).toBe(
+      'accepted',
+    )
+    expect(await refusal({ url: 'https://example.com/hook', method: 'PROPFIND', headers: {}, body: { a: [1] }, timeoutMs: 86_400_000 })).toBe('accepted')
+    // in a batch, named by its index
+    await expect(
+      client.submitJobs([
+        { type: 'http', payload: { url: 'https://example.com/a' } },
+        { type: 'http', payload: { url: 'https://example.com/b', timeoutMs: 0 } },
+      ]),
+    ).rejects.toMatchObject({
+      details: [{ path: '1.payload.timeoutMs', message: 'payload.timeoutMs must be an integer from 1 to 86400000 (milliseconds), got 0' }],
+    })
+    // another type's payload is its handler's business
+    expect((await client.submitJob({ type: 'http.like', payload: { url: 5, header: {} } })).created).toBe(true)
   })
 
   it('refuses NaN and Infinity in a TypeScript payload, which JSON would turn into null', async () => {

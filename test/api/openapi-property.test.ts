@@ -41,6 +41,12 @@ const CROSS_FIELD: Array<{ status: number; path?: string; message: RegExp }> = [
   { status: 400, message: /^request body must not contain (the key "__proto__"|"constructor\.prototype")$/ },
   // named in the payload's description too: integers a JSON reader may not keep exactly
   { status: 400, message: /^payload.* must be an integer within ±9007199254740991 to be kept exactly/s },
+  // named in the payload's description too: the payload of a job of type http (the built-in handler's)
+  {
+    status: 400,
+    message:
+      /^(payload of an http job must|unknown field "payload\..*" \(an http job's payload takes|payload\.url (is required|must)|payload\.method must be an HTTP method|payload\.headers must be an object of header names|header .* in payload\.headers |payload\.timeoutMs must be an integer from 1 to 86400000 \(milliseconds\))/s,
+  },
 ]
 
 async function documentOf(): Promise<Doc> {

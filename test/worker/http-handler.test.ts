@@ -81,6 +81,20 @@ describe('http handler', () => {
     expect(job.lastExecution?.result).toMatchObject({ status: 200, body: '{"echo":"plain","method":"PUT"}' })
   })
 
+  it('is refused at submit, sending nothing, when its payload has a key it does not take or a value it cannot send as given', async () => {
+    const client = createClient({ db: t.db })
+    const before = hits.get('/ok') ?? 0
+    const jobs = async () => (await sql<{ n: number }>`select count(*)::int as n from pgsched.jobs where type = 'http'`.execute(t.db)).rows[0]?.n
+    const jobsBefore = await jobs()
+    await expect(client.submitJob({ type: 'http', payload: { url: `${base}/ok`, header: { 'X-Note': 'n' } } })).rejects.toMatchObject({
+      name: 'ValidationError',
+      details: [{ path: 'payload.header', message: `unknown field "payload.header" (an http job's payload takes url, method, headers, body, timeoutMs)` }],
+    })
+    await expect(client.submitJob({ type: 'http', payload: { url: `${base}/ok`, method: 'POTS' } })).rejects.toBeInstanceOf(ValidationError)
+    expect(await jobs()).toBe(jobsBefore)
+    expect(hits.get('/ok') ?? 0).toBe(before)
+  })
+
   it('fails at once on 404', async () => {
     await startWorker([local])
     const job = await runToEnd({ url: `${base}/missing` })

@@ -158,7 +158,9 @@ export const SubmitJobBody = Type.Object(
           `Any JSON value given to the handler; default {}. At most ${MAX_PAYLOAD_BYTES} bytes as JSON and ${MAX_PAYLOAD_DEPTH} levels deep; ` +
           'no NUL character (\\u0000) or lone surrogate in any string or key; over HTTP, no `__proto__` key and no `constructor` object ' +
           'with a `prototype` key (the request body is refused: 400), and no integer beyond ±9007199254740991, whose digits a JSON ' +
-          'reader may change (RFC 7493; send such numbers as strings; 400 naming it).',
+          "reader may change (RFC 7493; send such numbers as strings; 400 naming it). For type `http`, the built-in handler's " +
+          '{url, method?, headers?, body?, timeoutMs?}: another key, or a value it cannot send as given (a URL that is not http or https, ' +
+          'a method it does not know, a header value that is not a string, a timeoutMs outside 1 to 86400000), is refused (400 naming it).',
       }),
     ),
     queue: Type.Optional(QueueName(`Queue name, ${QUEUE_RULE}; default \`default\`.`)),
