@@ -104,9 +104,13 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPoli
       } catch {
         throw invalid('url', 'url must be an absolute http or https URL')
       }
-      if ((url.protocol !== 'http:' && url.protocol !== 'https:') || input.url.length > 2048) {
+      // kept as given, so held to what REST and the table take: a URL parser would also read
+      // `HTTP://…` or ` http://…` (refused by the table's check, the database's error rather than
+      // a 400), and drop a tab or line break (the subscription would show one URL and call another)
+      if ((url.protocol !== 'http:' && url.protocol !== 'https:') || !/^https?:\/\//.test(input.url) || input.url.length > 2048) {
         throw invalid('url', 'url must be an http or https URL of at most 2048 characters')
       }
+      if ([...input.url].some((c) => c <= ' ' || c === '\u007f')) throw invalid('url', 'url must not contain white space or control characters')
       // a target every delivery would be refused (a loopback or private address literal): refused
       // now, rather than a failed delivery job per event
       const refused = refusedUrlHost(url, policy)

@@ -342,6 +342,23 @@ describe('webhooks', () => {
     expect(again.statusCode).toBe(404)
   })
 
+  it('refuses with a ValidationError a URL it would store otherwise than it calls: an upper-case scheme, blanks, a tab', async () => {
+    const client = createClient({ db: t.db, tenant: 'u', httpAllow: '127.0.0.1' })
+    for (const target of [url.replace('http://', 'HTTP://'), ` ${url}`, `${url}\n`, url.replace('/hook', '/ho\tok')]) {
+      const err = await client.webhooks.create({ url: target }).then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expect(err, JSON.stringify(target)).toBeInstanceOf(ValidationError)
+      expect((err as ValidationError).details?.[0]?.path).toBe('url')
+    }
+    const key = await api.keyFor('u')
+    const tab = await api.call(key, 'POST', '/v1/webhooks', { url: url.replace('/hook', '/ho\tok') })
+    expect(tab.statusCode).toBe(400)
+    expect(tab.json<{ message: string }>().message).toBe('url must not contain white space or control characters')
+    expect(await client.webhooks.list()).toEqual([])
+  })
+
   it('refuses pgsched.* job types from tenants (REST, client, SQL), and never signs for another tenant', async () => {
     const keyA = await api.keyFor('d')
     const sub = (await api.call(keyA, 'POST', '/v1/webhooks', { url })).json<{ id: string }>()
