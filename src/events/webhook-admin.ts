@@ -115,6 +115,10 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPoli
       // now, rather than a failed delivery job per event
       const refused = refusedUrlHost(url, policy)
       if (refused) throw invalid('url', `url: ${refused}, to which deliveries are refused unless SCHEDULER_HTTP_ALLOW admits it ${WHERE_ALLOWED}`)
+      // from JavaScript a string would be read letter by letter ("failed": got "f"), and null as every event
+      if (input.events !== undefined && !Array.isArray(input.events)) {
+        throw invalid('events', `events must be an array of event types (${EVENT_TYPES.join(', ')}); absent or empty: all`)
+      }
       const events = [...new Set(input.events ?? [])]
       const bad = events.find((e) => !isEventType(e))
       if (bad !== undefined) throw invalid('events', `events must be among ${EVENT_TYPES.join(', ')} (got ${JSON.stringify(bad)})`)

@@ -359,6 +359,16 @@ describe('webhooks', () => {
     expect(await client.webhooks.list()).toEqual([])
   })
 
+  it('refuses events that are not an array from JavaScript, naming the field, rather than reading a string letter by letter', async () => {
+    const client = createClient({ db: t.db, tenant: 'v', httpAllow: '127.0.0.1' })
+    for (const events of ['failed', null, { 0: 'failed' }]) {
+      await expect(client.webhooks.create({ url, events: events as never }), JSON.stringify(events)).rejects.toThrow(
+        'events must be an array of event types (submitted, started, retrying, succeeded, failed, cancelled, expired, paused, resumed); absent or empty: all',
+      )
+    }
+    expect(await client.webhooks.list()).toEqual([])
+  })
+
   it('refuses pgsched.* job types from tenants (REST, client, SQL), and never signs for another tenant', async () => {
     const keyA = await api.keyFor('d')
     const sub = (await api.call(keyA, 'POST', '/v1/webhooks', { url })).json<{ id: string }>()
