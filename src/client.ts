@@ -210,6 +210,40 @@ class CallGate {
   }
 }
 
+/**
+ * `stream` with each step counted by `gate` while it runs (its statements, its wait for events), not
+ * while the caller holds what it yielded: close() ends the stream (its signal) and waits for the step
+ * under way, so no statement of it meets a pool already closed.
+ */
+function counted<T>(stream: AsyncGenerator<T, void, undefined>, gate: CallGate): AsyncGenerator<T, void, undefined> {
+  const step = async <R>(fn: () => Promise<R>): Promise<R> => {
+    gate.enter()
+    try {
+      return await fn()
+    } finally {
+      gate.leave()
+    }
+  }
+  return (async function* () {
+    try {
+      for (;;) {
+        const next = await step(() => stream.next())
+        if (next.done) return
+        yield next.value
+      }
+    } finally {
+      await step(() => stream.return(undefined))
+    }
+  })()
+}
+
+interface ClientSettings {
+  webhookPolicy: AddressPolicy
+  requireSyncStandby: boolean
+  /** For a client that owns its pool: what ends its event streams at close(), and counts their steps. */
+  streams: { closing: AbortSignal; gate: CallGate } | undefined
+}
+
 /** Methods that hand out an object whose calls use the same pool (counted too). */
 const GATED_RESULTS = new Set(['withTenant', 'allTenants'])
 /** Objects of the client whose methods use its pool. */
@@ -264,18 +298,21 @@ export function createClient(options: CreateClientOptions): Client {
   }
   const requireSyncStandby = options.requireSyncStandby === true
   const batcher = options.batchSubmits === false ? undefined : new SubmitBatcher(db, { requireSyncStandby })
-  const settings = { webhookPolicy, requireSyncStandby }
+  const gate = new CallGate()
+  // close() ends the event streams still open (an owned pool only: the caller's pool is the caller's)
+  const closing = new AbortController()
+  const settings: ClientSettings = { webhookPolicy, requireSyncStandby, streams: owned ? { closing: closing.signal, gate } : undefined }
   const client = makeClient(db, batcher, options.tenant ?? 'default', options.createdBy ?? null, options.clock ?? systemClock, settings, async () => {
     if (!owned) return
     // the calls in flight end first: a submit waiting in the group commit, or a statement waiting for
     // a connection, would otherwise never settle once the pool is gone
     gate.closing = true
+    closing.abort()
     batcher?.close()
     await gate.settled(CLOSE_WAIT_MS)
     await batcher?.drained()
     await owned.db.destroy()
   })
-  const gate = new CallGate()
   return owned ? gated(client, gate) : client
 }
 
@@ -285,7 +322,7 @@ function makeClient(
   tenant: string,
   createdBy: string | null,
   clock: Clock,
-  settings: { webhookPolicy: AddressPolicy; requireSyncStandby: boolean },
+  settings: ClientSettings,
   close: () => Promise<void>,
 ): Client {
   const { webhookPolicy, requireSyncStandby } = settings
@@ -413,7 +450,10 @@ function makeClient(
     events: async (params = {}, ...extra: unknown[]) => {
       assertNoMoreArguments('events', ['params'], extra, RUNS_ON_CLIENT)
       assertKnownFields(params, EVENTS_FIELDS, 'events params')
-      return streamEvents(db, params.allTenants === true ? null : tenant, params)
+      const streams = settings.streams
+      if (!streams) return streamEvents(db, params.allTenants === true ? null : tenant, params)
+      const signal = params.signal ? AbortSignal.any([params.signal, streams.closing]) : streams.closing
+      return counted(await streamEvents(db, params.allTenants === true ? null : tenant, { ...params, signal }), streams.gate)
     },
     webhooks: webhookAdmin(db, tenant, webhookPolicy, async (ids) => {
       for (const id of ids) await jobCancel(db, { tenant, id })

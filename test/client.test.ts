@@ -206,6 +206,25 @@ describe('client.close', () => {
   })
 })
 
+describe('client.close with an event stream open', () => {
+  it('ends the stream: a loop over it ends without an error, whether it waits for events or a page is being read', async () => {
+    for (const busy of [false, true]) {
+      const own = createClient({ databaseUrl: t.url, tenant: 'streaming', poolSize: 2 })
+      const stream = await own.events({ pollIntervalMs: busy ? 1 : 60_000 })
+      await own.submitJob({ type: 'before-close' })
+      const seen: string[] = []
+      const loop = (async () => {
+        for await (const event of stream) seen.push(event.type)
+      })()
+      await waitFor(() => seen.includes('submitted'), { what: 'the submitted event' })
+      await own.close()
+      // the loop ends, and with no error (the pool closed under a statement threw "driver has already been destroyed")
+      await expect(loop).resolves.toBeUndefined()
+      expect(seen).toEqual(['submitted'])
+    }
+  })
+})
+
 describe('createClient({ pool })', () => {
   it("runs on the application's pg Pool and leaves it open on close()", async () => {
     const pool = new pg.Pool({ connectionString: t.url, max: 2 })
