@@ -50,6 +50,8 @@ export interface ListSchedulesParams {
   limit?: number
   cursor?: string
   tenant?: string
+  /** Only this job's schedule (none when the job is not recurring or not in the scope). */
+  jobId?: string
 }
 
 export interface StatsParams {
@@ -75,7 +77,7 @@ export interface OperationsViews {
 
 /** The fields each view takes; any other is refused (core/known-fields.ts), as REST refuses it. */
 const FAILURES_FIELDS: FieldSet<ListFailuresParams> = { queue: true, type: true, since: true, tenant: true }
-const SCHEDULES_FIELDS: FieldSet<ListSchedulesParams> = { limit: true, cursor: true, tenant: true }
+const SCHEDULES_FIELDS: FieldSet<ListSchedulesParams> = { limit: true, cursor: true, tenant: true, jobId: true }
 const STATS_FIELDS: FieldSet<StatsParams> = { minutes: true, queue: true, tenant: true }
 const QUEUES_FIELDS: FieldSet<ListQueuesParams> = { tenant: true }
 
@@ -129,7 +131,8 @@ export function operationsViews(db: Kysely<DB>, own: string | null): OperationsV
       assertKnownFields(params, SCHEDULES_FIELDS, 'listSchedules params')
       const limit = limitOf(params.limit)
       const afterId = params.cursor === undefined ? undefined : decodeCursor(params.cursor, UUID)
-      const rows = await scheduleList(db, { tenant: tenantOf(params.tenant), limit: limit + 1, afterId })
+      if (params.jobId !== undefined && (typeof params.jobId !== 'string' || !UUID.test(params.jobId))) throw fail('jobId', 'jobId must be a UUID')
+      const rows = await scheduleList(db, { tenant: tenantOf(params.tenant), limit: limit + 1, afterId, jobId: params.jobId })
       const page = rows.slice(0, limit)
       const last = page[page.length - 1]
       return {

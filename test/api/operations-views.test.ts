@@ -120,6 +120,31 @@ describe('GET /v1/schedules', () => {
     ])
   })
 
+  it("lists one job's schedule alone with jobId, and none for a one-time job or another tenant's", async () => {
+    const key = await api.keyFor('one-sched')
+    const client = createClient({ db: t.db, tenant: 'one-sched' })
+    const first = (await client.submitJob({ type: 'tick', schedule: { every: '1h' } })).job
+    const wanted = (await client.submitJob({ type: 'report', schedule: { cron: '0 9 * * *', timezone: 'Europe/Berlin' } })).job
+    const once = (await client.submitJob({ type: 'once' })).job
+    const theirs = (await createClient({ db: t.db, tenant: 'one-sched-other' }).submitJob({ type: 'tick', schedule: { every: '1h' } })).job
+
+    // with limit=1 the first page holds the other schedule: the filter is no search of one page
+    expect((await api.call(key, 'GET', '/v1/schedules?limit=1')).json().items.map((s: { jobId: string }) => s.jobId)).toEqual([first.id])
+    const res = await api.call(key, 'GET', `/v1/schedules?limit=1&jobId=${wanted.id}`)
+    expect(res.statusCode).toBe(200)
+    expect(res.json().nextCursor).toBeNull()
+    expect(res.json().items).toHaveLength(1)
+    expect(res.json().items[0]).toMatchObject({ jobId: wanted.id, kind: 'cron', schedule: '0 9 * * *' })
+    expect(res.json().items[0].nextFireTimes).toHaveLength(5)
+    expect((await client.listSchedules({ jobId: wanted.id })).items.map((s) => s.jobId)).toEqual([wanted.id])
+
+    expect((await api.call(key, 'GET', `/v1/schedules?jobId=${once.id}`)).json()).toEqual({ items: [], nextCursor: null })
+    expect((await api.call(key, 'GET', `/v1/schedules?jobId=${theirs.id}`)).json()).toEqual({ items: [], nextCursor: null })
+    const bad = await api.call(key, 'GET', '/v1/schedules?jobId=nope')
+    expect(bad.statusCode).toBe(400)
+    await expect(client.listSchedules({ jobId: 'nope' })).rejects.toThrow('jobId must be a UUID')
+  })
+
   it('tells a cancelled schedule and one stopped by an error from one that ended', async () => {
     const key = await api.keyFor('stopped')
     const client = createClient({ db: t.db, tenant: 'stopped' })

@@ -476,6 +476,23 @@ describe('the dashboard in Chromium', () => {
     await page.context().close()
   })
 
+  it("shows a job's next fire times on its page when over 500 schedules come before it", async () => {
+    const initechKey = (await createApiKey(t.db, { tenant: 'initech' })).key
+    const schedule = { every: '1h' }
+    const jobs: JobJson[] = []
+    for (let i = 0; i < 501; i += 50) {
+      const n = Math.min(50, 501 - i)
+      jobs.push(...(await Promise.all(Array.from({ length: n }, () => submit(initechKey, { type: 'noop', queue: 'ui-nobody', schedule })))))
+    }
+    // job ids grow with time: the last one submitted is the 501st schedule by id
+    const last = jobs.map((j) => j.id).sort()[500] as string
+    const page = await signedIn(initechKey)
+    await page.goto(`${api.url}/ui/#/jobs/${last}`)
+    const fires = page.locator('dt:text-is("Next fire times") + dd li')
+    await waitFor(async () => (await fires.count()) === 5, { what: 'the five next fire times of the 501st schedule' })
+    await page.context().close()
+  })
+
   it('lists the running worker as alive with what it serves', async () => {
     const page = await signedIn(acmeKey)
     await page.goto(`${api.url}/ui/#/workers`)

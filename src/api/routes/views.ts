@@ -96,7 +96,9 @@ export const viewRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps
         operationId: 'listSchedules',
         tags: ['jobs'],
         summary: 'List recurring schedules',
-        description: 'Recurring jobs (cron or interval) by job id, keyset-paginated, with their next five fire times and latest run.',
+        description:
+          'Recurring jobs (cron or interval) by job id, keyset-paginated, with their next five fire times and latest run. ' +
+          "With `jobId`, only that job's schedule (an empty list when it has none).",
         security,
         querystring: SchedulesQuery,
         response: { 200: ref('ScheduleList', 'A page of schedules.'), ...errors },

@@ -154,7 +154,12 @@ export const ScheduleListSchema = Type.Object(
 )
 
 export const SchedulesQuery = Type.Object(
-  { limit: Type.Optional(Limit), cursor: Type.Optional(Cursor), tenant: JobFilterProperties.tenant },
+  {
+    limit: Type.Optional(Limit),
+    cursor: Type.Optional(Cursor),
+    tenant: JobFilterProperties.tenant,
+    jobId: Type.Optional(Uuid("Only this job's schedule: one item, or none when the job has no recurring schedule (or is another tenant's).")),
+  },
   { additionalProperties: false },
 )
 

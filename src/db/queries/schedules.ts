@@ -39,6 +39,8 @@ export interface ScheduleListParams {
   limit: number
   /** Only jobs with an id above this one (the previous page's last). */
   afterId?: string
+  /** Only this job's schedule. */
+  jobId?: string
 }
 
 export async function scheduleList(db: Kysely<DB>, params: ScheduleListParams): Promise<ScheduleRow[]> {
@@ -79,6 +81,7 @@ export async function scheduleList(db: Kysely<DB>, params: ScheduleListParams): 
      where t.kind in ('cron', 'interval')
        and (${params.tenant}::text is null or j.tenant = ${params.tenant}::text)
        and (${params.afterId ?? null}::uuid is null or t.job_id > ${params.afterId ?? null}::uuid)
+       and (${params.jobId ?? null}::uuid is null or t.job_id = ${params.jobId ?? null}::uuid)
      order by t.job_id
      limit ${params.limit}::int`.execute(db)
   return rows.map((r) => {

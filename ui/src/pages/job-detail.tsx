@@ -6,7 +6,7 @@
  * Live events of this job reload the page's data.
  */
 import { useContext, useState } from 'preact/hooks'
-import { call } from '../api.ts'
+import { call, withQuery } from '../api.ts'
 import { ActionButton, ErrorNotice, JsonBlock, StatusBadge, TableWrap } from '../components/common.tsx'
 import { Output } from '../components/output.tsx'
 import { duration, when } from '../format.ts'
@@ -25,9 +25,10 @@ function scheduleText(job: Job): string {
   return `${what}${s.paused ? ', paused' : ''}${s.error ? `, stopped: ${s.error}` : ''}`
 }
 
+/** The job's next fire times, from its schedule alone (`?jobId=`): none when it cannot be read. */
 async function nextFireTimes(jobId: string, signal: AbortSignal): Promise<string[]> {
   try {
-    const page = await call<{ items: ScheduleInfo[] }>('/v1/schedules?limit=500', { signal })
+    const page = await call<{ items: ScheduleInfo[] }>(withQuery('/v1/schedules', { jobId }), { signal })
     return page.items.find((s) => s.jobId === jobId)?.nextFireTimes ?? []
   } catch {
     return []
