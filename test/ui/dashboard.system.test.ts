@@ -214,6 +214,18 @@ describe('the dashboard in Chromium', () => {
     await page.context().close()
   })
 
+  it('names an error named Error once on the job page', async () => {
+    const job = await submit(acmeKey, { type: 'switch.fail', maxAttempts: 1, payload: { failWhile: flags, message: 'upstream returned 503' } })
+    await waitFor(async () => (await viewJob(job.id)).status === 'FAILED', { what: 'the job to fail' })
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/jobs/${job.id}`)
+    const execution = page.locator('.execution').first()
+    await execution.locator('p.error-text').waitFor()
+    expect(await execution.locator('p.error-text').textContent()).toBe('Error: upstream returned 503')
+    expect(await execution.locator('tr[data-attempt="1"] td.error-text').textContent()).toBe('upstream returned 503')
+    await page.context().close()
+  })
+
   it("shows each attempt's own output on the job's page, and says so when an attempt stored none", async () => {
     // the first attempt writes and fails, the second writes something else and succeeds
     const twice = await submit(acmeKey, {

@@ -37,3 +37,11 @@ export function isUuid(text: string): boolean {
 
 /** `text` cut to `max` characters, with an ellipsis when cut. */
 export const clip = (text: string, max: number): string => (text.length > max ? `${text.slice(0, max - 1)}…` : text)
+
+/**
+ * An error as one line of text: `name: message`, or the message alone when the name is the plain
+ * `Error` (or none), so that "Error: upstream returned 503" never reads "Error: Error: …".
+ */
+export function errorText(error: { name?: string | null; message: string }): string {
+  return error.name && error.name !== 'Error' ? `${error.name}: ${error.message}` : error.message
+}

@@ -9,7 +9,7 @@ import { useContext, useState } from 'preact/hooks'
 import { call, withQuery } from '../api.ts'
 import { ActionButton, ErrorNotice, JsonBlock, StatusBadge, TableWrap } from '../components/common.tsx'
 import { Output } from '../components/output.tsx'
-import { duration, when } from '../format.ts'
+import { duration, errorText, when } from '../format.ts'
 import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
 import { IdentityContext } from '../identity.ts'
 import { href, navigate } from '../router.ts'
@@ -98,7 +98,7 @@ function AttemptRow({ executionId, a }: { executionId: string; a: Attempt }) {
         <td>{when(a.startedAt)}</td>
         <td>{when(a.endedAt)}</td>
         <td>{a.host ? `${a.workerId ?? ''} on ${a.host}` : (a.workerId ?? '—')}</td>
-        <td class="error-text">{a.error ? `${a.error.name}: ${a.error.message}` : ''}</td>
+        <td class="error-text">{a.error ? errorText(a.error) : ''}</td>
         <td>
           {a.outcome !== 'running' && (
             <button
@@ -177,11 +177,7 @@ function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
           </table>
         </TableWrap>
       )}
-      {e.error && (
-        <p class="error-text">
-          Error: {e.error.name}: {e.error.message}
-        </p>
-      )}
+      {e.error && <p class="error-text">Error: {errorText(e.error)}</p>}
       {e.result !== null && e.result !== undefined && (
         <>
           <h4>Result</h4>
