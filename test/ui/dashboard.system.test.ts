@@ -226,6 +226,32 @@ describe('the dashboard in Chromium', () => {
     await page.context().close()
   })
 
+  it('shortens a 3000-character error message to its start on the job and failures pages, with a button that shows it all', async () => {
+    const long = `upstream returned 503: ${'x'.repeat(3000)}`
+    const job = await submit(acmeKey, { type: 'switch.fail', maxAttempts: 1, payload: { failWhile: flags, message: long } })
+    await waitFor(async () => (await viewJob(job.id)).status === 'FAILED', { what: 'the job to fail' })
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/jobs/${job.id}`)
+    const execution = page.locator('.execution').first()
+    const below = execution.locator('p.error-text')
+    await below.waitFor()
+    expect(await below.textContent()).toMatch(/^Error: upstream returned 503: x+…/)
+    const cell = execution.locator('tr[data-attempt="1"] td.error-text')
+    for (const where of [cell, below]) expect(((await where.textContent()) ?? '').length).toBeLessThan(400)
+    await cell.getByRole('button', { name: `Show full message (${long.length} characters)` }).click()
+    await expect(cell.locator('.long-text').textContent()).resolves.toBe(long)
+    await cell.getByRole('button', { name: 'Shorten message' }).click()
+    expect(((await cell.textContent()) ?? '').length).toBeLessThan(400)
+
+    await page.goto(`${api.url}/ui/#/failures`)
+    const group = page.locator('tr', { hasText: 'upstream returned 503: xxx' })
+    await group.waitFor()
+    expect(((await group.locator('p.error-text').textContent()) ?? '').length).toBeLessThan(400)
+    await group.getByRole('button', { name: /^Show full message/ }).click()
+    await expect(group.locator('.long-text').textContent()).resolves.toBe(long)
+    await page.context().close()
+  })
+
   it("shows each attempt's own output on the job's page, and says so when an attempt stored none", async () => {
     // the first attempt writes and fails, the second writes something else and succeeds
     const twice = await submit(acmeKey, {

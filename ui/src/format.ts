@@ -45,3 +45,14 @@ export const clip = (text: string, max: number): string => (text.length > max ? 
 export function errorText(error: { name?: string | null; message: string }): string {
   return error.name && error.name !== 'Error' ? `${error.name}: ${error.message}` : error.message
 }
+
+/** How much of a long text (an error's message) shows before it is opened: its first line, at most this many characters. */
+export const SHORT_TEXT_MAX = 300
+
+/** `text` shortened to its first line and at most `max` characters, with an ellipsis when anything is left out; null when it shows whole. */
+export function shortened(text: string, max = SHORT_TEXT_MAX): string | null {
+  const newline = text.indexOf('\n')
+  const firstLine = newline === -1 ? text : text.slice(0, newline).trimEnd()
+  if (firstLine.length > max) return clip(firstLine, max)
+  return firstLine === text ? null : `${firstLine}…`
+}

@@ -1,8 +1,8 @@
-/** Small pieces every page uses: error notices, status badges, JSON blocks, action buttons, the announcer. */
+/** Small pieces every page uses: error notices, status badges, JSON blocks, long texts, action buttons, the announcer. */
 import type { ComponentChildren } from 'preact'
 import { useEffect, useState } from 'preact/hooks'
 import { ApiError, messageOf } from '../api.ts'
-import { json } from '../format.ts'
+import { json, shortened } from '../format.ts'
 
 /** An error from loading or acting; a route this server lacks is said plainly, not as a failure. */
 export function ErrorNotice({ error, what }: { error: unknown; what?: string }) {
@@ -39,6 +39,27 @@ export function JsonBlock({ value, label }: { value: unknown; label: string }) {
     <section class="json" aria-label={label} tabIndex={0}>
       <pre>{json(value)}</pre>
     </section>
+  )
+}
+
+/**
+ * A text that may be very long (an error's message of thousands of characters): its first line, at
+ * most about 300 characters, with a button that shows it all (and one that shortens it again).
+ * A short text shows as it is.
+ */
+export function LongText({ text, what = 'message' }: { text: string; what?: string }) {
+  const [open, setOpen] = useState(false)
+  const short = shortened(text)
+  if (short === null) return <>{text}</>
+  return (
+    <>
+      <span class="long-text" data-long-text={open ? 'full' : 'short'}>
+        {open ? text : short}
+      </span>{' '}
+      <button type="button" class="long-text-toggle" aria-expanded={open} onClick={() => setOpen(!open)}>
+        {open ? `Shorten ${what}` : `Show full ${what} (${text.length} characters)`}
+      </button>
+    </>
   )
 }
 

@@ -6,7 +6,7 @@
  */
 import { useState } from 'preact/hooks'
 import { call, withQuery } from '../api.ts'
-import { ActionButton, announce, ErrorNotice, JsonBlock, StatusBadge, TableWrap } from '../components/common.tsx'
+import { ActionButton, announce, ErrorNotice, JsonBlock, LongText, StatusBadge, TableWrap } from '../components/common.tsx'
 import { clip, shortId, when } from '../format.ts'
 import { useLiveRefresh, useLoad } from '../hooks.ts'
 import { href } from '../router.ts'
@@ -159,7 +159,7 @@ export function FailuresPage() {
                     <tr key={id} data-error-type={g.errorType} data-count={g.count}>
                       <td>
                         <p class="error-text">
-                          <strong>{g.errorType}</strong>: {g.message}
+                          <strong>{g.errorType}</strong>: <LongText text={g.message} />
                         </p>
                         <button
                           type="button"

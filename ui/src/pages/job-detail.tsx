@@ -7,7 +7,7 @@
  */
 import { useContext, useState } from 'preact/hooks'
 import { call, withQuery } from '../api.ts'
-import { ActionButton, ErrorNotice, JsonBlock, StatusBadge, TableWrap } from '../components/common.tsx'
+import { ActionButton, ErrorNotice, JsonBlock, LongText, StatusBadge, TableWrap } from '../components/common.tsx'
 import { Output } from '../components/output.tsx'
 import { duration, errorText, when } from '../format.ts'
 import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
@@ -98,7 +98,7 @@ function AttemptRow({ executionId, a }: { executionId: string; a: Attempt }) {
         <td>{when(a.startedAt)}</td>
         <td>{when(a.endedAt)}</td>
         <td>{a.host ? `${a.workerId ?? ''} on ${a.host}` : (a.workerId ?? '—')}</td>
-        <td class="error-text">{a.error ? errorText(a.error) : ''}</td>
+        <td class="error-text">{a.error ? <LongText text={errorText(a.error)} /> : ''}</td>
         <td>
           {a.outcome !== 'running' && (
             <button
@@ -177,7 +177,11 @@ function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
           </table>
         </TableWrap>
       )}
-      {e.error && <p class="error-text">Error: {errorText(e.error)}</p>}
+      {e.error && (
+        <p class="error-text">
+          Error: <LongText text={errorText(e.error)} />
+        </p>
+      )}
       {e.result !== null && e.result !== undefined && (
         <>
           <h4>Result</h4>
