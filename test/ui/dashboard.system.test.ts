@@ -478,6 +478,14 @@ describe('the dashboard in Chromium', () => {
     // The jobs run above show in the throughput table of the last hour.
     const started = await page.locator('figure.chart').first().locator('tbody td:nth-child(2)').allTextContents()
     expect(started.map(Number).reduce((a, b) => a + b, 0)).toBeGreaterThan(0)
+    // each minute names its zone, as every other time of the dashboard does
+    const zone = await page.evaluate(
+      () => new Intl.DateTimeFormat(undefined, { timeZoneName: 'short' }).formatToParts(new Date()).find((p) => p.type === 'timeZoneName')?.value,
+    )
+    expect(zone).toBeTruthy()
+    const minutes = await page.locator('figure.chart').first().locator('details tbody th').allTextContents()
+    expect(minutes.length).toBeGreaterThan(0)
+    for (const minute of minutes) expect(minute).toMatch(new RegExp(`^\\d\\d:\\d\\d.* ${zone}$`))
     const operatorPage = await signedIn(operatorKey)
     await operatorPage.goto(`${api.url}/ui/#/overview`)
     await operatorPage.waitForSelector('figure.chart canvas')

@@ -6,6 +6,11 @@ export function when(iso: string | null | undefined): string {
   return Number.isNaN(d.getTime()) ? iso : d.toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'long' })
 }
 
+/** A minute (of a chart's figures) as `when` writes a time, to the minute: in the browser's zone, named ("14:05 CET"). */
+export function minuteOf(date: Date): string {
+  return Number.isNaN(date.getTime()) ? '—' : date.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', timeZoneName: 'short' })
+}
+
 export function duration(ms: number | null | undefined): string {
   if (ms === null || ms === undefined) return '—'
   if (ms < 1000) return `${Math.round(ms)} ms`

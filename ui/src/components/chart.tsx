@@ -1,10 +1,12 @@
 /**
  * A time-series chart (uPlot, bundled) with its figures also given as a table for screen
- * readers and keyboard users (the canvas itself is marked as an image with a summary label).
+ * readers and keyboard users (the canvas itself is marked as an image with a summary label), its
+ * minutes named in the browser's zone as every time of the dashboard is.
  */
 import { useEffect, useRef } from 'preact/hooks'
 import uPlot from 'uplot'
 import 'uplot/dist/uPlot.min.css'
+import { minuteOf } from '../format.ts'
 
 export interface Series {
   label: string
@@ -74,7 +76,7 @@ export function Chart({ title, times, series, unit }: ChartProps) {
             <tbody>
               {times.map((t, i) => (
                 <tr key={t}>
-                  <th scope="row">{new Date(t * 1000).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' })}</th>
+                  <th scope="row">{minuteOf(new Date(t * 1000))}</th>
                   {series.map((s) => (
                     <td key={s.label}>{s.values[i] ?? '—'}</td>
                   ))}
