@@ -332,6 +332,34 @@ describe('the dashboard in Chromium', () => {
     await page.context().close()
   })
 
+  it('requests no output a finished execution did not store, and follows none of an execution that has not started', async () => {
+    const quiet = await submit(acmeKey, { type: 'switch.fail', payload: { failWhile: join(flags, 'never') } })
+    await waitFor(async () => (await viewJob(quiet.id)).status === 'COMPLETED', { what: 'the job to finish' })
+    // a queue no worker serves: its job waits
+    const waiting = await submit(acmeKey, { type: 'noop', queue: 'ui-nobody' })
+    const page = await signedIn(acmeKey)
+    const outputRequests: string[] = []
+    page.on('request', (request) => {
+      if (request.url().includes('/output')) outputRequests.push(request.url())
+    })
+    await page.goto(`${api.url}/ui/#/jobs/${quiet.id}`)
+    await page.waitForSelector('[data-job-status="COMPLETED"]')
+    await page.locator('.execution').getByText('No output stored.').waitFor()
+    const [execution] = (await rest<{ items: Array<{ id: string; outputUrl: string | null }> }>(acmeKey, 'GET', `/v1/jobs/${quiet.id}/executions`)).items
+    expect(execution?.outputUrl).toBeNull()
+    // nor for one of its attempts: none stored any
+    await page.getByRole('button', { name: `Show output of attempt 1 of execution ${execution?.id}` }).click()
+    await page
+      .getByRole('region', { name: `Attempts of execution ${execution?.id}` })
+      .getByText('No output stored for this attempt.')
+      .waitFor()
+
+    await page.goto(`${api.url}/ui/#/jobs/${waiting.id}`)
+    await page.locator('.execution[data-state="pending"]').getByText('Not started yet: its output shows here once it runs.').waitFor()
+    expect(outputRequests).toEqual([])
+    await page.context().close()
+  })
+
   it('bulk-retries 100 failed jobs from the failures page', async () => {
     const flag = join(flags, 'bulk-switch')
     writeFileSync(flag, '')

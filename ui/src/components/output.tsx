@@ -2,14 +2,17 @@
  * An execution's output. While the execution is pending or running it is followed live
  * (GET /v1/executions/{id}/output?follow=true, read chunk by chunk as the worker stores it);
  * once finished, what was stored is read once. With `attempt`, the output that attempt stored
- * (`?attempt=N`), read once; a 404 says that attempt stored none. Shown as text, never as markup.
+ * (`?attempt=N`), read once; a 404 says that attempt stored none. With `stored` false (the
+ * execution says it has none: no `outputUrl`, or a later attempt than its `outputAttempt`) nothing
+ * is requested and it says so at once. Shown as text, never as markup.
  * Followed live, the box keeps its newest line in view, as `tail -f` does, unless the reader has
  * scrolled up to read earlier lines (scrolling back to the end follows again).
  */
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks'
 import { ApiError, request, withQuery } from '../api.ts'
 
-export function Output({ executionId, live, attempt }: { executionId: string; live: boolean; attempt?: number }) {
+export function Output({ executionId, live, attempt, stored }: { executionId: string; live: boolean; attempt?: number; stored?: boolean }) {
+  const known = !live && stored === false
   const [text, setText] = useState('')
   const [state, setState] = useState<'reading' | 'following' | 'done' | 'none' | 'error'>('reading')
   const [error, setError] = useState('')
@@ -25,8 +28,10 @@ export function Output({ executionId, live, attempt }: { executionId: string; li
     if (el) atEnd.current = el.scrollHeight - el.scrollTop - el.clientHeight < 8
   }
   useEffect(() => {
-    const controller = new AbortController()
     setText('')
+    // none stored, as the execution says: no request that could only answer 404
+    if (known) return
+    const controller = new AbortController()
     setState(live ? 'following' : 'reading')
     const read = async () => {
       const path = withQuery(`/v1/executions/${executionId}/output`, { follow: live ? 'true' : undefined, attempt })
@@ -51,9 +56,9 @@ export function Output({ executionId, live, attempt }: { executionId: string; li
       },
     )
     return () => controller.abort()
-  }, [executionId, live, attempt])
+  }, [executionId, live, attempt, known])
   const label = attempt === undefined ? `Output of execution ${executionId}` : `Output of attempt ${attempt} of execution ${executionId}`
-  if (state === 'none') return <p class="muted">{attempt === undefined ? 'No output stored.' : 'No output stored for this attempt.'}</p>
+  if (known || state === 'none') return <p class="muted">{attempt === undefined ? 'No output stored.' : 'No output stored for this attempt.'}</p>
   return (
     <div class="output">
       <p class="muted" role="status">

@@ -87,7 +87,7 @@ const ATTEMPT_COLUMNS = 7
  * the output that attempt stored, read once when opened: only opened rows cost a request. The
  * running attempt has none: its output is the execution's, followed live below the table.
  */
-function AttemptRow({ executionId, a }: { executionId: string; a: Attempt }) {
+function AttemptRow({ executionId, a, stored }: { executionId: string; a: Attempt; stored?: boolean }) {
   const [open, setOpen] = useState(false)
   const outputId = `attempt-output-${executionId}-${a.attempt}`
   return (
@@ -117,13 +117,24 @@ function AttemptRow({ executionId, a }: { executionId: string; a: Attempt }) {
         <tr id={outputId}>
           <td colSpan={ATTEMPT_COLUMNS}>
             <div class="attempt-output-body">
-              <Output executionId={executionId} live={false} attempt={a.attempt} />
+              <Output executionId={executionId} live={false} attempt={a.attempt} stored={stored} />
             </div>
           </td>
         </tr>
       )}
     </>
   )
+}
+
+/**
+ * Whether attempt `attempt` of a finished execution stored output, as far as the execution tells:
+ * false with no output at all or for an attempt after the latest that stored any (`outputAttempt`);
+ * undefined (ask) otherwise. An execution that still runs may store more: undefined.
+ */
+function attemptStored(e: Execution, attempt: number): boolean | undefined {
+  if (e.state === 'pending' || e.state === 'running') return undefined
+  if (e.outputUrl === null) return false
+  return e.outputAttempt !== null && attempt > e.outputAttempt ? false : undefined
 }
 
 /** Says so when a finished execution's output is an earlier attempt's: its latest attempt wrote none. */
@@ -137,7 +148,10 @@ function OutputOfEarlierAttempt({ e }: { e: Execution }) {
 }
 
 function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
-  const live = e.state === 'pending' || e.state === 'running'
+  // only a running execution's output is followed: a pending one's has not begun (in a paused queue
+  // it may wait for days), and a finished one's is read once, when it stored any
+  const live = e.state === 'running'
+  const waiting = e.state === 'pending'
   return (
     <article class="execution" aria-labelledby={`ex-${e.id}`} data-execution-id={e.id} data-state={e.state}>
       <h3 id={`ex-${e.id}`}>
@@ -171,7 +185,7 @@ function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
             </thead>
             <tbody>
               {e.attempts.map((a) => (
-                <AttemptRow key={a.attempt} executionId={e.id} a={a} />
+                <AttemptRow key={a.attempt} executionId={e.id} a={a} stored={attemptStored(e, a.attempt)} />
               ))}
             </tbody>
           </table>
@@ -188,11 +202,19 @@ function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
           <JsonBlock value={e.result} label="Result" />
         </>
       )}
-      {latest || live ? (
+      {latest || live || waiting ? (
         <>
           <h4>Output</h4>
-          {!live && <OutputOfEarlierAttempt e={e} />}
-          <Output executionId={e.id} live={live} />
+          {waiting && e.outputUrl === null ? (
+            <p class="muted" data-output-waiting={e.id}>
+              Not started yet: its output shows here once it runs.
+            </p>
+          ) : (
+            <>
+              {!live && <OutputOfEarlierAttempt e={e} />}
+              <Output executionId={e.id} live={live} stored={live ? undefined : e.outputUrl !== null} />
+            </>
+          )}
         </>
       ) : (
         e.outputUrl && (
