@@ -573,7 +573,23 @@ describe('the dashboard in Chromium', () => {
     const row = page.locator('tr[data-worker-state="alive"]').first()
     await row.waitFor()
     await expect(row.textContent()).resolves.toContain('ui-pause')
+    // the executions a worker holds, beside its slots: held ones may be more (claimed ahead), and the page says so
+    const headers = await page.locator('thead th').allTextContents()
+    expect(headers).toEqual(expect.arrayContaining(['Claimed', 'Slots']))
+    expect(headers).not.toContain('In flight')
+    expect(
+      await row
+        .locator('td')
+        .nth(headers.indexOf('Slots') - 1)
+        .textContent(),
+    ).toBe('20')
+    await expect(page.locator('[data-note="claimed"]').textContent()).resolves.toContain('claimed ahead of a free slot')
     await shot(page, 'workers')
+    await page.goto(`${api.url}/ui/#/overview`)
+    const card = page.locator('.queue-card').first()
+    await card.waitFor()
+    await expect(card.locator('dt').allTextContents()).resolves.toEqual(['Due', 'Scheduled', 'Claimed', 'Oldest due'])
+    await expect(page.locator('[data-note="claimed"]').textContent()).resolves.toContain('claimed ahead of a free slot')
     await page.context().close()
   })
 

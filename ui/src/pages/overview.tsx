@@ -1,5 +1,5 @@
 /**
- * The overview: each queue's depth by state and running count (paused and limited queues
+ * The overview: each queue's depth by state and claimed count (paused and limited queues
  * marked), and, from GET /v1/stats, throughput, failure rate and schedule lag per minute over the
  * last hour as charts, for all queues or one. Refreshed by live events and every 15 s.
  */
@@ -7,6 +7,7 @@ import { useMemo, useRef, useState } from 'preact/hooks'
 import { ApiError, call, withQuery } from '../api.ts'
 import { Chart, type Series } from '../components/chart.tsx'
 import { ErrorNotice } from '../components/common.tsx'
+import { QUEUE_CLAIMED_NOTE } from '../figures.ts'
 import { duration } from '../format.ts'
 import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
 import { href } from '../router.ts'
@@ -44,42 +45,47 @@ function perMinute(rows: StatsRow[], nowMs: number): { times: number[]; minutes:
 function QueueCards({ queues }: { queues: Queue[] }) {
   if (queues.length === 0) return <p class="empty">No queue has work or settings yet.</p>
   return (
-    <ul class="cards" aria-label="Queues">
-      {queues.map((q) => {
-        const limited = q.concurrencyLimit !== null || q.rateLimit !== null || q.keyConcurrencyLimit !== null
-        return (
-          <li key={q.name} class={`card queue-card${q.paused ? ' paused' : ''}`} data-queue={q.name}>
-            <h3>
-              <a href={href('/jobs', { queue: q.name })}>{q.name}</a>
-              {q.paused && <span class="badge badge-paused">paused</span>}
-              {limited && <span class="badge badge-limited">limited</span>}
-            </h3>
-            <dl class="figures">
-              <div>
-                <dt>Due</dt>
-                <dd>{q.due}</dd>
-              </div>
-              <div>
-                <dt>Scheduled</dt>
-                <dd>{q.scheduled}</dd>
-              </div>
-              <div>
-                <dt>Running</dt>
-                <dd>
-                  {q.running}
-                  {q.concurrencyLimit !== null ? ` / ${q.concurrencyLimit}` : ''}
-                </dd>
-              </div>
-              <div>
-                <dt>Oldest due</dt>
-                <dd>{duration(q.oldestDueLagMs)}</dd>
-              </div>
-            </dl>
-            {q.unserved > 0 && <p class="notice">{q.unserved} waiting for a worker that serves their type</p>}
-          </li>
-        )
-      })}
-    </ul>
+    <>
+      <ul class="cards" aria-label="Queues">
+        {queues.map((q) => {
+          const limited = q.concurrencyLimit !== null || q.rateLimit !== null || q.keyConcurrencyLimit !== null
+          return (
+            <li key={q.name} class={`card queue-card${q.paused ? ' paused' : ''}`} data-queue={q.name}>
+              <h3>
+                <a href={href('/jobs', { queue: q.name })}>{q.name}</a>
+                {q.paused && <span class="badge badge-paused">paused</span>}
+                {limited && <span class="badge badge-limited">limited</span>}
+              </h3>
+              <dl class="figures">
+                <div>
+                  <dt>Due</dt>
+                  <dd>{q.due}</dd>
+                </div>
+                <div>
+                  <dt>Scheduled</dt>
+                  <dd>{q.scheduled}</dd>
+                </div>
+                <div title={QUEUE_CLAIMED_NOTE}>
+                  <dt>Claimed</dt>
+                  <dd>
+                    {q.running}
+                    {q.concurrencyLimit !== null ? ` / ${q.concurrencyLimit}` : ''}
+                  </dd>
+                </div>
+                <div>
+                  <dt>Oldest due</dt>
+                  <dd>{duration(q.oldestDueLagMs)}</dd>
+                </div>
+              </dl>
+              {q.unserved > 0 && <p class="notice">{q.unserved} waiting for a worker that serves their type</p>}
+            </li>
+          )
+        })}
+      </ul>
+      <p class="help" data-note="claimed">
+        {QUEUE_CLAIMED_NOTE}
+      </p>
+    </>
   )
 }
 

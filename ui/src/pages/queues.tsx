@@ -5,6 +5,7 @@
 import { useContext, useState } from 'preact/hooks'
 import { call, messageOf } from '../api.ts'
 import { ActionButton, announce, ErrorNotice, TableWrap } from '../components/common.tsx'
+import { QUEUE_CLAIMED_NOTE } from '../figures.ts'
 import { duration } from '../format.ts'
 import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
 import { IdentityContext } from '../identity.ts'
@@ -104,7 +105,9 @@ export function QueuesPage() {
                 <th scope="col">State</th>
                 <th scope="col">Due</th>
                 <th scope="col">Scheduled</th>
-                <th scope="col">Running</th>
+                <th scope="col" title={QUEUE_CLAIMED_NOTE}>
+                  Claimed
+                </th>
                 <th scope="col">Oldest due</th>
                 <th scope="col">Limits</th>
                 {identity.operator && <th scope="col">Actions</th>}
@@ -156,6 +159,11 @@ export function QueuesPage() {
             </tbody>
           </table>
         </TableWrap>
+      )}
+      {queues.data && (
+        <p class="help" data-note="claimed">
+          {QUEUE_CLAIMED_NOTE}
+        </p>
       )}
       {editing && queues.data?.items.find((q) => q.name === editing) && (
         <section class="card" aria-label={`Edit queue ${editing}`}>

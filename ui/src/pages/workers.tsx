@@ -1,6 +1,11 @@
-/** Workers: alive, stale or stopped, where they run, what they serve and how busy they are. */
+/**
+ * Workers: alive, stale or stopped, where they run, what they serve and how busy they are: the
+ * executions each holds (its `inFlight`: those running in its slots and those claimed ahead of a
+ * free slot, so it may exceed its concurrency) beside its slots (its concurrency).
+ */
 import { call } from '../api.ts'
 import { ErrorNotice, StatusBadge, TableWrap } from '../components/common.tsx'
+import { WORKER_CLAIMED_NOTE as CLAIMED_NOTE } from '../figures.ts'
 import { when } from '../format.ts'
 import { useInterval, useLoad } from '../hooks.ts'
 import type { WorkerInfo } from '../types.ts'
@@ -23,7 +28,10 @@ export function WorkersPage() {
                 <th scope="col">PID</th>
                 <th scope="col">Queues</th>
                 <th scope="col">Types</th>
-                <th scope="col">In flight</th>
+                <th scope="col" title={CLAIMED_NOTE}>
+                  Claimed
+                </th>
+                <th scope="col">Slots</th>
                 <th scope="col">Started</th>
                 <th scope="col">Last seen</th>
               </tr>
@@ -39,9 +47,8 @@ export function WorkersPage() {
                   <td>{w.pid}</td>
                   <td class="name">{w.queues.join(', ')}</td>
                   <td class="name">{w.types.join(', ')}</td>
-                  <td>
-                    {w.inFlight}/{w.concurrency}
-                  </td>
+                  <td title={CLAIMED_NOTE}>{w.inFlight}</td>
+                  <td>{w.concurrency}</td>
                   <td>{when(w.startedAt)}</td>
                   <td>{when(w.stoppedAt ?? w.lastSeenAt)}</td>
                 </tr>
@@ -50,6 +57,11 @@ export function WorkersPage() {
           </table>
           {workers.data.items.length === 0 && <p class="empty">No worker has started.</p>}
         </TableWrap>
+      )}
+      {workers.data && (
+        <p class="help" data-note="claimed">
+          {CLAIMED_NOTE}
+        </p>
       )}
     </>
   )
