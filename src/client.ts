@@ -5,6 +5,7 @@
  * caller's own transaction (a Kysely transaction or a `pg` client), so a job
  * commits or rolls back together with the caller's data.
  */
+import { setMaxListeners } from 'node:events'
 import type pg from 'pg'
 import type { Context } from '@opentelemetry/api'
 import { tracedSubmit } from './lib/tracing.ts'
@@ -301,6 +302,8 @@ export function createClient(options: CreateClientOptions): Client {
   const gate = new CallGate()
   // close() ends the event streams still open (an owned pool only: the caller's pool is the caller's)
   const closing = new AbortController()
+  // every stream waiting for its next poll listens on it: more than ten at once are no leak
+  setMaxListeners(0, closing.signal)
   const settings: ClientSettings = { webhookPolicy, requireSyncStandby, streams: owned ? { closing: closing.signal, gate } : undefined }
   const client = makeClient(db, batcher, options.tenant ?? 'default', options.createdBy ?? null, options.clock ?? systemClock, settings, async () => {
     if (!owned) return

@@ -223,6 +223,30 @@ describe('client.close with an event stream open', () => {
       expect(seen).toEqual(['submitted'])
     }
   })
+
+  it('holds more than ten streams waiting for events at once without a warning of an abort listener leak', async () => {
+    const warnings: string[] = []
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`)
+    process.on('warning', onWarning)
+    try {
+      const own = createClient({ databaseUrl: t.url, tenant: 'many-streams', poolSize: 2 })
+      const streams = await Promise.all(Array.from({ length: 12 }, () => own.events({ pollIntervalMs: 60_000 })))
+      await own.submitJob({ type: 'many-streams' })
+      const seen = streams.map(() => [] as string[])
+      const loops = streams.map(async (stream, i) => {
+        for await (const event of stream) seen[i]?.push(event.type)
+      })
+      await waitFor(() => seen.every((s) => s.includes('submitted')), { what: 'the submitted event on every stream' })
+      // each stream goes on to wait for its next poll, with no statement in between
+      await new Promise((resolve) => setImmediate(resolve))
+      await own.close()
+      await Promise.all(loops)
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(warnings.filter((w) => w.startsWith('MaxListenersExceededWarning'))).toEqual([])
+    } finally {
+      process.off('warning', onWarning)
+    }
+  })
 })
 
 describe('createClient({ pool })', () => {
