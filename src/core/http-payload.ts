@@ -1,7 +1,7 @@
 /**
  * The payload of the built-in `http` handler, {url, method?, headers?, body?, timeoutMs?}, and its
  * check, defined once: a key it does not take (`header`, `timeout`) or a value it cannot send as
- * given (`method: 'POTS'`, `timeoutMs: '5000'`) would otherwise be dropped or sent as is, and the
+ * given (`method: 'GET /x'`, `timeoutMs: '5000'`) would otherwise be dropped or sent as is, and the
  * job would run without what its submitter meant. normalizeSubmit refuses such a payload for a job
  * of type `http` (ValidationError: REST answers 400), and the handler refuses it when it runs
  * (FatalError, not retried): a job written by pgsched.submit_job in SQL, or submitted before this
@@ -17,7 +17,7 @@ export const HTTP_JOB_TYPE = 'http'
 export interface HttpPayload {
   /** An absolute http or https URL. */
   url: string
-  /** An HTTP method (HTTP_METHODS, in any case); default GET. */
+  /** An HTTP method name, in any case (sent upper-cased); default GET. Not CONNECT. */
   method?: string
   /** Header names to string values. */
   headers?: Record<string, string>
@@ -31,53 +31,25 @@ export interface HttpPayload {
 export const HTTP_PAYLOAD_FIELDS: FieldSet<HttpPayload> = { url: true, method: true, headers: true, body: true, timeoutMs: true }
 
 /**
- * The methods an http job may use: those Node.js's HTTP parser knows (RFC 9110's, PATCH, WebDAV's,
- * PURGE, …; a server built on Node.js answers any other with 400), but CONNECT, which asks for a
- * tunnel rather than a response.
+ * An HTTP method: an RFC 9110 token, in any case (sent upper-cased), as Node.js's client sends any;
+ * a method the target does not take is its answer to give (405), which fails the job visibly. But
+ * not CONNECT, which asks for a tunnel rather than a response.
  */
-export const HTTP_METHODS: readonly string[] = [
-  'GET',
-  'HEAD',
-  'POST',
-  'PUT',
-  'PATCH',
-  'DELETE',
-  'OPTIONS',
-  'TRACE',
-  'ACL',
-  'BIND',
-  'CHECKOUT',
-  'COPY',
-  'LINK',
-  'LOCK',
-  'M-SEARCH',
-  'MERGE',
-  'MKACTIVITY',
-  'MKCALENDAR',
-  'MKCOL',
-  'MOVE',
-  'NOTIFY',
-  'PROPFIND',
-  'PROPPATCH',
-  'PURGE',
-  'QUERY',
-  'REBIND',
-  'REPORT',
-  'SEARCH',
-  'SOURCE',
-  'SUBSCRIBE',
-  'UNBIND',
-  'UNLINK',
-  'UNLOCK',
-  'UNSUBSCRIBE',
-]
-const METHOD_SET = new Set(HTTP_METHODS)
-const METHOD_RULE = 'an HTTP method: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE or a WebDAV or other one Node.js knows, such as PROPFIND or PURGE'
+const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
+const isHttpMethod = (method: string): boolean => HTTP_TOKEN.test(method) && method.toUpperCase() !== 'CONNECT'
+const METHOD_RULE = 'an HTTP method name (a token such as POST or PROPFIND; not CONNECT)'
 
 /** Range of timeoutMs: a job's own timeout is at most a day too. */
 export const HTTP_TIMEOUT_MS = { min: 1, max: 86_400_000 } as const
 
 const shownValue = (value: unknown): string => (value === undefined ? 'undefined' : (JSON.stringify(value) ?? String(value)))
+
+/**
+ * What `value` is, without its content: for the payload, the URL and headers, which may carry a token
+ * (a message is returned to the caller, and stored as the error of a job the handler refuses).
+ */
+const kindOf = (value: unknown): string =>
+  value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'an object' : `a ${typeof value}`
 
 /**
  * What is wrong with `payload` as an http job's payload (`root` leads each path): one detail per
@@ -88,7 +60,7 @@ export function httpPayloadProblems(payload: unknown, root = 'payload'): ErrorDe
   const problems: ErrorDetail[] = []
   const bad = (path: string, message: string) => problems.push({ path, message })
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
-    bad(root, `${root} of an http job must be an object {url, method?, headers?, body?, timeoutMs?}, got ${shownValue(payload)}`)
+    bad(root, `${root} of an http job must be an object {url, method?, headers?, body?, timeoutMs?}, got ${kindOf(payload)}`)
     return problems
   }
   const p = payload as Record<string, unknown>
@@ -99,25 +71,25 @@ export function httpPayloadProblems(payload: unknown, root = 'payload'): ErrorDe
     }
   }
   if (p.url === undefined) bad(`${root}.url`, `${root}.url is required: the http or https URL the job calls`)
-  else if (typeof p.url !== 'string') bad(`${root}.url`, `${root}.url must be a string, got ${shownValue(p.url)}`)
+  else if (typeof p.url !== 'string') bad(`${root}.url`, `${root}.url must be a string, got ${kindOf(p.url)}`)
   else {
     // the URL itself is not repeated: it may carry a token
     const url = URL.canParse(p.url) ? new URL(p.url) : undefined
     if (!url) bad(`${root}.url`, `${root}.url must be an absolute http or https URL, such as https://example.com/hook`)
     else if (url.protocol !== 'http:' && url.protocol !== 'https:') bad(`${root}.url`, `${root}.url must be an http or https URL, got ${url.protocol}`)
   }
-  if (p.method !== undefined && (typeof p.method !== 'string' || !METHOD_SET.has(p.method.toUpperCase()))) {
+  if (p.method !== undefined && (typeof p.method !== 'string' || !isHttpMethod(p.method))) {
     bad(`${root}.method`, `${root}.method must be ${METHOD_RULE}; got ${shownValue(p.method)}`)
   }
   if (p.headers !== undefined) {
     if (typeof p.headers !== 'object' || p.headers === null || Array.isArray(p.headers)) {
-      bad(`${root}.headers`, `${root}.headers must be an object of header names to string values, got ${shownValue(p.headers)}`)
+      bad(`${root}.headers`, `${root}.headers must be an object of header names to string values, got ${kindOf(p.headers)}`)
     } else {
       for (const [name, value] of Object.entries(p.headers as Record<string, unknown>)) {
         const path = `${root}.headers.${name}`
         if (value === undefined) continue
         if (typeof value !== 'string') {
-          bad(path, `header ${JSON.stringify(name)} in ${root}.headers must be a string, got ${shownValue(value)}`)
+          bad(path, `header ${JSON.stringify(name)} in ${root}.headers must be a string, got ${kindOf(value)}`)
           continue
         }
         try {
