@@ -565,8 +565,8 @@ function makeClient(
       return makeClient(db, batcher, other, by ?? createdBy, clock, settings, async () => {})
     },
 
-    async close(...extra: unknown[]) {
-      assertNoMoreArguments('close', [], extra)
+    // Arguments are ignored: close is handed to callbacks as it is (process.once('SIGTERM', client.close)).
+    async close() {
       return close()
     },
   }

@@ -407,6 +407,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, fl
   return deepFreeze(value as Config)
 }
 
+/**
+ * Keys a section takes from JavaScript only, by the section's path prefix: `output` is the output
+ * store's settings (createOutputStore), whose S3 credentials no variable sets.
+ */
+const PROGRAMMATIC_FIELDS: Record<string, Record<string, true>> = { 'output.': { s3Credentials: true } }
+
 /** The keys of an object schema, each `true`: what assertKnownFields takes. */
 const keysOf = (schema: TSchema): Record<string, true> => Object.fromEntries(Object.keys(schema.properties ?? {}).map((key) => [key, true as const]))
 
@@ -416,11 +422,12 @@ const keysOf = (schema: TSchema): Record<string, true> => Object.fromEntries(Obj
  * `{ ...config, worker: { ...config.worker, concurency: 5 } }` would run with the default concurrency.
  * `what` names it (`createWorkerSystem config`); `prefix` leads each path (`config.`).
  */
-export function assertConfigFields(config: unknown, what: string, prefix = '', schema: TSchema = ConfigSchema): void {
-  assertKnownFields(config, keysOf(schema), what, prefix)
+export function assertConfigFields(config: unknown, what: string, prefix = '', schema: TSchema = ConfigSchema, at = ''): void {
+  assertKnownFields(config, { ...keysOf(schema), ...(PROGRAMMATIC_FIELDS[at] ?? {}) }, what, prefix)
   for (const [key, child] of Object.entries(schema.properties as Record<string, TSchema>)) {
     const section = (config as Record<string, unknown>)[key]
-    if (child.type === 'object' && child.properties && section !== undefined) assertConfigFields(section, `${what}.${key}`, `${prefix}${key}.`, child)
+    if (child.type === 'object' && child.properties && section !== undefined)
+      assertConfigFields(section, `${what}.${key}`, `${prefix}${key}.`, child, `${at}${key}.`)
   }
 }
 

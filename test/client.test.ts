@@ -588,7 +588,11 @@ describe('option objects from plain JavaScript', () => {
       message: 'withTenant takes at most 2 arguments (tenant, createdBy), got one more',
       path: 'arguments.2',
     })
-    expect(await refusalOf(c, 'close', { force: true })).toEqual({ message: 'close takes no arguments', path: 'arguments.0' })
+    // but close, handed to callbacks as it is (process.once('SIGTERM', client.close)), ignores what they pass
+    const own = createClient({ databaseUrl: t.url, tenant: 'acme' })
+    const closeOf = own.close
+    await expect((closeOf as (signal: string) => Promise<void>)('SIGTERM')).resolves.toBeUndefined()
+    await expect(own.submitJob({ type: 'after-close' })).rejects.toThrow('the pgsched client is closed')
     expect(await refusalOf(c, 'retryJob', job.id, undefined, 'extra')).toMatchObject({ path: 'arguments.2' })
     // undefined is no argument
     expect(await c.listWorkers(...([undefined] as unknown as []))).toEqual([])

@@ -284,6 +284,14 @@ describe('createWorkerSystem from plain JavaScript', () => {
     ])
     expect(refusal(withConfig({ ...config, api: 8080 })).message).toBe('createWorkerSystem config.api must be an object')
     expect(refusal(withConfig(undefined)).message).toBe('createWorkerSystem config must be an object')
+    // the output store's S3 credentials, which only JavaScript gives (createOutputStore's settings), are taken there
+    const withCredentials = createWorkerSystem({
+      config: { ...config, output: { ...config.output, s3Credentials: { accessKeyId: 'a', secretAccessKey: 'b' } } } as typeof config,
+      log: t.log,
+      handlers: [],
+      outputStore,
+    })
+    await withCredentials.stop()
     // a setting changed by hand, and a key left undefined, are taken
     const system = createWorkerSystem({
       config: { ...config, worker: { ...config.worker, concurrency: 5, concurency: undefined } as typeof config.worker },
