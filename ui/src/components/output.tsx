@@ -17,16 +17,18 @@ export function Output({ executionId, live, attempt, stored }: { executionId: st
   const [state, setState] = useState<'reading' | 'following' | 'done' | 'none' | 'error'>('reading')
   const [error, setError] = useState('')
   const box = useRef<HTMLElement>(null)
-  /** Whether the box shows its end: new output then scrolls into view. */
-  const atEnd = useRef(true)
+  /** The box's content height when it was last laid out: before the text that came since. */
+  const height = useRef(0)
   useLayoutEffect(() => {
     const el = box.current
-    if (el && live && atEnd.current) el.scrollTop = el.scrollHeight
+    if (!el) return
+    // Showing its end before this text came: judged from where the box is scrolled now, not from a
+    // scroll event, which fires a frame later (a reader's scroll up just before a chunk came would
+    // otherwise be undone).
+    const atEnd = height.current - el.scrollTop - el.clientHeight < 8
+    if (live && atEnd) el.scrollTop = el.scrollHeight
+    height.current = el.scrollHeight
   }, [text, live])
-  const scrolled = () => {
-    const el = box.current
-    if (el) atEnd.current = el.scrollHeight - el.scrollTop - el.clientHeight < 8
-  }
   useEffect(() => {
     setText('')
     // none stored, as the execution says: no request that could only answer 404
@@ -65,7 +67,7 @@ export function Output({ executionId, live, attempt, stored }: { executionId: st
         {state === 'following' ? 'Following the output as it is written…' : state === 'error' ? `Output could not be read: ${error}` : ''}
       </p>
       {/* biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling region must be reachable by keyboard */}
-      <section class="output-text" ref={box} onScroll={scrolled} aria-label={label} tabIndex={0} data-output-of={executionId} data-output-attempt={attempt}>
+      <section class="output-text" ref={box} aria-label={label} tabIndex={0} data-output-of={executionId} data-output-attempt={attempt}>
         <pre>{text}</pre>
       </section>
     </div>
