@@ -318,6 +318,9 @@ describe('scheduler jobs submit with the settings the client and the REST API ta
       expect(refused.code, args.join(' ')).toBe(2)
       expect(refused.stderr, args.join(' ')).toContain(`scheduler: ${message}`)
     }
+    // a payload's own key of that name is not a flag
+    const payloadKey = await failing('jobs', 'submit', 'http', '--tenant', 'settings', '--payload', '{"url":"https://example.com/","startAt":1}')
+    expect(payloadKey.stderr).toContain('unknown field "payload.startAt"')
     // nothing half-submitted
     expect(await createClient({ db: t.db, tenant: 'settings' }).listJobs({})).toMatchObject({ items: [] })
   }, 120_000)

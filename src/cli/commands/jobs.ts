@@ -161,8 +161,8 @@ async function inSubmitWords<T>(fn: () => Promise<T>): Promise<T> {
     if (!(err instanceof ValidationError)) throw err
     const word = (text: string) =>
       text
-        .replace(/\bstartAt\b/g, '--start-at')
-        .replace(/\bendAt\b/g, '--end-at')
+        .replace(/(?<![\w.])startAt\b/g, '--start-at')
+        .replace(/(?<![\w.])endAt\b/g, '--end-at')
         .replaceAll('({cron} or {every})', '(--cron or --every)')
     throw new ValidationError(
       word(err.message),
