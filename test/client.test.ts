@@ -519,6 +519,7 @@ describe('option objects from plain JavaScript', () => {
         for (const [name, ...args] of [
           ['create', { url: 'https://example.com/other' }],
           ['view', hook.id],
+          ['update', hook.id, { url: 'https://example.com/moved' }],
           ['delete', hook.id],
         ] as Array<[string, ...unknown[]]>) {
           expect(await refusalOf(c.webhooks, name, ...args, options)).toEqual(noOptions(`webhooks.${name}`))
@@ -564,6 +565,7 @@ describe('option objects from plain JavaScript', () => {
     })
     expect(await c.tenants.view('acme')).toMatchObject({ weight: 1 })
     expect((await c.webhooks.list()).map((w) => w.id)).toEqual([hook.id])
+    expect((await c.webhooks.view(hook.id)).url).toBe('https://example.com/hook')
     // calls that take call options: an argument after them, by its place
     const tooMany = (name: string, takes: string) => ({
       message: `${name} takes at most ${takes.split(', ').length} arguments (${takes}), got one more`,
@@ -619,6 +621,13 @@ describe('option objects from plain JavaScript', () => {
     expect(err.message).toBe('unknown field "event" (known: url, events, secret, queue)')
     expect(await refusal(() => c.webhooks.create('https://example.com/hook' as never))).toEqual([{ path: '', message: 'webhook must be an object' }])
     expect(await c.webhooks.list()).toEqual([])
+    // an update too: a misspelt `event` would otherwise leave the types as they are, silently
+    const hook = await c.webhooks.create({ url: 'https://example.com/hook', events: ['failed'] })
+    const update = await refused(() => c.webhooks.update(hook.id, { event: ['succeeded'] } as never))
+    expect(update.details).toEqual(unknown('event'))
+    expect(update.message).toBe('unknown field "event" (known: url, events, secret)')
+    expect((await refused(() => c.webhooks.update(hook.id, { queue: 'other' } as never))).details).toEqual(unknown('queue'))
+    expect(await c.webhooks.view(hook.id)).toMatchObject({ events: ['failed'], queue: 'default' })
   })
 
   it('refuses a tenant setting it does not know rather than changing the others alone', async () => {

@@ -47,7 +47,7 @@ import { eventRoutes } from './routes/events.ts'
 import { streamEventMessages } from '../events/event-stream.ts'
 import { webhookRoutes } from './routes/webhooks.ts'
 import { EventSchema } from './schemas/event.ts'
-import { WebhookSchema } from './schemas/webhook.ts'
+import { UpdateWebhookBody, WebhookSchema } from './schemas/webhook.ts'
 import type { RouteDeps } from './routes/deps.ts'
 import { ErrorDetailSchema, ErrorSchema } from './schemas/error.ts'
 import { ExecutionPageSchema, ExecutionSchema } from './schemas/execution.ts'
@@ -101,6 +101,7 @@ const SHARED_SCHEMAS = [
   TenantSchema,
   TenantListSchema,
   TenantPatchBody,
+  UpdateWebhookBody,
   ...OPERATIONS_SCHEMAS,
 ]
 

@@ -1,8 +1,8 @@
 /**
  * Webhook subscriptions of one tenant (client.webhooks; REST /v1/webhooks and `scheduler webhooks`
- * over it): list, view, create, delete (which cancels the deliveries still to come), and each one's
- * delivery log, a page at a time. The secret is shown once, when the
- * subscription is created (generated when not given); lists never show it.
+ * over it): list, view, create, update (its URL, event types or secret, in place), delete (which
+ * cancels the deliveries still to come), and each one's delivery log, a page at a time. The secret
+ * is shown once, when the subscription is created (generated when not given); lists never show it.
  */
 import { randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
@@ -19,6 +19,7 @@ import {
   webhookSubscriptionDelete,
   webhookSubscriptionInsert,
   webhookSubscriptionList,
+  webhookSubscriptionUpdate,
   type WebhookDeliveryRow,
   type WebhookSubscriptionRow,
 } from '../db/queries/webhooks.ts'
@@ -37,12 +38,30 @@ export interface CreateWebhookInput {
   queue?: string
 }
 
+/** The fields an update may change; those left out (or undefined) stay as they are. */
+export interface UpdateWebhookInput {
+  /** As at creation: http or https, and refused when every delivery to it would be refused. */
+  url?: string
+  /** Event types to send from now on; empty: all. */
+  events?: readonly EventType[]
+  /** The new signing secret, 16-256 characters: every delivery attempt from now on is signed with it. */
+  secret?: string
+}
+
 export interface WebhookAdmin {
   list(): Promise<WebhookSubscription[]>
   /** The new subscription with its secret (the only time it is returned). */
   create(input: CreateWebhookInput): Promise<WebhookSubscription & { secret: string }>
   /** One subscription (without its secret). @throws NotFoundError when the tenant has no such subscription. */
   view(id: string): Promise<WebhookSubscription>
+  /**
+   * Changes the fields given, in place (the same checks as create): each delivery attempt reads the
+   * subscription's URL and secret when it is made, so retries still to come use the new ones; new
+   * event types apply to events from now on. Returns the subscription (without its secret).
+   * @throws ValidationError when no field is given, or one is unknown or invalid (nothing changed);
+   * NotFoundError when the tenant has no such subscription.
+   */
+  update(id: string, input: UpdateWebhookInput): Promise<WebhookSubscription>
   /**
    * Deletes the subscription and cancels its delivery jobs that have work left (a delivery running
    * is told to stop); returns the deleted subscription. @throws NotFoundError when the tenant has no
@@ -61,6 +80,7 @@ export interface WebhookAdmin {
  * (core/known-fields.ts), as REST refuses it: a misspelt `event` would subscribe to every event.
  */
 const CREATE_FIELDS: FieldSet<CreateWebhookInput> = { url: true, events: true, secret: true, queue: true }
+const UPDATE_FIELDS: FieldSet<UpdateWebhookInput> = { url: true, events: true, secret: true }
 const DELIVERIES_FIELDS: FieldSet<{ limit?: number; cursor?: string }> = { limit: true, cursor: true }
 
 /** Where the setting must admit a webhook URL for it to be created. */
@@ -75,6 +95,48 @@ function invalid(path: string, message: string): ValidationError {
 function withoutSecret(row: WebhookSubscriptionRow): WebhookSubscription {
   const { secret: _secret, ...rest } = row
   return rest
+}
+
+/**
+ * The URL rules of a subscription (create and update alike): kept as given, so held to what REST
+ * and the table take, and refused when every delivery to it would be refused.
+ */
+function checkUrl(text: string, policy: AddressPolicy): void {
+  let url: URL
+  try {
+    url = new URL(text)
+  } catch {
+    throw invalid('url', 'url must be an absolute http or https URL')
+  }
+  // a URL parser would also read `HTTP://…` or ` http://…` (refused by the table's check, the
+  // database's error rather than a 400), and drop a tab or line break (the subscription would show
+  // one URL and call another)
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || !/^https?:\/\//.test(text) || text.length > 2048) {
+    throw invalid('url', 'url must be an http or https URL of at most 2048 characters')
+  }
+  if ([...text].some((c) => c <= ' ' || c === '\u007f')) throw invalid('url', 'url must not contain white space or control characters')
+  // a target every delivery would be refused (a loopback or private address literal): refused
+  // now, rather than a failed delivery job per event
+  const refused = refusedUrlHost(url, policy)
+  if (refused) throw invalid('url', `url: ${refused}, to which deliveries are refused unless SCHEDULER_HTTP_ALLOW admits it ${WHERE_ALLOWED}`)
+}
+
+/** The event types to send, each once; empty (or absent): all. */
+function checkEvents(events: readonly EventType[] | undefined): EventType[] {
+  // from JavaScript a string would be read letter by letter ("failed": got "f"), and null as every event
+  if (events !== undefined && !Array.isArray(events)) {
+    throw invalid('events', `events must be an array of event types (${EVENT_TYPES.join(', ')}); absent or empty: all`)
+  }
+  const unique = [...new Set(events ?? [])]
+  const bad = unique.find((e) => !isEventType(e))
+  if (bad !== undefined) throw invalid('events', `events must be among ${EVENT_TYPES.join(', ')} (got ${JSON.stringify(bad)})`)
+  return unique
+}
+
+function checkSecret(secret: unknown): asserts secret is string {
+  if (typeof secret !== 'string' || secret.length < 16 || secret.length > 256) throw invalid('secret', 'secret must be 16-256 characters')
+  // a secret of blanks only is no secret; one with blanks at its ends is easily mistyped by a receiver
+  if (secret.trim() !== secret || /^\s*$/.test(secret)) throw invalid('secret', 'secret must not be blank nor begin or end with white space')
 }
 
 /**
@@ -98,34 +160,10 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPoli
     async create(input, ...extra: unknown[]) {
       takesOnly('create', ['input'], extra)
       assertKnownFields(input, CREATE_FIELDS, 'webhook')
-      let url: URL
-      try {
-        url = new URL(input.url)
-      } catch {
-        throw invalid('url', 'url must be an absolute http or https URL')
-      }
-      // kept as given, so held to what REST and the table take: a URL parser would also read
-      // `HTTP://…` or ` http://…` (refused by the table's check, the database's error rather than
-      // a 400), and drop a tab or line break (the subscription would show one URL and call another)
-      if ((url.protocol !== 'http:' && url.protocol !== 'https:') || !/^https?:\/\//.test(input.url) || input.url.length > 2048) {
-        throw invalid('url', 'url must be an http or https URL of at most 2048 characters')
-      }
-      if ([...input.url].some((c) => c <= ' ' || c === '\u007f')) throw invalid('url', 'url must not contain white space or control characters')
-      // a target every delivery would be refused (a loopback or private address literal): refused
-      // now, rather than a failed delivery job per event
-      const refused = refusedUrlHost(url, policy)
-      if (refused) throw invalid('url', `url: ${refused}, to which deliveries are refused unless SCHEDULER_HTTP_ALLOW admits it ${WHERE_ALLOWED}`)
-      // from JavaScript a string would be read letter by letter ("failed": got "f"), and null as every event
-      if (input.events !== undefined && !Array.isArray(input.events)) {
-        throw invalid('events', `events must be an array of event types (${EVENT_TYPES.join(', ')}); absent or empty: all`)
-      }
-      const events = [...new Set(input.events ?? [])]
-      const bad = events.find((e) => !isEventType(e))
-      if (bad !== undefined) throw invalid('events', `events must be among ${EVENT_TYPES.join(', ')} (got ${JSON.stringify(bad)})`)
+      checkUrl(input.url, policy)
+      const events = checkEvents(input.events)
       const secret = input.secret ?? randomBytes(32).toString('hex')
-      if (typeof secret !== 'string' || secret.length < 16 || secret.length > 256) throw invalid('secret', 'secret must be 16-256 characters')
-      // a secret of blanks only is no secret; one with blanks at its ends is easily mistyped by a receiver
-      if (secret.trim() !== secret || /^\s*$/.test(secret)) throw invalid('secret', 'secret must not be blank nor begin or end with white space')
+      checkSecret(secret)
       const queue = input.queue ?? 'default'
       if (!isQueueName(queue)) throw invalid('queue', `queue must be ${QUEUE_RULE}`)
       const row = await webhookSubscriptionInsert(db, { tenant, url: input.url, events, queue, secret })
@@ -135,6 +173,20 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPoli
       takesOnly('view', ['id'], extra)
       assertUuid(id, 'id')
       const [row] = await webhookSubscriptionList(db, { tenant, id })
+      if (!row) throw new NotFoundError(`webhook ${id} not found`)
+      return withoutSecret(row)
+    },
+    async update(id, input, ...extra: unknown[]) {
+      takesOnly('update', ['id', 'input'], extra)
+      assertUuid(id, 'id')
+      assertKnownFields(input, UPDATE_FIELDS, 'webhook update')
+      if (input.url === undefined && input.events === undefined && input.secret === undefined) {
+        throw invalid('', 'give at least one of url, events and secret')
+      }
+      if (input.url !== undefined) checkUrl(input.url, policy)
+      const events = input.events === undefined ? undefined : checkEvents(input.events)
+      if (input.secret !== undefined) checkSecret(input.secret)
+      const row = await webhookSubscriptionUpdate(db, { tenant, id, url: input.url, events, secret: input.secret })
       if (!row) throw new NotFoundError(`webhook ${id} not found`)
       return withoutSecret(row)
     },

@@ -46,7 +46,7 @@ const CONTRACT: Record<string, Record<string, string>> = {
   '/v1/tenants/{name}': { get: 'viewTenant', patch: 'updateTenant' },
   '/v1/events': { get: 'streamEvents' },
   '/v1/webhooks': { get: 'listWebhooks', post: 'createWebhook' },
-  '/v1/webhooks/{id}': { delete: 'deleteWebhook' },
+  '/v1/webhooks/{id}': { get: 'viewWebhook', patch: 'updateWebhook', delete: 'deleteWebhook' },
   '/v1/webhooks/{id}/deliveries': { get: 'listWebhookDeliveries' },
   '/healthz': { get: 'health' },
   '/readyz': { get: 'ready' },

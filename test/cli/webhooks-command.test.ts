@@ -1,6 +1,6 @@
 /**
- * `scheduler webhooks`, run as the real bin against this file's database: create checks the URL
- * against SCHEDULER_HTTP_ALLOW from its environment (the workers' rules), as the REST API does.
+ * `scheduler webhooks`, run as the real bin against this file's database: create and update check
+ * the URL against SCHEDULER_HTTP_ALLOW from its environment (the workers' rules), as the REST API does.
  */
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
@@ -32,5 +32,60 @@ describe('scheduler webhooks create', () => {
     // the REST API's shape, as --json says: GET /v1/webhooks answers {items}
     expect(Object.keys(listed)).toEqual(['items'])
     expect(listed.items.map((w: { id: string }) => w.id)).toEqual([created.id])
+  })
+})
+
+describe('scheduler webhooks update', () => {
+  const failure = (p: Promise<unknown>) =>
+    p.then(
+      () => undefined,
+      (err: { code: number; stderr: string }) => err,
+    )
+  const row = async (id: string) =>
+    (await t.pool.query('select url, events, secret from pgsched.webhook_subscriptions where id = $1', [id])).rows[0] as {
+      url: string
+      events: string[]
+      secret: string
+    }
+  const allow = { SCHEDULER_HTTP_ALLOW: '127.0.0.1' }
+
+  it('changes the URL, the event types and the secret given, each alone, and prints the subscription without its secret', async () => {
+    const created = JSON.parse((await scheduler(allow, 'webhooks', 'create', 'http://127.0.0.1:9/hook', '--tenant', 'up', '--events', 'failed')).stdout)
+    const update = (...args: string[]) => scheduler(allow, 'webhooks', 'update', created.id, '--tenant', 'up', ...args)
+
+    const moved = JSON.parse((await update('--url', 'http://127.0.0.1:9/moved')).stdout)
+    expect(moved).toEqual({ id: created.id, url: 'http://127.0.0.1:9/moved', events: ['failed'], queue: 'default', createdAt: created.createdAt })
+    expect(JSON.parse((await update('--events', 'succeeded,failed')).stdout).events).toEqual(['succeeded', 'failed'])
+    const rotated = JSON.parse((await update('--secret', 'a-rotated-secret-01')).stdout)
+    expect(rotated).not.toHaveProperty('secret')
+    expect(await row(created.id)).toEqual({ url: 'http://127.0.0.1:9/moved', events: ['succeeded', 'failed'], secret: 'a-rotated-secret-01' })
+    // "" for every event type
+    expect(JSON.parse((await update('--events', '')).stdout).events).toEqual([])
+  })
+
+  it("refuses what create refuses, nothing to change, and another tenant's subscription, changing nothing", async () => {
+    const created = JSON.parse(
+      (await scheduler(allow, 'webhooks', 'create', 'http://127.0.0.1:9/hook', '--tenant', 'own', '--events', 'failed', '--secret', 'the-first-secret-1'))
+        .stdout,
+    )
+    const before = await row(created.id)
+    const refused = async (env: Record<string, string>, ...args: string[]) => {
+      const err = await failure(scheduler(env, 'webhooks', 'update', created.id, ...args))
+      return [err?.code, err?.stderr.trim()]
+    }
+    // without SCHEDULER_HTTP_ALLOW, as create refuses it
+    expect(await refused({}, '--tenant', 'own', '--url', 'http://127.0.0.1:9/moved')).toEqual([
+      2,
+      "scheduler: url: 127.0.0.1 is a loopback address, to which deliveries are refused unless SCHEDULER_HTTP_ALLOW admits it (on the workers, and where the subscription is made: the API's or the CLI's environment, or createClient's httpAllow)",
+    ])
+    expect(await refused(allow, '--tenant', 'own', '--events', 'finished')).toEqual([2, 'scheduler: --events: unknown event type "finished"'])
+    expect(await refused(allow, '--tenant', 'own', '--secret', 'short')).toEqual([2, 'scheduler: secret must be 16-256 characters'])
+    expect(await refused(allow, '--tenant', 'own', '--url', 'http://127.0.0.1:9/ok', '--secret', 'short')).toEqual([
+      2,
+      'scheduler: secret must be 16-256 characters',
+    ])
+    expect(await refused(allow, '--tenant', 'own')).toEqual([2, 'scheduler: nothing to change: give at least one of --url, --events and --secret'])
+    expect(await refused(allow, '--tenant', 'other', '--secret', 'the-thief-secret-1')).toEqual([1, `scheduler: webhook ${created.id} not found`])
+    expect(await row(created.id)).toEqual(before)
   })
 })

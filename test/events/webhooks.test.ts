@@ -40,23 +40,27 @@ interface Delivery {
 let server: Server
 let url: string
 let answers: number[] = []
+/** Run when a request has been read, before it is answered (a change the next attempt must see). */
+let beforeAnswer: ((d: Delivery) => Promise<void>) | undefined
 const received: Delivery[] = []
 
 beforeAll(async () => {
   server = createServer((req, res) => {
     const chunks: Buffer[] = []
     req.on('data', (c: Buffer) => chunks.push(c))
-    req.on('end', () => {
+    req.on('end', async () => {
       const status = answers.shift() ?? 200
       const body = Buffer.concat(chunks).toString('utf8')
-      received.push({
+      const delivery: Delivery = {
         method: req.method,
         path: req.url,
         body,
         signature: req.headers['pgsched-signature'] as string | undefined,
         subscription: req.headers['pgsched-subscription-id'] as string | undefined,
         status,
-      })
+      }
+      await beforeAnswer?.(delivery)
+      received.push(delivery)
       res.writeHead(status, status === 301 || status === 302 ? { location: '/moved' } : {}).end()
     })
   })
@@ -74,6 +78,7 @@ afterEach(async () => {
   dispatcher = undefined
   received.length = 0
   answers = []
+  beforeAnswer = undefined
 })
 
 describe('webhooks', () => {
@@ -341,6 +346,178 @@ describe('webhooks', () => {
     const again = await api.app.inject({ method: 'DELETE', url: `/v1/webhooks/${id}`, headers: { authorization: `Bearer ${key}` } })
     expect(again.statusCode).toBe(404)
   })
+
+  it('updates the URL, the event types and the secret in place, each alone, answering the subscription without its secret', async () => {
+    const key = await api.keyFor('up')
+    const created = (await api.call(key, 'POST', '/v1/webhooks', { url, events: ['failed'], secret: 'the-first-secret-1' })).json<{
+      id: string
+      createdAt: string
+    }>()
+    const path = `/v1/webhooks/${created.id}`
+    const secretOf = async () =>
+      (await sql<{ secret: string }>`select secret from pgsched.webhook_subscriptions where id = ${created.id}::uuid`.execute(t.db)).rows[0]?.secret
+
+    const moved = await api.call(key, 'PATCH', path, { url: `${url}/moved` })
+    expect(moved.statusCode).toBe(200)
+    expect(moved.json()).toEqual({ id: created.id, url: `${url}/moved`, events: ['failed'], queue: 'default', createdAt: created.createdAt })
+    const events = await api.call(key, 'PATCH', path, { events: ['succeeded', 'failed', 'succeeded'] })
+    expect(events.json()).toMatchObject({ url: `${url}/moved`, events: ['succeeded', 'failed'] })
+    expect(await secretOf()).toBe('the-first-secret-1')
+    const rotated = await api.call(key, 'PATCH', path, { secret: 'the-second-secret-2' })
+    expect(rotated.statusCode).toBe(200)
+    expect(rotated.json()).toEqual({ id: created.id, url: `${url}/moved`, events: ['succeeded', 'failed'], queue: 'default', createdAt: created.createdAt })
+    expect(await secretOf()).toBe('the-second-secret-2')
+    // empty: every event type
+    expect((await api.call(key, 'PATCH', path, { events: [] })).json()).toMatchObject({ events: [] })
+    expect((await api.call(key, 'GET', path)).json()).toEqual({
+      id: created.id,
+      url: `${url}/moved`,
+      events: [],
+      queue: 'default',
+      createdAt: created.createdAt,
+    })
+
+    // the TypeScript client: the same call, the same answer
+    const client = createClient({ db: t.db, tenant: 'up', httpAllow: '127.0.0.1' })
+    expect(await client.webhooks.update(created.id, { url, events: ['succeeded'], secret: 'the-third-secret-3' })).toEqual({
+      id: created.id,
+      tenant: 'up',
+      url,
+      events: ['succeeded'],
+      queue: 'default',
+      createdAt: new Date(created.createdAt),
+    })
+    expect(await secretOf()).toBe('the-third-secret-3')
+  })
+
+  it('refuses a bad update with the messages of a creation, an empty one naming the fields it takes, and changes nothing', async () => {
+    const key = await api.keyFor('bad')
+    const created = (await api.call(key, 'POST', '/v1/webhooks', { url, events: ['failed'], secret: 'the-first-secret-1' })).json<{ id: string }>()
+    const path = `/v1/webhooks/${created.id}`
+    const before = (await api.call(key, 'GET', path)).json()
+    const secretOf = async () =>
+      (await sql<{ secret: string }>`select secret from pgsched.webhook_subscriptions where id = ${created.id}::uuid`.execute(t.db)).rows[0]?.secret
+    const refusal = async (body: unknown) => {
+      const res = await api.call(key, 'PATCH', path, body)
+      expect(res.statusCode, JSON.stringify(body)).toBe(400)
+      return res.json<{ message: string; details: Array<{ path: string }> }>()
+    }
+    expect((await refusal({})).message).toBe('request body must give at least 1 of its fields (url, events, secret)')
+    // no body, or an empty one, is an empty patch
+    for (const none of [await api.call(key, 'PATCH', path), await api.call(key, 'PATCH', path, '', { 'content-type': 'application/json' })]) {
+      expect(none.statusCode).toBe(400)
+      expect(none.json<{ message: string }>().message).toBe('request body must give at least 1 of its fields (url, events, secret)')
+    }
+    expect((await refusal({ url: 'ftp://x' })).details[0]?.path).toBe('url')
+    expect((await refusal({ url: 'http://10.0.0.7/hook' })).message).toBe(
+      "url: 10.0.0.7 is a private address, to which deliveries are refused unless SCHEDULER_HTTP_ALLOW admits it (on the workers, and where the subscription is made: the API's or the CLI's environment, or createClient's httpAllow)",
+    )
+    expect((await refusal({ url: url.replace('/hook', '/ho\tok') })).message).toBe('url must not contain white space or control characters')
+    expect((await refusal({ url, events: ['finished'] })).details[0]?.path).toMatch(/^events/)
+    expect((await refusal({ url, secret: 'short' })).details[0]?.path).toBe('secret')
+    expect((await refusal({ secret: ' '.repeat(20) })).message).toBe('secret must not be blank nor begin or end with white space')
+    expect((await refusal({ url: null })).details[0]?.path).toBe('url')
+    // a field an update does not take (the queue among them) is refused, not dropped
+    expect((await refusal({ url, queue: 'other' })).details).toEqual([{ path: 'queue', message: 'unknown field "queue"' }])
+    expect((await refusal({ secert: 'the-second-secret-2' })).details).toEqual([{ path: 'secert', message: 'unknown field "secert"' }])
+
+    // the TypeScript client refuses the same, with a ValidationError naming the field
+    const client = createClient({ db: t.db, tenant: 'bad', httpAllow: '127.0.0.1' })
+    const refused = async (input: unknown) => {
+      const err = await client.webhooks.update(created.id, input as never).then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expect(err, JSON.stringify(input)).toBeInstanceOf(ValidationError)
+      return { message: (err as ValidationError).message, path: (err as ValidationError).details?.[0]?.path }
+    }
+    expect(await refused({})).toEqual({ message: 'give at least one of url, events and secret', path: '' })
+    expect(await refused({ url: 'http://10.0.0.7/hook' })).toEqual({
+      message:
+        "url: 10.0.0.7 is a private address, to which deliveries are refused unless SCHEDULER_HTTP_ALLOW admits it (on the workers, and where the subscription is made: the API's or the CLI's environment, or createClient's httpAllow)",
+      path: 'url',
+    })
+    expect(await refused({ url: url.replace('http://', 'HTTP://') })).toEqual({
+      message: 'url must be an http or https URL of at most 2048 characters',
+      path: 'url',
+    })
+    expect(await refused({ events: 'failed' })).toEqual({
+      message:
+        'events must be an array of event types (submitted, started, retrying, succeeded, failed, cancelled, expired, paused, resumed); absent or empty: all',
+      path: 'events',
+    })
+    expect(await refused({ events: ['finished'] })).toEqual({
+      message: 'events must be among submitted, started, retrying, succeeded, failed, cancelled, expired, paused, resumed (got "finished")',
+      path: 'events',
+    })
+    // a valid field beside a bad one changes nothing either
+    expect(await refused({ url: `${url}/other`, secret: 'short' })).toEqual({ message: 'secret must be 16-256 characters', path: 'secret' })
+    expect(await refused({ secret: null })).toEqual({ message: 'secret must be 16-256 characters', path: 'secret' })
+    expect(await refused({ event: ['succeeded'] })).toEqual({ message: 'unknown field "event" (known: url, events, secret)', path: 'event' })
+    expect(await refused('https://example.com/hook')).toEqual({ message: 'webhook update must be an object', path: '' })
+    expect(await refused(undefined)).toEqual({ message: 'webhook update must be an object', path: '' })
+
+    expect((await api.call(key, 'GET', path)).json()).toEqual(before)
+    expect(await secretOf()).toBe('the-first-secret-1')
+  })
+
+  it("answers 404 to an update of another tenant's subscription, or of none, and changes nothing", async () => {
+    const key = await api.keyFor('own')
+    const created = (await api.call(key, 'POST', '/v1/webhooks', { url, events: ['failed'], secret: 'the-first-secret-1' })).json<{ id: string }>()
+    const before = (await api.call(key, 'GET', `/v1/webhooks/${created.id}`)).json()
+    const other = await api.keyFor('other-own')
+    const foreign = await api.call(other, 'PATCH', `/v1/webhooks/${created.id}`, { url: `${url}/theirs`, secret: 'the-thief-secret-1' })
+    expect(foreign.statusCode).toBe(404)
+    expect(foreign.json<{ message: string }>().message).toBe(`webhook ${created.id} not found`)
+    await expect(createClient({ db: t.db, tenant: 'other-own' }).webhooks.update(created.id, { secret: 'the-thief-secret-1' })).rejects.toThrow(
+      `webhook ${created.id} not found`,
+    )
+    expect((await api.call(key, 'PATCH', `/v1/webhooks/${uuidV7()}`, { secret: 'the-second-secret-2' })).statusCode).toBe(404)
+    expect((await api.call(key, 'PATCH', '/v1/webhooks/not-a-uuid', { secret: 'the-second-secret-2' })).statusCode).toBe(400)
+    expect((await api.call(key, 'GET', `/v1/webhooks/${created.id}`)).json()).toEqual(before)
+    const { rows } = await sql<{ secret: string }>`select secret from pgsched.webhook_subscriptions where id = ${created.id}::uuid`.execute(t.db)
+    expect(rows[0]?.secret).toBe('the-first-secret-1')
+  })
+
+  it('signs the retry of a delivery with the secret rotated after its failed attempt, and sends it to the URL in force', async () => {
+    const key = await api.keyFor('rot')
+    const oldSecret = 'the-old-secret-0001'
+    const newSecret = 'the-new-secret-0002'
+    const sub = (await api.call(key, 'POST', '/v1/webhooks', { url, events: ['succeeded'], secret: oldSecret })).json<{ id: string }>()
+    answers = [500]
+    // the secret is rotated (and the URL moved) while the first attempt waits for its answer: a 500
+    beforeAnswer = async () => {
+      beforeAnswer = undefined
+      const res = await api.call(key, 'PATCH', `/v1/webhooks/${sub.id}`, { secret: newSecret, url: `${url}/v2` })
+      expect(res.statusCode).toBe(200)
+    }
+    dispatcher = new WebhookDispatcher({ db: t.db, log: t.log, intervalMs: 100 })
+    dispatcher.start()
+    await startWorker([defineHandler('work', () => 'done'), createWebhookHandler({ db: t.db, allow: '127.0.0.1' })])
+    await createClient({ db: t.db, tenant: 'rot' }).submitJob({ type: 'work' })
+
+    await waitFor(() => received.length >= 2, { timeoutMs: 30_000, what: 'two deliveries' })
+    expect(received.map((d) => [d.path, d.status])).toEqual([
+      ['/hook', 500],
+      ['/hook/v2', 200],
+    ])
+    const [first, retry] = received as [Delivery, Delivery]
+    expect(JSON.parse(retry.body).id).toBe(JSON.parse(first.body).id)
+    expect(verifyWebhookSignature({ secret: oldSecret, body: first.body, header: first.signature })).toBe(true)
+    expect(verifyWebhookSignature({ secret: newSecret, body: retry.body, header: retry.signature })).toBe(true)
+    expect(verifyWebhookSignature({ secret: oldSecret, body: retry.body, header: retry.signature })).toBe(false)
+    const log = await waitFor(
+      async () => {
+        const items = (await api.call(key, 'GET', `/v1/webhooks/${sub.id}/deliveries`)).json<{ items: Array<{ attempt: number; statusCode: number }> }>().items
+        return items.length >= 2 ? items : undefined
+      },
+      { what: 'the delivery log' },
+    )
+    expect(log.map((d) => [d.attempt, d.statusCode])).toEqual([
+      [2, 200],
+      [1, 500],
+    ])
+  }, 60_000)
 
   it('refuses with a ValidationError a URL it would store otherwise than it calls: an upper-case scheme, blanks, a tab', async () => {
     const client = createClient({ db: t.db, tenant: 'u', httpAllow: '127.0.0.1' })

@@ -1,5 +1,5 @@
 /**
- * /v1/webhooks: the tenant's webhook subscriptions (list, create, delete) and each one's delivery
+ * /v1/webhooks: the tenant's webhook subscriptions (list, create, view, update, delete) and each one's delivery
  * log. Every event of the tenant whose type a subscription wants is POSTed to its URL by a job of
  * type pgsched.webhook (at least once, retried with backoff), signed in the Pgsched-Signature header.
  */
@@ -9,6 +9,7 @@ import {
   CreatedWebhookSchema,
   CreateWebhookBody,
   DeliveryListSchema,
+  UpdateWebhookBodyRef,
   DeliveryQuery,
   deliveryToJson,
   WebhookListSchema,
@@ -72,6 +73,30 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
       },
     },
     async (request) => webhookToJson(await deps.clientFor(request).webhooks.view(request.params.id)),
+  )
+
+  app.patch(
+    '/webhooks/:id',
+    {
+      schema: {
+        operationId: 'updateWebhook',
+        tags: ['webhooks'],
+        summary: 'Update a webhook subscription',
+        description:
+          'Changes the fields given (JSON merge: those left out stay as they are), under the same rules as a creation; an invalid field changes nothing. ' +
+          'Each delivery attempt reads the URL and secret when it is made: a new secret signs every attempt from now on, retries of earlier events among them. ' +
+          'New `events` apply to events from now on. The answer is the subscription, without its secret.',
+        security,
+        params: WebhookParams,
+        body: UpdateWebhookBodyRef,
+        response: { 200: WebhookRef, ...CommonErrors, 404: ErrorResponses[404] },
+      },
+      // no body, or an empty one, is none (json-body.ts): an empty patch, refused naming the fields it takes
+      preValidation: async (request) => {
+        if (request.body === undefined) request.body = {}
+      },
+    },
+    async (request) => webhookToJson(await deps.clientFor(request).webhooks.update(request.params.id, request.body)),
   )
 
   app.delete(

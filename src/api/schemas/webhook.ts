@@ -1,5 +1,5 @@
 /** The JSON of webhook subscriptions and deliveries (/v1/webhooks) and the bodies they take. */
-import { Type } from '@fastify/type-provider-typebox'
+import { type Static, Type } from '@fastify/type-provider-typebox'
 import { EVENT_TYPES, type EventType as EventTypeName } from '../../core/events.ts'
 import { QUEUE_PATTERN } from '../../core/names.ts'
 import type { WebhookDelivery, WebhookSubscription } from '../../events/webhook-admin.ts'
@@ -25,23 +25,39 @@ export const CreatedWebhookSchema = Type.Object(
 
 export const WebhookListSchema = Type.Object({ items: Type.Array(WebhookRef) })
 
+const urlField = Type.String({
+  minLength: 1,
+  maxLength: 2048,
+  pattern: '^https?://',
+  'x-expected': 'an http or https URL of at most 2048 characters',
+  description: 'An http or https URL of at most 2048 characters.',
+})
+const secretField = (description: string) => Type.String({ minLength: 16, maxLength: 256, 'x-expected': '16-256 characters', description })
+
 export const CreateWebhookBody = Type.Object(
   {
-    url: Type.String({
-      minLength: 1,
-      maxLength: 2048,
-      pattern: '^https?://',
-      'x-expected': 'an http or https URL of at most 2048 characters',
-      description: 'An http or https URL of at most 2048 characters.',
-    }),
+    url: urlField,
     events: Type.Optional(Type.Array(EventType, { maxItems: EVENT_TYPES.length, description: 'Event types to send; absent or empty: all.' })),
-    secret: Type.Optional(
-      Type.String({ minLength: 16, maxLength: 256, 'x-expected': '16-256 characters', description: 'The signing secret; generated when absent.' }),
-    ),
+    secret: Type.Optional(secretField('The signing secret; generated when absent.')),
     queue: Type.Optional(Type.String({ pattern: QUEUE_PATTERN, 'x-expected': 'a queue name', description: 'Queue of the delivery jobs; default `default`.' })),
   },
   { additionalProperties: false },
 )
+
+export const UpdateWebhookBody = Type.Object(
+  {
+    url: Type.Optional(urlField),
+    events: Type.Optional(Type.Array(EventType, { maxItems: EVENT_TYPES.length, description: 'Event types to send, for events from now on; empty: all.' })),
+    secret: Type.Optional(secretField('The new signing secret: every delivery attempt from now on, retries among them, is signed with it.')),
+  },
+  {
+    $id: 'UpdateWebhookRequest',
+    additionalProperties: false,
+    minProperties: 1,
+    description: 'The fields to change; at least one. Those left out stay as they are.',
+  },
+)
+export const UpdateWebhookBodyRef = Type.Unsafe<Static<typeof UpdateWebhookBody>>(Type.Ref('UpdateWebhookRequest'))
 
 export const WebhookParams = Type.Object({ id: Uuid('The subscription') }, { additionalProperties: false })
 

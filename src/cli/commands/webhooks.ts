@@ -1,20 +1,20 @@
 /**
- * `scheduler webhooks list|create|delete|deliveries --tenant <name>`: a tenant's webhook
+ * `scheduler webhooks list|create|update|delete|deliveries --tenant <name>`: a tenant's webhook
  * subscriptions and their delivery logs (as /v1/webhooks does for an API key; this command needs
- * DATABASE_URL). `create` prints the secret, once, and refuses a URL that SCHEDULER_HTTP_ALLOW, as
- * the workers have it, would refuse every delivery to.
+ * DATABASE_URL). `create` prints the secret, once; `create` and `update` refuse a URL that
+ * SCHEDULER_HTTP_ALLOW, as the workers have it, would refuse every delivery to.
  */
 import type { Command } from 'commander'
 import { deliveryToJson, webhookToJson } from '../../api/schemas/webhook.ts'
 import { isEventType, type EventType } from '../../core/events.ts'
 import { ValidationError } from '../../errors.ts'
-import type { WebhookAdmin } from '../../events/webhook-admin.ts'
+import type { UpdateWebhookInput, WebhookAdmin } from '../../events/webhook-admin.ts'
 import { createClient } from '../../client.ts'
 import { formatTable, withDatabase } from '../shared.ts'
 import { loadConfig } from '../../config.ts'
 
-// The workers' address rules (SCHEDULER_HTTP_ALLOW, from this environment): create refuses a URL
-// every delivery would be refused.
+// The workers' address rules (SCHEDULER_HTTP_ALLOW, from this environment): create and update
+// refuse a URL every delivery would be refused.
 const run = <T>(tenant: string, fn: (webhooks: WebhookAdmin) => Promise<T>) =>
   withDatabase('pgsched-webhooks', ({ db }) =>
     fn(createClient({ db, tenant, createdBy: 'cli', batchSubmits: false, httpAllow: loadConfig(process.env).worker.httpAllow }).webhooks),
@@ -60,6 +60,27 @@ export function registerWebhooks(program: Command): void {
     .action(async (url: string, opts: { tenant: string; events?: string; secret?: string; queue: string }) => {
       const created = await run(opts.tenant, (w) => w.create({ url, events: eventList(opts.events), secret: opts.secret, queue: opts.queue }))
       print({ ...webhookToJson(created), secret: created.secret })
+    })
+  webhooks
+    .command('update')
+    .description(
+      'change a subscription in place (options left out stay as they are); a new secret signs every delivery attempt from now on, retries among them',
+    )
+    .argument('<id>')
+    .option(...tenant)
+    .option('--url <url>', 'the URL events are POSTed to')
+    .option('--events <types>', 'comma-separated event types, for events from now on ("" for all)')
+    .option('--secret <secret>', 'the new signing secret, 16-256 characters')
+    .action(async (id: string, opts: { tenant: string; url?: string; events?: string; secret?: string }) => {
+      const input: UpdateWebhookInput = {}
+      if (opts.url !== undefined) input.url = opts.url
+      if (opts.events !== undefined) input.events = eventList(opts.events)
+      if (opts.secret !== undefined) input.secret = opts.secret
+      if (Object.keys(input).length === 0) {
+        const message = 'nothing to change: give at least one of --url, --events and --secret'
+        throw new ValidationError(message, [{ path: '', message }])
+      }
+      print(webhookToJson(await run(opts.tenant, (w) => w.update(id, input))))
     })
   webhooks
     .command('delete')

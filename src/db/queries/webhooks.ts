@@ -62,6 +62,25 @@ export async function webhookSubscriptionForJob(db: Kysely<DB>, p: { id: string;
   return rows[0]
 }
 
+/**
+ * Changes the fields given (undefined: kept) of a subscription of the tenant's; undefined when it
+ * has no such one. Delivery attempts read the URL and secret when made (webhookSubscriptionForJob),
+ * and the dispatcher the event types when it reads an event.
+ */
+export async function webhookSubscriptionUpdate(
+  db: Kysely<DB>,
+  p: { tenant: string; id: string; url?: string; events?: readonly EventType[]; secret?: string },
+): Promise<WebhookSubscriptionRow | undefined> {
+  const { rows } = await sql<WebhookSubscriptionRow>`
+    update pgsched.webhook_subscriptions s
+       set url = coalesce(${p.url ?? null}::text, s.url),
+           events = coalesce(${p.events ? [...p.events] : null}::text[], s.events),
+           secret = coalesce(${p.secret ?? null}::text, s.secret)
+     where s.id = ${p.id}::uuid and s.tenant = ${p.tenant}::text
+    returning s.id, s.tenant, s.url, s.events, s.queue, s.secret, s.created_at as "createdAt"`.execute(db)
+  return rows[0]
+}
+
 /** Deletes a subscription (with its listener and delivery log); undefined when the tenant has no such one. */
 export async function webhookSubscriptionDelete(db: Kysely<DB>, p: { tenant: string; id: string }): Promise<WebhookSubscriptionRow | undefined> {
   const { rows } = await sql<WebhookSubscriptionRow>`
