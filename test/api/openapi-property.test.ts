@@ -102,8 +102,11 @@ describe('/openapi.json as a contract', () => {
       }),
       { numRuns: RUNS },
     )
-    // startAt/endAt (each present half the time) apply to recurring schedules only: about a quarter is accepted (measured 27 %)
+    // startAt/endAt and the policies (each present half the time) apply to recurring schedules only:
+    // about 18 % is accepted (67-80 of 400 in six runs). The bound only shows the property is not
+    // vacuous; at 15 % it failed about one run in 25 by chance (59 accepted), at 5 % that is some
+    // seven standard deviations away.
     console.info(`openapi property: ${counts.accepted} accepted, ${counts.crossField} refused for a cross-field reason`)
-    expect(counts.accepted).toBeGreaterThan(RUNS * 0.15)
+    expect(counts.accepted).toBeGreaterThan(RUNS * 0.05)
   })
 })
