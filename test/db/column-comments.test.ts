@@ -2,7 +2,8 @@
  * What `\d+` tells an operator: every column of the executions view and of the webhook delivery
  * log has a comment (migration 0049), and the columns pgsched.due and pgsched.runs share with the
  * history say what they mean there too; every column of pgsched.workers has one, and the comments
- * of jobs.state, executions.last_worker_id and executions.error say what those hold (migration 0060).
+ * of jobs.state, executions.last_worker_id and executions.error say what those hold (migration 0060);
+ * so does every column of the events view (migration 0061).
  */
 import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
@@ -38,7 +39,7 @@ describe('column comments', () => {
   })
 })
 
-describe('what the comments say an operator reads in pgsched.executions', () => {
+describe('what the comments say an operator reads', () => {
   const comment = async (relation: string, column: string): Promise<string> => {
     const { rows } = await sql<{ c: string | null }>`
       select col_description(a.attrelid, a.attnum) as c from pg_attribute a
@@ -50,6 +51,10 @@ describe('what the comments say an operator reads in pgsched.executions', () => 
     const text = await comment('jobs', 'state')
     for (const status of JOB_STATUSES) expect(text).toContain(status)
     expect(text).not.toMatch(/NOT_STARTED|\bSTARTED\b/)
+  })
+
+  it('explain every column of the events view', async () => {
+    expect(await uncommented('events')).toEqual([])
   })
 
   it('explain every column of workers, which say whether a worker is alive and where it runs', async () => {
