@@ -3,7 +3,8 @@
  * log has a comment (migration 0049), and the columns pgsched.due and pgsched.runs share with the
  * history say what they mean there too; every column of pgsched.workers has one, and the comments
  * of jobs.state, executions.last_worker_id and executions.error say what those hold (migration 0060);
- * so does every column of the events view (migration 0061).
+ * so does every column of the events view (migration 0061), and every column of the API keys,
+ * schedules, queue settings and the other tables whose name does not say it all (migration 0062).
  */
 import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
@@ -30,6 +31,20 @@ describe('column comments', () => {
   it('explain every column of the executions view and of the webhook delivery log', async () => {
     expect(await uncommented('executions')).toEqual([])
     expect(await uncommented('webhook_deliveries')).toEqual([])
+  })
+
+  it('explain every column of the API keys, schedules, queues, fair-share and key-rate rows, webhook subscriptions and output chunks whose name does not say it all', async () => {
+    // what is left is named plainly (a key, a creation or change time, a copy of the job's field)
+    expect(await uncommented('api_keys')).toEqual(['id', 'created_at'])
+    expect(await uncommented('triggers')).toEqual(['job_id', 'created_at', 'updated_at'])
+    expect(await uncommented('queues')).toEqual(['name', 'updated_at'])
+    expect(await uncommented('fair_clocks')).toEqual(['updated_at'])
+    expect(await uncommented('queue_key_slots')).toEqual([])
+    expect(await uncommented('webhook_subscriptions')).toEqual(['id', 'tenant', 'created_at'])
+    expect(await uncommented('event_listeners')).toEqual(['id', 'created_at'])
+    expect(await uncommented('waiting_workers')).toEqual([])
+    expect(await uncommented('execution_output')).toEqual(['execution_id', 'created_at'])
+    expect((await uncommented('jobs')).filter((c) => ['payload', 'idempotency_key', 'backoff_max_ms'].includes(c))).toEqual([])
   })
 
   it("explain every column of due and runs that the history explains, leaving only the job's plain copies", async () => {
