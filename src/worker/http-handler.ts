@@ -212,11 +212,23 @@ export function createHttpHandler(options: HttpHandlerOptions = {}): Handler {
 }
 
 /**
+ * A path segment that looks like a token: long, and of letters and digits both (a Slack or Discord
+ * webhook's secret, a bot token). Ids of digits only and words are kept.
+ */
+const TOKEN_LIKE = /^(?=.*[A-Za-z])(?=.*\d)[^/]{24,}$/
+
+/**
  * A URL as errors (kept with the execution, logged by the worker) show it: without the user name,
- * password, query and fragment, where tokens travel (webhook URLs often carry one).
+ * password, query and fragment, where tokens travel, and with each path segment that looks like a
+ * token shown as `…` (webhook URLs often carry their secret in the path:
+ * /services/T0000/B0000/<token>).
  */
 export function shown(url: URL): string {
-  return `${url.origin}${url.pathname}${url.search === '' ? '' : '?…'}`
+  const path = url.pathname
+    .split('/')
+    .map((segment) => (TOKEN_LIKE.test(segment) ? '…' : segment))
+    .join('/')
+  return `${url.origin}${path}${url.search === '' ? '' : '?…'}`
 }
 
 /** The HTTP status of the answer a failure of the `http` handler reports (undefined: no answer came). */

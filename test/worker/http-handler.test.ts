@@ -143,12 +143,15 @@ describe('http handler', () => {
     expect(hits.get('/ok') ?? 0).toBe(before)
   })
 
-  it('keeps credentials and the query out of its error (stored with the execution and logged)', async () => {
+  it('keeps credentials, the query and tokens in the path out of its error (stored with the execution and logged)', async () => {
     await startWorker([local])
     const withSecrets = base.replace('http://', 'http://admin:hunter2@')
     const job = await runToEnd({ url: `${withSecrets}/fails?token=SEKRET-TOKEN#frag` }, 1)
     expect(job).toMatchObject({ status: 'FAILED', lastExecution: { error: { message: `GET ${base}/fails?… answered 500` } } })
     expect(JSON.stringify(job.lastExecution?.error)).not.toMatch(/admin|hunter2|SEKRET|frag/)
+    // a token in the path (a Slack-style webhook URL), shown as …; ids and words stay
+    const inPath = await runToEnd({ url: `${base}/services/T0123ABC/1234567890/xoxbAbCdEf0123456789GhIjKl` }, 1)
+    expect(inPath.lastExecution?.error?.message).toBe(`GET ${base}/services/T0123ABC/1234567890/… answered 500`)
   })
 
   it('retries 503 until attempts run out', async () => {
