@@ -260,6 +260,7 @@ describe('scheduler jobs submit with the settings the client and the REST API ta
     }
     const onceView = (await scheduler('jobs', 'view', await submit('--max-attempts', '1'))).stdout
     expect(onceView).toMatch(/attempts\s+1, no retry\n/)
+    expect(onceView).toMatch(/last run\s+PENDING, not started yet\n/)
     expect(onceView).toMatch(/start deadline\s+-\n/)
     expect(onceView).not.toMatch(/window|misfire policy|overlap policy/)
   })

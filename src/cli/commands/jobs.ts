@@ -264,7 +264,14 @@ export function registerJobs(program: Command): void {
             ['schedule', scheduleText(job)],
             ...(job.schedule ? scheduleRows(job.schedule) : []),
             ['next run', ago(job.nextRunAt)],
-            ['last run', job.lastRun ? `${job.lastRun.status}, attempt ${job.lastRun.attempt}` : '-'],
+            [
+              'last run',
+              !job.lastRun
+                ? '-'
+                : job.lastRun.attempt === 0
+                  ? `${job.lastRun.status}, not started yet`
+                  : `${job.lastRun.status}, attempt ${job.lastRun.attempt}`,
+            ],
             ['last error', lastErrorText(job)],
             ['created', ago(job.createdAt)],
           ])}\n`,
