@@ -17,6 +17,7 @@ import { OverviewPage } from './pages/overview.tsx'
 import { QueuesPage } from './pages/queues.tsx'
 import { SchedulesPage } from './pages/schedules.tsx'
 import { SignIn } from './pages/sign-in.tsx'
+import { WebhookDetailPage, WebhooksPage } from './pages/webhooks.tsx'
 import { WorkersPage } from './pages/workers.tsx'
 import { type Route, useRoute } from './router.ts'
 import { currentKey, onSessionChange, signOut } from './session.ts'
@@ -28,11 +29,13 @@ const NAV = [
   { path: 'schedules', label: 'Schedules' },
   { path: 'queues', label: 'Queues' },
   { path: 'workers', label: 'Workers' },
+  { path: 'webhooks', label: 'Webhooks' },
 ]
 
 function Page({ route }: { route: Route }) {
   const [first = 'overview', second] = route.path
   if (first === 'jobs' && second) return <JobDetailPage id={second} />
+  if (first === 'webhooks' && second) return <WebhookDetailPage id={second} />
   switch (first) {
     case 'jobs':
       return <JobsPage query={route.query} />
@@ -44,6 +47,8 @@ function Page({ route }: { route: Route }) {
       return <QueuesPage />
     case 'workers':
       return <WorkersPage />
+    case 'webhooks':
+      return <WebhooksPage />
     default:
       return <OverviewPage />
   }

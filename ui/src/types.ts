@@ -152,3 +152,30 @@ export interface BulkResult {
 }
 
 export const JOB_STATUSES = ['SCHEDULED', 'RUNNING', 'PAUSED', 'COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED'] as const
+
+/** A webhook subscription of the signed-in tenant (its secret is never returned). */
+export interface Webhook {
+  id: string
+  url: string
+  /** The event types sent; empty: every event. */
+  events: string[]
+  queue: string
+  createdAt: string
+}
+
+/** One delivery attempt of a webhook subscription. */
+export interface WebhookDelivery {
+  id: string
+  eventId: string
+  eventType: string
+  /** The delivery job (type pgsched.webhook). */
+  jobId: string
+  attempt: number
+  at: string
+  statusCode: number | null
+  ok: boolean
+  error: string | null
+  durationMs: number
+  /** Whether another attempt follows; null for attempts recorded before the API said so. */
+  willRetry: boolean | null
+}
