@@ -2,16 +2,19 @@
  * The dashboard at /ui in a real browser (Debian's Chromium through playwright-core) against a
  * real `scheduler api` and a real `scheduler worker` process: sign-in, the transfer of a page
  * load, live updates of the job list, a job's output followed while it runs, each attempt's own
- * output, retry of a failed job, bulk retry of 100 failed jobs, pausing a queue, tenant isolation
- * and escaping of tenant input. With UI_SCREENSHOTS=<folder> (npm run screenshots) it also saves a
+ * output, retry of a failed job, bulk retry of 100 failed jobs, pausing a queue, a webhook's
+ * delivery log, edit, secret and delete, tenant isolation and escaping of tenant input. With UI_SCREENSHOTS=<folder> (npm run screenshots) it also saves a
  * PNG of each page.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer, type IncomingHttpHeaders } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createApiKey } from '../../src/api/auth.ts'
+import { verifyWebhookSignature } from '../../src/events/signature.ts'
 import { useTestDb } from '../db.ts'
 import type { ApiProcess } from '../faults/api-process.ts'
 import { waitFor } from '../wait-for.ts'
@@ -67,8 +70,9 @@ beforeAll(async () => {
   operatorKey = (await createApiKey(t.db, { tenant: 'ops', operator: true })).key
   acmeKey = (await createApiKey(t.db, { tenant: 'acme' })).key
   globexKey = (await createApiKey(t.db, { tenant: 'globex' })).key
-  api = await startApi(t.url)
-  worker = await startWorkerProcess(t.url, QUEUES)
+  // loopback admitted (API and worker alike): the webhook test's receiver listens on 127.0.0.1
+  api = await startApi(t.url, { SCHEDULER_HTTP_ALLOW: '127.0.0.1' })
+  worker = await startWorkerProcess(t.url, QUEUES, { SCHEDULER_HTTP_ALLOW: '127.0.0.1' })
   browser = await launchBrowser()
 })
 
@@ -674,7 +678,7 @@ describe('the dashboard in Chromium', () => {
 
   it('shows every page readably at 390 px', async () => {
     const page = await signedIn(acmeKey, 390)
-    for (const path of ['overview', 'jobs', 'failures', 'schedules', 'queues', 'workers']) {
+    for (const path of ['overview', 'jobs', 'failures', 'schedules', 'queues', 'workers', 'webhooks']) {
       await page.goto(`${api.url}/ui/#/${path}`)
       await page.locator('h1').waitFor()
       // Nothing wider than the screen: wide tables scroll inside their own region.
@@ -684,6 +688,110 @@ describe('the dashboard in Chromium', () => {
     await page.locator('tbody tr').first().waitFor()
     await shot(page, 'jobs-390')
     await page.context().close()
+  })
+
+  it("lists a tenant's webhooks, shows a delivery log with its failed delivery, edits the events, replaces the secret and deletes it", async () => {
+    // a tenant of its own: its delivery jobs (type pgsched.webhook) stay out of the other tests' lists
+    const hooksKey = (await createApiKey(t.db, { tenant: 'umbrella' })).key
+    // the receiver: 200 for a succeeded event, 422 (not retried) for a failed one
+    const received: Array<{ type: string; body: string; headers: IncomingHttpHeaders }> = []
+    const receiver = createServer((req, res) => {
+      let body = ''
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()))
+      req.on('end', () => {
+        const type = (JSON.parse(body) as { type: string }).type
+        received.push({ type, body, headers: req.headers })
+        res.writeHead(type === 'failed' ? 422 : 200).end(type === 'failed' ? 'not this one' : 'ok')
+      })
+    })
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve))
+    try {
+      const port = (receiver.address() as AddressInfo).port
+      const hook = await rest<{ id: string; secret: string }>(hooksKey, 'POST', '/v1/webhooks', {
+        url: `http://127.0.0.1:${port}/hooks/pgsched?token=abc123`,
+        events: ['succeeded', 'failed'],
+      })
+      const ok = await submit(hooksKey, { type: 'switch.fail', payload: { failWhile: join(flags, 'never') } })
+      const failed = await submit(hooksKey, { type: 'switch.fail', maxAttempts: 1, payload: { failWhile: flags, message: 'refused on purpose' } })
+      type Delivery = { eventType: string; ok: boolean; statusCode: number | null; jobId: string }
+      const deliveries = () => rest<{ items: Delivery[] }>(hooksKey, 'GET', `/v1/webhooks/${hook.id}/deliveries`)
+      await waitFor(async () => (await deliveries()).items.length >= 2, { what: 'both events delivered', timeoutMs: 30_000 })
+
+      const page = await signedIn(hooksKey)
+      await page.getByRole('link', { name: 'Webhooks' }).click()
+      await page.getByRole('heading', { name: 'Webhooks' }).waitFor()
+      const row = page.locator(`tr[data-webhook-id="${hook.id}"]`)
+      await row.waitFor()
+      // the URL without its query, as the API's errors show it; the events; the queue
+      await expect(row.locator('td').first().textContent()).resolves.toBe(`http://127.0.0.1:${port}/hooks/pgsched?…`)
+      expect(await page.locator('main').textContent()).not.toContain('abc123')
+      await expect(row.textContent()).resolves.toContain('succeeded, failed')
+      await expect(row.textContent()).resolves.toContain('default')
+
+      await row.getByRole('link').click()
+      await page.getByRole('heading', { name: /^Webhook http/ }).waitFor()
+      const good = page.locator('tr[data-ok="true"]')
+      const bad = page.locator('tr[data-ok="false"]')
+      await good.first().waitFor()
+      await bad.first().waitFor()
+      await expect(good.first().locator('.badge').textContent()).resolves.toBe('delivered')
+      await expect(good.first().textContent()).resolves.toContain('succeeded')
+      await expect(good.first().textContent()).resolves.toContain('200')
+      await expect(bad.first().locator('.badge-failed').textContent()).resolves.toBe('failed')
+      await expect(bad.first().textContent()).resolves.toContain('422')
+      await expect(bad.first().textContent()).resolves.toContain('(no retry)')
+      // the delivery job is linked to its page
+      const badJob = (await deliveries()).items.find((d) => !d.ok)?.jobId
+      await expect(bad.first().getByRole('link').getAttribute('href')).resolves.toBe(`#/jobs/${badJob}`)
+      expect(await page.getByRole('button', { name: 'Older' }).isDisabled()).toBe(true)
+      expect([ok.id, failed.id]).toHaveLength(2)
+
+      // a refused URL: the API's message next to the field, nothing changed
+      await page.getByLabel('New URL').fill('http://10.1.2.3/hooks')
+      await page.getByRole('button', { name: 'Save' }).click()
+      await expect(page.locator('#webhook-url-error').textContent()).resolves.toContain('SCHEDULER_HTTP_ALLOW')
+      // only succeeded events from now on
+      await page.getByLabel('New URL').fill('')
+      await page.getByRole('checkbox', { name: 'failed' }).uncheck()
+      await page.getByRole('button', { name: 'Save' }).click()
+      await waitFor(async () => (await page.locator('[data-webhook-events]').textContent()) === 'succeeded', { what: 'the events saved' })
+      const saved = await rest<{ events: string[]; url: string }>(hooksKey, 'GET', `/v1/webhooks/${hook.id}`)
+      expect(saved).toMatchObject({ events: ['succeeded'], url: `http://127.0.0.1:${port}/hooks/pgsched?token=abc123` })
+
+      // a new secret: too short is refused on the page; a long enough one signs the next delivery
+      const secret = 'a-new-secret-of-the-ui-42'
+      await page.getByLabel('New secret').fill('short')
+      await page.getByRole('button', { name: 'Replace secret' }).click()
+      await expect(page.locator('#webhook-secret-error').textContent()).resolves.toContain('at least 16 characters')
+      await page.getByLabel('New secret').fill(secret)
+      await page.getByRole('button', { name: 'Replace secret' }).click()
+      await waitFor(async () => (await page.getByRole('status').filter({ hasText: 'Secret replaced' }).count()) > 0, { what: 'the secret replaced' })
+      expect(await page.getByLabel('New secret').inputValue()).toBe('')
+      expect(await page.locator('body').textContent()).not.toContain(hook.secret)
+      const before = received.length
+      await submit(hooksKey, { type: 'switch.fail', payload: { failWhile: join(flags, 'never') } })
+      await submit(hooksKey, { type: 'switch.fail', maxAttempts: 1, payload: { failWhile: flags, message: 'not sent any more' } })
+      const next = await waitFor(() => received.slice(before).find((r) => r.type === 'succeeded'), { what: 'a delivery after the rotation', timeoutMs: 30_000 })
+      expect(verifyWebhookSignature({ secret, body: next.body, header: next.headers['pgsched-signature'] })).toBe(true)
+      // the log shows it, newest first, without a reload
+      await waitFor(async () => (await good.count()) >= 2, { what: 'the new delivery in the log', timeoutMs: 15_000 })
+
+      // delete, after a confirmation
+      const dialogs: string[] = []
+      page.once('dialog', (dialog) => {
+        dialogs.push(dialog.message())
+        void dialog.accept()
+      })
+      await page.getByRole('button', { name: 'Delete this webhook' }).click()
+      await page.waitForURL(/#\/webhooks$/)
+      await page.getByText('No webhook subscriptions.').waitFor()
+      expect(dialogs[0]).toContain('Delete this webhook?')
+      expect((await rest<{ items: unknown[] }>(hooksKey, 'GET', '/v1/webhooks')).items).toEqual([])
+      expect(received.filter((r) => r.type === 'failed').length).toBe(1)
+      await page.context().close()
+    } finally {
+      await new Promise<void>((resolve) => receiver.close(() => resolve()))
+    }
   })
 
   it('broke no rule of its Content-Security-Policy on any page above', () => {

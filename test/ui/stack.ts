@@ -18,8 +18,8 @@ export interface WorkerProcess {
   stop(): Promise<void>
 }
 
-/** Starts `scheduler worker` on `queues` and resolves once it logged that it started. */
-export async function startWorkerProcess(databaseUrl: string, queues: string[]): Promise<WorkerProcess> {
+/** Starts `scheduler worker` on `queues` (with `env` added) and resolves once it logged that it started. */
+export async function startWorkerProcess(databaseUrl: string, queues: string[], env: Record<string, string> = {}): Promise<WorkerProcess> {
   const child = spawn('node', ['bin/scheduler', 'worker', '--handlers', 'test/fixtures/handlers.js', '--concurrency', '20'], {
     env: {
       ...process.env,
@@ -28,6 +28,7 @@ export async function startWorkerProcess(databaseUrl: string, queues: string[]):
       LOG_LEVEL: 'info',
       SCHEDULER_QUEUES: queues.join(','),
       SCHEDULER_WORKER_METRICS_PORT: 'off',
+      ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
@@ -56,8 +57,8 @@ export async function startWorkerProcess(databaseUrl: string, queues: string[]):
   }
 }
 
-export async function startApi(databaseUrl: string): Promise<ApiProcess> {
-  return startApiProcess({ databaseUrl, port: await freePort() })
+export async function startApi(databaseUrl: string, env: Record<string, string> = {}): Promise<ApiProcess> {
+  return startApiProcess({ databaseUrl, port: await freePort(), env })
 }
 
 export async function stopApi(api: ApiProcess | undefined): Promise<void> {
