@@ -13,6 +13,7 @@
  * or address. A refusal is a FatalError naming the rule. SCHEDULER_HTTP_ALLOW admits
  * internal hosts and ranges; SCHEDULER_HTTP_HANDLER=off leaves the handler out of the worker.
  */
+import { shownUrl } from '../core/shown-url.ts'
 import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions } from 'node:dns'
 import { request as httpRequest, type IncomingMessage } from 'node:http'
 import { request as httpsRequest } from 'node:https'
@@ -177,17 +178,17 @@ export function createHttpHandler(options: HttpHandlerOptions = {}): Handler {
         if (err instanceof RefusedAddressError) throw new FatalError(err.message)
         if (ctx.signal.aborted) throw err
         const reason = timeout?.aborted ? `timed out after ${p.timeoutMs} ms` : String((err as Error)?.message ?? err)
-        throw new Error(`request to ${shown(url)} failed: ${reason}`)
+        throw new Error(`request to ${shownUrl(url)} failed: ${reason}`)
       }
       if (!REDIRECTS.has(answer.status) || answer.location === undefined) break
       if (options.redirects === 'refuse') {
-        const message = `${method} ${shown(url)} answered ${answer.status} to ${shown(new URL(answer.location, url))}: redirects are not followed`
+        const message = `${method} ${shownUrl(url)} answered ${answer.status} to ${shownUrl(new URL(answer.location, url))}: redirects are not followed`
         throw Object.assign(new Error(message), { answerStatus: answer.status })
       }
-      if (hop >= MAX_REDIRECTS) throw new Error(`${shown(p.parsed)}: more than ${MAX_REDIRECTS} redirects`)
+      if (hop >= MAX_REDIRECTS) throw new Error(`${shownUrl(p.parsed)}: more than ${MAX_REDIRECTS} redirects`)
       const next = new URL(answer.location, url)
       if (next.protocol !== 'http:' && next.protocol !== 'https:')
-        throw new FatalError(`${shown(url)} redirected to ${next.protocol} URL, which is not http or https`)
+        throw new FatalError(`${shownUrl(url)} redirected to ${next.protocol} URL, which is not http or https`)
       if (answer.status === 303 || ((answer.status === 301 || answer.status === 302) && method === 'POST')) {
         method = 'GET'
         body = undefined
@@ -205,30 +206,10 @@ export function createHttpHandler(options: HttpHandlerOptions = {}): Handler {
       truncated: answer.truncated,
     }
     if (answer.status >= 200 && answer.status < 300) return summary
-    const message = `${method} ${shown(url)} answered ${answer.status}`
+    const message = `${method} ${shownUrl(url)} answered ${answer.status}`
     const fatal = answer.status >= 400 && answer.status < 500 && answer.status !== 408 && answer.status !== 429
     throw Object.assign(fatal ? new FatalError(message) : new Error(message), { answerStatus: answer.status })
   })
-}
-
-/**
- * A path segment that looks like a token: long, and of letters and digits both (a Slack or Discord
- * webhook's secret, a bot token). Ids of digits only and words are kept.
- */
-const TOKEN_LIKE = /^(?=.*[A-Za-z])(?=.*\d)[^/]{24,}$/
-
-/**
- * A URL as errors (kept with the execution, logged by the worker) show it: without the user name,
- * password, query and fragment, where tokens travel, and with each path segment that looks like a
- * token shown as `…` (webhook URLs often carry their secret in the path:
- * /services/T0000/B0000/<token>).
- */
-export function shown(url: URL): string {
-  const path = url.pathname
-    .split('/')
-    .map((segment) => (TOKEN_LIKE.test(segment) ? '…' : segment))
-    .join('/')
-  return `${url.origin}${path}${url.search === '' ? '' : '?…'}`
 }
 
 /** The HTTP status of the answer a failure of the `http` handler reports (undefined: no answer came). */

@@ -32,29 +32,8 @@ export function json(value: unknown): string {
   }
 }
 
-/**
- * A path segment that looks like a token (long, of letters and digits both: a Slack or Discord
- * webhook's secret), as the API's errors judge it.
- */
-const TOKEN_LIKE = /^(?=.*[A-Za-z])(?=.*\d)[^/]{24,}$/
-
-/**
- * A URL as the API's errors show it: without user name, password, query and fragment, where tokens
- * travel (a query shows as `?…`), and with each path segment that looks like a token as `…`.
- */
-export function shownUrl(text: string): string {
-  let url: URL
-  try {
-    url = new URL(text)
-  } catch {
-    return text.replace(/[?#].*$/s, '')
-  }
-  const path = url.pathname
-    .split('/')
-    .map((segment) => (TOKEN_LIKE.test(segment) ? '…' : segment))
-    .join('/')
-  return `${url.origin}${path}${url.search === '' ? '' : '?…'}`
-}
+/** A URL as the API's errors show it (the same rule, from the server's source). */
+export { shownUrl } from '../../src/core/shown-url.ts'
 
 export function shortId(id: string): string {
   return id.slice(-12)
