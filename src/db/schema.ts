@@ -153,6 +153,8 @@ export interface WorkersTable {
   stopped_at: Timestamp | null
   /** Migration 0053: the lease length it runs with (it is live while seen within it); null for workers registered before. */
   lease_ms: number | null
+  /** Migration 0067: executions whose handler was running at its last heartbeat; null when never reported. */
+  running: number | null
 }
 
 export interface ApiKeysTable {

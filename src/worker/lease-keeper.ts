@@ -146,7 +146,9 @@ export class LeaseKeeper {
       // Beside outcome writes and hand-backs, which it never waits for: it passes over the rows they
       // hold locked (executionHeartbeatManyQuery), so a write that waits on another session's lock
       // cannot hold up the renewal of the other leases.
-      const answer = await executionHeartbeatMany(this.p.db, { workerId: this.p.workerId, leases: held.map((h) => h.ref), leaseMs: this.p.leaseMs })
+      let running = 0
+      for (const h of held) if (h.state === 'running') running++
+      const answer = await executionHeartbeatMany(this.p.db, { workerId: this.p.workerId, leases: held.map((h) => h.ref), leaseMs: this.p.leaseMs, running })
       this.failures = 0
       const tookMs = performance.now() - sentAtMs
       this.p.events?.heartbeat?.(tookMs, answer.renewed.size)

@@ -72,6 +72,8 @@ describe('GET /v1/workers', () => {
     expect(byId.get(alive)).toMatchObject({
       state: 'alive',
       inFlight: 1,
+      // registered, no heartbeat yet: not reported
+      running: null,
       host: 'h1',
       pid: 42,
       queues: ['default'],

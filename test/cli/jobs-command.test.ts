@@ -344,9 +344,13 @@ describe('scheduler workers list', () => {
   it('lists the workers with their state, as a table and as JSON', async () => {
     const id = '00000000-0000-7000-8000-00000000e001'
     await workerRegister(t.db, { id, host: 'box-1', pid: 4242, queues: ['mail'], types: ['mail.send'], concurrency: 8, leaseMs: 30_000 })
+    // RUNNING, HELD, SLOTS: a worker that has not reported its running count yet shows '-'
     const table = (await scheduler('workers', 'list')).stdout
-    expect(table).toMatch(new RegExp(`${id}\\s+alive\\s+box-1\\s+4242\\s+mail\\s+mail\\.send\\s+0/8`))
+    expect(table).toMatch(/RUNNING\s+HELD\s+SLOTS/)
+    expect(table).toMatch(new RegExp(`${id}\\s+alive\\s+box-1\\s+4242\\s+mail\\s+mail\\.send\\s+-\\s+0\\s+8`))
+    await t.db.updateTable('pgsched.workers').set({ running: 0 }).where('id', '=', id).execute()
+    expect((await scheduler('workers', 'list')).stdout).toMatch(/mail\.send\s+0\s+0\s+8/)
     const json = JSON.parse((await scheduler('workers', 'list', '--json')).stdout)
-    expect(json.items).toEqual([expect.objectContaining({ id, state: 'alive', host: 'box-1', inFlight: 0 })])
+    expect(json.items).toEqual([expect.objectContaining({ id, state: 'alive', host: 'box-1', inFlight: 0, running: 0 })])
   }, 120_000)
 })

@@ -472,6 +472,46 @@ describe('Worker prefetch', () => {
     expect(pending.reduce((n, r) => n + Number(r.n), 0)).toBeGreaterThan(0)
   })
 
+  it('reports at each heartbeat how many of the executions it holds are running, and 0 once stopped', async () => {
+    let release: () => void = () => undefined
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    let started = 0
+    let waiting = 0
+    const worker = await startWorker(
+      [
+        defineHandler('held', async () => {
+          started++
+          // the first 20 end at once, so the worker learns its handlers are short and claims ahead
+          if (started > 20) await gate
+        }),
+      ],
+      {
+        concurrency: 3,
+        prefetch: 30,
+        heartbeatMs: 100,
+        shutdownGraceMs: 100,
+        events: {
+          claimed: (_, w) => {
+            waiting = w
+          },
+        },
+      },
+    )
+    await client().submitJobs(Array.from({ length: 20 }, () => ({ type: 'held' })))
+    await waitFor(() => started === 20, { what: 'the first 20 runs' })
+    await client().submitJobs(Array.from({ length: 40 }, () => ({ type: 'held' })))
+    await waitFor(() => started === 23 && waiting > 0, { what: '3 handlers running with executions buffered behind them' })
+    const own = async () => (await client().listWorkers()).find((w) => w.id === worker.id)
+    await waitFor(async () => (await own())?.running === 3, { what: 'the heartbeat to report 3 running' })
+    const seen = await own()
+    // what it holds counts the buffered executions too; running only those whose handler runs
+    expect(seen?.inFlight).toBeGreaterThan(3)
+    const stopping = worker.stop()
+    release()
+    await stopping
+    expect(await own()).toMatchObject({ state: 'stopped', running: 0, inFlight: 0 })
+  })
+
   it('starts announced higher-priority work before the lower-priority work it has buffered', async () => {
     const started: Array<{ high: boolean; at: number }> = []
     let waiting = 0

@@ -107,7 +107,17 @@ export const WorkerListSchema = Type.Object(
         queues: Type.Array(Type.String()),
         types: Type.Array(Type.String()),
         concurrency: Type.Integer(),
-        inFlight: Type.Integer({ minimum: 0, description: 'Executions it holds a lease on.' }),
+        inFlight: Type.Integer({
+          minimum: 0,
+          description: 'Executions it holds a lease on: running, or claimed ahead of a free slot and waiting in its local queue.',
+        }),
+        running: Nullable(
+          Type.Integer({
+            minimum: 0,
+            description:
+              'Of those, how many had their handler running at its last heartbeat (lastSeenAt; every SCHEDULER_HEARTBEAT_MS). 0 once stopped; null for a worker of a version that did not report it.',
+          }),
+        ),
         state: Type.Enum(['alive', 'stale', 'stopped'], {
           description:
             'alive: seen within its lease length (SCHEDULER_LEASE_MS, 30 s by default; 60 s for a worker registered before migration 0053); stale: not seen since and not stopped; stopped: shut down.',

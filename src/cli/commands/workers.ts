@@ -21,7 +21,7 @@ export function registerWorkers(program: Command): void {
           list.length === 0
             ? 'no workers\n'
             : `${formatTable([
-                ['ID', 'STATE', 'HOST', 'PID', 'QUEUES', 'TYPES', 'IN FLIGHT', 'LAST SEEN'],
+                ['ID', 'STATE', 'HOST', 'PID', 'QUEUES', 'TYPES', 'RUNNING', 'HELD', 'SLOTS', 'LAST SEEN'],
                 ...list.map((w) => [
                   w.id,
                   w.state,
@@ -29,7 +29,9 @@ export function registerWorkers(program: Command): void {
                   String(w.pid),
                   w.queues.join(','),
                   w.types.join(','),
-                  `${w.inFlight}/${w.concurrency}`,
+                  w.running === null ? '-' : String(w.running),
+                  String(w.inFlight),
+                  String(w.concurrency),
                   ago(w.lastSeenAt),
                 ]),
               ])}\n`,

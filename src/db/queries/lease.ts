@@ -3,7 +3,7 @@
  * each fenced by (execution, worker id, attempt), finding its rows by one scan of the primary key
  * (see fence): a worker that lost its lease (reaped, cancelled, taken over) gets no row back and
  * must stop.
- *   heartbeat  renews leases (a HOT update of runs) whose rows no other transaction holds, refreshes workers.last_seen_at
+ *   heartbeat  renews leases (a HOT update of runs) whose rows no other transaction holds, refreshes workers.last_seen_at and running
  *   complete   runs → history, succeeded
  *   fail       runs → due (retry with backoff; history pending) | history, failed (fatal or out of attempts)
  *   release    runs → due now, attempt not counted (graceful shutdown)
@@ -65,6 +65,8 @@ export interface ExecutionHeartbeatManyParams {
   workerId: string
   leases: readonly LeaseRef[]
   leaseMs: number
+  /** How many of the leases have their handler running now (recorded as pgsched.workers.running). */
+  running: number
 }
 
 /**
@@ -84,7 +86,7 @@ export function executionHeartbeatManyQuery(params: ExecutionHeartbeatManyParams
       select ${leaseMap(params.leases)}::jsonb as m
     ),
     seen as (
-      update pgsched.workers set last_seen_at = now() where id = ${params.workerId}::uuid
+      update pgsched.workers set last_seen_at = now(), running = ${params.running}::int where id = ${params.workerId}::uuid
     ),
     renewed as (
       update pgsched.runs u

@@ -37,7 +37,7 @@ export async function workerRegister(db: Kysely<DB>, params: WorkerRegisterParam
 export async function workerMarkStopped(db: Kysely<DB>, params: { id: string }): Promise<void> {
   await db
     .updateTable('pgsched.workers')
-    .set((eb) => ({ stopped_at: eb.fn('now'), last_seen_at: eb.fn('now') }))
+    .set((eb) => ({ stopped_at: eb.fn('now'), last_seen_at: eb.fn('now'), running: 0 }))
     .where('id', '=', params.id)
     .execute()
 }
@@ -156,8 +156,10 @@ export interface WorkerView {
   queues: string[]
   types: string[]
   concurrency: number
-  /** Executions it holds a lease on now. */
+  /** Executions it holds a lease on now: running, or claimed ahead of a free slot. */
   inFlight: number
+  /** Of those, how many had their handler running at its last heartbeat (lastSeenAt); null when it did not report it. */
+  running: number | null
   /** alive: seen within its lease length (pgsched.worker_live); stale: not seen since and not stopped; stopped: shut down. */
   state: 'alive' | 'stale' | 'stopped'
   startedAt: Date
@@ -168,7 +170,7 @@ export interface WorkerView {
 /** The workers seen most recently first (at most `limit`), with the executions each holds. */
 export async function workerList(db: Kysely<DB>, params: { limit: number }): Promise<WorkerView[]> {
   const { rows } = await sql<Omit<WorkerView, 'inFlight'> & { in_flight: string; started_at: Date; last_seen_at: Date; stopped_at: Date | null }>`
-    select w.id, w.host, w.pid, w.queues, w.types, w.concurrency, w.started_at, w.last_seen_at, w.stopped_at,
+    select w.id, w.host, w.pid, w.queues, w.types, w.concurrency, w.running, w.started_at, w.last_seen_at, w.stopped_at,
            case when w.stopped_at is not null then 'stopped'
                 when ${workerLive('w')} then 'alive'
                 else 'stale' end as state,
@@ -184,6 +186,7 @@ export async function workerList(db: Kysely<DB>, params: { limit: number }): Pro
     types: r.types,
     concurrency: r.concurrency,
     inFlight: Number(r.in_flight),
+    running: r.running,
     state: r.state,
     startedAt: r.started_at,
     lastSeenAt: r.last_seen_at,
