@@ -99,6 +99,15 @@ describe('the roles of docs/roles.md', () => {
     expect((await as(roles.reader, 'select count(*) from pgsched.jobs')).error).toBeUndefined()
     expect((await as(roles.reader, "insert into pgsched.queues (name, paused) values ('x', true)")).error).toMatch(/permission denied for table queues/)
     expect((await as(roles.reader, "select pgsched.submit_job('x')")).error).toMatch(/permission denied/)
+    // the job operations of SQL write, the status reads
+    const { id } = await t.db.selectFrom('pgsched.jobs').select('id').executeTakeFirstOrThrow()
+    for (const op of ['cancel_job', 'retry_job', 'rerun_job', 'delete_job']) {
+      expect({ op, error: (await as(roles.reader, `select pgsched.${op}('${id}')`)).error }).toMatchObject({
+        op,
+        error: expect.stringMatching(/permission denied/),
+      })
+    }
+    expect((await as(roles.reader, `select pgsched.job_status('${id}') as status`)).rows).toEqual([{ status: expect.any(String) }])
   })
 
   it("lets the application role submit only through its function, for the function's tenant", async () => {
