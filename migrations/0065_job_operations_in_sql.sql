@@ -87,6 +87,13 @@ begin
      and not exists (select 1 from pgsched.runs x where x.job_id = job_finished_check.job_id) then
     return;
   end if;
+  if job_finished_check.status = any (allowed) then
+    -- its status allows it, but an execution of it is still due or held (a cancelled job whose last run has not ended yet)
+    raise exception 'job % is %, but an execution of it is still waiting or held by a worker; it can be % once that has ended',
+      job_finished_check.job_id, job_finished_check.status,
+      case job_finished_check.operation when 'retry' then 'retried' when 'rerun' then 'rerun' else 'deleted' end
+      using errcode = '55000';
+  end if;
   raise exception 'job % is %; only % jobs can be %', job_finished_check.job_id, job_finished_check.status,
     case job_finished_check.operation when 'retry' then 'FAILED, EXPIRED or CANCELLED'
                                       else 'finished (COMPLETED, FAILED, EXPIRED or CANCELLED)' end,

@@ -13,6 +13,7 @@ import type { JobFilter } from './db/queries/job-filter.ts'
 import { jobGetById, jobList } from './db/queries/job-views.ts'
 import { jobCancelSweep } from './db/queries/jobs.ts'
 import {
+  ACTION_STATUSES,
   executionTenantOf,
   jobCancelMany,
   jobCountForAction,
@@ -209,7 +210,15 @@ export function jobOperations(db: Kysely<DB>, own: string | null): JobOperations
     const changed = await act(action, tenant, [id])
     if (action === 'delete' && changed.length > 0) return undefined
     const job = await view(tenant, id)
-    if (changed.length === 0) throw new InvalidStateError(`job ${id} is ${job.status}; only ${allowed} jobs can be ${DONE[action]}`)
+    if (changed.length === 0) {
+      // its status allows the action, but an execution of it is still due or held (a cancelled job whose last run has not ended yet)
+      if (action !== 'cancel' && ACTION_STATUSES[action].includes(job.status)) {
+        throw new InvalidStateError(
+          `job ${id} is ${job.status}, but an execution of it is still waiting or held by a worker; it can be ${DONE[action]} once that has ended`,
+        )
+      }
+      throw new InvalidStateError(`job ${id} is ${job.status}; only ${allowed} jobs can be ${DONE[action]}`)
+    }
     return job
   }
 

@@ -214,6 +214,19 @@ describe('the job operations of SQL and of the client', () => {
     }
   }
 
+  it.each(['retry', 'rerun', 'delete'] as const)('%s of a cancelled job whose run has not ended yet says what it waits for', async (op) => {
+    const done = { retry: 'retried', rerun: 'rerun', delete: 'deleted' }[op]
+    const [viaClient, viaSql] = await twice(SITUATIONS['a cancelled job whose run a worker still holds']?.make as Situation)
+    for (const [id, refused] of [
+      [viaClient, await throughClient(op, viaClient)],
+      [viaSql, await throughSql(op, viaSql)],
+    ] as const) {
+      expect(refused?.message).toBe(
+        `job ${id} is CANCELLED, but an execution of it is still waiting or held by a worker; it can be ${done} once that has ended`,
+      )
+    }
+  })
+
   it.each(['cancel', 'retry', 'rerun', 'delete'] as const)('%s of a job that does not exist: not found, SQLSTATE P0002', async (op) => {
     const id = '01900000-0000-7000-8000-000000000000'
     expect(await throughSql(op, id)).toEqual({ code: 'not_found', message: `job ${id} not found` })
