@@ -5,7 +5,6 @@
 import type { Command } from 'commander'
 import type { Kysely } from 'kysely'
 import { createClient, type Client } from '../client.ts'
-import { loadConfig } from '../config.ts'
 import type { Job, Schedule } from '../core/job.ts'
 import { JOB_STATUSES, type JobStatus } from '../core/job-status.ts'
 import { instantProblem } from '../core/formats.ts'
@@ -18,9 +17,9 @@ import { formatTable, withDatabase } from './shared.ts'
  * Runs `fn` with a client on DATABASE_URL (tenant `tenant`, or `default`); its submits are
  * acknowledged only with a synchronous standby when SCHEDULER_REQUIRE_SYNC_STANDBY=on, as the API's.
  */
-export const withClient = <T>(tenant: string | undefined, fn: (client: Client, db: Kysely<DB>) => Promise<T>) => {
-  const requireSyncStandby = loadConfig(process.env).api.requireSyncStandby === 'on'
-  return withDatabase('pgsched-jobs', ({ db }) => {
+export const withClient = <T>(tenant: string | undefined, fn: (client: Client, db: Kysely<DB>) => Promise<T>) =>
+  withDatabase('pgsched-jobs', ({ db }, config) => {
+    const requireSyncStandby = config.api.requireSyncStandby === 'on'
     let client: Client
     try {
       client = createClient({ db, tenant: tenant ?? 'default', createdBy: 'cli', batchSubmits: false, requireSyncStandby })
@@ -35,7 +34,6 @@ export const withClient = <T>(tenant: string | undefined, fn: (client: Client, d
     }
     return fn(client, db)
   })
-}
 
 export const print = (value: unknown): void => {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`)

@@ -1,27 +1,48 @@
 /**
- * What the commands share: a short-lived database pool and table output (keys, queues), and the
- * warning of variables that name no setting (worker, api, dev, migrate).
+ * What the commands share: the configuration of a command and the warning of variables that name no
+ * setting (every command that reads the environment), a short-lived database pool and table output
+ * (keys, queues).
  */
-import { loadConfig, unknownVariables } from '../config.ts'
+import { loadConfig, unknownVariables, type Config, type ConfigFlags } from '../config.ts'
 import { createDb, type Database } from '../db/pool.ts'
 import { ConfigError, ValidationError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 
 /**
- * Logs a warning for each SCHEDULER_ variable of the environment that names no setting, with the one
- * it was probably meant to be: the processes run on (a misspelt variable is ignored), but not silently.
+ * Warns of each SCHEDULER_ variable of the environment that names no setting, with the one it was
+ * probably meant to be: the command runs on (a misspelt variable is ignored), but not silently. A
+ * process with a log (worker, api, dev, migrate) warns there; a command without one (the admin
+ * commands, bench) writes a line to stderr, so that what it prints on stdout (JSON, CSV, a table)
+ * stays whole.
  */
-export function warnOfUnknownVariables(log: Logger): void {
-  for (const unknown of unknownVariables(process.env)) log.warn({ variable: unknown.name, suggestion: unknown.suggestion }, unknown.message)
+export function warnOfUnknownVariables(log?: Logger): void {
+  for (const unknown of unknownVariables(process.env)) {
+    if (log) log.warn({ variable: unknown.name, suggestion: unknown.suggestion }, unknown.message)
+    else process.stderr.write(`scheduler: warning: ${unknown.message}\n`)
+  }
 }
 
-/** Runs `fn` with a one-connection pool on DATABASE_URL, closed afterwards. */
-export async function withDatabase<T>(applicationName: string, fn: (database: Database) => Promise<T>): Promise<T> {
-  const config = loadConfig(process.env)
+/**
+ * The configuration of a command without a log of its own (the admin commands, bench): the
+ * environment's, with `flags` over it, then a warning on stderr of each variable that names no
+ * setting. Throws ConfigError as loadConfig does (its message names those variables too).
+ */
+export function commandConfig(flags: ConfigFlags = {}): Config {
+  const config = loadConfig(process.env, flags)
+  warnOfUnknownVariables()
+  return config
+}
+
+/**
+ * Runs `fn` with a one-connection pool on DATABASE_URL, closed afterwards, and the command's
+ * configuration (commandConfig: read, and warned of, once).
+ */
+export async function withDatabase<T>(applicationName: string, fn: (database: Database, config: Config) => Promise<T>): Promise<T> {
+  const config = commandConfig()
   if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
   const database = createDb({ databaseUrl: config.databaseUrl, poolSize: 1, applicationName })
   try {
-    return await fn(database)
+    return await fn(database, config)
   } finally {
     await database.db.destroy()
   }

@@ -1,15 +1,19 @@
 /**
  * The processes warn of a SCHEDULER_ variable that names no setting (a misspelt one would otherwise
  * leave its setting at the default without a word), and of none Kubernetes sets for a Service named
- * `scheduler`. On a database that does not answer: the warning comes before any connection.
+ * `scheduler`. On a database that does not answer: the warning comes before any connection. The
+ * admin commands and bench warn too, on stderr, against this file's database: what they print on
+ * stdout (JSON, CSV) stays whole.
  */
 import { execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { promisify } from 'node:util'
 import { afterEach, describe, expect, it } from 'vitest'
+import { useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
 
 const run = promisify(execFile)
+const t = useTestDb()
 
 /** Nothing listens on port 1: a worker or an API waits for the database, migrate and dev fail. */
 const UNREACHABLE = 'postgres://postgres@127.0.0.1:1/none'
@@ -90,5 +94,49 @@ describe('a SCHEDULER_ variable that names no setting', () => {
     expect(stderr).toContain('SCHEDULER_PORT must be an integer from 0 to 65535 (got "tcp://10.0.0.1:8080"); this looks like a Kubernetes service link')
     expect(stderr).toContain('enableServiceLinks: false')
     expect(stderr).not.toContain('SCHEDULER_SERVICE_HOST')
+  })
+})
+
+describe('a SCHEDULER_ variable that names no setting, set for a command without a log', () => {
+  const warnings = [
+    'scheduler: warning: SCHEDULER_FROBNICATE is not a setting pgsched knows (it is ignored)',
+    'scheduler: warning: SCHEDULER_WORKER_CONCURENCY is not a setting pgsched knows; did you mean SCHEDULER_WORKER_CONCURRENCY?',
+  ]
+  const misspelt = { ...SERVICE_LINKS, SCHEDULER_WORKER_CONCURENCY: '50', SCHEDULER_FROBNICATE: 'on' }
+
+  const none = { items: [] }
+  it.each([
+    { command: 'keys list --json', json: [] },
+    { command: 'queues list --json', json: none },
+    { command: 'tenants list --json', json: none },
+    { command: 'workers list --json', json: none },
+    { command: 'jobs list --json', json: { ...none, nextCursor: null } },
+    { command: 'webhooks list --tenant acme --json', json: none },
+  ])('scheduler $command warns of it once on stderr, naming the setting meant, and prints only JSON on stdout', async ({ command, json }) => {
+    const { stdout, stderr } = await run('node', ['bin/scheduler', ...command.split(' ')], {
+      env: environment({ ...misspelt, DATABASE_URL: t.url }),
+      timeout: 30_000,
+    })
+    expect(stderr.split('\n')).toEqual([...warnings, ''])
+    expect(JSON.parse(stdout)).toEqual(json)
+  })
+
+  it('scheduler jobs export warns on stderr beside its count, its CSV on stdout untouched', async () => {
+    const { stdout, stderr } = await run('node', ['bin/scheduler', 'jobs', 'export', '--tenant', 'acme', '--format', 'csv'], {
+      env: environment({ ...misspelt, DATABASE_URL: t.url }),
+      timeout: 30_000,
+    })
+    expect(stderr.split('\n')).toEqual([...warnings, 'exported 0 jobs', ''])
+    expect(stdout).toMatch(/^id,tenant,type,queue,status,[^\n]*\r\n$/)
+  })
+
+  it('scheduler bench warns of it on stderr before it connects', async () => {
+    const err = await run('node', ['bin/scheduler', 'bench', '--quick'], { env: environment(misspelt), timeout: 30_000, killSignal: 'SIGKILL' }).catch(
+      (e: unknown) => e,
+    )
+    expect(err).toMatchObject({ code: 1, stdout: '' })
+    const lines = (err as { stderr: string }).stderr.split('\n')
+    expect(lines.slice(0, 2)).toEqual(warnings)
+    expect(lines[2]).toContain('ECONNREFUSED')
   })
 })

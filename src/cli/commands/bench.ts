@@ -9,7 +9,6 @@ import { readFileSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Command } from 'commander'
-import { loadConfig } from '../../config.ts'
 import { ConfigError } from '../../errors.ts'
 import { createLogger } from '../../logger.ts'
 import { packageRoot } from '../../lib/package-root.ts'
@@ -17,6 +16,7 @@ import { PARTITION_COUNT_DEFAULT } from '../../core/names.ts'
 import { runBench, SCENARIOS, type Scenario } from '../../bench/run.ts'
 import { reportTable, type BenchReport } from '../../bench/report.ts'
 import { SANDBOX_CONCURRENCY } from '../../bench/sandboxes.ts'
+import { commandConfig } from '../shared.ts'
 
 interface BenchFlags {
   quick?: boolean
@@ -143,7 +143,7 @@ export function registerBench(program: Command): void {
       "after a full run, write the figures as markdown to file (default: the package's docs/benchmarks.md); with --only list alone, write or replace its section there",
     )
     .action(async (flags: BenchFlags) => {
-      const config = loadConfig(process.env, { 'db.partitions': flags.partitions })
+      const config = commandConfig({ 'db.partitions': flags.partitions })
       if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL; a scratch database is created beside it)')
       const quick = Boolean(flags.quick)
       const only = flags.only?.split(',').map((x) => x.trim())

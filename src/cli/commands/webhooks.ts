@@ -11,13 +11,12 @@ import { ValidationError } from '../../errors.ts'
 import type { UpdateWebhookInput, WebhookAdmin } from '../../events/webhook-admin.ts'
 import { createClient } from '../../client.ts'
 import { formatTable, withDatabase } from '../shared.ts'
-import { loadConfig } from '../../config.ts'
 
 // The workers' address rules (SCHEDULER_HTTP_ALLOW, from this environment): create and update
 // refuse a URL every delivery would be refused.
 const run = <T>(tenant: string, fn: (webhooks: WebhookAdmin) => Promise<T>) =>
-  withDatabase('pgsched-webhooks', ({ db }) =>
-    fn(createClient({ db, tenant, createdBy: 'cli', batchSubmits: false, httpAllow: loadConfig(process.env).worker.httpAllow }).webhooks),
+  withDatabase('pgsched-webhooks', ({ db }, config) =>
+    fn(createClient({ db, tenant, createdBy: 'cli', batchSubmits: false, httpAllow: config.worker.httpAllow }).webhooks),
   )
 const print = (value: unknown): void => {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`)
