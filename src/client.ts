@@ -20,6 +20,7 @@ import { normalizeSubmit, type Execution, type Job, type NormalizedSubmit, type 
 import { newJob } from './core/new-job.ts'
 import { TENANT_RULE, isTenantName } from './core/names.ts'
 import { workerServes } from './db/queries/workers.ts'
+import { queuePauseOf } from './db/queries/queues.ts'
 import { createDb, type Database } from './db/pool.ts'
 import type { DB } from './db/schema.ts'
 import { jobCancel, jobCancelSweep, jobSetPaused, type JobInsertOutcome } from './db/queries/jobs.ts'
@@ -412,8 +413,8 @@ function makeClient(
       now = res.now
     }
     if (outcome.created) {
-      const served = await workerServes(db, n.queue, n.type)
-      return { job: newJob(n, row.id, row.executionId, tenant, createdBy, now, served, outcome.submittedAt), created: true }
+      const [served, queuePause] = await Promise.all([workerServes(db, n.queue, n.type), queuePauseOf(db, n.queue)])
+      return { job: newJob(n, row.id, row.executionId, tenant, createdBy, now, served, queuePause, outcome.submittedAt), created: true }
     }
     if (outcome.rejected) throw refused(outcome.rejected)
     if (outcome.existingRequestHash !== n.requestHash || !outcome.existingJobId) throw conflict(n.idempotencyKey)

@@ -209,6 +209,13 @@ export interface Job {
    * serves its type in its queue. Null otherwise, and when the job has no work to run.
    */
   unserved: string | null
+  /**
+   * Whether its queue is paused: workers claim nothing from it, so its pending work waits until the
+   * queue is resumed. A fact of the queue alone, told to every key that may read the job.
+   */
+  queuePaused: boolean
+  /** When its queue was paused; null while the queue is active (and when a paused queue has no time). */
+  queuePausedAt: Date | null
 }
 
 const MISFIRE: readonly MisfirePolicy[] = ['fire_once', 'skip', 'fire_all']

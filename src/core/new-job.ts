@@ -7,6 +7,7 @@ import { type Job, type NormalizedSubmit, unservedMessage } from './job.ts'
 
 /**
  * @param now the database's time of the insert's transaction (a one-time job's)
+ * @param served whether a live worker serves its type in its queue; `queuePause` whether its queue is paused (both as read lately)
  * @param submittedAt a recurring job's submit time by the database's clock (JobInsertOutcome.submittedAt)
  */
 export function newJob(
@@ -17,6 +18,7 @@ export function newJob(
   createdBy: string | null,
   now: Date,
   served: boolean,
+  queuePause: { paused: boolean; pausedAt: Date | null },
   submittedAt: Date = now,
 ): Job {
   const recurring = n.kind === 'cron' || n.kind === 'interval'
@@ -71,6 +73,8 @@ export function newJob(
       : null,
     nextRunAt: recurring ? (fires ? (firstFire ?? null) : null) : runAt,
     unserved: served ? null : unservedMessage(n.type, n.queue),
+    queuePaused: queuePause.paused,
+    queuePausedAt: queuePause.pausedAt,
     lastExecution: recurring
       ? null
       : {

@@ -102,4 +102,44 @@ describe('/v1/queues', () => {
     expect(badName.statusCode).toBe(400)
     expect(badName.json().details?.[0]?.path).toBe('name')
   })
+
+  it("tells a tenant key that its job's queue is paused, and since when, in the job's view, the list and the submit reply, over HTTP", async () => {
+    const operator = await operatorKey()
+    const acme = await api.keyFor('acme')
+    const address = await api.app.listen({ host: '127.0.0.1', port: 0 })
+    const http = async (key: string, method: 'GET' | 'POST', path: string, body?: unknown) => {
+      const res = await fetch(`${address}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> }
+    }
+    const before = await http(acme, 'POST', '/v1/jobs', { type: 'k', queue: 'held' })
+    expect(before.status).toBe(202)
+    expect(before.body).toMatchObject({ queuePaused: false, queuePausedAt: null })
+
+    const pause = await http(operator, 'POST', '/v1/queues/held/pause')
+    expect(pause.status).toBe(200)
+    const pausedAt = pause.body.pausedAt as string
+    expect(pausedAt).toEqual(expect.any(String))
+    // the tenant key may still not read the queue, but its jobs say it is paused
+    expect((await http(acme, 'GET', '/v1/queues/held')).status).toBe(403)
+    const view = await http(acme, 'GET', `/v1/jobs/${before.body.id}`)
+    expect(view.status).toBe(200)
+    expect(view.body).toMatchObject({ id: before.body.id, queue: 'held', status: 'SCHEDULED', queuePaused: true, queuePausedAt: pausedAt })
+    const after = await http(acme, 'POST', '/v1/jobs', { type: 'k', queue: 'held' })
+    expect(after.body).toMatchObject({ queuePaused: true, queuePausedAt: pausedAt })
+    const list = await http(acme, 'GET', '/v1/jobs?queue=held')
+    expect((list.body.items as Array<Record<string, unknown>>).map((j) => [j.id, j.queuePaused, j.queuePausedAt])).toEqual([
+      [after.body.id, true, pausedAt],
+      [before.body.id, true, pausedAt],
+    ])
+    // a job of another queue is not held
+    const other = await http(acme, 'POST', '/v1/jobs', { type: 'k', queue: 'mail' })
+    expect((await http(acme, 'GET', `/v1/jobs/${other.body.id}`)).body).toMatchObject({ queuePaused: false, queuePausedAt: null })
+
+    expect((await http(operator, 'POST', '/v1/queues/held/resume')).status).toBe(200)
+    expect((await http(acme, 'GET', `/v1/jobs/${before.body.id}`)).body).toMatchObject({ queuePaused: false, queuePausedAt: null })
+  })
 })

@@ -98,6 +98,24 @@ describe('scheduler jobs', () => {
     expect(row).toContain('ScheduleError: cron "0 9 * * 1-5" in time zone "Inval')
   })
 
+  it('says in jobs view that the queue of a job is paused, and since when, while it is', async () => {
+    const id = JSON.parse((await scheduler('jobs', 'submit', 'mail', '--tenant', 'held', '--queue', 'held', '--json')).stdout).id as string
+    await scheduler('queues', 'pause', 'held')
+    const pausedAt = (await t.db.selectFrom('pgsched.queues').select('paused_at').where('name', '=', 'held').executeTakeFirstOrThrow()).paused_at
+    const since = (pausedAt as Date)
+      .toISOString()
+      .replace('T', ' ')
+      .replace(/\.\d+Z$/, 'Z')
+    const view = (await scheduler('jobs', 'view', id)).stdout
+    expect(view).toContain(`held (paused since ${since}: nothing of it starts until the queue is resumed)`)
+    expect(JSON.parse((await scheduler('jobs', 'view', id, '--json')).stdout)).toMatchObject({
+      queuePaused: true,
+      queuePausedAt: (pausedAt as Date).toISOString(),
+    })
+    await scheduler('queues', 'resume', 'held')
+    expect((await scheduler('jobs', 'view', id)).stdout).toMatch(/^queue\s+held$/m)
+  })
+
   it('pauses and resumes a recurring job, and refuses to pause a one-time job', async () => {
     const id = JSON.parse((await scheduler('jobs', 'submit', 'digest', '--tenant', 'pause', '--every', '5m', '--json')).stdout).id as string
     expect((await scheduler('jobs', 'pause', id)).stdout).toMatch(new RegExp(`${id}\\s+pause\\s+digest\\s+default\\s+PAUSED`))

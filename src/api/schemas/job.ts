@@ -293,6 +293,12 @@ export const JobSchema = Type.Object(
     unserved: Nullable(
       Type.String({ description: 'Set when the job has work to run and no live worker serves its type in its queue: it waits until one starts.' }),
     ),
+    queuePaused: Type.Boolean({
+      description:
+        "Whether the job's queue is paused: workers claim nothing from it, so its pending executions wait until the queue is resumed " +
+        '(running ones finish). Told to any key that may read the job; the queue itself (`GET /v1/queues/{name}`) is for operator keys.',
+    }),
+    queuePausedAt: Nullable(DateTime("When the job's queue was paused; null while it is active.")),
   },
   { $id: 'Job', description: 'A job with its status, next run and latest execution.' },
 )
@@ -349,5 +355,7 @@ export function jobToJson(job: Job): JobJson {
     nextRunAt: job.nextRunAt?.toISOString() ?? null,
     lastExecution: last ? executionToJson(last) : null,
     unserved: job.unserved,
+    queuePaused: job.queuePaused,
+    queuePausedAt: job.queuePausedAt?.toISOString() ?? null,
   }
 }

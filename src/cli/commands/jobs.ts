@@ -171,6 +171,13 @@ async function inSubmitWords<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/** The job's queue, and when it is paused, since when: its pending work waits for the resume. */
+function queueText(job: Job): string {
+  if (!job.queuePaused) return job.queue
+  const since = job.queuePausedAt ? ` since ${ago(job.queuePausedAt)}` : ''
+  return `${job.queue} (paused${since}: nothing of it starts until the queue is resumed)`
+}
+
 function showJob(job: Job, json: boolean | undefined): void {
   if (json) print(jobToJson(job))
   else process.stdout.write(`${jobTable([job])}\n`)
@@ -252,7 +259,7 @@ export function registerJobs(program: Command): void {
             ['id', job.id],
             ['tenant', job.tenant],
             ['type', job.type],
-            ['queue', job.queue],
+            ['queue', queueText(job)],
             ['status', job.status],
             ['payload', JSON.stringify(job.payload)],
             ['priority', String(job.priority)],

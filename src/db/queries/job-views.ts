@@ -40,6 +40,8 @@ interface JobViewRow {
   trigger: Record<string, unknown> | null
   last_execution: Record<string, unknown> | null
   unserved: boolean
+  queue_paused: boolean
+  queue_paused_at: Date | null
 }
 
 /** The host of the worker of an executions row's latest attempt (`e`: the row's alias). */
@@ -191,55 +193,65 @@ function toJob(r: JobViewRow): Job {
     nextRunAt,
     lastExecution: last,
     unserved: r.unserved ? unservedMessage(r.type, r.queue) : null,
+    queuePaused: r.queue_paused,
+    queuePausedAt: r.queue_paused_at,
   }
 }
 
 function jobViewQuery(db: Executor) {
-  return db
-    .selectFrom('pgsched.jobs as j')
-    .leftJoin('pgsched.triggers as t', 't.job_id', 'j.id')
-    .leftJoinLateral(
-      // the latest execution not waiting for a fire time still to come (see jobJoins)
-      (eb) =>
-        eb
-          .selectFrom('pgsched.executions as le')
-          .whereRef('le.job_id', '=', 'j.id')
-          .where(notAheadOfRecurring(sql`le`, sql`t`))
-          .orderBy('le.scheduled_for', 'desc')
-          .limit(1)
-          .selectAll()
-          .as('e'),
-      (join) => join.onTrue(),
-    )
-    .select([
-      'j.id',
-      'j.tenant',
-      'j.type',
-      'j.queue',
-      'j.priority',
-      'j.payload',
-      'j.max_attempts',
-      'j.backoff_base_ms',
-      'j.backoff_max_ms',
-      'j.timeout_ms',
-      'j.idempotency_key',
-      'j.concurrency_key',
-      'j.start_deadline_ms',
-      'j.state',
-      'j.created_by',
-      'j.created_at',
-      sql<Date>`now()`.as('db_now'),
-      sql<Record<string, unknown> | null>`case when t.job_id is null then null else to_jsonb(t) end`.as('trigger'),
-      sql<Date | null>`case when t.job_id is null then null else ${aheadFireTime(sql`j.id`)} end`.as('ahead_fire_at'),
-      // work to run (a pending execution, or a schedule that still fires) and no live worker for it
-      sql<boolean>`(j.state = 'active' and (e.state = 'pending' or (t.job_id is not null and t.next_fire_at is not null and not t.paused))
+  return (
+    db
+      .selectFrom('pgsched.jobs as j')
+      .leftJoin('pgsched.triggers as t', 't.job_id', 'j.id')
+      .leftJoinLateral(
+        // the latest execution not waiting for a fire time still to come (see jobJoins)
+        (eb) =>
+          eb
+            .selectFrom('pgsched.executions as le')
+            .whereRef('le.job_id', '=', 'j.id')
+            .where(notAheadOfRecurring(sql`le`, sql`t`))
+            .orderBy('le.scheduled_for', 'desc')
+            .limit(1)
+            .selectAll()
+            .as('e'),
+        (join) => join.onTrue(),
+      )
+      // the queue's settings row, when it has one (a queue without one is active): whether it is paused
+      // is told to whoever may read the job, though the queue itself is for operator keys only
+      .leftJoin('pgsched.queues as qs', 'qs.name', 'j.queue')
+      .select([
+        'j.id',
+        'j.tenant',
+        'j.type',
+        'j.queue',
+        'j.priority',
+        'j.payload',
+        'j.max_attempts',
+        'j.backoff_base_ms',
+        'j.backoff_max_ms',
+        'j.timeout_ms',
+        'j.idempotency_key',
+        'j.concurrency_key',
+        'j.start_deadline_ms',
+        'j.state',
+        'j.created_by',
+        'j.created_at',
+        sql<Date>`now()`.as('db_now'),
+        sql<Record<string, unknown> | null>`case when t.job_id is null then null else to_jsonb(t) end`.as('trigger'),
+        sql<Date | null>`case when t.job_id is null then null else ${aheadFireTime(sql`j.id`)} end`.as('ahead_fire_at'),
+        // work to run (a pending execution, or a schedule that still fires) and no live worker for it
+        sql<boolean>`(j.state = 'active' and (e.state = 'pending' or (t.job_id is not null and t.next_fire_at is not null and not t.paused))
                     and not exists (select 1 from pgsched.workers w
                                      where ${workerLive('w')}
                                        and j.queue = any(w.queues) and j.type = any(w.types)))`.as('unserved'),
-      sql<Record<string, unknown> | null>`case when e.id is null then null else to_jsonb(e) || jsonb_build_object('latest_host', ${latestHost(sql`e`)}) end`.as(
-        'last_execution',
-      ),
-    ])
+        sql<boolean>`coalesce(qs.paused, false)`.as('queue_paused'),
+        sql<Date | null>`case when qs.paused then qs.paused_at end`.as('queue_paused_at'),
+        sql<Record<
+          string,
+          unknown
+        > | null>`case when e.id is null then null else to_jsonb(e) || jsonb_build_object('latest_host', ${latestHost(sql`e`)}) end`.as('last_execution'),
+      ])
+  )
 }
 
 export interface JobGetByIdParams {

@@ -7,6 +7,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
+import { perDbCache } from './per-db-cache.ts'
 
 /** A queue as operators see it: its settings and live figures. */
 export interface QueueView {
@@ -176,12 +177,30 @@ export async function claimsInFlightEnded(db: Kysely<DB>): Promise<void> {
  */
 export async function queuePause(db: Kysely<DB>, name: string): Promise<void> {
   await sql`select pgsched.pause_queue(${name}::text)`.execute(db)
+  pausedQueues.forget(db)
   await claimsInFlightEnded(db)
 }
 
 /** Resumes a queue and wakes the workers that serve it. */
 export async function queueResume(db: Kysely<DB>, name: string): Promise<void> {
   await sql`select pgsched.resume_queue(${name}::text)`.execute(db)
+  pausedQueues.forget(db)
+}
+
+/** How long the paused queues are used for submit replies (as the served pairs are: workers.ts). */
+const PAUSED_QUEUES_TTL_MS = 1_000
+
+/** The paused queues, each with when it was paused (null: a pause without a time). */
+const pausedQueues = perDbCache(PAUSED_QUEUES_TTL_MS, async (db) => {
+  const { rows } = await sql<{ name: string; paused_at: Date | null }>`${sql.raw(PREPARE)}
+      select name, paused_at from pgsched.queues where paused`.execute(db)
+  return new Map(rows.map((r) => [r.name, r.paused_at]))
+})
+
+/** A queue's pause for a submit reply: whether it is paused and since when, as read in the last second through `db`. */
+export async function queuePauseOf(db: Kysely<DB>, name: string): Promise<{ paused: boolean; pausedAt: Date | null }> {
+  const paused = await pausedQueues.get(db)
+  return { paused: paused.has(name), pausedAt: paused.get(name) ?? null }
 }
 
 /*
