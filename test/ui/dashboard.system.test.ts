@@ -2,7 +2,8 @@
  * The dashboard at /ui in a real browser (Debian's Chromium through playwright-core) against a
  * real `scheduler api` and a real `scheduler worker` process: sign-in, the transfer of a page
  * load, live updates of the job list, a job's output followed while it runs, each attempt's own
- * output, retry of a failed job, bulk retry of 100 failed jobs, pausing a queue, a webhook's
+ * output, retry of a failed job, bulk retry of 100 failed jobs, pausing a queue (its waiting job's page
+ * says so to the job's tenant key too), a webhook's
  * delivery log, edit, secret and delete, tenant isolation and escaping of tenant input. With UI_SCREENSHOTS=<folder> (npm run screenshots) it also saves a
  * PNG of each page.
  */
@@ -416,11 +417,15 @@ describe('the dashboard in Chromium', () => {
       what: 'the queue row to show 1 due and 0 running',
     })
     await shot(page, 'queues')
-    // the waiting job's page says why it does not start
-    const jobPage = await signedIn(operatorKey)
-    await jobPage.goto(`${api.url}/ui/#/jobs/${waiting.id}`)
-    await expect(jobPage.locator('[data-queue-paused="ui-pause"]').textContent()).resolves.toContain('does not start until the queue is resumed')
-    await jobPage.context().close()
+    // the waiting job's page says why it does not start, to its tenant's key (which may not read the queue) as to an operator's
+    for (const key of [operatorKey, acmeKey]) {
+      const jobPage = await signedIn(key)
+      await jobPage.goto(`${api.url}/ui/#/jobs/${waiting.id}`)
+      const notice = await jobPage.locator('[data-queue-paused="ui-pause"]').textContent()
+      expect(notice).toContain('Queue ui-pause has been paused since')
+      expect(notice).toContain('does not start until the queue is resumed')
+      await jobPage.context().close()
+    }
     await row.getByRole('button', { name: 'Resume ui-pause' }).click()
     await waitFor(async () => (await viewJob(waiting.id)).status === 'COMPLETED', { what: 'the waiting job to run once resumed' })
     await page.context().close()

@@ -64,6 +64,9 @@ export interface Job {
   nextRunAt: string | null
   lastExecution: Execution | null
   unserved: string | null
+  /** Whether the job's queue is paused (told to every key, though the queue itself is for operator keys). */
+  queuePaused: boolean
+  queuePausedAt: string | null
 }
 
 export interface Page<T> {

@@ -5,15 +5,14 @@
  * attempt that has ended shows the output it stored on request (a failed attempt's, before its retry).
  * Live events of this job reload the page's data.
  */
-import { useContext, useState } from 'preact/hooks'
+import { useState } from 'preact/hooks'
 import { call, withQuery } from '../api.ts'
 import { ActionButton, ErrorNotice, JsonBlock, LongText, StatusBadge, TableWrap } from '../components/common.tsx'
 import { Output } from '../components/output.tsx'
 import { duration, errorText, when } from '../format.ts'
 import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
-import { IdentityContext } from '../identity.ts'
 import { href, navigate } from '../router.ts'
-import type { Attempt, Execution, Job, Page, Queue, ScheduleInfo } from '../types.ts'
+import type { Attempt, Execution, Job, Page, ScheduleInfo } from '../types.ts'
 
 const FINISHED = new Set(['COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED'])
 const RETRYABLE = new Set(['FAILED', 'EXPIRED', 'CANCELLED'])
@@ -32,15 +31,6 @@ async function nextFireTimes(jobId: string, signal: AbortSignal): Promise<string
     return page.items.find((s) => s.jobId === jobId)?.nextFireTimes ?? []
   } catch {
     return []
-  }
-}
-
-/** The job's queue, for an operator key (a tenant key may not read queues): null when it cannot be read. */
-async function queueOf(name: string, signal: AbortSignal): Promise<Queue | null> {
-  try {
-    return await call<Queue>(`/v1/queues/${encodeURIComponent(name)}`, { signal })
-  } catch {
-    return null
   }
 }
 
@@ -239,15 +229,15 @@ export function JobDetailPage({ id }: { id: string }) {
     // a pause, a resume or a fire time passed changes them too
     fires.reload()
   }
-  const { operator } = useContext(IdentityContext)
-  const queueName = job.data?.queue
-  // a job waiting in a paused queue looks due and never starts: its page says why
-  const queue = useLoad((signal) => (operator && queueName ? queueOf(queueName, signal) : Promise.resolve(null)), [operator, queueName])
   useLiveRefresh((e) => e.jobId === id, reload, 300)
-  // pausing or resuming a queue is no event of its jobs: looked at again now and then
-  useInterval(queue.reload, 15_000)
   const j = job.data
-  const waitsInPausedQueue = j && !FINISHED.has(j.status) && j.state !== 'paused' && queue.data?.paused
+  // pausing or resuming its queue is no event of the job: a job with work to come is read again now and then
+  useInterval(() => {
+    if (job.data && !FINISHED.has(job.data.status)) job.reload()
+  }, 15_000)
+  // a job waiting in a paused queue looks due and never starts: its page says why, for every key (the
+  // job tells whether its queue is paused; the queue itself is for operator keys only)
+  const waitsInPausedQueue = j && !FINISHED.has(j.status) && j.state !== 'paused' && j.queuePaused
   return (
     <>
       <h1 tabIndex={-1}>Job {id}</h1>
@@ -291,8 +281,8 @@ export function JobDetailPage({ id }: { id: string }) {
             {j.unserved && <p class="notice">{j.unserved}</p>}
             {waitsInPausedQueue && (
               <p class="notice" data-queue-paused={j.queue}>
-                Queue <a href={href('/queues')}>{j.queue}</a> {queue.data?.pausedAt ? `has been paused since ${when(queue.data.pausedAt)}` : 'is paused'}: this
-                job does not start until the queue is resumed.
+                Queue <a href={href('/queues')}>{j.queue}</a> {j.queuePausedAt ? `has been paused since ${when(j.queuePausedAt)}` : 'is paused'}: this job does
+                not start until the queue is resumed.
               </p>
             )}
             <Actions job={j} reload={reload} />
