@@ -81,9 +81,14 @@ export const cspViolations: string[] = []
 /**
  * A page at `width` px that counts what it receives: `transferredBytes()` waits until every
  * request but the endless event stream has finished, then sums their header and body sizes.
+ * `timezoneId`: the browser's time zone (IANA), the system's when absent.
  */
-export async function openPage(browser: Browser, width: number): Promise<{ context: BrowserContext; page: Page; transferredBytes(): Promise<number> }> {
-  const context = await browser.newContext({ viewport: { width, height: 900 }, deviceScaleFactor: 1 })
+export async function openPage(
+  browser: Browser,
+  width: number,
+  options: { timezoneId?: string } = {},
+): Promise<{ context: BrowserContext; page: Page; transferredBytes(): Promise<number> }> {
+  const context = await browser.newContext({ viewport: { width, height: 900 }, deviceScaleFactor: 1, ...options })
   const page = await context.newPage()
   page.on('console', (message) => {
     if (message.text().includes('Content Security Policy')) cspViolations.push(message.text())

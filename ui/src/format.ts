@@ -11,6 +11,11 @@ export function minuteOf(date: Date): string {
   return Number.isNaN(date.getTime()) ? '—' : date.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', timeZoneName: 'short' })
 }
 
+/** The short name of the browser's zone at `date`, as `when` and `minuteOf` write it ("CET", "GMT+5:30"). */
+export function zoneOf(date: Date): string {
+  return new Intl.DateTimeFormat(undefined, { timeZoneName: 'short' }).formatToParts(date).find((p) => p.type === 'timeZoneName')?.value ?? ''
+}
+
 export function duration(ms: number | null | undefined): string {
   if (ms === null || ms === undefined) return '—'
   if (ms < 1000) return `${Math.round(ms)} ms`
