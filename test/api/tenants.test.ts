@@ -11,6 +11,7 @@ import { createClient } from '../../src/client.ts'
 import { executionClaimBatch } from '../../src/db/queries/claim.ts'
 import { executionCompleteMany } from '../../src/db/queries/lease.ts'
 import { QuotaExceededError } from '../../src/errors.ts'
+import { WebhookDispatcher } from '../../src/maintenance/webhook-dispatcher.ts'
 import { useTestDb } from '../db.ts'
 import { useTestApi } from './helpers.ts'
 
@@ -112,6 +113,39 @@ describe('admission quotas', () => {
     // a quota lowered below the pending work: not "has 2"
     await admin.tenants.update('acme', { maxPending: 2 })
     await expect(acme.submitJob({ type: 'k' })).rejects.toThrow('tenant acme has 2 or more pending executions and its quota maxPending is 2')
+  })
+
+  it("leaves the tenant's pending webhook deliveries out of maxPending: it still submits up to its quota of its own jobs, which still count", async () => {
+    const ops = await operatorKey()
+    expect((await api.call(ops, 'PATCH', '/v1/tenants/acme', { maxPending: 3 })).statusCode).toBe(200)
+    const key = await api.keyFor('acme')
+    // every submit of acme's is delivered to a receiver that is not there: the deliveries stay pending
+    expect((await api.call(key, 'POST', '/v1/webhooks', { url: 'https://example.com/hooks/acme', events: ['submitted'] })).statusCode).toBe(201)
+    const dispatcher = new WebhookDispatcher({ db: t.db, log: t.log })
+    const submit = () => api.call(key, 'POST', '/v1/jobs', { type: 'k' })
+    expect((await submit()).statusCode).toBe(202)
+    expect((await submit()).statusCode).toBe(202)
+    expect(await dispatcher.runOnce()).toBe(2)
+    const pendingOf = async (type: string) =>
+      (await sql<{ n: number }>`select count(*)::int as n from pgsched.executions where tenant = 'acme' and state = 'pending' and type = ${type}`.execute(t.db))
+        .rows[0]?.n
+    expect([await pendingOf('k'), await pendingOf('pgsched.webhook')]).toEqual([2, 2])
+
+    // 4 pending executions, 2 of them deliveries: room for one more of acme's own
+    expect((await submit()).statusCode).toBe(202)
+    expect(await dispatcher.runOnce()).toBe(1)
+    const refused = await submit()
+    expect(refused.statusCode).toBe(429)
+    expect(refused.json<{ message: string }>().message).toBe('tenant acme has 3 or more pending executions and its quota maxPending is 3')
+    // the TypeScript client and SQL submits are admitted by the same count
+    await expect(createClient({ db: t.db, tenant: 'acme' }).submitJob({ type: 'k' })).rejects.toBeInstanceOf(QuotaExceededError)
+    await expect(sql`select pgsched.submit_job('k', tenant => 'acme')`.execute(t.db)).rejects.toMatchObject({ code: '53400' })
+    expect([await pendingOf('k'), await pendingOf('pgsched.webhook')]).toEqual([3, 3])
+
+    // the deliveries are still acme's jobs, in its lists and its pending figure
+    const listed = await api.call(key, 'GET', '/v1/jobs?type=pgsched.webhook')
+    expect(listed.json<{ items: unknown[] }>().items).toHaveLength(3)
+    expect((await api.call(ops, 'GET', '/v1/tenants/acme')).json()).toMatchObject({ maxPending: 3, pending: 6 })
   })
 
   it('admits concurrent single submits up to the quota exactly', async () => {

@@ -5,7 +5,8 @@ import { TENANT_PATTERN, TENANT_RULE } from '../../core/names.ts'
 import { Nullable } from './common.ts'
 
 const weightDescription = 'Turns per round in fair-share queues: a tenant of weight 2 gets twice the starts of one of weight 1 at the same priority.'
-const maxPendingDescription = 'Most pending executions (due now or later, every queue); a submit beyond it gets 429. 0 refuses every submit; null: no quota.'
+const maxPendingDescription =
+  "Most pending executions of the tenant's own jobs (due now or later, every queue; its webhook deliveries, type pgsched.webhook, are left out); a submit beyond it gets 429. 0 refuses every submit; null: no quota."
 const rateDescription = 'Most jobs submitted per second (a token bucket holding one second); a submit beyond it gets 429. Null: no quota.'
 
 export const TenantSchema = Type.Object(
@@ -14,7 +15,7 @@ export const TenantSchema = Type.Object(
     weight: Type.Number({ minimum: WEIGHT_MIN, maximum: WEIGHT_MAX, description: weightDescription }),
     maxPending: Nullable(Type.Integer({ minimum: 0, maximum: MAX_PENDING_MAX, description: maxPendingDescription })),
     maxSubmitsPerSecond: Nullable(Type.Number({ minimum: SUBMITS_PER_SECOND_MIN, maximum: SUBMITS_PER_SECOND_MAX, description: rateDescription })),
-    pending: Type.Integer({ description: 'Pending executions of the tenant now (every queue).' }),
+    pending: Type.Integer({ description: 'Pending executions of the tenant now (every queue), its webhook deliveries among them.' }),
     running: Type.Integer({ description: 'Running executions of the tenant now.' }),
   },
   { $id: 'Tenant', description: "A tenant's fair-share weight and admission quotas, with its live figures." },

@@ -10,7 +10,7 @@ export interface TenantView {
   name: string
   /** Turns per round in fair-share queues (default 1). */
   weight: number
-  /** Most pending executions; null: no quota. */
+  /** Most pending executions of the tenant's own jobs (webhook deliveries left out); null: no quota. */
   maxPending: number | null
   /** Most submits per second; null: no quota. */
   maxSubmitsPerSecond: number | null
