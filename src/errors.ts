@@ -55,10 +55,24 @@ export class NotFoundError extends SchedulerError {
   }
 }
 
-/** Same idempotency key, different request. */
+/** The request conflicts with what exists: the same idempotency key with a different request, a webhook subscribed twice. */
 export class ConflictError extends SchedulerError {
   constructor(message: string) {
     super('conflict', message)
+  }
+}
+
+/**
+ * A webhook subscription refused because another of the tenant's already sends to its URL in its
+ * queue (every event would be delivered twice): `existingId` is that one, whose event types an
+ * update changes. Over REST, 409 with `Location: /v1/webhooks/<existingId>`.
+ */
+export class WebhookExistsError extends ConflictError {
+  readonly existingId: string
+
+  constructor(message: string, existingId: string) {
+    super(message)
+    this.existingId = existingId
   }
 }
 

@@ -20,6 +20,7 @@ export {
   ValidationError,
   NotFoundError,
   ConflictError,
+  WebhookExistsError,
   InvalidStateError,
   ConfigError,
   ForbiddenError,

@@ -1,7 +1,8 @@
 /**
  * The only place that turns errors into HTTP replies. Every error body has
  * one shape, `{statusCode, error, message, details?}` (schemas/error.ts):
- *   SchedulerError          → its code's status (validation_failed 400, not_found 404, quota_exceeded 429 with Retry-After, …)
+ *   SchedulerError          → its code's status (validation_failed 400, not_found 404, quota_exceeded 429 with Retry-After,
+ *                             conflict 409, with Location for a webhook subscribed twice, …)
  *   schema validation       → 400, one detail per bad field
  *   Fastify request errors  → their 4xx (415 content type, 413 body size, bad URL, …)
  *   no route                → 405 with Allow when the path has routes for other methods, else 404
@@ -14,7 +15,7 @@
  */
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { BusyError, QuotaExceededError, SchedulerError, UnreplicatedError, type ErrorCode, type ErrorDetail } from '../errors.ts'
+import { BusyError, QuotaExceededError, SchedulerError, UnreplicatedError, WebhookExistsError, type ErrorCode, type ErrorDetail } from '../errors.ts'
 import type { ErrorObject } from 'ajv'
 import type { ErrorBody } from './schemas/error.ts'
 import { isDatabaseUnreachable, isSchemaMissing, READ_ONLY_CODE, SCHEMA_MISSING_MESSAGE } from '../db/outage.ts'
@@ -135,6 +136,7 @@ export function registerErrorHandling(
     if (body.statusCode === 401) reply.header('www-authenticate', 'Bearer realm="pgsched"')
     if (body.statusCode === 503) reply.header('retry-after', err instanceof BusyError ? '1' : '5')
     if (err instanceof QuotaExceededError) reply.header('retry-after', String(Math.max(1, Math.ceil(err.retryAfterMs / 1000))))
+    if (err instanceof WebhookExistsError) reply.header('location', `/v1/webhooks/${err.existingId}`)
     return reply.code(body.statusCode).type('application/json; charset=utf-8').send(body)
   })
   app.setNotFoundHandler((request, reply) => {

@@ -9,7 +9,7 @@ import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
 import { EVENT_TYPES, isEventType, type EventType } from '../core/events.ts'
 import { isQueueName, QUEUE_RULE } from '../core/names.ts'
-import { NotFoundError, ValidationError } from '../errors.ts'
+import { NotFoundError, ValidationError, WebhookExistsError } from '../errors.ts'
 import { refusedUrlHost, type AddressPolicy } from '../lib/address-policy.ts'
 import { assertUuid, decodeCursor, encodeCursor, type Page } from '../paging.ts'
 import { assertKnownFields, assertNoMoreArguments, RUNS_ON_CLIENT, type FieldSet } from '../core/known-fields.ts'
@@ -50,7 +50,12 @@ export interface UpdateWebhookInput {
 
 export interface WebhookAdmin {
   list(): Promise<WebhookSubscription[]>
-  /** The new subscription with its secret (the only time it is returned). */
+  /**
+   * The new subscription with its secret (the only time it is returned).
+   * @throws ValidationError when a field is unknown or invalid; WebhookExistsError (a ConflictError)
+   * when another of the tenant's subscriptions sends to `url` in the same queue, whatever its event
+   * types (change those with update): nothing is written.
+   */
   create(input: CreateWebhookInput): Promise<WebhookSubscription & { secret: string }>
   /** One subscription (without its secret). @throws NotFoundError when the tenant has no such subscription. */
   view(id: string): Promise<WebhookSubscription>
@@ -59,7 +64,8 @@ export interface WebhookAdmin {
    * subscription's URL and secret when it is made, so retries still to come use the new ones; new
    * event types apply to events from now on. Returns the subscription (without its secret).
    * @throws ValidationError when no field is given, or one is unknown or invalid (nothing changed);
-   * NotFoundError when the tenant has no such subscription.
+   * NotFoundError when the tenant has no such subscription; WebhookExistsError when another of its
+   * subscriptions sends to the new `url` in the same queue (nothing changed).
    */
   update(id: string, input: UpdateWebhookInput): Promise<WebhookSubscription>
   /**
@@ -166,7 +172,13 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPoli
       checkSecret(secret)
       const queue = input.queue ?? 'default'
       if (!isQueueName(queue)) throw invalid('queue', `queue must be ${QUEUE_RULE}`)
-      const row = await webhookSubscriptionInsert(db, { tenant, url: input.url, events, queue, secret })
+      const { row, existingId } = await webhookSubscriptionInsert(db, { tenant, url: input.url, events, queue, secret })
+      if (existingId !== undefined) {
+        throw new WebhookExistsError(
+          `webhook ${existingId} already sends this tenant's events to this url in queue ${queue}: change its event types (an update) rather than subscribing the url again`,
+          existingId,
+        )
+      }
       return { ...withoutSecret(row), secret }
     },
     async view(id, ...extra: unknown[]) {
@@ -186,9 +198,15 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPoli
       if (input.url !== undefined) checkUrl(input.url, policy)
       const events = input.events === undefined ? undefined : checkEvents(input.events)
       if (input.secret !== undefined) checkSecret(input.secret)
-      const row = await webhookSubscriptionUpdate(db, { tenant, id, url: input.url, events, secret: input.secret })
-      if (!row) throw new NotFoundError(`webhook ${id} not found`)
-      return withoutSecret(row)
+      const written = await webhookSubscriptionUpdate(db, { tenant, id, url: input.url, events, secret: input.secret })
+      if (!written) throw new NotFoundError(`webhook ${id} not found`)
+      if (written.existingId !== undefined) {
+        throw new WebhookExistsError(
+          `webhook ${written.existingId} already sends this tenant's events to this url in queue ${written.queue}`,
+          written.existingId,
+        )
+      }
+      return withoutSecret(written.row)
     },
     async delete(id, ...extra: unknown[]) {
       takesOnly('delete', ['id'], extra)

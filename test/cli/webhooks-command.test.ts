@@ -89,3 +89,33 @@ describe('scheduler webhooks update', () => {
     expect(await row(created.id)).toEqual(before)
   })
 })
+
+describe('scheduler webhooks create and update, onto a URL the tenant already subscribed in that queue', () => {
+  const allow = { SCHEDULER_HTTP_ALLOW: '127.0.0.1' }
+  const failure = (p: Promise<unknown>) =>
+    p.then(
+      () => undefined,
+      (err: { code: number; stderr: string }) => err,
+    )
+
+  it('refuses it naming the subscription that sends there, exit code 1 as for other conflicts, and writes nothing', async () => {
+    const create = (...args: string[]) => scheduler(allow, 'webhooks', 'create', ...args, '--tenant', 'dup')
+    const first = JSON.parse((await create('http://127.0.0.1:9/hook', '--events', 'failed')).stdout)
+    const refused = await failure(create('http://127.0.0.1:9/hook', '--events', 'succeeded'))
+    expect([refused?.code, refused?.stderr.trim()]).toEqual([
+      1,
+      `scheduler: webhook ${first.id} already sends this tenant's events to this url in queue default: change its event types (an update) rather than subscribing the url again`,
+    ])
+    // in another queue it is another subscription
+    const other = JSON.parse((await create('http://127.0.0.1:9/hook', '--queue', 'hooks')).stdout)
+    const second = JSON.parse((await create('http://127.0.0.1:9/second')).stdout)
+    const moved = await failure(scheduler(allow, 'webhooks', 'update', second.id, '--tenant', 'dup', '--url', 'http://127.0.0.1:9/hook'))
+    expect([moved?.code, moved?.stderr.trim()]).toEqual([1, `scheduler: webhook ${first.id} already sends this tenant's events to this url in queue default`])
+    const { rows } = await t.pool.query("select id, url, queue from pgsched.webhook_subscriptions where tenant = 'dup' order by id")
+    expect(rows).toEqual([
+      { id: first.id, url: 'http://127.0.0.1:9/hook', queue: 'default' },
+      { id: other.id, url: 'http://127.0.0.1:9/hook', queue: 'hooks' },
+      { id: second.id, url: 'http://127.0.0.1:9/second', queue: 'default' },
+    ])
+  })
+})

@@ -8,7 +8,7 @@ import { sql } from 'kysely'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { signWebhook, verifyWebhookSignature } from '../../src/index.ts'
 import { createClient } from '../../src/client.ts'
-import { ValidationError } from '../../src/errors.ts'
+import { ConflictError, ValidationError, WebhookExistsError } from '../../src/errors.ts'
 import { normalizeSubmit } from '../../src/core/job.ts'
 import { jobInsertMany } from '../../src/db/queries/jobs.ts'
 import { uuidV7 } from '../../src/lib/uuid-v7.ts'
@@ -579,6 +579,89 @@ describe('webhooks', () => {
     await waitFor(async () => (await stateOf(foreign)) === 'failed' && (await stateOf(own)) === 'succeeded', { what: 'both delivery jobs done' })
     expect(received).toHaveLength(1)
   }, 60_000)
+
+  it('refuses a second subscription of the URL in the same queue with 409 naming the first, over REST and from the client, writing nothing', async () => {
+    const key = await api.keyFor('twice')
+    const first = (await api.call(key, 'POST', '/v1/webhooks', { url, events: ['failed'] })).json<{ id: string }>()
+    const rows = async () =>
+      (
+        await sql<{ subs: number; listeners: number }>`
+          select (select count(*)::int from pgsched.webhook_subscriptions) as subs,
+                 (select count(*)::int from pgsched.event_listeners where kind = 'webhook') as listeners`.execute(t.db)
+      ).rows[0]
+    expect(await rows()).toEqual({ subs: 1, listeners: 1 })
+
+    // overlapping events or not: each event it wants would be delivered once per subscription
+    for (const events of [['failed'], ['succeeded'], []]) {
+      const again = await api.call(key, 'POST', '/v1/webhooks', { url, events })
+      expect(again.statusCode, JSON.stringify(events)).toBe(409)
+      expect(again.headers.location).toBe(`/v1/webhooks/${first.id}`)
+      expect(again.json()).toEqual({
+        statusCode: 409,
+        error: 'Conflict',
+        message: `webhook ${first.id} already sends this tenant's events to this url in queue default: change its event types (an update) rather than subscribing the url again`,
+      })
+    }
+    const client = createClient({ db: t.db, tenant: 'twice', httpAllow: '127.0.0.1' })
+    const err = await client.webhooks.create({ url, queue: 'default' }).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(WebhookExistsError)
+    expect(err).toBeInstanceOf(ConflictError)
+    expect(err).toMatchObject({ code: 'conflict', existingId: first.id })
+    expect(await rows()).toEqual({ subs: 1, listeners: 1 })
+
+    // another queue, another URL or another tenant is another subscription
+    expect((await api.call(key, 'POST', '/v1/webhooks', { url, queue: 'hooks' })).statusCode).toBe(201)
+    expect((await api.call(key, 'POST', '/v1/webhooks', { url: `${url}/other` })).statusCode).toBe(201)
+    expect((await api.call(await api.keyFor('someone-else'), 'POST', '/v1/webhooks', { url })).statusCode).toBe(201)
+    // once the first is deleted, the URL may be subscribed again
+    expect((await api.call(key, 'DELETE', `/v1/webhooks/${first.id}`)).statusCode).toBe(200)
+    expect((await api.call(key, 'POST', '/v1/webhooks', { url })).statusCode).toBe(201)
+  })
+
+  it('refuses to move a subscription onto the URL another sends to in its queue, with 409 naming that one, and changes nothing', async () => {
+    const key = await api.keyFor('move')
+    const a = (await api.call(key, 'POST', '/v1/webhooks', { url, events: ['failed'] })).json<{ id: string }>()
+    const b = (await api.call(key, 'POST', '/v1/webhooks', { url: `${url}/b`, events: ['succeeded'], secret: 'the-first-secret-1' })).json<{
+      id: string
+    }>()
+    const before = (await api.call(key, 'GET', `/v1/webhooks/${b.id}`)).json()
+    const moved = await api.call(key, 'PATCH', `/v1/webhooks/${b.id}`, { url, secret: 'the-second-secret-2' })
+    expect(moved.statusCode).toBe(409)
+    expect(moved.headers.location).toBe(`/v1/webhooks/${a.id}`)
+    expect(moved.json<{ message: string }>().message).toBe(`webhook ${a.id} already sends this tenant's events to this url in queue default`)
+    const client = createClient({ db: t.db, tenant: 'move', httpAllow: '127.0.0.1' })
+    await expect(client.webhooks.update(b.id, { url })).rejects.toMatchObject({ name: 'WebhookExistsError', existingId: a.id })
+    expect((await api.call(key, 'GET', `/v1/webhooks/${b.id}`)).json()).toEqual(before)
+    const { rows } = await sql<{ secret: string }>`select secret from pgsched.webhook_subscriptions where id = ${b.id}::uuid`.execute(t.db)
+    expect(rows[0]?.secret).toBe('the-first-secret-1')
+    // its own URL again is no move; another URL is
+    expect((await api.call(key, 'PATCH', `/v1/webhooks/${a.id}`, { url, events: [] })).statusCode).toBe(200)
+    expect((await api.call(key, 'PATCH', `/v1/webhooks/${b.id}`, { url: `${url}/c` })).statusCode).toBe(200)
+    expect((await api.call(key, 'PATCH', `/v1/webhooks/${a.id}`, { url: `${url}/b` })).statusCode).toBe(200)
+  })
+
+  it('documents the 409 of a creation or a move onto a subscribed URL, with its Location, in the OpenAPI document', async () => {
+    const doc = (await api.app.inject({ method: 'GET', url: '/openapi.json' })).json<{
+      paths: Record<string, Record<string, { responses: Record<string, { description: string; headers?: Record<string, unknown> }> }>>
+    }>()
+    for (const [path, method] of [
+      ['/v1/webhooks', 'post'],
+      ['/v1/webhooks/{id}', 'patch'],
+    ] as const) {
+      const conflict = doc.paths[path]?.[method]?.responses['409']
+      expect(conflict?.description, `${method} ${path}`).toMatch(/^Another subscription of the tenant already sends to this url in this queue/)
+      expect(Object.keys(conflict?.headers ?? {}), `${method} ${path}`).toContain('Location')
+    }
+  })
+
+  it('creates one subscription of concurrent creations of the same URL, refusing the others as conflicts', async () => {
+    const client = createClient({ db: t.db, tenant: 'race', httpAllow: '127.0.0.1' })
+    const results = await Promise.allSettled(Array.from({ length: 8 }, () => client.webhooks.create({ url })))
+    const created = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value.id] : []))
+    expect(created).toHaveLength(1)
+    for (const r of results) if (r.status === 'rejected') expect(r.reason).toMatchObject({ name: 'WebhookExistsError', existingId: created[0] })
+    expect((await client.webhooks.list()).map((w) => w.id)).toEqual(created)
+  })
 
   it('states the real retry window of a delivery in the README', () => {
     const maxMs = retryWindowMaxMs(WEBHOOK_DELIVERY)

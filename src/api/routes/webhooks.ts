@@ -4,7 +4,7 @@
  * type pgsched.webhook (at least once, retried with backoff), signed in the Pgsched-Signature header.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { CommonErrors, ErrorResponses } from '../schemas/error.ts'
+import { CommonErrors, documented, ErrorRef, ErrorResponses } from '../schemas/error.ts'
 import {
   CreatedWebhookSchema,
   CreateWebhookBody,
@@ -20,6 +20,12 @@ import {
 import type { RouteDeps } from './deps.ts'
 
 const security = [{ apiKey: [] }]
+
+/** 409: the URL is subscribed already in that queue (WebhookExistsError; api/error-handler.ts sets Location). */
+const subscribedAlready = (what: string) =>
+  documented(ErrorRef, `Another subscription of the tenant already sends to this url in this queue, whatever its event types: ${what}. The message names it.`, {
+    Location: { type: 'string', description: 'That subscription: `/v1/webhooks/{id}`.' },
+  })
 
 export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps) => {
   app.get(
@@ -45,10 +51,16 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         summary: 'Create a webhook subscription',
         description:
           'From now on each event of the tenant of a chosen type is POSTed to `url` as JSON (the Event), signed: ' +
-          '`Pgsched-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with the secret>`. The answer carries the secret, once.',
+          '`Pgsched-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with the secret>`. The answer carries the secret, once. ' +
+          'A tenant subscribes a URL once per queue (URLs compared character for character): a second subscription is refused with 409, ' +
+          'naming the existing one, whose event types an update changes.',
         security,
         body: CreateWebhookBody,
-        response: { 201: CreatedWebhookSchema, ...CommonErrors },
+        response: {
+          201: CreatedWebhookSchema,
+          ...CommonErrors,
+          409: subscribedAlready('nothing was written (each event would be delivered twice); change the event types of that one instead'),
+        },
       },
     },
     async (request, reply) => {
@@ -85,11 +97,12 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         description:
           'Changes the fields given (JSON merge: those left out stay as they are), under the same rules as a creation; an invalid field changes nothing. ' +
           'Each delivery attempt reads the URL and secret when it is made: a new secret signs every attempt from now on, retries of earlier events among them. ' +
-          'New `events` apply to events from now on. The answer is the subscription, without its secret.',
+          'New `events` apply to events from now on. A new `url` that another subscription of the tenant sends to in the same queue is refused with 409. ' +
+          'The answer is the subscription, without its secret.',
         security,
         params: WebhookParams,
         body: UpdateWebhookBodyRef,
-        response: { 200: WebhookRef, ...CommonErrors, 404: ErrorResponses[404] },
+        response: { 200: WebhookRef, ...CommonErrors, 404: ErrorResponses[404], 409: subscribedAlready('nothing was changed') },
       },
       // no body, or an empty one, is none (json-body.ts): an empty patch, refused naming the fields it takes
       preValidation: async (request) => {

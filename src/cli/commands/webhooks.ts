@@ -2,7 +2,8 @@
  * `scheduler webhooks list|create|update|delete|deliveries --tenant <name>`: a tenant's webhook
  * subscriptions and their delivery logs (as /v1/webhooks does for an API key; this command needs
  * DATABASE_URL). `create` prints the secret, once; `create` and `update` refuse a URL that
- * SCHEDULER_HTTP_ALLOW, as the workers have it, would refuse every delivery to.
+ * SCHEDULER_HTTP_ALLOW, as the workers have it, would refuse every delivery to (exit code 2), and a
+ * URL another subscription of the tenant sends to in that queue (a conflict, exit code 1, naming it).
  */
 import type { Command } from 'commander'
 import { deliveryToJson, webhookToJson } from '../../api/schemas/webhook.ts'

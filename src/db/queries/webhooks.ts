@@ -3,7 +3,7 @@
  * listener (same id, until infinity), so its tenant's events are captured while it exists. The
  * dispatcher's statements (which events go to which subscription) are here too.
  */
-import { sql, type Kysely } from 'kysely'
+import { type RawBuilder, sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { WEBHOOK_JOB_TYPE, type EventType, type JobEvent } from '../../core/events.ts'
 import { EVENT_COLUMNS, EVENTS_OF_BATCH, type EventRow, toEvent } from './events.ts'
@@ -20,14 +20,57 @@ export interface WebhookSubscriptionRow {
 
 const columns = sql`id, tenant, url, events, queue, secret, created_at as "createdAt"`
 
+/** A subscription written, or the id of the tenant's subscription already sending to its URL in its `queue`. */
+export type WebhookSubscriptionWrite = { row: WebhookSubscriptionRow; existingId?: undefined } | { row?: undefined; existingId: string; queue: string }
+
+type WriteRow = WebhookSubscriptionRow & { existingId: string | null; targetQueue: string }
+
+/** Whether `err` is the refusal of webhook_subscriptions_target_key (a concurrent statement wrote the same target first). */
+function isTargetTaken(err: unknown): boolean {
+  const e = err as { code?: unknown; constraint?: unknown } | null
+  return e?.code === '23505' && e.constraint === 'webhook_subscriptions_target_key'
+}
+
+/**
+ * Runs a write of a subscription's target once more when a concurrent one took the same target
+ * between its check and its write: the second run's check then sees that one and names it.
+ */
+async function retriedOnTargetTaken<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write()
+  } catch (err: unknown) {
+    if (!isTargetTaken(err)) throw err
+    return await write()
+  }
+}
+
+/**
+ * The tenant's subscription with this URL in this queue (the first, by id: subscriptions kept from
+ * before migration 0064 may repeat one another, and the unique index leaves those out), other than
+ * `except`; none for a null `url`. Read through webhook_subscriptions_tenant_idx: a tenant has few.
+ */
+const sameTarget = (tenant: string, queue: RawBuilder<unknown>, url: string | null, except: RawBuilder<unknown>) => sql`
+  select o.id from pgsched.webhook_subscriptions o
+   where o.tenant = ${tenant}::text and o.queue = ${queue} and o.url = ${url}::text
+     and o.id is distinct from ${except}
+   order by o.id
+   limit 1`
+
+/**
+ * Creates a subscription with its event listener, unless one of the tenant's already sends to
+ * `url` in `queue` (whatever its event types): then nothing is written and its id is returned.
+ */
 export async function webhookSubscriptionInsert(
   db: Kysely<DB>,
   p: { tenant: string; url: string; events: readonly EventType[]; queue: string; secret: string },
-): Promise<WebhookSubscriptionRow> {
-  const { rows } = await sql<WebhookSubscriptionRow>`
-    with sub as (
+): Promise<WebhookSubscriptionWrite> {
+  const { rows } = await retriedOnTargetTaken(() =>
+    sql<WriteRow>`
+    with existing as (${sameTarget(p.tenant, sql`${p.queue}::text`, p.url, sql`null::uuid`)}),
+    sub as (
       insert into pgsched.webhook_subscriptions (tenant, url, events, queue, secret)
-      values (${p.tenant}::text, ${p.url}::text, ${[...p.events]}::text[], ${p.queue}::text, ${p.secret}::text)
+      select ${p.tenant}::text, ${p.url}::text, ${[...p.events]}::text[], ${p.queue}::text, ${p.secret}::text
+       where not exists (select 1 from existing)   -- every event would be delivered twice
       returning *
     ),
     listener as (
@@ -35,8 +78,19 @@ export async function webhookSubscriptionInsert(
       insert into pgsched.event_listeners (id, tenant, kind, until)
       select id, tenant, 'webhook', 'infinity' from sub
     )
-    select ${columns} from sub`.execute(db)
-  return rows[0] as WebhookSubscriptionRow
+    select (select id from existing) as "existingId", ${p.queue}::text as "targetQueue",
+           s.id, s.tenant, s.url, s.events, s.queue, s.secret, s.created_at as "createdAt"
+      from (values (1)) one
+      left join sub s on true`.execute(db),
+  )
+  return toWrite(rows[0])
+}
+
+function toWrite(r: WriteRow | undefined): WebhookSubscriptionWrite {
+  if (!r) throw new Error('a webhook subscription write returned no row')
+  if (r.existingId !== null) return { existingId: r.existingId, queue: r.targetQueue }
+  const { existingId: _none, targetQueue: _queue, ...row } = r
+  return { row }
 }
 
 /** The tenant's subscriptions, oldest first (tenant null: any tenant's, by id). */
@@ -64,21 +118,44 @@ export async function webhookSubscriptionForJob(db: Kysely<DB>, p: { id: string;
 
 /**
  * Changes the fields given (undefined: kept) of a subscription of the tenant's; undefined when it
- * has no such one. Delivery attempts read the URL and secret when made (webhookSubscriptionForJob),
- * and the dispatcher the event types when it reads an event.
+ * has no such one. A new URL that another of the tenant's subscriptions sends to in the same queue
+ * changes nothing and returns that one's id. Delivery attempts read the URL and secret when made
+ * (webhookSubscriptionForJob), and the dispatcher the event types when it reads an event.
  */
 export async function webhookSubscriptionUpdate(
   db: Kysely<DB>,
   p: { tenant: string; id: string; url?: string; events?: readonly EventType[]; secret?: string },
-): Promise<WebhookSubscriptionRow | undefined> {
-  const { rows } = await sql<WebhookSubscriptionRow>`
-    update pgsched.webhook_subscriptions s
-       set url = coalesce(${p.url ?? null}::text, s.url),
-           events = coalesce(${p.events ? [...p.events] : null}::text[], s.events),
-           secret = coalesce(${p.secret ?? null}::text, s.secret)
-     where s.id = ${p.id}::uuid and s.tenant = ${p.tenant}::text
-    returning s.id, s.tenant, s.url, s.events, s.queue, s.secret, s.created_at as "createdAt"`.execute(db)
-  return rows[0]
+): Promise<WebhookSubscriptionWrite | undefined> {
+  const url = p.url ?? null
+  const { rows } = await retriedOnTargetTaken(() =>
+    sql<WriteRow>`
+    with target as (
+      select s.id, s.queue, s.url from pgsched.webhook_subscriptions s where s.id = ${p.id}::uuid and s.tenant = ${p.tenant}::text
+    ),
+    existing as (
+      -- only a move to another URL is checked: a subscription kept from before migration 0064 that
+      -- repeats another keeps its own
+      select e.id from (${sameTarget(p.tenant, sql`(select queue from target)`, url, sql`${p.id}::uuid`)}) e
+       where ${url}::text <> (select url from target)
+    ),
+    changed as (
+      update pgsched.webhook_subscriptions s
+         set url = coalesce(${url}::text, s.url),
+             events = coalesce(${p.events ? [...p.events] : null}::text[], s.events),
+             secret = coalesce(${p.secret ?? null}::text, s.secret),
+             -- held to the rule from its move on (webhook_subscriptions_target_key)
+             duplicate_of = case when ${url}::text <> s.url then null else s.duplicate_of end
+       where s.id = ${p.id}::uuid and s.tenant = ${p.tenant}::text
+         and not exists (select 1 from existing)
+      returning s.id, s.tenant, s.url, s.events, s.queue, s.secret, s.created_at as "createdAt"
+    )
+    select (select id from existing) as "existingId", target.queue as "targetQueue", c.*
+      from target
+      left join changed c on true`.execute(db),
+  )
+  const r = rows[0]
+  // none of the tenant's, or deleted meanwhile
+  return r === undefined || (r.existingId === null && r.id === null) ? undefined : toWrite(r)
 }
 
 /** Deletes a subscription (with its listener and delivery log); undefined when the tenant has no such one. */

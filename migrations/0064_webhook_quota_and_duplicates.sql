@@ -1,5 +1,7 @@
--- A tenant's webhook deliveries no longer count toward its quota maxPending.
+-- Webhooks: a tenant's deliveries no longer count toward its quota maxPending, and a tenant
+-- subscribes a URL at most once per queue.
 --
+-- 1. The quota.
 -- The delivery jobs (type pgsched.webhook) are the tenant's and are submitted whatever its quota. A
 -- receiver that keeps failing has each event retried for up to 27 minutes, so their pending
 -- executions could fill the quota, and the tenant's own submits were refused (429) until the
@@ -100,3 +102,34 @@ begin
   end if;
 end
 $function$;
+
+-- 2. One subscription per tenant, URL and queue.
+--
+-- A tenant could subscribe the same URL twice (a retried creation, a script run again), and every
+-- event both wanted was then delivered twice, signed with two secrets. A subscription is now
+-- refused (409, naming the existing one) when one of its tenant's already sends to its URL in its
+-- queue, whatever the event types (those of the existing one are changed by an update instead);
+-- an update moving a subscription onto such a URL is refused the same way. URLs are compared as
+-- stored, character for character. The rule is checked by the statements that write (they name the
+-- existing subscription) and held by webhook_subscriptions_target_key against concurrent ones.
+--
+-- Subscriptions that already repeat one another are kept as they are, still delivering, rather than
+-- merged: merging would drop secrets their receivers may verify with and fail the deliveries of the
+-- dropped ones still to come, and which events the tenant wanted twice is not ours to guess. The
+-- first of each (by creation) is held by the index; each later one gets duplicate_of, which leaves
+-- it out of the index, until its URL changes. A creation or move onto the URL of one of them is
+-- still refused by the statements' check. The index compares md5(url) (a URL of up to 2,048
+-- characters may exceed a btree entry's 2,704 bytes), and so does the grouping here, so that the
+-- index is built whatever the rows.
+
+alter table pgsched.webhook_subscriptions add column duplicate_of uuid;
+comment on column pgsched.webhook_subscriptions.duplicate_of is 'Set by migration 0064 on a subscription that repeated an earlier one of its tenant (same URL and queue; that one''s id), kept as it was; null for every other, and once its URL changes. Left out of webhook_subscriptions_target_key.';
+
+update pgsched.webhook_subscriptions s
+   set duplicate_of = g.first_id
+  from (select id, first_value(id) over (partition by tenant, queue, md5(url) order by created_at, id) as first_id
+          from pgsched.webhook_subscriptions) g
+ where g.id = s.id and g.first_id <> s.id;
+
+create unique index webhook_subscriptions_target_key on pgsched.webhook_subscriptions (tenant, queue, md5(url)) where duplicate_of is null;
+comment on index pgsched.webhook_subscriptions_target_key is 'A tenant subscribes a URL once per queue (migration 0064); subscriptions kept from before it that repeat another (duplicate_of) are left out.';
