@@ -608,7 +608,7 @@ describe('the dashboard in Chromium', () => {
     await expect(row.textContent()).resolves.toContain('ui-pause')
     // the executions a worker holds, beside its slots: held ones may be more (claimed ahead), and the page says so
     const headers = await page.locator('thead th').allTextContents()
-    expect(headers).toEqual(expect.arrayContaining(['Claimed', 'Slots']))
+    expect(headers).toEqual(expect.arrayContaining(['Running', 'Claimed', 'Slots']))
     expect(headers).not.toContain('In flight')
     expect(
       await row
@@ -616,6 +616,26 @@ describe('the dashboard in Chromium', () => {
         .nth(headers.indexOf('Slots') - 1)
         .textContent(),
     ).toBe('20')
+    // how many run, as its heartbeats report it ('–' until its first): a count within its slots
+    const runningCell = () =>
+      page
+        .locator('tr[data-worker-state="alive"]')
+        .first()
+        .locator('td')
+        .nth(headers.indexOf('Running') - 1)
+    let running: string | null = null
+    await waitFor(
+      async () => {
+        running = await runningCell().textContent()
+        if (/^\d+$/.test(running ?? '')) return true
+        await page.reload()
+        await page.locator('tr[data-worker-state="alive"]').first().waitFor()
+        return false
+      },
+      { what: "the worker's running count from its heartbeat", timeoutMs: 15_000 },
+    )
+    expect(Number(running)).toBeLessThanOrEqual(20)
+    await expect(page.locator('[data-note="claimed"]').textContent()).resolves.toContain('running at the worker')
     await expect(page.locator('[data-note="claimed"]').textContent()).resolves.toContain('claimed ahead of a free slot')
     await shot(page, 'workers')
     await page.goto(`${api.url}/ui/#/overview`)

@@ -14,3 +14,7 @@ export const QUEUE_CLAIMED_NOTE =
 export const WORKER_CLAIMED_NOTE =
   'Claimed: the executions a worker holds now, those running in its slots and those it claimed ahead of a free slot, which start as slots free up. ' +
   'It can exceed the slots (its concurrency); at most that many run at once.'
+
+/** What a worker's Running figure counts (its `running`). */
+export const WORKER_RUNNING_NOTE =
+  "Running: the executions whose handler was running at the worker's last heartbeat; at most its slots. The rest of what it has claimed waits for a free slot."

@@ -122,6 +122,8 @@ export interface WorkerInfo {
   types: string[]
   concurrency: number
   inFlight: number
+  /** Running at its last heartbeat; null for a worker that does not report it. */
+  running: number | null
   state: 'alive' | 'stale' | 'stopped'
   startedAt: string
   lastSeenAt: string

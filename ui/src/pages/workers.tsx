@@ -1,11 +1,12 @@
 /**
  * Workers: alive, stale or stopped, where they run, what they serve and how busy they are: the
- * executions each holds (its `inFlight`: those running in its slots and those claimed ahead of a
- * free slot, so it may exceed its concurrency) beside its slots (its concurrency).
+ * executions running at its last heartbeat (its `running`), those it holds (its `inFlight`: those
+ * running in its slots and those claimed ahead of a free slot, so it may exceed its concurrency)
+ * and its slots (its concurrency).
  */
 import { call } from '../api.ts'
 import { ErrorNotice, StatusBadge, TableWrap } from '../components/common.tsx'
-import { WORKER_CLAIMED_NOTE as CLAIMED_NOTE } from '../figures.ts'
+import { WORKER_CLAIMED_NOTE as CLAIMED_NOTE, WORKER_RUNNING_NOTE as RUNNING_NOTE } from '../figures.ts'
 import { when } from '../format.ts'
 import { useInterval, useLoad } from '../hooks.ts'
 import type { WorkerInfo } from '../types.ts'
@@ -28,6 +29,9 @@ export function WorkersPage() {
                 <th scope="col">PID</th>
                 <th scope="col">Queues</th>
                 <th scope="col">Types</th>
+                <th scope="col" title={RUNNING_NOTE}>
+                  Running
+                </th>
                 <th scope="col" title={CLAIMED_NOTE}>
                   Claimed
                 </th>
@@ -47,6 +51,7 @@ export function WorkersPage() {
                   <td>{w.pid}</td>
                   <td class="name">{w.queues.join(', ')}</td>
                   <td class="name">{w.types.join(', ')}</td>
+                  <td title={RUNNING_NOTE}>{w.running ?? '–'}</td>
                   <td title={CLAIMED_NOTE}>{w.inFlight}</td>
                   <td>{w.concurrency}</td>
                   <td>{when(w.startedAt)}</td>
@@ -60,7 +65,7 @@ export function WorkersPage() {
       )}
       {workers.data && (
         <p class="help" data-note="claimed">
-          {CLAIMED_NOTE}
+          {RUNNING_NOTE} {CLAIMED_NOTE}
         </p>
       )}
     </>
