@@ -6,7 +6,8 @@
 -- receiver that keeps failing has each event retried for up to 27 minutes, so their pending
 -- executions could fill the quota, and the tenant's own submits were refused (429) until the
 -- deliveries ended. pgsched.admit_submits now counts the pending executions of the tenant's own jobs
--- only; the deliveries stay its jobs everywhere else (lists, figures, failures).
+-- only; the deliveries stay its jobs everywhere else (lists, figures, failures). A refusal says so, as
+-- the tenant's pending figure counts the deliveries too.
 --
 -- The count stays an index-only read of up to maxPending entries per submit: due_tenant_idx, which
 -- only this count read, is replaced by due_quota_idx, partial on the type, so the deliveries are
@@ -90,7 +91,7 @@ begin
       format('tenant %s accepts no new jobs: its quota maxPending is 0', quote_ident(t.name));
   elsif pending_room < n and pending_room <= rate_room then
     return query select room, 'maxPending', t.max_pending::float8, 1000,
-      format('tenant %s has %s pending executions and its quota maxPending is %s', quote_ident(t.name),
+      format('tenant %s has %s pending executions of its own jobs (webhook deliveries not counted) and its quota maxPending is %s', quote_ident(t.name),
              -- counted up to the quota: at the quota there may be more (the quota lowered below them)
              case when pending >= t.max_pending then format('%s or more', pending) else pending::text end, t.max_pending)
         || case when n > 1 then format('; %s submits were asked for together', n) else '' end;

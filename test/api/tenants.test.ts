@@ -52,7 +52,7 @@ describe('admission quotas', () => {
     expect(refused.json()).toEqual({
       statusCode: 429,
       error: 'Too Many Requests',
-      message: 'tenant acme has 3 or more pending executions and its quota maxPending is 3',
+      message: 'tenant acme has 3 or more pending executions of its own jobs (webhook deliveries not counted) and its quota maxPending is 3',
     })
     expect(await written()).toEqual(before)
     // another tenant is not held back by acme's quota
@@ -101,18 +101,22 @@ describe('admission quotas', () => {
     const err = await acme.submitJobs([{ type: 'k' }, { type: 'k' }]).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(QuotaExceededError)
     expect(err).toMatchObject({ code: 'quota_exceeded', quota: 'maxPending', limit: 5, retryAfterMs: 1000 })
-    expect((err as Error).message).toBe('tenant acme has 4 pending executions and its quota maxPending is 5; 2 submits were asked for together')
+    expect((err as Error).message).toBe(
+      'tenant acme has 4 pending executions of its own jobs (webhook deliveries not counted) and its quota maxPending is 5; 2 submits were asked for together',
+    )
     expect((await written()).executions).toBe(4)
     await acme.submitJob({ type: 'k' })
     await expect(acme.submitJob({ type: 'k' })).rejects.toBeInstanceOf(QuotaExceededError)
     // SQL submits are held to the same quota
     await expect(sql`select pgsched.submit_job('k', tenant => 'acme')`.execute(t.db)).rejects.toMatchObject({
       code: '53400',
-      message: 'tenant acme has 5 or more pending executions and its quota maxPending is 5',
+      message: 'tenant acme has 5 or more pending executions of its own jobs (webhook deliveries not counted) and its quota maxPending is 5',
     })
     // a quota lowered below the pending work: not "has 2"
     await admin.tenants.update('acme', { maxPending: 2 })
-    await expect(acme.submitJob({ type: 'k' })).rejects.toThrow('tenant acme has 2 or more pending executions and its quota maxPending is 2')
+    await expect(acme.submitJob({ type: 'k' })).rejects.toThrow(
+      'tenant acme has 2 or more pending executions of its own jobs (webhook deliveries not counted) and its quota maxPending is 2',
+    )
   })
 
   it("leaves the tenant's pending webhook deliveries out of maxPending: it still submits up to its quota of its own jobs, which still count", async () => {
@@ -136,7 +140,9 @@ describe('admission quotas', () => {
     expect(await dispatcher.runOnce()).toBe(1)
     const refused = await submit()
     expect(refused.statusCode).toBe(429)
-    expect(refused.json<{ message: string }>().message).toBe('tenant acme has 3 or more pending executions and its quota maxPending is 3')
+    expect(refused.json<{ message: string }>().message).toBe(
+      'tenant acme has 3 or more pending executions of its own jobs (webhook deliveries not counted) and its quota maxPending is 3',
+    )
     // the TypeScript client and SQL submits are admitted by the same count
     await expect(createClient({ db: t.db, tenant: 'acme' }).submitJob({ type: 'k' })).rejects.toBeInstanceOf(QuotaExceededError)
     await expect(sql`select pgsched.submit_job('k', tenant => 'acme')`.execute(t.db)).rejects.toMatchObject({ code: '53400' })
