@@ -12,8 +12,10 @@ import pg from 'pg'
 import { describe, expect, it } from 'vitest'
 import { createClient, type Client } from '../../src/client.ts'
 import { eventListenerOpen } from '../../src/db/queries/events.ts'
+import { executionFailMany } from '../../src/db/queries/lease.ts'
 import { workerRegister } from '../../src/db/queries/workers.ts'
 import { NotFoundError, SchedulerError } from '../../src/errors.ts'
+import { Reaper } from '../../src/maintenance/reaper.ts'
 import { TriggerScheduler } from '../../src/maintenance/trigger-scheduler.ts'
 import { useTestDb } from '../db.ts'
 import { FACTORY_WORKER_ID, insertExecution, insertTrigger, setExecutionState, startExecutions } from '../factories.ts'
@@ -285,6 +287,47 @@ describe('pgsched.cancel_job', () => {
       status: 'CANCELLED',
       lastExecution: { state: 'cancelled', error: { name: 'CancelledError', message: 'cancelled' } },
     })
+  })
+
+  it("leaves no pending retry of the job when a worker's failed attempt commits while it waits (after the reaper's next pass), as the client's cancel", async () => {
+    /** Cancels a running job (3 attempts) while its worker's failure, retried later, is written and not yet committed; what is left of its executions. */
+    const raceWithFailure = async (cancel: (id: string) => Promise<unknown>) => {
+      const id = await submitted({ type: 'noop', maxAttempts: 3 })
+      await startExecutions(t.db, { jobIds: [id] })
+      const { rows } = await sql<{ id: string; attempt: number }>`select execution_id as id, attempt from pgsched.runs where job_id = ${id}::uuid`.execute(t.db)
+      const run = rows[0] as { id: string; attempt: number }
+      let commit: () => void = () => undefined
+      const committing = new Promise<void>((resolve) => (commit = resolve))
+      let written = false
+      const failing = t.db.transaction().execute(async (trx) => {
+        const error = JSON.stringify({ name: 'Error', message: 'boom' })
+        await executionFailMany(trx, { workerId: FACTORY_WORKER_ID, failures: [{ ...run, jobId: id, errorJson: error, fatal: false, outputUri: null }] })
+        written = true
+        await committing
+      })
+      await waitFor(() => written, { what: 'the failure written' })
+      const cancelling = cancel(id)
+      // the cancel waits for the run's row, which the failure's transaction holds
+      await waitFor(
+        async () =>
+          (
+            await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(
+              t.db,
+            )
+          ).rows[0]?.n,
+        { what: 'the cancel waiting for the failure' },
+      )
+      commit()
+      await failing
+      await cancelling
+      await new Reaper({ db: t.db, log: t.log, intervalMs: 1_000, batchSize: 100 }).runOnce()
+      const { rows: left } = await sql<{ state: string; attempt: number }>`
+        select state, attempt from pgsched.executions where job_id = ${id}::uuid order by scheduled_for`.execute(t.db)
+      return { status: (await client().viewJob(id)).status, executions: left }
+    }
+    const viaClient = await raceWithFailure((id) => client().cancelJob(id))
+    expect(viaClient).toEqual({ status: 'CANCELLED', executions: [{ state: 'cancelled', attempt: 1 }] })
+    expect(await raceWithFailure((id) => sql`select pgsched.cancel_job(${id}::uuid)`.execute(t.db))).toEqual(viaClient)
   })
 
   it('returns false for a job already cancelled, and leaves it as it is', async () => {
