@@ -198,43 +198,20 @@ end
 $$;
 comment on function pgsched.delete_job(uuid) is 'Deletes a finished job (COMPLETED, FAILED, EXPIRED or CANCELLED) with its executions, output, schedule and idempotency key, in the caller''s transaction. Refused with SQLSTATE 55000 for a job not finished, P0002 when there is no such job. As the client''s deleteJob.';
 
--- Cancels a job, as the client's cancelJob (jobs.ts jobCancel with jobCancelEffects): the job and its
--- schedule stop; its pending and running executions become cancelled (a running one's worker loses
--- its lease, and a notification on pgsched_cancel, sent when the caller's transaction commits, makes
--- it abort the handler at once); an execution created ahead of a fire time still to come is dropped
--- without a trace. `cancelled` events while someone listens. A job already cancelled is left as it
--- is (false); a finished one is refused. The client also sweeps, once its cancel has committed, what
--- claims in flight at that moment took; here the reaper's next pass cancels those (jobCancelLeftovers).
-create function pgsched.cancel_job(job_id uuid) returns boolean
+-- What cancelling a job (already set cancelled) does to its executions, as jobs.ts cancelEffects:
+-- its pending and running executions leave pgsched.due and pgsched.runs and are cancelled in the
+-- history (an execution created ahead of a fire time still to come is dropped without a trace), a
+-- `cancelled` event per execution cancelled while someone listens, and one for the job alone when
+-- none was and `first`, and a notification on pgsched_cancel naming the running ones (sent when the
+-- caller's transaction commits). Run by pgsched.cancel_job twice: the second run is its sweep.
+create function pgsched.job_cancel_effects(job_id uuid, first boolean) returns void
 language plpgsql as $$
 #variable_conflict use_column
 declare
-  status text := pgsched.job_lock_for(cancel_job.job_id, 'cancel');
-  one_time_ended boolean;
   statements integer;
 begin
-  if exists (select 1 from pgsched.jobs j where j.id = cancel_job.job_id and j.state = 'cancelled') then
-    return false;
-  end if;
-  -- finished: a one-time job's execution ended, or a recurring job has nothing to come (its schedule
-  -- ended or stopped, its last run ended)
-  select not exists (select 1 from pgsched.triggers t where t.job_id = cancel_job.job_id)
-         and coalesce((select x.state from pgsched.executions x where x.job_id = cancel_job.job_id
-                        order by x.scheduled_for desc limit 1) in ('succeeded', 'failed', 'cancelled'), false)
-    into one_time_ended;
-  if status in ('COMPLETED', 'FAILED', 'EXPIRED') or one_time_ended then
-    raise exception 'job % has already finished (%); nothing to cancel', cancel_job.job_id, status using errcode = '55000';
-  end if;
   with job as (
-    update pgsched.jobs
-       set state = 'cancelled', updated_at = now()
-     where id = cancel_job.job_id
-    returning id, tenant, queue, type
-  ),
-  stop_trigger as (
-    update pgsched.triggers
-       set next_fire_at = null, updated_at = now()
-     where triggers.job_id in (select id from job)
+    select j.id, j.tenant, j.queue, j.type from pgsched.jobs j where j.id = job_cancel_effects.job_id and j.state = 'cancelled'
   ),
   running as (
     select r.execution_id as id from pgsched.runs r
@@ -282,7 +259,7 @@ begin
     select 1 as o, 'cancelled' as type, tenant, c.job_id, id as execution_id, queue, c.type as job_type, attempt from cancelled c
      union all
     select 2, 'cancelled', tenant, id, null::uuid, queue, job.type, null::int from job
-     where id not in (select c.job_id from cancelled c)
+     where job_cancel_effects.first and id not in (select c.job_id from cancelled c)
   ),
   captured as (
     select pgsched.events_capture(array_agg(ch.type order by ch.o, ch.execution_id), array_agg(ch.tenant order by ch.o, ch.execution_id),
@@ -296,6 +273,45 @@ begin
   )
   -- read both: a plain select in WITH runs only when the statement reads it
   select count(*) from captured, (select count(*) from notified) n into statements;
+end
+$$;
+comment on function pgsched.job_cancel_effects(uuid, boolean) is 'Used by pgsched.cancel_job: cancels the pending and running executions of a job already set cancelled, with their events (and the job''s own when `first` and none was) and the pgsched_cancel notification.';
+
+-- Cancels a job, as the client's cancelJob (jobs.ts jobCancel with jobCancelEffects): the job and its
+-- schedule stop; its pending and running executions become cancelled (a running one's worker loses
+-- its lease, and a notification on pgsched_cancel, sent when the caller's transaction commits, makes
+-- it abort the handler at once); an execution created ahead of a fire time still to come is dropped
+-- without a trace. `cancelled` events while someone listens. A job already cancelled is left as it
+-- is (false); a finished one is refused. It sweeps as the client does (see below), but cannot once the
+-- caller's transaction commits, as the client does for what claims in flight at that moment took: the
+-- reaper's next pass cancels those (jobCancelLeftovers).
+create function pgsched.cancel_job(job_id uuid) returns boolean
+language plpgsql as $$
+#variable_conflict use_column
+declare
+  status text := pgsched.job_lock_for(cancel_job.job_id, 'cancel');
+  one_time_ended boolean;
+begin
+  if exists (select 1 from pgsched.jobs j where j.id = cancel_job.job_id and j.state = 'cancelled') then
+    return false;
+  end if;
+  -- finished: a one-time job's execution ended, or a recurring job has nothing to come (its schedule
+  -- ended or stopped, its last run ended)
+  select not exists (select 1 from pgsched.triggers t where t.job_id = cancel_job.job_id)
+         and coalesce((select x.state from pgsched.executions x where x.job_id = cancel_job.job_id
+                        order by x.scheduled_for desc limit 1) in ('succeeded', 'failed', 'cancelled'), false)
+    into one_time_ended;
+  if status in ('COMPLETED', 'FAILED', 'EXPIRED') or one_time_ended then
+    raise exception 'job % has already finished (%); nothing to cancel', cancel_job.job_id, status using errcode = '55000';
+  end if;
+  update pgsched.jobs set state = 'cancelled', updated_at = now() where id = cancel_job.job_id;
+  update pgsched.triggers set next_fire_at = null, updated_at = now() where triggers.job_id = cancel_job.job_id;
+  perform pgsched.job_cancel_effects(cancel_job.job_id, true);
+  -- The sweep, as the client's after its commit (jobCancelSweep): a statement of its own, so its
+  -- snapshot is taken after what the first waited for has committed. A worker's outcome write in
+  -- flight holds the run's row; the first statement waits for it and then finds the lease gone, but
+  -- cannot see the retry that write put in pgsched.due. This one cancels it.
+  perform pgsched.job_cancel_effects(cancel_job.job_id, false);
   return true;
 end
 $$;
@@ -310,15 +326,15 @@ begin
   values (pause_queue.queue, true, now(), now())
   on conflict (name) do update set paused = true, paused_at = coalesce(q.paused_at, now()), updated_at = now()
   returning (xmax = 0) into created;   -- xmax is 0 for a row this statement inserted
-  -- A queue no setting named before: say so when nothing else knows its name either. The cheap
-  -- questions first (the due index, the small runs and workers tables); the jobs, which have no index
-  -- by queue, are read only for a queue idle and unserved now, and stop at the first job found.
+  -- A queue no setting named before: say so when it has no work now and no worker serves it. Each
+  -- question is an index probe or a small table (due_claim_idx, runs, workers); whether it ever had
+  -- a job is not asked: the jobs and the history have no index by queue, and reading them would make
+  -- every pause of a new queue (REST and CLI call this too) as slow as the tables are large.
   if created
      and not exists (select 1 from pgsched.due d where d.queue = pause_queue.queue)
      and not exists (select 1 from pgsched.runs r where r.queue = pause_queue.queue)
-     and not exists (select 1 from pgsched.workers w where pause_queue.queue = any (w.queues))
-     and not exists (select 1 from pgsched.jobs j where j.queue = pause_queue.queue) then
-    raise notice 'queue % has no jobs, no settings and no history yet: paused before its first job (check the name if you meant an existing queue)',
+     and not exists (select 1 from pgsched.workers w where pause_queue.queue = any (w.queues)) then
+    raise notice 'queue % has no settings, no pending or running work and no worker serving it: paused anyway (check the name if you meant an existing queue)',
       quote_literal(pause_queue.queue);
   end if;
 end

@@ -380,7 +380,7 @@ describe('pgsched.pause_queue', () => {
 
   it('pauses a queue nothing knows yet, with a notice naming it', async () => {
     expect(await notices('select pgsched.pause_queue($1)', ['misspelt'])).toEqual([
-      "queue 'misspelt' has no jobs, no settings and no history yet: paused before its first job (check the name if you meant an existing queue)",
+      "queue 'misspelt' has no settings, no pending or running work and no worker serving it: paused anyway (check the name if you meant an existing queue)",
     ])
     expect((await client().queues.view('misspelt')).paused).toBe(true)
   })
