@@ -23,7 +23,7 @@ import { workerServes } from './db/queries/workers.ts'
 import { queuePauseOf } from './db/queries/queues.ts'
 import { createDb, type Database } from './db/pool.ts'
 import type { DB } from './db/schema.ts'
-import { jobCancel, jobCancelSweep, jobSetPaused, type JobInsertOutcome } from './db/queries/jobs.ts'
+import { jobCancel, jobCancelSweep, jobCancelSweepNow, jobSetPaused, type JobInsertOutcome } from './db/queries/jobs.ts'
 import { jobGetById } from './db/queries/job-views.ts'
 import { jobOperations, type JobOperations, type ListJobsParams } from './job-operations.ts'
 import { operationsViews, type OperationsViews } from './operations-views.ts'
@@ -546,8 +546,10 @@ function makeClient(
         throw new InvalidStateError(`job ${id} has already finished (${job.status}); nothing to cancel`)
       }
       await run(options, (ex) => jobCancel(ex, { tenant, id }), true)
-      // once committed (in the caller's transaction, what was in flight before its commit is not swept)
+      // once committed; in the caller's transaction, a statement of its own sweeps what the cancel waited
+      // for (an outcome write's retry), and the reaper what claims in flight at its commit take
       if (options?.trx === undefined) await jobCancelSweep(db, [id])
+      else await run(options, (ex) => jobCancelSweepNow(ex, [id]))
       return viewJob(id, options)
     },
 

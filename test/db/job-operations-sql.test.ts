@@ -328,6 +328,8 @@ describe('pgsched.cancel_job', () => {
     const viaClient = await raceWithFailure((id) => client().cancelJob(id))
     expect(viaClient).toEqual({ status: 'CANCELLED', executions: [{ state: 'cancelled', attempt: 1 }] })
     expect(await raceWithFailure((id) => sql`select pgsched.cancel_job(${id}::uuid)`.execute(t.db))).toEqual(viaClient)
+    // the client's cancel in a caller's transaction, which has no sweep after its commit
+    expect(await raceWithFailure((id) => t.db.transaction().execute((trx) => client().cancelJob(id, { trx })))).toEqual(viaClient)
   })
 
   it('returns false for a job already cancelled, and leaves it as it is', async () => {

@@ -296,6 +296,18 @@ function cancelEffects(first: boolean): RawBuilder<unknown> {
 export async function jobCancelSweep(db: Executor, ids: readonly string[]): Promise<string[]> {
   if (ids.length === 0) return []
   await claimsInFlightEnded(db)
+  return jobCancelSweepNow(db, ids)
+}
+
+/**
+ * The sweep's statement alone, with no wait for the claims in flight: inside the cancel's own
+ * transaction (a caller's), as a statement after the cancel's, its snapshot includes what the cancel
+ * waited for (a worker's outcome write holding a run's row, and the retry that write put in
+ * pgsched.due), which the cancel's own statement could not see. Returns the executions it took from
+ * a worker.
+ */
+export async function jobCancelSweepNow(db: Executor, ids: readonly string[]): Promise<string[]> {
+  if (ids.length === 0) return []
   const { rows } = await sql<{ running_ids: string[] | null }>`
     with job as (
       select id, tenant, queue, type from pgsched.jobs where id = any(${[...ids]}::uuid[]) and state = 'cancelled'
