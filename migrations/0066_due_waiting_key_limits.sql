@@ -11,18 +11,14 @@
 --
 -- Still cheap: besides what 0063 read (due, queues, workers), only pgsched.runs (what runs now) and
 -- pgsched.queue_key_slots (keys started within a period), and those only for queues with a limit
--- per key; never the execution history. The view is replaced in place (same columns, one added at
+-- per key, whose due rows are read a second time through due_claim_idx; never the execution history. The view is replaced in place (same columns, one added at
 -- the end), so its grants and column comments stay.
 
 create or replace view pgsched.due_waiting as
-with due_now as (
-  select d.queue, d.type, d.tenant, d.concurrency_key, d.run_at, d.priority
-    from pgsched.due d
-   where d.run_at <= now()
-),
-by_type as (
+with by_type as (
   select n.queue, n.type, count(*) as due, min(n.run_at) as oldest_run_at, max(n.priority) as top_priority
-    from due_now n
+    from pgsched.due n
+   where n.run_at <= now()
    group by n.queue, n.type
 ),
 key_limited as (
@@ -47,8 +43,9 @@ held_keys as (
                    then kr.running || ' running, limit ' || l.key_concurrency_limit
                    else 'rate limit per key: next start at ' || ks.next_start_at::text end
            || ')' as held
-    from due_now n
-    join key_limited l on l.queue = n.queue
+    -- the due work of the queues with a limit per key only (not a second pass over all of it)
+    from key_limited l
+    join pgsched.due n on n.queue = l.queue and n.run_at <= now()
     left join key_running kr on kr.queue = n.queue and kr.tenant = n.tenant and kr.concurrency_key = n.concurrency_key
     left join pgsched.queue_key_slots ks
       on l.key_rate_limit is not null and ks.queue = n.queue and ks.tenant = n.tenant and ks.concurrency_key = n.concurrency_key
