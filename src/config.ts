@@ -16,6 +16,7 @@ import { assertKnownFields, unknownFields } from './core/known-fields.ts'
 import { databaseUrlProblem } from './db/database-url.ts'
 import { PARTITION_COUNT, PARTITION_COUNT_DEFAULT, QUEUE_PATTERN } from './core/names.ts'
 import { MISFIRE_THRESHOLD_DEFAULT_MS } from './core/fire-times.ts'
+import { WEBHOOK_DISABLE_DEFAULT } from './core/events.ts'
 
 const Ms = (def: number, min: number, max: number) => Type.Integer({ default: def, minimum: min, maximum: max })
 
@@ -74,6 +75,10 @@ export const ConfigSchema = Type.Object({
       httpAllow: Type.String({ default: '' }),
       /** off: the worker has no built-in `http` handler. */
       httpHandler: Type.Union([Type.Literal('on'), Type.Literal('off')], { default: 'on' }),
+      /** A webhook subscription whose delivery attempts have failed, none succeeding, for this long… */
+      webhookDisableAfterMs: Ms(WEBHOOK_DISABLE_DEFAULT.afterMs, 0, 30 * 86_400_000),
+      /** …with at least this many failed attempts is disabled; 0: never. */
+      webhookDisableAfterFailures: Type.Integer({ default: WEBHOOK_DISABLE_DEFAULT.afterFailures, minimum: 0, maximum: 1_000_000 }),
       /** Port of the worker process's Prometheus `/metrics` (0, or `off` in the environment: none). One per process: several workers on a host need distinct ports. */
       metricsPort: Type.Integer({ default: 9464, minimum: 0, maximum: 65535 }),
       /** Address the metrics port listens on. */
@@ -163,6 +168,8 @@ export const ENV_MAP: Readonly<Record<string, string>> = {
   SCHEDULER_SANDBOX_GRACE_MS: 'worker.sandboxGraceMs',
   SCHEDULER_HTTP_ALLOW: 'worker.httpAllow',
   SCHEDULER_HTTP_HANDLER: 'worker.httpHandler',
+  SCHEDULER_WEBHOOK_DISABLE_AFTER_MS: 'worker.webhookDisableAfterMs',
+  SCHEDULER_WEBHOOK_DISABLE_AFTER_FAILURES: 'worker.webhookDisableAfterFailures',
   SCHEDULER_WORKER_METRICS_PORT: 'worker.metricsPort',
   SCHEDULER_WORKER_METRICS_HOST: 'worker.metricsHost',
   SCHEDULER_EVENTS_RETENTION_MS: 'events.retentionMs',

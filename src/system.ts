@@ -93,7 +93,16 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
   })
   // the webhook deliveries go through the http handler's rules: off with it
   const registry = new HandlerRegistry(
-    w.httpHandler === 'on' ? [createHttpHandler({ allow: w.httpAllow }), createWebhookHandler({ db: database.db, allow: w.httpAllow })] : [],
+    w.httpHandler === 'on'
+      ? [
+          createHttpHandler({ allow: w.httpAllow }),
+          createWebhookHandler({
+            db: database.db,
+            allow: w.httpAllow,
+            disable: { afterMs: w.webhookDisableAfterMs, afterFailures: w.webhookDisableAfterFailures },
+          }),
+        ]
+      : [],
   )
   for (const h of params.handlers) registry.add(h)
   const outputStore = params.outputStore ?? createOutputStore({ settings: config.output, db: hot.db, log })

@@ -625,7 +625,7 @@ describe('option objects from plain JavaScript', () => {
     const hook = await c.webhooks.create({ url: 'https://example.com/hook', events: ['failed'] })
     const update = await refused(() => c.webhooks.update(hook.id, { event: ['succeeded'] } as never))
     expect(update.details).toEqual(unknown('event'))
-    expect(update.message).toBe('unknown field "event" (known: url, events, secret)')
+    expect(update.message).toBe('unknown field "event" (known: url, events, secret, enabled)')
     expect((await refused(() => c.webhooks.update(hook.id, { queue: 'other' } as never))).details).toEqual(unknown('queue'))
     expect(await c.webhooks.view(hook.id)).toMatchObject({ events: ['failed'], queue: 'default' })
   })

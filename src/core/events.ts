@@ -14,6 +14,17 @@ export type EventType = (typeof EVENT_TYPES)[number]
 /** The type of webhook delivery jobs (built-in handler; events of `pgsched.*` jobs are never sent to webhooks). */
 export const WEBHOOK_JOB_TYPE = 'pgsched.webhook'
 
+/**
+ * When a subscription whose deliveries keep failing is disabled (SCHEDULER_WEBHOOK_DISABLE_AFTER_MS
+ * and _FAILURES): its delivery attempts failing, none succeeding, for an hour, at least 20 of them.
+ * An hour is over twice the retry window of one delivery (27 minutes), so one undeliverable event
+ * never disables it, nor a receiver down for a deploy; 20 failed attempts are more than one event's
+ * 12, so a subscription that sees an event now and then is not disabled by the failures of one or
+ * two. A busy tenant's receiver that stays down is disabled after an hour: its pending deliveries
+ * are bounded by an hour of its events rather than growing for as long as the receiver is down.
+ */
+export const WEBHOOK_DISABLE_DEFAULT = { afterMs: 3_600_000, afterFailures: 20 } as const
+
 export interface JobEvent {
   /** The event's id in the stream, `<batch>-<index>` (SSE `id`, `Last-Event-ID`). */
   id: string

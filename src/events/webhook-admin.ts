@@ -1,6 +1,7 @@
 /**
  * Webhook subscriptions of one tenant (client.webhooks; REST /v1/webhooks and `scheduler webhooks`
- * over it): list, view, create, update (its URL, event types or secret, in place), delete (which
+ * over it): list, view, create, update (its URL, event types or secret, in place, or enable again
+ * one disabled because its deliveries kept failing), delete (which
  * cancels the deliveries still to come), and each one's delivery log, a page at a time. The secret
  * is shown once, when the subscription is created (generated when not given); lists never show it.
  */
@@ -46,6 +47,11 @@ export interface UpdateWebhookInput {
   events?: readonly EventType[]
   /** The new signing secret, 16-256 characters: every delivery attempt from now on is signed with it. */
   secret?: string
+  /**
+   * true: a disabled subscription is enabled again (the tenant's events from now on are sent, its
+   * failures forgotten); false: disabled (no event is sent, its deliveries still to come end unsent).
+   */
+  enabled?: boolean
 }
 
 export interface WebhookAdmin {
@@ -86,7 +92,7 @@ export interface WebhookAdmin {
  * (core/known-fields.ts), as REST refuses it: a misspelt `event` would subscribe to every event.
  */
 const CREATE_FIELDS: FieldSet<CreateWebhookInput> = { url: true, events: true, secret: true, queue: true }
-const UPDATE_FIELDS: FieldSet<UpdateWebhookInput> = { url: true, events: true, secret: true }
+const UPDATE_FIELDS: FieldSet<UpdateWebhookInput> = { url: true, events: true, secret: true, enabled: true }
 const DELIVERIES_FIELDS: FieldSet<{ limit?: number; cursor?: string }> = { limit: true, cursor: true }
 
 /** Where the setting must admit a webhook URL for it to be created. */
@@ -192,13 +198,14 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPoli
       takesOnly('update', ['id', 'input'], extra)
       assertUuid(id, 'id')
       assertKnownFields(input, UPDATE_FIELDS, 'webhook update')
-      if (input.url === undefined && input.events === undefined && input.secret === undefined) {
-        throw invalid('', 'give at least one of url, events and secret')
+      if (input.url === undefined && input.events === undefined && input.secret === undefined && input.enabled === undefined) {
+        throw invalid('', 'give at least one of url, events, secret and enabled')
       }
+      if (input.enabled !== undefined && typeof input.enabled !== 'boolean') throw invalid('enabled', 'enabled must be true or false')
       if (input.url !== undefined) checkUrl(input.url, policy)
       const events = input.events === undefined ? undefined : checkEvents(input.events)
       if (input.secret !== undefined) checkSecret(input.secret)
-      const written = await webhookSubscriptionUpdate(db, { tenant, id, url: input.url, events, secret: input.secret })
+      const written = await webhookSubscriptionUpdate(db, { tenant, id, url: input.url, events, secret: input.secret, enabled: input.enabled })
       if (!written) throw new NotFoundError(`webhook ${id} not found`)
       if (written.existingId !== undefined) {
         throw new WebhookExistsError(

@@ -8,16 +8,19 @@
  * rules: 2xx delivered; 4xx fatal except 408 and 429; 5xx, timeouts and network errors retried with
  * the job's backoff. A redirect is not followed (a 301 or 302 would turn the POST into a GET without
  * the event): it fails the attempt, retried, naming where it led. Each attempt is written to the
- * subscription's delivery log.
+ * subscription's delivery log, which disables the subscription once its attempts have failed for
+ * long enough (`disable`, SCHEDULER_WEBHOOK_DISABLE_AFTER_*; logged at warn). An attempt for a
+ * disabled subscription sends nothing and ends the delivery (fatal): a receiver that stays down is
+ * not sent the deliveries already made, nor are they retried for up to 27 minutes each.
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
 import { FatalError } from '../errors.ts'
 import type { AddressPolicy } from '../lib/address-policy.ts'
 import { SIGNATURE_HEADER, signWebhook } from '../events/signature.ts'
-import { WEBHOOK_JOB_TYPE, type JobEvent } from '../core/events.ts'
+import { WEBHOOK_DISABLE_DEFAULT, WEBHOOK_JOB_TYPE, type JobEvent } from '../core/events.ts'
 import type { HttpPayload } from '../core/http-payload.ts'
-import { webhookDeliveryInsert, webhookSubscriptionForJob } from '../db/queries/webhooks.ts'
+import { webhookDeliveryInsert, webhookSubscriptionForJob, type WebhookDisablePolicy } from '../db/queries/webhooks.ts'
 import { defineHandler, type Handler, type HandlerContext } from './handlers.ts'
 import { createHttpHandler, httpAnswerStatus, type HttpResolve } from './http-handler.ts'
 
@@ -29,13 +32,26 @@ interface WebhookPayload {
   event: Record<string, unknown> & Pick<JobEvent, 'id' | 'type'>
 }
 
-export function createWebhookHandler(options: { db: Kysely<DB>; allow?: string | AddressPolicy; resolve?: HttpResolve }): Handler {
+export function createWebhookHandler(options: {
+  db: Kysely<DB>
+  allow?: string | AddressPolicy
+  resolve?: HttpResolve
+  /** When a subscription whose attempts keep failing is disabled; default WEBHOOK_DISABLE_DEFAULT. */
+  disable?: WebhookDisablePolicy
+}): Handler {
   const http = createHttpHandler({ allow: options.allow, resolve: options.resolve, redirects: 'refuse' })
   const { db } = options
+  const disable = options.disable ?? WEBHOOK_DISABLE_DEFAULT
   return defineHandler(WEBHOOK_JOB_TYPE, async (ctx) => {
     const p = ctx.payload as WebhookPayload
     const sub = await webhookSubscriptionForJob(db, { id: p.subscriptionId, jobId: ctx.jobId })
     if (!sub) throw new FatalError(`webhook subscription ${p.subscriptionId} was deleted (or is not of this job's tenant)`)
+    if (!sub.enabled) {
+      throw new FatalError(
+        `webhook subscription ${sub.id} is disabled (${sub.disabledReason ?? 'no reason recorded'}): event ${p.event.id} was not sent; ` +
+          `enable it again with PATCH /v1/webhooks/${sub.id} {"enabled": true}`,
+      )
+    }
     const body = JSON.stringify(p.event)
     const headers = {
       'content-type': 'application/json',
@@ -47,8 +63,8 @@ export function createWebhookHandler(options: { db: Kysely<DB>; allow?: string |
     }
     const request: HttpPayload = { url: sub.url, method: 'POST', headers, body, timeoutMs: WEBHOOK_TIMEOUT_MS }
     const startedAt = performance.now()
-    const record = (statusCode: number | null, ok: boolean, error: string | null, willRetry: boolean) =>
-      webhookDeliveryInsert(db, {
+    const record = async (statusCode: number | null, ok: boolean, error: string | null, willRetry: boolean) => {
+      const disabled = await webhookDeliveryInsert(db, {
         subscriptionId: sub.id,
         eventId: p.event.id,
         eventType: p.event.type,
@@ -59,7 +75,15 @@ export function createWebhookHandler(options: { db: Kysely<DB>; allow?: string |
         error,
         durationMs: Math.round(performance.now() - startedAt),
         willRetry,
+        disable,
       })
+      if (disabled) {
+        ctx.log.warn(
+          { subscriptionId: sub.id, tenant: sub.tenant, reason: disabled.disabledReason },
+          'webhook subscription disabled: its deliveries kept failing',
+        )
+      }
+    }
     let result: unknown
     try {
       result = await http.run(Object.create(ctx, { payload: { value: request } }) as HandlerContext)

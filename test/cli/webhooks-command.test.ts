@@ -5,6 +5,8 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
+import { webhookDeliveryInsert } from '../../src/db/queries/webhooks.ts'
+import { uuidV7 } from '../../src/lib/uuid-v7.ts'
 import { useTestDb } from '../db.ts'
 
 const exec = promisify(execFile)
@@ -54,7 +56,17 @@ describe('scheduler webhooks update', () => {
     const update = (...args: string[]) => scheduler(allow, 'webhooks', 'update', created.id, '--tenant', 'up', ...args)
 
     const moved = JSON.parse((await update('--url', 'http://127.0.0.1:9/moved')).stdout)
-    expect(moved).toEqual({ id: created.id, url: 'http://127.0.0.1:9/moved', events: ['failed'], queue: 'default', createdAt: created.createdAt })
+    expect(moved).toEqual({
+      id: created.id,
+      url: 'http://127.0.0.1:9/moved',
+      events: ['failed'],
+      queue: 'default',
+      createdAt: created.createdAt,
+      enabled: true,
+      failingSince: null,
+      disabledAt: null,
+      disabledReason: null,
+    })
     expect(JSON.parse((await update('--events', 'succeeded,failed')).stdout).events).toEqual(['succeeded', 'failed'])
     const rotated = JSON.parse((await update('--secret', 'a-rotated-secret-01')).stdout)
     expect(rotated).not.toHaveProperty('secret')
@@ -84,9 +96,50 @@ describe('scheduler webhooks update', () => {
       2,
       'scheduler: secret must be 16-256 characters',
     ])
-    expect(await refused(allow, '--tenant', 'own')).toEqual([2, 'scheduler: nothing to change: give at least one of --url, --events and --secret'])
+    expect(await refused(allow, '--tenant', 'own')).toEqual([
+      2,
+      'scheduler: nothing to change: give at least one of --url, --events, --secret, --enable and --disable',
+    ])
+    expect(await refused(allow, '--tenant', 'own', '--enable', '--disable')).toEqual([2, 'scheduler: --enable and --disable contradict each other: give one'])
     expect(await refused(allow, '--tenant', 'other', '--secret', 'the-thief-secret-1')).toEqual([1, `scheduler: webhook ${created.id} not found`])
     expect(await row(created.id)).toEqual(before)
+  })
+})
+
+describe('scheduler webhooks list and update --enable/--disable', () => {
+  it('lists whether each subscription is enabled, failing (since when) or disabled (and why), and disables and enables one', async () => {
+    const allow = { SCHEDULER_HTTP_ALLOW: '127.0.0.1' }
+    const create = async (target: string) => JSON.parse((await scheduler(allow, 'webhooks', 'create', target, '--tenant', 'st')).stdout) as { id: string }
+    const quiet = await create('http://127.0.0.1:9/quiet')
+    const failing = await create('http://127.0.0.1:9/failing')
+    const off = await create('http://127.0.0.1:9/off')
+    // a failed attempt recorded, as the pgsched.webhook handler records one
+    await webhookDeliveryInsert(t.db, {
+      subscriptionId: failing.id,
+      eventId: '1-0',
+      eventType: 'succeeded',
+      jobId: uuidV7(),
+      attempt: 1,
+      statusCode: 500,
+      ok: false,
+      error: 'POST answered 500',
+      durationMs: 3,
+      willRetry: true,
+      disable: { afterMs: 3_600_000, afterFailures: 20 },
+    })
+    const disabled = JSON.parse((await scheduler({}, 'webhooks', 'update', off.id, '--tenant', 'st', '--disable')).stdout)
+    expect(disabled).toMatchObject({ enabled: false, disabledReason: 'disabled by an update', disabledAt: expect.any(String) })
+
+    const table = (await scheduler({}, 'webhooks', 'list', '--tenant', 'st')).stdout.split('\n')
+    expect(table[0]).toMatch(/^ID +URL +EVENTS +QUEUE +STATUS$/)
+    const line = (id: string) => table.find((l) => l.startsWith(id)) ?? ''
+    expect(line(quiet.id)).toMatch(/ enabled$/)
+    expect(line(failing.id)).toMatch(/ failing since \d{4}-\d\d-\d\dT[\d:.]+Z$/)
+    expect(line(off.id)).toMatch(/ disabled \d{4}-\d\d-\d\dT[\d:.]+Z: disabled by an update$/)
+
+    const enabled = JSON.parse((await scheduler({}, 'webhooks', 'update', off.id, '--tenant', 'st', '--enable')).stdout)
+    expect(enabled).toMatchObject({ enabled: true, disabledAt: null, disabledReason: null })
+    expect((await scheduler({}, 'webhooks', 'list', '--tenant', 'st')).stdout.split('\n').find((l) => l.startsWith(off.id))).toMatch(/ enabled$/)
   })
 })
 

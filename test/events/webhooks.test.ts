@@ -192,7 +192,17 @@ describe('webhooks', () => {
     const sub = created.json<{ id: string }>()
     const viewed = await api.call(key, 'GET', created.headers.location as string)
     expect(viewed.statusCode).toBe(200)
-    expect(viewed.json()).toEqual({ id: sub.id, url, events: ['succeeded'], queue: 'default', createdAt: expect.any(String) })
+    expect(viewed.json()).toEqual({
+      id: sub.id,
+      url,
+      events: ['succeeded'],
+      queue: 'default',
+      createdAt: expect.any(String),
+      enabled: true,
+      failingSince: null,
+      disabledAt: null,
+      disabledReason: null,
+    })
     expect((await api.call(await api.keyFor('other-p'), 'GET', `/v1/webhooks/${sub.id}`)).statusCode).toBe(404)
     for (let attempt = 1; attempt <= 5; attempt++) {
       await webhookDeliveryInsert(t.db, {
@@ -359,13 +369,33 @@ describe('webhooks', () => {
 
     const moved = await api.call(key, 'PATCH', path, { url: `${url}/moved` })
     expect(moved.statusCode).toBe(200)
-    expect(moved.json()).toEqual({ id: created.id, url: `${url}/moved`, events: ['failed'], queue: 'default', createdAt: created.createdAt })
+    expect(moved.json()).toEqual({
+      id: created.id,
+      url: `${url}/moved`,
+      events: ['failed'],
+      queue: 'default',
+      createdAt: created.createdAt,
+      enabled: true,
+      failingSince: null,
+      disabledAt: null,
+      disabledReason: null,
+    })
     const events = await api.call(key, 'PATCH', path, { events: ['succeeded', 'failed', 'succeeded'] })
     expect(events.json()).toMatchObject({ url: `${url}/moved`, events: ['succeeded', 'failed'] })
     expect(await secretOf()).toBe('the-first-secret-1')
     const rotated = await api.call(key, 'PATCH', path, { secret: 'the-second-secret-2' })
     expect(rotated.statusCode).toBe(200)
-    expect(rotated.json()).toEqual({ id: created.id, url: `${url}/moved`, events: ['succeeded', 'failed'], queue: 'default', createdAt: created.createdAt })
+    expect(rotated.json()).toEqual({
+      id: created.id,
+      url: `${url}/moved`,
+      events: ['succeeded', 'failed'],
+      queue: 'default',
+      createdAt: created.createdAt,
+      enabled: true,
+      failingSince: null,
+      disabledAt: null,
+      disabledReason: null,
+    })
     expect(await secretOf()).toBe('the-second-secret-2')
     // empty: every event type
     expect((await api.call(key, 'PATCH', path, { events: [] })).json()).toMatchObject({ events: [] })
@@ -375,6 +405,10 @@ describe('webhooks', () => {
       events: [],
       queue: 'default',
       createdAt: created.createdAt,
+      enabled: true,
+      failingSince: null,
+      disabledAt: null,
+      disabledReason: null,
     })
 
     // the TypeScript client: the same call, the same answer
@@ -386,6 +420,10 @@ describe('webhooks', () => {
       events: ['succeeded'],
       queue: 'default',
       createdAt: new Date(created.createdAt),
+      enabled: true,
+      failingSince: null,
+      disabledAt: null,
+      disabledReason: null,
     })
     expect(await secretOf()).toBe('the-third-secret-3')
   })
@@ -402,11 +440,11 @@ describe('webhooks', () => {
       expect(res.statusCode, JSON.stringify(body)).toBe(400)
       return res.json<{ message: string; details: Array<{ path: string }> }>()
     }
-    expect((await refusal({})).message).toBe('request body must give at least 1 of its fields (url, events, secret)')
+    expect((await refusal({})).message).toBe('request body must give at least 1 of its fields (url, events, secret, enabled)')
     // no body, or an empty one, is an empty patch
     for (const none of [await api.call(key, 'PATCH', path), await api.call(key, 'PATCH', path, '', { 'content-type': 'application/json' })]) {
       expect(none.statusCode).toBe(400)
-      expect(none.json<{ message: string }>().message).toBe('request body must give at least 1 of its fields (url, events, secret)')
+      expect(none.json<{ message: string }>().message).toBe('request body must give at least 1 of its fields (url, events, secret, enabled)')
     }
     expect((await refusal({ url: 'ftp://x' })).details[0]?.path).toBe('url')
     expect((await refusal({ url: 'http://10.0.0.7/hook' })).message).toBe(
@@ -431,7 +469,7 @@ describe('webhooks', () => {
       expect(err, JSON.stringify(input)).toBeInstanceOf(ValidationError)
       return { message: (err as ValidationError).message, path: (err as ValidationError).details?.[0]?.path }
     }
-    expect(await refused({})).toEqual({ message: 'give at least one of url, events and secret', path: '' })
+    expect(await refused({})).toEqual({ message: 'give at least one of url, events, secret and enabled', path: '' })
     expect(await refused({ url: 'http://10.0.0.7/hook' })).toEqual({
       message:
         "url: 10.0.0.7 is a private address, to which deliveries are refused unless SCHEDULER_HTTP_ALLOW admits it (on the workers, and where the subscription is made: the API's or the CLI's environment, or createClient's httpAllow)",
@@ -453,7 +491,7 @@ describe('webhooks', () => {
     // a valid field beside a bad one changes nothing either
     expect(await refused({ url: `${url}/other`, secret: 'short' })).toEqual({ message: 'secret must be 16-256 characters', path: 'secret' })
     expect(await refused({ secret: null })).toEqual({ message: 'secret must be 16-256 characters', path: 'secret' })
-    expect(await refused({ event: ['succeeded'] })).toEqual({ message: 'unknown field "event" (known: url, events, secret)', path: 'event' })
+    expect(await refused({ event: ['succeeded'] })).toEqual({ message: 'unknown field "event" (known: url, events, secret, enabled)', path: 'event' })
     expect(await refused('https://example.com/hook')).toEqual({ message: 'webhook update must be an object', path: '' })
     expect(await refused(undefined)).toEqual({ message: 'webhook update must be an object', path: '' })
 

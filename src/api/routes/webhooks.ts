@@ -35,6 +35,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         operationId: 'listWebhooks',
         tags: ['webhooks'],
         summary: 'List webhook subscriptions',
+        description:
+          'Each with whether it is enabled: a subscription whose delivery attempts have failed, none succeeding, for SCHEDULER_WEBHOOK_DISABLE_AFTER_MS (1 hour), at least SCHEDULER_WEBHOOK_DISABLE_AFTER_FAILURES (20) of them, is disabled until an update enables it (`failingSince`, `disabledAt`, `disabledReason`).',
         security,
         response: { 200: WebhookListSchema, ...CommonErrors },
       },
@@ -52,7 +54,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         description:
           'From now on each event of the tenant of a chosen type is POSTed to `url` as JSON (the Event), signed: ' +
           '`Pgsched-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with the secret>`. The answer carries the secret, once. ' +
-          'A tenant subscribes a URL once per queue (URLs compared character for character): a second subscription is refused with 409, ' +
+          'A tenant subscribes a URL once per queue (URLs compared as receivers: the case of the scheme and host and a default port aside): a second subscription is refused with 409, ' +
           'naming the existing one, whose event types an update changes.',
         security,
         body: CreateWebhookBody,
@@ -98,6 +100,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
           'Changes the fields given (JSON merge: those left out stay as they are), under the same rules as a creation; an invalid field changes nothing. ' +
           'Each delivery attempt reads the URL and secret when it is made: a new secret signs every attempt from now on, retries of earlier events among them. ' +
           'New `events` apply to events from now on. A new `url` that another subscription of the tenant sends to in the same queue is refused with 409. ' +
+          '`enabled: true` enables again a subscription disabled because its delivery attempts kept failing (the events from now on are sent; its failures are forgotten); `enabled: false` disables one. ' +
           'The answer is the subscription, without its secret.',
         security,
         params: WebhookParams,

@@ -13,6 +13,13 @@ const subscriptionFields = {
   events: Type.Array(EventType, { description: 'The event types sent; empty: all.' }),
   queue: Type.String({ description: 'The queue of the delivery jobs (type pgsched.webhook).' }),
   createdAt: DateTime('When it was created; events from then on are sent.'),
+  enabled: Type.Boolean({
+    description:
+      'False once disabled: its delivery attempts kept failing (none succeeding for SCHEDULER_WEBHOOK_DISABLE_AFTER_MS, at least SCHEDULER_WEBHOOK_DISABLE_AFTER_FAILURES of them), or an update disabled it. No event is sent to it until an update sets `enabled: true`.',
+  }),
+  failingSince: Nullable(DateTime('When its first failed delivery attempt since the last successful one was made; null while not failing.')),
+  disabledAt: Nullable(DateTime('When it was disabled; null while enabled.')),
+  disabledReason: Nullable(Type.String({ description: 'Why it was disabled (its failures and the last error); null while enabled.' })),
 }
 
 export const WebhookSchema = Type.Object(subscriptionFields, { $id: 'Webhook', description: 'A webhook subscription (its secret is shown only when created).' })
@@ -49,6 +56,13 @@ export const UpdateWebhookBody = Type.Object(
     url: Type.Optional(urlField),
     events: Type.Optional(Type.Array(EventType, { maxItems: EVENT_TYPES.length, description: 'Event types to send, for events from now on; empty: all.' })),
     secret: Type.Optional(secretField('The new signing secret: every delivery attempt from now on, retries among them, is signed with it.')),
+    enabled: Type.Optional(
+      Type.Boolean({
+        'x-expected': 'true or false',
+        description:
+          '`true` enables a disabled subscription again: the events from now on are sent and its failures are forgotten (those of the time it was disabled are not sent). `false` disables it.',
+      }),
+    ),
   },
   {
     $id: 'UpdateWebhookRequest',
@@ -94,7 +108,17 @@ export const DeliveryQuery = Type.Object(
 )
 
 export function webhookToJson(w: WebhookSubscription) {
-  return { id: w.id, url: w.url, events: w.events, queue: w.queue, createdAt: w.createdAt.toISOString() }
+  return {
+    id: w.id,
+    url: w.url,
+    events: w.events,
+    queue: w.queue,
+    createdAt: w.createdAt.toISOString(),
+    enabled: w.enabled,
+    failingSince: w.failingSince?.toISOString() ?? null,
+    disabledAt: w.disabledAt?.toISOString() ?? null,
+    disabledReason: w.disabledReason,
+  }
 }
 
 export function deliveryToJson(d: WebhookDelivery) {

@@ -4,12 +4,14 @@
  * DATABASE_URL). `create` prints the secret, once; `create` and `update` refuse a URL that
  * SCHEDULER_HTTP_ALLOW, as the workers have it, would refuse every delivery to (exit code 2), and a
  * URL another subscription of the tenant sends to in that queue (a conflict, exit code 1, naming it).
+ * `list` shows whether each is enabled, failing or disabled (with why); `update --enable` enables
+ * again one disabled because its deliveries kept failing.
  */
 import type { Command } from 'commander'
 import { deliveryToJson, webhookToJson } from '../../api/schemas/webhook.ts'
 import { isEventType, type EventType } from '../../core/events.ts'
 import { ValidationError } from '../../errors.ts'
-import type { UpdateWebhookInput, WebhookAdmin } from '../../events/webhook-admin.ts'
+import type { UpdateWebhookInput, WebhookAdmin, WebhookSubscription } from '../../events/webhook-admin.ts'
 import { createClient } from '../../client.ts'
 import { formatTable, withDatabase } from '../shared.ts'
 
@@ -21,6 +23,12 @@ const run = <T>(tenant: string, fn: (webhooks: WebhookAdmin) => Promise<T>) =>
   )
 const print = (value: unknown): void => {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`)
+}
+
+/** enabled, failing since <time>, or disabled <time>: <reason>. */
+function statusOf(s: WebhookSubscription): string {
+  if (!s.enabled) return `disabled ${s.disabledAt?.toISOString() ?? ''}: ${s.disabledReason ?? ''}`
+  return s.failingSince ? `failing since ${s.failingSince.toISOString()}` : 'enabled'
 }
 
 function eventList(text: string | undefined): EventType[] {
@@ -46,7 +54,10 @@ export function registerWebhooks(program: Command): void {
       process.stdout.write(
         list.length === 0
           ? 'no webhooks\n'
-          : `${formatTable([['ID', 'URL', 'EVENTS', 'QUEUE'], ...list.map((s) => [s.id, s.url, s.events.length === 0 ? 'all' : s.events.join(','), s.queue])])}\n`,
+          : `${formatTable([
+              ['ID', 'URL', 'EVENTS', 'QUEUE', 'STATUS'],
+              ...list.map((s) => [s.id, s.url, s.events.length === 0 ? 'all' : s.events.join(','), s.queue, statusOf(s)]),
+            ])}\n`,
       )
     })
   webhooks
@@ -71,13 +82,21 @@ export function registerWebhooks(program: Command): void {
     .option('--url <url>', 'the URL events are POSTed to')
     .option('--events <types>', 'comma-separated event types, for events from now on ("" for all)')
     .option('--secret <secret>', 'the new signing secret, 16-256 characters')
-    .action(async (id: string, opts: { tenant: string; url?: string; events?: string; secret?: string }) => {
+    .option('--enable', 'enable it again once disabled (its deliveries kept failing): the events from now on are sent')
+    .option('--disable', 'disable it: no event is sent to it until it is enabled again')
+    .action(async (id: string, opts: { tenant: string; url?: string; events?: string; secret?: string; enable?: boolean; disable?: boolean }) => {
       const input: UpdateWebhookInput = {}
       if (opts.url !== undefined) input.url = opts.url
       if (opts.events !== undefined) input.events = eventList(opts.events)
       if (opts.secret !== undefined) input.secret = opts.secret
+      if (opts.enable && opts.disable) {
+        const message = '--enable and --disable contradict each other: give one'
+        throw new ValidationError(message, [{ path: 'enabled', message }])
+      }
+      if (opts.enable) input.enabled = true
+      if (opts.disable) input.enabled = false
       if (Object.keys(input).length === 0) {
-        const message = 'nothing to change: give at least one of --url, --events and --secret'
+        const message = 'nothing to change: give at least one of --url, --events, --secret, --enable and --disable'
         throw new ValidationError(message, [{ path: '', message }])
       }
       print(webhookToJson(await run(opts.tenant, (w) => w.update(id, input))))

@@ -470,7 +470,7 @@ export const EVENTS_UNDISPATCHED_MAX_MS = 604_800_000
 
 /**
  * Retention: deletes up to `limit` event batches older than `olderThanMs` (numbered or not), and the
- * stream listeners whose capture ended. While a webhook subscription exists, events the webhook
+ * stream listeners whose capture ended. While an enabled webhook subscription exists, events the webhook
  * dispatcher has not read yet (unnumbered, or after the webhooks cursor) are kept, so none is
  * pruned before it is handed to its subscriptions, unless older than `undispatchedMaxMs` (a
  * dispatcher that never runs must not grow the table for ever). Returns how many events (not batches).
@@ -481,8 +481,9 @@ export async function eventPruneOld(db: Kysely<DB>, params: { olderThanMs: numbe
     with cutoff as (
       select now() - ${params.olderThanMs}::bigint * interval '1 millisecond' as at,
              now() - ${holdMs}::bigint * interval '1 millisecond' as hold_at,
-             -- null: nothing held (no webhook subscription)
-             case when exists (select 1 from pgsched.webhook_subscriptions)
+             -- null: nothing held (no enabled webhook subscription: a disabled one is sent no event
+             -- of the time it was disabled)
+             case when exists (select 1 from pgsched.webhook_subscriptions where disabled_at is null)
                   then coalesce((select seq from pgsched.event_cursors where name = 'webhooks'), 0) end as dispatched
     ),
     doomed as (

@@ -16,9 +16,18 @@ export interface WebhookSubscriptionRow {
   queue: string
   secret: string
   createdAt: Date
+  /** False once disabled (its deliveries kept failing, or an update), until an update enables it. */
+  enabled: boolean
+  /** When its first failed delivery attempt since the last successful one was recorded; null while not failing. */
+  failingSince: Date | null
+  disabledAt: Date | null
+  /** Why it was disabled; null while enabled. */
+  disabledReason: string | null
 }
 
-const columns = sql`id, tenant, url, events, queue, secret, created_at as "createdAt"`
+/** The columns of WebhookSubscriptionRow, unqualified (a select of the table, or `returning`). */
+const columns = sql`id, tenant, url, events, queue, secret, created_at as "createdAt", disabled_at is null as enabled,
+           failing_since as "failingSince", disabled_at as "disabledAt", disabled_reason as "disabledReason"`
 
 /** A subscription written, or the id of the tenant's subscription already sending to its URL in its `queue`. */
 export type WebhookSubscriptionWrite = { row: WebhookSubscriptionRow; existingId?: undefined } | { row?: undefined; existingId: string; queue: string }
@@ -45,13 +54,16 @@ async function retriedOnTargetTaken<T>(write: () => Promise<T>): Promise<T> {
 }
 
 /**
- * The tenant's subscription with this URL in this queue (the first, by id: subscriptions kept from
- * before migration 0064 may repeat one another, and the unique index leaves those out), other than
- * `except`; none for a null `url`. Read through webhook_subscriptions_tenant_idx: a tenant has few.
+ * The tenant's subscription with this receiver in this queue (its URL the same under
+ * pgsched.webhook_url_key: scheme and host case, default port; the first, by id: subscriptions kept
+ * from before migrations 0064 and 0068 may repeat one another, and the unique index leaves those
+ * out), other than `except`; none for a null `url`. Read through webhook_subscriptions_tenant_idx: a
+ * tenant has few.
  */
 const sameTarget = (tenant: string, queue: RawBuilder<unknown>, url: string | null, except: RawBuilder<unknown>) => sql`
   select o.id from pgsched.webhook_subscriptions o
-   where o.tenant = ${tenant}::text and o.queue = ${queue} and o.url = ${url}::text
+   where o.tenant = ${tenant}::text and o.queue = ${queue}
+     and pgsched.webhook_url_key(o.url) = pgsched.webhook_url_key(${url}::text)
      and o.id is distinct from ${except}
    order by o.id
    limit 1`
@@ -78,10 +90,9 @@ export async function webhookSubscriptionInsert(
       insert into pgsched.event_listeners (id, tenant, kind, until)
       select id, tenant, 'webhook', 'infinity' from sub
     )
-    select (select id from existing) as "existingId", ${p.queue}::text as "targetQueue",
-           s.id, s.tenant, s.url, s.events, s.queue, s.secret, s.created_at as "createdAt"
+    select (select id from existing) as "existingId", ${p.queue}::text as "targetQueue", s.*
       from (values (1)) one
-      left join sub s on true`.execute(db),
+      left join (select ${columns} from sub) s on true`.execute(db),
   )
   return toWrite(rows[0])
 }
@@ -109,34 +120,37 @@ export async function webhookSubscriptionList(db: Kysely<DB>, p: { tenant: strin
  */
 export async function webhookSubscriptionForJob(db: Kysely<DB>, p: { id: string; jobId: string }): Promise<WebhookSubscriptionRow | undefined> {
   const { rows } = await sql<WebhookSubscriptionRow>`
-    select s.id, s.tenant, s.url, s.events, s.queue, s.secret, s.created_at as "createdAt"
-      from pgsched.webhook_subscriptions s
-      join pgsched.jobs j on j.id = ${p.jobId}::uuid and j.tenant = s.tenant
-     where s.id = ${p.id}::uuid`.execute(db)
+    select ${columns} from pgsched.webhook_subscriptions
+     where id = ${p.id}::uuid
+       and tenant = (select j.tenant from pgsched.jobs j where j.id = ${p.jobId}::uuid)`.execute(db)
   return rows[0]
 }
 
 /**
  * Changes the fields given (undefined: kept) of a subscription of the tenant's; undefined when it
  * has no such one. A new URL that another of the tenant's subscriptions sends to in the same queue
- * changes nothing and returns that one's id. Delivery attempts read the URL and secret when made
- * (webhookSubscriptionForJob), and the dispatcher the event types when it reads an event.
+ * (the same receiver: pgsched.webhook_url_key) changes nothing and returns that one's id. Delivery
+ * attempts read the URL and secret when made (webhookSubscriptionForJob), and the dispatcher the
+ * event types and whether it is enabled when it reads an event. `enabled: true` on a disabled
+ * subscription enables it again (its events from now on are sent, its failures forgotten), and
+ * `false` disables an enabled one; either way its event listener follows.
  */
 export async function webhookSubscriptionUpdate(
   db: Kysely<DB>,
-  p: { tenant: string; id: string; url?: string; events?: readonly EventType[]; secret?: string },
+  p: { tenant: string; id: string; url?: string; events?: readonly EventType[]; secret?: string; enabled?: boolean },
 ): Promise<WebhookSubscriptionWrite | undefined> {
   const url = p.url ?? null
+  const enabled = p.enabled ?? null
   const { rows } = await retriedOnTargetTaken(() =>
     sql<WriteRow>`
     with target as (
       select s.id, s.queue, s.url from pgsched.webhook_subscriptions s where s.id = ${p.id}::uuid and s.tenant = ${p.tenant}::text
     ),
     existing as (
-      -- only a move to another URL is checked: a subscription kept from before migration 0064 that
-      -- repeats another keeps its own
+      -- only a move to another receiver is checked: a subscription kept from before migrations 0064
+      -- and 0068 that repeats another keeps its own, under any spelling
       select e.id from (${sameTarget(p.tenant, sql`(select queue from target)`, url, sql`${p.id}::uuid`)}) e
-       where ${url}::text <> (select url from target)
+       where pgsched.webhook_url_key(${url}::text) <> pgsched.webhook_url_key((select url from target))
     ),
     changed as (
       update pgsched.webhook_subscriptions s
@@ -144,10 +158,23 @@ export async function webhookSubscriptionUpdate(
              events = coalesce(${p.events ? [...p.events] : null}::text[], s.events),
              secret = coalesce(${p.secret ?? null}::text, s.secret),
              -- held to the rule from its move on (webhook_subscriptions_target_key)
-             duplicate_of = case when ${url}::text <> s.url then null else s.duplicate_of end
+             duplicate_of = case when pgsched.webhook_url_key(${url}::text) <> pgsched.webhook_url_key(s.url) then null else s.duplicate_of end,
+             disabled_at = case ${enabled}::bool when true then null when false then coalesce(s.disabled_at, now()) else s.disabled_at end,
+             disabled_reason = case ${enabled}::bool when true then null when false then coalesce(s.disabled_reason, 'disabled by an update')
+                                    else s.disabled_reason end,
+             -- enabled again: a fresh start, sent the events from now on
+             failing_since = case when ${enabled}::bool and s.disabled_at is not null then null else s.failing_since end,
+             enabled_at = case when ${enabled}::bool and s.disabled_at is not null then now() else s.enabled_at end
        where s.id = ${p.id}::uuid and s.tenant = ${p.tenant}::text
          and not exists (select 1 from existing)
-      returning s.id, s.tenant, s.url, s.events, s.queue, s.secret, s.created_at as "createdAt"
+      returning ${columns}
+    ),
+    listener as (
+      -- its tenant's events are captured again while it is enabled, and no longer for it while disabled
+      update pgsched.event_listeners l
+         set until = case when c.enabled then 'infinity' else least(l.until, now()) end
+        from changed c
+       where l.id = c.id and l.kind = 'webhook' and ${enabled}::bool is not null
     )
     select (select id from existing) as "existingId", target.queue as "targetQueue", c.*
       from target
@@ -186,13 +213,77 @@ export interface WebhookDeliveryRow {
   willRetry: boolean | null
 }
 
-/** Records one delivery attempt. */
-export async function webhookDeliveryInsert(db: Kysely<DB>, p: Omit<WebhookDeliveryRow, 'id' | 'at'> & { subscriptionId: string }): Promise<void> {
-  await sql`
-    insert into pgsched.webhook_deliveries (subscription_id, event_id, event_type, job_id, attempt, status_code, ok, error, duration_ms, will_retry)
-    select ${p.subscriptionId}::uuid, ${p.eventId}::text, ${p.eventType}::text, ${p.jobId}::uuid, ${p.attempt}::int,
-           ${p.statusCode}::int, ${p.ok}::bool, ${p.error}::text, ${p.durationMs}::int, ${p.willRetry}::bool
-     where exists (select 1 from pgsched.webhook_subscriptions where id = ${p.subscriptionId}::uuid)   -- not for a deleted one`.execute(db)
+/** When a subscription whose delivery attempts keep failing is disabled (the workers' settings). */
+export interface WebhookDisablePolicy {
+  /** Disabled once its attempts have failed, none succeeding, for at least this long… */
+  afterMs: number
+  /** …with at least this many failed attempts; 0: never disabled. */
+  afterFailures: number
+}
+
+/**
+ * Records one delivery attempt and what it says of the subscription (not for a deleted one). Its row
+ * is written only when this changes something: the first failed attempt after a success sets
+ * failing_since, a successful one clears it, and a failed one disables the subscription when
+ * failing_since is at least `afterMs` old and at least `afterFailures` attempts (this one among
+ * them) failed since; those are counted only then, newest first through
+ * webhook_deliveries_subscription_idx, down to failing_since (their ids are UUIDv7 of the database
+ * clock) and up to the threshold. A subscription disabled also stops being a live listener (no event
+ * of its tenant is captured for it). Returns its reason when this attempt disabled it.
+ */
+export async function webhookDeliveryInsert(
+  db: Kysely<DB>,
+  p: Omit<WebhookDeliveryRow, 'id' | 'at'> & { subscriptionId: string; disable?: WebhookDisablePolicy },
+): Promise<{ disabledReason: string } | undefined> {
+  const afterFailures = p.disable?.afterFailures ?? 0
+  const { rows } = await sql<{ disabledReason: string | null }>`
+    with recorded as (
+      insert into pgsched.webhook_deliveries (subscription_id, event_id, event_type, job_id, attempt, status_code, ok, error, duration_ms, will_retry)
+      select ${p.subscriptionId}::uuid, ${p.eventId}::text, ${p.eventType}::text, ${p.jobId}::uuid, ${p.attempt}::int,
+             ${p.statusCode}::int, ${p.ok}::bool, ${p.error}::text, ${p.durationMs}::int, ${p.willRetry}::bool
+       where exists (select 1 from pgsched.webhook_subscriptions where id = ${p.subscriptionId}::uuid)   -- not for a deleted one
+    ),
+    judged as (
+      select s.id, s.failing_since,
+             case when ${p.ok}::bool or ${afterFailures}::int = 0 then false
+                  when coalesce(s.failing_since, now()) > now() - ${p.disable?.afterMs ?? 0}::bigint * interval '1 millisecond' then false
+                  -- only past the time threshold: the failed attempts since it began failing (this one
+                  -- not yet visible), newest first, down to the UUIDv7 of failing_since's millisecond
+                  else (select count(*) from (
+                          select 1 from pgsched.webhook_deliveries d
+                           where d.subscription_id = s.id
+                             and d.id >= encode(substring(int8send(floor(extract(epoch from s.failing_since) * 1000)::bigint) from 3)
+                                                || decode('00000000000000000000', 'hex'), 'hex')::uuid
+                             and d.at >= s.failing_since and not d.ok
+                           order by d.id desc
+                           limit ${afterFailures}::int - 1) f) >= ${afterFailures}::int - 1
+             end as disable
+        from pgsched.webhook_subscriptions s
+       where s.id = ${p.subscriptionId}::uuid and s.disabled_at is null
+    ),
+    changed as (
+      update pgsched.webhook_subscriptions s
+         set failing_since = case when ${p.ok}::bool then null else coalesce(s.failing_since, now()) end,
+             disabled_at = case when j.disable then now() end,
+             disabled_reason = case when j.disable then format(
+               'its delivery attempts failed for %s with none succeeding (%s or more failed attempts since %s); the last: %s',
+               date_trunc('second', now() - coalesce(j.failing_since, now())), ${afterFailures}::int,
+               to_char(coalesce(j.failing_since, now()) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), left(coalesce(${p.error}::text, 'no error recorded'), 500)) end
+        from judged j
+       where s.id = j.id and s.disabled_at is null
+         -- written only when it starts or stops failing, or is disabled
+         and (j.disable or (${p.ok}::bool) = (s.failing_since is not null))
+      returning s.id, s.disabled_reason
+    ),
+    listener as (
+      -- disabled: its tenant's events are no longer captured for it
+      update pgsched.event_listeners l set until = least(l.until, now())
+        from changed c
+       where l.id = c.id and l.kind = 'webhook' and c.disabled_reason is not null
+    )
+    select disabled_reason as "disabledReason" from changed`.execute(db)
+  const reason = rows[0]?.disabledReason
+  return reason ? { disabledReason: reason } : undefined
 }
 
 /** A subscription's delivery attempts, newest first, before the attempt `beforeId` when given. */
@@ -236,9 +327,9 @@ export async function webhookDeliveryPruneOld(db: Kysely<DB>, p: { olderThanMs: 
   return rows[0]?.n ?? 0
 }
 
-/** Whether any webhook subscription exists (the dispatcher's cheap check). */
+/** Whether any enabled webhook subscription exists (the dispatcher's cheap check). */
 export async function webhookSubscriptionAny(db: Kysely<DB>): Promise<boolean> {
-  const { rows } = await sql<{ any: boolean }>`select exists (select 1 from pgsched.webhook_subscriptions) as any`.execute(db)
+  const { rows } = await sql<{ any: boolean }>`select exists (select 1 from pgsched.webhook_subscriptions where disabled_at is null) as any`.execute(db)
   return rows[0]?.any ?? false
 }
 
@@ -252,9 +343,10 @@ export interface WebhookDue {
  * Under the lock of the webhooks cursor (SKIP LOCKED: one dispatcher at a time; `trx` must be a
  * transaction), the events of the next numbered batches after it (whole batches, as many as keep
  * the count within `limit`, at least one), each paired with every subscription of its tenant that
- * wants its type and existed when it happened. Events of pgsched's own jobs (pgsched.webhook
- * deliveries) are never sent. `upTo`: the batch number the cursor goes to once they are submitted;
- * null when another dispatcher holds the cursor. `read`: how many events; `more`: batches are left.
+ * wants its type, is enabled, and was when it happened (enabled_at: its creation, or when it was
+ * enabled again). Events of pgsched's own jobs (pgsched.webhook deliveries) are never sent.
+ * `upTo`: the batch number the cursor goes to once they are submitted; null when another dispatcher
+ * holds the cursor. `read`: how many events; `more`: batches are left.
  */
 export async function webhookDueAfterCursor(
   trx: Kysely<DB>,
@@ -282,7 +374,7 @@ export async function webhookDueAfterCursor(
       from summary
       left join (chosen c join pgsched.event_batches b on b.id = c.id cross join lateral ${EVENTS_OF_BATCH}) on true
       left join pgsched.webhook_subscriptions s
-        on s.tenant = e.tenant and (cardinality(s.events) = 0 or e.type = any(s.events)) and s.created_at <= b.at
+        on s.tenant = e.tenant and (cardinality(s.events) = 0 or e.type = any(s.events)) and s.enabled_at <= b.at and s.disabled_at is null
        and e.job_type not like 'pgsched.%'
      order by b.seq, e.n, s.id`.execute(trx)
   const due = rows.flatMap((r) =>
