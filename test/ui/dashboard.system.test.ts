@@ -4,7 +4,7 @@
  * load, live updates of the job list, a job's output followed while it runs, each attempt's own
  * output, retry of a failed job, bulk retry of 100 failed jobs, pausing a queue (its waiting job's page
  * says so to the job's tenant key too), the charts' time axis named and drawn in the browser's zone, a webhook's
- * delivery log, edit, secret and delete, tenant isolation and escaping of tenant input. With UI_SCREENSHOTS=<folder> (npm run screenshots) it also saves a
+ * delivery log, edit, secret and delete, one disabled because its deliveries kept failing enabled again, tenant isolation and escaping of tenant input. With UI_SCREENSHOTS=<folder> (npm run screenshots) it also saves a
  * PNG of each page.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -15,7 +15,9 @@ import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createApiKey } from '../../src/api/auth.ts'
+import { webhookDeliveryInsert } from '../../src/db/queries/webhooks.ts'
 import { verifyWebhookSignature } from '../../src/events/signature.ts'
+import { uuidV7 } from '../../src/lib/uuid-v7.ts'
 import { useTestDb } from '../db.ts'
 import type { ApiProcess } from '../faults/api-process.ts'
 import { waitFor } from '../wait-for.ts'
@@ -841,6 +843,58 @@ describe('the dashboard in Chromium', () => {
     } finally {
       await new Promise<void>((resolve) => receiver.close(() => resolve()))
     }
+  })
+
+  it('shows a webhook disabled because its deliveries kept failing, and why, enables it again, and shows a 409 on a new URL by the URL field', async () => {
+    const key = (await createApiKey(t.db, { tenant: 'wayne' })).key
+    const down = await rest<{ id: string }>(key, 'POST', '/v1/webhooks', { url: 'https://hooks.example.com/wayne' })
+    const other = await rest<{ id: string }>(key, 'POST', '/v1/webhooks', { url: 'https://hooks.example.com/other' })
+    // a failed attempt recorded as a worker records it, with a threshold it passes at once
+    await webhookDeliveryInsert(t.db, {
+      subscriptionId: down.id,
+      eventId: '1-0',
+      eventType: 'succeeded',
+      jobId: uuidV7(),
+      attempt: 12,
+      statusCode: 503,
+      ok: false,
+      error: 'POST https://hooks.example.com/wayne answered 503',
+      durationMs: 4,
+      willRetry: false,
+      disable: { afterMs: 0, afterFailures: 1 },
+    })
+    const page = await signedIn(key)
+    await page.getByRole('link', { name: 'Webhooks' }).click()
+    await page.getByRole('heading', { name: 'Webhooks' }).waitFor()
+    const downRow = page.locator(`tr[data-webhook-id="${down.id}"]`)
+    await downRow.waitFor()
+    await expect(downRow.locator('[data-webhook-status]').textContent()).resolves.toBe('disabled')
+    await expect(page.locator(`tr[data-webhook-id="${other.id}"] [data-webhook-status]`).textContent()).resolves.toBe('enabled')
+
+    await downRow.getByRole('link').click()
+    await page.getByRole('heading', { name: /^Webhook https/ }).waitFor()
+    await expect(page.locator('[data-webhook-disabled-reason]').textContent()).resolves.toContain('failed attempts since')
+    await expect(page.locator('[data-webhook-disabled-reason]').textContent()).resolves.toContain('answered 503')
+    await page.getByRole('button', { name: 'Enable this webhook' }).click()
+    await waitFor(async () => (await page.locator('dd[data-webhook-status]').getAttribute('data-webhook-status')) === 'enabled', {
+      what: 'the webhook enabled',
+    })
+    expect(await page.locator('[data-webhook-disabled-reason]').count()).toBe(0)
+    expect(await rest<{ enabled: boolean }>(key, 'GET', `/v1/webhooks/${down.id}`)).toMatchObject({ enabled: true, disabledReason: null })
+    await page.getByRole('button', { name: 'Disable this webhook' }).waitFor()
+
+    // the other moved onto the same receiver (host case aside): the 409's message by the URL field
+    await page.goto(`${api.url}/ui/#/webhooks/${other.id}`)
+    await page.getByRole('heading', { name: /^Webhook https/ }).waitFor()
+    await page.getByLabel('New URL').fill('https://HOOKS.example.com/wayne')
+    await page.getByRole('button', { name: 'Save' }).click()
+    await expect(page.locator('#webhook-url-error').textContent()).resolves.toBe(
+      `webhook ${down.id} already sends this tenant's events to this url in queue default`,
+    )
+    expect(await page.getByLabel('New URL').getAttribute('aria-invalid')).toBe('true')
+    expect(await page.locator('#webhook-form-error').count()).toBe(0)
+    expect(await rest<{ url: string }>(key, 'GET', `/v1/webhooks/${other.id}`)).toMatchObject({ url: 'https://hooks.example.com/other' })
+    await page.context().close()
   })
 
   it('broke no rule of its Content-Security-Policy on any page above', () => {

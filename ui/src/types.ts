@@ -166,6 +166,13 @@ export interface Webhook {
   events: string[]
   queue: string
   createdAt: string
+  /** False once disabled (its delivery attempts kept failing, or an update), until enabled again. */
+  enabled: boolean
+  /** When its first failed delivery attempt since the last successful one was made; null while not failing. */
+  failingSince: string | null
+  disabledAt: string | null
+  /** Why it was disabled; null while enabled. */
+  disabledReason: string | null
 }
 
 /** One delivery attempt of a webhook subscription. */

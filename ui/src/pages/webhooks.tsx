@@ -1,9 +1,12 @@
 /**
  * Webhooks: the signed-in tenant's subscriptions (URL shown as the API's errors show it, without
- * its query and token-like path segments; event types; queue; created), and one subscription's page
- * with its delivery log, newest first, a page at a time, a failed delivery marked; its event types
- * and URL are edited in place (PATCH /v1/webhooks/{id}), its secret is replaced by a new one (never
- * shown: the API does not return it) and the subscription is deleted after a confirmation.
+ * its query and token-like path segments; event types; queue; status: enabled, failing since when, or
+ * disabled because its deliveries kept failing; created), and one subscription's page with its
+ * status (why it was disabled, and a button enabling it again, or one disabling it), its delivery
+ * log, newest first, a page at a time, a failed delivery marked; its event types and URL are edited
+ * in place (PATCH /v1/webhooks/{id}; a refusal of the URL, a 409 naming the subscription that sends
+ * there among them, is shown by the field), its secret is replaced by a new one (never shown: the
+ * API does not return it) and the subscription is deleted after a confirmation.
  * Deliveries are jobs of pgsched's own, which send no live events: the log follows the tenant's
  * events (each may be delivered a moment later) and is read again every few seconds.
  */
@@ -28,6 +31,19 @@ function eventsText(events: string[]): string {
   return events.length === 0 ? 'every event' : events.join(', ')
 }
 
+/** Enabled, failing (since when) or disabled: a badge and a word, as the list and the summary show it. */
+function Status({ hook }: { hook: Webhook }) {
+  if (!hook.enabled) return <span class="badge badge-failed">disabled</span>
+  if (hook.failingSince) {
+    return (
+      <>
+        <span class="badge badge-stale">failing</span> <span class="muted">since {when(hook.failingSince)}</span>
+      </>
+    )
+  }
+  return <span class="badge badge-succeeded">enabled</span>
+}
+
 export function WebhooksPage() {
   const hooks = useLoad((signal) => call<{ items: Webhook[] }>('/v1/webhooks', { signal }), [])
   useInterval(hooks.reload, 15_000)
@@ -44,6 +60,7 @@ export function WebhooksPage() {
                 <th scope="col">URL</th>
                 <th scope="col">Events</th>
                 <th scope="col">Queue</th>
+                <th scope="col">Status</th>
                 <th scope="col">Created</th>
               </tr>
             </thead>
@@ -57,6 +74,9 @@ export function WebhooksPage() {
                   </td>
                   <td>{eventsText(w.events)}</td>
                   <td class="name">{w.queue}</td>
+                  <td data-webhook-status={w.enabled ? (w.failingSince ? 'failing' : 'enabled') : 'disabled'}>
+                    <Status hook={w} />
+                  </td>
                   <td>{when(w.createdAt)}</td>
                 </tr>
               ))}
@@ -114,7 +134,13 @@ function EditForm({ hook, saved }: { hook: Webhook; saved: () => void }) {
       saved()
     } catch (err: unknown) {
       const message = messageOf(err)
-      const field = err instanceof ApiError && err.status === 400 ? fieldOf(message) : null
+      // a 409 refuses the new URL (another subscription sends there): by the field, as a 400 of it is
+      const field =
+        err instanceof ApiError && err.status === 400
+          ? fieldOf(message)
+          : err instanceof ApiError && err.status === 409 && body.url !== undefined
+            ? 'url'
+            : null
       setErrors(field === 'url' || field === 'events' ? { [field]: message } : { form: message })
     } finally {
       setBusy(false)
@@ -323,12 +349,48 @@ export function WebhookDetailPage({ id }: { id: string }) {
               <dd data-webhook-events>{eventsText(w.events)}</dd>
               <dt>Queue</dt>
               <dd>{w.queue}</dd>
+              <dt>Status</dt>
+              <dd data-webhook-status={w.enabled ? (w.failingSince ? 'failing' : 'enabled') : 'disabled'}>
+                <Status hook={w} />
+                {!w.enabled && w.disabledAt && <span class="muted"> since {when(w.disabledAt)}</span>}
+              </dd>
+              {!w.enabled && w.disabledReason && (
+                <>
+                  <dt>Why</dt>
+                  <dd data-webhook-disabled-reason>
+                    <LongText text={w.disabledReason} what="reason" />
+                  </dd>
+                </>
+              )}
               <dt>Created</dt>
               <dd>{when(w.createdAt)}</dd>
               <dt>Id</dt>
               <dd>{w.id}</dd>
             </dl>
             <div class="actions">
+              {w.enabled ? (
+                <ActionButton
+                  label="Disable"
+                  name="Disable this webhook"
+                  confirm="Disable this webhook? No event is sent to it until it is enabled again, and its deliveries still to come end unsent."
+                  run={async () => {
+                    await call(`/v1/webhooks/${w.id}`, { method: 'PATCH', body: { enabled: false } })
+                    hook.reload()
+                  }}
+                  done="Webhook disabled"
+                />
+              ) : (
+                <ActionButton
+                  label="Enable"
+                  name="Enable this webhook"
+                  kind="primary"
+                  run={async () => {
+                    await call(`/v1/webhooks/${w.id}`, { method: 'PATCH', body: { enabled: true } })
+                    hook.reload()
+                  }}
+                  done="Webhook enabled: the events from now on are sent"
+                />
+              )}
               <ActionButton
                 label="Delete"
                 name="Delete this webhook"
