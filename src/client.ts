@@ -182,6 +182,34 @@ function assertCallOptions(options: CallOptions | undefined): void {
     throw new ValidationError(message, [{ path: 'options', message }])
   }
   assertKnownFields(options, CALL_OPTIONS_FIELDS, 'options', 'options.')
+  if (isPgPool(options.trx)) {
+    const message =
+      'trx must be a transaction or a connection in one, not a pg Pool: on a pool each statement runs on any of its connections and commits on its own; pass a client from pool.connect() inside your begin … commit, or give the pool to createClient({ pool })'
+    throw new ValidationError(message, [{ path: 'trx', message }])
+  }
+}
+
+/**
+ * Whether `value` is a `pg` Pool (of any copy of pg: by its shape, not `instanceof`). It has `query`
+ * as a client has, but runs each statement on whichever connection is free, so a call's statements
+ * (a batch and its checks, a cancel and its lock) would each commit alone, in no transaction.
+ */
+function isPgPool(value: unknown): boolean {
+  const v = value as { connect?: unknown; totalCount?: unknown; idleCount?: unknown; release?: unknown } | null | undefined
+  return (
+    typeof v === 'object' &&
+    v !== null &&
+    typeof v.connect === 'function' &&
+    typeof v.totalCount === 'number' &&
+    typeof v.idleCount === 'number' &&
+    typeof v.release !== 'function'
+  )
+}
+
+/** What a value given for a list of jobs is, for the refusal of one that is not an array. */
+function describeValue(value: unknown): string {
+  if (value === null || value === undefined) return String(value)
+  return typeof value === 'object' ? 'an object (for one job, use submitJob)' : `a ${typeof value}`
 }
 
 /** How long close() waits for the calls in flight before it closes the pool under them. */
@@ -480,6 +508,10 @@ function makeClient(
     async submitJobs(inputs, options, ...extra: unknown[]) {
       assertNoMoreArguments('submitJobs', ['inputs', 'options'], extra)
       assertCallOptions(options)
+      if (!Array.isArray(inputs)) {
+        const message = `submitJobs takes an array of jobs, got ${describeValue(inputs)}`
+        throw new ValidationError(message, [{ path: '', message }])
+      }
       if (inputs.length > MAX_BATCH) throw new ValidationError(`at most ${MAX_BATCH} jobs per batch, got ${inputs.length}`)
       const now = clock.now()
       const normalized = inputs.map((input, i) => {

@@ -264,6 +264,28 @@ describe('createClient({ pool })', () => {
     }
     expect(() => createClient({})).toThrow('createClient needs databaseUrl, db or pool')
   })
+
+  it('refuses a pg Pool given as trx, whose statements would each commit on their own', async () => {
+    const pool = new pg.Pool({ connectionString: t.url, max: 2 })
+    try {
+      const c = client()
+      await c.submitJobs([{ type: 'charge', payload: { cents: 1 }, idempotencyKey: 'k1' }])
+      const message =
+        'trx must be a transaction or a connection in one, not a pg Pool: on a pool each statement runs on any of its connections and commits on its own; pass a client from pool.connect() inside your begin … commit, or give the pool to createClient({ pool })'
+      const err = await c
+        .submitJobs([{ type: 'refund' }, { type: 'charge', payload: { cents: 2 }, idempotencyKey: 'k1' }], { trx: pool as never })
+        .catch((e: unknown) => e)
+      expect(err).toBeInstanceOf(ValidationError)
+      expect(err).toMatchObject({ message, details: [{ path: 'trx', message }] })
+      for (const call of [() => c.submitJob({ type: 'refund' }, { trx: pool as never }), () => c.listJobs({}, { trx: pool as never })]) {
+        await expect(call()).rejects.toThrow(message)
+      }
+      // all or none: nothing of the refused batch was written
+      expect((await t.db.selectFrom('pgsched.jobs').select('type').execute()).map((r) => r.type)).toEqual(['charge'])
+    } finally {
+      await pool.end()
+    }
+  })
 })
 
 describe('client.submitJob group commit', () => {
@@ -324,6 +346,19 @@ describe('client.submitJobs', () => {
 
   it('rejects the whole batch, naming the index, when one job is invalid', async () => {
     await expect(client().submitJobs([{ type: 'ok' }, { type: 'ok', priority: 2.5 }])).rejects.toThrow('jobs[1]: priority must be an integer')
+    expect(await t.db.selectFrom('pgsched.jobs').selectAll().execute()).toEqual([])
+  })
+
+  it('refuses jobs given other than as an array (from JavaScript), naming what it takes', async () => {
+    for (const inputs of [{ type: 'one' }, 'one', null, undefined]) {
+      const err = await client()
+        .submitJobs(inputs as never)
+        .catch((e: unknown) => e)
+      expect(err).toBeInstanceOf(ValidationError)
+      expect((err as ValidationError).message).toMatch(
+        /^submitJobs takes an array of jobs, got (an object|a string|null|undefined)( \(for one job, use submitJob\))?$/,
+      )
+    }
     expect(await t.db.selectFrom('pgsched.jobs').selectAll().execute()).toEqual([])
   })
 })
