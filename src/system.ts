@@ -9,7 +9,7 @@ import { assertKnownFields, type FieldSet } from './core/known-fields.ts'
 import type { Logger } from './logger.ts'
 import { quietDuringOutages } from './db/outage.ts'
 import { createDb, type Database } from './db/pool.ts'
-import { HandlerRegistry, type Handler } from './worker/handlers.ts'
+import { builtInHandler, HandlerRegistry, type Handler } from './worker/handlers.ts'
 import { createHttpHandler } from './worker/http-handler.ts'
 import { STOP_DATABASE_WAIT_MS, Worker } from './worker/worker.ts'
 import { settlesWithin } from './lib/service.ts'
@@ -51,6 +51,10 @@ export interface CreateWorkerSystemParams {
 
 /** Any other parameter is refused: a misspelt `outputstore` would send handlers' output to the default store. */
 const PARAMS_FIELDS: FieldSet<CreateWorkerSystemParams> = { config: true, log: true, handlers: true, outputStore: true }
+
+/** What the refusal of an application's handler of a built-in type says of the built-in. */
+const HTTP_BUILT_IN = "the built-in http handler's (give yours another type, or leave the built-in out with SCHEDULER_HTTP_HANDLER=off)"
+const WEBHOOK_BUILT_IN = "the built-in webhook delivery handler's (give yours another type)"
 
 /**
  * The worker process's services on their pools, not started.
@@ -95,12 +99,15 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
   const registry = new HandlerRegistry(
     w.httpHandler === 'on'
       ? [
-          createHttpHandler({ allow: w.httpAllow }),
-          createWebhookHandler({
-            db: database.db,
-            allow: w.httpAllow,
-            disable: { afterMs: w.webhookDisableAfterMs, afterFailures: w.webhookDisableAfterFailures },
-          }),
+          builtInHandler(createHttpHandler({ allow: w.httpAllow }), HTTP_BUILT_IN),
+          builtInHandler(
+            createWebhookHandler({
+              db: database.db,
+              allow: w.httpAllow,
+              disable: { afterMs: w.webhookDisableAfterMs, afterFailures: w.webhookDisableAfterFailures },
+            }),
+            WEBHOOK_BUILT_IN,
+          ),
         ]
       : [],
   )

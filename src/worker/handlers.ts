@@ -88,6 +88,11 @@ const HANDLER_OPTIONS_FIELDS: FieldSet<HandlerOptions> = { sandbox: true, memory
  */
 export function defineHandler<P = unknown>(type: string, run: HandlerFn<P>, options: HandlerOptions = {}): Handler {
   if (!TYPE.test(type)) throw new ValidationError(`handler type "${type}" must be 1-128 characters: letters, digits and _ . : / -`)
+  // from JavaScript: a handler that is not a function would fail every attempt of its jobs, each retried
+  if (typeof run !== 'function') {
+    const got = run === null || run === undefined ? String(run) : typeof run === 'object' ? 'an object' : `a ${typeof run}`
+    throw new ValidationError(`handler "${type}": the handler must be a function (ctx) => result, got ${got}`)
+  }
   try {
     assertKnownFields(options, HANDLER_OPTIONS_FIELDS, 'options')
   } catch (err: unknown) {
@@ -112,6 +117,18 @@ export function defineHandler<P = unknown>(type: string, run: HandlerFn<P>, opti
   }
 }
 
+/** The worker's built-in handlers, with what a refusal of a second handler of their type says of them. */
+const BUILT_IN = new WeakMap<Handler, string>()
+
+/**
+ * Marks `handler` as one of the worker's own (`what` says which and how to do without it), so that an
+ * application's handler of the same type is refused naming it. Returns the handler.
+ */
+export function builtInHandler(handler: Handler, what: string): Handler {
+  BUILT_IN.set(handler, what)
+  return handler
+}
+
 function isHandler(value: unknown): value is Handler {
   return typeof value === 'object' && value !== null && (value as Handler).kind === 'pgsched.handler'
 }
@@ -124,8 +141,14 @@ export class HandlerRegistry {
     for (const h of handlers) this.add(h)
   }
 
+  /** @throws ValidationError when a handler of its type is there already. */
   add(handler: Handler): void {
-    if (this.byType.has(handler.type)) throw new Error(`two handlers for type "${handler.type}"`)
+    const existing = this.byType.get(handler.type)
+    if (existing) {
+      const builtIn = BUILT_IN.get(existing) ?? BUILT_IN.get(handler)
+      const message = `two handlers for type "${handler.type}": a worker runs each type with one handler`
+      throw new ValidationError(builtIn ? `${message}, and "${handler.type}" is ${builtIn}` : message)
+    }
     this.byType.set(handler.type, handler)
   }
 
