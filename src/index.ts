@@ -28,6 +28,8 @@ export {
   BusyError,
   UnreplicatedError,
   type QuotaName,
+  type ErrorCode,
+  type ErrorDetail,
 } from './errors.ts'
 export type { QueueAdmin, QueueView } from './queue-admin.ts'
 export type { Job, Execution, ExecutionState, SubmitJobInput, ScheduleInput, Schedule, AttemptRecord } from './core/job.ts'
