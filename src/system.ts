@@ -4,7 +4,9 @@
  * and stops them in order. Only this file and bin/ see the whole graph.
  */
 import { assertConfigFields, type Config } from './config.ts'
-import { ConfigError } from './errors.ts'
+import { ConfigError, InvalidStateError } from './errors.ts'
+import type { Kysely } from 'kysely'
+import { pendingMigrations } from './db/migrate.ts'
 import { assertKnownFields, type FieldSet } from './core/known-fields.ts'
 import type { Logger } from './logger.ts'
 import { quietDuringOutages } from './db/outage.ts'
@@ -57,9 +59,27 @@ const HTTP_BUILT_IN = "the built-in http handler's (give yours another type, or 
 const WEBHOOK_BUILT_IN = "the built-in webhook delivery handler's (give yours another type)"
 
 /**
+ * Refuses to run on a schema older than this version: its statements would fail on what a pending
+ * migration adds, some of them only in a loop that logs and retries (webhook deliveries, pruning),
+ * so the worker would run half-working. A newer schema is not refused (rolling upgrades run the
+ * previous version's workers on it until they are replaced).
+ * @throws InvalidStateError naming the pending migrations, or saying there is no schema at all.
+ */
+async function assertSchemaCurrent(db: Kysely<unknown>): Promise<void> {
+  const pending = await pendingMigrations(db)
+  if (pending.length === 0) return
+  if (pending.includes(FIRST_MIGRATION)) throw new InvalidStateError('the database has no pgsched schema: run "scheduler migrate"')
+  throw new InvalidStateError(`the database's pgsched schema is older than this version (migrations pending: ${pending.join(', ')}): run "scheduler migrate"`)
+}
+
+/** The migration that creates the schema: pending, there is none. */
+const FIRST_MIGRATION = '0001_init'
+
+/**
  * The worker process's services on their pools, not started.
  * @throws ValidationError naming a parameter, or a key of config or of one of its sections, it does not know
- *   (from JavaScript); ConfigError without config.databaseUrl.
+ *   (from JavaScript); ConfigError without config.databaseUrl. Its start() throws InvalidStateError
+ *   on a database whose schema lacks migrations of this version (run `scheduler migrate`).
  */
 export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSystem {
   assertKnownFields(params, PARAMS_FIELDS, 'createWorkerSystem params')
@@ -199,6 +219,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
       starting = (async () => {
         await outputStore.start()
         metricsPort = await metricsServer?.start()
+        await assertSchemaCurrent(hot.db as unknown as Kysely<unknown>)
         await worker.start()
         reaper.start()
         triggerScheduler.start()

@@ -6,7 +6,8 @@
  * no-op. The partition count is passed to the first migration through the
  * session setting `pgsched.partition_count`, always set (PARTITION_COUNT_DEFAULT
  * when not given). A count given for a schema installed with another one is
- * refused (ConfigError naming both): the count cannot change after the first run.
+ * refused (ConfigError naming both): the count cannot change after the first run. A schema newer
+ * than this version's migrations (a rollback) is left as it is, reported as `newer`.
  */
 import { readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -17,7 +18,7 @@ import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
 import { assertKnownFields, type FieldSet } from '../core/known-fields.ts'
 import { PARTITION_COUNT_DEFAULT } from '../core/names.ts'
-import { ConfigError } from '../errors.ts'
+import { ConfigError, InvalidStateError } from '../errors.ts'
 
 /** Arbitrary constant: the advisory lock key that serialises migrate runs. */
 const MIGRATE_LOCK_KEY = 7_215_004_317
@@ -62,6 +63,11 @@ export const MIGRATE_CONNECT_TIMEOUT_MS = 10_000
 
 export interface MigrateResult {
   applied: string[]
+  /**
+   * Migrations the database has that this version does not know, all of them after its own: the
+   * schema is newer (a later version migrated it). Nothing is applied then. Absent otherwise.
+   */
+  newer?: string[]
 }
 
 /** Any other parameter is refused: a misspelt `partition: 8` would install the default count, fixed for good. */
@@ -71,6 +77,8 @@ const MIGRATE_FIELDS: FieldSet<MigrateParams> = { databaseUrl: true, partitions:
  * Brings the schema up to date. Safe to run concurrently and repeatedly.
  * @throws ValidationError naming a parameter it does not know (from JavaScript), before connecting;
  *   ConfigError when `partitions` differs from the installed schema's count (nothing is applied);
+ *   InvalidStateError when the database has migrations this version does not know while it lacks
+ *   some of this version's (nothing is applied; a schema merely newer is no error: `newer`);
  *   else the first failing migration's error (its transaction is rolled back).
  */
 export async function migrate(params: MigrateParams): Promise<MigrateResult> {
@@ -92,11 +100,15 @@ export async function migrate(params: MigrateParams): Promise<MigrateResult> {
     const partitions = params.partitions ?? PARTITION_COUNT_DEFAULT
     await sql`select set_config('pgsched.partition_count', ${String(partitions)}::text, false)`.execute(db)
     await sql`set client_min_messages = warning`.execute(db)
-    const migrator = new Migrator({
-      db,
-      provider: new SqlFileMigrationProvider(params.migrationsDir ?? join(packageRoot(), 'migrations')),
-      migrationTableSchema: 'pgsched',
-    })
+    const provider = new SqlFileMigrationProvider(params.migrationsDir ?? join(packageRoot(), 'migrations'))
+    // A version older than the schema (a rollback that runs migrate, as every deploy does): Kysely
+    // would call the migrations it does not know "missing" and the schema "corrupted".
+    const newer = await migrationsUnknown(db, Object.keys(await provider.getMigrations()))
+    if (newer) {
+      params.log?.warn({ migrations: newer }, 'the schema is newer than this version: it has migrations this version does not know; nothing to apply')
+      return { applied: [], newer }
+    }
+    const migrator = new Migrator({ db, provider, migrationTableSchema: 'pgsched' })
     const { error, results } = await migrator.migrateToLatest()
     const applied = (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName)
     for (const name of applied) params.log?.info({ migration: name }, 'migration applied')
@@ -105,6 +117,31 @@ export async function migrate(params: MigrateParams): Promise<MigrateResult> {
   } finally {
     await db.destroy()
   }
+}
+
+/**
+ * The applied migrations not among `known` (the names of this version's), when every one of `known`
+ * is applied too: the schema is newer than this version. Undefined when there are none.
+ * @throws InvalidStateError when some of `known` are not applied: the database was migrated by a
+ *   build that is neither older nor newer than this one, and applying this version's would mix them.
+ */
+async function migrationsUnknown(db: Kysely<unknown>, known: readonly string[]): Promise<string[] | undefined> {
+  // Two statements: a query naming the bookkeeping table fails to parse before the first migration.
+  const { rows: exists } = await sql<{ found: boolean }>`select to_regclass('pgsched.kysely_migration') is not null as found`.execute(db)
+  if (!exists[0]?.found) return undefined
+  const { rows } = await sql<{ name: string }>`select name from pgsched.kysely_migration order by name`.execute(db)
+  const applied = new Set(rows.map((r) => r.name))
+  const knownSet = new Set(known)
+  const unknown = rows.map((r) => r.name).filter((name) => !knownSet.has(name))
+  if (unknown.length === 0) return undefined
+  const pending = known.filter((name) => !applied.has(name))
+  if (pending.length > 0) {
+    throw new InvalidStateError(
+      `the database has migrations this version does not know (${unknown.join(', ')}) while it lacks some of this version's (${pending.join(', ')}): ` +
+        'it was migrated by another build of pgsched; run the migrate of a build that has all of them',
+    )
+  }
+  return unknown
 }
 
 /** Refuses a partition count other than the installed one (none installed yet: any count). */

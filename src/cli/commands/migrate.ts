@@ -1,6 +1,7 @@
 /**
  * `scheduler migrate [--partitions N]`: bring the schema up to date. A count given (flag or
- * SCHEDULER_PARTITIONS) for a schema installed with another one stops it with exit code 2.
+ * SCHEDULER_PARTITIONS) for a schema installed with another one stops it with exit code 2. A schema
+ * newer than this version (a rollback) is left as it is, exit code 0, saying so.
  */
 import type { Command } from 'commander'
 import { loadConfig } from '../../config.ts'
@@ -22,7 +23,8 @@ export function registerMigrate(program: Command): void {
       warnOfUnknownVariables(log)
       // Only a count that was asked for is checked against an installed schema, not the default.
       const asked = opts.partitions !== undefined || (process.env.SCHEDULER_PARTITIONS ?? '') !== ''
-      const { applied } = await migrate({ databaseUrl: config.databaseUrl, partitions: asked ? config.db.partitions : undefined, log })
-      process.stdout.write(applied.length === 0 ? 'schema is up to date\n' : `applied ${applied.length} migration(s): ${applied.join(', ')}\n`)
+      const { applied, newer } = await migrate({ databaseUrl: config.databaseUrl, partitions: asked ? config.db.partitions : undefined, log })
+      if (newer) process.stdout.write(`schema is newer than this version (it has ${newer.join(', ')}); nothing to apply\n`)
+      else process.stdout.write(applied.length === 0 ? 'schema is up to date\n' : `applied ${applied.length} migration(s): ${applied.join(', ')}\n`)
     })
 }
