@@ -10,6 +10,7 @@ import { Command, CommanderError, Help } from 'commander'
 import { ConfigError, ValidationError } from '../errors.ts'
 import { isSchemaMissing, SCHEMA_MISSING_MESSAGE } from '../db/outage.ts'
 import { packageRoot } from '../lib/package-root.ts'
+import { exitOnSignals } from './signals.ts'
 
 type Register = (program: Command) => void
 
@@ -92,6 +93,8 @@ function commandNamed(argv: readonly string[]): string | undefined {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  // (the image runs this as PID 1, where SIGTERM would otherwise be ignored until a command takes it over)
+  exitOnSignals()
   const program = new Command()
     .name('scheduler')
     .description('pgsched: a distributed job scheduler on PostgreSQL')

@@ -1,4 +1,29 @@
 /**
+ * Signals. Every command ends on SIGTERM or SIGINT (exitOnSignals), even as the first process of a
+ * container (PID 1), which the kernel gives no default action for them. A long-running command
+ * takes them over with onShutdownSignal: the first signal runs `stop` (graceful), a second one exits
+ * at once with status 130.
+ */
+import { constants } from 'node:os'
+
+/** The signals every command ends on. */
+const ENDING_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT']
+
+/** Exits as a shell reports a process ended by `signal` (128 + its number: 143 for SIGTERM). */
+function exitOnSignal(signal: NodeJS.Signals): void {
+  process.exit(128 + constants.signals[signal])
+}
+
+/**
+ * Ends the process on SIGTERM and SIGINT, as their default action would: as PID 1 (the image's
+ * entrypoint) there is none, and `docker stop` would wait for its SIGKILL (a `migrate`, an admin
+ * command, a worker still loading its handlers).
+ */
+export function exitOnSignals(): void {
+  for (const signal of ENDING_SIGNALS) process.on(signal, exitOnSignal)
+}
+
+/**
  * Shutdown on SIGTERM/SIGINT (or the signals given): the first signal runs `stop`
  * (graceful), a second one exits at once with status 130.
  */
@@ -18,5 +43,8 @@ export function onShutdownSignal(stop: (signal: string) => Promise<void>, signal
       },
     )
   }
-  for (const signal of signals) process.on(signal, handler)
+  for (const signal of signals) {
+    process.removeListener(signal, exitOnSignal)
+    process.on(signal, handler)
+  }
 }

@@ -21,7 +21,7 @@ import { PARTITION_COUNT_DEFAULT } from '../core/names.ts'
 import { ConfigError, InvalidStateError } from '../errors.ts'
 
 /** Arbitrary constant: the advisory lock key that serialises migrate runs. */
-const MIGRATE_LOCK_KEY = 7_215_004_317
+export const MIGRATE_LOCK_KEY = 7_215_004_317
 
 export class SqlFileMigrationProvider implements MigrationProvider {
   private readonly dir: string
