@@ -291,7 +291,7 @@ function gated<T extends object>(target: T, gate: CallGate): T {
       if (GATED_OBJECTS.has(key) && typeof value === 'object' && value !== null) return gated(value, gate)
       if (typeof value !== 'function') return value
       return (...args: unknown[]) => {
-        if (gate.closing) return Promise.reject(new Error(`the pgsched client is closed: ${key} was called after close()`))
+        if (gate.closing) return Promise.reject(new InvalidStateError(`the pgsched client is closed: ${key} was called after close()`))
         const result = (value as (...a: unknown[]) => unknown).apply(obj, args)
         if (GATED_RESULTS.has(key) && typeof result === 'object' && result !== null) return gated(result, gate)
         if (!(result instanceof Promise)) return result

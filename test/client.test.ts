@@ -69,13 +69,19 @@ describe('client.submitJob', () => {
     expect((err as Error).message).toContain('Mars/Olympus')
   })
 
-  it('refuses a payload JSON.stringify would throw on or lose without a word (a BigInt, a bare function or symbol, a Map, a Set), naming where', async () => {
+  it('refuses a payload JSON.stringify would throw on or lose without a word (a BigInt, a bare function or symbol, a Map, a Set, a circular structure), naming where', async () => {
+    const circular = () => {
+      const order: Record<string, unknown> = { id: 1, customer: { name: 'a' } }
+      ;(order.customer as Record<string, unknown>).lastOrder = order
+      return { order }
+    }
     const cases: Array<[unknown, string, string]> = [
       [{ amount: 1n }, 'payload.amount', 'payload.amount must be a JSON value, not a BigInt (give it as a number within ±2^53 or as a string)'],
       [() => 1, 'payload', 'payload must be a JSON value, not a function'],
       [Symbol('s'), 'payload', 'payload must be a JSON value, not a symbol'],
       [{ m: new Map([['a', 1]]) }, 'payload.m', 'payload.m must be a JSON value, not a Map (give an object)'],
       [{ list: [new Set([1])] }, 'payload.list.0', 'payload.list.0 must be a JSON value, not a Set (give an array)'],
+      [circular(), 'payload.order.customer.lastOrder', 'payload.order.customer.lastOrder must not contain itself (a circular structure has no JSON form)'],
     ]
     for (const [payload, path, message] of cases) {
       const err = await client()
@@ -84,6 +90,12 @@ describe('client.submitJob', () => {
       expect(err, path).toBeInstanceOf(ValidationError)
       expect((err as ValidationError).details, path).toEqual([{ path, message }])
     }
+  })
+
+  it('takes a payload holding one object in several places, which is not circular', async () => {
+    const shared = { n: 1 }
+    const { job } = await client().submitJob({ type: 'json', payload: { twice: [shared, shared], again: { shared } } })
+    expect((await client().viewJob(job.id)).payload).toEqual({ twice: [{ n: 1 }, { n: 1 }], again: { shared: { n: 1 } } })
   })
 
   it('keeps a payload as JSON.stringify writes it: toJSON results, methods left out, functions in arrays as null', async () => {
@@ -629,7 +641,12 @@ describe('option objects from plain JavaScript', () => {
     const own = createClient({ databaseUrl: t.url, tenant: 'acme' })
     const closeOf = own.close
     await expect((closeOf as (signal: string) => Promise<void>)('SIGTERM')).resolves.toBeUndefined()
-    await expect(own.submitJob({ type: 'after-close' })).rejects.toThrow('the pgsched client is closed')
+    // a call after close is refused as any refusal of the client is: a SchedulerError with its code
+    await expect(own.submitJob({ type: 'after-close' })).rejects.toThrow(InvalidStateError)
+    await expect(own.submitJob({ type: 'after-close' })).rejects.toMatchObject({
+      code: 'invalid_state',
+      message: 'the pgsched client is closed: submitJob was called after close()',
+    })
     expect(await refusalOf(c, 'retryJob', job.id, undefined, 'extra')).toMatchObject({ path: 'arguments.2' })
     // undefined is no argument
     expect(await c.listWorkers(...([undefined] as unknown as []))).toEqual([])

@@ -48,6 +48,9 @@ const join = (path: string, key: string) => (path ? `${path}.${key}` : key)
 export function jsonValueProblem(value: unknown, check: JsonValueCheck): JsonValueProblem | undefined {
   // [value, path, depth, its key (for toJSON), whether toJSON was applied, whether an object holds it]
   const stack: Array<[unknown, string, number, string, boolean, boolean]> = [[value, check.root, 0, '', false, false]]
+  // the objects and arrays enclosing the value popped last, outermost first: a depth-first walk pops
+  // each value right after its ancestors, so the first `depth` entries are the enclosing ones
+  const enclosing: object[] = []
   while (stack.length > 0) {
     const [v, path, depth, key, converted, inObject] = stack.pop() as [unknown, string, number, string, boolean, boolean]
     // what JSON.stringify writes for a value with toJSON (a Date, a BigInt given one, a class's own form) is that value's result
@@ -81,6 +84,10 @@ export function jsonValueProblem(value: unknown, check: JsonValueCheck): JsonVal
     if (v instanceof Map || v instanceof Set) {
       return { path, problem: `must be a JSON value, not a ${v instanceof Map ? 'Map (give an object)' : 'Set (give an array)'}`, kind: 'type' }
     }
+    // JSON.stringify throws on a value that contains itself; named here rather than as too deep
+    enclosing.length = depth
+    if (enclosing.includes(v)) return { path, problem: 'must not contain itself (a circular structure has no JSON form)', kind: 'type' }
+    enclosing.push(v)
     if (depth + 1 > check.maxDepth) return { path, problem: `must nest at most ${check.maxDepth} levels deep`, kind: 'depth' }
     if (Array.isArray(v)) {
       for (let i = v.length - 1; i >= 0; i--) stack.push([v[i], join(path, String(i)), depth + 1, String(i), false, true])
