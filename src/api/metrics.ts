@@ -10,7 +10,9 @@
  *   pgsched_queue_unserved{queue}            pending executions whose type no live worker
  *                                            serves in the queue (same reading)
  * plus prom-client's default process metrics. `route` is the route pattern
- * (`/v1/jobs/:id`), never the raw URL, so label values stay bounded.
+ * (`/v1/jobs/:id`), never the raw URL, so label values stay bounded. Queue names are chosen by
+ * whoever submits, so the `queue` label is bounded too: the first QUEUE_LABELS_MAX queues a process
+ * sees keep their own label, any later one counts under OTHER_QUEUE_LABEL (logged once).
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { collectProcessMetrics } from '../lib/process-metrics.ts'
@@ -19,6 +21,17 @@ import type { DB } from '../db/schema.ts'
 import { executionCountByQueue, type QueueDepth } from '../db/queries/ops.ts'
 import type { Logger } from '../logger.ts'
 import { LIVE_WORKER_WORDS } from '../core/job.ts'
+
+/**
+ * Most distinct queue names an API process labels its metrics with; the rest count as
+ * OTHER_QUEUE_LABEL. A queue label costs about 20 series (a submit histogram's 17, its counter and
+ * the two depth gauges), so 200 queues are about 4,000 series per API process: far more queues than
+ * a deployment's workers serve, far fewer series than a tenant submitting to names of its own
+ * making would otherwise create, one per name, without end.
+ */
+export const QUEUE_LABELS_MAX = 200
+/** The queue label of every queue past QUEUE_LABELS_MAX (a queue name cannot start with `_`). */
+export const OTHER_QUEUE_LABEL = '_other'
 
 export interface ApiMetrics {
   readonly registry: Registry
@@ -35,9 +48,35 @@ export interface CreateApiMetricsParams {
   queueDepthCacheMs?: number
 }
 
+/**
+ * The `queue` label of a queue name: its own for the first `max` names seen, OTHER_QUEUE_LABEL for
+ * any later one (the first of which is logged). A name once labelled keeps its label for the
+ * process's life, so a series never changes name mid-counter.
+ */
+function createQueueLabels(max: number, log: Logger): (queue: string) => string {
+  const labelled = new Set<string>()
+  let logged = false
+  return (queue) => {
+    if (labelled.has(queue)) return queue
+    if (labelled.size < max) {
+      labelled.add(queue)
+      return queue
+    }
+    if (!logged) {
+      logged = true
+      log.warn(
+        { limit: max, queue, label: OTHER_QUEUE_LABEL },
+        'queue label limit reached: submits and depths of queues not yet labelled are counted under queue="_other" in /metrics until the API restarts',
+      )
+    }
+    return OTHER_QUEUE_LABEL
+  }
+}
+
 /** The metrics of one API app, in a registry of their own. */
 export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
   const cacheMs = params.queueDepthCacheMs ?? 5000
+  const queueLabel = createQueueLabels(QUEUE_LABELS_MAX, params.log)
   const registry = new Registry()
   collectProcessMetrics(registry)
   const requests = new Counter({
@@ -85,14 +124,30 @@ export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
     return inFlight
   }
 
-  /** Reads the depth for a gauge's collect; null (the gauge keeps its last values) if the query fails. */
+  /**
+   * Reads the depth for a gauge's collect, by queue label (the queues past the limit summed under
+   * OTHER_QUEUE_LABEL); null (the gauge keeps its last values) if the query fails.
+   */
   async function depthForCollect(): Promise<QueueDepth[] | null> {
+    let rows: QueueDepth[]
     try {
-      return await queueDepth()
+      rows = await queueDepth()
     } catch (err: unknown) {
       params.log.warn({ err }, 'queue depth query failed; reporting the last reading')
       return null
     }
+    // The deepest queues first, so that they are the ones labelled if the limit is reached here.
+    const byLabel = new Map<string, QueueDepth>()
+    for (const row of [...rows].sort((a, b) => b.count - a.count)) {
+      const queue = queueLabel(row.queue)
+      const key = JSON.stringify([queue, row.state])
+      const sum = byLabel.get(key)
+      if (sum) {
+        sum.count += row.count
+        sum.unserved += row.unserved
+      } else byLabel.set(key, { ...row, queue })
+    }
+    return [...byLabel.values()]
   }
 
   new Gauge({
@@ -141,10 +196,10 @@ export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
       duration.observe(l, durationMs / 1000)
     },
     jobSubmitted(queue) {
-      submitted.inc({ queue })
+      submitted.inc({ queue: queueLabel(queue) })
     },
     submitDurable(queue, elapsedMs) {
-      durable.observe({ queue }, elapsedMs / 1000)
+      durable.observe({ queue: queueLabel(queue) }, elapsedMs / 1000)
     },
   }
 }
