@@ -234,6 +234,22 @@ describe('observability docs', () => {
     }
   })
 
+  it('shows on the dashboard every metric an alert rule fires on', () => {
+    const onDashboard = new Set(queries.filter((q) => q.where !== 'alert rule').flatMap((q) => parsePromql(q.expr).selectors.map((s) => s.metric)))
+    for (const { expr } of queries.filter((q) => q.where === 'alert rule')) {
+      for (const { metric } of parsePromql(expr).selectors) expect([...onDashboard], `${metric} of the alert ${expr}`).toContain(metric)
+    }
+  })
+
+  it("computes the dashboard's failure ratio over the same outcomes as the failure ratio alert", () => {
+    const metricsOf = (expr: string) => parsePromql(expr).selectors.map((s) => s.metric)
+    const panel = dashboard.panels.find((p) => p.title.startsWith('Failure ratio'))
+    const alert = queries.find((q) => q.where === 'alert rule' && metricsOf(q.expr).includes('pgsched_worker_executions_failed_total'))
+    expect(panel?.targets).toHaveLength(1)
+    expect(alert).toBeDefined()
+    expect(metricsOf(panel?.targets?.[0]?.expr ?? '')).toEqual(metricsOf(alert?.expr ?? ''))
+  })
+
   it('reads metrics, matchers and groupings out of a PromQL expression', () => {
     const parsed = parsePromql(
       'histogram_quantile(0.99, sum by (queue, le) (rate(a_bucket{le=~"900(\\\\.0)?",queue=~"$queue"}[$__rate_interval]))) / on (queue) group_left () b_total > bool 0 or c offset 5m',
