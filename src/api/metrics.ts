@@ -8,7 +8,8 @@
  *   pgsched_queue_depth{queue,state}         pending/running executions, read from the
  *                                            database at most every `queueDepthCacheMs`
  *   pgsched_queue_unserved{queue}            pending executions whose type no live worker
- *                                            serves in the queue (same reading)
+ *                                            serves in the queue (same reading; a scrape waits
+ *                                            QUEUE_DEPTH_WAIT_MS for it, then reports the last)
  * plus prom-client's default process metrics. `route` is the route pattern
  * (`/v1/jobs/:id`), never the raw URL, so label values stay bounded. Queue names are chosen by
  * whoever submits, so the `queue` label is bounded too: the first QUEUE_LABELS_MAX queues a process
@@ -32,6 +33,13 @@ import { LIVE_WORKER_WORDS } from '../core/job.ts'
 export const QUEUE_LABELS_MAX = 200
 /** The queue label of every queue past QUEUE_LABELS_MAX (a queue name cannot start with `_`). */
 export const OTHER_QUEUE_LABEL = '_other'
+
+/**
+ * How long a scrape waits for a queue depth reading before it reports the last one: well within
+ * Prometheus's default scrape_timeout (10 s), so a database that does not answer (a partition, a
+ * primary gone without closing its connections) never takes the API's other metrics down with it.
+ */
+export const QUEUE_DEPTH_WAIT_MS = 2_000
 
 export interface ApiMetrics {
   readonly registry: Registry
@@ -108,34 +116,63 @@ export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
   })
 
   let reading: { atMs: number; rows: QueueDepth[] } | undefined
-  let inFlight: Promise<QueueDepth[]> | undefined
   const seen = new Set<string>()
-  async function queueDepth(): Promise<QueueDepth[]> {
+  /** The reading asked for and not yet answered, with when it was asked (Date.now()) and whether its lateness was logged. */
+  let inFlight: { rows: Promise<QueueDepth[]>; sinceMs: number; late: boolean } | undefined
+  /**
+   * The queue depth: the cached reading while it is fresh, else a new one, waited for until
+   * QUEUE_DEPTH_WAIT_MS after it was asked for; past that, null (the last reading is reported) while
+   * the reading goes on, and is taken up by a later scrape once it is answered.
+   */
+  async function queueDepth(): Promise<QueueDepth[] | null> {
     // Process-local cache age: wall-clock time is fine here.
     if (reading && Date.now() - reading.atMs < cacheMs) return reading.rows
-    inFlight ??= executionCountByQueue(params.db)
-      .then((rows) => {
-        reading = { atMs: Date.now(), rows }
-        return rows
-      })
-      .finally(() => {
-        inFlight = undefined
-      })
-    return inFlight
+    if (!inFlight) {
+      const asked = {
+        sinceMs: Date.now(),
+        late: false,
+        rows: executionCountByQueue(params.db)
+          .then((rows) => {
+            reading = { atMs: Date.now(), rows }
+            return rows
+          })
+          .finally(() => {
+            if (inFlight === asked) inFlight = undefined
+          }),
+      }
+      inFlight = asked
+    }
+    const asked = inFlight
+    const leftMs = asked.sinceMs + QUEUE_DEPTH_WAIT_MS - Date.now()
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<null>((resolve) => {
+      timer = setTimeout(() => resolve(null), Math.max(0, leftMs))
+    })
+    try {
+      const rows = await Promise.race([asked.rows, late])
+      if (rows === null && !asked.late) {
+        asked.late = true
+        params.log.warn({ waitedMs: QUEUE_DEPTH_WAIT_MS }, 'queue depth reading late: the database has not answered; reporting the last reading until it does')
+      }
+      return rows
+    } finally {
+      clearTimeout(timer)
+    }
   }
 
   /**
    * Reads the depth for a gauge's collect, by queue label (the queues past the limit summed under
-   * OTHER_QUEUE_LABEL); null (the gauge keeps its last values) if the query fails.
+   * OTHER_QUEUE_LABEL); null (the gauge keeps its last values) if the query fails or is late.
    */
   async function depthForCollect(): Promise<QueueDepth[] | null> {
-    let rows: QueueDepth[]
+    let rows: QueueDepth[] | null
     try {
       rows = await queueDepth()
     } catch (err: unknown) {
       params.log.warn({ err }, 'queue depth query failed; reporting the last reading')
       return null
     }
+    if (rows === null) return null
     // The deepest queues first, so that they are the ones labelled if the limit is reached here.
     const byLabel = new Map<string, QueueDepth>()
     for (const row of [...rows].sort((a, b) => b.count - a.count)) {
