@@ -79,7 +79,7 @@ select n.queue, n.type, n.due, n.oldest_run_at, now() - n.oldest_run_at as oldes
            then 'all ' || h.keys || ' of its concurrency keys are at the queue''s limits per key: ' || h.first_keys
                 || case when h.keys > 3 then ', and ' || (h.keys - 3) || ' more' else '' end
        end as waiting_for,
-       coalesce(h.due, 0) as held_by_key
+       coalesce(h.due, 0)::bigint as held_by_key
   from by_type n
   left join pgsched.queues q on q.name = n.queue
   left join held h on h.queue = n.queue and h.type = n.type;
