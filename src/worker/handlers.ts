@@ -163,7 +163,8 @@ export class HandlerRegistry {
 
 /**
  * Loads handlers from a module: every export that is a handler, or an array of
- * handlers (e.g. `export default [defineHandler(…), …]`).
+ * handlers (e.g. `export default [defineHandler(…), …]`), and the handlers of a default export
+ * that is an object of them (`export default { sendEmail }`, a CommonJS `module.exports`).
  */
 export async function loadHandlerModule(path: string): Promise<Handler[]> {
   const href = moduleUrl(path)
@@ -212,10 +213,18 @@ function lineIn(stack: string, href: string): number | undefined {
 
 /** The handlers a module exports, alone or in arrays. */
 export function handlersIn(mod: Record<string, unknown>): Handler[] {
-  const found: Handler[] = []
-  for (const value of Object.values(mod)) {
-    if (isHandler(value)) found.push(value)
-    else if (Array.isArray(value)) found.push(...value.filter(isHandler))
+  // each handler once: a CommonJS module's exports are both its named exports and its default
+  const found = new Set<Handler>()
+  const take = (value: unknown) => {
+    if (isHandler(value)) found.add(value)
+    else if (Array.isArray(value)) for (const v of value) if (isHandler(v)) found.add(v)
   }
-  return found
+  for (const [name, value] of Object.entries(mod)) {
+    take(value)
+    // a default export that is an object of handlers (`export default { sendEmail }`, `module.exports = { sendEmail }`)
+    if (name === 'default' && typeof value === 'object' && value !== null && !Array.isArray(value) && !isHandler(value)) {
+      for (const v of Object.values(value)) take(v)
+    }
+  }
+  return [...found]
 }
