@@ -228,8 +228,10 @@ export interface WebhookDisablePolicy {
  * failing_since is at least `afterMs` old and at least `afterFailures` attempts (this one among
  * them) failed since; those are counted only then, newest first through
  * webhook_deliveries_subscription_idx, down to failing_since (their ids are UUIDv7 of the database
- * clock) and up to the threshold. A subscription disabled also stops being a live listener (no event
- * of its tenant is captured for it). Returns its reason when this attempt disabled it.
+ * clock) and up to the threshold. The disabling is guarded by the failing_since it was judged on: a
+ * successful attempt (or an enable) committed meanwhile leaves it enabled. A subscription disabled
+ * also stops being a live listener (no event of its tenant is captured for it). Returns its reason
+ * when this attempt disabled it.
  */
 export async function webhookDeliveryInsert(
   db: Kysely<DB>,
@@ -264,15 +266,17 @@ export async function webhookDeliveryInsert(
     changed as (
       update pgsched.webhook_subscriptions s
          set failing_since = case when ${p.ok}::bool then null else coalesce(s.failing_since, now()) end,
-             disabled_at = case when j.disable then now() end,
-             disabled_reason = case when j.disable then format(
+             -- disabled only as judged: a concurrent statement that changed failing_since (a
+             -- successful attempt, an enable) committed while this one waited for the row
+             disabled_at = case when j.disable and s.failing_since is not distinct from j.failing_since then now() end,
+             disabled_reason = case when j.disable and s.failing_since is not distinct from j.failing_since then format(
                'its delivery attempts failed for %s with none succeeding (%s or more failed attempts since %s); the last: %s',
                date_trunc('second', now() - coalesce(j.failing_since, now())), ${afterFailures}::int,
                to_char(coalesce(j.failing_since, now()) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), left(coalesce(${p.error}::text, 'no error recorded'), 500)) end
         from judged j
        where s.id = j.id and s.disabled_at is null
          -- written only when it starts or stops failing, or is disabled
-         and (j.disable or (${p.ok}::bool) = (s.failing_since is not null))
+         and ((j.disable and s.failing_since is not distinct from j.failing_since) or (${p.ok}::bool) = (s.failing_since is not null))
       returning s.id, s.disabled_reason
     ),
     listener as (
