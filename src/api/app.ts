@@ -24,6 +24,7 @@ import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
 import { buildNullableSerializer } from './serializer.ts'
 import { createAuthenticator } from './auth.ts'
+import { KEY_USE_WRITE_INTERVAL_MS, createKeyUseRecorder } from './key-use-recorder.ts'
 import { TenantClients } from './tenant-clients.ts'
 import { frameworkErrorHandler, registerErrorHandling } from './error-handler.ts'
 import { continueWithinLimit, indexRouteMethods, refuseContentEncodings } from './http-conventions.ts'
@@ -69,6 +70,11 @@ export interface AppDeps {
    * admits are not refused at creation (a given `client` has its own, createClient's httpAllow).
    */
   httpAllow?: string
+  /**
+   * How often this process writes one API key's last use (api_keys.last_used_at); default
+   * KEY_USE_WRITE_INTERVAL_MS (a minute), 0 = at every request.
+   */
+  keyUseWriteIntervalMs?: number
   /** How long a queue depth reading is reused by /metrics; default 5000. */
   queueDepthCacheMs?: number
   /** For /readyz; default: the package's migrations/ folder. */
@@ -159,7 +165,13 @@ export function buildApp(deps: AppDeps) {
 
   const metrics = createApiMetrics({ db: deps.db, log: deps.log, queueDepthCacheMs: deps.queueDepthCacheMs })
   const client = deps.client ?? createClient({ db: deps.db, httpAllow: deps.httpAllow })
-  const authenticator = createAuthenticator(deps.db, { cacheMs: deps.apiKeyCacheMs ?? 5000 })
+  const keyUses = createKeyUseRecorder(
+    { db: deps.db, log: deps.log.child({ component: 'api' }) },
+    { intervalMs: deps.keyUseWriteIntervalMs ?? KEY_USE_WRITE_INTERVAL_MS },
+  )
+  // Last-use writes still running finish before close() resolves, and so before the pool is closed.
+  app.addHook('onClose', async () => keyUses.settled())
+  const authenticator = createAuthenticator(deps.db, { cacheMs: deps.apiKeyCacheMs ?? 5000, keyUses })
   // Open output follows end when the API closes, or close() would wait for them.
   const closing = new AbortController()
   app.addHook('preClose', async () => closing.abort())

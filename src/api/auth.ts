@@ -5,7 +5,9 @@
  * request made with it acts for that tenant only (another tenant's job is a
  * 404 through the client's tenant filter). Missing, malformed, unknown or
  * revoked keys are a 401. Valid keys are cached for `cacheMs`, so a
- * revocation takes effect within that time.
+ * revocation takes effect within that time. Each accepted request, cached or
+ * not, is noted to the key-use recorder (key-use-recorder.ts), which writes
+ * api_keys.last_used_at at most once a minute per key.
  */
 import { createHash, randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
@@ -13,6 +15,7 @@ import type { DB } from '../db/schema.ts'
 import { apiKeyFindByHash, apiKeyInsert, type ApiKey } from '../db/queries/api-keys.ts'
 import { SchedulerError, ValidationError } from '../errors.ts'
 import { TENANT_RULE, isTenantName } from '../core/names.ts'
+import type { KeyUseRecorder } from './key-use-recorder.ts'
 
 /** Who a request acts for. */
 export interface ApiIdentity {
@@ -94,8 +97,9 @@ export interface Authenticator {
 /**
  * Authenticates Bearer keys against api_keys.
  * @param options.cacheMs how long a valid key is trusted without a lookup (0 = always look up).
+ * @param options.keyUses told the key id of every accepted request (it records last_used_at); default none.
  */
-export function createAuthenticator(db: Kysely<DB>, options: { cacheMs: number }): Authenticator {
+export function createAuthenticator(db: Kysely<DB>, options: { cacheMs: number; keyUses?: KeyUseRecorder }): Authenticator {
   const cache = new Map<string, { identity: ApiIdentity; expiresAtMs: number }>()
   return {
     async authenticate(authorization, authOptions) {
@@ -110,7 +114,10 @@ export function createAuthenticator(db: Kysely<DB>, options: { cacheMs: number }
       const cacheKey = hash.toString('hex')
       // Process-local expiry, not a scheduling decision: the wall clock is fine here.
       const cached = cache.get(cacheKey)
-      if (cached && cached.expiresAtMs > Date.now() && authOptions?.fresh !== true) return cached.identity
+      if (cached && cached.expiresAtMs > Date.now() && authOptions?.fresh !== true) {
+        options.keyUses?.record(cached.identity.keyId)
+        return cached.identity
+      }
       const found = await apiKeyFindByHash(db, { keyHash: hash })
       if (!found) {
         cache.delete(cacheKey)
@@ -125,6 +132,7 @@ export function createAuthenticator(db: Kysely<DB>, options: { cacheMs: number }
         if (cache.size >= CACHE_MAX_ENTRIES) cache.clear()
         cache.set(cacheKey, { identity, expiresAtMs: Date.now() + options.cacheMs })
       }
+      options.keyUses?.record(identity.keyId)
       return identity
     },
   }

@@ -167,6 +167,8 @@ export interface ApiKeysTable {
   revoked_at: Timestamp | null
   /** Migration 0012. */
   operator: ColumnType<boolean, boolean | undefined, boolean>
+  /** Migration 0069: written by the API at most once a minute per key and process. */
+  last_used_at: ColumnType<Date | null, never, Date | string | null>
 }
 
 /** Queue settings (migration 0012). */

@@ -2,8 +2,10 @@
  * SQL for API keys. Only the SHA-256 of a key is stored (`key_hash`, 32
  * bytes) plus a short display prefix; the key itself never reaches the
  * database. Revoking keeps the row (and its tenant) for the audit trail.
+ * `last_used_at` is written by the API's authenticator (api/key-use-recorder.ts),
+ * throttled, never per request.
  */
-import type { Kysely, Selectable } from 'kysely'
+import { sql, type Kysely, type Selectable } from 'kysely'
 import type { ApiKeysTable, DB } from '../schema.ts'
 
 /** An API key as listed: everything but the hash. */
@@ -17,9 +19,16 @@ export interface ApiKey {
   revokedAt: Date | null
   /** May change queue settings and sees every queue's figures. */
   operator: boolean
+  /**
+   * When an API request last authenticated with the key, to within a minute (each API process
+   * records a key's use at most once a minute); null when never recorded.
+   */
+  lastUsedAt: Date | null
 }
 
-function toApiKey(row: Pick<Selectable<ApiKeysTable>, 'id' | 'tenant' | 'name' | 'key_prefix' | 'created_at' | 'revoked_at' | 'operator'>): ApiKey {
+function toApiKey(
+  row: Pick<Selectable<ApiKeysTable>, 'id' | 'tenant' | 'name' | 'key_prefix' | 'created_at' | 'revoked_at' | 'operator' | 'last_used_at'>,
+): ApiKey {
   return {
     id: row.id,
     tenant: row.tenant,
@@ -28,10 +37,11 @@ function toApiKey(row: Pick<Selectable<ApiKeysTable>, 'id' | 'tenant' | 'name' |
     createdAt: row.created_at,
     revokedAt: row.revoked_at,
     operator: row.operator,
+    lastUsedAt: row.last_used_at,
   }
 }
 
-const COLUMNS = ['id', 'tenant', 'name', 'key_prefix', 'created_at', 'revoked_at', 'operator'] as const
+const COLUMNS = ['id', 'tenant', 'name', 'key_prefix', 'created_at', 'revoked_at', 'operator', 'last_used_at'] as const
 
 export interface ApiKeyInsertParams {
   tenant: string
@@ -94,4 +104,26 @@ export async function apiKeyRevoke(db: Kysely<DB>, params: ApiKeyRevokeParams): 
     .returning(COLUMNS)
     .executeTakeFirst()
   return row ? toApiKey(row) : undefined
+}
+
+export interface ApiKeyMarkUsedParams {
+  id: string
+  /** The time of use; null (production) takes the database's `now()`. */
+  now?: Date | null
+}
+
+/**
+ * Records that a request authenticated with the key: sets `last_used_at`, unless the key is
+ * revoked or already shows a later use (another API process's). Returns whether the row was written.
+ */
+export async function apiKeyMarkUsed(db: Kysely<DB>, params: ApiKeyMarkUsedParams): Promise<boolean> {
+  const { rows } = await sql<{ id: string }>`
+    update pgsched.api_keys
+       set last_used_at = coalesce(${params.now ?? null}::timestamptz, now())
+     where id = ${params.id}::uuid
+       and revoked_at is null  -- a revoked key still trusted from a key cache records nothing
+       -- never back in time: another API process may have recorded a later use
+       and (last_used_at is null or last_used_at < coalesce(${params.now ?? null}::timestamptz, now()))
+    returning id`.execute(db)
+  return rows.length > 0
 }
