@@ -1,8 +1,10 @@
 /**
  * `scheduler keys create --tenant <name> [--name <label>] [--operator]` prints a new API
  * key once (the database keeps only its SHA-256); `keys list [--tenant]`
- * shows keys without their secret; `keys revoke <id>` stops a key. The key
- * alone goes to stdout, so `KEY=$(scheduler keys create --tenant acme)` works.
+ * shows keys without their secret, with when each was last used (to within a
+ * minute: the API records a key's use at most once a minute per process), so a
+ * rotation can tell whether the old key still serves; `keys revoke <id>` stops
+ * a key. The key alone goes to stdout, so `KEY=$(scheduler keys create --tenant acme)` works.
  */
 import type { Command } from 'commander'
 import { NotFoundError, ValidationError } from '../../errors.ts'
@@ -14,7 +16,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 function keyTable(keys: readonly ApiKey[]): string {
   return formatTable([
-    ['ID', 'TENANT', 'NAME', 'PREFIX', 'OPERATOR', 'CREATED', 'REVOKED'],
+    ['ID', 'TENANT', 'NAME', 'PREFIX', 'OPERATOR', 'CREATED', 'LAST USED', 'REVOKED'],
     ...keys.map((k) => [
       k.id,
       k.tenant,
@@ -22,6 +24,7 @@ function keyTable(keys: readonly ApiKey[]): string {
       `${k.keyPrefix}…`,
       k.operator ? 'yes' : 'no',
       k.createdAt.toISOString(),
+      k.lastUsedAt?.toISOString() ?? '-',
       k.revokedAt?.toISOString() ?? '-',
     ]),
   ])
@@ -47,7 +50,7 @@ export function registerKeys(program: Command): void {
 
   keys
     .command('list')
-    .description('list API keys (never their secret)')
+    .description('list API keys (never their secret) and when each was last used, to within a minute')
     .option('--tenant <name>', "only this tenant's keys")
     .option('--json', 'print JSON')
     .action(async (opts: { tenant?: string; json?: boolean }) => {
