@@ -15,6 +15,7 @@ import {
   TraceFlags,
   type Attributes,
   type Context,
+  type Span,
   type SpanContext,
   type Tracer,
 } from '@opentelemetry/api'
@@ -60,18 +61,49 @@ export function parseTraceparent(value: string | null | undefined): SpanContext 
   return { traceId, spanId, traceFlags: Number.parseInt(flags, 16) & TraceFlags.SAMPLED, isRemote: true }
 }
 
-/** The messaging attributes every pgsched span carries: system, queue, operation. */
-export function messagingAttributes(queue: string, operationType: 'send' | 'receive' | 'process' | 'settle', operationName: string): Attributes {
+/**
+ * pgsched's messaging operations (`messaging.operation.name`), each with its operation type
+ * (`messaging.operation.type`) from the OpenTelemetry messaging semantic conventions. A span is
+ * named `{messaging.operation.name} {queue}` (messagingSpanName), as the conventions name spans.
+ */
+export const MESSAGING_OPERATIONS = {
+  submit: 'send',
+  claim: 'receive',
+  run: 'process',
+  complete: 'settle',
+  fail: 'settle',
+} as const
+
+/** A pgsched messaging operation: `submit`, `claim`, `run`, `complete` or `fail`. */
+export type MessagingOperation = keyof typeof MESSAGING_OPERATIONS
+
+/** The name of a span of `operation` on `queue`: `{messaging.operation.name} {messaging.destination.name}`. */
+export function messagingSpanName(operation: MessagingOperation, queue: string): string {
+  return `${operation} ${queue}`
+}
+
+/** The messaging attributes every pgsched span carries: system, queue, operation name and type. */
+export function messagingAttributes(queue: string, operation: MessagingOperation): Attributes {
   return {
     'messaging.system': MESSAGING_SYSTEM,
     'messaging.destination.name': queue,
-    'messaging.operation.type': operationType,
-    'messaging.operation.name': operationName,
+    'messaging.operation.type': MESSAGING_OPERATIONS[operation],
+    'messaging.operation.name': operation,
   }
 }
 
 /**
- * Runs a submit of `count` jobs to `queue` in a PRODUCER span ("send {queue}", a child of `parent`,
+ * Marks `span` as failed with `error`, as the conventions ask of an operation that failed: the
+ * exception recorded, the status an error, and `error.type` its class name (low cardinality).
+ */
+export function spanFailed(span: Span, error: Error): void {
+  span.recordException(error)
+  span.setStatus({ code: SpanStatusCode.ERROR, message: error.message })
+  span.setAttribute('error.type', error.name)
+}
+
+/**
+ * Runs a submit of `count` jobs to `queue` in a PRODUCER span ("submit {queue}", a child of `parent`,
  * default the active context) and hands `submit` the span's traceparent to store with the jobs.
  * With no SDK, or a span not sampled, `submit` gets null and no span is built. The span ends when
  * the insert has committed or failed; `messageId` names the job of a single submit.
@@ -84,22 +116,19 @@ export async function tracedSubmit<T>(
   messageId?: (result: T) => string,
 ): Promise<T> {
   if (!tracingOn()) return submit(null)
-  const span = tracer().startSpan(`send ${queue}`, { kind: SpanKind.PRODUCER }, parent ?? context.active())
+  const span = tracer().startSpan(messagingSpanName('submit', queue), { kind: SpanKind.PRODUCER }, parent ?? context.active())
   if (!span.isRecording()) {
     span.end()
     return submit(null)
   }
-  span.setAttributes(messagingAttributes(queue, 'send', 'submit'))
+  span.setAttributes(messagingAttributes(queue, 'submit'))
   if (count !== 1) span.setAttribute('messaging.batch.message_count', count)
   try {
     const result = await submit(traceparentOf(span.spanContext()))
     if (messageId) span.setAttribute('messaging.message.id', messageId(result))
     return result
   } catch (err: unknown) {
-    const error = err instanceof Error ? err : new Error(String(err))
-    span.recordException(error)
-    span.setStatus({ code: SpanStatusCode.ERROR, message: error.message })
-    span.setAttribute('error.type', error.name)
+    spanFailed(span, err instanceof Error ? err : new Error(String(err)))
     throw err
   } finally {
     span.end()

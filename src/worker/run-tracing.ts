@@ -1,22 +1,24 @@
 /**
  * The spans of a run, while an OpenTelemetry SDK is registered (lib/tracing.ts; none without one):
  *
- *   process {queue}   CONSUMER, one per attempt: from the claim being sent until its outcome is
- *   │                 written or its lease is gone. A child of the submit's span (the job's stored
- *   │                 traceparent), and linked to it, as the messaging conventions advise.
- *   ├─ receive {queue}  CLIENT: the claim statement that took it (shared by the claim's batch)
- *   └─ settle {queue}   CLIENT: the statement that wrote its outcome
+ *   run {queue}       CONSUMER (process), one per attempt: from the claim being sent until its
+ *   │                 outcome is written or its lease is gone. A child of the submit's span (the
+ *   │                 job's stored traceparent), and linked to it, as the messaging conventions advise.
+ *   ├─ claim {queue}  CLIENT (receive): the claim statement that took it (shared by the claim's batch)
+ *   └─ complete {queue} | fail {queue}  CLIENT (settle): the statement that wrote its outcome
  *
+ * Each span is named `{messaging.operation.name} {queue}`, as the messaging conventions name spans;
+ * `messaging.operation.type` (in brackets) is the conventions' kind of operation.
  * Times are the monotonic clock's (performance.now()), which the SDK converts. The handler runs in
- * the process span's context, so spans it makes are the run's children. Callers: the Worker (claim,
+ * the run span's context, so spans it makes are the run's children. Callers: the Worker (claim,
  * lost, handed back) and the OutcomeWriter (settle, end).
  */
-import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Link, type Span } from '@opentelemetry/api'
-import { messagingAttributes, parseTraceparent, tracer } from '../lib/tracing.ts'
+import { context, ROOT_CONTEXT, SpanKind, trace, type Link, type Span } from '@opentelemetry/api'
+import { messagingAttributes, messagingSpanName, parseTraceparent, spanFailed, tracer } from '../lib/tracing.ts'
 import type { Run } from './run.ts'
 
 /**
- * Starts the process span of each run a claim returned, with its receive child (the claim sent at
+ * Starts the run span of each run a claim returned, with its claim child (the claim sent at
  * `sentAtMs`, answered at `returnedAtMs`, monotonic ms). Call only while tracing is on.
  */
 export function startRunSpans(runs: readonly Run[], workerId: string, sentAtMs: number, returnedAtMs: number): void {
@@ -26,10 +28,10 @@ export function startRunSpans(runs: readonly Run[], workerId: string, sentAtMs: 
     const submit = parseTraceparent(c.traceparent)
     const parent = submit ? trace.setSpanContext(ROOT_CONTEXT, submit) : ROOT_CONTEXT
     const links: Link[] | undefined = submit ? [{ context: submit }] : undefined
-    const span = t.startSpan(`process ${c.queue}`, { kind: SpanKind.CONSUMER, startTime: sentAtMs, links }, parent)
+    const span = t.startSpan(messagingSpanName('run', c.queue), { kind: SpanKind.CONSUMER, startTime: sentAtMs, links }, parent)
     if (!span.isRecording()) continue
     span.setAttributes({
-      ...messagingAttributes(c.queue, 'process', 'run'),
+      ...messagingAttributes(c.queue, 'run'),
       'messaging.message.id': c.jobId,
       'messaging.client.id': workerId,
       'pgsched.job.type': c.type,
@@ -38,9 +40,9 @@ export function startRunSpans(runs: readonly Run[], workerId: string, sentAtMs: 
       'pgsched.execution.lag_ms': c.startedAtMs - c.runAtMs,
     })
     run.span = span
-    const receive = t.startSpan(`receive ${c.queue}`, { kind: SpanKind.CLIENT, startTime: sentAtMs }, trace.setSpan(ROOT_CONTEXT, span))
-    receive.setAttributes({ ...messagingAttributes(c.queue, 'receive', 'claim'), 'messaging.batch.message_count': runs.length })
-    receive.end(returnedAtMs)
+    const claim = t.startSpan(messagingSpanName('claim', c.queue), { kind: SpanKind.CLIENT, startTime: sentAtMs }, trace.setSpan(ROOT_CONTEXT, span))
+    claim.setAttributes({ ...messagingAttributes(c.queue, 'claim'), 'messaging.batch.message_count': runs.length })
+    claim.end(returnedAtMs)
   }
 }
 
@@ -49,16 +51,19 @@ export function inRunSpan<T>(run: Run, fn: () => T): T {
   return run.span ? context.with(trace.setSpan(context.active(), run.span), fn) : fn()
 }
 
-/** Starts the settle span of a run's outcome write; undefined when the run has no span. */
+/**
+ * Starts the settle span (`complete {queue}` or `fail {queue}`) of a run's outcome write; undefined
+ * when the run has no span.
+ */
 export function startSettleSpan(run: Run, outcome: 'complete' | 'fail'): Span | undefined {
   if (!run.span) return undefined
-  const span = tracer().startSpan(`settle ${run.claimed.queue}`, { kind: SpanKind.CLIENT }, trace.setSpan(ROOT_CONTEXT, run.span))
-  span.setAttributes({ ...messagingAttributes(run.claimed.queue, 'settle', outcome), 'messaging.message.id': run.claimed.jobId })
+  const span = tracer().startSpan(messagingSpanName(outcome, run.claimed.queue), { kind: SpanKind.CLIENT }, trace.setSpan(ROOT_CONTEXT, run.span))
+  span.setAttributes({ ...messagingAttributes(run.claimed.queue, outcome), 'messaging.message.id': run.claimed.jobId })
   return span
 }
 
 /**
- * Ends a run's process span (once; later calls do nothing): `outcome` as an attribute, and an error
+ * Ends a run's span (once; later calls do nothing): `outcome` as an attribute, and an error
  * status with `error` when the attempt failed, was refused or lost.
  */
 export function endRunSpan(run: Run, outcome: string, error?: Error): void {
@@ -66,10 +71,6 @@ export function endRunSpan(run: Run, outcome: string, error?: Error): void {
   if (!span) return
   run.span = undefined
   span.setAttribute('pgsched.outcome', outcome)
-  if (error) {
-    span.recordException(error)
-    span.setStatus({ code: SpanStatusCode.ERROR, message: error.message })
-    span.setAttribute('error.type', error.name)
-  }
+  if (error) spanFailed(span, error)
   span.end(performance.now())
 }

@@ -43,11 +43,11 @@ describe('traces', () => {
     expect(res.statusCode).toBe(202)
     const jobId = (res.json() as { id: string }).id
     await startWorker(handlers)
-    await waitFor(() => named(exporter.getFinishedSpans(), 'process default').length === 1, { what: 'the run span to end' })
+    await waitFor(() => named(exporter.getFinishedSpans(), 'run default').length === 1, { what: 'the run span to end' })
     const spans = exporter.getFinishedSpans()
 
-    const [submit] = named(spans, 'send default')
-    const [run] = named(spans, 'process default')
+    const [submit] = named(spans, 'submit default')
+    const [run] = named(spans, 'run default')
     expect(submit?.kind).toBe(SpanKind.PRODUCER)
     expect(run?.kind).toBe(SpanKind.CONSUMER)
     const submitCtx = submit?.spanContext()
@@ -60,12 +60,14 @@ describe('traces', () => {
       'messaging.system': 'pgsched',
       'messaging.destination.name': 'default',
       'messaging.operation.type': 'send',
+      'messaging.operation.name': 'submit',
       'messaging.message.id': jobId,
     })
     expect(run?.attributes).toMatchObject({
       'messaging.system': 'pgsched',
       'messaging.destination.name': 'default',
       'messaging.operation.type': 'process',
+      'messaging.operation.name': 'run',
       'messaging.message.id': jobId,
       'pgsched.job.type': 'trace.job',
       'pgsched.execution.attempt': 1,
@@ -73,8 +75,8 @@ describe('traces', () => {
     })
     // The claim and the outcome write, children of the run.
     for (const [name, type] of [
-      ['receive default', 'receive'],
-      ['settle default', 'settle'],
+      ['claim default', 'receive'],
+      ['complete default', 'settle'],
     ] as const) {
       const [child] = named(spans, name)
       expect(child?.kind).toBe(SpanKind.CLIENT)
@@ -84,6 +86,33 @@ describe('traces', () => {
     }
   })
 
+  it('names every span {messaging.operation.name} {queue}, as the messaging conventions name spans', async () => {
+    trace.setGlobalTracerProvider(provider)
+    const key = await api.keyFor('acme')
+    for (const payload of [{}, { fail: true }]) {
+      const res = await api.call(key, 'POST', '/v1/jobs', { type: 'trace.job', payload })
+      expect(res.statusCode).toBe(202)
+    }
+    await startWorker(handlers)
+    await waitFor(() => named(exporter.getFinishedSpans(), 'run default').length === 2, { what: 'both run spans to end' })
+    const spans = exporter.getFinishedSpans().filter((s) => s.attributes['messaging.system'] === 'pgsched')
+    expect(spans.map((s) => s.name).sort()).toEqual([
+      'claim default',
+      'claim default',
+      'complete default',
+      'fail default',
+      'run default',
+      'run default',
+      'submit default',
+      'submit default',
+    ])
+    for (const span of spans) {
+      expect(span.name).toBe(`${span.attributes['messaging.operation.name']} ${span.attributes['messaging.destination.name']}`)
+    }
+    const [fail] = named(spans, 'fail default')
+    expect(fail?.attributes).toMatchObject({ 'messaging.operation.type': 'settle', 'messaging.operation.name': 'fail' })
+  })
+
   it("continues a REST caller's trace from its traceparent header, and marks a failed run as an error", async () => {
     trace.setGlobalTracerProvider(provider)
     const key = await api.keyFor('acme')
@@ -91,15 +120,16 @@ describe('traces', () => {
     const res = await api.call(key, 'POST', '/v1/jobs', { type: 'trace.job', payload: { fail: true } }, { traceparent: caller })
     expect(res.statusCode).toBe(202)
     await startWorker(handlers)
-    await waitFor(() => named(exporter.getFinishedSpans(), 'process default').length === 1, { what: 'the run span to end' })
+    await waitFor(() => named(exporter.getFinishedSpans(), 'run default').length === 1, { what: 'the run span to end' })
     const spans = exporter.getFinishedSpans()
-    const [submit] = named(spans, 'send default')
-    const [run] = named(spans, 'process default')
+    const [submit] = named(spans, 'submit default')
+    const [run] = named(spans, 'run default')
     expect(submit?.spanContext().traceId).toBe('0af7651916cd43dd8448eb211c80319c')
     expect(submit?.parentSpanContext?.spanId).toBe('b7ad6b7169203331')
     expect(run?.spanContext().traceId).toBe('0af7651916cd43dd8448eb211c80319c')
     expect(run?.status.code).toBe(SpanStatusCode.ERROR)
     expect(run?.attributes['pgsched.outcome']).toBe('failed')
+    expect(run?.attributes['error.type']).toBe('FatalError')
   })
 
   it('stores no traceparent and makes no span while no SDK is registered', async () => {
