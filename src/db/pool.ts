@@ -2,7 +2,9 @@
  * Connection pools. `createDb` returns a Kysely instance over a pg Pool; the
  * caller owns both and must `destroy()` the Kysely instance. A pool error on an
  * idle client (server restart, pg_terminate_backend) is logged, not thrown:
- * pg discards the client and the next query opens a new connection.
+ * pg discards the client and the next query opens a new connection. Statements
+ * marked PREPARE run as named prepared statements, and those marked BOUNDED_READ
+ * within a bounded time (a connection that does not answer one is replaced).
  */
 import { createHash } from 'node:crypto'
 import pg from 'pg'
@@ -128,6 +130,43 @@ function sessionSettings(params: CreateDbParams): string[] {
  */
 export const PREPARE = '/* prepare */'
 
+/**
+ * Statements whose text contains this marker are bounded reads: the server cancels one still
+ * running after BOUNDED_READ_STATEMENT_TIMEOUT_MS (`statement_timeout`, set for it alone), and the
+ * client gives one up when no answer came within BOUNDED_READ_CLIENT_TIMEOUT_MS. A connection on
+ * which a bounded read failed in any way is destroyed rather than returned to the pool, so the next
+ * statement gets a new one. For reads that are asked again later, such as the API's queue depth for
+ * /metrics: without the bound, a connection whose server vanished (a partition, a failover that did
+ * not close its connections) waits for its answer until TCP gives up, about 15 minutes on Linux.
+ * Not for statements in a transaction: the statement_timeout is set and reset on the session.
+ */
+export const BOUNDED_READ = '/* bounded read */'
+
+/**
+ * The server-side bound of a bounded read. The API's queue depth reads count the pending and
+ * running executions, which takes well under a second at a million of them, so 5 s means the server
+ * is struggling: better to report the last reading than to add to its load.
+ */
+export const BOUNDED_READ_STATEMENT_TIMEOUT_MS = 5_000
+
+/**
+ * The client-side bound of a bounded read, for all three of its statements (set, read, reset): the
+ * statement_timeout plus time for the server's cancel to arrive, so the server's bound acts first
+ * whenever the server can still answer.
+ */
+export const BOUNDED_READ_CLIENT_TIMEOUT_MS = BOUNDED_READ_STATEMENT_TIMEOUT_MS + 2_000
+
+/** Runs a BOUNDED_READ statement on `client`; on any error the caller must destroy the connection. */
+async function boundedRead(client: pg.PoolClient, text: string, values: unknown[] | undefined): Promise<unknown> {
+  // pg's per-statement client-side timeout (Query read timeout), which its types do not declare.
+  const bounded = (q: pg.QueryConfig<unknown[]>) => client.query({ ...q, query_timeout: BOUNDED_READ_CLIENT_TIMEOUT_MS } as pg.QueryConfig<unknown[]>)
+  // A constant, not input: `set` takes no parameters.
+  await bounded({ text: `set statement_timeout = ${BOUNDED_READ_STATEMENT_TIMEOUT_MS}` })
+  const result = await bounded({ text, values })
+  await bounded({ text: 'reset statement_timeout' })
+  return result
+}
+
 const names = new Map<string, string>()
 
 function statementName(text: string): string {
@@ -139,28 +178,38 @@ function statementName(text: string): string {
   return name
 }
 
-/** A pool for Kysely whose clients prepare marked statements. */
+/** A pool for Kysely whose clients prepare PREPARE statements and bound BOUNDED_READ ones. */
 function preparingPool(pool: pg.Pool, answers?: AnswerWatch) {
-  const run = (client: pg.PoolClient, text: unknown, values?: unknown[]): Promise<unknown> => {
-    if (typeof text === 'string' && text.includes(PREPARE)) return client.query({ name: statementName(text), text, values })
-    return (client.query as (t: unknown, v?: unknown[]) => Promise<unknown>)(text, values)
-  }
   return {
     async connect() {
       const client = await pool.connect()
+      /** Why the connection must not go back to the pool: a bounded read failed on it. */
+      let broken: Error | undefined
+      const run = (text: unknown, values?: unknown[]): Promise<unknown> => {
+        if (typeof text === 'string' && text.includes(PREPARE)) return client.query({ name: statementName(text), text, values })
+        if (typeof text === 'string' && text.includes(BOUNDED_READ)) {
+          return boundedRead(client, text, values).catch((err: unknown) => {
+            broken = err instanceof Error ? err : new Error(String(err))
+            throw err
+          })
+        }
+        return (client.query as (t: unknown, v?: unknown[]) => Promise<unknown>)(text, values)
+      }
       return {
         query(text: unknown, values?: unknown[]) {
-          if (!answers) return run(client, text, values)
+          if (!answers) return run(text, values)
           const mark = answers.mark()
           // A write that succeeded (not a read, which a read-only server still answers).
-          return run(client, text, values).then((r) => {
+          return run(text, values).then((r) => {
             const command = (r as { command?: string } | undefined)?.command
             if (command === 'UPDATE' || command === 'INSERT' || command === 'DELETE') answers.answered(mark)
             return r
           })
         },
         release(err?: Error | boolean) {
-          client.release(err)
+          // pg-pool destroys a client released with an error (a statement given up may still be
+          // waiting on it) and opens a new connection for the next statement.
+          client.release(broken ?? err)
         },
       }
     },

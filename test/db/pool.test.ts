@@ -2,11 +2,12 @@
  * createDb: a pool with `genericPlans` plans each parameterised statement once
  * per connection (the worker's hot path); other pools keep PostgreSQL's choice.
  * No pool compiles statements with JIT. Every pool's sessions end a transaction left idle.
+ * A BOUNDED_READ statement runs under its own statement_timeout, and a connection it failed on is replaced.
  */
 import { sql } from 'kysely'
 import pg from 'pg'
 import { afterAll, describe, expect, it } from 'vitest'
-import { createDb, IDLE_TRANSACTION_TIMEOUT_MS, type Database } from '../../src/db/pool.ts'
+import { BOUNDED_READ, BOUNDED_READ_STATEMENT_TIMEOUT_MS, createDb, IDLE_TRANSACTION_TIMEOUT_MS, type Database } from '../../src/db/pool.ts'
 import { adminUrl } from '../db.ts'
 
 describe('createDb', () => {
@@ -68,5 +69,31 @@ describe('createDb', () => {
     expect(await timeout(undefined)).toBe('10s')
     expect(await timeout(250)).toBe('250ms')
     expect(await timeout(0)).toBe('0') // none
+  })
+
+  it("runs a bounded read under its own statement_timeout, and leaves the session's setting as it was", async () => {
+    const url = new URL(adminUrl())
+    url.searchParams.set('options', '-c statement_timeout=4321')
+    const d = createDb({ databaseUrl: url.toString(), poolSize: 1 })
+    opened.push(d)
+    const timeout = async (marker: string) => {
+      const { rows } = await sql<{ t: string }>`${sql.raw(marker)} select current_setting('statement_timeout') as t`.execute(d.db)
+      return rows[0]?.t
+    }
+    expect(await timeout(BOUNDED_READ)).toBe(`${BOUNDED_READ_STATEMENT_TIMEOUT_MS / 1000}s`)
+    expect(await timeout('')).toBe('4321ms') // the same connection (a pool of one), its setting back
+  })
+
+  it('replaces the connection a bounded read failed on', async () => {
+    const d = createDb({ databaseUrl: adminUrl(), poolSize: 1 })
+    opened.push(d)
+    const backend = async (marker: string) => {
+      const { rows } = await sql<{ pid: number }>`${sql.raw(marker)} select pg_backend_pid() as pid`.execute(d.db)
+      return rows[0]?.pid
+    }
+    const first = await backend(BOUNDED_READ)
+    expect(await backend('')).toBe(first) // kept after a bounded read that succeeded
+    await expect(sql`${sql.raw(BOUNDED_READ)} select 1 / 0`.execute(d.db)).rejects.toThrow(/division by zero/)
+    expect(await backend('')).not.toBe(first)
   })
 })
