@@ -10,6 +10,9 @@
  *   pgsched_queue_unserved{queue}            pending executions whose type no live worker
  *                                            serves in the queue (same reading; a scrape waits
  *                                            QUEUE_DEPTH_WAIT_MS for it, then reports the last)
+ * The depth reading is a bounded read (db/pool.ts BOUNDED_READ): one the database never answers is
+ * given up and its connection replaced, so the first scrape after an outage reads afresh. Readings
+ * that fail or are late are logged once per outage, and once when a reading succeeds again.
  * plus prom-client's default process metrics. `route` is the route pattern
  * (`/v1/jobs/:id`), never the raw URL, so label values stay bounded. Queue names are chosen by
  * whoever submits, so the `queue` label is bounded too: the first QUEUE_LABELS_MAX queues a process
@@ -81,6 +84,40 @@ function createQueueLabels(max: number, log: Logger): (queue: string) => string 
   }
 }
 
+/**
+ * The log of the queue depth readings' outages: the first reading of an outage that is late, and the
+ * first that fails (with its error), are logged; later ones are counted, not written, until a
+ * reading succeeds, which logs one line with the outage's length and the failed readings. Scrapes
+ * during a 10-minute outage otherwise wrote a warning with a stack trace each.
+ */
+function createReadingOutage(log: Logger): { late(): void; failed(err: unknown): void; answered(): void } {
+  let state: { sinceMs: number; lateLogged: boolean; failedLogged: boolean; failedReadings: number } | undefined
+  const begin = () => {
+    state ??= { sinceMs: Date.now(), lateLogged: false, failedLogged: false, failedReadings: 0 }
+    return state
+  }
+  return {
+    late() {
+      const s = begin()
+      if (s.lateLogged) return
+      s.lateLogged = true
+      log.warn({ waitedMs: QUEUE_DEPTH_WAIT_MS }, 'queue depth reading late: the database has not answered; reporting the last reading until it does')
+    },
+    failed(err) {
+      const s = begin()
+      s.failedReadings++
+      if (s.failedLogged) return
+      s.failedLogged = true
+      log.warn({ err }, 'queue depth query failed; reporting the last reading until a reading succeeds')
+    },
+    answered() {
+      if (!state) return
+      log.warn({ outageMs: Date.now() - state.sinceMs, failedReadings: state.failedReadings }, 'queue depth read again')
+      state = undefined
+    },
+  }
+}
+
 /** The metrics of one API app, in a registry of their own. */
 export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
   const cacheMs = params.queueDepthCacheMs ?? 5000
@@ -115,9 +152,10 @@ export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
     registers: [registry],
   })
 
+  const outage = createReadingOutage(params.log)
   let reading: { atMs: number; rows: QueueDepth[] } | undefined
   const seen = new Set<string>()
-  /** The reading asked for and not yet answered, with when it was asked (Date.now()) and whether its lateness was logged. */
+  /** The reading asked for and not yet answered, with when it was asked (Date.now()) and whether it was found late. */
   let inFlight: { rows: Promise<QueueDepth[]>; sinceMs: number; late: boolean } | undefined
   /**
    * The queue depth: the cached reading while it is fresh, else a new one, waited for until
@@ -132,10 +170,17 @@ export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
         sinceMs: Date.now(),
         late: false,
         rows: executionCountByQueue(params.db)
-          .then((rows) => {
-            reading = { atMs: Date.now(), rows }
-            return rows
-          })
+          .then(
+            (rows) => {
+              reading = { atMs: Date.now(), rows }
+              outage.answered()
+              return rows
+            },
+            (err: unknown) => {
+              outage.failed(err)
+              throw err
+            },
+          )
           .finally(() => {
             if (inFlight === asked) inFlight = undefined
           }),
@@ -152,7 +197,7 @@ export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
       const rows = await Promise.race([asked.rows, late])
       if (rows === null && !asked.late) {
         asked.late = true
-        params.log.warn({ waitedMs: QUEUE_DEPTH_WAIT_MS }, 'queue depth reading late: the database has not answered; reporting the last reading until it does')
+        outage.late()
       }
       return rows
     } finally {
@@ -168,8 +213,8 @@ export function createApiMetrics(params: CreateApiMetricsParams): ApiMetrics {
     let rows: QueueDepth[] | null
     try {
       rows = await queueDepth()
-    } catch (err: unknown) {
-      params.log.warn({ err }, 'queue depth query failed; reporting the last reading')
+    } catch {
+      // logged by the reading itself (createReadingOutage), once per outage
       return null
     }
     if (rows === null) return null

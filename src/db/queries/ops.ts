@@ -5,6 +5,7 @@
  * `pgsched.due` and `pgsched.runs` hold (the view never reads the history for them).
  */
 import { sql, type Kysely } from 'kysely'
+import { BOUNDED_READ } from '../pool.ts'
 import type { DB } from '../schema.ts'
 import { servedSql } from './queues.ts'
 
@@ -27,9 +28,13 @@ export interface QueueDepth {
   unserved: number
 }
 
-/** Executions per queue in the states that make up a queue's depth. */
+/**
+ * Executions per queue in the states that make up a queue's depth. A bounded read (BOUNDED_READ):
+ * rejects when the database has not answered within its bound, on a pool made by createDb; not
+ * for use in a transaction.
+ */
 export async function executionCountByQueue(db: Kysely<DB>): Promise<QueueDepth[]> {
-  const result = await sql<QueueDepth>`
+  const result = await sql<QueueDepth>`${sql.raw(BOUNDED_READ)}
     with g as (
       select queue, state, type, count(*)::float8 as n
         from pgsched.executions
