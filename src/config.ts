@@ -17,6 +17,7 @@ import { databaseUrlProblem } from './db/database-url.ts'
 import { PARTITION_COUNT, PARTITION_COUNT_DEFAULT, QUEUE_PATTERN } from './core/names.ts'
 import { MISFIRE_THRESHOLD_DEFAULT_MS } from './core/fire-times.ts'
 import { WEBHOOK_DISABLE_DEFAULT } from './core/events.ts'
+import { MIGRATE_ATTEMPTS_DEFAULT, MIGRATE_LOCK_TIMEOUT_MS_DEFAULT } from './core/migrate-retry.ts'
 
 const Ms = (def: number, min: number, max: number) => Type.Integer({ default: def, minimum: min, maximum: max })
 
@@ -31,6 +32,15 @@ export const ConfigSchema = Type.Object({
     {
       poolSize: Type.Integer({ default: 10, minimum: 1, maximum: 1000 }),
       partitions: Type.Integer({ default: PARTITION_COUNT_DEFAULT, minimum: PARTITION_COUNT.min, maximum: PARTITION_COUNT.max }),
+    },
+    { default: {} },
+  ),
+  migrate: Type.Object(
+    {
+      /** Longest wait of a migration's statement for a lock (0: no bound); submits and claims queue behind it meanwhile. */
+      lockTimeoutMs: Ms(MIGRATE_LOCK_TIMEOUT_MS_DEFAULT, 0, 3_600_000),
+      /** Tries of a migration that timed out waiting for a lock, the first included. */
+      attempts: Type.Integer({ default: MIGRATE_ATTEMPTS_DEFAULT, minimum: 1, maximum: 100 }),
     },
     { default: {} },
   ),
@@ -143,6 +153,8 @@ export const ENV_MAP: Readonly<Record<string, string>> = {
   SCHEDULER_LOG_LEVEL: 'logLevel',
   SCHEDULER_DB_POOL_SIZE: 'db.poolSize',
   SCHEDULER_PARTITIONS: 'db.partitions',
+  SCHEDULER_MIGRATE_LOCK_TIMEOUT_MS: 'migrate.lockTimeoutMs',
+  SCHEDULER_MIGRATE_ATTEMPTS: 'migrate.attempts',
   SCHEDULER_HANDLERS: 'worker.handlers',
   SCHEDULER_QUEUES: 'worker.queues',
   SCHEDULER_WORKER_CONCURRENCY: 'worker.concurrency',

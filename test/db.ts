@@ -47,7 +47,8 @@ export async function adminQuery(statement: string): Promise<void> {
   }
 }
 
-async function createFromTemplate(name: string, template: string): Promise<void> {
+/** Creates database `name` as a clone of `template` (the migrated one: `inject('templateDb')`). */
+export async function createFromTemplate(name: string, template: string): Promise<void> {
   // Concurrent clones of one template can collide ("being accessed by other users"): retry.
   for (let attempt = 1; ; attempt++) {
     try {

@@ -1,7 +1,11 @@
 /**
  * Applies migrations/*.sql in filename order with Kysely's Migrator (its
  * bookkeeping table pgsched.kysely_migration and its lock). Each file runs in
- * one transaction. The whole run holds a session advisory lock, so concurrent
+ * its own transaction, committed before the next begins. Its statements wait at most
+ * `lockTimeoutMs` for a lock (lock_timeout): a migration that timed out is rolled back, and tried
+ * again after a doubling delay, up to `attempts` tries (core/migrate-retry.ts), each retry logged
+ * with the lock it waited for and the sessions holding it (read from a second connection while it
+ * waits: lock-wait-watch.ts). The whole run holds a session advisory lock, so concurrent
  * `scheduler migrate` processes serialise and all succeed; a second run is a
  * no-op. The partition count is passed to the first migration through the
  * session setting `pgsched.partition_count`, always set (PARTITION_COUNT_DEFAULT
@@ -11,6 +15,7 @@
  */
 import { readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { pgConnection } from './hosts.ts'
 import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider } from 'kysely'
@@ -18,7 +23,10 @@ import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
 import { assertKnownFields, type FieldSet } from '../core/known-fields.ts'
 import { PARTITION_COUNT_DEFAULT } from '../core/names.ts'
-import { ConfigError, InvalidStateError } from '../errors.ts'
+import { BusyError, ConfigError, InvalidStateError, ValidationError } from '../errors.ts'
+import { MIGRATE_ATTEMPTS_DEFAULT, MIGRATE_LOCK_TIMEOUT_MS_DEFAULT, MIGRATE_RETRY_DELAY_MS_DEFAULT, migrateRetryDelayMs } from '../core/migrate-retry.ts'
+import { watchLockWait } from './lock-wait-watch.ts'
+import type { LockWait } from './queries/lock-waits.ts'
 
 /** Arbitrary constant: the advisory lock key that serialises migrate runs. */
 export const MIGRATE_LOCK_KEY = 7_215_004_317
@@ -56,6 +64,15 @@ export interface MigrateParams {
   migrationsDir?: string
   /** Default MIGRATE_CONNECT_TIMEOUT_MS. */
   connectTimeoutMs?: number
+  /**
+   * Longest wait, in ms, of a migration's statement for a lock (lock_timeout); 0: no bound.
+   * Default MIGRATE_LOCK_TIMEOUT_MS_DEFAULT (5 s).
+   */
+  lockTimeoutMs?: number
+  /** Tries of a migration whose statement timed out waiting for a lock, the first included. Default MIGRATE_ATTEMPTS_DEFAULT (5). */
+  attempts?: number
+  /** Delay in ms before the second try, doubling for each one after (at most 30 s). Default MIGRATE_RETRY_DELAY_MS_DEFAULT (1 s). */
+  retryDelayMs?: number
 }
 
 /** How long `migrate` waits for its connection before it fails. */
@@ -71,7 +88,33 @@ export interface MigrateResult {
 }
 
 /** Any other parameter is refused: a misspelt `partition: 8` would install the default count, fixed for good. */
-const MIGRATE_FIELDS: FieldSet<MigrateParams> = { databaseUrl: true, partitions: true, log: true, migrationsDir: true, connectTimeoutMs: true }
+const MIGRATE_FIELDS: FieldSet<MigrateParams> = {
+  databaseUrl: true,
+  partitions: true,
+  log: true,
+  migrationsDir: true,
+  connectTimeoutMs: true,
+  lockTimeoutMs: true,
+  attempts: true,
+  retryDelayMs: true,
+}
+
+/** SQLSTATE lock_not_available: a statement cancelled by lock_timeout. */
+const LOCK_NOT_AVAILABLE = '55P03'
+
+/** How often the watch reads what a migration waits for: four times within the lock timeout, from every 50 ms to every second. */
+const watchIntervalMs = (lockTimeoutMs: number) => Math.min(Math.max(Math.floor(lockTimeoutMs / 4), 50), 1_000)
+
+/** Refuses a lock timeout, attempt count or delay that is not a whole number in its range, naming it. */
+function assertRetrySettings(params: MigrateParams): void {
+  const ranges = { lockTimeoutMs: [0, 3_600_000], attempts: [1, 100], retryDelayMs: [0, 600_000] } as const
+  for (const [name, [min, max]] of Object.entries(ranges)) {
+    const value = params[name as keyof typeof ranges]
+    if (value === undefined || (Number.isInteger(value) && value >= min && value <= max)) continue
+    const message = `migrate params.${name} must be an integer from ${min} to ${max} (got ${JSON.stringify(value)})`
+    throw new ValidationError(message, [{ path: name, message }])
+  }
+}
 
 /**
  * Brings the schema up to date. Safe to run concurrently and repeatedly.
@@ -79,10 +122,13 @@ const MIGRATE_FIELDS: FieldSet<MigrateParams> = { databaseUrl: true, partitions:
  *   ConfigError when `partitions` differs from the installed schema's count (nothing is applied);
  *   InvalidStateError when the database has migrations this version does not know while it lacks
  *   some of this version's (nothing is applied; a schema merely newer is no error: `newer`);
- *   else the first failing migration's error (its transaction is rolled back).
+ *   BusyError when a migration timed out waiting for a lock in each of its `attempts` tries (it is
+ *   rolled back; those before it stay applied), naming the lock and the sessions holding it;
+ *   else the first failing migration's error (its transaction is rolled back; those before it stay applied).
  */
 export async function migrate(params: MigrateParams): Promise<MigrateResult> {
   assertKnownFields(params, MIGRATE_FIELDS, 'migrate params')
+  assertRetrySettings(params)
   // One connection: the advisory lock, the setting and the migrations share a session.
   // A connect timeout, as every pool of the product has: a host that drops packets is an error
   // naming it, not a command that never ends.
@@ -90,8 +136,13 @@ export async function migrate(params: MigrateParams): Promise<MigrateResult> {
     application_name: 'pgsched-migrate',
     connectionTimeoutMillis: params.connectTimeoutMs ?? MIGRATE_CONNECT_TIMEOUT_MS,
   })
-  const pool = new pg.Pool({ ...config, Client, max: 1 })
+  // Never closed while idle (pg's default closes it after 10 s): the session holds the advisory
+  // lock and the settings across the delays between tries.
+  const pool = new pg.Pool({ ...config, Client, max: 1, idleTimeoutMillis: 0 })
   const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) })
+  // The watch's own connection, opened only when a migration runs long enough to be watched.
+  const watchPool = new pg.Pool({ ...config, Client, max: 1, application_name: 'pgsched-migrate-watch' })
+  const watchDb = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: watchPool }) })
   try {
     await sql`select pg_advisory_lock(${MIGRATE_LOCK_KEY}::bigint)`.execute(db)
     if (params.partitions !== undefined) await assertPartitionCount(db, params.partitions)
@@ -109,14 +160,80 @@ export async function migrate(params: MigrateParams): Promise<MigrateResult> {
       return { applied: [], newer }
     }
     const migrator = new Migrator({ db, provider, migrationTableSchema: 'pgsched' })
-    const { error, results } = await migrator.migrateToLatest()
-    const applied = (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName)
-    for (const name of applied) params.log?.info({ migration: name }, 'migration applied')
-    if (error) throw error instanceof Error ? error : new Error(String(error))
-    return { applied }
+    // Set after the advisory lock, which waits for another migrate run as long as that one takes.
+    const lockTimeoutMs = params.lockTimeoutMs ?? MIGRATE_LOCK_TIMEOUT_MS_DEFAULT
+    await sql`select set_config('lock_timeout', ${`${lockTimeoutMs}ms`}::text, false)`.execute(db)
+    const { rows } = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(db)
+    const pid = rows[0]?.pid as number
+    const applied: string[] = []
+    let attempt = 1
+    for (;;) {
+      const watch = lockTimeoutMs > 0 ? watchLockWait(watchDb, { pid, intervalMs: watchIntervalMs(lockTimeoutMs), log: params.log }) : undefined
+      // One migration per call, in its own transaction: a lock timeout rolls back that one only, and
+      // the locks of those before it are not held while it waits.
+      const { error, results } = await migrator.migrateUp()
+      const wait = await watch?.stop()
+      const result = results?.[0]
+      if (result?.status === 'Success') {
+        applied.push(result.migrationName)
+        params.log?.info({ migration: result.migrationName }, 'migration applied')
+        attempt = 1
+        continue
+      }
+      if (!error) return { applied }
+      if (result === undefined || (error as { code?: unknown }).code !== LOCK_NOT_AVAILABLE) throw error instanceof Error ? error : new Error(String(error))
+      const attempts = params.attempts ?? MIGRATE_ATTEMPTS_DEFAULT
+      if (attempt >= attempts) throw lockTimeoutError({ migration: result.migrationName, lockTimeoutMs, attempts, wait, applied })
+      const delayMs = migrateRetryDelayMs(attempt, params.retryDelayMs ?? MIGRATE_RETRY_DELAY_MS_DEFAULT)
+      params.log?.warn(
+        { migration: result.migrationName, attempt, attempts, lockTimeoutMs, delayMs, ...waitFields(wait) },
+        'migration timed out waiting for a lock; rolled back, retrying',
+      )
+      await sleep(delayMs)
+      attempt++
+    }
   } finally {
+    await watchDb.destroy()
     await db.destroy()
   }
+}
+
+/** The log fields of a lock wait: the lock, and each session blocking it. */
+function waitFields(wait: LockWait | undefined): Record<string, unknown> {
+  if (wait === undefined) return {}
+  return { lock: { type: wait.lockType, relation: wait.relation, mode: wait.mode }, blockers: wait.holders }
+}
+
+/** A wait in words: `AccessExclusiveLock on pgsched.jobs, behind pid 42 (psql, idle in transaction since …)`. */
+function describeWait(wait: LockWait | undefined): string {
+  if (wait === undefined) return 'a lock'
+  const what = `${wait.mode} on ${wait.relation ?? `a ${wait.lockType} lock`}`
+  if (wait.holders.length === 0) return what
+  const holders = wait.holders.map((h) => {
+    const facts = [
+      h.applicationName ? `application "${h.applicationName}"` : undefined,
+      h.state ?? undefined,
+      h.xactStartedAt ? `transaction started ${h.xactStartedAt.toISOString()}` : undefined,
+      h.queryStartedAt ? `statement started ${h.queryStartedAt.toISOString()}` : undefined,
+    ].filter((f) => f !== undefined)
+    return `pid ${h.pid}${facts.length > 0 ? ` (${facts.join(', ')})` : ''}`
+  })
+  return `${what}, behind ${holders.join(' and ')}`
+}
+
+function lockTimeoutError(p: {
+  migration: string
+  lockTimeoutMs: number
+  attempts: number
+  wait: LockWait | undefined
+  applied: readonly string[]
+}): BusyError {
+  const before = p.applied.length > 0 ? ` (the ${p.applied.length} before it, ${p.applied.join(', ')}, are applied)` : ''
+  return new BusyError(
+    `migration ${p.migration} waited more than ${p.lockTimeoutMs} ms for ${describeWait(p.wait)} in each of its ${p.attempts} tries ` +
+      `and was rolled back: nothing of it is applied${before}. Run migrate again once that transaction ends ` +
+      '(or end it), or allow a longer wait (SCHEDULER_MIGRATE_LOCK_TIMEOUT_MS, --lock-timeout-ms)',
+  )
 }
 
 /**

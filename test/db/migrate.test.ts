@@ -141,7 +141,9 @@ describe('migrate', () => {
     // from JavaScript: a misspelt partitions would install the default count, fixed for good
     const err = await migrate({ databaseUrl: url, partition: 8 } as never).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(ValidationError)
-    expect((err as ValidationError).message).toBe('unknown field "partition" (known: databaseUrl, partitions, log, migrationsDir, connectTimeoutMs)')
+    expect((err as ValidationError).message).toBe(
+      'unknown field "partition" (known: databaseUrl, partitions, log, migrationsDir, connectTimeoutMs, lockTimeoutMs, attempts, retryDelayMs)',
+    )
     expect((err as ValidationError).details).toEqual([{ path: 'partition', message: 'unknown field "partition"' }])
     expect(await query(url, `select 1 from pg_namespace where nspname = 'pgsched'`)).toEqual([])
     await expect(migrate(undefined as never)).rejects.toThrow('migrate params must be an object')

@@ -1,0 +1,68 @@
+/** SQL reading what a session waits for (pg_locks, pg_stat_activity): how `migrate` names the transactions it queued behind. */
+import { sql, type Kysely } from 'kysely'
+
+/** A session holding a lock another waits for. */
+export interface LockHolder {
+  pid: number
+  applicationName: string | null
+  /** `active`, `idle in transaction`…; null where the role may not read other roles' sessions. */
+  state: string | null
+  /** When its transaction began (null as for `state`). */
+  xactStartedAt: Date | null
+  /** When its current or last statement began (null as for `state`). */
+  queryStartedAt: Date | null
+}
+
+/** A lock a session waits for, and the sessions it waits behind. */
+export interface LockWait {
+  /** `relation`, `transactionid`, `advisory`… (pg_locks.locktype). */
+  lockType: string
+  /** The table or index, schema-qualified; null for a lock on no relation. */
+  relation: string | null
+  /** The lock mode asked for, such as AccessExclusiveLock. */
+  mode: string
+  holders: LockHolder[]
+}
+
+export interface LockWaitGetParams {
+  /** The waiting session's backend pid. */
+  pid: number
+}
+
+interface LockWaitRow {
+  lock_type: string
+  relation: string | null
+  mode: string
+  holders: Array<{ pid: number; applicationName: string | null; state: string | null; xactStartedAt: string | null; queryStartedAt: string | null }>
+}
+
+/** The lock session `pid` waits for now, with the sessions blocking it; undefined when it waits for none. */
+export async function lockWaitGet(db: Kysely<unknown>, p: LockWaitGetParams): Promise<LockWait | undefined> {
+  const { rows } = await sql<LockWaitRow>`
+    select l.locktype as lock_type, l.relation::regclass::text as relation, l.mode,
+           coalesce((
+             select json_agg(json_build_object(
+                      'pid', a.pid, 'applicationName', a.application_name, 'state', a.state,
+                      'xactStartedAt', a.xact_start, 'queryStartedAt', a.query_start) order by a.pid)
+             from pg_stat_activity a
+             where a.pid = any(pg_blocking_pids(l.pid))  -- holders, and waiters ahead of it in the queue
+           ), '[]') as holders
+    from pg_locks l
+    where l.pid = ${p.pid}::int
+      and not l.granted
+    limit 1`.execute(db)
+  const row = rows[0]
+  if (!row) return undefined
+  return {
+    lockType: row.lock_type,
+    relation: row.relation,
+    mode: row.mode,
+    holders: row.holders.map((h) => ({
+      pid: h.pid,
+      applicationName: h.applicationName,
+      state: h.state,
+      xactStartedAt: h.xactStartedAt === null ? null : new Date(h.xactStartedAt),
+      queryStartedAt: h.queryStartedAt === null ? null : new Date(h.queryStartedAt),
+    })),
+  }
+}
