@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { networkInterfaces, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { once } from 'node:events'
 import { createServer, type AddressInfo } from 'node:net'
@@ -101,9 +101,46 @@ describe('scheduler api', () => {
     )
     expect(entries).toContainEqual(expect.objectContaining({ msg: 'request completed', route: '/v1/jobs', statusCode: 401 }))
     expect(entries.map((e) => e.msg)).toContain('api stopped')
+    // one line says where it listens (not Fastify's own as well)
+    const listenLines = entries.filter((e) => /listening/i.test(String(e.msg)))
+    expect(listenLines).toEqual([expect.objectContaining({ level: 30, msg: 'api listening', urls: [expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/)] })])
+    expect(listenLines[0]?.urls).toEqual([listenLines[0]?.url])
     const log = output
     expect(log).not.toContain(key)
     expect(log).not.toContain('do-not-log')
+  })
+
+  it('logs once that it listens, on a wildcard host with every address of the machine', async () => {
+    const child = spawn('node', ['bin/scheduler', 'api', '--port', '0', '--host', '0.0.0.0'], {
+      env: { ...process.env, LOG_LEVEL: 'info', DATABASE_URL: t.url },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    const exited = once(child, 'exit')
+    let output = ''
+    const listening = new Promise<void>((resolve) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        output += chunk.toString('utf8')
+        if (output.includes('"msg":"api listening"')) resolve()
+      })
+    })
+    try {
+      await Promise.race([listening, exited.then(() => Promise.reject(new Error(`api exited early:\n${output}`)))])
+    } finally {
+      child.kill('SIGTERM')
+    }
+    expect((await exited)[0]).toBe(0)
+    const lines = output
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { msg: string; url?: string; urls?: string[] })
+      .filter((e) => /listening/i.test(e.msg))
+    expect(lines).toHaveLength(1)
+    const port = new URL(lines[0]?.url as string).port
+    const addresses = Object.values(networkInterfaces())
+      .flatMap((list) => list ?? [])
+      .filter((i) => i.family === 'IPv4')
+    expect(lines[0]?.urls?.[0]).toBe(`http://127.0.0.1:${port}`)
+    expect([...(lines[0]?.urls ?? [])].sort()).toEqual(addresses.map((i) => `http://${i.address}:${port}`).sort())
   })
 })
 

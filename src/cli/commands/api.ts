@@ -5,6 +5,7 @@
  * requests in flight finish and closes the pool. `startApiServer` is the
  * composition of database, client and app, reusable by other commands.
  */
+import { networkInterfaces } from 'node:os'
 import type { Command } from 'commander'
 import type { Kysely } from 'kysely'
 import { loadConfig, type Config } from '../../config.ts'
@@ -22,8 +23,10 @@ export interface ApiServer {
   app: App
   /** The server's pool (closed by close()). */
   db: Kysely<DB>
-  /** Where it listens, such as http://127.0.0.1:8080. */
+  /** Where it listens, such as http://127.0.0.1:8080 (for a wildcard host: 127.0.0.1). */
   url: string
+  /** Every URL it answers at: each address of this machine for a wildcard host (0.0.0.0, ::), loopback first. */
+  urls: string[]
   /** Graceful: stops listening, waits for requests in flight, closes the pool. */
   close(): Promise<void>
 }
@@ -57,6 +60,31 @@ function listenProblem(err: unknown, host: string, port: number): unknown {
   return new ConfigError(message, [{ path: code === 'EADDRINUSE' || code === 'EACCES' ? 'api.port' : 'api.host', message }])
 }
 
+function httpUrl(address: string, port: number): string {
+  return `http://${address.includes(':') ? `[${address}]` : address}:${port}`
+}
+
+/**
+ * The URLs of every address the server listens on: a wildcard address stands for each of this
+ * machine's (IPv4 ones for 0.0.0.0; IPv4 and IPv6 ones for ::, but the link-local IPv6 ones, which
+ * need a zone to be reached), loopback first.
+ */
+function listeningUrls(app: App): string[] {
+  const interfaces = Object.values(networkInterfaces())
+    .flatMap((list) => list ?? [])
+    .filter((i) => !(i.family === 'IPv6' && /^fe[89ab]/i.test(i.address)))
+    .sort((a, b) => Number(b.internal) - Number(a.internal))
+  const urls = app.addresses().flatMap((bound) => {
+    // (a string: a Unix socket's path, never ours: the API listens on a host and port)
+    if (typeof bound === 'string') return []
+    const { address, port } = bound
+    if (address === '0.0.0.0') return interfaces.filter((i) => i.family === 'IPv4').map((i) => httpUrl(i.address, port))
+    if (address === '::') return interfaces.map((i) => httpUrl(i.address, port))
+    return [httpUrl(address, port)]
+  })
+  return [...new Set(urls)]
+}
+
 /** Connects to the database and listens on config.api.host:port. */
 export async function startApiServer(params: StartApiServerParams): Promise<ApiServer> {
   const { config, log } = params
@@ -71,7 +99,17 @@ export async function startApiServer(params: StartApiServerParams): Promise<ApiS
     httpAllow: config.worker.httpAllow,
   })
   try {
-    await app.listen({ port: config.api.port, host: config.api.host })
+    await app.ready()
+    // Fastify logs "Server listening at …" once per address; the caller logs one line with all of
+    // them (`urls`), so its own are kept quiet while it listens (nothing else logs meanwhile: the
+    // plugins are ready, and no request arrives before it listens).
+    const level = app.log.level
+    app.log.level = 'warn'
+    try {
+      await app.listen({ port: config.api.port, host: config.api.host })
+    } finally {
+      app.log.level = level
+    }
   } catch (err: unknown) {
     await app.close()
     await database.db.destroy()
@@ -84,7 +122,8 @@ export async function startApiServer(params: StartApiServerParams): Promise<ApiS
   return {
     app,
     db: database.db,
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    url: httpUrl(host, port),
+    urls: listeningUrls(app),
     close() {
       closing ??= (async () => {
         // The server's close waits for every connection; one a client left open (an aborted
@@ -128,6 +167,7 @@ export function registerApi(program: Command): void {
       // Not listening until the database answers: a load balancer sees no API rather than one answering 503.
       if (!(await waitForDatabase({ databaseUrl: config.databaseUrl, log, signal: waiting.signal }))) return
       server = await startApiServer({ config, databaseUrl: config.databaseUrl, log })
-      log.info({ url: server.url }, 'api listening')
+      // (url last: a line whose "url" ends it is what scripts waiting for the API have matched)
+      log.info({ urls: server.urls, url: server.url }, 'api listening')
     })
 }
