@@ -4,8 +4,8 @@
  * case builds two jobs in the same situation, acts on one through the client and on the other
  * through SQL, and holds the outcomes to each other: the refusal (its kind and message), the
  * job's status and executions afterwards, its schedule and idempotency key, and the events
- * written. pgsched.job_status reads what the client's status reads. pgsched.pause_queue says so
- * when the queue it pauses is unknown so far.
+ * written. pgsched.job_status reads what the client's status reads. pgsched.pause_queue and the
+ * other queue setters (migration 0070) say so when the queue they change is unknown so far.
  */
 import { sql, type RawBuilder } from 'kysely'
 import pg from 'pg'
@@ -365,21 +365,21 @@ describe('pgsched.job_status', () => {
   })
 })
 
-describe('pgsched.pause_queue', () => {
-  /** Runs `statement` on a connection of its own; returns the notices it raised. */
-  async function notices(statement: string, params: unknown[]): Promise<string[]> {
-    const c = new pg.Client({ connectionString: t.url })
-    await c.connect()
-    const got: string[] = []
-    c.on('notice', (n) => got.push(n.message ?? ''))
-    try {
-      await c.query(statement, params)
-    } finally {
-      await c.end()
-    }
-    return got
+/** Runs `statement` on a connection of its own; returns the notices it raised. */
+async function notices(statement: string, params: unknown[]): Promise<string[]> {
+  const c = new pg.Client({ connectionString: t.url })
+  await c.connect()
+  const got: string[] = []
+  c.on('notice', (n) => got.push(n.message ?? ''))
+  try {
+    await c.query(statement, params)
+  } finally {
+    await c.end()
   }
+  return got
+}
 
+describe('pgsched.pause_queue', () => {
   it('pauses a queue nothing knows yet, with a notice naming it', async () => {
     expect(await notices('select pgsched.pause_queue($1)', ['misspelt'])).toEqual([
       "queue 'misspelt' has no settings, no pending or running work and no worker serving it: paused anyway (check the name if you meant an existing queue)",
@@ -419,5 +419,62 @@ describe('pgsched.pause_queue', () => {
     // once paused, it has a setting: a second pause says nothing
     expect(await notices('select pgsched.pause_queue($1)', ['new-queue'])).toHaveLength(1)
     expect(await notices('select pgsched.pause_queue($1)', ['new-queue'])).toEqual([])
+  })
+})
+
+describe('the queue setters of SQL', () => {
+  /** Each setter, with the words its notice says it did anyway. */
+  const SETTERS: Array<{ call: string; args: unknown[]; done: string }> = [
+    { call: 'set_queue_concurrency_limit($1, $2)', args: [3], done: 'concurrency limit set' },
+    { call: 'set_queue_rate_limit($1, $2, $3)', args: [10, 1000], done: 'rate limit set' },
+    { call: 'set_queue_key_concurrency_limit($1, $2)', args: [1], done: 'key concurrency limit set' },
+    { call: 'set_queue_key_rate_limit($1, $2, $3)', args: [5, 1000], done: 'key rate limit set' },
+    { call: 'set_queue_fair_share($1, $2)', args: [true], done: 'fair share set' },
+  ]
+
+  for (const s of SETTERS) {
+    const name = s.call.replace(/\(.*/, '')
+    it(`pgsched.${name} sets a queue nothing knows yet with a notice naming it; none for a queue with settings, jobs or a worker`, async () => {
+      expect(await notices(`select pgsched.${s.call}`, ['misspelt', ...s.args])).toEqual([
+        `queue 'misspelt' has no settings, no pending or running work and no worker serving it: ${s.done} anyway (check the name if you meant an existing queue)`,
+      ])
+      expect((await client().queues.list()).map((q) => q.name)).toContain('misspelt')
+      // once set, it has settings: a second call says nothing
+      expect(await notices(`select pgsched.${s.call}`, ['misspelt', ...s.args])).toEqual([])
+      await submitted({ type: 'noop', queue: 'with-jobs' })
+      await workerRegister(t.db, { id: FACTORY_WORKER_ID, host: 'h', pid: 1, queues: ['served'], types: ['noop'], concurrency: 1, leaseMs: 30_000 })
+      expect(await notices(`select pgsched.${s.call}`, ['with-jobs', ...s.args])).toEqual([])
+      expect(await notices(`select pgsched.${s.call}`, ['served', ...s.args])).toEqual([])
+    })
+  }
+
+  it('each names a queue nothing knows yet without reading every job of the other queues', async () => {
+    // the finished jobs of other queues: most of what pgsched.jobs holds
+    await insertExecutions(t.db, 2_000, { state: 'succeeded', job: { tenant: TENANT, queue: 'nightly' } })
+    await sql`vacuum (analyze) pgsched.jobs`.execute(t.db)
+    const c = new pg.Client({ connectionString: t.url })
+    await c.connect()
+    const said: string[] = []
+    c.on('notice', (n) => said.push(n.message ?? ''))
+    try {
+      // the rows this transaction's sequential scans of the jobs' partitions returned so far
+      const read = async () =>
+        Number(
+          (
+            await c.query<{ n: string }>(`select coalesce(sum(pg_stat_get_xact_tuples_returned(i.inhrelid)), 0) as n
+                                            from pg_inherits i where i.inhparent = 'pgsched.jobs'::regclass`)
+          ).rows[0]?.n,
+        )
+      for (const s of SETTERS) {
+        await c.query('begin')
+        const before = await read()
+        await c.query(`select pgsched.${s.call}`, ['misspelt', ...s.args])
+        expect((await read()) - before, s.call).toBeLessThan(100)
+        await c.query('rollback')
+      }
+      expect(said.map((m) => m.replace(/.*: (.*) anyway.*/, '$1'))).toEqual(SETTERS.map((x) => x.done))
+    } finally {
+      await c.end()
+    }
   })
 })
