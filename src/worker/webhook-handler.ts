@@ -9,9 +9,12 @@
  * the job's backoff. A redirect is not followed (a 301 or 302 would turn the POST into a GET without
  * the event): it fails the attempt, retried, naming where it led. Each attempt is written to the
  * subscription's delivery log, which disables the subscription once its attempts have failed for
- * long enough (`disable`, SCHEDULER_WEBHOOK_DISABLE_AFTER_*; logged at warn). An attempt for a
- * disabled subscription sends nothing and ends the delivery (fatal): a receiver that stays down is
- * not sent the deliveries already made, nor are they retried for up to 27 minutes each.
+ * long enough (`disable`, SCHEDULER_WEBHOOK_DISABLE_AFTER_*; logged at warn): that attempt's
+ * delivery then fails at once (fatal, with the receiver's error) and the subscription's other
+ * deliveries still to come are cancelled in the same statement (up to WEBHOOK_CANCEL_MAX), so a
+ * receiver that stays down is not sent them, nor do they each fail unsent. An attempt that still
+ * finds its subscription disabled (one the bound left, or one submitted while it was disabled) sends
+ * nothing, cancels the rest it finds and ends its delivery (fatal).
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
@@ -20,7 +23,7 @@ import type { AddressPolicy } from '../lib/address-policy.ts'
 import { SIGNATURE_HEADER, signWebhook } from '../events/signature.ts'
 import { WEBHOOK_DISABLE_DEFAULT, WEBHOOK_JOB_TYPE, type JobEvent } from '../core/events.ts'
 import type { HttpPayload } from '../core/http-payload.ts'
-import { webhookDeliveryInsert, webhookSubscriptionForJob, type WebhookDisablePolicy } from '../db/queries/webhooks.ts'
+import { webhookDeliveryCancelLeft, webhookDeliveryInsert, webhookSubscriptionForJob, type WebhookDisablePolicy } from '../db/queries/webhooks.ts'
 import { defineHandler, type Handler, type HandlerContext } from './handlers.ts'
 import { createHttpHandler, httpAnswerStatus, type HttpResolve } from './http-handler.ts'
 
@@ -47,6 +50,9 @@ export function createWebhookHandler(options: {
     const sub = await webhookSubscriptionForJob(db, { id: p.subscriptionId, jobId: ctx.jobId })
     if (!sub) throw new FatalError(`webhook subscription ${p.subscriptionId} was deleted (or is not of this job's tenant)`)
     if (!sub.enabled) {
+      // the statement that disabled it cancelled its deliveries but a bounded number, and those a
+      // dispatcher submitted while it committed: this one cancels the rest it can see
+      await webhookDeliveryCancelLeft(db, { tenant: sub.tenant, queue: sub.queue, subscriptionId: sub.id, exceptJobId: ctx.jobId })
       throw new FatalError(
         `webhook subscription ${sub.id} is disabled (${sub.disabledReason ?? 'no reason recorded'}): event ${p.event.id} was not sent; ` +
           `enable it again with PATCH /v1/webhooks/${sub.id} {"enabled": true}`,
@@ -79,10 +85,11 @@ export function createWebhookHandler(options: {
       })
       if (disabled) {
         ctx.log.warn(
-          { subscriptionId: sub.id, tenant: sub.tenant, reason: disabled.disabledReason },
+          { subscriptionId: sub.id, tenant: sub.tenant, reason: disabled.disabledReason, count: disabled.cancelled },
           'webhook subscription disabled: its deliveries kept failing',
         )
       }
+      return disabled
     }
     let result: unknown
     try {
@@ -90,7 +97,15 @@ export function createWebhookHandler(options: {
     } catch (err: unknown) {
       // retried unless refused for good or out of attempts (a lost lease or a shutdown ends the attempt another way)
       const willRetry = !(err instanceof FatalError) && ctx.attempt < ctx.maxAttempts
-      await record(httpAnswerStatus(err) ?? null, false, err instanceof Error ? err.message : String(err), willRetry)
+      const message = err instanceof Error ? err.message : String(err)
+      const disabled = await record(httpAnswerStatus(err) ?? null, false, message, willRetry)
+      // this attempt disabled the subscription: its delivery ends now, with the receiver's error (a
+      // retry would only end unsent), as its other deliveries were cancelled
+      if (disabled && willRetry && !ctx.signal.aborted) {
+        throw new FatalError(`${message}; webhook subscription ${sub.id} is now disabled (${disabled.disabledReason}), so this delivery is not retried`, {
+          cause: err,
+        })
+      }
       throw err
     }
     const status = (result as { status: number }).status

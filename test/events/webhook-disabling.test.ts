@@ -84,14 +84,14 @@ async function deliveryJobs(subscriptionId: string): Promise<Array<{ id: string;
 }
 
 describe('webhook subscriptions whose deliveries keep failing', () => {
-  it('disables one whose attempts keep failing, ends its deliveries unsent, sends it no new event until enabled again, and says so', async () => {
+  it('disables one whose attempts keep failing, cancels its deliveries still to come, sends it no new event until enabled again, and says so', async () => {
     const key = await api.keyFor('busy')
     const down = (await api.call(key, 'POST', '/v1/webhooks', { url: `${base}/down`, events: ['succeeded'] })).json<Hook>()
     expect(down).toMatchObject({ enabled: true, failingSince: null, disabledAt: null, disabledReason: null })
 
     dispatcher = new WebhookDispatcher({ db: t.db, log: t.log, intervalMs: 100 })
     dispatcher.start()
-    const { log, lines } = capturingLogger<{ level: number; msg: string; subscriptionId?: string; reason?: string }>('warn')
+    const { log, lines } = capturingLogger<{ level: number; msg: string; subscriptionId?: string; reason?: string; count?: number }>('warn')
     await startWorker(
       [defineHandler('work', () => 'done'), createWebhookHandler({ db: t.db, allow: '127.0.0.1', disable: { afterMs: 0, afterFailures: 3 } })],
       { log },
@@ -115,24 +115,33 @@ describe('webhook subscriptions whose deliveries keep failing', () => {
     const listed = (await api.call(key, 'GET', '/v1/webhooks')).json<{ items: Hook[] }>().items
     expect(listed).toEqual([expect.objectContaining({ id: down.id, enabled: false, disabledReason: disabled.disabledReason })])
     expect(lines.filter((l) => l.msg === 'webhook subscription disabled: its deliveries kept failing')).toEqual([
-      expect.objectContaining({ level: 40, subscriptionId: down.id, reason: disabled.disabledReason }),
+      expect.objectContaining({ level: 40, subscriptionId: down.id, reason: disabled.disabledReason, count: 2 }),
     ])
 
-    // its deliveries still to come end at their next attempt, sending nothing
+    // the attempt that disabled it ended its delivery, with the receiver's error; the deliveries
+    // still to come were cancelled in the same statement: nothing more is sent, and the tenant's
+    // failures show the one delivery, not one per event
     const sentBefore = received.filter((r) => r.path === '/down').length
     const jobs = await waitFor(
       async () => {
         const all = await deliveryJobs(down.id)
-        return all.length === 3 && all.every((j) => j.state === 'failed') ? all : undefined
+        return all.length === 3 && all.every((j) => j.state === 'failed' || j.state === 'cancelled') ? all : undefined
       },
       { timeoutMs: 30_000, what: 'the three deliveries ended' },
     )
-    expect(received.filter((r) => r.path === '/down').length).toBe(sentBefore)
-    expect(
-      jobs.some((j) =>
-        /^webhook subscription \S+ is disabled \(its delivery attempts failed .*\): event \S+ was not sent; enable it again/.test(j.error ?? ''),
+    expect(jobs.map((j) => j.state).sort()).toEqual(['cancelled', 'cancelled', 'failed'])
+    expect(jobs.find((j) => j.state === 'failed')?.error).toMatch(
+      new RegExp(
+        `^POST http://127\\.0\\.0\\.1:\\d+/down answered 500.*; webhook subscription ${down.id} is now disabled \\(its delivery attempts failed .*\\), so this delivery is not retried$`,
       ),
-    ).toBe(true)
+    )
+    const failures = (await api.call(key, 'GET', '/v1/failures')).json<{ items: Array<{ types: string[]; count: number }> }>().items
+    expect(failures.filter((g) => g.types.includes('pgsched.webhook')).map((g) => g.count)).toEqual([1])
+    // the delivery log says the disabling attempt was not retried
+    const failedJob = jobs.find((j) => j.state === 'failed')?.id
+    const attempts = (await api.call(key, 'GET', `/v1/webhooks/${down.id}/deliveries`)).json<{ items: Array<{ jobId: string; willRetry: boolean }> }>().items
+    expect(attempts.filter((a) => a.jobId === failedJob).map((a) => a.willRetry)[0]).toBe(false)
+    expect(received.filter((r) => r.path === '/down').length).toBe(sentBefore)
 
     // its listener ended: nothing is captured for it
     const { rows: listener } = await sql<{ live: boolean }>`select until > now() as live from pgsched.event_listeners where id = ${down.id}::uuid`.execute(t.db)
@@ -188,6 +197,29 @@ describe('webhook subscriptions whose deliveries keep failing', () => {
     )
     expect(recovered.enabled).toBe(true)
   }, 60_000)
+
+  it('cancels the deliveries still to come of one disabled by an update, and of no other subscription', async () => {
+    const key = await api.keyFor('switch')
+    const off = (await api.call(key, 'POST', '/v1/webhooks', { url: `${base}/down`, events: ['cancelled'] })).json<Hook>()
+    const kept = (await api.call(key, 'POST', '/v1/webhooks', { url: `${base}/up`, events: ['cancelled'] })).json<Hook>()
+    const client = createClient({ db: t.db, tenant: 'switch' })
+    // two events, turned into deliveries for each subscription; no worker runs them yet
+    for (let i = 0; i < 2; i++) await client.cancelJob((await client.submitJob({ type: 'work' })).job.id)
+    dispatcher = new WebhookDispatcher({ db: t.db, log: t.log, intervalMs: 100 })
+    await dispatcher.runOnce()
+    expect((await deliveryJobs(off.id)).map((j) => j.state)).toEqual(['pending', 'pending'])
+
+    const res = await api.call(key, 'PATCH', `/v1/webhooks/${off.id}`, { enabled: false })
+    expect(res.statusCode).toBe(200)
+    expect((await deliveryJobs(off.id)).map((j) => j.state)).toEqual(['cancelled', 'cancelled'])
+    expect((await deliveryJobs(kept.id)).map((j) => j.state)).toEqual(['pending', 'pending'])
+
+    // a worker now: the other subscription's deliveries are sent, none of the disabled one's, and no failure shows
+    await startWorker([defineHandler('work', () => 'done'), createWebhookHandler({ db: t.db, allow: '127.0.0.1' })])
+    await waitFor(() => received.filter((r) => r.path === '/up').length === 2, { timeoutMs: 30_000, what: 'the two deliveries to /up' })
+    expect(received.filter((r) => r.path === '/down')).toEqual([])
+    expect((await api.call(key, 'GET', '/v1/failures')).json<{ items: unknown[] }>().items).toEqual([])
+  })
 
   it('disables and enables one by an update, refusing an enabled that is not a boolean', async () => {
     const key = await api.keyFor('manual')

@@ -32,7 +32,7 @@ const columns = sql`id, tenant, url, events, queue, secret, created_at as "creat
 /** A subscription written, or the id of the tenant's subscription already sending to its URL in its `queue`. */
 export type WebhookSubscriptionWrite = { row: WebhookSubscriptionRow; existingId?: undefined } | { row?: undefined; existingId: string; queue: string }
 
-type WriteRow = WebhookSubscriptionRow & { existingId: string | null; targetQueue: string }
+type WriteRow = WebhookSubscriptionRow & { existingId: string | null; targetQueue: string; cancelledDeliveries?: number | null }
 
 /** Whether `err` is the refusal of webhook_subscriptions_target_key (a concurrent statement wrote the same target first). */
 function isTargetTaken(err: unknown): boolean {
@@ -100,7 +100,7 @@ export async function webhookSubscriptionInsert(
 function toWrite(r: WriteRow | undefined): WebhookSubscriptionWrite {
   if (!r) throw new Error('a webhook subscription write returned no row')
   if (r.existingId !== null) return { existingId: r.existingId, queue: r.targetQueue }
-  const { existingId: _none, targetQueue: _queue, ...row } = r
+  const { existingId: _none, targetQueue: _queue, cancelledDeliveries: _cancelled, ...row } = r
   return { row }
 }
 
@@ -133,7 +133,8 @@ export async function webhookSubscriptionForJob(db: Kysely<DB>, p: { id: string;
  * attempts read the URL and secret when made (webhookSubscriptionForJob), and the dispatcher the
  * event types and whether it is enabled when it reads an event. `enabled: true` on a disabled
  * subscription enables it again (its events from now on are sent, its failures forgotten), and
- * `false` disables an enabled one; either way its event listener follows.
+ * `false` disables an enabled one, cancelling its deliveries with work left (up to
+ * WEBHOOK_CANCEL_MAX); either way its event listener follows.
  */
 export async function webhookSubscriptionUpdate(
   db: Kysely<DB>,
@@ -175,8 +176,15 @@ export async function webhookSubscriptionUpdate(
          set until = case when c.enabled then 'infinity' else least(l.until, now()) end
         from changed c
        where l.id = c.id and l.kind = 'webhook' and ${enabled}::bool is not null
+    ),
+    cancelled as (
+      -- disabled: its deliveries with work left are cancelled, rather than each failing unsent
+      select pgsched.webhook_deliveries_cancel(c.tenant, c.queue, c.id, null::uuid, ${WEBHOOK_CANCEL_MAX}::int) as n
+        from changed c
+       where ${enabled}::bool = false
     )
-    select (select id from existing) as "existingId", target.queue as "targetQueue", c.*
+    -- reads cancelled: a plain select in WITH runs only when the statement reads it
+    select (select id from existing) as "existingId", target.queue as "targetQueue", (select n from cancelled) as "cancelledDeliveries", c.*
       from target
       left join changed c on true`.execute(db),
   )
@@ -213,6 +221,14 @@ export interface WebhookDeliveryRow {
   willRetry: boolean | null
 }
 
+/**
+ * Most delivery jobs one statement that disables a subscription cancels (each a pgsched.cancel_job:
+ * a few statements, with the job's events): a receiver down for an hour while its tenant is busy may have thousands, and
+ * the statement runs in a delivery attempt or an update. Those left end at their next attempt, which
+ * cancels the next ones (webhookDeliveryCancelLeft).
+ */
+export const WEBHOOK_CANCEL_MAX = 1_000
+
 /** When a subscription whose delivery attempts keep failing is disabled (the workers' settings). */
 export interface WebhookDisablePolicy {
   /** Disabled once its attempts have failed, none succeeding, for at least this long… */
@@ -230,22 +246,18 @@ export interface WebhookDisablePolicy {
  * webhook_deliveries_subscription_idx, down to failing_since (their ids are UUIDv7 of the database
  * clock) and up to the threshold. The disabling is guarded by the failing_since it was judged on: a
  * successful attempt (or an enable) committed meanwhile leaves it enabled. A subscription disabled
- * also stops being a live listener (no event of its tenant is captured for it). Returns its reason
- * when this attempt disabled it.
+ * also stops being a live listener (no event of its tenant is captured for it), and its other
+ * deliveries with work left are cancelled (up to WEBHOOK_CANCEL_MAX; a running one's worker aborts
+ * it), rather than each failing unsent at its next attempt; this attempt is recorded as not retried.
+ * Returns its reason, and how many deliveries were cancelled, when this attempt disabled it.
  */
 export async function webhookDeliveryInsert(
   db: Kysely<DB>,
   p: Omit<WebhookDeliveryRow, 'id' | 'at'> & { subscriptionId: string; disable?: WebhookDisablePolicy },
-): Promise<{ disabledReason: string } | undefined> {
+): Promise<{ disabledReason: string; cancelled: number } | undefined> {
   const afterFailures = p.disable?.afterFailures ?? 0
-  const { rows } = await sql<{ disabledReason: string | null }>`
-    with recorded as (
-      insert into pgsched.webhook_deliveries (subscription_id, event_id, event_type, job_id, attempt, status_code, ok, error, duration_ms, will_retry)
-      select ${p.subscriptionId}::uuid, ${p.eventId}::text, ${p.eventType}::text, ${p.jobId}::uuid, ${p.attempt}::int,
-             ${p.statusCode}::int, ${p.ok}::bool, ${p.error}::text, ${p.durationMs}::int, ${p.willRetry}::bool
-       where exists (select 1 from pgsched.webhook_subscriptions where id = ${p.subscriptionId}::uuid)   -- not for a deleted one
-    ),
-    judged as (
+  const { rows } = await sql<{ disabledReason: string | null; cancelled: number | null }>`
+    with judged as (
       select s.id, s.failing_since,
              case when ${p.ok}::bool or ${afterFailures}::int = 0 then false
                   when coalesce(s.failing_since, now()) > now() - ${p.disable?.afterMs ?? 0}::bigint * interval '1 millisecond' then false
@@ -277,17 +289,48 @@ export async function webhookDeliveryInsert(
        where s.id = j.id and s.disabled_at is null
          -- written only when it starts or stops failing, or is disabled
          and ((j.disable and s.failing_since is not distinct from j.failing_since) or (${p.ok}::bool) = (s.failing_since is not null))
-      returning s.id, s.disabled_reason
+      returning s.id, s.tenant, s.queue, s.disabled_reason
+    ),
+    recorded as (
+      insert into pgsched.webhook_deliveries (subscription_id, event_id, event_type, job_id, attempt, status_code, ok, error, duration_ms, will_retry)
+      select ${p.subscriptionId}::uuid, ${p.eventId}::text, ${p.eventType}::text, ${p.jobId}::uuid, ${p.attempt}::int,
+             ${p.statusCode}::int, ${p.ok}::bool, ${p.error}::text, ${p.durationMs}::int,
+             -- an attempt that disabled the subscription ends its delivery (the handler's FatalError)
+             ${p.willRetry}::bool and not exists (select 1 from changed c where c.disabled_reason is not null)
+       where exists (select 1 from pgsched.webhook_subscriptions where id = ${p.subscriptionId}::uuid)   -- not for a deleted one
     ),
     listener as (
       -- disabled: its tenant's events are no longer captured for it
       update pgsched.event_listeners l set until = least(l.until, now())
         from changed c
        where l.id = c.id and l.kind = 'webhook' and c.disabled_reason is not null
+    ),
+    cancelled as (
+      -- disabled: its other deliveries with work left are cancelled, rather than each failing unsent
+      select pgsched.webhook_deliveries_cancel(c.tenant, c.queue, c.id, ${p.jobId}::uuid, ${WEBHOOK_CANCEL_MAX}::int) as n
+        from changed c
+       where c.disabled_reason is not null
     )
-    select disabled_reason as "disabledReason" from changed`.execute(db)
+    -- reads cancelled: a plain select in WITH runs only when the statement reads it
+    select disabled_reason as "disabledReason", (select n from cancelled) as cancelled from changed`.execute(db)
   const reason = rows[0]?.disabledReason
-  return reason ? { disabledReason: reason } : undefined
+  return reason ? { disabledReason: reason, cancelled: rows[0]?.cancelled ?? 0 } : undefined
+}
+
+/**
+ * Cancels the delivery jobs of a disabled subscription that have work left, up to WEBHOOK_CANCEL_MAX,
+ * but `exceptJobId` (pgsched.webhook_deliveries_cancel, migration 0070); returns how many. For an
+ * attempt that found its subscription disabled: what the disabling statement left (more than the
+ * bound, or submitted by a dispatcher that read the subscription before it was disabled).
+ */
+export async function webhookDeliveryCancelLeft(
+  db: Kysely<DB>,
+  p: { tenant: string; queue: string; subscriptionId: string; exceptJobId: string },
+): Promise<number> {
+  const { rows } = await sql<{ n: number }>`
+    select pgsched.webhook_deliveries_cancel(${p.tenant}::text, ${p.queue}::text, ${p.subscriptionId}::uuid, ${p.exceptJobId}::uuid,
+                                             ${WEBHOOK_CANCEL_MAX}::int) as n`.execute(db)
+  return rows[0]?.n ?? 0
 }
 
 /** A subscription's delivery attempts, newest first, before the attempt `beforeId` when given. */
