@@ -32,7 +32,7 @@ import { tenantAdmin, type TenantAdmin } from './tenant-admin.ts'
 import { insertRows, SubmitBatcher, withSyncStandby, type SubmitRow } from './submit-batcher.ts'
 import { executionGetById, executionListByJob } from './db/queries/executions.ts'
 import { assertUuid, decodeCursor, encodeCursor, fireTimeUsInRange, limitOf, type Page } from './paging.ts'
-import type { JobEvent } from './core/events.ts'
+import { type JobEvent, WEBHOOK_MAX_PER_TENANT_DEFAULT } from './core/events.ts'
 import { streamEvents, type StreamEventsParams } from './events/event-stream.ts'
 import { webhookAdmin, type WebhookAdmin } from './events/webhook-admin.ts'
 import { parseAddressPolicy, type AddressPolicy } from './lib/address-policy.ts'
@@ -93,6 +93,11 @@ export interface CreateClientOptions {
    * Default: nothing beyond the public internet.
    */
   httpAllow?: string
+  /**
+   * Most webhook subscriptions one tenant may have (as SCHEDULER_WEBHOOK_MAX_PER_TENANT for the API
+   * and the CLI): webhooks.create beyond it throws a ConflictError naming it. Default 100.
+   */
+  webhookMaxPerTenant?: number
   /**
    * Acknowledge a submit only from a primary that replicates synchronously now
    * (synchronous_standby_names set); otherwise submitJob/submitJobs throw UnreplicatedError (a
@@ -164,6 +169,7 @@ const CREATE_CLIENT_FIELDS: FieldSet<CreateClientOptions> = {
   clock: true,
   batchSubmits: true,
   httpAllow: true,
+  webhookMaxPerTenant: true,
   requireSyncStandby: true,
 }
 
@@ -269,6 +275,7 @@ function counted<T>(stream: AsyncGenerator<T, void, undefined>, gate: CallGate):
 
 interface ClientSettings {
   webhookPolicy: AddressPolicy
+  webhookMaxPerTenant: number
   requireSyncStandby: boolean
   /** For a client that owns its pool: what ends its event streams at close(), and counts their steps. */
   streams: { closing: AbortSignal; gate: CallGate } | undefined
@@ -326,6 +333,11 @@ export function createClient(options: CreateClientOptions): Client {
     const message = `httpAllow: ${(err as Error).message}`
     throw new ValidationError(message, [{ path: 'httpAllow', message }])
   }
+  const webhookMaxPerTenant = options.webhookMaxPerTenant ?? WEBHOOK_MAX_PER_TENANT_DEFAULT
+  if (!Number.isInteger(webhookMaxPerTenant) || webhookMaxPerTenant < 1) {
+    const message = `webhookMaxPerTenant must be a positive integer (got ${String(webhookMaxPerTenant)})`
+    throw new ValidationError(message, [{ path: 'webhookMaxPerTenant', message }])
+  }
   const requireSyncStandby = options.requireSyncStandby === true
   const batcher = options.batchSubmits === false ? undefined : new SubmitBatcher(db, { requireSyncStandby })
   const gate = new CallGate()
@@ -333,7 +345,7 @@ export function createClient(options: CreateClientOptions): Client {
   const closing = new AbortController()
   // every stream waiting for its next poll listens on it: more than ten at once are no leak
   setMaxListeners(0, closing.signal)
-  const settings: ClientSettings = { webhookPolicy, requireSyncStandby, streams: owned ? { closing: closing.signal, gate } : undefined }
+  const settings: ClientSettings = { webhookPolicy, webhookMaxPerTenant, requireSyncStandby, streams: owned ? { closing: closing.signal, gate } : undefined }
   const client = makeClient(db, batcher, options.tenant ?? 'default', options.createdBy ?? null, options.clock ?? systemClock, settings, async () => {
     if (!owned) return
     // the calls in flight end first: a submit waiting in the group commit, or a statement waiting for
@@ -357,7 +369,7 @@ function makeClient(
   settings: ClientSettings,
   close: () => Promise<void>,
 ): Client {
-  const { webhookPolicy, requireSyncStandby } = settings
+  const { webhookPolicy, webhookMaxPerTenant, requireSyncStandby } = settings
   // a tenant no API key can have would own jobs no one sees over REST
   if (!isTenantName(tenant)) {
     throw new ValidationError(`tenant must be ${TENANT_RULE}, got ${JSON.stringify(tenant)}`, [{ path: 'tenant', message: `tenant must be ${TENANT_RULE}` }])
@@ -487,7 +499,7 @@ function makeClient(
       const signal = params.signal ? AbortSignal.any([params.signal, streams.closing]) : streams.closing
       return counted(await streamEvents(db, params.allTenants === true ? null : tenant, { ...params, signal }), streams.gate)
     },
-    webhooks: webhookAdmin(db, tenant, webhookPolicy, async (ids) => {
+    webhooks: webhookAdmin(db, tenant, { policy: webhookPolicy, maxPerTenant: webhookMaxPerTenant }, async (ids) => {
       for (const id of ids) await jobCancel(db, { tenant, id })
       await jobCancelSweep(db, ids)
     }),

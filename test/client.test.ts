@@ -658,7 +658,7 @@ describe('option objects from plain JavaScript', () => {
     const err = await refused(() => createClient({ db: t.db, tenant: 'acme', batchSubmit: false } as never))
     expect(err.details).toEqual(unknown('batchSubmit'))
     expect(err.message).toBe(
-      'unknown field "batchSubmit" (known: databaseUrl, poolSize, db, pool, tenant, createdBy, clock, batchSubmits, httpAllow, requireSyncStandby)',
+      'unknown field "batchSubmit" (known: databaseUrl, poolSize, db, pool, tenant, createdBy, clock, batchSubmits, httpAllow, webhookMaxPerTenant, requireSyncStandby)',
     )
     // a misspelt tenant would act for the default tenant
     expect(await refusal(() => createClient({ db: t.db, tennant: 'acme' } as never))).toEqual(unknown('tennant'))

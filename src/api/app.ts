@@ -75,6 +75,8 @@ export interface AppDeps {
    * KEY_USE_WRITE_INTERVAL_MS (a minute), 0 = at every request.
    */
   keyUseWriteIntervalMs?: number
+  /** SCHEDULER_WEBHOOK_MAX_PER_TENANT, for the default client (a given `client` has its own); default 100. */
+  webhookMaxPerTenant?: number
   /** How long a queue depth reading is reused by /metrics; default 5000. */
   queueDepthCacheMs?: number
   /** For /readyz; default: the package's migrations/ folder. */
@@ -164,7 +166,7 @@ export function buildApp(deps: AppDeps) {
   registerErrorHandling(app, { bodyLimitBytes, outages, refusals, routeMethods })
 
   const metrics = createApiMetrics({ db: deps.db, log: deps.log, queueDepthCacheMs: deps.queueDepthCacheMs })
-  const client = deps.client ?? createClient({ db: deps.db, httpAllow: deps.httpAllow })
+  const client = deps.client ?? createClient({ db: deps.db, httpAllow: deps.httpAllow, webhookMaxPerTenant: deps.webhookMaxPerTenant })
   const keyUses = createKeyUseRecorder(
     { db: deps.db, log: deps.log.child({ component: 'api' }) },
     { intervalMs: deps.keyUseWriteIntervalMs ?? KEY_USE_WRITE_INTERVAL_MS },

@@ -25,6 +25,13 @@ export const WEBHOOK_JOB_TYPE = 'pgsched.webhook'
  */
 export const WEBHOOK_DISABLE_DEFAULT = { afterMs: 3_600_000, afterFailures: 20 } as const
 
+/**
+ * Most webhook subscriptions one tenant may have (SCHEDULER_WEBHOOK_MAX_PER_TENANT, createClient's
+ * webhookMaxPerTenant): each subscription multiplies the tenant's events into delivery jobs, and 100
+ * receivers per tenant is far more than an application wires up by hand.
+ */
+export const WEBHOOK_MAX_PER_TENANT_DEFAULT = 100
+
 export interface JobEvent {
   /** The event's id in the stream, `<batch>-<index>` (SSE `id`, `Last-Event-ID`). */
   id: string

@@ -31,10 +31,10 @@ export function unknownFields(value: Record<string, unknown>, fields: Readonly<R
 
 /**
  * Longest list of the known fields a refusal's message carries, in characters: the list says at
- * once what a misspelt key should have been (createClient's ten options take about 100), while a
+ * once what a misspelt key should have been (createClient's eleven options take about 120), while a
  * longer one would bury the key refused; the call's documentation lists those.
  */
-const KNOWN_FIELDS_LISTED_MAX_CHARS = 120
+const KNOWN_FIELDS_LISTED_MAX_CHARS = 140
 
 /**
  * Throws a ValidationError when `value` is not an object (`what` names it: `listJobs params`) or

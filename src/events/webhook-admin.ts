@@ -4,13 +4,14 @@
  * one disabled because its deliveries kept failing), delete (which
  * cancels the deliveries still to come), and each one's delivery log, a page at a time. The secret
  * is shown once, when the subscription is created (generated when not given); lists never show it.
+ * A tenant has at most `maxPerTenant` subscriptions (each multiplies its events into deliveries).
  */
 import { randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
 import { EVENT_TYPES, isEventType, type EventType } from '../core/events.ts'
 import { isQueueName, QUEUE_RULE } from '../core/names.ts'
-import { NotFoundError, ValidationError, WebhookExistsError } from '../errors.ts'
+import { ConflictError, NotFoundError, ValidationError, WebhookExistsError } from '../errors.ts'
 import { refusedUrlHost, type AddressPolicy } from '../lib/address-policy.ts'
 import { assertUuid, decodeCursor, encodeCursor, type Page } from '../paging.ts'
 import { assertKnownFields, assertNoMoreArguments, RUNS_ON_CLIENT, type FieldSet } from '../core/known-fields.ts'
@@ -60,7 +61,8 @@ export interface WebhookAdmin {
    * The new subscription with its secret (the only time it is returned).
    * @throws ValidationError when a field is unknown or invalid; WebhookExistsError (a ConflictError)
    * when another of the tenant's subscriptions sends to `url` in the same queue, whatever its event
-   * types (change those with update): nothing is written.
+   * types (change those with update); ConflictError when the tenant has its most subscriptions
+   * already (`maxPerTenant`, enabled or not, naming it): nothing is written.
    */
   create(input: CreateWebhookInput): Promise<WebhookSubscription & { secret: string }>
   /** One subscription (without its secret). @throws NotFoundError when the tenant has no such subscription. */
@@ -153,9 +155,16 @@ function checkSecret(secret: unknown): asserts secret is string {
 
 /**
  * `policy`: the workers' address rules (SCHEDULER_HTTP_ALLOW), to refuse a URL no delivery could reach;
+ * `maxPerTenant`: the most subscriptions the tenant may have (SCHEDULER_WEBHOOK_MAX_PER_TENANT);
  * `cancelJobs`: cancels jobs of the tenant (the client's cancel), for the deliveries of a deleted subscription.
  */
-export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPolicy, cancelJobs: (ids: readonly string[]) => Promise<void>): WebhookAdmin {
+export function webhookAdmin(
+  db: Kysely<DB>,
+  tenant: string,
+  limits: { policy: AddressPolicy; maxPerTenant: number },
+  cancelJobs: (ids: readonly string[]) => Promise<void>,
+): WebhookAdmin {
+  const { policy, maxPerTenant } = limits
   // an id that is not a UUID is named as such, as for jobs (not "not found")
   const own = async (id: string): Promise<void> => {
     assertUuid(id, 'id')
@@ -178,7 +187,15 @@ export function webhookAdmin(db: Kysely<DB>, tenant: string, policy: AddressPoli
       checkSecret(secret)
       const queue = input.queue ?? 'default'
       if (!isQueueName(queue)) throw invalid('queue', `queue must be ${QUEUE_RULE}`)
-      const { row, existingId } = await webhookSubscriptionInsert(db, { tenant, url: input.url, events, queue, secret })
+      const written = await webhookSubscriptionInsert(db, { tenant, url: input.url, events, queue, secret, maxPerTenant })
+      if ('full' in written) {
+        throw new ConflictError(
+          `tenant ${JSON.stringify(tenant)} has ${written.max} webhook subscriptions, the most a tenant may have ` +
+            `(SCHEDULER_WEBHOOK_MAX_PER_TENANT, createClient's webhookMaxPerTenant: ${written.max}; disabled ones count too): ` +
+            'delete one, or change the event types or URL of one, rather than creating another',
+        )
+      }
+      const { row, existingId } = written
       if (existingId !== undefined) {
         throw new WebhookExistsError(
           `webhook ${existingId} already sends this tenant's events to this url in queue ${queue}: change its event types (an update) rather than subscribing the url again`,

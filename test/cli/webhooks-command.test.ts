@@ -172,3 +172,18 @@ describe('scheduler webhooks create and update, onto a URL the tenant already su
     ])
   })
 })
+
+describe('scheduler webhooks create, past the cap', () => {
+  it('refuses a subscription beyond SCHEDULER_WEBHOOK_MAX_PER_TENANT with exit code 1, naming the cap', async () => {
+    const env = { SCHEDULER_WEBHOOK_MAX_PER_TENANT: '1' }
+    await scheduler(env, 'webhooks', 'create', 'https://example.com/one', '--tenant', 'capped')
+    const refused = await scheduler(env, 'webhooks', 'create', 'https://example.com/two', '--tenant', 'capped').then(
+      () => undefined,
+      (err: { code: number; stderr: string }) => err,
+    )
+    expect(refused?.code).toBe(1)
+    expect(refused?.stderr).toContain('tenant "capped" has 1 webhook subscriptions, the most a tenant may have (SCHEDULER_WEBHOOK_MAX_PER_TENANT')
+    const { rows } = await t.pool.query("select url from pgsched.webhook_subscriptions where tenant = 'capped'")
+    expect(rows).toEqual([{ url: 'https://example.com/one' }])
+  })
+})

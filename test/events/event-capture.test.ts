@@ -252,7 +252,14 @@ describe('event capture', () => {
   })
 
   it('keeps events the webhook dispatcher has not read while a subscription exists (up to the bound)', async () => {
-    await webhookSubscriptionInsert(t.db, { tenant: 'a', url: 'http://127.0.0.1:9/hook', events: [], queue: 'default', secret: 'sixteen-chars-ok!' })
+    await webhookSubscriptionInsert(t.db, {
+      tenant: 'a',
+      url: 'http://127.0.0.1:9/hook',
+      events: [],
+      queue: 'default',
+      secret: 'sixteen-chars-ok!',
+      maxPerTenant: 100,
+    })
     for (let k = 0; k < 3; k++) await createClient({ db: t.db, tenant: 'a' }).submitJob({ type: 't' }) // a batch each
     await sequenceEvents(t.db)
     await createClient({ db: t.db, tenant: 'a' }).submitJob({ type: 't' }) // never numbered

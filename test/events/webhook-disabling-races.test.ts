@@ -27,13 +27,15 @@ const attempt = (subscriptionId: string, ok: boolean) => ({
 
 describe('webhook subscription disabling, raced by a successful attempt', () => {
   it('does not disable a subscription whose successful attempt committed while the failed one waited for its row', async () => {
-    const { row } = await webhookSubscriptionInsert(t.db, {
+    const written = await webhookSubscriptionInsert(t.db, {
       tenant: 'race',
       url: 'https://example.com/hook',
       events: [],
       queue: 'default',
       secret: 'sixteen-chars-ok!',
+      maxPerTenant: 100,
     })
+    const row = 'row' in written ? written.row : undefined
     const id = row?.id as string
     // failing for a while: three failed attempts recorded (by workers that never disable)
     for (let i = 0; i < 3; i++) await webhookDeliveryInsert(t.db, attempt(id, false))

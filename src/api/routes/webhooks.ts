@@ -55,13 +55,17 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
           'From now on each event of the tenant of a chosen type is POSTed to `url` as JSON (the Event), signed: ' +
           '`Pgsched-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with the secret>`. The answer carries the secret, once. ' +
           'A tenant subscribes a URL once per queue (URLs compared as receivers: the case of the scheme and host and a default port aside): a second subscription is refused with 409, ' +
-          'naming the existing one, whose event types an update changes.',
+          'naming the existing one, whose event types an update changes. ' +
+          'A tenant has at most SCHEDULER_WEBHOOK_MAX_PER_TENANT subscriptions (default 100, disabled ones included): one more is refused with 409 naming the cap (no Location).',
         security,
         body: CreateWebhookBody,
         response: {
           201: CreatedWebhookSchema,
           ...CommonErrors,
-          409: subscribedAlready('nothing was written (each event would be delivered twice); change the event types of that one instead'),
+          409: subscribedAlready(
+            'nothing was written (each event would be delivered twice); change the event types of that one instead. ' +
+              'Also: the tenant has its most subscriptions already (SCHEDULER_WEBHOOK_MAX_PER_TENANT), without Location',
+          ),
         },
       },
     },
@@ -100,7 +104,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
           'Changes the fields given (JSON merge: those left out stay as they are), under the same rules as a creation; an invalid field changes nothing. ' +
           'Each delivery attempt reads the URL and secret when it is made: a new secret signs every attempt from now on, retries of earlier events among them. ' +
           'New `events` apply to events from now on. A new `url` that another subscription of the tenant sends to in the same queue is refused with 409. ' +
-          '`enabled: true` enables again a subscription disabled because its delivery attempts kept failing (the events from now on are sent; its failures are forgotten); `enabled: false` disables one. ' +
+          '`enabled: true` enables again a subscription disabled because its delivery attempts kept failing (the events from now on are sent; its failures are forgotten); `enabled: false` disables one, cancelling its deliveries still to come. ' +
           'The answer is the subscription, without its secret.',
         security,
         params: WebhookParams,

@@ -92,7 +92,12 @@ export async function startApiServer(params: StartApiServerParams): Promise<ApiS
   const app = buildApp({
     db: database.db,
     log,
-    client: createClient({ db: database.db, httpAllow: config.worker.httpAllow, requireSyncStandby: config.api.requireSyncStandby === 'on' }),
+    client: createClient({
+      db: database.db,
+      httpAllow: config.worker.httpAllow,
+      webhookMaxPerTenant: config.api.webhookMaxPerTenant,
+      requireSyncStandby: config.api.requireSyncStandby === 'on',
+    }),
     bodyLimitBytes: config.api.bodyLimitBytes,
     outputS3: { endpoint: config.output.s3Endpoint, region: config.output.s3Region },
     eventsRetentionMs: config.events.retentionMs,

@@ -16,10 +16,20 @@ import { createClient } from '../../client.ts'
 import { formatTable, withDatabase } from '../shared.ts'
 
 // The workers' address rules (SCHEDULER_HTTP_ALLOW, from this environment): create and update
-// refuse a URL every delivery would be refused.
+// refuse a URL every delivery would be refused; create refuses a subscription beyond
+// SCHEDULER_WEBHOOK_MAX_PER_TENANT.
 const run = <T>(tenant: string, fn: (webhooks: WebhookAdmin) => Promise<T>) =>
   withDatabase('pgsched-webhooks', ({ db }, config) =>
-    fn(createClient({ db, tenant, createdBy: 'cli', batchSubmits: false, httpAllow: config.worker.httpAllow }).webhooks),
+    fn(
+      createClient({
+        db,
+        tenant,
+        createdBy: 'cli',
+        batchSubmits: false,
+        httpAllow: config.worker.httpAllow,
+        webhookMaxPerTenant: config.api.webhookMaxPerTenant,
+      }).webhooks,
+    ),
   )
 const print = (value: unknown): void => {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`)

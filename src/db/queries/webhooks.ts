@@ -32,6 +32,12 @@ const columns = sql`id, tenant, url, events, queue, secret, created_at as "creat
 /** A subscription written, or the id of the tenant's subscription already sending to its URL in its `queue`. */
 export type WebhookSubscriptionWrite = { row: WebhookSubscriptionRow; existingId?: undefined } | { row?: undefined; existingId: string; queue: string }
 
+/** A creation refused because the tenant already has `max` subscriptions. */
+export interface WebhookSubscriptionsFull {
+  full: true
+  max: number
+}
+
 type WriteRow = WebhookSubscriptionRow & { existingId: string | null; targetQueue: string; cancelledDeliveries?: number | null }
 
 /** Whether `err` is the refusal of webhook_subscriptions_target_key (a concurrent statement wrote the same target first). */
@@ -70,14 +76,32 @@ const sameTarget = (tenant: string, queue: RawBuilder<unknown>, url: string | nu
 
 /**
  * Creates a subscription with its event listener, unless one of the tenant's already sends to
- * `url` in `queue` (whatever its event types): then nothing is written and its id is returned.
+ * `url` in `queue` (whatever its event types): then nothing is written and its id is returned; or
+ * unless the tenant has `maxPerTenant` subscriptions already (enabled or not): then nothing is
+ * written either. Its own transaction: the tenant's creations take turns (a transaction-scoped
+ * advisory lock on the tenant's name), so that two at once cannot both pass the count; the count
+ * reads up to `maxPerTenant` entries of webhook_subscriptions_tenant_idx.
  */
 export async function webhookSubscriptionInsert(
   db: Kysely<DB>,
-  p: { tenant: string; url: string; events: readonly EventType[]; queue: string; secret: string },
-): Promise<WebhookSubscriptionWrite> {
-  const { rows } = await retriedOnTargetTaken(() =>
-    sql<WriteRow>`
+  p: { tenant: string; url: string; events: readonly EventType[]; queue: string; secret: string; maxPerTenant: number },
+): Promise<WebhookSubscriptionWrite | WebhookSubscriptionsFull> {
+  return retriedOnTargetTaken(() =>
+    db.transaction().execute(async (trx) => {
+      await sql`select pg_advisory_xact_lock(hashtextextended('pgsched.webhook_subscriptions:' || ${p.tenant}::text, 0))`.execute(trx)
+      // a statement of its own, after the lock: its snapshot sees the creation that held it
+      const { rows: counted } = await sql<{ n: number }>`
+        select count(*)::int as n
+          from (select 1 from pgsched.webhook_subscriptions s where s.tenant = ${p.tenant}::text limit ${p.maxPerTenant}::int) x`.execute(trx)
+      if ((counted[0]?.n ?? 0) >= p.maxPerTenant) return { full: true as const, max: p.maxPerTenant }
+      return toWrite((await webhookSubscriptionInsertRow(trx, p)).rows[0])
+    }),
+  )
+}
+
+/** The creation's statement (in webhookSubscriptionInsert's transaction). */
+function webhookSubscriptionInsertRow(db: Kysely<DB>, p: { tenant: string; url: string; events: readonly EventType[]; queue: string; secret: string }) {
+  return sql<WriteRow>`
     with existing as (${sameTarget(p.tenant, sql`${p.queue}::text`, p.url, sql`null::uuid`)}),
     sub as (
       insert into pgsched.webhook_subscriptions (tenant, url, events, queue, secret)
@@ -92,9 +116,7 @@ export async function webhookSubscriptionInsert(
     )
     select (select id from existing) as "existingId", ${p.queue}::text as "targetQueue", s.*
       from (values (1)) one
-      left join (select ${columns} from sub) s on true`.execute(db),
-  )
-  return toWrite(rows[0])
+      left join (select ${columns} from sub) s on true`.execute(db)
 }
 
 function toWrite(r: WriteRow | undefined): WebhookSubscriptionWrite {
