@@ -180,27 +180,27 @@ function statementName(text: string): string {
 
 /** A pool for Kysely whose clients prepare PREPARE statements and bound BOUNDED_READ ones. */
 function preparingPool(pool: pg.Pool, answers?: AnswerWatch) {
+  /** Connections that must not go back to the pool, with why: a bounded read failed on them. */
+  const broken = new WeakMap<pg.PoolClient, Error>()
+  const run = (client: pg.PoolClient, text: unknown, values?: unknown[]): Promise<unknown> => {
+    if (typeof text === 'string' && text.includes(PREPARE)) return client.query({ name: statementName(text), text, values })
+    if (typeof text === 'string' && text.includes(BOUNDED_READ)) {
+      return boundedRead(client, text, values).catch((err: unknown) => {
+        broken.set(client, err instanceof Error ? err : new Error(String(err)))
+        throw err
+      })
+    }
+    return (client.query as (t: unknown, v?: unknown[]) => Promise<unknown>)(text, values)
+  }
   return {
     async connect() {
       const client = await pool.connect()
-      /** Why the connection must not go back to the pool: a bounded read failed on it. */
-      let broken: Error | undefined
-      const run = (text: unknown, values?: unknown[]): Promise<unknown> => {
-        if (typeof text === 'string' && text.includes(PREPARE)) return client.query({ name: statementName(text), text, values })
-        if (typeof text === 'string' && text.includes(BOUNDED_READ)) {
-          return boundedRead(client, text, values).catch((err: unknown) => {
-            broken = err instanceof Error ? err : new Error(String(err))
-            throw err
-          })
-        }
-        return (client.query as (t: unknown, v?: unknown[]) => Promise<unknown>)(text, values)
-      }
       return {
         query(text: unknown, values?: unknown[]) {
-          if (!answers) return run(text, values)
+          if (!answers) return run(client, text, values)
           const mark = answers.mark()
           // A write that succeeded (not a read, which a read-only server still answers).
-          return run(text, values).then((r) => {
+          return run(client, text, values).then((r) => {
             const command = (r as { command?: string } | undefined)?.command
             if (command === 'UPDATE' || command === 'INSERT' || command === 'DELETE') answers.answered(mark)
             return r
@@ -209,7 +209,9 @@ function preparingPool(pool: pg.Pool, answers?: AnswerWatch) {
         release(err?: Error | boolean) {
           // pg-pool destroys a client released with an error (a statement given up may still be
           // waiting on it) and opens a new connection for the next statement.
-          client.release(broken ?? err)
+          const cause = broken.get(client)
+          broken.delete(client)
+          client.release(cause ?? err)
         },
       }
     },
