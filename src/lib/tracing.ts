@@ -94,12 +94,14 @@ export function messagingAttributes(queue: string, operation: MessagingOperation
 
 /**
  * Marks `span` as failed with `error`, as the conventions ask of an operation that failed: the
- * exception recorded, the status an error, and `error.type` its class name (low cardinality).
+ * exception recorded, the status an error, and `error.type` low in cardinality: a PostgreSQL
+ * error's SQLSTATE (the driver names every one of them `error`), otherwise the error's class name.
  */
 export function spanFailed(span: Span, error: Error): void {
   span.recordException(error)
   span.setStatus({ code: SpanStatusCode.ERROR, message: error.message })
-  span.setAttribute('error.type', error.name)
+  const code = (error as { code?: unknown }).code
+  span.setAttribute('error.type', typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : error.name)
 }
 
 /**

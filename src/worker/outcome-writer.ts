@@ -17,6 +17,8 @@ import type { LeaseKeeper } from './lease-keeper.ts'
 import type { RunContext } from './run-context.ts'
 import type { Run } from './run.ts'
 import type { Span } from '@opentelemetry/api'
+import { LeaseLostError } from './abort-reasons.ts'
+import { spanFailed } from '../lib/tracing.ts'
 import { endRunSpan, startSettleSpan } from './run-tracing.ts'
 import type { WorkerEvents } from './worker-options.ts'
 
@@ -145,7 +147,7 @@ export class OutcomeWriter implements CompletionListener {
     const tracked: Promise<void> = writing
       .catch((err: unknown) => {
         this.p.leases.release(run)
-        endRunSpan(run, 'not recorded', err instanceof Error ? err : undefined)
+        endRunSpan(run, 'not recorded', err instanceof Error ? err : notRecorded(String(err)))
         ctx.log.error({ err }, 'outcome not recorded')
       })
       .finally(() => this.writing.delete(tracked))
@@ -165,14 +167,14 @@ export class OutcomeWriter implements CompletionListener {
       if (failed) {
         // A lost run is no longer held: the lease keeper reported it, so its writes end here.
         if (!this.p.leases.holds(run)) {
-          endRunSpan(run, 'lease lost')
+          endRunSpan(run, 'lease lost', new LeaseLostError('outcome not recorded: lease lost while the database was unreachable'))
           ctx.log.warn('outcome not recorded: lease lost while the database was unreachable')
           return
         }
         // Stopped: the heartbeat is over too, so the lease cannot be kept; the reaper requeues it.
         if (this.stopped.signal.aborted) {
           this.p.leases.release(run)
-          endRunSpan(run, 'not recorded')
+          endRunSpan(run, 'not recorded', notRecorded('outcome not recorded: the worker stopped while the database was unreachable'))
           ctx.log.warn('outcome not recorded: the worker stopped while the database was unreachable')
           return
         }
@@ -202,8 +204,10 @@ export class OutcomeWriter implements CompletionListener {
                 }),
               })
       } catch (err: unknown) {
-        settle?.recordException(err instanceof Error ? err : String(err))
-        settle?.end()
+        if (settle) {
+          spanFailed(settle, err instanceof Error ? err : new Error(String(err)))
+          settle.end()
+        }
         failed = true
         continue
       }
@@ -221,11 +225,15 @@ export class OutcomeWriter implements CompletionListener {
     this.p.leases.release(run)
     if (result.accepted) this.p.onRecorded?.(run.claimed.queue)
     const written = !result.accepted ? undefined : failure === undefined ? 'succeeded' : result.retry?.state === 'pending' ? 'retried' : 'failed'
+    // A write the fence refused: the attempt's lease was already gone, so its outcome is not recorded.
+    const refused =
+      written === undefined ? new LeaseLostError('outcome refused: the lease was lost (reaped, cancelled or taken over) before it was written') : undefined
     if (settle) {
       settle.setAttribute('pgsched.outcome', written ?? 'refused')
+      if (refused) spanFailed(settle, refused)
       settle.end()
     }
-    if (run.span) endRunSpan(run, written ?? 'lease lost', error)
+    if (run.span) endRunSpan(run, written ?? 'lease lost', error ?? refused)
     const events = this.p.events
     if (written === undefined) {
       events?.leaseLost?.(run.claimed)
@@ -244,4 +252,11 @@ export class OutcomeWriter implements CompletionListener {
       ctx.log.warn({ err: error, fatal: failure.fatal }, 'execution failed')
     }
   }
+}
+
+/** The error a run span ends with when its outcome was not recorded and no other error says why. */
+function notRecorded(message: string): Error {
+  const error = new Error(message)
+  error.name = 'OutcomeNotRecordedError'
+  return error
 }

@@ -144,4 +144,75 @@ describe('traces', () => {
     expect(await traceparentOf(jobId)).toBeNull()
     expect(exporter.getFinishedSpans()).toEqual([])
   })
+
+  it('marks an outcome write the fence refused as an error, on the settle span and the run span', async () => {
+    trace.setGlobalTracerProvider(provider)
+    let release: () => void = () => {}
+    const held = new Promise<void>((resolve) => (release = resolve))
+    const started = { id: '' }
+    const key = await api.keyFor('acme')
+    expect((await api.call(key, 'POST', '/v1/jobs', { type: 'trace.held' })).statusCode).toBe(202)
+    await startWorker([
+      defineHandler('trace.held', async (ctx) => {
+        started.id = ctx.executionId
+        await held
+        return { ok: true }
+      }),
+    ])
+    await waitFor(() => started.id !== '', { what: 'the handler to start' })
+    // The lease is gone before the handler returns (as a reaper's or a cancel's delete would leave it).
+    await sql`delete from pgsched.runs where execution_id = ${started.id}::uuid`.execute(t.db)
+    release()
+    await waitFor(() => named(exporter.getFinishedSpans(), 'run default').length === 1, { what: 'the run span to end' })
+    const spans = exporter.getFinishedSpans()
+    const [settle] = named(spans, 'complete default')
+    const [run] = named(spans, 'run default')
+    expect(settle?.attributes['pgsched.outcome']).toBe('refused')
+    expect(settle?.status.code).toBe(SpanStatusCode.ERROR)
+    expect(settle?.attributes['error.type']).toBe('LeaseLostError')
+    expect(run?.attributes['pgsched.outcome']).toBe('lease lost')
+    expect(run?.status.code).toBe(SpanStatusCode.ERROR)
+    expect(run?.attributes['error.type']).toBe('LeaseLostError')
+  })
+
+  it("marks an outcome write that failed as an error with the SQLSTATE as error.type, and the retried write's span as not", async () => {
+    trace.setGlobalTracerProvider(provider)
+    // Every completion fails while public.block_outcomes has a row.
+    await sql`create table public.block_outcomes (x int)`.execute(t.db)
+    await sql`insert into public.block_outcomes values (1)`.execute(t.db)
+    await sql`create function public.block_outcome() returns trigger language plpgsql as $$
+      begin
+        if exists (select 1 from public.block_outcomes) then
+          raise exception 'outcome blocked' using errcode = 'P0001';
+        end if;
+        return old;
+      end $$`.execute(t.db)
+    await sql`create trigger block_outcome before delete on pgsched.runs for each row execute function public.block_outcome()`.execute(t.db)
+    try {
+      const key = await api.keyFor('acme')
+      expect((await api.call(key, 'POST', '/v1/jobs', { type: 'trace.job' })).statusCode).toBe(202)
+      await startWorker(handlers)
+      await waitFor(() => named(exporter.getFinishedSpans(), 'complete default').length >= 1, { what: 'a failed outcome write' })
+      await sql`delete from public.block_outcomes`.execute(t.db)
+      await waitFor(() => named(exporter.getFinishedSpans(), 'run default').length === 1, { what: 'the run span to end', timeoutMs: 15_000 })
+      const settles = named(exporter.getFinishedSpans(), 'complete default')
+      const failed = settles.slice(0, -1)
+      const last = settles.at(-1)
+      expect(failed.length).toBeGreaterThanOrEqual(1)
+      for (const span of failed) {
+        expect(span.status.code).toBe(SpanStatusCode.ERROR)
+        expect(span.attributes['error.type']).toBe('P0001')
+        expect(span.events.map((e) => e.name)).toContain('exception')
+      }
+      expect(last?.status.code).toBe(SpanStatusCode.UNSET)
+      expect(last?.attributes['pgsched.outcome']).toBe('succeeded')
+      const [run] = named(exporter.getFinishedSpans(), 'run default')
+      expect(run?.attributes['pgsched.outcome']).toBe('succeeded')
+      expect(run?.status.code).toBe(SpanStatusCode.UNSET)
+    } finally {
+      await sql`drop trigger if exists block_outcome on pgsched.runs`.execute(t.db)
+      await sql`drop function if exists public.block_outcome()`.execute(t.db)
+      await sql`drop table if exists public.block_outcomes`.execute(t.db)
+    }
+  })
 })
