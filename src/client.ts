@@ -22,6 +22,7 @@ import { TENANT_RULE, isTenantName } from './core/names.ts'
 import { workerServes } from './db/queries/workers.ts'
 import { queuePauseOf } from './db/queries/queues.ts'
 import { createDb, type Database } from './db/pool.ts'
+import { isSchemaMissing, SCHEMA_MISSING_MESSAGE } from './db/outage.ts'
 import type { DB } from './db/schema.ts'
 import { jobCancel, jobCancelSweep, jobCancelSweepNow, jobSetPaused, type JobInsertOutcome } from './db/queries/jobs.ts'
 import { jobGetById } from './db/queries/job-views.ts'
@@ -287,10 +288,22 @@ const GATED_RESULTS = new Set(['withTenant', 'allTenants'])
 const GATED_OBJECTS = new Set(['queues', 'tenants', 'webhooks'])
 
 /**
- * `target` with every method counted by `gate` from its call until its promise settles, and
- * refused once the client is closing (close() itself passes).
+ * A call's error when the database has no pgsched schema, or one older than this client (a table,
+ * column, function or the schema missing: isSchemaMissing): the driver's error, its message ending
+ * with what to do (SCHEMA_MISSING_MESSAGE). Its code stays the SQLSTATE, so callers that map codes
+ * (the API's 503) still can. Any other error is returned as it is.
  */
-function gated<T extends object>(target: T, gate: CallGate): T {
+function withSchemaHint(err: unknown): unknown {
+  if (isSchemaMissing(err) && !(err as Error).message.includes(SCHEMA_MISSING_MESSAGE)) (err as Error).message += ` (${SCHEMA_MISSING_MESSAGE})`
+  return err
+}
+
+/**
+ * `target` with every method's failure passed through withSchemaHint, and, with a `gate` (a
+ * client that owns its pool), every method counted by it from its call until its promise settles
+ * and refused once the client is closing (close() itself passes).
+ */
+function gated<T extends object>(target: T, gate: CallGate | undefined): T {
   return new Proxy(target, {
     get(obj, key, receiver) {
       const value = Reflect.get(obj, key, receiver)
@@ -298,12 +311,15 @@ function gated<T extends object>(target: T, gate: CallGate): T {
       if (GATED_OBJECTS.has(key) && typeof value === 'object' && value !== null) return gated(value, gate)
       if (typeof value !== 'function') return value
       return (...args: unknown[]) => {
-        if (gate.closing) return Promise.reject(new InvalidStateError(`the pgsched client is closed: ${key} was called after close()`))
+        if (gate?.closing) return Promise.reject(new InvalidStateError(`the pgsched client is closed: ${key} was called after close()`))
         const result = (value as (...a: unknown[]) => unknown).apply(obj, args)
         if (GATED_RESULTS.has(key) && typeof result === 'object' && result !== null) return gated(result, gate)
         if (!(result instanceof Promise)) return result
-        gate.enter()
-        return result.finally(() => gate.leave())
+        gate?.enter()
+        const mapped = result.catch((err: unknown) => {
+          throw withSchemaHint(err)
+        })
+        return gate ? mapped.finally(() => gate.leave()) : mapped
       }
     },
   })
@@ -357,7 +373,7 @@ export function createClient(options: CreateClientOptions): Client {
     await batcher?.drained()
     await owned.db.destroy()
   })
-  return owned ? gated(client, gate) : client
+  return gated(client, owned ? gate : undefined)
 }
 
 function makeClient(

@@ -127,7 +127,7 @@ export async function main(argv: string[]): Promise<void> {
       return
     }
     const message = err instanceof Error ? err.message : String(err)
-    process.stderr.write(`scheduler: ${message}${isSchemaMissing(err) ? ` (${SCHEMA_MISSING_MESSAGE})` : ''}\n`)
+    process.stderr.write(`scheduler: ${message}${isSchemaMissing(err) && !message.includes(SCHEMA_MISSING_MESSAGE) ? ` (${SCHEMA_MISSING_MESSAGE})` : ''}\n`)
     process.exitCode = 1
   }
 }

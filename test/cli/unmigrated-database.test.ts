@@ -1,7 +1,7 @@
 /**
  * A database `scheduler migrate` was never run on: the worker ends (exit 1) rather than staying up
- * doing nothing, and the CLI and the API say to run migrate rather than answer with a missing
- * relation or a 500.
+ * doing nothing, and the CLI, the API and the TypeScript client say to run migrate rather than answer
+ * with a bare missing relation or a 500.
  */
 import { type ChildProcessByStdio, execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
@@ -13,6 +13,7 @@ import { buildApp } from '../../src/api/app.ts'
 import { loadConfig } from '../../src/config.ts'
 import { createWorkerSystem } from '../../src/system.ts'
 import { createDb } from '../../src/db/pool.ts'
+import { createClient } from '../../src/client.ts'
 import { createLogger } from '../../src/logger.ts'
 import { adminQuery, urlFor } from '../db.ts'
 
@@ -85,6 +86,30 @@ describe('a database without the pgsched schema', () => {
       expect(res.json().message).toBe(HINT)
     } finally {
       await app.close()
+      await database.db.destroy()
+    }
+  })
+
+  it('makes the TypeScript client name the remedy, on its own pool and on a Kysely it is given, keeping the SQLSTATE', async () => {
+    const own = createClient({ databaseUrl: url, poolSize: 1 })
+    const database = createDb({ databaseUrl: url, poolSize: 1 })
+    const given = createClient({ db: database.db })
+    try {
+      for (const client of [own, given]) {
+        for (const call of [
+          () => client.submitJob({ type: 'mail.send', payload: {} }),
+          () => client.viewJob('0190d4a2-1111-7000-8000-000000000000'),
+          () => client.queues.list(),
+        ]) {
+          const err = (await call().catch((e: unknown) => e)) as Error & { code?: string }
+          expect(err).toBeInstanceOf(Error)
+          expect(err.message).toMatch(/^relation "pgsched\.\w+" does not exist \(/)
+          expect(err.message.endsWith(`(${HINT})`)).toBe(true)
+          expect(err.code).toBe('42P01')
+        }
+      }
+    } finally {
+      await own.close()
       await database.db.destroy()
     }
   })
