@@ -115,6 +115,8 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     // host vanishes mid-pass, the server ends the session (IDLE_TRANSACTION_TIMEOUT_MS, as on every
     // pool), and a standby takes over.
   })
+  // Off (port 0): no registry at all, and the worker reports no events.
+  const metrics = w.metricsPort > 0 ? new WorkerMetrics() : undefined
   // the webhook deliveries go through the http handler's rules: off with it
   const registry = new HandlerRegistry(
     w.httpHandler === 'on'
@@ -125,6 +127,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
               db: database.db,
               allow: w.httpAllow,
               disable: { afterMs: w.webhookDisableAfterMs, afterFailures: w.webhookDisableAfterFailures },
+              onDisabled: metrics?.webhookDisabled,
             }),
             WEBHOOK_BUILT_IN,
           ),
@@ -133,8 +136,6 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
   )
   for (const h of params.handlers) registry.add(h)
   const outputStore = params.outputStore ?? createOutputStore({ settings: config.output, db: hot.db, log })
-  // Off (port 0): no registry at all, and the worker reports no events.
-  const metrics = w.metricsPort > 0 ? new WorkerMetrics() : undefined
   const worker = new Worker({
     events: metrics,
     db: hot.db,

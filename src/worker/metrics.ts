@@ -82,6 +82,8 @@ export class WorkerMetrics implements WorkerEvents {
   private readonly claimTimes = new BucketCounts(HEARTBEAT_BUCKETS_S)
   /** Claims that took executions, and claims that found none. */
   private readonly claims = { rows: 0, empty: 0 }
+  /** Webhook subscriptions this process's deliveries disabled. */
+  private webhooksDisabled = 0
   private sources: WorkerMetricsSources | undefined
 
   constructor() {
@@ -112,6 +114,14 @@ export class WorkerMetrics implements WorkerEvents {
         { labels: { result: 'rows' }, value: this.claims.rows },
         { labels: { result: 'empty' }, value: this.claims.empty },
       ],
+    }).registerIn(registry)
+    new CollectedMetric({
+      name: 'pgsched_worker_webhook_subscriptions_disabled_total',
+      help:
+        'Webhook subscriptions a delivery attempt of this worker disabled: their attempts had failed, none succeeding, for SCHEDULER_WEBHOOK_DISABLE_AFTER_MS ' +
+        '(at least SCHEDULER_WEBHOOK_DISABLE_AFTER_FAILURES of them). No event is sent to one until an update enables it.',
+      type: 'counter',
+      collect: () => [{ labels: {}, value: this.webhooksDisabled }],
     }).registerIn(registry)
     const histogram = (name: string, help: string, collect: () => CollectedValue[]) =>
       new CollectedMetric({ name, help, type: 'histogram', collect }).registerIn(registry)
@@ -211,6 +221,11 @@ export class WorkerMetrics implements WorkerEvents {
     const s = this.of(queue, type)
     s.rescuedRetried += retried
     s.rescuedFailed += failed
+  }
+
+  /** A delivery attempt of this process disabled a webhook subscription (createWebhookHandler's onDisabled). */
+  readonly webhookDisabled = (): void => {
+    this.webhooksDisabled++
   }
 
   /** The record of (queue, type), made on first use. */

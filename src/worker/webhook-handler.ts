@@ -41,6 +41,8 @@ export function createWebhookHandler(options: {
   resolve?: HttpResolve
   /** When a subscription whose attempts keep failing is disabled; default WEBHOOK_DISABLE_DEFAULT. */
   disable?: WebhookDisablePolicy
+  /** Called when an attempt of this handler disabled its subscription (the worker's metrics count it). */
+  onDisabled?: (subscription: { id: string; tenant: string }) => void
 }): Handler {
   const http = createHttpHandler({ allow: options.allow, resolve: options.resolve, redirects: 'refuse' })
   const { db } = options
@@ -84,6 +86,7 @@ export function createWebhookHandler(options: {
         disable,
       })
       if (disabled) {
+        options.onDisabled?.({ id: sub.id, tenant: sub.tenant })
         ctx.log.warn(
           { subscriptionId: sub.id, tenant: sub.tenant, reason: disabled.disabledReason, count: disabled.cancelled },
           'webhook subscription disabled: its deliveries kept failing',

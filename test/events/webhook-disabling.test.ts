@@ -2,7 +2,7 @@
  * A webhook subscription whose receiver keeps failing is disabled, so that its deliveries do not
  * pile up for as long as the receiver is down: driven end to end with a local receiver answering
  * 500 (short thresholds given to the worker's handler, as SCHEDULER_WEBHOOK_DISABLE_AFTER_* would),
- * then enabled again over REST. And subscriptions compare URLs as the same receiver when they differ
+ * then enabled again over REST (the disabling logged and counted in the worker's metrics). And subscriptions compare URLs as the same receiver when they differ
  * only in the case of the scheme or host, or a default port.
  */
 import { createServer, type Server } from 'node:http'
@@ -11,6 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { WebhookDispatcher } from '../../src/maintenance/webhook-dispatcher.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
+import { WorkerMetrics } from '../../src/worker/metrics.ts'
 import { createWebhookHandler } from '../../src/worker/webhook-handler.ts'
 import { useTestApi } from '../api/helpers.ts'
 import { useTestDb } from '../db.ts'
@@ -92,10 +93,16 @@ describe('webhook subscriptions whose deliveries keep failing', () => {
     dispatcher = new WebhookDispatcher({ db: t.db, log: t.log, intervalMs: 100 })
     dispatcher.start()
     const { log, lines } = capturingLogger<{ level: number; msg: string; subscriptionId?: string; reason?: string; count?: number }>('warn')
+    const metrics = new WorkerMetrics()
     await startWorker(
-      [defineHandler('work', () => 'done'), createWebhookHandler({ db: t.db, allow: '127.0.0.1', disable: { afterMs: 0, afterFailures: 3 } })],
+      [
+        defineHandler('work', () => 'done'),
+        createWebhookHandler({ db: t.db, allow: '127.0.0.1', disable: { afterMs: 0, afterFailures: 3 }, onDisabled: metrics.webhookDisabled }),
+      ],
       { log },
     )
+    const disabledCount = async () => /^pgsched_worker_webhook_subscriptions_disabled_total (\d+)$/m.exec(await metrics.registry.metrics())?.[1]
+    expect(await disabledCount()).toBe('0')
     const client = createClient({ db: t.db, tenant: 'busy' })
     for (let i = 0; i < 3; i++) await client.submitJob({ type: 'work' })
 
@@ -117,6 +124,8 @@ describe('webhook subscriptions whose deliveries keep failing', () => {
     expect(lines.filter((l) => l.msg === 'webhook subscription disabled: its deliveries kept failing')).toEqual([
       expect.objectContaining({ level: 40, subscriptionId: down.id, reason: disabled.disabledReason, count: 2 }),
     ])
+    // and counted in the worker's metrics, once
+    expect(await disabledCount()).toBe('1')
 
     // the attempt that disabled it ended its delivery, with the receiver's error; the deliveries
     // still to come were cancelled in the same statement: nothing more is sent, and the tenant's
