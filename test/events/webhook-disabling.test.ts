@@ -2,8 +2,9 @@
  * A webhook subscription whose receiver keeps failing is disabled, so that its deliveries do not
  * pile up for as long as the receiver is down: driven end to end with a local receiver answering
  * 500 (short thresholds given to the worker's handler, as SCHEDULER_WEBHOOK_DISABLE_AFTER_* would),
- * then enabled again over REST (the disabling logged and counted in the worker's metrics). And subscriptions compare URLs as the same receiver when they differ
- * only in the case of the scheme or host, or a default port.
+ * then enabled again over REST (the disabling logged and counted in the worker's metrics). And
+ * subscriptions compare URLs as the same receiver when they differ only in the case of the scheme or
+ * host, a default port, dot segments or a fragment.
  */
 import { createServer, type Server } from 'node:http'
 import { sql } from 'kysely'
@@ -248,14 +249,22 @@ describe('webhook subscriptions whose deliveries keep failing', () => {
 })
 
 describe('webhook URLs compared as receivers', () => {
-  it('refuses a second subscription of a URL differing only in scheme or host case or a default port, keeping each URL as given', async () => {
+  it('refuses a second subscription of a URL differing only in scheme or host case, a default port, dot segments or a fragment, keeping each URL as given', async () => {
     const key = await api.keyFor('urls')
     const first = await api.call(key, 'POST', '/v1/webhooks', { url: 'https://Example.COM/Hooks/pgsched?A=1' })
     expect(first.statusCode).toBe(201)
     const { id, url } = first.json<Hook>()
     // kept (and so sent) as given
     expect(url).toBe('https://Example.COM/Hooks/pgsched?A=1')
-    for (const same of ['https://example.com/Hooks/pgsched?A=1', 'https://EXAMPLE.com:443/Hooks/pgsched?A=1', 'https://example.com:/Hooks/pgsched?A=1']) {
+    for (const same of [
+      'https://example.com/Hooks/pgsched?A=1',
+      'https://EXAMPLE.com:443/Hooks/pgsched?A=1',
+      'https://example.com:/Hooks/pgsched?A=1',
+      'https://example.com:0000443/Hooks/pgsched?A=1',
+      'https://example.com/Hooks/pgsched?A=1#top',
+      'https://example.com/Hooks/./x/../pgsched?A=1',
+      'https://example.com/Hooks/%2E/x/%2e%2E/pgsched?A=1',
+    ]) {
       const refused = await api.call(key, 'POST', '/v1/webhooks', { url: same })
       expect(refused.statusCode, same).toBe(409)
       expect(refused.headers.location).toBe(`/v1/webhooks/${id}`)
@@ -266,9 +275,12 @@ describe('webhook URLs compared as receivers', () => {
       'https://example.com/Hooks/pgsched?a=1',
       'http://example.com/Hooks/pgsched?A=1',
       'https://example.com:8443/Hooks/pgsched?A=1',
+      'https://example.com/Hooks/x/pgsched?A=1#x/../..',
     ]) {
       expect((await api.call(key, 'POST', '/v1/webhooks', { url: other })).statusCode, other).toBe(201)
     }
+    // another port written with leading zeros is that port
+    expect((await api.call(key, 'POST', '/v1/webhooks', { url: 'https://example.com:08443/Hooks/pgsched?A=1' })).statusCode).toBe(409)
     // http's default port too, and an empty path is "/"
     const plain = (await api.call(key, 'POST', '/v1/webhooks', { url: 'http://hooks.example.org' })).json<Hook>()
     const moved = await api.call(key, 'POST', '/v1/webhooks', { url: 'http://HOOKS.example.org:80/' })

@@ -54,7 +54,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         description:
           'From now on each event of the tenant of a chosen type is POSTed to `url` as JSON (the Event), signed: ' +
           '`Pgsched-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with the secret>`. The answer carries the secret, once. ' +
-          'A tenant subscribes a URL once per queue (URLs compared as receivers: the case of the scheme and host and a default port aside): a second subscription is refused with 409, ' +
+          'A tenant subscribes a URL once per queue (URLs compared as receivers: the case of the scheme and host, a default port, dot segments and the fragment aside): a second subscription is refused with 409, ' +
           'naming the existing one, whose event types an update changes. ' +
           'A tenant has at most SCHEDULER_WEBHOOK_MAX_PER_TENANT subscriptions (default 100, disabled ones included): one more is refused with 409 naming the cap (no Location).',
         security,

@@ -61,8 +61,8 @@ async function retriedOnTargetTaken<T>(write: () => Promise<T>): Promise<T> {
 
 /**
  * The tenant's subscription with this receiver in this queue (its URL the same under
- * pgsched.webhook_url_key: scheme and host case, default port; the first, by id: subscriptions kept
- * from before migrations 0064 and 0068 may repeat one another, and the unique index leaves those
+ * pgsched.webhook_url_key: scheme and host case, default port, dot segments, fragment; the first, by
+ * id: subscriptions kept from before migrations 0064, 0068 and 0071 may repeat one another, and the unique index leaves those
  * out), other than `except`; none for a null `url`. Read through webhook_subscriptions_tenant_idx: a
  * tenant has few.
  */
