@@ -10,6 +10,7 @@ import { Ajv, type ErrorObject } from 'ajv'
 import type { FastifySchemaCompiler } from 'fastify'
 import { FORMAT_PROBLEMS, intervalProblem, type FormatName } from '../core/formats.ts'
 import type { ErrorDetail } from '../errors.ts'
+import { misplacedSubmitField } from '../core/job.ts'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
@@ -186,7 +187,9 @@ export function validationDetails(errors: readonly ErrorObject[], part: string):
       detail = { path: field, message: `${words.label(field)} is required` }
     } else if (e.keyword === 'additionalProperties') {
       const field = join(path, String(params.additionalProperty))
-      detail = { path: field, message: `unknown ${words.unknown} "${field}"` }
+      // a known field in the wrong place says where it belongs (submits only have such fields)
+      const misplaced = part === 'body' ? misplacedSubmitField(field) : undefined
+      detail = { path: field, message: `unknown ${words.unknown} "${field}"${misplaced ? ` (${misplaced})` : ''}` }
     } else if (typeof expected === 'string' && !(e.keyword === 'type' && params.type === 'string')) {
       detail = { path, message: `${label} must be ${expected}` }
     } else if (e.keyword === 'type') {

@@ -265,6 +265,22 @@ const SUBMIT_FIELDS: FieldSet<SubmitJobInput> = {
   overlapPolicy: true,
 }
 
+/** The submit's fields about a recurring schedule that go at its top level, beside `schedule` (a job shows them inside it). */
+const SCHEDULE_SIBLINGS = new Set(['startAt', 'endAt', 'misfirePolicy', 'misfireMaxRuns', 'overlapPolicy'])
+
+/**
+ * Where a field refused at `path` of a submit belongs, when it is a known field in the wrong place:
+ * `schedule.startAt` (as a job shows it) goes beside `schedule`, and `schedule.timezone` is only a
+ * cron schedule's. Undefined for any other path.
+ */
+export function misplacedSubmitField(path: string): string | undefined {
+  if (!path.startsWith('schedule.')) return undefined
+  const key = path.slice('schedule.'.length)
+  if (SCHEDULE_SIBLINGS.has(key)) return `${key} goes at the top level of the submit, beside schedule; a job shows it inside schedule`
+  if (key === 'timezone') return 'timezone applies only to cron schedules, {cron, timezone}'
+  return undefined
+}
+
 /**
  * Validates a submit request and applies defaults.
  * @param now fire-time computations start here (the caller's clock).
@@ -299,7 +315,9 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { int
   if (!isRecord(input)) throw new ValidationError('job must be an object', [{ path: '', message: 'job must be an object' }])
   // a misspelt field (maxAttemps) would otherwise be dropped and its default used, as REST refuses it
   for (const d of unknownFields(input, SUBMIT_FIELDS)) bad(d.path, d.message)
-  if (!isTypeName(input.type)) bad('type', `type must be ${TYPE_RULE}`)
+  if (input.type === undefined || input.type === null) bad('type', 'type is required')
+  else if (typeof input.type !== 'string') bad('type', 'type must be a string')
+  else if (!isTypeName(input.type)) bad('type', `type must be ${TYPE_RULE}`)
   else if (options.internal !== true) {
     const problem = submitTypeProblem(input.type, 'type')
     if (problem) bad('type', problem)
@@ -359,7 +377,11 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { int
       const allowed = shape === 'cron' ? ['cron', 'timezone'] : shape ? [shape] : []
       const extra = keys.filter((k) => !allowed.includes(k))
       if (!shape || extra.length > 0) {
-        bad('schedule', `schedule must be exactly one of {at}, {cron, timezone?} or {every}${extra.length ? `; unexpected: ${extra.join(', ')}` : ''}`)
+        const hints = extra.map((k) => misplacedSubmitField(`schedule.${k}`)).filter((h): h is string => h !== undefined)
+        bad(
+          'schedule',
+          `schedule must be exactly one of {at}, {cron, timezone?} or {every}${extra.length ? `; unexpected: ${extra.join(', ')}` : ''}${hints.length ? ` (${hints.join('; ')})` : ''}`,
+        )
       } else if (shape === 'at') {
         kind = 'at'
         runAt = instant('schedule.at', schedule.at)

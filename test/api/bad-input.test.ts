@@ -50,6 +50,27 @@ const cases: Case[] = [
     path: 'schedule.tz',
   },
   {
+    name: "a recurring job's window given inside schedule, as a job shows it",
+    body: { type: 'x', schedule: { cron: '30 2 * * *', timezone: 'Europe/Berlin', startAt: '2027-03-26T00:00:00Z' } },
+    status: 400,
+    message: 'unknown field "schedule.startAt" (startAt goes at the top level of the submit, beside schedule; a job shows it inside schedule)',
+    path: 'schedule.startAt',
+  },
+  {
+    name: 'a policy given inside schedule',
+    body: { type: 'x', schedule: { every: '5m', overlapPolicy: 'skip' } },
+    status: 400,
+    message: 'unknown field "schedule.overlapPolicy" (overlapPolicy goes at the top level of the submit, beside schedule; a job shows it inside schedule)',
+    path: 'schedule.overlapPolicy',
+  },
+  {
+    name: 'a time zone on an interval schedule',
+    body: { type: 'x', schedule: { every: '5m', timezone: 'Europe/Berlin' } },
+    status: 400,
+    message: 'unknown field "schedule.timezone" (timezone applies only to cron schedules, {cron, timezone})',
+    path: 'schedule.timezone',
+  },
+  {
     name: 'priority above range',
     body: { type: 'x', priority: 5000 },
     status: 400,
@@ -572,6 +593,27 @@ describe('text that is not UTF-8', () => {
     await expect(client.submitJob(input as unknown as Parameters<typeof client.submitJob>[0])).rejects.toMatchObject({
       details: [{ path: 'maxAttemps', message: 'unknown field "maxAttemps"' }],
     })
+  })
+
+  it('says a missing or non-string type is one, from TypeScript as over REST', async () => {
+    const client = createClient({ db: t.db, tenant: 'bytes' })
+    await expect(client.submitJob({} as unknown as Parameters<typeof client.submitJob>[0])).rejects.toMatchObject({
+      details: [{ path: 'type', message: 'type is required' }],
+    })
+    await expect(client.submitJob({ type: 5 } as unknown as Parameters<typeof client.submitJob>[0])).rejects.toMatchObject({
+      details: [{ path: 'type', message: 'type must be a string' }],
+    })
+  })
+
+  it('says where a field given inside schedule goes, from TypeScript as over REST', async () => {
+    const client = createClient({ db: t.db, tenant: 'bytes' })
+    const input = { type: 'x', schedule: { cron: '30 2 * * *', startAt: new Date('2027-03-26T00:00:00Z') } }
+    await expect(client.submitJob(input as unknown as Parameters<typeof client.submitJob>[0])).rejects.toThrow(
+      'schedule must be exactly one of {at}, {cron, timezone?} or {every}; unexpected: startAt (startAt goes at the top level of the submit, beside schedule; a job shows it inside schedule)',
+    )
+    await expect(client.submitJob({ type: 'x', schedule: { every: '5m', timezone: 'UTC' } as unknown as { every: string } })).rejects.toThrow(
+      'schedule must be exactly one of {at}, {cron, timezone?} or {every}; unexpected: timezone (timezone applies only to cron schedules, {cron, timezone})',
+    )
   })
 
   it('refuses an interval with a fraction of a millisecond from TypeScript, naming the field, rather than rounding it', async () => {
