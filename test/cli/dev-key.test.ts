@@ -1,11 +1,14 @@
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, describe, expect, it } from 'vitest'
-import { DEV_KEY_FILE, devApiKey } from '../../src/cli/commands/dev-key.ts'
+import type { Kysely } from 'kysely'
+import { afterAll, describe, expect, inject, it } from 'vitest'
+import { DEV_KEY_FILE, devApiKey, devKeyFileName } from '../../src/cli/commands/dev-key.ts'
 import { apiKeyFindByHash, apiKeyList } from '../../src/db/queries/api-keys.ts'
 import { hashApiKey } from '../../src/api/auth.ts'
-import { useTestDb } from '../db.ts'
+import { createDb } from '../../src/db/pool.ts'
+import type { DB } from '../../src/db/schema.ts'
+import { adminQuery, createFromTemplate, urlFor, useTestDb } from '../db.ts'
 
 const t = useTestDb()
 const dirs: string[] = []
@@ -44,4 +47,36 @@ describe('devApiKey', () => {
     expect(statSync(join(dir, DEV_KEY_FILE)).mode & 0o777).toBe(0o600)
     expect((await apiKeyList(t.db, { tenant: 'dev', includeRevoked: false })).map((k) => k.keyPrefix)).toEqual([third.key.slice(0, 12)])
   })
+
+  it("keeps a user's database's key in a file of its own, so that neither run replaces the other's key", async () => {
+    const dir = dataDir()
+    // the user's database: another database than the embedded one (t.db here)
+    const name = `devkey_${process.pid}`
+    await createFromTemplate(name, inject('templateDb'))
+    const url = urlFor(name).replace('//postgres@', '//postgres:secret@')
+    const other = createDb({ databaseUrl: url, poolSize: 1 })
+    try {
+      await checkDevKeys(dir, url, other.db)
+    } finally {
+      await other.db.destroy()
+      await adminQuery(`drop database if exists ${name} with (force)`)
+    }
+  })
 })
+
+/** Keys made in turn for the embedded database (t.db) and the user's (`userDb` at `url`), kept in `dir`. */
+async function checkDevKeys(dir: string, url: string, userDb: Kysely<DB>): Promise<void> {
+  const embedded = await devApiKey(t.db, { dataDir: dir })
+  const external = await devApiKey(userDb, { dataDir: dir, databaseUrl: url })
+  expect(external.created).toBe(true)
+  expect(external.file).toBe(join(dir, devKeyFileName(url)))
+  expect(external.file).toMatch(/dev-api-key\.[0-9a-f]{12}$/)
+  expect(external.file).not.toContain('secret')
+  // the two are kept side by side; each run finds its own again
+  expect(await devApiKey(t.db, { dataDir: dir })).toEqual({ ...embedded, created: false })
+  expect(await devApiKey(userDb, { dataDir: dir, databaseUrl: url })).toEqual({ ...external, created: false })
+  // another password, the same database: the same file
+  expect(devKeyFileName('postgres://app:rotated@db.example:5433/jobs')).toBe(devKeyFileName('postgres://app:secret@db.example:5433/jobs'))
+  expect(devKeyFileName('postgres://app:secret@db.example:5433/other')).not.toBe(devKeyFileName('postgres://app:secret@db.example:5433/jobs'))
+  expect(devKeyFileName()).toBe(DEV_KEY_FILE)
+}

@@ -57,7 +57,10 @@ describe('scheduler jobs', () => {
     const listed = JSON.parse((await scheduler('jobs', 'list', '--tenant', 'acme', '--status', 'scheduled', '--json')).stdout)
     expect(listed.items.map((j: { id: string }) => j.id)).toEqual([id])
 
-    expect((await scheduler('jobs', 'view', id)).stdout).toMatch(/payload\s+\{"to":"a@b.c"\}/)
+    const view = (await scheduler('jobs', 'view', id)).stdout
+    expect(view).toMatch(/payload\s+\{"to":"a@b.c"\}/)
+    // no worker serves the type in its queue: the table says so, as the JSON's unserved does
+    expect(view).toMatch(/\nunserved\s+no live worker serves type "mail\.send" in queue "mail"/)
     expect(JSON.parse((await scheduler('jobs', 'cancel', id, '--json')).stdout).status).toBe('CANCELLED')
     const retried = JSON.parse((await scheduler('jobs', 'retry', id, '--json')).stdout)
     expect(retried).toMatchObject({ status: 'SCHEDULED', lastRun: { status: 'PENDING' } })

@@ -101,7 +101,10 @@ describe('scheduler webhooks update', () => {
       'scheduler: nothing to change: give at least one of --url, --events, --secret, --enable and --disable',
     ])
     expect(await refused(allow, '--tenant', 'own', '--enable', '--disable')).toEqual([2, 'scheduler: --enable and --disable contradict each other: give one'])
-    expect(await refused(allow, '--tenant', 'other', '--secret', 'the-thief-secret-1')).toEqual([1, `scheduler: webhook ${created.id} not found`])
+    expect(await refused(allow, '--tenant', 'other', '--secret', 'the-thief-secret-1')).toEqual([
+      1,
+      `scheduler: webhook ${created.id} not found for tenant "other"`,
+    ])
     expect(await row(created.id)).toEqual(before)
   })
 })
@@ -140,6 +143,14 @@ describe('scheduler webhooks list and update --enable/--disable', () => {
     const enabled = JSON.parse((await scheduler({}, 'webhooks', 'update', off.id, '--tenant', 'st', '--enable')).stdout)
     expect(enabled).toMatchObject({ enabled: true, disabledAt: null, disabledReason: null })
     expect((await scheduler({}, 'webhooks', 'list', '--tenant', 'st')).stdout.split('\n').find((l) => l.startsWith(off.id))).toMatch(/ enabled$/)
+
+    // without --tenant, the default tenant is looked in, and the answers say so
+    expect((await scheduler({}, 'webhooks', 'list')).stdout).toBe('no webhooks for tenant "default" (give --tenant <name> for another tenant\'s)\n')
+    const missing = await scheduler({}, 'webhooks', 'deliveries', off.id).then(
+      () => undefined,
+      (err: { code: number; stderr: string }) => [err.code, err.stderr.trim()],
+    )
+    expect(missing).toEqual([1, `scheduler: webhook ${off.id} not found for tenant "default" (give --tenant <name> for another tenant's)`])
   })
 })
 

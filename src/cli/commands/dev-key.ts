@@ -4,7 +4,11 @@
  * `KEY` exported in a shell keeps working across restarts. The database stores only the key's
  * hash, as for every key. A key file whose key the database does not know (a new database, a
  * revoked key) is replaced by a fresh key, and earlier dev keys, whose secret is lost, are revoked.
+ * With a database of the user's (DATABASE_URL) the file is that database's own,
+ * `dev-api-key.<12 hex digits>` (a hash of its URL without the password), so that a run on it does not
+ * replace the embedded database's key, nor the other way round.
  */
+import { createHash } from 'node:crypto'
 import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Kysely } from 'kysely'
@@ -25,9 +29,31 @@ export interface DevApiKey {
   file: string
 }
 
-/** The key kept in `dataDir` when the database still accepts it; else a new one, saved there. */
-export async function devApiKey(db: Kysely<DB>, params: { dataDir: string }): Promise<DevApiKey> {
-  const file = join(params.dataDir, DEV_KEY_FILE)
+/**
+ * The key file of a database: DEV_KEY_FILE for the embedded one (`databaseUrl` undefined), else
+ * DEV_KEY_FILE and a hash of the URL without its password (the same database under another password
+ * keeps its key).
+ */
+export function devKeyFileName(databaseUrl?: string): string {
+  if (databaseUrl === undefined) return DEV_KEY_FILE
+  let identity = databaseUrl
+  try {
+    const url = new URL(databaseUrl)
+    url.password = ''
+    identity = url.href
+  } catch {
+    // not a URL (a libpq keyword string): hashed as it is
+  }
+  return `${DEV_KEY_FILE}.${createHash('sha256').update(identity).digest('hex').slice(0, 12)}`
+}
+
+/**
+ * The key kept in `dataDir` when the database still accepts it; else a new one, saved there.
+ * `databaseUrl`: the user's database (DATABASE_URL), whose key has a file of its own; undefined for
+ * the embedded one.
+ */
+export async function devApiKey(db: Kysely<DB>, params: { dataDir: string; databaseUrl?: string }): Promise<DevApiKey> {
+  const file = join(params.dataDir, devKeyFileName(params.databaseUrl))
   const saved = (await readFile(file, 'utf8').catch(() => '')).trim()
   if (API_KEY_PATTERN.test(saved)) {
     const stored = await apiKeyFindByHash(db, { keyHash: hashApiKey(saved) })

@@ -89,7 +89,8 @@ export function registerDev(program: Command): void {
         )
         if (stopping !== undefined) return
         api = await startApiServer({ config, databaseUrl, log })
-        const { key, file } = await devApiKey(api.db, { dataDir: config.dev.dataDir })
+        // the user's database has a key file of its own: a run on it leaves the embedded one's key as it is
+        const { key, file } = await devApiKey(api.db, { dataDir: config.dev.dataDir, databaseUrl: config.databaseUrl })
         say(`REST API: ${api.url}  (docs at ${api.url}/docs)`)
         say(`dashboard: ${api.url}/ui/  (sign in with the key below)`)
         say(`development API key (tenant "dev"): ${key}  (kept in ${file})`)

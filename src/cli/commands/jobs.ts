@@ -261,6 +261,8 @@ export function registerJobs(program: Command): void {
             ['type', job.type],
             ['queue', queueText(job)],
             ['status', job.status],
+            // a type no live worker serves in the queue (a misspelt type, or its workers down): said at once
+            ...(job.unserved ? [['unserved', job.unserved]] : []),
             ['payload', JSON.stringify(job.payload)],
             ['priority', String(job.priority)],
             ['attempts', attemptsText(job)],

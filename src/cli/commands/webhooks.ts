@@ -10,7 +10,7 @@
 import type { Command } from 'commander'
 import { deliveryToJson, webhookToJson } from '../../api/schemas/webhook.ts'
 import { isEventType, type EventType } from '../../core/events.ts'
-import { ValidationError } from '../../errors.ts'
+import { NotFoundError, ValidationError } from '../../errors.ts'
 import type { UpdateWebhookInput, WebhookAdmin, WebhookSubscription } from '../../events/webhook-admin.ts'
 import { createClient } from '../../client.ts'
 import { formatTable, withDatabase } from '../shared.ts'
@@ -18,6 +18,7 @@ import { formatTable, withDatabase } from '../shared.ts'
 // The workers' address rules (SCHEDULER_HTTP_ALLOW, from this environment): create and update
 // refuse a URL every delivery would be refused; create refuses a subscription beyond
 // SCHEDULER_WEBHOOK_MAX_PER_TENANT.
+// A subscription is its tenant's: one not found is named with the tenant looked in.
 const run = <T>(tenant: string, fn: (webhooks: WebhookAdmin) => Promise<T>) =>
   withDatabase('pgsched-webhooks', ({ db }, config) =>
     fn(
@@ -29,8 +30,16 @@ const run = <T>(tenant: string, fn: (webhooks: WebhookAdmin) => Promise<T>) =>
         httpAllow: config.worker.httpAllow,
         webhookMaxPerTenant: config.api.webhookMaxPerTenant,
       }).webhooks,
-    ),
+    ).catch((err: unknown) => {
+      if (err instanceof NotFoundError) throw new NotFoundError(`${err.message} for tenant ${tenantWords(tenant)}`)
+      throw err
+    }),
   )
+
+/** `"acme"`, or for the default tenant a word on --tenant: a subscription is found only in its own tenant. */
+function tenantWords(tenant: string): string {
+  return tenant === 'default' ? '"default" (give --tenant <name> for another tenant\'s)' : JSON.stringify(tenant)
+}
 const print = (value: unknown): void => {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`)
 }
@@ -63,7 +72,7 @@ export function registerWebhooks(program: Command): void {
       if (opts.json) return print({ items: list.map(webhookToJson) })
       process.stdout.write(
         list.length === 0
-          ? 'no webhooks\n'
+          ? `no webhooks for tenant ${tenantWords(opts.tenant)}\n`
           : `${formatTable([
               ['ID', 'URL', 'EVENTS', 'QUEUE', 'STATUS'],
               ...list.map((s) => [s.id, s.url, s.events.length === 0 ? 'all' : s.events.join(','), s.queue, statusOf(s)]),
