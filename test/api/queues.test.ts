@@ -53,6 +53,7 @@ describe('/v1/queues', () => {
         // no live worker serves type k in mail: both pending executions wait for one
         unserved: 2,
         unservedTypes: ['k'],
+        liveWorkers: 0,
       },
     ])
 

@@ -220,6 +220,32 @@ describe('scheduler jobs', () => {
     expect(tenants.items).toContainEqual(expect.objectContaining({ name: 'cli-t', weight: 2 }))
   })
 
+  it('warns when a queue changed has no work and no live worker serving it (a misspelt name), and shows the workers serving each queue', async () => {
+    const misspelt = await scheduler('queues', 'pause', 'mial')
+    expect(misspelt.stderr).toBe(
+      'scheduler: warning: queue "mial" has no pending or running work and no live worker serves it: paused anyway (check the name if you meant an existing queue)\n',
+    )
+    expect(misspelt.stdout).toMatch(/^QUEUE .* WORKERS\nmial +yes .* 0$/m)
+    // a queue a live worker serves, or with work, is changed without a word
+    await workerRegister(t.db, {
+      id: '01900000-0000-7000-8000-0000000000a1',
+      host: 'h',
+      pid: 1,
+      queues: ['served'],
+      types: ['x'],
+      concurrency: 1,
+      leaseMs: 30_000,
+    })
+    const served = await scheduler('queues', 'limit', 'served', '3')
+    expect(served.stderr).toBe('')
+    expect(served.stdout).toMatch(/^served +no +3 .* 1$/m)
+    await insertExecution(t.db, { state: 'pending', job: { queue: 'busy' } })
+    expect((await scheduler('queues', 'pause', 'busy')).stderr).toBe('')
+    const view = JSON.parse((await scheduler('queues', 'view', 'served', '--json')).stdout)
+    expect(view).toMatchObject({ name: 'served', liveWorkers: 1 })
+    expect(JSON.parse((await scheduler('queues', 'view', 'nowhere', '--json')).stdout)).toMatchObject({ name: 'nowhere', liveWorkers: 0, due: 0 })
+  })
+
   it('bulk-cancels 2,500 jobs in calls of 1,000, with a progress line per call on stderr', async () => {
     await insertExecutions(t.db, 2500, { state: 'pending', job: { tenant: 'bulk', queue: 'bulk' } })
     await insertExecution(t.db, { state: 'pending', job: { tenant: 'bulk', queue: 'other' } })

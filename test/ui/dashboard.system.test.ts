@@ -418,6 +418,8 @@ describe('the dashboard in Chromium', () => {
     await waitFor(async () => (await row.locator('td').nth(1).textContent()) === '1' && (await row.locator('td').nth(3).textContent()) === '0', {
       what: 'the queue row to show 1 due and 0 running',
     })
+    // the live workers serving the queue: this file's worker serves every queue
+    expect(await row.locator('td[data-live-workers]').textContent()).toBe('1')
     await shot(page, 'queues')
     // the waiting job's page says why it does not start, to its tenant's key (which may not read the queue) as to an operator's
     for (const key of [operatorKey, acmeKey]) {

@@ -90,6 +90,7 @@ export interface Queue {
   running: number
   oldestDueLagMs: number | null
   unserved: number
+  liveWorkers: number
 }
 
 export interface StatsRow {

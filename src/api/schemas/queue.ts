@@ -44,6 +44,11 @@ export const QueueSchema = Type.Object(
         'Pending executions whose type no live worker serves in this queue (no such worker seen within its lease length): they wait until one starts.',
     }),
     unservedTypes: Type.Array(Type.String(), { description: 'The types of those executions.' }),
+    liveWorkers: Type.Integer({
+      minimum: 0,
+      description:
+        'Live workers serving this queue (seen within their lease length), whatever types they take. 0 with no work either: a queue name nothing uses (a misspelt one, perhaps).',
+    }),
   },
   { $id: 'Queue', description: 'A queue: its settings and live figures.' },
 )

@@ -9,9 +9,18 @@ import { ValidationError } from '../../errors.ts'
 import { queueAdmin, type QueueAdmin, type QueueView } from '../../queue-admin.ts'
 import { formatTable, inCliWords, withDatabase } from '../shared.ts'
 
+/** How long ago, in the largest unit that reads well: `42.0 s`, `12 min`, `3.5 h`, `2,526 days`. */
+export function waitedText(ms: number): string {
+  const s = ms / 1000
+  if (s < 120) return `${s.toFixed(1)} s`
+  if (s < 7200) return `${Math.round(s / 60)} min`
+  if (s < 172_800) return `${(s / 3600).toFixed(1)} h`
+  return `${Math.round(s / 86_400).toLocaleString('en-US')} days`
+}
+
 function queueTable(queues: readonly QueueView[]): string {
   return formatTable([
-    ['QUEUE', 'PAUSED', 'LIMIT', 'PER KEY', 'RATE', 'RATE PER KEY', 'FAIR', 'DUE', 'SCHEDULED', 'RUNNING', 'OLDEST DUE', 'UNSERVED'],
+    ['QUEUE', 'PAUSED', 'LIMIT', 'PER KEY', 'RATE', 'RATE PER KEY', 'FAIR', 'DUE', 'SCHEDULED', 'RUNNING', 'OLDEST DUE', 'UNSERVED', 'WORKERS'],
     ...queues.map((q) => [
       q.name,
       q.paused ? 'yes' : 'no',
@@ -23,16 +32,27 @@ function queueTable(queues: readonly QueueView[]): string {
       String(q.due),
       String(q.scheduled),
       String(q.running),
-      q.oldestDueLagMs === null ? '-' : `${(q.oldestDueLagMs / 1000).toFixed(1)} s ago`,
+      q.oldestDueLagMs === null ? '-' : `${waitedText(q.oldestDueLagMs)} ago`,
       q.unserved === 0 ? '-' : `${q.unserved} (${q.unservedTypes.join(', ')})`,
+      String(q.liveWorkers),
     ]),
   ])
 }
 
-/** Runs `fn` on the queue operations and prints what it returns. */
-async function show(json: boolean | undefined, fn: (queues: QueueAdmin) => Promise<QueueView | QueueView[]>): Promise<void> {
+/**
+ * Runs `fn` on the queue operations and prints what it returns. A change (`changed`) to a queue with
+ * no pending or running work and no live worker serving it is done, and a warning on stderr asks
+ * whether the name is the one meant (a misspelt name makes a queue of its own).
+ */
+async function show(json: boolean | undefined, fn: (queues: QueueAdmin) => Promise<QueueView | QueueView[]>, changed?: string): Promise<void> {
   const result = await withDatabase('pgsched-queues', ({ db }) => inCliWords(QUEUE_WORDS, () => fn(queueAdmin(db))))
   const list = Array.isArray(result) ? result : [result]
+  const q = list[0]
+  if (changed && q && !Array.isArray(result) && q.due + q.scheduled + q.running === 0 && q.liveWorkers === 0) {
+    process.stderr.write(
+      `scheduler: warning: queue "${q.name}" has no pending or running work and no live worker serves it: ${changed} anyway (check the name if you meant an existing queue)\n`,
+    )
+  }
   if (json) process.stdout.write(`${JSON.stringify(Array.isArray(result) ? { items: list.map(queueToJson) } : queueToJson(result), null, 2)}\n`)
   else process.stdout.write(list.length === 0 ? 'no queues with work or settings\n' : `${queueTable(list)}\n`)
 }
@@ -83,20 +103,20 @@ export function registerQueues(program: Command): void {
     .description('stop claiming from a queue (running jobs finish; submits are still accepted)')
     .argument('<queue>')
     .option(...json)
-    .action((name: string, opts: { json?: boolean }) => show(opts.json, (q) => q.pause(name)))
+    .action((name: string, opts: { json?: boolean }) => show(opts.json, (q) => q.pause(name), 'paused'))
   queues
     .command('resume')
     .description('claim from a paused queue again')
     .argument('<queue>')
     .option(...json)
-    .action((name: string, opts: { json?: boolean }) => show(opts.json, (q) => q.resume(name)))
+    .action((name: string, opts: { json?: boolean }) => show(opts.json, (q) => q.resume(name), 'resumed'))
   queues
     .command('limit')
     .description('at most <limit> executions of the queue running at once across all workers ("none": no limit)')
     .argument('<queue>')
     .argument('<limit>', 'a positive integer, or none')
     .option(...json)
-    .action((name: string, limit: string, opts: { json?: boolean }) => show(opts.json, (q) => q.setConcurrencyLimit(name, parseLimit(limit))))
+    .action((name: string, limit: string, opts: { json?: boolean }) => show(opts.json, (q) => q.setConcurrencyLimit(name, parseLimit(limit)), 'set'))
   queues
     .command('rate-limit')
     .description('at most <limit> starts of the queue per period across all workers ("none": no rate limit)')
@@ -105,7 +125,7 @@ export function registerQueues(program: Command): void {
     .option('--per-ms <ms>', 'the period in milliseconds', '1000')
     .option(...json)
     .action((name: string, limit: string, opts: { json?: boolean; perMs: string }) =>
-      show(opts.json, (q) => q.setRateLimit(name, parseLimit(limit), parsePerMs(opts.perMs))),
+      show(opts.json, (q) => q.setRateLimit(name, parseLimit(limit), parsePerMs(opts.perMs)), 'set'),
     )
   queues
     .command('key-rate-limit')
@@ -115,7 +135,7 @@ export function registerQueues(program: Command): void {
     .option('--per-ms <ms>', 'the period in milliseconds', '1000')
     .option(...json)
     .action((name: string, limit: string, opts: { json?: boolean; perMs: string }) =>
-      show(opts.json, (q) => q.setKeyRateLimit(name, parseLimit(limit), parsePerMs(opts.perMs))),
+      show(opts.json, (q) => q.setKeyRateLimit(name, parseLimit(limit), parsePerMs(opts.perMs)), 'set'),
     )
   queues
     .command('key-limit')
@@ -123,7 +143,7 @@ export function registerQueues(program: Command): void {
     .argument('<queue>')
     .argument('<limit>', 'a positive integer, or none')
     .option(...json)
-    .action((name: string, limit: string, opts: { json?: boolean }) => show(opts.json, (q) => q.setKeyConcurrencyLimit(name, parseLimit(limit))))
+    .action((name: string, limit: string, opts: { json?: boolean }) => show(opts.json, (q) => q.setKeyConcurrencyLimit(name, parseLimit(limit)), 'set'))
   queues
     .command('fair-share')
     .description('"on": claims take turns between tenants (strict priority first, then round-robin by tenant weight); "off": oldest due first')
@@ -134,6 +154,6 @@ export function registerQueues(program: Command): void {
       if (state !== 'on' && state !== 'off') {
         throw new ValidationError(`fair-share takes "on" or "off", got "${state}"`, [{ path: 'fairShare', message: '"on" or "off"' }])
       }
-      return show(opts.json, (q) => q.setFairShare(name, state === 'on'))
+      return show(opts.json, (q) => q.setFairShare(name, state === 'on'), 'set')
     })
 }

@@ -37,6 +37,8 @@ export interface QueueView {
   unserved: number
   /** Their types, by name. */
   unservedTypes: string[]
+  /** Live workers (pgsched.worker_live) serving this queue, whatever types they take. */
+  liveWorkers: number
 }
 
 interface QueueRow {
@@ -56,6 +58,7 @@ interface QueueRow {
   lag_ms: number | null
   unserved: number
   unserved_types: string[] | null
+  live_workers: number
 }
 
 const toView = (r: QueueRow): QueueView => ({
@@ -75,6 +78,7 @@ const toView = (r: QueueRow): QueueView => ({
   oldestDueLagMs: r.lag_ms,
   unserved: r.unserved,
   unservedTypes: r.unserved_types ?? [],
+  liveWorkers: r.live_workers,
 })
 
 /** Whether a live worker serves executions of `g.type` in `g.queue` (SQL, for a row alias `g`). */
@@ -118,7 +122,9 @@ export async function queueList(db: Kysely<DB>, params: { only?: string; tenant?
            coalesce(q.fair_share, false) as fair_share,
            coalesce(l.due, 0) as due, coalesce(l.scheduled, 0) as scheduled, coalesce(l.running, 0) as running,
            floor(extract(epoch from now() - l.oldest_due) * 1000)::float8 as lag_ms,
-           coalesce(l.unserved, 0) as unserved, l.unserved_types
+           coalesce(l.unserved, 0) as unserved, l.unserved_types,
+           (select count(*) from pgsched.workers w
+             where pgsched.worker_live(w.stopped_at, w.last_seen_at, w.lease_ms) and coalesce(q.name, l.queue) = any(w.queues))::float8 as live_workers
       from (select * from pgsched.queues where ${only}::text is null or name = ${only}::text) q
       full join live l on l.queue = q.name
      order by 1
@@ -129,26 +135,34 @@ export async function queueList(db: Kysely<DB>, params: { only?: string; tenant?
 /** One queue's view (a queue with neither settings nor work has zero figures). */
 export async function queueGet(db: Kysely<DB>, name: string): Promise<QueueView> {
   const [view] = await queueList(db, { only: name })
-  return (
-    view ?? {
-      name,
-      paused: false,
-      pausedAt: null,
-      concurrencyLimit: null,
-      keyConcurrencyLimit: null,
-      rateLimit: null,
-      ratePeriodMs: null,
-      keyRateLimit: null,
-      keyRatePeriodMs: null,
-      fairShare: false,
-      due: 0,
-      scheduled: 0,
-      running: 0,
-      oldestDueLagMs: null,
-      unserved: 0,
-      unservedTypes: [],
-    }
-  )
+  if (view) return view
+  return {
+    name,
+    paused: false,
+    pausedAt: null,
+    concurrencyLimit: null,
+    keyConcurrencyLimit: null,
+    rateLimit: null,
+    ratePeriodMs: null,
+    keyRateLimit: null,
+    keyRatePeriodMs: null,
+    fairShare: false,
+    due: 0,
+    scheduled: 0,
+    running: 0,
+    oldestDueLagMs: null,
+    unserved: 0,
+    unservedTypes: [],
+    liveWorkers: await liveWorkersOf(db, name),
+  }
+}
+
+/** Live workers (pgsched.worker_live) serving `queue`. */
+async function liveWorkersOf(db: Kysely<DB>, queue: string): Promise<number> {
+  const { rows } = await sql<{ n: number }>`
+    select count(*)::float8 as n from pgsched.workers w
+     where pgsched.worker_live(w.stopped_at, w.last_seen_at, w.lease_ms) and ${queue}::text = any(w.queues)`.execute(db)
+  return rows[0]?.n ?? 0
 }
 
 /** Longest a pause, or the sweep after a cancel, waits for the claims that were in flight when it committed. */

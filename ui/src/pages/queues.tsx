@@ -109,6 +109,9 @@ export function QueuesPage() {
                   Claimed
                 </th>
                 <th scope="col">Oldest due</th>
+                <th scope="col" title="Live workers serving the queue">
+                  Workers
+                </th>
                 <th scope="col">Limits</th>
                 {identity.operator && <th scope="col">Actions</th>}
               </tr>
@@ -124,6 +127,7 @@ export function QueuesPage() {
                   <td>{q.scheduled}</td>
                   <td>{q.running}</td>
                   <td>{duration(q.oldestDueLagMs)}</td>
+                  <td data-live-workers={q.liveWorkers}>{q.liveWorkers}</td>
                   <td>
                     {[
                       q.concurrencyLimit !== null && `${q.concurrencyLimit} at once`,
