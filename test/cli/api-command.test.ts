@@ -33,6 +33,12 @@ describe('scheduler keys', () => {
     const missing = await scheduler(['keys', 'revoke', '01900000-0000-7000-8000-000000000000']).catch((e: unknown) => e)
     expect(missing).toMatchObject({ code: 1 })
     expect((missing as { stderr: string }).stderr).toContain('no API key 01900000-0000-7000-8000-000000000000')
+    // the prefix keys list shows is not the id: the refusal says which column to give
+    const prefix = await scheduler(['keys', 'revoke', keys[0]?.keyPrefix as string]).catch((e: unknown) => e)
+    expect(prefix).toMatchObject({ code: 2 })
+    expect((prefix as { stderr: string }).stderr).toContain(
+      `key id must be a UUID, got "${keys[0]?.keyPrefix}": that is a key or its prefix; give the key's ID, the first column of \`scheduler keys list\``,
+    )
     const bad = await scheduler(['keys', 'create', '--tenant', 'no spaces']).catch((e: unknown) => e)
     expect(bad).toMatchObject({ code: 2 })
   })

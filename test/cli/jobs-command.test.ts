@@ -192,6 +192,7 @@ describe('scheduler jobs', () => {
     // refusals name the flag or argument, and "none" for no limit, as the commands take them
     for (const [args, message] of [
       [['jobs', 'submit', 'ok', '--at', '2030-01-01'], '--at must be an ISO-8601 instant with a time zone'],
+      [['jobs', 'submit', 'ok', '--payload', '{to:1}'], '--payload must be JSON: Expected property name'],
       [['jobs', 'submit', 'ok', '--priority', '5000'], '--priority must be an integer from -1000 to 1000'],
       // decimal integers only, as the configuration takes them
       [['jobs', 'submit', 'ok', '--priority', ''], '--priority must be an integer, got ""'],
@@ -270,7 +271,7 @@ describe('scheduler jobs', () => {
     ])
 
     const again = await scheduler('jobs', 'bulk', 'cancel', '--queue', 'bulk')
-    expect(again.stdout).toBe('cancel: 0 jobs changed in 1 calls\n')
+    expect(again.stdout).toBe('cancel: 0 jobs changed in 1 call\n')
     expect((await failing('jobs', 'bulk', 'cancel')).stderr).toContain(
       'scheduler: no jobs named: give a filter (--status, --type, --queue, --ids, …) or --all for every job',
     )

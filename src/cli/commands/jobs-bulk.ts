@@ -85,7 +85,9 @@ export function registerJobsBulk(jobs: Command): void {
         progress.done()
         const totals = { action, matched, changed, remaining, calls }
         if (o.json) return print(totals)
-        process.stdout.write(`${action}: ${changed} jobs changed in ${calls} calls${remaining > 0 ? `, ${remaining} left` : ''}\n`)
+        process.stdout.write(
+          `${action}: ${changed} job${changed === 1 ? '' : 's'} changed in ${calls} call${calls === 1 ? '' : 's'}${remaining > 0 ? `, ${remaining} left` : ''}\n`,
+        )
       })
     })
 }

@@ -91,8 +91,10 @@ function submitInput(type: string, o: SubmitOpts): SubmitJobInput {
   if (o.payload !== undefined) {
     try {
       payload = JSON.parse(o.payload)
-    } catch {
-      throw new ValidationError('--payload must be JSON', [{ path: 'payload', message: 'not JSON' }])
+    } catch (err: unknown) {
+      // the parser's words say where (Node.js: "Expected property name or '}' in JSON at position 1")
+      const why = err instanceof SyntaxError ? `: ${err.message}` : ''
+      throw new ValidationError(`--payload must be JSON${why}`, [{ path: 'payload', message: `not JSON${why}` }])
     }
   }
   const schedules = [o.at, o.cron, o.every].filter((s) => s !== undefined).length

@@ -64,7 +64,11 @@ export function registerKeys(program: Command): void {
     .description('revoke an API key (requests with it get 401)')
     .argument('<id>', 'key id, as shown by `keys list`')
     .action(async (id: string) => {
-      if (!UUID.test(id)) throw new ValidationError(`key id must be a UUID, got "${id}"`)
+      if (!UUID.test(id)) {
+        // the prefix keys list shows beside the id (psk_…) is not it
+        const hint = id.startsWith('psk_') ? ": that is a key or its prefix; give the key's ID, the first column of `scheduler keys list`" : ''
+        throw new ValidationError(`key id must be a UUID, got "${id}"${hint}`)
+      }
       const revoked = await withDatabase('pgsched-keys', ({ db }) => apiKeyRevoke(db, { id }))
       if (!revoked) throw new NotFoundError(`no API key ${id}`)
       process.stdout.write(`revoked API key ${revoked.id} (tenant "${revoked.tenant}") at ${revoked.revokedAt?.toISOString()}\n`)

@@ -314,8 +314,10 @@ export async function webhookDeliveryInsert(
       returning s.id, s.tenant, s.queue, s.disabled_reason
     ),
     recorded as (
-      insert into pgsched.webhook_deliveries (subscription_id, event_id, event_type, job_id, attempt, status_code, ok, error, duration_ms, will_retry)
-      select ${p.subscriptionId}::uuid, ${p.eventId}::text, ${p.eventType}::text, ${p.jobId}::uuid, ${p.attempt}::int,
+      -- at: the insert's own time, as its id's (uuid_v7: clock_timestamp()), so the log, newest first by
+      -- id, is in the order of its times too (the statement's now() would be when it began)
+      insert into pgsched.webhook_deliveries (at, subscription_id, event_id, event_type, job_id, attempt, status_code, ok, error, duration_ms, will_retry)
+      select clock_timestamp(), ${p.subscriptionId}::uuid, ${p.eventId}::text, ${p.eventType}::text, ${p.jobId}::uuid, ${p.attempt}::int,
              ${p.statusCode}::int, ${p.ok}::bool, ${p.error}::text, ${p.durationMs}::int,
              -- an attempt that disabled the subscription ends its delivery (the handler's FatalError)
              ${p.willRetry}::bool and not exists (select 1 from changed c where c.disabled_reason is not null)
