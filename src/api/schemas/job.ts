@@ -277,7 +277,10 @@ export const JobSchema = Type.Object(
     idempotencyKey: Nullable(Type.String()),
     concurrencyKey: Nullable(Type.String()),
     startDeadlineMs: Nullable(Type.Integer({ description: 'How late after its time an execution may start before it expires; null: no deadline.' })),
-    state: Type.Enum(['active', 'paused', 'cancelled'], { description: "The definition's own state." }),
+    state: Type.Enum(['active', 'paused', 'cancelled'], {
+      description:
+        "The job definition's own state: `active` unless it was paused (a recurring job) or cancelled. It stays `active` when its run completes or fails: what a job's runs did is `status`, which the list filters by (`?status=`).",
+    }),
     status: JobStatusSchema,
     lastRun: Nullable(LastRunSchema),
     attempts: Type.Integer({ description: 'Attempts of the latest execution.' }),
