@@ -11,7 +11,9 @@ const subscriptionFields = {
   id: Uuid('The subscription'),
   url: Type.String({ description: 'Where events are POSTed.' }),
   events: Type.Array(EventType, { description: 'The event types sent; empty: all.' }),
-  queue: Type.String({ description: 'The queue of the delivery jobs (type pgsched.webhook).' }),
+  queue: Type.String({
+    description: "The queue of the delivery jobs (type pgsched.webhook). Not an event filter: the tenant's events of every queue are sent.",
+  }),
   createdAt: DateTime('When it was created; events from then on are sent.'),
   enabled: Type.Boolean({
     description:
@@ -46,7 +48,13 @@ export const CreateWebhookBody = Type.Object(
     url: urlField,
     events: Type.Optional(Type.Array(EventType, { maxItems: EVENT_TYPES.length, description: 'Event types to send; absent or empty: all.' })),
     secret: Type.Optional(secretField('The signing secret; generated when absent.')),
-    queue: Type.Optional(Type.String({ pattern: QUEUE_PATTERN, 'x-expected': 'a queue name', description: 'Queue of the delivery jobs; default `default`.' })),
+    queue: Type.Optional(
+      Type.String({
+        pattern: QUEUE_PATTERN,
+        'x-expected': 'a queue name',
+        description: "Queue of the delivery jobs; default `default`. Not an event filter: the tenant's events of every queue are sent.",
+      }),
+    ),
   },
   { additionalProperties: false },
 )
