@@ -19,6 +19,7 @@ import { webhookDeliveryInsert } from '../../src/db/queries/webhooks.ts'
 import { verifyWebhookSignature } from '../../src/events/signature.ts'
 import { uuidV7 } from '../../src/lib/uuid-v7.ts'
 import { useTestDb } from '../db.ts'
+import { insertExecution } from '../factories.ts'
 import type { ApiProcess } from '../faults/api-process.ts'
 import { waitFor } from '../wait-for.ts'
 import { cspViolations, launchBrowser, openPage, signIn, startApi, startWorkerProcess, stopApi, type WorkerProcess } from './stack.ts'
@@ -386,6 +387,16 @@ describe('the dashboard in Chromium', () => {
     // a failed job has ended: it can be retried or deleted, never cancelled (a cancel would only fail)
     expect(await page.getByRole('button', { name: /^Cancel/ }).count()).toBe(0)
     await shot(page, 'failures')
+    // retrying every failed job at once asks first; dismissed, it retries nothing
+    const asked: string[] = []
+    page.once('dialog', (dialog) => {
+      asked.push(dialog.message())
+      void dialog.dismiss()
+    })
+    await page.getByRole('button', { name: 'Retry all failed jobs' }).click()
+    await waitFor(() => asked.length === 1, { what: 'the confirmation' })
+    expect(asked[0]).toMatch(/^Retry all \d+ failed job\(s\)\? Each runs again\.$/)
+    expect(await failedCount()).toBe(100)
     rmSync(flag)
     await group.getByRole('button', { name: 'Retry this group' }).click()
     await waitFor(async () => (await page.locator('.bulk-progress').textContent())?.includes('retry: 100 job(s) done'), {
@@ -726,6 +737,29 @@ describe('the dashboard in Chromium', () => {
     await page.goto(`${api.url}/ui/#/jobs/${job.id}`)
     await page.waitForSelector('[data-job-status="EXPIRED"]')
     await expect(page.locator('.execution h3 .badge').textContent()).resolves.toBe('expired')
+    await page.context().close()
+  })
+
+  it("pages through a job's executions, 50 a page, newest first, and says an execution waiting for a retry waits for its next attempt", async () => {
+    // a job with 58 executions: its own (in 2099), one waiting for its 2nd attempt and 56 in its history
+    const job = await submit(acmeKey, { type: 'noop', queue: 'ui-nobody', schedule: { at: '2099-01-01T00:00:00Z' } })
+    const base = Date.parse('2026-01-01T00:00:00Z')
+    for (let i = 0; i < 56; i++) {
+      await insertExecution(t.db, { jobId: job.id, state: 'succeeded', scheduledFor: new Date(base + i * 3_600_000) })
+    }
+    const retrying = await insertExecution(t.db, { jobId: job.id, state: 'pending', attempt: 1, scheduledFor: new Date('2098-01-01T00:00:00Z') })
+    const page = await signedIn(acmeKey)
+    await page.goto(`${api.url}/ui/#/jobs/${job.id}`)
+    await page.waitForSelector('nav[aria-label="Execution pages"]')
+    await expect(page.locator('.execution').count()).resolves.toBe(50)
+    await expect(page.locator(`[data-output-waiting="${retrying.id}"]`).textContent()).resolves.toMatch(
+      /^Waiting for attempt 2 of \d+: its output shows here once that runs\.$/,
+    )
+    await page.getByRole('button', { name: 'Older' }).click()
+    await waitFor(async () => (await page.locator('.execution').count()) === 8, { what: 'the second page of executions' })
+    await expect(page.getByRole('button', { name: 'Older' }).isDisabled()).resolves.toBe(true)
+    await page.getByRole('button', { name: 'Newer' }).click()
+    await waitFor(async () => (await page.locator('.execution').count()) === 50, { what: 'the first page again' })
     await page.context().close()
   })
 

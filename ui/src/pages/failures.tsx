@@ -4,11 +4,12 @@
  * (POST /v1/jobs/bulk with the group's errorType and errorMessage) or every failed job; bulk
  * calls repeat until the API reports nothing remaining, and the progress is announced.
  */
-import { useState } from 'preact/hooks'
+import { useContext, useState } from 'preact/hooks'
 import { call, withQuery } from '../api.ts'
 import { ActionButton, announce, ErrorNotice, JsonBlock, LongText, StatusBadge, TableWrap } from '../components/common.tsx'
 import { clip, shortId, when } from '../format.ts'
 import { useLiveRefresh, useLoad } from '../hooks.ts'
+import { IdentityContext } from '../identity.ts'
 import { href } from '../router.ts'
 import type { BulkResult, FailureGroup, Job, Page } from '../types.ts'
 
@@ -38,7 +39,19 @@ async function runBulk(action: BulkAction, filter: BulkFilter, progress: (text: 
  * Retry, cancel and delete buttons for the jobs `filter` selects. Progress goes to the page's
  * own status line (`progress`), which stays when the group's row goes away once it is done.
  */
-function BulkButtons({ filters, what, done, setProgress }: { filters: BulkFilter[]; what: string; done: () => void; setProgress: (text: string) => void }) {
+function BulkButtons({
+  filters,
+  what,
+  done,
+  setProgress,
+  confirmRetry,
+}: {
+  filters: BulkFilter[]
+  what: string
+  done: () => void
+  setProgress: (text: string) => void
+  confirmRetry?: string
+}) {
   const run = (action: BulkAction) => async () => {
     let changed = 0
     for (const filter of filters) changed += await runBulk(action, filter, setProgress)
@@ -55,7 +68,7 @@ function BulkButtons({ filters, what, done, setProgress }: { filters: BulkFilter
           key={a}
           label={`${verbs[a]} ${what}`}
           kind={a === 'retry' ? 'primary' : 'danger'}
-          confirm={a === 'retry' ? undefined : `${verbs[a]} ${what}?`}
+          confirm={a === 'retry' ? confirmRetry : `${verbs[a]} ${what}?`}
           run={run(a)}
           done={`${verbs[a]} ${what}: finished`}
         />
@@ -100,6 +113,7 @@ export function FailuresPage() {
   useLiveRefresh((e) => e.type === 'failed' || e.type === 'expired' || e.type === 'started', failures.reload, 2000)
   const groups = failures.data?.items ?? []
   const total = groups.reduce((n, g) => n + g.count, 0)
+  const identity = useContext(IdentityContext)
   return (
     <>
       <h1 tabIndex={-1}>Failures</h1>
@@ -131,6 +145,8 @@ export function FailuresPage() {
               // the groups count expired jobs as failures too
               filters={(['FAILED', 'EXPIRED'] as const).map((status): BulkFilter => (queue ? { status, queue } : { status }))}
               what="all failed jobs"
+              // every group at once (for an operator key, every tenant's): a retry runs them all again
+              confirmRetry={`Retry all ${total} failed job(s)${queue ? ` of queue ${queue}` : ''}${identity.operator ? ', of every tenant' : ''}? Each runs again.`}
               setProgress={setProgress}
               done={() => {
                 failures.reload()

@@ -197,7 +197,9 @@ function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
           <h4>Output</h4>
           {waiting && e.outputUrl === null ? (
             <p class="muted" data-output-waiting={e.id}>
-              Not started yet: its output shows here once it runs.
+              {e.attempt === 0
+                ? 'Not started yet: its output shows here once it runs.'
+                : `Waiting for attempt ${e.attempt + 1} of ${e.maxAttempts}: its output shows here once that runs.`}
             </p>
           ) : (
             <>
@@ -219,9 +221,18 @@ function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
   )
 }
 
+/** Executions a page of the job's page shows (newest first; Older and Newer move between pages). */
+const EXECUTIONS_PAGE = 50
+
 export function JobDetailPage({ id }: { id: string }) {
   const job = useLoad((signal) => call<Job>(`/v1/jobs/${id}`, { signal }), [id])
-  const executions = useLoad((signal) => call<Page<Execution>>(`/v1/jobs/${id}/executions?limit=50`, { signal }), [id])
+  // the cursors of the pages of executions shown so far: the last is the page on screen (undefined: the newest)
+  const [stack, setStack] = useState<Array<string | undefined>>([undefined])
+  const cursor = stack[stack.length - 1]
+  const executions = useLoad(
+    (signal) => call<Page<Execution>>(withQuery(`/v1/jobs/${id}/executions`, { limit: EXECUTIONS_PAGE, cursor }), { signal }),
+    [id, cursor],
+  )
   const fires = useLoad((signal) => (job.data?.schedule ? nextFireTimes(id, signal) : Promise.resolve([])), [id, Boolean(job.data?.schedule)])
   const reload = () => {
     job.reload()
@@ -294,9 +305,26 @@ export function JobDetailPage({ id }: { id: string }) {
       <h2>Executions</h2>
       <ErrorNotice error={executions.error} what="The executions" />
       {executions.data?.items.map((e, i) => (
-        <ExecutionView key={e.id} e={e} latest={i === 0} />
+        <ExecutionView key={e.id} e={e} latest={i === 0 && stack.length === 1} />
       ))}
-      {executions.data?.items.length === 0 && <p class="empty">No executions yet.</p>}
+      {executions.data?.items.length === 0 && <p class="empty">{stack.length > 1 ? 'No older executions.' : 'No executions yet.'}</p>}
+      {(stack.length > 1 || executions.data?.nextCursor) && (
+        <nav class="pager" aria-label="Execution pages">
+          <button type="button" disabled={stack.length <= 1} onClick={() => setStack(stack.slice(0, -1))}>
+            Newer
+          </button>
+          <span>
+            Page {stack.length} ({EXECUTIONS_PAGE} executions a page, newest first)
+          </span>
+          <button
+            type="button"
+            disabled={!executions.data?.nextCursor}
+            onClick={() => executions.data?.nextCursor && setStack([...stack, executions.data.nextCursor])}
+          >
+            Older
+          </button>
+        </nav>
+      )}
     </>
   )
 }
