@@ -333,6 +333,22 @@ export class Worker {
     await settlesWithin(this.claimLoopDone ?? Promise.resolve(), waitMs)
     await settlesWithin(this.wakeUp.signOff(), waitMs)
     await settlesWithin(this.notifier.stop(), waitMs)
+    // The runs claimed ahead that have not started do not start now: handed back at once (due again,
+    // their attempt not counted) for workers with free slots, rather than after the grace period, or
+    // never should the process be killed before it ends (docker stop's SIGKILL after 10 s).
+    const buffered = this.leases.held().filter((run) => run.state === 'buffered')
+    if (buffered.length > 0) {
+      for (const run of buffered) this.abort(run, new ShutdownError('worker shutting down'))
+      for (const run of buffered) endRunSpan(run, 'handed back')
+      let released = 0
+      const handedBack = this.leases.handBackUnstarted(buffered).then((n) => {
+        released = n
+      })
+      if (await settlesWithin(handedBack, waitMs)) {
+        this.log.info({ count: released }, 'handed back executions claimed ahead that had not started')
+        this.events?.handedBack?.(buffered.map((r) => r.claimed))
+      }
+    }
     if (this.queue.running > 0) {
       this.log.info({ running: this.queue.running, graceMs: this.o.shutdownGraceMs }, 'waiting for running handlers')
       let graceTimer: NodeJS.Timeout | undefined

@@ -472,6 +472,56 @@ describe('Worker prefetch', () => {
     expect(pending.reduce((n, r) => n + Number(r.n), 0)).toBeGreaterThan(0)
   })
 
+  it('hands back buffered executions at the start of a stop, not after the grace period, while a handler still runs', async () => {
+    const pendingUncounted = async () => {
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.executions where state = 'pending' and attempt = 0`.execute(t.db)
+      return rows[0]?.n ?? 0
+    }
+    let release: () => void = () => undefined
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    let started = 0
+    let waiting = 0
+    const worker = await startWorker(
+      [
+        defineHandler('held', async () => {
+          started++
+          // the first 20 are quick: the worker claims ahead only behind handlers it has seen to be short
+          if (started > 20) await gate
+        }),
+      ],
+      {
+        concurrency: 1,
+        prefetch: 10,
+        shutdownGraceMs: 60_000,
+        events: {
+          claimed: (_, w) => {
+            waiting = w
+          },
+        },
+      },
+    )
+    await client().submitJobs(Array.from({ length: 20 }, () => ({ type: 'held' })))
+    await waitFor(() => started === 20, { what: 'the first 20 runs' })
+    await waitFor(async () => (await pendingUncounted()) === 0, { what: 'nothing due' })
+    await client().submitJobs(Array.from({ length: 8 }, () => ({ type: 'held' })))
+    // all 8 claimed: one runs, 7 wait in the buffer, none is due
+    await waitFor(() => started === 21 && waiting === 7, { what: 'one run and 7 executions buffered behind it' })
+    expect(await pendingUncounted()).toBe(0)
+    const stopping = worker.stop()
+    // while the one handler still holds the worker in its grace period, the buffered ones are due again
+    await waitFor(async () => (await pendingUncounted()) === 7, { what: 'the 7 not started handed back', timeoutMs: 10_000 })
+    expect(started).toBe(21)
+    release()
+    await stopping
+    const { rows } = await sql<{ state: string; n: number }>`select state, count(*)::int as n from pgsched.executions group by state order by state`.execute(
+      t.db,
+    )
+    expect(rows).toEqual([
+      { state: 'pending', n: 7 },
+      { state: 'succeeded', n: 21 },
+    ])
+  })
+
   it('reports at each heartbeat how many of the executions it holds are running, and 0 once stopped', async () => {
     let release: () => void = () => undefined
     const gate = new Promise<void>((resolve) => (release = resolve))
