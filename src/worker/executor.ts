@@ -28,6 +28,11 @@ export const MAX_RESULT_BYTES = 65_536
 
 /** UTF-8 takes at most 3 bytes per UTF-16 unit: a result this many units long or shorter fits unmeasured. */
 const MAX_BYTES_PER_UTF16_UNIT = 3
+/**
+ * A handler that returns this long (ms) or more after its run was aborted is logged (at warn) as one
+ * that does not stop on ctx.signal; one that stops on it returns within moments.
+ */
+export const LATE_HANDLER_WARN_MS = 1000
 
 /** The executor's collaborators: handlers, where output goes, and the worker's parts it reports to. */
 export interface ExecutorParams {
@@ -121,12 +126,25 @@ export class Executor {
 
   /** The run was aborted before its outcome was decided (`run.onAbort`; shared by every run). */
   private readonly aborted = (run: Run): void => {
-    if (!run.concluded) this.conclude(run, false, false, undefined)
+    if (run.concluded) return
+    run.abortedAtMs = performance.now()
+    this.conclude(run, false, false, undefined)
   }
 
   /** The handler returned or threw: the run's outcome, unless an abort came first; then its slot is free. */
   private handlerSettled(run: Run, ok: boolean, value: unknown): void {
     if (!run.concluded) this.conclude(run, true, ok, value)
+    else if (run.abortedAtMs > 0) {
+      const lateMs = Math.round(performance.now() - run.abortedAtMs)
+      // A handler that goes on after its abort holds its slot, and its execution may run again
+      // elsewhere meanwhile (after a timeout, a lost lease or a cancel and a rerun): said once it ends.
+      if (lateMs >= LATE_HANDLER_WARN_MS) {
+        run.ctx?.log.warn(
+          { lateMs, reason: run.abortReason?.name },
+          'handler returned long after its run was aborted: it does not stop on ctx.signal, so it held its slot, and its execution may have run again meanwhile (a process sandbox ends such a handler)',
+        )
+      }
+    }
     // The slot is busy until the handler really returns, even if it ignored the abort (and until
     // the output of an aborted run is stored).
     if (run.closing !== null) void run.closing.then(() => this.freeSlot(run))

@@ -41,6 +41,8 @@ export interface Run extends AbortState {
   startedAtMs: number
   timer: NodeJS.Timeout | undefined
   concluded: boolean
+  /** When an abort concluded it before its handler returned (monotonic ms); 0 otherwise. */
+  abortedAtMs: number
   closing: Promise<unknown> | null
   /** The handler's context, once started. */
   ctx: RunContext | undefined
@@ -68,6 +70,7 @@ export function createRun(claimed: ClaimedExecution, leaseSureUntilMs: number): 
     startedAtMs: 0,
     timer: undefined,
     concluded: false,
+    abortedAtMs: 0,
     closing: null,
     ctx: undefined,
     leaseSureUntilMs,

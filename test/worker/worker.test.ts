@@ -10,6 +10,8 @@ import { createClient } from '../../src/client.ts'
 import { FatalError } from '../../src/errors.ts'
 import { CancelledError, LeaseLostError, TimeoutError } from '../../src/worker/abort-reasons.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
+import { LATE_HANDLER_WARN_MS } from '../../src/worker/executor.ts'
+import { capturingLogger } from '../log-capture.ts'
 import { useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
 import { insertExecutions, takeOverExecution } from '../factories.ts'
@@ -187,6 +189,31 @@ describe('Worker', () => {
     await waitFor(async () => (await execution(job.id)).state === 'failed', { what: 'both attempts to time out' })
     expect(seen).toEqual([true, true])
     expect((await execution(job.id)).error).toMatchObject({ timedOut: true, message: 'timed out after 100 ms' })
+  })
+
+  it('warns, once it returns, of a handler that ran on long after its timeout (ignoring ctx.signal); not of one that stopped on it', async () => {
+    const { log, lines } = capturingLogger<{ msg: string; lateMs?: number; reason?: string; executionId?: string }>('warn')
+    await startWorker(
+      [
+        defineHandler('deaf', async () => {
+          await new Promise((resolve) => setTimeout(resolve, 100 + LATE_HANDLER_WARN_MS + 300))
+          return 'late'
+        }),
+        defineHandler('listening', async (ctx) => {
+          await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
+        }),
+      ],
+      { log },
+    )
+    const late =
+      'handler returned long after its run was aborted: it does not stop on ctx.signal, so it held its slot, and its execution may have run again meanwhile (a process sandbox ends such a handler)'
+    const { job: listening } = await client().submitJob({ type: 'listening', timeoutMs: 100, maxAttempts: 1 })
+    const { job: deaf } = await client().submitJob({ type: 'deaf', timeoutMs: 100, maxAttempts: 1 })
+    await waitFor(() => lines.some((l) => l.msg === late), { what: 'the warning', timeoutMs: 10_000 })
+    expect((await execution(listening.id)).state).toBe('failed')
+    const warned = lines.filter((l) => l.msg === late)
+    expect(warned).toEqual([expect.objectContaining({ reason: 'TimeoutError', executionId: (await execution(deaf.id)).id })])
+    expect(warned[0]?.lateMs).toBeGreaterThanOrEqual(LATE_HANDLER_WARN_MS)
   })
 
   it('rejects a result over 64 KiB with a message pointing to the output stream', async () => {
