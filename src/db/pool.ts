@@ -62,6 +62,7 @@ export function createDb(params: CreateDbParams): Database {
   const problem = databaseUrlProblem(params.databaseUrl)
   if (problem) throw new ConfigError(`database URL ${problem}`, [{ path: 'databaseUrl', message: `database URL ${problem}` }])
   const settings = sessionSettings(params)
+  const connectionLost = connectionLostLogger(params.log)
   const { Client, config } = pgConnection(params.databaseUrl, { application_name: params.applicationName ?? 'pgsched', connectionTimeoutMillis: 10_000 })
   const pool = new pg.Pool({
     ...config,
@@ -74,7 +75,7 @@ export function createDb(params: CreateDbParams): Database {
       // pg-pool listens for errors only on idle clients. A connection terminated in the instant
       // between a query's end and its release would emit an unhandled 'error' and crash the
       // process; this listener keeps it alive, and the pool discards the broken client on release.
-      client.on('error', (err) => params.log?.warn({ err }, 'database connection lost'))
+      client.on('error', connectionLost)
       // Set after connecting, not as a startup option: that would replace PGOPTIONS or the URL's
       // `options`. One at a time: a setting the server refuses is logged, the others still apply.
       let applied = true
@@ -89,9 +90,37 @@ export function createDb(params: CreateDbParams): Database {
       if (applied && mark !== undefined) params.answers?.answered(mark)
     },
   })
-  pool.on('error', (err) => params.log?.warn({ err }, 'idle database connection lost'))
+  pool.on('error', connectionLost)
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparingPool(pool, params.answers) }) })
   return { db, pool }
+}
+
+/** How long (ms) after a lost connection is logged at warn the others lost are only counted (logged at debug). */
+export const CONNECTION_LOST_LOG_MS = 10_000
+
+/**
+ * Logs a pool's lost connections: a database restart ends every one of them at once, each reported
+ * by its own listener and, idle, by the pool's too. The first is a warn line (its reason, no stack:
+ * the outage that follows is reported on its own, once); the others within CONNECTION_LOST_LOG_MS are
+ * counted in the next warn line, and each error object is counted once.
+ */
+function connectionLostLogger(log: Logger | undefined): (err: Error) => void {
+  const seen = new WeakSet<Error>()
+  let loggedAtMs = Number.NEGATIVE_INFINITY
+  let since = 0
+  return (err) => {
+    if (seen.has(err)) return
+    seen.add(err)
+    const now = performance.now()
+    if (now - loggedAtMs < CONNECTION_LOST_LOG_MS) {
+      since++
+      log?.debug({ reason: err.message }, 'database connection lost')
+      return
+    }
+    log?.warn({ reason: err.message, ...(since > 0 ? { lostSinceLastWarn: since } : {}) }, 'database connection lost')
+    loggedAtMs = now
+    since = 0
+  }
 }
 
 /** The `set` statements a new session of the pool runs. */

@@ -3,12 +3,15 @@
  * per connection (the worker's hot path); other pools keep PostgreSQL's choice.
  * No pool compiles statements with JIT. Every pool's sessions end a transaction left idle.
  * A BOUNDED_READ statement runs under its own statement_timeout, and a connection it failed on is replaced.
+ * Connections lost all at once (a restart) make one warn line, not one or two per connection.
  */
 import { sql } from 'kysely'
 import pg from 'pg'
 import { afterAll, describe, expect, it } from 'vitest'
 import { BOUNDED_READ, BOUNDED_READ_STATEMENT_TIMEOUT_MS, createDb, IDLE_TRANSACTION_TIMEOUT_MS, type Database } from '../../src/db/pool.ts'
 import { adminUrl } from '../db.ts'
+import { capturingLogger } from '../log-capture.ts'
+import { waitFor } from '../wait-for.ts'
 
 describe('createDb', () => {
   const opened: Database[] = []
@@ -23,6 +26,36 @@ describe('createDb', () => {
     return rows[0]
   }
   const planCacheMode = async (genericPlans: boolean | undefined) => (await settings(genericPlans))?.mode
+
+  it('logs the connections of a pool lost at once (a restart) in one warn line, not one or two per connection', async () => {
+    const { log, lines } = capturingLogger<{ level: number; msg: string; reason?: string; err?: unknown }>('debug')
+    const app = `lost-${process.pid}`
+    const url = new URL(adminUrl())
+    url.searchParams.set('application_name', app)
+    const d = createDb({ databaseUrl: url.toString(), poolSize: 4, log, applicationName: app })
+    opened.push(d)
+    // four connections open at once, then idle in the pool
+    await Promise.all(Array.from({ length: 4 }, () => sql`select pg_sleep(0.05)`.execute(d.db)))
+    expect(d.pool.totalCount).toBe(4)
+    const admin = new pg.Client({ connectionString: adminUrl() })
+    await admin.connect()
+    try {
+      const { rows } = await admin.query<{ n: number }>('select count(pg_terminate_backend(pid))::int as n from pg_stat_activity where application_name = $1', [
+        app,
+      ])
+      expect(rows[0]?.n).toBe(4)
+    } finally {
+      await admin.end()
+    }
+    const lost = () => lines.filter((l) => l.msg === 'database connection lost')
+    await waitFor(() => lost().length === 4, { what: 'the four connections reported lost' })
+    const warned = lost().filter((l) => l.level === 40)
+    expect(warned).toHaveLength(1)
+    expect(warned[0]?.reason).toMatch(/terminat/i)
+    expect(warned[0]?.err).toBeUndefined()
+    // the pool carries on with new connections
+    await expect(sql`select 1`.execute(d.db)).resolves.toBeDefined()
+  })
 
   it('forces generic plans on every connection of a genericPlans pool', async () => {
     expect(await planCacheMode(true)).toBe('force_generic_plan')
