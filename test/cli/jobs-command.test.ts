@@ -311,6 +311,9 @@ describe('scheduler jobs submit with the settings the client and the REST API ta
     expect(onceView).toMatch(/last run\s+PENDING, not started yet\n/)
     expect(onceView).toMatch(/start deadline\s+-\n/)
     expect(onceView).not.toMatch(/window|misfire policy|overlap policy/)
+    // an execution waiting for its next attempt says which
+    const retrying = await insertExecution(t.db, { state: 'pending', attempt: 1, job: { tenant: 'default', maxAttempts: 3 } })
+    expect((await scheduler('jobs', 'view', retrying.jobId)).stdout).toMatch(/last run\s+PENDING, waiting for attempt 2 \(attempt 1 failed\)\n/)
   })
 
   // each value differs from the default, and is read back from the stored job through the client

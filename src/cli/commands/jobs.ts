@@ -281,7 +281,9 @@ export function registerJobs(program: Command): void {
                 ? '-'
                 : job.lastRun.attempt === 0
                   ? `${job.lastRun.status}, not started yet`
-                  : `${job.lastRun.status}, attempt ${job.lastRun.attempt}`,
+                  : job.lastRun.status === 'PENDING'
+                    ? `PENDING, waiting for attempt ${job.lastRun.attempt + 1} (attempt ${job.lastRun.attempt} failed)`
+                    : `${job.lastRun.status}, attempt ${job.lastRun.attempt}`,
             ],
             ['last error', lastErrorText(job)],
             ['created', ago(job.createdAt)],
