@@ -15,6 +15,7 @@ import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createApiKey } from '../../src/api/auth.ts'
+import { apiKeyRevoke } from '../../src/db/queries/api-keys.ts'
 import { webhookDeliveryInsert } from '../../src/db/queries/webhooks.ts'
 import { verifyWebhookSignature } from '../../src/events/signature.ts'
 import { uuidV7 } from '../../src/lib/uuid-v7.ts'
@@ -108,6 +109,24 @@ describe('the dashboard in Chromium', () => {
     await page.getByLabel('API key').waitFor()
     expect(await page.evaluate<number>('sessionStorage.length + localStorage.length')).toBe(0)
     await context.close()
+  })
+
+  it('signs out at once, saying why, when its key is revoked while the page stays open', async () => {
+    const { id, key } = await createApiKey(t.db, { tenant: 'acme', name: 'revoked in the browser' })
+    // a finished job's page: it reads nothing more by itself, only the event stream stays open
+    const done = await submit(key, { type: 'switch.fail', payload: { failWhile: join(flags, 'never') } })
+    await waitFor(async () => (await viewJob(done.id)).status === 'COMPLETED', { what: 'the job to complete' })
+    const page = await signedIn(key)
+    await page.goto(`${api.url}/ui/#/jobs/${done.id}`)
+    await page.waitForSelector('[data-job-status="COMPLETED"]')
+    await page.locator('[data-live="on"]').waitFor()
+    await apiKeyRevoke(t.db, { id })
+    // the event stream is refused once the revocation is seen (within seconds): the page signs out,
+    // with no click or navigation needed
+    await page.getByLabel('API key').waitFor({ timeout: 30_000 })
+    await expect(page.getByRole('alert').textContent()).resolves.toContain('revoked')
+    expect(await page.evaluate<number>('sessionStorage.length + localStorage.length')).toBe(0)
+    await page.context().close()
   })
 
   it('shares one event stream among the tabs of one key, so that eight tabs all load and stay live', async () => {

@@ -4,6 +4,7 @@
  * logs and history). Reconnects with Last-Event-ID after a drop, backing off up to 10 s.
  */
 import { authHeaders } from './api.ts'
+import { signOut } from './session.ts'
 
 export interface SseMessage {
   id: string | null
@@ -26,8 +27,11 @@ export async function followSse(path: string, options: SseOptions, signal: Abort
       if (lastId) headers['last-event-id'] = lastId
       const res = await fetch(path, { headers, signal, cache: 'no-store' })
       if (res.status === 401) {
-        // the key is no longer valid: not live (the next call of the page signs it out)
+        // the key is no longer valid (revoked, say): signed out at once, with the API's reason, rather
+        // than left showing what it may no longer read until the page's next call
         options.onState(false)
+        const body = (await res.json().catch(() => null)) as { message?: unknown } | null
+        signOut(typeof body?.message === 'string' ? body.message : '401 Unauthorized')
         return
       }
       if (!res.ok || !res.body) throw new Error(`event stream answered ${res.status}`)
