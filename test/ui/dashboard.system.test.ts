@@ -482,10 +482,10 @@ describe('the dashboard in Chromium', () => {
     await form.getByLabel('Concurrency limit', { exact: true }).fill('')
     await form.getByLabel('Fair share between tenants').check()
     await form.getByRole('button', { name: 'Save limits' }).click()
-    await waitFor(async () => (await row.locator('td').nth(5).textContent())?.includes('10 per key per'), { what: 'the row to show the per-key rate limit' })
+    await waitFor(async () => (await row.locator('td').nth(6).textContent())?.includes('10 per key per'), { what: 'the row to show the per-key rate limit' })
     const queue = await rest<Record<string, unknown>>(operatorKey, 'GET', '/v1/queues/ui-limits')
     expect(queue).toMatchObject({ concurrencyLimit: null, keyRateLimit: 10, keyRatePeriodMs: 60_000, fairShare: true, rateLimit: null })
-    expect(await row.locator('td').nth(5).textContent()).toContain('fair share')
+    expect(await row.locator('td').nth(6).textContent()).toContain('fair share')
     await page.context().close()
   })
 
