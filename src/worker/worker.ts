@@ -344,10 +344,9 @@ export class Worker {
       const handedBack = this.leases.handBackUnstarted(buffered).then((n) => {
         released = n
       })
-      if (await settlesWithin(handedBack, waitMs)) {
-        this.log.info({ count: released }, 'handed back executions claimed ahead that had not started')
-        this.events?.handedBack?.(buffered.map((r) => r.claimed))
-      }
+      // (not counted as pgsched_worker_executions_handed_back_total, which counts the hand-backs of
+      // a running worker whose handlers grew slower)
+      if (await settlesWithin(handedBack, waitMs)) this.log.info({ count: released }, 'handed back executions claimed ahead that had not started')
     }
     if (this.queue.running > 0) {
       this.log.info({ running: this.queue.running, graceMs: this.o.shutdownGraceMs }, 'waiting for running handlers')
