@@ -62,7 +62,7 @@ export function createDb(params: CreateDbParams): Database {
   const problem = databaseUrlProblem(params.databaseUrl)
   if (problem) throw new ConfigError(`database URL ${problem}`, [{ path: 'databaseUrl', message: `database URL ${problem}` }])
   const settings = sessionSettings(params)
-  const connectionLost = connectionLostLogger(params.log)
+  const connectionLost = connectionLostLogger(params.log, params.answers !== undefined)
   const { Client, config } = pgConnection(params.databaseUrl, { application_name: params.applicationName ?? 'pgsched', connectionTimeoutMillis: 10_000 })
   const pool = new pg.Pool({
     ...config,
@@ -100,17 +100,24 @@ export const CONNECTION_LOST_LOG_MS = 10_000
 
 /**
  * Logs a pool's lost connections: a database restart ends every one of them at once, each reported
- * by its own listener and, idle, by the pool's too. The first is a warn line (its reason, no stack:
- * the outage that follows is reported on its own, once); the others within CONNECTION_LOST_LOG_MS are
- * counted in the next warn line, and each error object is counted once.
+ * by its own listener and, idle, by the pool's too; each error object is logged once.
+ * - With a quiet logger (`quiet`: the pool reports its answers, as the workers' pools do), each is a
+ *   warn line with its error: the first begins the outage the quiet logger reports once, and it holds
+ *   back the others.
+ * - Otherwise the first is a warn line (its reason, no stack: the API reports the outage on its own,
+ *   once), and the others within CONNECTION_LOST_LOG_MS are debug lines, counted in the next warn line.
  */
-function connectionLostLogger(log: Logger | undefined): (err: Error) => void {
+function connectionLostLogger(log: Logger | undefined, quiet: boolean): (err: Error) => void {
   const seen = new WeakSet<Error>()
   let loggedAtMs = Number.NEGATIVE_INFINITY
   let since = 0
   return (err) => {
     if (seen.has(err)) return
     seen.add(err)
+    if (quiet) {
+      log?.warn({ err }, 'database connection lost')
+      return
+    }
     const now = performance.now()
     if (now - loggedAtMs < CONNECTION_LOST_LOG_MS) {
       since++
