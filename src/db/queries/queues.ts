@@ -4,7 +4,7 @@
  * migration's functions (pause_queue waits for claims in flight; resume and a new limit wake
  * the workers).
  */
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { perDbCache } from './per-db-cache.ts'
@@ -87,6 +87,10 @@ export const servedSql = (g: string) =>
                     where pgsched.worker_live(w.stopped_at, w.last_seen_at, w.lease_ms)
                       and ${g}.queue = any(w.queues) and ${g}.type = any(w.types))`)
 
+/** The live workers (pgsched.worker_live) serving the queue `queue` names, as a float8 (SQL). */
+const liveWorkersSql = (queue: RawBuilder<unknown>) => sql`(select count(*) from pgsched.workers w
+   where pgsched.worker_live(w.stopped_at, w.last_seen_at, w.lease_ms) and ${queue} = any(w.queues))::float8`
+
 /**
  * Queues with settings or with pending or running executions (or just `only`), by name. With
  * `tenant`, the figures count that tenant's executions only (and queues without settings appear
@@ -123,8 +127,7 @@ export async function queueList(db: Kysely<DB>, params: { only?: string; tenant?
            coalesce(l.due, 0) as due, coalesce(l.scheduled, 0) as scheduled, coalesce(l.running, 0) as running,
            floor(extract(epoch from now() - l.oldest_due) * 1000)::float8 as lag_ms,
            coalesce(l.unserved, 0) as unserved, l.unserved_types,
-           (select count(*) from pgsched.workers w
-             where pgsched.worker_live(w.stopped_at, w.last_seen_at, w.lease_ms) and coalesce(q.name, l.queue) = any(w.queues))::float8 as live_workers
+           ${liveWorkersSql(sql`coalesce(q.name, l.queue)`)} as live_workers
       from (select * from pgsched.queues where ${only}::text is null or name = ${only}::text) q
       full join live l on l.queue = q.name
      order by 1
@@ -159,9 +162,7 @@ export async function queueGet(db: Kysely<DB>, name: string): Promise<QueueView>
 
 /** Live workers (pgsched.worker_live) serving `queue`. */
 async function liveWorkersOf(db: Kysely<DB>, queue: string): Promise<number> {
-  const { rows } = await sql<{ n: number }>`
-    select count(*)::float8 as n from pgsched.workers w
-     where pgsched.worker_live(w.stopped_at, w.last_seen_at, w.lease_ms) and ${queue}::text = any(w.queues)`.execute(db)
+  const { rows } = await sql<{ n: number }>`select ${liveWorkersSql(sql`${queue}::text`)} as n`.execute(db)
   return rows[0]?.n ?? 0
 }
 
