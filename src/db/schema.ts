@@ -117,6 +117,8 @@ export interface DueTable {
   created_at: DefaultTimestamp
   /** Migration 0031: the place in a fair queue's order; 'infinity' (Infinity) until given; null outside fair queues. */
   fair_key: number | null
+  /** Migration 0072: times requeued, the attempt not counted, after its lease expired before it began. */
+  unstarted_requeues: Generated<number>
 }
 
 /** Migration 0028: what workers hold (running executions and their leases). */
@@ -139,6 +141,9 @@ export interface RunsTable {
   start_deadline: Timestamp | null
   created_at: Timestamp
   output_uri: string | null
+  /** Migration 0072: whether its handler has started, as far as the database knows (claim, then heartbeat). */
+  began: Generated<boolean>
+  unstarted_requeues: Generated<number>
 }
 
 export interface WorkersTable {

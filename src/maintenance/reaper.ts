@@ -24,8 +24,11 @@ export interface ReaperOptions {
   batchSize: number
   /** Told how many executions of (queue, type) each pass expired (worker metrics). */
   onExpired?: (queue: string, type: string, count: number) => void
-  /** Told how many executions of (queue, type) each statement took back from expired leases: requeued, or failed on their last attempt. */
-  onRescued?: (queue: string, type: string, retried: number, failed: number) => void
+  /**
+   * Told how many executions of (queue, type) each statement took back from expired leases: requeued
+   * with the attempt counted, failed on their last attempt, or requeued uncounted (they had not begun).
+   */
+  onRescued?: (queue: string, type: string, retried: number, failed: number, unstarted: number) => void
 }
 
 export class Reaper {
@@ -39,16 +42,21 @@ export class Reaper {
   }
 
   /** One pass: repeats full batches until fewer than batchSize expired leases remain. */
-  async runOnce(now?: Date): Promise<{ retried: number; failed: number; expired: number; cancelled: number }> {
-    const total = { retried: 0, failed: 0, expired: 0, cancelled: 0 }
+  async runOnce(now?: Date): Promise<{ retried: number; failed: number; unstarted: number; expired: number; cancelled: number }> {
+    const total = { retried: 0, failed: 0, unstarted: 0, expired: 0, cancelled: 0 }
     for (;;) {
       const r: RescueOutcome = await executionRescueExpired(this.o.db, { limit: this.o.batchSize, now: now ?? null })
       total.retried += r.retried
       total.failed += r.failed
-      for (const q of r.byQueueType) this.o.onRescued?.(q.queue, q.type, q.retried, q.failed)
-      if (r.retried + r.failed < this.o.batchSize) break
+      total.unstarted += r.unstarted
+      for (const q of r.byQueueType) this.o.onRescued?.(q.queue, q.type, q.retried, q.failed, q.unstarted)
+      if (r.retried + r.failed + r.unstarted < this.o.batchSize) break
     }
-    if (total.retried + total.failed > 0) this.log.info(total, 'requeued executions with expired leases')
+    if (total.retried + total.failed + total.unstarted > 0)
+      this.log.info(
+        { retried: total.retried, failed: total.failed, unstarted: total.unstarted },
+        'requeued executions with expired leases (unstarted: their handler had not begun; the attempt not counted)',
+      )
     for (;;) {
       let n = 0
       for (const r of await executionExpireLate(this.o.db, { limit: this.o.batchSize, now: now ?? null })) {

@@ -146,9 +146,20 @@ export class LeaseKeeper {
       // Beside outcome writes and hand-backs, which it never waits for: it passes over the rows they
       // hold locked (executionHeartbeatManyQuery), so a write that waits on another session's lock
       // cannot hold up the renewal of the other leases.
+      // started: every lease out of the local queue (running, or with its outcome being written)
       let running = 0
-      for (const h of held) if (h.state === 'running') running++
-      const answer = await executionHeartbeatMany(this.p.db, { workerId: this.p.workerId, leases: held.map((h) => h.ref), leaseMs: this.p.leaseMs, running })
+      const started = new Set<string>()
+      for (const h of held) {
+        if (h.state === 'running') running++
+        if (h.state !== 'buffered') started.add(h.ref.id)
+      }
+      const answer = await executionHeartbeatMany(this.p.db, {
+        workerId: this.p.workerId,
+        leases: held.map((h) => h.ref),
+        leaseMs: this.p.leaseMs,
+        running,
+        started,
+      })
       this.failures = 0
       const tookMs = performance.now() - sentAtMs
       this.p.events?.heartbeat?.(tookMs, answer.renewed.size)

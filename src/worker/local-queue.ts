@@ -184,6 +184,20 @@ export class LocalQueue<T extends Queued> {
     return this.buffer.splice(Math.max(0, this.prefetchAllowed()))
   }
 
+  /**
+   * How many of the next claim's runs start at once: the free slots that the waiting runs which start
+   * before them leave (under a priority fence, only those at or above it start first).
+   */
+  startsNow(): number {
+    let ahead = this.buffer.length
+    const fence = this.fence
+    if (fence !== undefined) {
+      ahead = 0
+      for (const run of this.buffer) if (run.claimed.priority >= fence.priority) ahead++
+    }
+    return Math.max(0, this.concurrency - this.active - ahead)
+  }
+
   /** How many executions the next claim may take to fill free slots and the prefetch allowance. */
   room(): number {
     return this.concurrency - this.active + this.prefetchAllowed() - this.buffer.length

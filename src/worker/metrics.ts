@@ -36,6 +36,7 @@ interface Series {
   /** Executions this process's reaper took back from an expired lease: requeued, and failed on their last attempt. */
   rescuedRetried: number
   rescuedFailed: number
+  rescuedUnstarted: number
   readonly duration: BucketCounts
 }
 
@@ -98,12 +99,14 @@ export class WorkerMetrics implements WorkerEvents {
       name: 'pgsched_worker_executions_rescued_total',
       help:
         "Executions whose lease had expired (their worker stopped renewing it) that this process's reaper took back, by outcome: " +
-        'retried (due again, the lost attempt counted) or failed (it was the last attempt).',
+        'retried (due again, the lost attempt counted), failed (it was the last attempt) or unstarted (due again, the attempt ' +
+        "not counted: the handler had not begun, it waited in the dead worker's local queue).",
       type: 'counter',
       collect: () =>
         all().flatMap((s) => [
           { labels: { ...s.labels, outcome: 'retried' }, value: s.rescuedRetried },
           { labels: { ...s.labels, outcome: 'failed' }, value: s.rescuedFailed },
+          { labels: { ...s.labels, outcome: 'unstarted' }, value: s.rescuedUnstarted },
         ]),
     }).registerIn(registry)
     new CollectedMetric({
@@ -216,11 +219,12 @@ export class WorkerMetrics implements WorkerEvents {
     this.of(queue, type).expired += count
   }
 
-  /** The reaper took back `retried` + `failed` executions of (queue, type) from expired leases. */
-  readonly rescued = (queue: string, type: string, retried: number, failed: number): void => {
+  /** The reaper took back `retried` + `failed` + `unstarted` executions of (queue, type) from expired leases. */
+  readonly rescued = (queue: string, type: string, retried: number, failed: number, unstarted = 0): void => {
     const s = this.of(queue, type)
     s.rescuedRetried += retried
     s.rescuedFailed += failed
+    s.rescuedUnstarted += unstarted
   }
 
   /** A delivery attempt of this process disabled a webhook subscription (createWebhookHandler's onDisabled). */
@@ -249,6 +253,7 @@ export class WorkerMetrics implements WorkerEvents {
         handedBack: 0,
         rescuedRetried: 0,
         rescuedFailed: 0,
+        rescuedUnstarted: 0,
         duration: new BucketCounts(RUN_DURATION_BUCKETS_S),
       }
       byType.set(type, s)

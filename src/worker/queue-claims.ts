@@ -122,8 +122,12 @@ export class QueueClaims {
     if (on) this.settingsChanged()
   }
 
-  /** Claims up to `room` executions; see the file header. `withTraceparent`: also read each job's traceparent. */
-  async claim(room: number, withTraceparent = false): Promise<{ claimed: ClaimedExecution[]; full: boolean }> {
+  /**
+   * Claims up to `room` executions; see the file header. `withTraceparent`: also read each job's
+   * traceparent. `startsNow`: how many of them the worker starts at once (default all): each claim
+   * statement marks begun its share of them, the first in its order (ExecutionClaimBatchParams.startsNow).
+   */
+  async claim(room: number, withTraceparent = false, startsNow = room): Promise<{ claimed: ClaimedExecution[]; full: boolean }> {
     if (performance.now() - this.readAtMs >= (this.heard ? QUEUE_SETTINGS_HEARD_TTL_MS : QUEUE_SETTINGS_TTL_MS)) {
       const changes = this.changes
       this.settings = new Map((await queueSettingsOf(this.p.db, this.p.queues)).map((s) => [s.name, s]))
@@ -131,7 +135,7 @@ export class QueueClaims {
       this.readAtMs = changes === this.changes ? performance.now() : Number.NEGATIVE_INFINITY
     }
     const { db, workerId, types, leaseMs } = this.p
-    const base = { workerId, types, leaseMs, withTraceparent }
+    const fixed = { workerId, types, leaseMs, withTraceparent }
     const open: string[] = []
     const limited: string[] = []
     for (const q of this.p.queues) {
@@ -141,9 +145,11 @@ export class QueueClaims {
       else open.push(q)
     }
     const claimed: ClaimedExecution[] = []
+    // each statement's share of the runs that start at once: what the statements before it left
+    const base = () => ({ ...fixed, startsNow: Math.max(0, startsNow - claimed.length) })
     let full = false
     const steps = [
-      ...(open.length > 0 ? [async () => void claimed.push(...(await executionClaimBatch(db, { ...base, queues: open, limit: room })))] : []),
+      ...(open.length > 0 ? [async () => void claimed.push(...(await executionClaimBatch(db, { ...base(), queues: open, limit: room })))] : []),
       ...limited.map((queue) => async () => {
         const left = room - claimed.length
         if (left <= 0) return
@@ -170,20 +176,26 @@ export class QueueClaims {
         }
         if (fair && s.concurrencyLimit == null && s.keyConcurrencyLimit == null && s.rateLimit == null && s.keyRateLimit == null) {
           // fair share alone never binds: the ordinary claim in the fair order
-          const rows = await executionClaimBatch(db, { ...base, queues: [queue], limit: left, fairOnly: true, fairClock })
+          const rows = await executionClaimBatch(db, { ...base(), queues: [queue], limit: left, fairOnly: true, fairClock })
           take(rows)
           // short of what it asked for, having given no keys first: what waits for a key may be all
           // that is left; give the keys and claim again rather than wait for the next poll
           if (!assigned && rows.length < left && (await fairKeysAssign(db, queue)) > 0) {
             // (it moves the clock in the first claim's place when that one took nothing)
             take(
-              await executionClaimBatch(db, { ...base, queues: [queue], limit: left - rows.length, fairOnly: true, fairClock: fairClock && rows.length === 0 }),
+              await executionClaimBatch(db, {
+                ...base(),
+                queues: [queue],
+                limit: left - rows.length,
+                fairOnly: true,
+                fairClock: fairClock && rows.length === 0,
+              }),
             )
           }
           return
         }
         if (this.admittable(queue, left)) {
-          const got = await queueClaimAdmitted(db, { ...base, queues: [queue], limit: left, fair, fairClock })
+          const got = await queueClaimAdmitted(db, { ...base(), queues: [queue], limit: left, fair, fairClock })
           if (got !== null) {
             take(got.claimed)
             if (got.running !== null) this.running.set(queue, got.running)
@@ -191,7 +203,7 @@ export class QueueClaims {
           }
           this.lockedUntil.set(queue, performance.now() + QUEUE_SETTINGS_TTL_MS)
         }
-        const got = await queueClaimLimited(db, { ...base, queues: [queue], limit: left, fairClock })
+        const got = await queueClaimLimited(db, { ...base(), queues: [queue], limit: left, fairClock })
         take(got.claimed)
         this.running.set(queue, got.running)
         full ||= got.full

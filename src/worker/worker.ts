@@ -178,7 +178,8 @@ export class Worker {
     let claimed: ClaimedExecution[] = []
     let tookMs = 0
     try {
-      const result = await this.claims.claim(room, traced)
+      // the runs that start at once are marked begun by the claim; the rest by a heartbeat once they start
+      const result = await this.claims.claim(room, traced, this.queue.startsNow())
       tookMs = performance.now() - sentAtMs
       claimed = result.claimed
       // A queue at its concurrency limit: no wake-up announces another worker's run ending.

@@ -30,7 +30,7 @@ describe('Reaper', () => {
     await runningExecutions(2, { attempt: 3, maxAttempts: 3, leaseExpiresAgoMs: 1000 })
     await runningExecutions(4, { attempt: 1, maxAttempts: 3, leaseExpiresAgoMs: -60_000 })
     const reaper = new Reaper({ db: t.db, log: t.log, intervalMs: 1000, batchSize: 2 })
-    expect(await reaper.runOnce()).toEqual({ retried: 5, failed: 2, expired: 0, cancelled: 0 })
+    expect(await reaper.runOnce()).toEqual({ retried: 5, failed: 2, unstarted: 0, expired: 0, cancelled: 0 })
     expect(await states()).toEqual({ failed: 2, pending: 5, running: 4 })
     const { rows } = await sql<{ attempt: number; worker_id: string | null; error: Record<string, unknown> }>`
       select attempt, worker_id, error from pgsched.executions where state = 'pending'`.execute(t.db)
@@ -53,7 +53,7 @@ describe('Reaper', () => {
     // a cancel whose sweep never ran: the job is cancelled, its execution still holds its lease
     await sql`update pgsched.jobs set state = 'cancelled' where id = ${stray?.jobId}::uuid`.execute(t.db)
     const reaper = new Reaper({ db: t.db, log: t.log, intervalMs: 1000, batchSize: 10 })
-    expect(await reaper.runOnce()).toEqual({ retried: 0, failed: 0, expired: 0, cancelled: 1 })
+    expect(await reaper.runOnce()).toEqual({ retried: 0, failed: 0, unstarted: 0, expired: 0, cancelled: 1 })
     const { rows } = await sql<{ type: string; state: string }>`select type, state from pgsched.executions order by type`.execute(t.db)
     expect(rows).toEqual([{ type: 'left.over', state: 'cancelled' }, ...Array.from({ length: 3 }, () => ({ type: 'still.running', state: 'running' }))])
     expect((await reaper.runOnce()).cancelled).toBe(0)

@@ -35,6 +35,23 @@ describe('LocalQueue', () => {
     expect(startAll(q)).toEqual(['b', 'a1', 'a2', 'a3'])
   })
 
+  it("tells how many of the next claim's runs start at once: the free slots the waiting runs leave, under a fence those above it", () => {
+    const q = new LocalQueue<Item>({ concurrency: 4, prefetch: 0 })
+    expect(q.startsNow()).toBe(4)
+    q.add([item('a'), item('b', 1), item('c', 1)])
+    expect(startAll(q)).toEqual(['b', 'c', 'a'])
+    expect(q.startsNow()).toBe(1)
+    q.add([item('d', 0), item('e', 9)])
+    expect(q.startsNow()).toBe(0)
+    q.ended(1)
+    q.ended(1)
+    expect(q.startsNow()).toBe(1) // of the three slots free, the two waiting take two
+    expect(q.next()?.name).toBe('e')
+    expect(q.startsNow()).toBe(1)
+    q.announce(5) // the announced work goes before 'd': a fence
+    expect(q.startsNow()).toBe(2)
+  })
+
   it('gives out at most concurrency slots and takes a slot back when a run ends', () => {
     const q = new LocalQueue<Item>({ concurrency: 2, prefetch: 0 })
     q.add([item('a'), item('b'), item('c')])

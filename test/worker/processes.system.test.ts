@@ -67,6 +67,72 @@ describe('worker processes', () => {
     expect(selfOverlaps(rows, new Map([[victim?.pid as number, killedAt]]))).toEqual([])
   })
 
+  it("runs a SIGKILLed worker's executions that waited in its local queue again without counting an attempt; those that began count it", async () => {
+    const env = { SCHEDULER_LEASE_MS: '2000', SCHEDULER_HEARTBEAT_MS: '500', SCHEDULER_REAPER_INTERVAL_MS: '200', SCHEDULER_POLL_INTERVAL_MS: '200' }
+    const victim = spawnWorker({ env, concurrency: 1 })
+    await victim.ready
+    // one run first: prefetch sizes itself by the mean run time, unknown until a run has ended
+    const { job: warm } = await client().submitJob({ type: 'ledger.sleep', payload: { ms: 0 } })
+    await waitFor(async () => (await client().viewJob(warm.id)).status === 'COMPLETED', { what: 'the first job' })
+    // one attempt each: before, a lost lease counted one whether its handler had started or not,
+    // so the jobs that waited in the killed worker's local queue ended failed without having run
+    const once = { maxAttempts: 1, backoffBaseMs: 0, backoffMaxMs: 0 }
+    const jobs = await client().submitJobs([
+      { type: 'ledger.sleep', priority: 10, payload: { ms: 1000 }, ...once },
+      { type: 'ledger.sleep', priority: 9, payload: { ms: 60_000 }, ...once },
+      ...Array.from({ length: 4 }, () => ({ type: 'ledger.sleep', priority: 0, payload: { ms: 0 }, ...once })),
+    ])
+    const [short, long, ...low] = jobs.map((j) => j.id) as [string, string, ...string[]]
+    const began = async () => {
+      const { rows } = await sql<{ job_id: string; began: boolean }>`select job_id, began from pgsched.runs`.execute(t.db)
+      return new Map(rows.map((r) => [r.job_id, r.began]))
+    }
+    // the claim marks begun the run it starts at once, not those it took ahead into the local queue
+    const first = await waitFor(async () => ((await began()).size > 1 ? await began() : null), { what: 'a claim beyond the free slot' })
+    expect(first.get(short)).toBe(true)
+    expect([...first].filter(([id, b]) => id !== short && b)).toEqual([])
+    // the second starts when the first ends; the next heartbeat marks it begun
+    const held = await waitFor(async () => ((await began()).get(long) === true ? await began() : null), { what: 'the second run marked begun' })
+    const waiting = [...held].filter(([, b]) => !b).map(([id]) => id)
+    expect(waiting.length).toBeGreaterThan(0)
+    expect(waiting.every((id) => low.includes(id))).toBe(true)
+    expect((await ledger()).filter((r) => waiting.includes(r.job_id))).toEqual([])
+    victim.child.kill('SIGKILL')
+    await victim.exited
+    const other = spawnWorker({ env })
+    await other.ready
+    const ended = await waitFor(
+      async () => {
+        const views = await Promise.all(jobs.map((j) => client().viewJob(j.id)))
+        return views.every((v) => v.status === 'COMPLETED' || v.status === 'FAILED') ? views : null
+      },
+      { timeoutMs: 20_000, what: 'every job to end' },
+    )
+    expect(ended.map((v) => [v.status, v.lastExecution?.attempt])).toEqual([
+      ['COMPLETED', 1],
+      ['FAILED', 1],
+      ['COMPLETED', 1],
+      ['COMPLETED', 1],
+      ['COMPLETED', 1],
+      ['COMPLETED', 1],
+    ])
+    expect(ended[1]?.lastExecution?.error).toMatchObject({ name: 'LeaseExpiredError' })
+    const rows = await ledger()
+    for (const id of low) expect(rows.filter((r) => r.job_id === id).map((r) => [r.attempt, r.pid, r.outcome])).toEqual([[1, other.pid, 'ok']])
+    // the surviving worker's reaper took them back: those waiting unstarted, the begun one failed on its last attempt
+    const reaped = other
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('requeued executions with expired leases'))
+      .map((line) => JSON.parse(line) as { retried: number; failed: number; unstarted: number })
+    const none = { retried: 0, failed: 0, unstarted: 0 }
+    expect(reaped.reduce((n, r) => ({ retried: n.retried + r.retried, failed: n.failed + r.failed, unstarted: n.unstarted + r.unstarted }), none)).toEqual({
+      retried: 0,
+      failed: 1,
+      unstarted: waiting.length,
+    })
+  })
+
   it('finish everything after every database connection is terminated, twice', { timeout: 120_000 }, async () => {
     await client().submitJobs(Array.from({ length: 2000 }, () => ({ type: 'ledger.sleep', payload: { ms: 10 }, backoffBaseMs: 10, backoffMaxMs: 100 })))
     const workers = [spawnWorker(), spawnWorker(), spawnWorker()]

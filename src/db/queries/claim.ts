@@ -55,6 +55,13 @@ export interface ExecutionClaimBatchParams {
   fairClock?: boolean
   /** The statement's form (plain-forms.ts); default the full form. */
   form?: PlainForm
+  /**
+   * How many of the rows the worker starts at once (its free slots; default all of them): the first
+   * that many in the claim's order are marked begun (pgsched.runs.began), the rest wait in its local
+   * queue and are marked by the heartbeat once they start. The reaper requeues an expired lease
+   * that had not begun without counting an attempt (migration 0072).
+   */
+  startsNow?: number
 }
 
 /** How often a fair queue's clock moves at most (the claims' own check, and each worker's asking). */
@@ -160,6 +167,10 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
   // (executions still waiting for their key are not claimed before they have it).
   const fair = limited?.fair === true || fairOnly
   const order = fair ? sql`priority desc, fair_key, run_at, execution_id` : sql`priority desc, run_at, execution_id`
+  // begun: the rows the worker starts at once, the first `startsNow` in the claim's order (the order
+  // its local queue takes them in: inClaimOrder); numbered only when the claim takes more than that
+  const startsNow = params.startsNow ?? params.limit
+  const began = startsNow >= params.limit ? sql`true` : startsNow <= 0 ? sql`false` : sql`row_number() over (order by ${order}) <= ${startsNow}::int`
   const due = (columns: RawBuilder<unknown>, lock: RawBuilder<unknown>, rowLimit: RawBuilder<unknown>, extra: RawBuilder<unknown> = sql``) => sql`
       select ${columns}
         from pgsched.due
@@ -277,14 +288,16 @@ export function executionClaimBatchQuery(params: ExecutionClaimBatchParams) {
     -- ... and become leases
     claimed as (
       insert into pgsched.runs (execution_id, job_id, worker_id, attempt, lease_expires_at, started_at, queue, type, priority, run_at,
-                                scheduled_for, max_attempts, timeout_ms, tenant, concurrency_key, start_deadline, created_at)
+                                scheduled_for, max_attempts, timeout_ms, tenant, concurrency_key, start_deadline, created_at,
+                                began, unstarted_requeues)
       select execution_id, job_id, ${params.workerId}::uuid, attempt + 1,
              coalesce(${now}::timestamptz, now()) + ${params.leaseMs}::int * interval '1 millisecond',
              -- when the rows were taken (one instant for the batch, read once its rows are locked), not
              -- the statement's start: a claim that waited or was starved must not date its rows before
              -- those of claims that ran in the meantime
              coalesce(${now}::timestamptz, (select clock_timestamp())),
-             queue, type, priority, run_at, scheduled_for, max_attempts, timeout_ms, tenant, concurrency_key, start_deadline, created_at
+             queue, type, priority, run_at, scheduled_for, max_attempts, timeout_ms, tenant, concurrency_key, start_deadline, created_at,
+             ${began}, unstarted_requeues
         from withjob
        where job_state <> 'cancelled'
       returning execution_id as id, job_id, type, queue, attempt, tenant, started_at

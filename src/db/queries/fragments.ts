@@ -188,7 +188,7 @@ export function historyInsertFirst(from: RawBuilder<unknown>): RawBuilder<unknow
  * dueFromRuns selects them.
  */
 export const DUE_COLUMNS = sql`execution_id, job_id, queue, type, priority, run_at, scheduled_for, attempt, max_attempts, timeout_ms,
-                               tenant, concurrency_key, start_deadline, created_at, fair_key`
+                               tenant, concurrency_key, start_deadline, created_at, fair_key, unstarted_requeues`
 
 /** now() as the worker writes `at` (Date#toISOString: UTC, milliseconds, "Z"), whatever the session's TimeZone. */
 const NOW_ISO = sql`to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
@@ -239,7 +239,7 @@ export function endedAttempts(
     requeued as (
       insert into pgsched.due (${DUE_COLUMNS})
       select execution_id, job_id, queue, type, priority, next_run_at, scheduled_for, attempt, max_attempts, timeout_ms,
-             tenant, concurrency_key, start_deadline, created_at, ${fairKeyWaiting(sql`queue`)}
+             tenant, concurrency_key, start_deadline, created_at, ${fairKeyWaiting(sql`queue`)}, unstarted_requeues
         from decided
        where not final
     ),

@@ -3,7 +3,8 @@
  * each fenced by (execution, worker id, attempt), finding its rows by one scan of the primary key
  * (see fence): a worker that lost its lease (reaped, cancelled, taken over) gets no row back and
  * must stop.
- *   heartbeat  renews leases (a HOT update of runs) whose rows no other transaction holds, refreshes workers.last_seen_at and running
+ *   heartbeat  renews leases (a HOT update of runs) whose rows no other transaction holds, marks begun those whose handler
+ *              started, refreshes workers.last_seen_at and running
  *   complete   runs → history, succeeded
  *   fail       runs → due (retry with backoff; history pending) | history, failed (fatal or out of attempts)
  *   release    runs → due now, attempt not counted (graceful shutdown)
@@ -67,6 +68,11 @@ export interface ExecutionHeartbeatManyParams {
   leaseMs: number
   /** How many of the leases have their handler running now (recorded as pgsched.workers.running). */
   running: number
+  /**
+   * The leases (execution ids) whose handler has started: marked begun (pgsched.runs.began, migration
+   * 0072), so that the reaper counts the attempt should this worker die. Default none.
+   */
+  started?: ReadonlySet<string>
 }
 
 /**
@@ -83,14 +89,15 @@ export interface ExecutionHeartbeatManyParams {
 export function executionHeartbeatManyQuery(params: ExecutionHeartbeatManyParams) {
   return sql<{ id: string; renewed: boolean }>`${sql.raw(PREPARE)}
     with input as (
-      select ${leaseMap(params.leases)}::jsonb as m
+      select ${leaseMap(params.leases, (r) => (params.started?.has(r.id) === true ? 'true' : 'false'))}::jsonb as m
     ),
     seen as (
       update pgsched.workers set last_seen_at = now(), running = ${params.running}::int where id = ${params.workerId}::uuid
     ),
     renewed as (
       update pgsched.runs u
-         set lease_expires_at = now() + ${params.leaseMs}::int * interval '1 millisecond'
+         set lease_expires_at = now() + ${params.leaseMs}::int * interval '1 millisecond',
+             began = u.began or ((select m from input) -> u.execution_id::text ->> 1)::boolean
        where u.ctid = any(array(select r.ctid from pgsched.runs r where ${fence(params.workerId, params.leases)} for no key update of r skip locked))
       returning u.execution_id
     )
@@ -261,7 +268,7 @@ export function executionReleaseManyQuery(params: ExecutionReleaseManyParams) {
       select execution_id, job_id, queue, type, priority, now(), scheduled_for, attempt - 1, max_attempts, timeout_ms,
              tenant, concurrency_key,
              null,   -- it started: its start deadline was met
-             created_at, ${fairKeyWaiting(sql`queue`)}
+             created_at, ${fairKeyWaiting(sql`queue`)}, unstarted_requeues
         from ended
       returning 1   -- the due insert's trigger (due_notify) wakes idle workers for them
     )

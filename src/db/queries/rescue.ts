@@ -1,13 +1,15 @@
 /**
  * The reaper's statement: running executions (pgsched.runs) whose lease expired
  * (their worker died, froze or lost the database) go back to pgsched.due with
- * backoff, or to failed when that was their last attempt; the lost attempt counts. Bounded
- * by `limit` and SKIP LOCKED, so every worker can run it without double work.
+ * backoff, or to failed when that was their last attempt; the lost attempt counts. An execution
+ * whose handler had not begun (it waited in the worker's local queue: migration 0072) goes back due
+ * now with its attempt not counted, at most UNSTARTED_REQUEUES_MAX times. Bounded by `limit` and
+ * SKIP LOCKED, so every worker can run it without double work.
  */
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
-import { endedAttempts, executionErrorSql, historyUpsert } from './fragments.ts'
+import { DUE_COLUMNS, endedAttempts, executionErrorSql, fairKeyWaiting, historyUpsert } from './fragments.ts'
 import { eventsCaptured } from './event-capture.ts'
 
 /** The error a rescued attempt ends with; `e` = the expired execution, before the update. */
@@ -18,6 +20,14 @@ const leaseExpiredError = executionErrorSql({
   workerId: sql`e.worker_id`,
 })
 
+/**
+ * How many times an execution whose lease expired before it began is requeued without counting an
+ * attempt; after that its lost leases count, begun or not. The database learns that a run began at
+ * the heartbeat after it started, so a handler that kills its worker within a heartbeat of starting
+ * would otherwise be requeued uncounted, and kill a worker, forever.
+ */
+export const UNSTARTED_REQUEUES_MAX = 3
+
 export interface ExecutionRescueExpiredParams {
   limit: number
   now?: Date | null
@@ -26,19 +36,23 @@ export interface ExecutionRescueExpiredParams {
 export interface RescueOutcome {
   retried: number
   failed: number
+  /** Requeued due now, the attempt not counted: their handler had not begun. */
+  unstarted: number
   /** Earliest retry time among the retried, if any. */
   nextRunAt: Date | null
   /** The same counts by queue and type. */
-  byQueueType: Array<{ queue: string; type: string; retried: number; failed: number }>
+  byQueueType: Array<{ queue: string; type: string; retried: number; failed: number; unstarted: number }>
 }
 
 /**
  * Rescues up to `limit` executions whose lease expired before `now` (the database clock when null):
- * back to pending with backoff, or failed on their last attempt (the due insert of the retries wakes
- * idle workers: its trigger, due_notify).
+ * back to pending with backoff, or failed on their last attempt; those that had not begun, due now
+ * with the attempt not counted (the due insert of the retries wakes idle workers: its trigger,
+ * due_notify). An unbegun execution keeps its start deadline (it has not started) and records no
+ * event, as a worker's hand-back.
  */
 export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRescueExpiredParams): Promise<RescueOutcome> {
-  const { rows } = await sql<{ queue: string; type: string; retried: number; failed: number; next_run_at: Date | null }>`${sql.raw(PREPARE)}
+  const { rows } = await sql<{ queue: string; type: string; retried: number; failed: number; unstarted: number; next_run_at: Date | null }>`${sql.raw(PREPARE)}
     with expired as (
       select ctid
         from pgsched.runs
@@ -47,8 +61,19 @@ export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRe
        limit ${params.limit}::int
          for update skip locked
     ),
-    ended as (
+    gone as (
       delete from pgsched.runs r where r.ctid = any(array(select ctid from expired)) returning r.*
+    ),
+    unstarted as (
+      insert into pgsched.due (${DUE_COLUMNS})
+      select execution_id, job_id, queue, type, priority, now(), scheduled_for, attempt - 1, max_attempts, timeout_ms,
+             tenant, concurrency_key, start_deadline, created_at, ${fairKeyWaiting(sql`queue`)}, unstarted_requeues + 1
+        from gone
+       where not began and unstarted_requeues < ${UNSTARTED_REQUEUES_MAX}::int
+      returning queue, type
+    ),
+    ended as (
+      select * from gone where began or unstarted_requeues >= ${UNSTARTED_REQUEUES_MAX}::int
     ),
     ${endedAttempts(sql`false`, leaseExpiredError, sql`'lease expired'`, sql`e.output_uri`)},
     ${eventsCaptured(
@@ -59,16 +84,19 @@ export async function executionRescueExpired(db: Kysely<DB>, params: ExecutionRe
     select queue, type,
            count(*) filter (where state = 'pending')::int as retried,
            count(*) filter (where state = 'failed')::int as failed,
+           count(*) filter (where state is null)::int as unstarted,
            min(run_at) filter (where state = 'pending') as next_run_at
-      from moved
+      from (select queue, type, state, run_at from moved
+            union all select queue, type, null, null from unstarted) x
      group by queue, type
   `.execute(db)
-  const outcome: RescueOutcome = { retried: 0, failed: 0, nextRunAt: null, byQueueType: [] }
+  const outcome: RescueOutcome = { retried: 0, failed: 0, unstarted: 0, nextRunAt: null, byQueueType: [] }
   for (const r of rows) {
     outcome.retried += r.retried
     outcome.failed += r.failed
+    outcome.unstarted += r.unstarted
     if (r.next_run_at !== null && (outcome.nextRunAt === null || r.next_run_at < outcome.nextRunAt)) outcome.nextRunAt = r.next_run_at
-    outcome.byQueueType.push({ queue: r.queue, type: r.type, retried: r.retried, failed: r.failed })
+    outcome.byQueueType.push({ queue: r.queue, type: r.type, retried: r.retried, failed: r.failed, unstarted: r.unstarted })
   }
   return outcome
 }
