@@ -97,7 +97,7 @@ export function executionHeartbeatManyQuery(params: ExecutionHeartbeatManyParams
     renewed as (
       update pgsched.runs u
          set lease_expires_at = now() + ${params.leaseMs}::int * interval '1 millisecond',
-             began = u.began or ((select m from input) -> u.execution_id::text ->> 1)::boolean
+             began = u.began or coalesce(((select m from input) -> u.execution_id::text ->> 1)::boolean, false)
        where u.ctid = any(array(select r.ctid from pgsched.runs r where ${fence(params.workerId, params.leases)} for no key update of r skip locked))
       returning u.execution_id
     )
