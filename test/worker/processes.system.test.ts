@@ -69,7 +69,9 @@ describe('worker processes', () => {
 
   it("runs a SIGKILLed worker's executions that waited in its local queue again without counting an attempt; those that began count it", async () => {
     const env = { SCHEDULER_LEASE_MS: '2000', SCHEDULER_HEARTBEAT_MS: '500', SCHEDULER_REAPER_INTERVAL_MS: '200', SCHEDULER_POLL_INTERVAL_MS: '200' }
-    const victim = spawnWorker({ env, concurrency: 1 })
+    // concurrency 4: prefetch holds what its slots start within 100 ms at the mean run time, so at least
+    // 4 runs ahead unless the first run took over 100 ms
+    const victim = spawnWorker({ env, concurrency: 4 })
     await victim.ready
     // one run first: prefetch sizes itself by the mean run time, unknown until a run has ended
     const { job: warm } = await client().submitJob({ type: 'ledger.sleep', payload: { ms: 0 } })
@@ -77,22 +79,36 @@ describe('worker processes', () => {
     // one attempt each: before, a lost lease counted one whether its handler had started or not,
     // so the jobs that waited in the killed worker's local queue ended failed without having run
     const once = { maxAttempts: 1, backoffBaseMs: 0, backoffMaxMs: 0 }
-    const jobs = await client().submitJobs([
-      { type: 'ledger.sleep', priority: 10, payload: { ms: 1000 }, ...once },
-      { type: 'ledger.sleep', priority: 9, payload: { ms: 60_000 }, ...once },
-      ...Array.from({ length: 4 }, () => ({ type: 'ledger.sleep', priority: 0, payload: { ms: 0 }, ...once })),
-    ])
-    const [short, long, ...low] = jobs.map((j) => j.id) as [string, string, ...string[]]
+    const four = (priority: number, ms: number) => Array.from({ length: 4 }, () => ({ type: 'ledger.sleep', priority, payload: { ms }, ...once }))
+    const jobs = await client().submitJobs([...four(10, 1000), ...four(9, 60_000), ...four(0, 0)])
+    const ids = jobs.map((j) => j.id)
+    const [short, long, low] = [ids.slice(0, 4), ids.slice(4, 8), ids.slice(8)]
     const began = async () => {
       const { rows } = await sql<{ job_id: string; began: boolean }>`select job_id, began from pgsched.runs`.execute(t.db)
       return new Map(rows.map((r) => [r.job_id, r.began]))
     }
-    // the claim marks begun the run it starts at once, not those it took ahead into the local queue
-    const first = await waitFor(async () => ((await began()).size > 1 ? await began() : null), { what: 'a claim beyond the free slot' })
-    expect(first.get(short)).toBe(true)
-    expect([...first].filter(([id, b]) => id !== short && b)).toEqual([])
-    // the second starts when the first ends; the next heartbeat marks it begun
-    const held = await waitFor(async () => ((await began()).get(long) === true ? await began() : null), { what: 'the second run marked begun' })
+    // the claim marks begun the runs it starts at once, not those it took ahead into the local queue
+    const first = await waitFor(
+      async () => {
+        const m = await began()
+        return m.size > 4 ? m : null
+      },
+      { what: 'a claim beyond the free slots' },
+    )
+    expect(
+      [...first]
+        .filter(([, b]) => b)
+        .map(([id]) => id)
+        .sort(),
+    ).toEqual([...short].sort())
+    // the next four start when the first end; the next heartbeat marks them begun
+    const held = await waitFor(
+      async () => {
+        const m = await began()
+        return long.every((id) => m.get(id) === true) ? m : null
+      },
+      { what: 'the second four marked begun' },
+    )
     const waiting = [...held].filter(([, b]) => !b).map(([id]) => id)
     expect(waiting.length).toBeGreaterThan(0)
     expect(waiting.every((id) => low.includes(id))).toBe(true)
@@ -109,17 +125,14 @@ describe('worker processes', () => {
       { timeoutMs: 20_000, what: 'every job to end' },
     )
     expect(ended.map((v) => [v.status, v.lastExecution?.attempt])).toEqual([
-      ['COMPLETED', 1],
-      ['FAILED', 1],
-      ['COMPLETED', 1],
-      ['COMPLETED', 1],
-      ['COMPLETED', 1],
-      ['COMPLETED', 1],
+      ...short.map(() => ['COMPLETED', 1]),
+      ...long.map(() => ['FAILED', 1]),
+      ...low.map(() => ['COMPLETED', 1]),
     ])
-    expect(ended[1]?.lastExecution?.error).toMatchObject({ name: 'LeaseExpiredError' })
+    for (const v of ended.slice(4, 8)) expect(v.lastExecution?.error).toMatchObject({ name: 'LeaseExpiredError' })
     const rows = await ledger()
     for (const id of low) expect(rows.filter((r) => r.job_id === id).map((r) => [r.attempt, r.pid, r.outcome])).toEqual([[1, other.pid, 'ok']])
-    // the surviving worker's reaper took them back: those waiting unstarted, the begun one failed on its last attempt
+    // the surviving worker's reaper took them back: those waiting unstarted, the begun ones failed on their last attempt
     const reaped = other
       .output()
       .split('\n')
@@ -128,7 +141,7 @@ describe('worker processes', () => {
     const none = { retried: 0, failed: 0, unstarted: 0 }
     expect(reaped.reduce((n, r) => ({ retried: n.retried + r.retried, failed: n.failed + r.failed, unstarted: n.unstarted + r.unstarted }), none)).toEqual({
       retried: 0,
-      failed: 1,
+      failed: 4,
       unstarted: waiting.length,
     })
   })
