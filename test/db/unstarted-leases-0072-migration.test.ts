@@ -3,36 +3,22 @@
  * (a worker of an earlier version holds it, and nothing told the database otherwise), so the reaper
  * counts its attempt as before; the due execution is claimed by the new claim with no requeue counted.
  */
-import { copyFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
-import { randomBytes } from 'node:crypto'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { sql } from 'kysely'
-import { afterAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { executionClaimBatch } from '../../src/db/queries/claim.ts'
 import { migrate } from '../../src/db/migrate.ts'
 import { createDb } from '../../src/db/pool.ts'
-import { packageRoot } from '../../src/lib/package-root.ts'
 import { Reaper } from '../../src/maintenance/reaper.ts'
-import { adminQuery, urlFor, useTestDb } from '../db.ts'
+import { useDatabaseBefore, useTestDb } from '../db.ts'
 
-const name = `m_${randomBytes(6).toString('hex')}`
-const before = mkdtempSync(join(tmpdir(), 'pgsched-migrations-'))
-afterAll(async () => {
-  rmSync(before, { recursive: true, force: true })
-  await adminQuery(`drop database if exists ${name} with (force)`)
-})
+const before = useDatabaseBefore('0072')
 const t = useTestDb()
 const WORKER = '00000000-0000-7000-8000-0000000000e2'
 
 describe('migration 0072 (leases that had not begun)', () => {
   it('takes the leases held before it as begun, and the due executions as never requeued', async () => {
-    const all = join(packageRoot(), 'migrations')
-    for (const f of readdirSync(all).filter((f) => f < '0072')) copyFileSync(join(all, f), join(before, f))
-    await adminQuery(`create database ${name}`)
-    const url = urlFor(name)
-    await migrate({ databaseUrl: url, migrationsDir: before })
+    const url = before.url
     const { db } = createDb({ databaseUrl: url, poolSize: 2 })
     try {
       const client = createClient({ db, tenant: 'acme' })

@@ -4,34 +4,20 @@
  * before the migration resumes a stream exactly after that event, unnumbered ones are numbered
  * afterwards in their order, and webhook deliveries keep naming their event.
  */
-import { copyFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
-import { randomBytes } from 'node:crypto'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { sql } from 'kysely'
-import { afterAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { migrate } from '../../src/db/migrate.ts'
 import { createDb } from '../../src/db/pool.ts'
 import { eventListAfter } from '../../src/db/queries/events.ts'
 import { webhookDeliveryList } from '../../src/db/queries/webhooks.ts'
-import { packageRoot } from '../../src/lib/package-root.ts'
 import { sequenceEvents } from '../../src/events/event-stream.ts'
-import { adminQuery, urlFor } from '../db.ts'
+import { useDatabaseBefore } from '../db.ts'
 
-const name = `m_${randomBytes(6).toString('hex')}`
-const before = mkdtempSync(join(tmpdir(), 'pgsched-migrations-'))
-afterAll(async () => {
-  rmSync(before, { recursive: true, force: true })
-  await adminQuery(`drop database if exists ${name} with (force)`)
-})
+const before = useDatabaseBefore('0024')
 
 describe('migration 0024 (event batches)', () => {
   it('carries the events of one row each over as batches of one, keeping their numbers and order', async () => {
-    const all = join(packageRoot(), 'migrations')
-    for (const f of readdirSync(all).filter((f) => f < '0024')) copyFileSync(join(all, f), join(before, f))
-    await adminQuery(`create database ${name}`)
-    const url = urlFor(name)
-    await migrate({ databaseUrl: url, migrationsDir: before })
+    const url = before.url
     const { db } = createDb({ databaseUrl: url, poolSize: 2 })
     try {
       const job = (k: number) => `00000000-0000-7000-8000-${String(k).padStart(12, '0')}`

@@ -4,34 +4,20 @@
  * one as it was, the later ones marked as repeating the first; from then on no subscription is
  * created or moved onto a URL and queue of its tenant's, the kept ones included.
  */
-import { copyFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
-import { randomBytes } from 'node:crypto'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { sql } from 'kysely'
-import { afterAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { migrate } from '../../src/db/migrate.ts'
 import { createDb } from '../../src/db/pool.ts'
-import { packageRoot } from '../../src/lib/package-root.ts'
-import { adminQuery, urlFor } from '../db.ts'
+import { useDatabaseBefore } from '../db.ts'
 
-const name = `m_${randomBytes(6).toString('hex')}`
-const before = mkdtempSync(join(tmpdir(), 'pgsched-migrations-'))
-afterAll(async () => {
-  rmSync(before, { recursive: true, force: true })
-  await adminQuery(`drop database if exists ${name} with (force)`)
-})
+const before = useDatabaseBefore('0064')
 
 const HOOK = 'https://example.com/hooks/pgsched'
 
 describe('migration 0064 (one subscription per tenant, URL and queue)', () => {
   it('keeps the subscriptions that repeated one another, marking the later ones, and refuses new repeats of any of them', async () => {
-    const all = join(packageRoot(), 'migrations')
-    for (const f of readdirSync(all).filter((f) => f < '0064')) copyFileSync(join(all, f), join(before, f))
-    await adminQuery(`create database ${name}`)
-    const url = urlFor(name)
-    await migrate({ databaseUrl: url, migrationsDir: before })
+    const url = before.url
     const { db } = createDb({ databaseUrl: url, poolSize: 2 })
     try {
       // as webhookSubscriptionInsert wrote them before: a subscription and its listener, the same URL three times

@@ -5,33 +5,19 @@
  * disabling take no subtransaction per delivery job: pgsched.cancel_job_unless_ended says what it did
  * rather than raising, and pgsched.cancel_job keeps its answers and refusals.
  */
-import { copyFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
-import { randomBytes } from 'node:crypto'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { sql } from 'kysely'
-import { afterAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { migrate } from '../../src/db/migrate.ts'
 import { createDb } from '../../src/db/pool.ts'
-import { packageRoot } from '../../src/lib/package-root.ts'
-import { adminQuery, urlFor, useTestDb } from '../db.ts'
+import { useDatabaseBefore, useTestDb } from '../db.ts'
 
-const name = `m_${randomBytes(6).toString('hex')}`
-const before = mkdtempSync(join(tmpdir(), 'pgsched-migrations-'))
-afterAll(async () => {
-  rmSync(before, { recursive: true, force: true })
-  await adminQuery(`drop database if exists ${name} with (force)`)
-})
+const before = useDatabaseBefore('0071')
 const t = useTestDb()
 
 describe('migration 0071 (webhook URLs: fragments, dot segments, ports with leading zeros)', () => {
   it('marks the subscriptions repeating an earlier one under the new comparison, keeping their URLs', async () => {
-    const all = join(packageRoot(), 'migrations')
-    for (const f of readdirSync(all).filter((f) => f < '0071')) copyFileSync(join(all, f), join(before, f))
-    await adminQuery(`create database ${name}`)
-    const url = urlFor(name)
-    await migrate({ databaseUrl: url, migrationsDir: before })
+    const url = before.url
     const { db } = createDb({ databaseUrl: url, poolSize: 2 })
     try {
       // as webhookSubscriptionInsert writes them: a subscription and its listener
