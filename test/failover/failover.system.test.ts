@@ -23,7 +23,7 @@ import { freePort, schedulerCli, startApiProcess, type ApiProcess } from '../fau
 import { submitAll, type SubmitOutcome } from '../faults/submitter.ts'
 import type { JobSpec } from '../faults/workload.ts'
 import { createRandom } from '../faults/workload.ts'
-import { selfOverlaps, type LedgerRow } from '../worker/processes.ts'
+import { LEDGER_DDL, selfOverlaps, type LedgerRow } from '../worker/processes.ts'
 import { waitFor } from '../wait-for.ts'
 import { createFormation, tail, type Formation, type NodeEvent } from './formation.ts'
 
@@ -112,10 +112,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 beforeAll(async () => {
   await adminQuery(`create database ${LEDGER_DB}`)
   ledger = new pg.Pool({ connectionString: urlFor(LEDGER_DB), max: 2 })
-  await ledger.query(`create table public.test_ledger (
-      execution_id uuid not null, job_id uuid not null, attempt int not null, pid int not null,
-      started_at timestamptz not null, finished_at timestamptz, outcome text)`)
-  await ledger.query('create index on public.test_ledger (execution_id, attempt)')
+  await ledger.query(LEDGER_DDL)
   formation = await createFormation()
   progress(`formation up: ${formation.url}`)
 }, 300_000)

@@ -20,8 +20,19 @@ const iso = (ms: number) => at(ms).toISOString()
 /** Frozen from 680 ms to 6,680 ms. */
 const FREEZE = { pid: FROZEN, stoppedAtMs: T0 + 680, continuedAtMs: T0 + 6_680 }
 
-function run(attempt: number, pid: number, startMs: number, endMs: number, outcome: string): LedgerRow {
-  return { execution_id: EXECUTION, job_id: JOB, attempt, pid, started_at: at(startMs), finished_at: at(endMs), outcome }
+/** A ledger row; its handler started at `handlerStartMs` by its process's clock, and its row landed at `startMs`. */
+function run(attempt: number, pid: number, startMs: number, endMs: number, outcome: string, handlerStartMs = startMs): LedgerRow {
+  return {
+    run_id: crypto.randomUUID(),
+    execution_id: EXECUTION,
+    job_id: JOB,
+    attempt,
+    pid,
+    handler_started_at: at(handlerStartMs),
+    started_at: at(startMs),
+    finished_at: at(endMs),
+    outcome,
+  }
 }
 
 /** The execution as the API reports it: its attempts (each claimed at `claimedMs`) and its final attempt's outcome. */
@@ -68,14 +79,24 @@ describe('the fault checker', () => {
   it("explains a rerun by the freeze when the zombie's run, claimed before it, is recorded after SIGCONT and ends ok with its outcome refused", () => {
     // attempt 2 claimed at 661 ms, just before the freeze; its start row landed at 6,690 ms; the new
     // owner's attempt 3 ran at 4,607 ms; the zombie's handler ignored the abort and ended ok (refused)
-    const ledger = [run(1, FROZEN, 601, 607, 'error'), run(3, OTHER, 4_607, 4_610, 'ok'), run(2, FROZEN, 6_690, 6_832, 'ok')]
+    const ledger = [run(1, FROZEN, 601, 607, 'error'), run(3, OTHER, 4_607, 4_610, 'ok'), run(2, FROZEN, 6_690, 6_832, 'ok', 665)]
     const report = check(observe(ledger, execution([{ claimedMs: 573 }, { claimedMs: 661 }, { claimedMs: 4_568 }], { attempt: 3, pid: OTHER })))
     expect(report.duplicateRuns).toMatchObject({ total: 1, afterFreeze: 1, unexplained: [] })
   })
 
   it("explains it too when the zombie's late-recorded run, aborted, comes before the new owner's in the ledger", () => {
-    const ledger = [run(2, FROZEN, 6_690, 6_700, 'aborted'), run(3, OTHER, 7_500, 7_510, 'ok')]
+    const ledger = [run(2, FROZEN, 6_690, 6_700, 'aborted', 665), run(3, OTHER, 7_500, 7_510, 'ok')]
     const report = check(observe(ledger, execution([{ claimedMs: 573 }, { claimedMs: 661 }, { claimedMs: 7_480 }], { attempt: 3, pid: OTHER })))
+    expect(report.duplicateRuns).toMatchObject({ total: 1, afterFreeze: 1, unexplained: [] })
+  })
+
+  it("explains a rerun at the same attempt when the zombie's lease was requeued without counting it, its run recorded after SIGCONT", () => {
+    // the zombie's handler began at 675 ms, 5 ms before the freeze and before any heartbeat marked it
+    // begun; the reaper requeued it without counting an attempt, so the other worker ran attempt 1
+    // too (the attempt log has only that claim); the zombie's start row landed at 6,690 ms and its
+    // handler ended ok after SIGCONT, its outcome refused
+    const ledger = [run(1, OTHER, 4_607, 4_610, 'ok'), run(1, FROZEN, 6_690, 6_832, 'ok', 675)]
+    const report = check(observe(ledger, execution([{ claimedMs: 4_568 }], { attempt: 1, pid: OTHER })))
     expect(report.duplicateRuns).toMatchObject({ total: 1, afterFreeze: 1, unexplained: [] })
   })
 
@@ -87,7 +108,7 @@ describe('the fault checker', () => {
 
   it("leaves unexplained a rerun after the zombie's late run whose outcome was accepted", () => {
     // the zombie's attempt 2 holds the execution's result: its run counted, so the one before it was a rerun no fault explains
-    const ledger = [run(1, OTHER, 4_607, 4_610, 'ok'), run(2, FROZEN, 6_690, 6_832, 'ok')]
+    const ledger = [run(1, OTHER, 4_607, 4_610, 'ok'), run(2, FROZEN, 6_690, 6_832, 'ok', 665)]
     const report = check(observe(ledger, execution([{ claimedMs: 573 }, { claimedMs: 661 }], { attempt: 2, pid: FROZEN })))
     expect(report.duplicateRuns.unexplained).toEqual([`${EXECUTION}: after [${OTHER} a1 ok]`])
   })

@@ -225,17 +225,18 @@ export function check(obs: Observation): Report {
   const duplicateRuns = { total: 0, afterKill: 0, afterFreeze: 0, afterWipe: 0, unexplained: [] as string[] }
   /**
    * A run of the frozen process whose ledger start row landed within ZOMBIE_LATE_WRITE_MS of SIGCONT
-   * although its attempt was claimed before the freeze (the execution's attempt log, written by the
-   * database, has its start), and that did not count: it ended aborted (the lease guard, at once), or
-   * its handler ignored the abort and its outcome was refused (the execution does not hold it).
+   * although its handler had started before the freeze (by the process's own clock, read as the
+   * handler began), and that did not count: it ended aborted (the lease guard, at once), or its
+   * handler ignored the abort and its outcome was refused (the execution does not hold it). (Not the
+   * execution's attempt log: a lease that expired before a heartbeat marked it begun is requeued
+   * without counting an attempt, so the zombie's claim leaves no attempt of its own there.)
    */
   const zombieRecordedLate = (r: LedgerRow): boolean => {
     if (freeze === null || r.pid !== freeze.pid) return false
     const at = r.started_at.getTime()
     if (at < freeze.continuedAtMs || at > freeze.continuedAtMs + ZOMBIE_LATE_WRITE_MS) return false
+    if (r.handler_started_at.getTime() >= freeze.stoppedAtMs) return false
     const final = executions.get(r.execution_id)
-    const claimed = final?.attempts.find((a) => a.attempt === r.attempt)?.startedAt
-    if (claimed === undefined || claimed === null || Date.parse(claimed) >= freeze.stoppedAtMs) return false
     const counted = final?.attempt === r.attempt && (final.state === 'succeeded' ? resultPid(final) === r.pid : final.state !== 'pending')
     return r.outcome === 'aborted' || !counted
   }

@@ -15,7 +15,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { sql } from 'kysely'
-import { afterEach, beforeEach } from 'vitest'
+import { afterEach } from 'vitest'
 import type { JobJson } from '../../src/api/schemas/job.ts'
 import type { ExecutionJson } from '../../src/api/schemas/execution.ts'
 import { useTestDb } from '../db.ts'
@@ -109,10 +109,6 @@ export function useFaultScenario() {
   const { spawnWorker, ledger } = useWorkerProcesses(t)
   const apis: ApiProcess[] = []
 
-  beforeEach(async () => {
-    // The fixture handlers update their ledger row by execution id: keep that lookup indexed.
-    await sql`create index if not exists test_ledger_execution_idx on public.test_ledger (execution_id, attempt)`.execute(t.db)
-  })
   afterEach(async () => {
     for (const api of apis.splice(0)) {
       if (api.alive()) api.child.kill('SIGKILL')

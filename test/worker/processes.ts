@@ -34,14 +34,21 @@ export interface LedgerRow {
   started_at: Date
   finished_at: Date | null
   outcome: string | null
+  /** One handler invocation (the same worker can run an execution's attempt twice: a lease requeued without counting it). */
+  run_id: string
+  /** When the handler started by its own process's clock; started_at is when its row reached the database. */
+  handler_started_at: Date
 }
+
+/** The ledger the fixture handlers write (test/fixtures/handlers.js): one row per handler run. */
+export const LEDGER_DDL = `create table if not exists public.test_ledger (
+  run_id uuid primary key, execution_id uuid not null, job_id uuid not null, attempt int not null, pid int not null,
+  handler_started_at timestamptz not null, started_at timestamptz not null, finished_at timestamptz, outcome text)`
 
 export function useWorkerProcesses(t: TestDb) {
   const live = new Set<WorkerProcess>()
   beforeEach(async () => {
-    await sql`create table if not exists public.test_ledger (
-      execution_id uuid not null, job_id uuid not null, attempt int not null, pid int not null,
-      started_at timestamptz not null, finished_at timestamptz, outcome text)`.execute(t.db)
+    await sql.raw(LEDGER_DDL).execute(t.db)
     await sql`truncate public.test_ledger`.execute(t.db)
   })
   afterEach(async () => {
