@@ -29,6 +29,8 @@ export const REFUSED: WriteResult = Object.freeze({ accepted: false })
 export interface CompletionListener {
   written(completion: QueuedCompletion, result: WriteResult): void
   notWritten(completion: QueuedCompletion, err: unknown): void
+  /** False when the completion's lease is no longer held: it is refused without being sent. */
+  held?(completion: QueuedCompletion): boolean
 }
 
 /**
@@ -154,7 +156,14 @@ export class Completer {
     return this.completions.length + this.failures.length + this.writing
   }
 
-  private async writeCompletions(batch: QueuedCompletion[]): Promise<void> {
+  private async writeCompletions(all: QueuedCompletion[]): Promise<void> {
+    // A run no longer held whose completion was queued before this worker claimed its execution
+    // again (at the same attempt: LeaseKeeper.hold) would pass the fence as the new lease's.
+    let batch = all
+    if (all.some((c) => c.listener.held?.(c) === false)) {
+      batch = all.filter((c) => c.listener.held?.(c) !== false)
+      for (const c of all) if (c.listener.held?.(c) === false) c.listener.written(c, REFUSED)
+    }
     if (batch.length === 0) return
     let accepted: Set<string>
     try {

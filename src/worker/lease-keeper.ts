@@ -64,9 +64,18 @@ export class LeaseKeeper {
     return this.leases.size
   }
 
-  /** Starts holding a freshly claimed run's lease. */
+  /**
+   * Starts holding a freshly claimed run's lease. An earlier run of the same execution still here
+   * lost its lease: it expired while this process was frozen or starved, and the reaper requeued it
+   * without counting an attempt (it had not begun, as far as the database knew), so this worker
+   * claimed it again at the same attempt. The fence (execution, worker, attempt) cannot tell the two
+   * leases apart: the earlier run is reported lost, so that it is aborted and writes nothing.
+   */
   hold(run: Run): void {
+    const earlier = this.leases.get(run.ref.id)
     this.leases.set(run.ref.id, run)
+    if (earlier !== undefined && earlier !== run)
+      this.p.onLost(earlier, new LeaseLostError('lease lost: it expired, and this worker claimed the execution again'))
     // the guard runs only while a lease is held: an idle worker is not woken 20 times a second
     if (this.loopDone !== undefined && !this.stopping.signal.aborted) this.startGuard()
   }

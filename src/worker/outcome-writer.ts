@@ -136,6 +136,11 @@ export class OutcomeWriter implements CompletionListener {
     }
   }
 
+  /** Whether a queued completion's run still holds its lease (the completer sends only those). */
+  held(completion: QueuedCompletion): boolean {
+    return this.p.leases.holds((completion as RunCompletion).run)
+  }
+
   /** A queued completion's statement failed: it is retried as an async write. */
   notWritten(completion: QueuedCompletion, _err: unknown): void {
     const { run, ctx, resultJson } = completion as RunCompletion
@@ -164,13 +169,16 @@ export class OutcomeWriter implements CompletionListener {
     let delayMs = WRITE_RETRY_MIN_MS
     let failed = failedBefore
     for (;;) {
+      // A lost run is no longer held: the lease keeper reported it (its lease not confirmed while the
+      // database was unreachable, or this worker claimed its execution again at the same attempt,
+      // which the fence would take for this run's), so its writes end here.
+      if (!this.p.leases.holds(run)) {
+        const why = failed ? 'lease lost while the database was unreachable' : 'lease lost before it was written'
+        endRunSpan(run, 'lease lost', new LeaseLostError(`outcome not recorded: ${why}`))
+        ctx.log.warn(`outcome not recorded: ${why}`)
+        return
+      }
       if (failed) {
-        // A lost run is no longer held: the lease keeper reported it, so its writes end here.
-        if (!this.p.leases.holds(run)) {
-          endRunSpan(run, 'lease lost', new LeaseLostError('outcome not recorded: lease lost while the database was unreachable'))
-          ctx.log.warn('outcome not recorded: lease lost while the database was unreachable')
-          return
-        }
         // Stopped: the heartbeat is over too, so the lease cannot be kept; the reaper requeues it.
         if (this.stopped.signal.aborted) {
           this.p.leases.release(run)

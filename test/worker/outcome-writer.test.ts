@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { EXECUTION_ERROR_FIELDS } from '../../src/core/execution-error.ts'
 import { executionClaimBatch } from '../../src/db/queries/claim.ts'
+import { Reaper } from '../../src/maintenance/reaper.ts'
 import { Completer } from '../../src/worker/completer.ts'
 import { LeaseKeeper } from '../../src/worker/lease-keeper.ts'
 import { OutcomeWriter } from '../../src/worker/outcome-writer.ts'
@@ -23,6 +24,7 @@ const client = () => createClient({ db: t.db, tenant: 'acme' })
 
 async function setup() {
   const completer = new Completer({ db: t.db, workerId: WORKER, log: t.log })
+  const lost: Run[] = []
   const leases = new LeaseKeeper({
     db: t.db,
     completer,
@@ -30,7 +32,7 @@ async function setup() {
     log: t.log,
     leaseMs: 60_000,
     heartbeatMs: 5_000,
-    onLost: () => undefined,
+    onLost: (run) => void lost.push(run),
   })
   const retries: number[] = []
   const writer = new OutcomeWriter({ completer, workerId: WORKER, log: t.log, leases, onRetryScheduled: (ms) => void retries.push(ms) })
@@ -41,7 +43,7 @@ async function setup() {
   run.state = 'running'
   leases.hold(run)
   const ctx = new RunContext(c, run, t.log, fileOutputStore())
-  return { writer, leases, retries, run, ctx }
+  return { writer, leases, retries, run, ctx, lost }
 }
 
 const row = (id: string) => t.db.selectFrom('pgsched.executions').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
@@ -84,6 +86,38 @@ describe('OutcomeWriter', () => {
     await s.writer.drain()
     expect((await row(s.run.ref.id)).state).toBe('cancelled')
     expect(s.leases.holds(s.run)).toBe(false)
+  })
+
+  /** Requeues the setup's lease as the reaper does one that expired before it began, and claims it again: the new run, held. */
+  async function claimedAgain(s: Awaited<ReturnType<typeof setup>>): Promise<Run> {
+    await sql`update pgsched.runs set began = false where execution_id = ${s.run.ref.id}::uuid`.execute(t.db)
+    const reaped = await new Reaper({ db: t.db, log: t.log, intervalMs: 1_000, batchSize: 10 }).runOnce(new Date(Date.now() + 120_000))
+    expect(reaped.unstarted).toBe(1)
+    const [again] = await executionClaimBatch(t.db, { workerId: WORKER, queues: ['default'], types: ['o'], limit: 1, leaseMs: 60_000 })
+    expect(again).toMatchObject({ id: s.run.ref.id, attempt: 1 })
+    const rerun = createRun(again as NonNullable<typeof again>, performance.now() + 60_000)
+    s.leases.hold(rerun)
+    expect(s.lost).toEqual([s.run])
+    return rerun
+  }
+
+  it('writes no failure for a run whose execution this worker claimed again at the same attempt, its lease requeued without counting it', async () => {
+    const s = await setup()
+    const rerun = await claimedAgain(s)
+    // the earlier run's failure carries the same (worker, attempt) as the new lease: not written for it
+    s.writer.record(s.run, s.ctx, { kind: 'fail', error: new Error('from the earlier run'), fatal: true, timedOut: false })
+    await s.writer.drain()
+    expect(await row(s.run.ref.id)).toMatchObject({ state: 'running', attempt: 1, error: null })
+    expect(s.leases.holds(rerun)).toBe(true)
+  })
+
+  it('sends no queued completion of such a run either', async () => {
+    const s = await setup()
+    const rerun = await claimedAgain(s)
+    s.writer.record(s.run, s.ctx, { kind: 'complete', resultJson: '{"from":"the earlier run"}' })
+    await s.writer.drain()
+    expect(await row(s.run.ref.id)).toMatchObject({ state: 'running', attempt: 1, result: null })
+    expect(s.leases.holds(rerun)).toBe(true)
   })
 
   it('drains: resolves once the writes started so far are written', async () => {
