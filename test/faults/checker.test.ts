@@ -35,14 +35,14 @@ function run(attempt: number, pid: number, startMs: number, endMs: number, outco
   }
 }
 
-/** The execution as the API reports it: its attempts (each claimed at `claimedMs`) and its final attempt's outcome. */
-function execution(attempts: Array<{ claimedMs: number }>, final: { attempt: number; pid: number }): ExecutionJson {
+/** The execution as the API reports it: its attempts (each claimed at `claimedMs`), and the result of the run `final` (succeeded). */
+function execution(attempts: Array<{ claimedMs: number }>, final: LedgerRow): ExecutionJson {
   return {
     id: EXECUTION,
     jobId: JOB,
     state: 'succeeded',
     attempt: final.attempt,
-    result: { pid: final.pid },
+    result: { pid: final.pid, run: final.run_id },
     attempts: attempts.map((a, i) => ({
       attempt: i + 1,
       startedAt: iso(a.claimedMs),
@@ -79,14 +79,17 @@ describe('the fault checker', () => {
   it("explains a rerun by the freeze when the zombie's run, claimed before it, is recorded after SIGCONT and ends ok with its outcome refused", () => {
     // attempt 2 claimed at 661 ms, just before the freeze; its start row landed at 6,690 ms; the new
     // owner's attempt 3 ran at 4,607 ms; the zombie's handler ignored the abort and ended ok (refused)
-    const ledger = [run(1, FROZEN, 601, 607, 'error'), run(3, OTHER, 4_607, 4_610, 'ok'), run(2, FROZEN, 6_690, 6_832, 'ok', 665)]
-    const report = check(observe(ledger, execution([{ claimedMs: 573 }, { claimedMs: 661 }, { claimedMs: 4_568 }], { attempt: 3, pid: OTHER })))
+    const owner = run(3, OTHER, 4_607, 4_610, 'ok')
+    const ledger = [run(1, FROZEN, 601, 607, 'error'), owner, run(2, FROZEN, 6_690, 6_832, 'ok', 665)]
+    const report = check(observe(ledger, execution([{ claimedMs: 573 }, { claimedMs: 661 }, { claimedMs: 4_568 }], owner)))
     expect(report.duplicateRuns).toMatchObject({ total: 1, afterFreeze: 1, unexplained: [] })
+    expect(report.resultMismatches).toEqual([])
   })
 
   it("explains it too when the zombie's late-recorded run, aborted, comes before the new owner's in the ledger", () => {
-    const ledger = [run(2, FROZEN, 6_690, 6_700, 'aborted', 665), run(3, OTHER, 7_500, 7_510, 'ok')]
-    const report = check(observe(ledger, execution([{ claimedMs: 573 }, { claimedMs: 661 }, { claimedMs: 7_480 }], { attempt: 3, pid: OTHER })))
+    const owner = run(3, OTHER, 7_500, 7_510, 'ok')
+    const ledger = [run(2, FROZEN, 6_690, 6_700, 'aborted', 665), owner]
+    const report = check(observe(ledger, execution([{ claimedMs: 573 }, { claimedMs: 661 }, { claimedMs: 7_480 }], owner)))
     expect(report.duplicateRuns).toMatchObject({ total: 1, afterFreeze: 1, unexplained: [] })
   })
 
@@ -95,21 +98,36 @@ describe('the fault checker', () => {
     // begun; the reaper requeued it without counting an attempt, so the other worker ran attempt 1
     // too (the attempt log has only that claim); the zombie's start row landed at 6,690 ms and its
     // handler ended ok after SIGCONT, its outcome refused
-    const ledger = [run(1, OTHER, 4_607, 4_610, 'ok'), run(1, FROZEN, 6_690, 6_832, 'ok', 675)]
-    const report = check(observe(ledger, execution([{ claimedMs: 4_568 }], { attempt: 1, pid: OTHER })))
+    const owner = run(1, OTHER, 4_607, 4_610, 'ok')
+    const ledger = [owner, run(1, FROZEN, 6_690, 6_832, 'ok', 675)]
+    const report = check(observe(ledger, execution([{ claimedMs: 4_568 }], owner)))
     expect(report.duplicateRuns).toMatchObject({ total: 1, afterFreeze: 1, unexplained: [] })
+    expect(report.resultMismatches).toEqual([])
   })
 
   it('leaves unexplained a run the frozen process claimed after SIGCONT and aborted, then ran elsewhere', () => {
-    const ledger = [run(2, FROZEN, 6_720, 6_900, 'aborted'), run(3, OTHER, 9_000, 9_010, 'ok')]
-    const report = check(observe(ledger, execution([{ claimedMs: 573 }, { claimedMs: 6_700 }, { claimedMs: 8_980 }], { attempt: 3, pid: OTHER })))
+    const owner = run(3, OTHER, 9_000, 9_010, 'ok')
+    const ledger = [run(2, FROZEN, 6_720, 6_900, 'aborted'), owner]
+    const report = check(observe(ledger, execution([{ claimedMs: 573 }, { claimedMs: 6_700 }, { claimedMs: 8_980 }], owner)))
     expect(report.duplicateRuns.unexplained).toEqual([`${EXECUTION}: after [${FROZEN} a2 aborted]`])
   })
 
   it("leaves unexplained a rerun after the zombie's late run whose outcome was accepted", () => {
     // the zombie's attempt 2 holds the execution's result: its run counted, so the one before it was a rerun no fault explains
-    const ledger = [run(1, OTHER, 4_607, 4_610, 'ok'), run(2, FROZEN, 6_690, 6_832, 'ok', 665)]
-    const report = check(observe(ledger, execution([{ claimedMs: 573 }, { claimedMs: 661 }], { attempt: 2, pid: FROZEN })))
+    const zombie = run(2, FROZEN, 6_690, 6_832, 'ok', 665)
+    const ledger = [run(1, OTHER, 4_607, 4_610, 'ok'), zombie]
+    const report = check(observe(ledger, execution([{ claimedMs: 573 }, { claimedMs: 661 }], zombie)))
     expect(report.duplicateRuns.unexplained).toEqual([`${EXECUTION}: after [${OTHER} a1 ok]`])
+  })
+
+  it('matches a result to the run it names when one worker ran an attempt twice', () => {
+    // the same process ran attempt 1 twice (its lease requeued uncounted, then claimed by it again):
+    // the result names one of them; a result naming a run the ledger does not have is a mismatch,
+    // though its attempt and process match both
+    const first = run(1, OTHER, 1_000, 1_010, 'ok')
+    const second = run(1, OTHER, 5_000, 5_010, 'ok')
+    expect(check(observe([first, second], execution([{ claimedMs: 4_990 }], second))).resultMismatches).toEqual([])
+    const unknown = execution([{ claimedMs: 4_990 }], { ...second, run_id: crypto.randomUUID() })
+    expect(check(observe([first, second], unknown)).resultMismatches).toEqual([`${EXECUTION} attempt 1 pid ${OTHER}`])
   })
 })

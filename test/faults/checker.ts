@@ -96,6 +96,12 @@ function resultPid(e: ExecutionJson): number | undefined {
   return typeof r?.pid === 'number' ? r.pid : undefined
 }
 
+/** The ledger run whose result the execution holds (the fixture handlers return their run id). */
+function resultRun(e: ExecutionJson): string | undefined {
+  const r = e.result as { run?: unknown } | null
+  return typeof r?.run === 'string' ? r.run : undefined
+}
+
 export function check(obs: Observation): Report {
   const { faults } = obs
   const killAt = new Map(faults.kills.map((k) => [k.pid, k.atMs]))
@@ -173,7 +179,8 @@ export function check(obs: Observation): Report {
   for (const e of executions.values()) {
     if (e.state !== 'succeeded') continue
     const pid = resultPid(e)
-    const match = (rowsByExecution.get(e.id) ?? []).some((r) => r.attempt === e.attempt && r.pid === pid && r.outcome === 'ok')
+    const run = resultRun(e)
+    const match = (rowsByExecution.get(e.id) ?? []).some((r) => r.run_id === run && r.attempt === e.attempt && r.pid === pid && r.outcome === 'ok')
     if (!match) resultMismatches.push(`${e.id} attempt ${e.attempt} pid ${pid}`)
   }
 
@@ -237,7 +244,7 @@ export function check(obs: Observation): Report {
     if (at < freeze.continuedAtMs || at > freeze.continuedAtMs + ZOMBIE_LATE_WRITE_MS) return false
     if (r.handler_started_at.getTime() >= freeze.stoppedAtMs) return false
     const final = executions.get(r.execution_id)
-    const counted = final?.attempt === r.attempt && (final.state === 'succeeded' ? resultPid(final) === r.pid : final.state !== 'pending')
+    const counted = final?.attempt === r.attempt && (final.state === 'succeeded' ? resultRun(final) === r.run_id : final.state !== 'pending')
     return r.outcome === 'aborted' || !counted
   }
   const wipeAt = faults.wipe?.atMs
@@ -329,7 +336,7 @@ export function check(obs: Observation): Report {
       zombie.takenOver++
       freezeDelays.push(later.started_at.getTime() - freeze.stoppedAtMs)
       const final = executions.get(r.execution_id)
-      if (final?.state === 'succeeded' && resultPid(final) === freeze.pid && final.attempt === r.attempt) zombie.completionsAccepted++
+      if (final?.state === 'succeeded' && resultRun(final) === r.run_id) zombie.completionsAccepted++
     }
     zombie.lastActivityAfterResumeMs = latest
   }
