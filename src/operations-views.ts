@@ -1,7 +1,7 @@
 /**
  * What an operator's dashboard reads beside jobs: failed jobs grouped by error, workers, recurring
- * schedules with their next fire times, per-minute figures and the queues with figures of the
- * scope's own executions. A scope is one tenant, or every tenant (null; a `tenant` parameter may
+ * schedules with their next fire times, per-minute figures, the queues with figures of the
+ * scope's own executions, and webhook subscriptions. A scope is one tenant, or every tenant (null; a `tenant` parameter may
  * narrow it). Workers hold no job data: every scope lists all of them.
  */
 import type { Kysely } from 'kysely'
@@ -14,7 +14,10 @@ import { scheduleList } from './db/queries/schedules.ts'
 import { statsPerMinute, type MinuteStats } from './db/queries/stats.ts'
 import { workerList, type WorkerView } from './db/queries/workers.ts'
 import { queueList, type QueueView } from './db/queries/queues.ts'
-import { UUID, decodeCursor, encodeCursor, limitOf, type Page } from './paging.ts'
+import { webhookSubscriptionList, webhookTenantOf } from './db/queries/webhooks.ts'
+import type { WebhookSubscription } from './events/webhook-admin.ts'
+
+import { UUID, assertUuid, decodeCursor, encodeCursor, limitOf, type Page } from './paging.ts'
 import { assertKnownFields, assertNoMoreArguments, RUNS_ON_CLIENT, type FieldSet } from './core/known-fields.ts'
 
 export type { FailureGroup, MinuteStats, WorkerView }
@@ -64,6 +67,10 @@ export interface ListQueuesParams {
   tenant?: string
 }
 
+export interface ListWebhooksParams {
+  tenant?: string
+}
+
 export interface OperationsViews {
   listFailures(params?: ListFailuresParams): Promise<FailureGroup[]>
   /** Every worker seen, most recent first (at most 500). */
@@ -73,6 +80,10 @@ export interface OperationsViews {
   stats(params?: StatsParams): Promise<MinuteStats[]>
   /** The queues with their settings and figures counting only the scope's executions. */
   listQueues(params?: ListQueuesParams): Promise<QueueView[]>
+  /** The scope's webhook subscriptions (without their secrets), oldest first; an operator's scope: every tenant's, or one named. */
+  listWebhooks(params?: ListWebhooksParams): Promise<WebhookSubscription[]>
+  /** The tenant a webhook subscription belongs to (in a tenant's scope, that tenant's only); undefined when there is no such one. */
+  tenantOfWebhook(id: string): Promise<string | undefined>
 }
 
 /** The fields each view takes; any other is refused (core/known-fields.ts), as REST refuses it. */
@@ -80,6 +91,7 @@ const FAILURES_FIELDS: FieldSet<ListFailuresParams> = { queue: true, type: true,
 const SCHEDULES_FIELDS: FieldSet<ListSchedulesParams> = { limit: true, cursor: true, tenant: true, jobId: true }
 const STATS_FIELDS: FieldSet<StatsParams> = { minutes: true, queue: true, tenant: true }
 const QUEUES_FIELDS: FieldSet<ListQueuesParams> = { tenant: true }
+const WEBHOOKS_FIELDS: FieldSet<ListWebhooksParams> = { tenant: true }
 
 /** Most failure groups listed; most workers listed. */
 const FAILURE_GROUPS_MAX = 500
@@ -168,6 +180,19 @@ export function operationsViews(db: Kysely<DB>, own: string | null): OperationsV
       assertKnownFields(params, QUEUES_FIELDS, 'listQueues params')
       const tenant = tenantOf(params.tenant)
       return queueList(db, tenant === null ? {} : { tenant })
+    },
+
+    async listWebhooks(params = {}, ...extra: unknown[]) {
+      assertNoMoreArguments('listWebhooks', ['params'], extra, RUNS_ON_CLIENT)
+      assertKnownFields(params, WEBHOOKS_FIELDS, 'listWebhooks params')
+      return (await webhookSubscriptionList(db, { tenant: tenantOf(params.tenant) })).map(({ secret: _secret, ...rest }) => rest)
+    },
+
+    async tenantOfWebhook(id, ...extra: unknown[]) {
+      assertNoMoreArguments('tenantOfWebhook', ['id'], extra, RUNS_ON_CLIENT)
+      assertUuid(id, 'id')
+      const tenant = await webhookTenantOf(db, id)
+      return own === null || tenant === own ? tenant : undefined
     },
   }
 }

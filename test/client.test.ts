@@ -554,6 +554,8 @@ describe('option objects from plain JavaScript', () => {
           [c, 'listSchedules', {}],
           [c, 'listFailures', {}],
           [c, 'listQueues', {}],
+          [c, 'listWebhooks', {}],
+          [c, 'tenantOfWebhook', hook.id],
           [c, 'exportJobs', {}],
           [c, 'tenantOfJob', job.id],
           [c, 'tenantOfExecution', executionId],

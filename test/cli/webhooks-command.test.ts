@@ -58,6 +58,7 @@ describe('scheduler webhooks update', () => {
     const moved = JSON.parse((await update('--url', 'http://127.0.0.1:9/moved')).stdout)
     expect(moved).toEqual({
       id: created.id,
+      tenant: 'up',
       url: 'http://127.0.0.1:9/moved',
       events: ['failed'],
       queue: 'default',

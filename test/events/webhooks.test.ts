@@ -18,6 +18,7 @@ import { WEBHOOK_DELIVERY, WebhookDispatcher } from '../../src/maintenance/webho
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { createWebhookHandler } from '../../src/worker/webhook-handler.ts'
 import { webhookDeliveryInsert } from '../../src/db/queries/webhooks.ts'
+import { createApiKey } from '../../src/api/auth.ts'
 import { useTestApi } from '../api/helpers.ts'
 import { useTestDb } from '../db.ts'
 import { useWorkers } from '../worker/harness.ts'
@@ -194,6 +195,7 @@ describe('webhooks', () => {
     expect(viewed.statusCode).toBe(200)
     expect(viewed.json()).toEqual({
       id: sub.id,
+      tenant: 'p',
       url,
       events: ['succeeded'],
       queue: 'default',
@@ -371,6 +373,7 @@ describe('webhooks', () => {
     expect(moved.statusCode).toBe(200)
     expect(moved.json()).toEqual({
       id: created.id,
+      tenant: 'up',
       url: `${url}/moved`,
       events: ['failed'],
       queue: 'default',
@@ -387,6 +390,7 @@ describe('webhooks', () => {
     expect(rotated.statusCode).toBe(200)
     expect(rotated.json()).toEqual({
       id: created.id,
+      tenant: 'up',
       url: `${url}/moved`,
       events: ['succeeded', 'failed'],
       queue: 'default',
@@ -401,6 +405,7 @@ describe('webhooks', () => {
     expect((await api.call(key, 'PATCH', path, { events: [] })).json()).toMatchObject({ events: [] })
     expect((await api.call(key, 'GET', path)).json()).toEqual({
       id: created.id,
+      tenant: 'up',
       url: `${url}/moved`,
       events: [],
       queue: 'default',
@@ -515,6 +520,41 @@ describe('webhooks', () => {
     expect((await api.call(key, 'GET', `/v1/webhooks/${created.id}`)).json()).toEqual(before)
     const { rows } = await sql<{ secret: string }>`select secret from pgsched.webhook_subscriptions where id = ${created.id}::uuid`.execute(t.db)
     expect(rows[0]?.secret).toBe('the-first-secret-1')
+  })
+
+  it("lists every tenant's subscriptions to an operator key, or one tenant's, and lets it view, update, page and delete them by id", async () => {
+    const a = await api.keyFor('hooks-a')
+    const b = await api.keyFor('hooks-b')
+    const operator = (await createApiKey(t.db, { tenant: 'hooks-ops', operator: true })).key
+    const ofA = (await api.call(a, 'POST', '/v1/webhooks', { url: `${url}/a`, events: ['failed'] })).json<{ id: string; tenant: string }>()
+    const ofB = (await api.call(b, 'POST', '/v1/webhooks', { url: `${url}/b` })).json<{ id: string; tenant: string }>()
+    expect([ofA.tenant, ofB.tenant]).toEqual(['hooks-a', 'hooks-b'])
+    const ids = (res: { json<T>(): T }) => res.json<{ items: Array<{ id: string; tenant: string }> }>().items.map((w) => [w.tenant, w.id])
+    // every tenant's, oldest first, whose each is
+    const all = ids(await api.call(operator, 'GET', '/v1/webhooks'))
+    expect(all.filter(([tenant]) => tenant === 'hooks-a' || tenant === 'hooks-b')).toEqual([
+      ['hooks-a', ofA.id],
+      ['hooks-b', ofB.id],
+    ])
+    expect(ids(await api.call(operator, 'GET', '/v1/webhooks?tenant=hooks-b'))).toEqual([['hooks-b', ofB.id]])
+    // a tenant key: its own only, naming another is refused
+    expect(ids(await api.call(a, 'GET', '/v1/webhooks'))).toEqual([['hooks-a', ofA.id]])
+    expect(ids(await api.call(a, 'GET', '/v1/webhooks?tenant=hooks-a'))).toEqual([['hooks-a', ofA.id]])
+    const named = await api.call(a, 'GET', '/v1/webhooks?tenant=hooks-b')
+    expect(named.statusCode).toBe(403)
+    expect(named.json<{ message: string }>().message).toContain('only an operator key may name another')
+    expect((await api.call(operator, 'GET', '/v1/webhooks?tenant=no%20such')).statusCode).toBe(400)
+    // by id: view, update, deliveries and delete of another tenant's subscription
+    expect((await api.call(operator, 'GET', `/v1/webhooks/${ofA.id}`)).json()).toMatchObject({ id: ofA.id, tenant: 'hooks-a', events: ['failed'] })
+    const updated = await api.call(operator, 'PATCH', `/v1/webhooks/${ofA.id}`, { events: ['failed', 'expired'] })
+    expect(updated.statusCode).toBe(200)
+    expect((await api.call(a, 'GET', `/v1/webhooks/${ofA.id}`)).json()).toMatchObject({ events: ['failed', 'expired'] })
+    expect((await api.call(operator, 'GET', `/v1/webhooks/${ofA.id}/deliveries`)).json()).toEqual({ items: [], nextCursor: null })
+    expect((await api.call(operator, 'GET', `/v1/webhooks/${uuidV7()}`)).statusCode).toBe(404)
+    expect((await api.call(operator, 'DELETE', `/v1/webhooks/${ofB.id}`)).json()).toMatchObject({ id: ofB.id, tenant: 'hooks-b' })
+    expect(ids(await api.call(b, 'GET', '/v1/webhooks'))).toEqual([])
+    // the other tenant's key still cannot reach it
+    expect((await api.call(b, 'GET', `/v1/webhooks/${ofA.id}`)).statusCode).toBe(404)
   })
 
   it('signs the retry of a delivery with the secret rotated after its failed attempt, and sends it to the URL in force', async () => {

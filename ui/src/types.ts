@@ -162,6 +162,8 @@ export const JOB_STATUSES = ['SCHEDULED', 'RUNNING', 'PAUSED', 'COMPLETED', 'FAI
 /** A webhook subscription of the signed-in tenant (its secret is never returned). */
 export interface Webhook {
   id: string
+  /** Whose events it is sent (an operator's list holds every tenant's). */
+  tenant: string
   url: string
   /** The event types sent; empty: every event. */
   events: string[]

@@ -2,6 +2,7 @@
  * /v1/webhooks: the tenant's webhook subscriptions (list, create, view, update, delete) and each one's delivery
  * log. Every event of the tenant whose type a subscription wants is POSTed to its URL by a job of
  * type pgsched.webhook (at least once, retried with backoff), signed in the Pgsched-Signature header.
+ * An operator key lists every tenant's subscriptions (or one tenant's) and addresses any by id.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { CommonErrors, documented, ErrorRef, ErrorResponses } from '../schemas/error.ts'
@@ -12,12 +13,16 @@ import {
   UpdateWebhookBodyRef,
   DeliveryQuery,
   deliveryToJson,
+  WebhookListQuery,
   WebhookListSchema,
   WebhookParams,
   WebhookRef,
   webhookToJson,
 } from '../schemas/webhook.ts'
+import type { FastifyRequest } from 'fastify'
+import type { Client } from '../../client.ts'
 import type { RouteDeps } from './deps.ts'
+import { operationsFor } from './job-operations.ts'
 
 const security = [{ apiKey: [] }]
 
@@ -26,6 +31,17 @@ const subscribedAlready = (what: string) =>
   documented(ErrorRef, `Another subscription of the tenant already sends to this url in this queue, whatever its event types: ${what}. The message names it.`, {
     Location: { type: 'string', description: 'That subscription: `/v1/webhooks/{id}`.' },
   })
+
+/**
+ * The client for a route addressing one subscription: the key's tenant's, or for an operator key the
+ * subscription's own tenant's (so operators see and manage every tenant's subscriptions by id).
+ */
+async function clientForWebhook(deps: RouteDeps, request: FastifyRequest, id: string): Promise<Client> {
+  const client = deps.clientFor(request)
+  if (!request.identity?.operator) return client
+  const tenant = await client.allTenants().tenantOfWebhook(id)
+  return tenant === undefined || tenant === client.tenant ? client : client.withTenant(tenant, `api-key:${request.identity.keyId}`)
+}
 
 export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps) => {
   app.get(
@@ -36,12 +52,14 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         tags: ['webhooks'],
         summary: 'List webhook subscriptions',
         description:
-          'Each with whether it is enabled: a subscription whose delivery attempts have failed, none succeeding, for SCHEDULER_WEBHOOK_DISABLE_AFTER_MS (1 hour), at least SCHEDULER_WEBHOOK_DISABLE_AFTER_FAILURES (20) of them, is disabled until an update enables it (`failingSince`, `disabledAt`, `disabledReason`).',
+          "The tenant's subscriptions, oldest first (an operator key: every tenant's, or one named by `tenant`), " +
+          'each with whether it is enabled: a subscription whose delivery attempts have failed, none succeeding, for SCHEDULER_WEBHOOK_DISABLE_AFTER_MS (1 hour), at least SCHEDULER_WEBHOOK_DISABLE_AFTER_FAILURES (20) of them, is disabled until an update enables it (`failingSince`, `disabledAt`, `disabledReason`).',
         security,
-        response: { 200: WebhookListSchema, ...CommonErrors },
+        querystring: WebhookListQuery,
+        response: { 200: WebhookListSchema, ...CommonErrors, 403: ErrorResponses[403] },
       },
     },
-    async (request) => ({ items: (await deps.clientFor(request).webhooks.list()).map(webhookToJson) }),
+    async (request) => ({ items: (await operationsFor(deps, request).listWebhooks(request.query)).map(webhookToJson) }),
   )
 
   app.post(
@@ -90,7 +108,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         response: { 200: WebhookRef, ...CommonErrors, 404: ErrorResponses[404] },
       },
     },
-    async (request) => webhookToJson(await deps.clientFor(request).webhooks.view(request.params.id)),
+    async (request) => webhookToJson(await (await clientForWebhook(deps, request, request.params.id)).webhooks.view(request.params.id)),
   )
 
   app.patch(
@@ -116,7 +134,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         if (request.body === undefined) request.body = {}
       },
     },
-    async (request) => webhookToJson(await deps.clientFor(request).webhooks.update(request.params.id, request.body)),
+    async (request) => webhookToJson(await (await clientForWebhook(deps, request, request.params.id)).webhooks.update(request.params.id, request.body)),
   )
 
   app.delete(
@@ -133,7 +151,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         response: { 200: WebhookRef, ...CommonErrors, 404: ErrorResponses[404] },
       },
     },
-    async (request) => webhookToJson(await deps.clientFor(request).webhooks.delete(request.params.id)),
+    async (request) => webhookToJson(await (await clientForWebhook(deps, request, request.params.id)).webhooks.delete(request.params.id)),
   )
 
   app.get(
@@ -152,7 +170,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
       },
     },
     async (request) => {
-      const page = await deps.clientFor(request).webhooks.deliveries(request.params.id, { limit: request.query.limit, cursor: request.query.cursor })
+      const client = await clientForWebhook(deps, request, request.params.id)
+      const page = await client.webhooks.deliveries(request.params.id, { limit: request.query.limit, cursor: request.query.cursor })
       return { items: page.items.map(deliveryToJson), nextCursor: page.nextCursor }
     },
   )

@@ -1,7 +1,7 @@
 /** The JSON of webhook subscriptions and deliveries (/v1/webhooks) and the bodies they take. */
 import { type Static, Type } from '@fastify/type-provider-typebox'
 import { EVENT_TYPES, type EventType as EventTypeName } from '../../core/events.ts'
-import { QUEUE_PATTERN } from '../../core/names.ts'
+import { QUEUE_PATTERN, TENANT_PATTERN, TENANT_RULE } from '../../core/names.ts'
 import type { WebhookDelivery, WebhookSubscription } from '../../events/webhook-admin.ts'
 import { DateTime, Nullable, Uuid } from './common.ts'
 
@@ -9,6 +9,7 @@ const EventType = Type.Unsafe<EventTypeName>({ type: 'string', enum: [...EVENT_T
 
 const subscriptionFields = {
   id: Uuid('The subscription'),
+  tenant: Type.String({ description: 'The tenant whose events it is sent.' }),
   url: Type.String({ description: 'Where events are POSTed.' }),
   events: Type.Array(EventType, { description: 'The event types sent; empty: all.' }),
   queue: Type.String({
@@ -33,6 +34,22 @@ export const CreatedWebhookSchema = Type.Object(
 )
 
 export const WebhookListSchema = Type.Object({ items: Type.Array(WebhookRef) })
+
+/** Query string of GET /v1/webhooks. */
+export const WebhookListQuery = Type.Object(
+  {
+    tenant: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 128,
+        pattern: TENANT_PATTERN,
+        'x-expected': `a tenant name: ${TENANT_RULE}`,
+        description: "Operator keys only: only this tenant's subscriptions (a tenant key may name only its own tenant; another is a 403).",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+)
 
 const urlField = Type.String({
   minLength: 1,
@@ -118,6 +135,7 @@ export const DeliveryQuery = Type.Object(
 export function webhookToJson(w: WebhookSubscription) {
   return {
     id: w.id,
+    tenant: w.tenant,
     url: w.url,
     events: w.events,
     queue: w.queue,

@@ -136,6 +136,12 @@ export async function webhookSubscriptionList(db: Kysely<DB>, p: { tenant: strin
   return rows
 }
 
+/** The tenant a subscription belongs to; undefined when there is no such subscription. */
+export async function webhookTenantOf(db: Kysely<DB>, id: string): Promise<string | undefined> {
+  const { rows } = await sql<{ tenant: string }>`select tenant from pgsched.webhook_subscriptions where id = ${id}::uuid`.execute(db)
+  return rows[0]?.tenant
+}
+
 /**
  * The subscription a delivery job names, only when it belongs to the job's tenant (undefined when
  * it was deleted, or is another tenant's: a job's payload never picks whose secret signs it).

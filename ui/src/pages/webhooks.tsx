@@ -1,5 +1,5 @@
 /**
- * Webhooks: the signed-in tenant's subscriptions (URL shown as the API's errors show it, without
+ * Webhooks: the signed-in tenant's subscriptions (an operator's: every tenant's, with whose each is) (URL shown as the API's errors show it, without
  * its query and token-like path segments; event types; queue; status: enabled, failing since when, or
  * disabled because its deliveries kept failing; created), and one subscription's page with its
  * status (why it was disabled, and a button enabling it again, or one disabling it), its delivery
@@ -10,11 +10,12 @@
  * Deliveries are jobs of pgsched's own, which send no live events: the log follows the tenant's
  * events (each may be delivered a moment later) and is read again every few seconds.
  */
-import { useState } from 'preact/hooks'
+import { useContext, useState } from 'preact/hooks'
 import { ApiError, call, messageOf, withQuery } from '../api.ts'
 import { ActionButton, announce, ErrorNotice, LongText, TableWrap } from '../components/common.tsx'
 import { duration, shortId, shownUrl, when } from '../format.ts'
 import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
+import { IdentityContext } from '../identity.ts'
 import { href, navigate } from '../router.ts'
 import type { Page, Webhook, WebhookDelivery } from '../types.ts'
 
@@ -45,6 +46,8 @@ function Status({ hook }: { hook: Webhook }) {
 }
 
 export function WebhooksPage() {
+  // an operator key sees every tenant's subscriptions: whose each is
+  const { operator } = useContext(IdentityContext)
   const hooks = useLoad((signal) => call<{ items: Webhook[] }>('/v1/webhooks', { signal }), [])
   useInterval(hooks.reload, 15_000)
   return (
@@ -58,6 +61,7 @@ export function WebhooksPage() {
             <thead>
               <tr>
                 <th scope="col">URL</th>
+                {operator && <th scope="col">Tenant</th>}
                 <th scope="col">Events</th>
                 <th scope="col">Queue</th>
                 <th scope="col">Status</th>
@@ -72,6 +76,7 @@ export function WebhooksPage() {
                       {shownUrl(w.url)}
                     </a>
                   </td>
+                  {operator && <td class="name">{w.tenant}</td>}
                   <td>{eventsText(w.events)}</td>
                   <td class="name">{w.queue}</td>
                   <td data-webhook-status={w.enabled ? (w.failingSince ? 'failing' : 'enabled') : 'disabled'}>
