@@ -320,13 +320,15 @@ export async function webhookDeliveryInsert(
       returning s.id, s.tenant, s.queue, s.disabled_reason
     ),
     recorded as (
-      -- at: the insert's own time, as its id's (uuid_v7: clock_timestamp()), so the log, newest first by
-      -- id, is in the order of its times too (the statement's now() would be when it began)
-      insert into pgsched.webhook_deliveries (at, subscription_id, event_id, event_type, job_id, attempt, status_code, ok, error, duration_ms, will_retry)
-      select clock_timestamp(), ${p.subscriptionId}::uuid, ${p.eventId}::text, ${p.eventType}::text, ${p.jobId}::uuid, ${p.attempt}::int,
+      -- at: the insert's own time, and its id made of that same time (uuid_v7(at), migration 0073), so
+      -- the log, newest first by id, is in the order of its times too (the statement's now() would be
+      -- when it began; two readings of the clock could be milliseconds apart on a busy server)
+      insert into pgsched.webhook_deliveries (id, at, subscription_id, event_id, event_type, job_id, attempt, status_code, ok, error, duration_ms, will_retry)
+      select pgsched.uuid_v7(clock.at), clock.at, ${p.subscriptionId}::uuid, ${p.eventId}::text, ${p.eventType}::text, ${p.jobId}::uuid, ${p.attempt}::int,
              ${p.statusCode}::int, ${p.ok}::bool, ${p.error}::text, ${p.durationMs}::int,
              -- an attempt that disabled the subscription ends its delivery (the handler's FatalError)
              ${p.willRetry}::bool and not exists (select 1 from changed c where c.disabled_reason is not null)
+        from (select clock_timestamp() as at) clock
        where exists (select 1 from pgsched.webhook_subscriptions where id = ${p.subscriptionId}::uuid)   -- not for a deleted one
     ),
     listener as (
