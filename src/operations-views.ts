@@ -1,8 +1,8 @@
 /**
  * What an operator's dashboard reads beside jobs: failed jobs grouped by error, workers, recurring
- * schedules with their next fire times, per-minute figures, the queues with figures of the
- * scope's own executions, and webhook subscriptions. A scope is one tenant, or every tenant (null; a `tenant` parameter may
- * narrow it). Workers hold no job data: every scope lists all of them.
+ * schedules with their next fire times, per-minute figures, the queues with figures of the scope's
+ * own executions, and webhook subscriptions. A scope is one tenant, or every tenant (null; a
+ * `tenant` parameter may narrow it). Workers hold no job data: every scope lists all of them.
  */
 import type { Kysely } from 'kysely'
 import { fireTimesAsOf } from './core/fire-times.ts'
@@ -16,7 +16,6 @@ import { workerList, type WorkerView } from './db/queries/workers.ts'
 import { queueList, type QueueView } from './db/queries/queues.ts'
 import { webhookSubscriptionList, webhookTenantOf } from './db/queries/webhooks.ts'
 import type { WebhookSubscription } from './events/webhook-admin.ts'
-
 import { UUID, assertUuid, decodeCursor, encodeCursor, limitOf, type Page } from './paging.ts'
 import { assertKnownFields, assertNoMoreArguments, RUNS_ON_CLIENT, type FieldSet } from './core/known-fields.ts'
 
