@@ -210,7 +210,9 @@ export async function webhookSubscriptionUpdate(
       select pgsched.webhook_deliveries_cancel(c.tenant, c.queue, c.id, null::uuid, ${WEBHOOK_CANCEL_MAX}::int) as n
         from changed c
        where ${enabled}::bool = false
-    )
+    ),
+    -- moved to another receiver: what repeated it at the one it leaves holds that one now
+    promoted as (${repeatsPromoted(sql`(select id from changed)`, sql`pgsched.webhook_url_key(${url}::text) <> pgsched.webhook_url_key((select url from target))`)})
     -- reads cancelled: a plain select in WITH runs only when the statement reads it
     select (select id from existing) as "existingId", target.queue as "targetQueue", (select n from cancelled) as "cancelledDeliveries", c.*
       from target
@@ -221,6 +223,19 @@ export async function webhookSubscriptionUpdate(
   return r === undefined || (r.existingId === null && r.id === null) ? undefined : toWrite(r)
 }
 
+/**
+ * The subscriptions kept as repeats of `gone` (duplicate_of, migrations 0064, 0068 and 0071), once
+ * it is deleted or moved to another receiver (`when`): the oldest of them becomes the one the unique
+ * key holds (webhook_subscriptions_target_key), the others its repeats. Left as they were, they would
+ * name a subscription that no longer exists, or that sends elsewhere, and the key would hold none of
+ * them (creations still find them: sameTarget reads every subscription).
+ */
+const repeatsPromoted = (gone: RawBuilder<unknown>, when: RawBuilder<unknown> = sql`true`) => sql`
+      update pgsched.webhook_subscriptions s
+         set duplicate_of = nullif(f.first_id, s.id)
+        from (select d.id as first_id from pgsched.webhook_subscriptions d where d.duplicate_of = ${gone} order by d.id limit 1) f
+       where s.duplicate_of = ${gone} and ${when}`
+
 /** Deletes a subscription (with its listener and delivery log); undefined when the tenant has no such one. */
 export async function webhookSubscriptionDelete(db: Kysely<DB>, p: { tenant: string; id: string }): Promise<WebhookSubscriptionRow | undefined> {
   const { rows } = await sql<WebhookSubscriptionRow>`
@@ -229,7 +244,8 @@ export async function webhookSubscriptionDelete(db: Kysely<DB>, p: { tenant: str
     ),
     listener as (
       delete from pgsched.event_listeners where id in (select id from sub) and kind = 'webhook'
-    )
+    ),
+    promoted as (${repeatsPromoted(sql`(select id from sub)`)})
     select ${columns} from sub`.execute(db)
   return rows[0]
 }
