@@ -796,7 +796,7 @@ describe('the dashboard in Chromium', () => {
     await page.context().close()
   })
 
-  it("lists a tenant's webhooks, shows a delivery log with its failed delivery, edits the events, replaces the secret and deletes it", async () => {
+  it("lists a tenant's webhooks (to an operator every tenant's, naming each one's), shows a delivery log with its failed delivery, edits the events, replaces the secret and deletes it", async () => {
     // a tenant of its own: its delivery jobs (type pgsched.webhook) stay out of the other tests' lists
     const hooksKey = (await createApiKey(t.db, { tenant: 'umbrella' })).key
     // the receiver: 200 for a succeeded event, 422 (not retried) for a failed one
@@ -823,11 +823,21 @@ describe('the dashboard in Chromium', () => {
       const deliveries = () => rest<{ items: Delivery[] }>(hooksKey, 'GET', `/v1/webhooks/${hook.id}/deliveries`)
       await waitFor(async () => (await deliveries()).items.length >= 2, { what: 'both events delivered', timeoutMs: 30_000 })
 
+      // an operator key lists every tenant's subscriptions, each with its tenant; a tenant's key has no such column
+      const operatorPage = await signedIn(operatorKey)
+      await operatorPage.goto(`${api.url}/ui/#/webhooks`)
+      const listed = operatorPage.locator(`tr[data-webhook-id="${hook.id}"]`)
+      await listed.waitFor()
+      expect(await operatorPage.locator('thead th').allTextContents()).toEqual(['URL', 'Tenant', 'Events', 'Queue', 'Status', 'Created'])
+      expect(await listed.locator('td').nth(1).textContent()).toBe('umbrella')
+      await operatorPage.context().close()
+
       const page = await signedIn(hooksKey)
       await page.getByRole('link', { name: 'Webhooks' }).click()
       await page.getByRole('heading', { name: 'Webhooks' }).waitFor()
       const row = page.locator(`tr[data-webhook-id="${hook.id}"]`)
       await row.waitFor()
+      expect(await page.locator('thead th').allTextContents()).toEqual(['URL', 'Events', 'Queue', 'Status', 'Created'])
       // the URL without its query, as the API's errors show it; the events; the queue
       await expect(row.locator('td').first().textContent()).resolves.toBe(`http://127.0.0.1:${port}/hooks/pgsched?…`)
       expect(await page.locator('main').textContent()).not.toContain('abc123')
