@@ -48,6 +48,29 @@ describe('dependency direction', () => {
     }
   })
 
+  it("keeps the API's schemas (TypeBox, some 900 modules to load) out of the CLI's job, queue, tenant, webhook and worker commands", () => {
+    // the imports that load a module (not `import type`, which the compiler erases)
+    const loads = (file: string) =>
+      [...readFileSync(join(SRC, file), 'utf8').matchAll(/^\s*(?:import|export)\s+(?!type\b)[^'"]*?from\s+'([^']+)'/gm)]
+        .map((m) => m[1] as string)
+        .filter((spec) => spec.startsWith('.'))
+        .map((spec) => relative(SRC, resolve(dirname(join(SRC, file)), spec)))
+    const depsOf = new Map(all.map(({ file }) => [file, loads(file)]))
+    for (const command of ['jobs', 'queues', 'tenants', 'webhooks', 'workers']) {
+      const seen = new Set<string>()
+      const next = [`cli/commands/${command}.ts`]
+      for (let file = next.pop(); file !== undefined; file = next.pop()) {
+        if (seen.has(file)) continue
+        seen.add(file)
+        next.push(...(depsOf.get(file) ?? []))
+      }
+      expect(
+        [...seen].filter((f) => f.startsWith('api/schemas/')),
+        command,
+      ).toEqual([])
+    }
+  })
+
   it('lets nothing below the CLI import the CLI', () => {
     const bad = all.filter(({ file }) => layer(file) !== 'cli').flatMap(({ file, deps }) => deps.filter((d) => layer(d) === 'cli').map((d) => `${file} → ${d}`))
     expect(bad).toEqual([])

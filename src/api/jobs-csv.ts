@@ -6,7 +6,7 @@
  * so opening an export never runs it. Also the JSON form of an export (the API's and the CLI's).
  */
 import type { Job } from '../core/job.ts'
-import { jobToJson } from './schemas/job.ts'
+import { jobToJson } from './json.ts'
 
 const COLUMNS = [
   'id',

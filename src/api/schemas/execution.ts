@@ -4,8 +4,6 @@
  * stored output when there is one, and `outputAttempt`, the attempt that stored it.
  */
 import { Type, type Static } from '@fastify/type-provider-typebox'
-import type { Execution } from '../../core/job.ts'
-import { outputUriAttempt, parseOutputUri } from '../../core/output-uri.ts'
 import { DateTime, Nullable, Uuid } from './common.ts'
 
 export const ExecutionStateSchema = Type.Enum(['pending', 'running', 'succeeded', 'failed', 'cancelled'], {
@@ -93,33 +91,5 @@ export const ExecutionPageSchema = Type.Object(
 /** Reference to the shared `ExecutionPage` schema. */
 export const ExecutionPageRef = Type.Unsafe<Static<typeof ExecutionPageSchema>>(Type.Ref('ExecutionPage'))
 
-const iso = (d: Date | null): string | null => (d ? d.toISOString() : null)
-
-/** The JSON body for an execution. */
-export function executionToJson(e: Execution): ExecutionJson {
-  return {
-    id: e.id,
-    jobId: e.jobId,
-    state: e.state,
-    attempt: e.attempt,
-    maxAttempts: e.maxAttempts,
-    scheduledFor: e.scheduledFor.toISOString(),
-    runAt: e.runAt.toISOString(),
-    startedAt: iso(e.startedAt),
-    finishedAt: iso(e.finishedAt),
-    workerId: e.workerId,
-    leaseExpiresAt: iso(e.leaseExpiresAt),
-    result: e.result ?? null,
-    error: e.error,
-    outputUri: e.outputUri,
-    outputUrl: e.outputUri ? `/v1/executions/${e.id}/output` : null,
-    outputAttempt: outputAttemptOf(e.outputUri),
-    attempts: e.attempts.map((a) => ({ ...a, startedAt: iso(a.startedAt), endedAt: iso(a.endedAt) })),
-  }
-}
-
-/** The attempt an output URI names (outputUriAttempt); null for none or a form that does not say. */
-function outputAttemptOf(uri: string | null): number | null {
-  const location = parseOutputUri(uri)
-  return location === null ? null : outputUriAttempt(location)
-}
+/** The JSON body for an execution (api/json.ts). */
+export { executionToJson } from '../json.ts'

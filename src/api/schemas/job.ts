@@ -11,7 +11,6 @@
  * payload's size as JSON, an idempotency key reused for another request).
  */
 import { Type, type Static } from '@fastify/type-provider-typebox'
-import type { Job } from '../../core/job.ts'
 import { JOB_STATUSES, RUN_STATUSES } from '../../core/job-status.ts'
 import {
   BACKOFF_BASE_MS,
@@ -39,7 +38,7 @@ import {
 import { CRON_MAX_LENGTH, CRON_PATTERN, DURATION_PATTERN, INTERVAL_RULE, TIME_ZONE_PATTERN } from '../../core/formats.ts'
 import { INTERVAL_MS } from '../../core/names.ts'
 import { Cursor, DateTime, Instant, Limit, Nullable, Uuid } from './common.ts'
-import { ExecutionRef, executionToJson } from './execution.ts'
+import { ExecutionRef } from './execution.ts'
 
 export const JobStatusSchema = Type.Enum(JOB_STATUSES, {
   description:
@@ -323,42 +322,5 @@ export const JobPageSchema = Type.Object(
 /** Reference to the shared `JobPage` schema. */
 export const JobPageRef = Type.Unsafe<Static<typeof JobPageSchema>>(Type.Ref('JobPage'))
 
-/** The JSON body for a job. */
-export function jobToJson(job: Job): JobJson {
-  const last = job.lastExecution
-  return {
-    id: job.id,
-    tenant: job.tenant,
-    type: job.type,
-    queue: job.queue,
-    priority: job.priority,
-    payload: job.payload,
-    maxAttempts: job.maxAttempts,
-    timeoutMs: job.timeoutMs,
-    backoffBaseMs: job.backoffBaseMs,
-    backoffMaxMs: job.backoffMaxMs,
-    idempotencyKey: job.idempotencyKey,
-    concurrencyKey: job.concurrencyKey,
-    startDeadlineMs: job.startDeadlineMs,
-    state: job.state,
-    status: job.status,
-    lastRun: job.lastRun
-      ? { ...job.lastRun, scheduledFor: job.lastRun.scheduledFor.toISOString(), finishedAt: job.lastRun.finishedAt?.toISOString() ?? null }
-      : null,
-    attempts: last?.attempt ?? 0,
-    createdAt: job.createdAt.toISOString(),
-    createdBy: job.createdBy,
-    schedule: job.schedule
-      ? {
-          ...job.schedule,
-          startAt: job.schedule.startAt?.toISOString() ?? null,
-          endAt: job.schedule.endAt?.toISOString() ?? null,
-        }
-      : null,
-    nextRunAt: job.nextRunAt?.toISOString() ?? null,
-    lastExecution: last ? executionToJson(last) : null,
-    unserved: job.unserved,
-    queuePaused: job.queuePaused,
-    queuePausedAt: job.queuePausedAt?.toISOString() ?? null,
-  }
-}
+/** The JSON body for a job (api/json.ts: loaded without the schemas, by the CLI). */
+export { jobToJson } from '../json.ts'

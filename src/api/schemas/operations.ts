@@ -4,7 +4,7 @@
  */
 import { Type, type Static } from '@fastify/type-provider-typebox'
 import type { BulkJobsResult } from '../../job-operations.ts'
-import type { FailureGroup, MinuteStats, ScheduleView, WorkerView } from '../../operations-views.ts'
+import type { FailureGroup, MinuteStats, ScheduleView } from '../../operations-views.ts'
 import { lastRunOf } from '../../core/job-status.ts'
 import { Cursor, DateTime, Limit, Nullable, Uuid } from './common.ts'
 import { JobFilterProperties, LastRunSchema } from './job.ts'
@@ -205,12 +205,7 @@ const iso = (d: Date | null) => d?.toISOString() ?? null
 
 export const failureToJson = (f: FailureGroup) => ({ ...f, firstSeenAt: f.firstSeenAt.toISOString(), lastSeenAt: f.lastSeenAt.toISOString() })
 
-export const workerToJson = (w: WorkerView) => ({
-  ...w,
-  startedAt: w.startedAt.toISOString(),
-  lastSeenAt: w.lastSeenAt.toISOString(),
-  stoppedAt: iso(w.stoppedAt),
-})
+export { workerToJson } from '../json.ts'
 
 export function scheduleToJson(s: ScheduleView) {
   const last = lastRunOf(s.lastExecution)

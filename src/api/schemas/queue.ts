@@ -1,7 +1,7 @@
 /** The JSON of a queue (GET /v1/queues and the queue operations) and the bodies they take. */
 import { Type, type Static } from '@fastify/type-provider-typebox'
 import { QUEUE_PATTERN, QUEUE_RULE } from '../../core/names.ts'
-import { CONCURRENCY_LIMIT_MAX, RATE_LIMIT_MAX, RATE_PERIOD_MS_MAX, type QueueView } from '../../queue-admin.ts'
+import { CONCURRENCY_LIMIT_MAX, RATE_LIMIT_MAX, RATE_PERIOD_MS_MAX } from '../../queue-admin.ts'
 import { DateTime, Nullable } from './common.ts'
 
 export const QueueSchema = Type.Object(
@@ -132,6 +132,4 @@ export const QueuePatchBody = Type.Object(
 
 export const QueuePatchBodyRef = Type.Unsafe<Static<typeof QueuePatchBody>>(Type.Ref('UpdateQueueRequest'))
 
-export function queueToJson(q: QueueView): QueueJson {
-  return { ...q, pausedAt: q.pausedAt?.toISOString() ?? null }
-}
+export { queueToJson } from '../json.ts'

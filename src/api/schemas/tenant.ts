@@ -1,6 +1,6 @@
 /** The JSON of a tenant's settings (GET /v1/tenants and PATCH /v1/tenants/{name}) and the patch body. */
 import { Type, type Static } from '@fastify/type-provider-typebox'
-import { MAX_PENDING_MAX, SUBMITS_PER_SECOND_MAX, SUBMITS_PER_SECOND_MIN, WEIGHT_MAX, WEIGHT_MIN, type TenantView } from '../../tenant-admin.ts'
+import { MAX_PENDING_MAX, SUBMITS_PER_SECOND_MAX, SUBMITS_PER_SECOND_MIN, WEIGHT_MAX, WEIGHT_MIN } from '../../tenant-admin.ts'
 import { TENANT_PATTERN, TENANT_RULE } from '../../core/names.ts'
 import { Nullable } from './common.ts'
 
@@ -74,6 +74,4 @@ export const TenantPatchBody = Type.Object(
 
 export const TenantPatchBodyRef = Type.Unsafe<Static<typeof TenantPatchBody>>(Type.Ref('UpdateTenantRequest'))
 
-export function tenantToJson(t: TenantView): TenantJson {
-  return { ...t }
-}
+export { tenantToJson } from '../json.ts'

@@ -2,7 +2,6 @@
 import { type Static, Type } from '@fastify/type-provider-typebox'
 import { EVENT_TYPES, type EventType as EventTypeName } from '../../core/events.ts'
 import { QUEUE_PATTERN, TENANT_PATTERN, TENANT_RULE } from '../../core/names.ts'
-import type { WebhookDelivery, WebhookSubscription } from '../../events/webhook-admin.ts'
 import { DateTime, Nullable, Uuid } from './common.ts'
 
 const EventType = Type.Unsafe<EventTypeName>({ type: 'string', enum: [...EVENT_TYPES] })
@@ -132,21 +131,4 @@ export const DeliveryQuery = Type.Object(
   { additionalProperties: false },
 )
 
-export function webhookToJson(w: WebhookSubscription) {
-  return {
-    id: w.id,
-    tenant: w.tenant,
-    url: w.url,
-    events: w.events,
-    queue: w.queue,
-    createdAt: w.createdAt.toISOString(),
-    enabled: w.enabled,
-    failingSince: w.failingSince?.toISOString() ?? null,
-    disabledAt: w.disabledAt?.toISOString() ?? null,
-    disabledReason: w.disabledReason,
-  }
-}
-
-export function deliveryToJson(d: WebhookDelivery) {
-  return { ...d, at: d.at.toISOString() }
-}
+export { deliveryToJson, webhookToJson } from '../json.ts'

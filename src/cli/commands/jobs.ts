@@ -12,7 +12,7 @@ import type { Writable } from 'node:stream'
 import type { Command } from 'commander'
 import type { Kysely } from 'kysely'
 import { jobsCsv, jobsJsonArray } from '../../api/jobs-csv.ts'
-import { jobToJson } from '../../api/schemas/job.ts'
+import { jobToJson } from '../../api/json.ts'
 import type { Client } from '../../client.ts'
 import type { Job, MisfirePolicy, OverlapPolicy, SubmitJobInput } from '../../core/job.ts'
 import {

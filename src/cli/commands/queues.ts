@@ -4,7 +4,7 @@
  * queue afterwards, as a table or, with --json, as the REST API's JSON.
  */
 import type { Command } from 'commander'
-import { queueToJson } from '../../api/schemas/queue.ts'
+import { queueToJson } from '../../api/json.ts'
 import { ValidationError } from '../../errors.ts'
 import { queueAdmin, type QueueAdmin, type QueueView } from '../../queue-admin.ts'
 import { formatTable, inCliWords, withDatabase } from '../shared.ts'

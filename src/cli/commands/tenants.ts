@@ -4,7 +4,7 @@
  * DATABASE_URL). Each prints the tenant afterwards, as a table or, with --json, as the REST API's JSON.
  */
 import type { Command } from 'commander'
-import { tenantToJson } from '../../api/schemas/tenant.ts'
+import { tenantToJson } from '../../api/json.ts'
 import { ValidationError } from '../../errors.ts'
 import { tenantAdmin, type TenantAdmin, type TenantPatch, type TenantView } from '../../tenant-admin.ts'
 import { formatTable, inCliWords, withDatabase } from '../shared.ts'

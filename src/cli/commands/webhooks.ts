@@ -8,7 +8,7 @@
  * again one disabled because its deliveries kept failing.
  */
 import type { Command } from 'commander'
-import { deliveryToJson, webhookToJson } from '../../api/schemas/webhook.ts'
+import { deliveryToJson, webhookToJson } from '../../api/json.ts'
 import { isEventType, type EventType } from '../../core/events.ts'
 import { NotFoundError, ValidationError } from '../../errors.ts'
 import type { UpdateWebhookInput, WebhookAdmin, WebhookSubscription } from '../../events/webhook-admin.ts'

@@ -3,7 +3,7 @@
  * types and the executions they hold (DATABASE_URL; every tenant's, as for any API key).
  */
 import type { Command } from 'commander'
-import { workerToJson } from '../../api/schemas/operations.ts'
+import { workerToJson } from '../../api/json.ts'
 import { ago, print, withClient } from '../job-cli.ts'
 import { formatTable } from '../shared.ts'
 
