@@ -270,12 +270,17 @@ export function useFaultScenario() {
     }
     const drainDeadline = Date.now() + o.drainTimeoutMs
     const recurringEndMs = startedAtMs + o.recurringForMs
+    // Two answers in a row with nothing left: the two lists are two reads, and a job can pass from one
+    // to the other between them (RUNNING → SCHEDULED as the reaper requeues a dead worker's run, or
+    // back as it is claimed), in neither list at once.
+    let quiet = 0
     for (;;) {
       const [notStarted, started] = await Promise.all([
         get<{ items: JobJson[] }>('/v1/jobs?status=SCHEDULED&limit=1'),
         get<{ items: JobJson[] }>('/v1/jobs?status=RUNNING&limit=1'),
       ])
-      if (Date.now() > recurringEndMs + 3000 && notStarted.items.length === 0 && started.items.length === 0) break
+      quiet = Date.now() > recurringEndMs + 3000 && notStarted.items.length === 0 && started.items.length === 0 ? quiet + 1 : 0
+      if (quiet >= 2) break
       if (Date.now() > drainDeadline) {
         progress('drain deadline passed with jobs unfinished')
         break
