@@ -34,7 +34,7 @@ describe('scheduler bench --quick', () => {
       'submit: PostgreSQL',
       'submit: the submitting process',
     ])
-    for (const row of cpuRows) expect(row.figure.median).toBeGreaterThan(0)
+    for (const row of cpuRows) expect(row.figure.median, `${row.scenario}: ${row.metric}`).toBeGreaterThan(0)
     // the steady scenario's reference: a bare HTTP server under the same load
     expect(
       report.rows.find((r) => r.scenario === 'steady' && r.metric.startsWith('for reference: CPU per request of a bare Fastify server'))?.figure.median,
