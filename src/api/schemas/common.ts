@@ -5,6 +5,7 @@
  * ("priority must be an integer from -1000 to 1000").
  */
 import { Type, type TSchema } from '@fastify/type-provider-typebox'
+import { TENANT_PATTERN, TENANT_RULE } from '../../core/names.ts'
 
 /** A UUID (jobs and executions have UUIDv7 ids). */
 export function Uuid(description: string) {
@@ -49,3 +50,14 @@ export const Cursor = Type.String({
 
 /** Query string of paginated history. */
 export const PageQuery = Type.Object({ limit: Type.Optional(Limit), cursor: Type.Optional(Cursor) }, { additionalProperties: false })
+
+/** An operator's `tenant` filter of a list (`what`: "jobs", "subscriptions"): a name no tenant can have is refused, not a filter matching nothing. */
+export function TenantFilter(what: string) {
+  return Type.String({
+    minLength: 1,
+    maxLength: 128,
+    pattern: TENANT_PATTERN,
+    'x-expected': `a tenant name: ${TENANT_RULE}`,
+    description: `Operator keys only: only this tenant's ${what} (a tenant key may name only its own tenant; another is a 403).`,
+  })
+}

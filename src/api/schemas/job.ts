@@ -37,7 +37,7 @@ import {
 } from '../../core/names.ts'
 import { CRON_MAX_LENGTH, CRON_PATTERN, DURATION_PATTERN, INTERVAL_RULE, TIME_ZONE_PATTERN } from '../../core/formats.ts'
 import { INTERVAL_MS } from '../../core/names.ts'
-import { Cursor, DateTime, Instant, Limit, Nullable, Uuid } from './common.ts'
+import { Cursor, DateTime, Instant, Limit, Nullable, TenantFilter, Uuid } from './common.ts'
 import { ExecutionRef } from './execution.ts'
 
 export const JobStatusSchema = Type.Enum(JOB_STATUSES, {
@@ -211,16 +211,7 @@ export const JobFilterProperties = {
   status: Type.Optional(JobStatusSchema),
   type: Type.Optional(TypeName('Only jobs of this type.')),
   queue: Type.Optional(QueueName('Only jobs of this queue.')),
-  tenant: Type.Optional(
-    Type.String({
-      minLength: 1,
-      maxLength: 128,
-      // a name no tenant can have is a mistake, not a filter that matches nothing
-      pattern: TENANT_PATTERN,
-      'x-expected': `a tenant name: ${TENANT_RULE}`,
-      description: "Operator keys only: only this tenant's jobs (a tenant key may name only its own tenant; another is a 403).",
-    }),
-  ),
+  tenant: Type.Optional(TenantFilter('jobs')),
   idempotencyKey: Type.Optional(text(IDEMPOTENCY_KEY_MAX_LENGTH, { description: 'Only the job submitted with this idempotency key.' })),
   errorType: Type.Optional(text(200, { description: "Only jobs whose latest execution's error has this `name` (exact)." })),
   // as long as a stored message can be (a handler's message is kept whole): a group of GET /v1/failures

@@ -2,7 +2,7 @@
 import { type Static, Type } from '@fastify/type-provider-typebox'
 import { EVENT_TYPES, type EventType as EventTypeName } from '../../core/events.ts'
 import { QUEUE_PATTERN, TENANT_PATTERN, TENANT_RULE } from '../../core/names.ts'
-import { DateTime, Nullable, Uuid } from './common.ts'
+import { DateTime, Nullable, TenantFilter, Uuid } from './common.ts'
 
 const EventType = Type.Unsafe<EventTypeName>({ type: 'string', enum: [...EVENT_TYPES] })
 
@@ -37,15 +37,7 @@ export const WebhookListSchema = Type.Object({ items: Type.Array(WebhookRef) })
 /** Query string of GET /v1/webhooks. */
 export const WebhookListQuery = Type.Object(
   {
-    tenant: Type.Optional(
-      Type.String({
-        minLength: 1,
-        maxLength: 128,
-        pattern: TENANT_PATTERN,
-        'x-expected': `a tenant name: ${TENANT_RULE}`,
-        description: "Operator keys only: only this tenant's subscriptions (a tenant key may name only its own tenant; another is a 403).",
-      }),
-    ),
+    tenant: Type.Optional(TenantFilter('subscriptions')),
   },
   { additionalProperties: false },
 )
