@@ -1,7 +1,7 @@
 /** The JSON of webhook subscriptions and deliveries (/v1/webhooks) and the bodies they take. */
 import { type Static, Type } from '@fastify/type-provider-typebox'
 import { EVENT_TYPES, type EventType as EventTypeName } from '../../core/events.ts'
-import { QUEUE_PATTERN, TENANT_PATTERN, TENANT_RULE } from '../../core/names.ts'
+import { QUEUE_PATTERN } from '../../core/names.ts'
 import { DateTime, Nullable, TenantFilter, Uuid } from './common.ts'
 
 const EventType = Type.Unsafe<EventTypeName>({ type: 'string', enum: [...EVENT_TYPES] })
