@@ -950,7 +950,7 @@ describe('the dashboard in Chromium', () => {
 
     // the other moved onto the same receiver (host case aside): the 409's message by the URL field
     await page.goto(`${api.url}/ui/#/webhooks/${other.id}`)
-    await page.getByRole('heading', { name: /^Webhook https/ }).waitFor()
+    await page.locator(`section[data-webhook-id="${other.id}"]`).waitFor()
     await page.getByLabel('New URL').fill('https://HOOKS.example.com/wayne')
     await page.getByRole('button', { name: 'Save' }).click()
     await expect(page.locator('#webhook-url-error').textContent()).resolves.toBe(

@@ -34,8 +34,8 @@ const NAV = [
 
 function Page({ route }: { route: Route }) {
   const [first = 'overview', second] = route.path
-  if (first === 'jobs' && second) return <JobDetailPage id={second} />
-  if (first === 'webhooks' && second) return <WebhookDetailPage id={second} />
+  if (first === 'jobs' && second) return <JobDetailPage key={second} id={second} />
+  if (first === 'webhooks' && second) return <WebhookDetailPage key={second} id={second} />
   switch (first) {
     case 'jobs':
       return <JobsPage query={route.query} />

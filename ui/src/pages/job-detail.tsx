@@ -255,7 +255,7 @@ export function JobDetailPage({ id }: { id: string }) {
       <ErrorNotice error={job.error} what="This job" />
       {j && (
         <>
-          <section aria-label="Job summary" class="card" data-job-status={j.status}>
+          <section aria-label="Job summary" class="card" data-job-id={j.id} data-job-status={j.status}>
             <p class="status-line">
               Status <StatusBadge status={j.status} /> <span class="visually-hidden">{j.status}</span>
             </p>
