@@ -2,8 +2,8 @@
  * CPU time of processes, from /proc (Linux): a worker process by its pid with its descendants (the
  * child processes of process sandboxes: those alive, and those that exited and were waited for),
  * and PostgreSQL as the sum over every `postgres` process on the machine (backends, walwriter,
- * autovacuum, …). A meter takes per-process deltas, so a backend or a child that starts during the
- * window counts from zero. The threads of a process (thread sandboxes) count in its own figure.
+ * autovacuum, …), each to the nanosecond where /proc/<pid>/schedstat is there. A meter takes
+ * per-process deltas, so a backend or a child that starts during the window counts from zero. The threads of a process (thread sandboxes) count in its own figure.
  * Elsewhere the figures are NaN.
  */
 import { readdirSync, readFileSync } from 'node:fs'
@@ -82,9 +82,25 @@ export function processTreeCpuS(pid: number): number {
   return treeCpuS(pid, allProcesses()) ?? Number.NaN
 }
 
+/**
+ * CPU seconds of a single-threaded process to the nanosecond (/proc/<pid>/schedstat's time on CPU),
+ * or `fallback` (its stat figure, in 10 ms ticks) without it. A PostgreSQL backend that runs a few
+ * milliseconds in a short window shows 0 or 10 ms in ticks: summed over a short run, the ticks made
+ * a figure that was 0 once.
+ */
+function preciseCpuS(pid: number, fallback: number): number {
+  try {
+    const ns = Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0])
+    return Number.isFinite(ns) ? ns / 1e9 : fallback
+  } catch {
+    return fallback
+  }
+}
+
+/** Each PostgreSQL process's CPU seconds (its processes have one thread each). */
 function postgresOf(all: ReadonlyMap<number, Stat>): Map<number, number> {
   const out = new Map<number, number>()
-  for (const [pid, s] of all) if (s.name === 'postgres') out.set(pid, s.cpuS)
+  for (const [pid, s] of all) if (s.name === 'postgres') out.set(pid, preciseCpuS(pid, s.cpuS))
   return out
 }
 
