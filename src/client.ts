@@ -15,7 +15,7 @@ import { markCallerConnection } from './db/queries/plain-forms.ts'
 import { uuidV7 } from './lib/uuid-v7.ts'
 import { systemClock, type Clock } from './clock.ts'
 import { ConflictError, InvalidStateError, NotFoundError, QuotaExceededError, ValidationError } from './errors.ts'
-import type { QuotaRejection } from './db/queries/admission.ts'
+import { tenantHasQuota, type QuotaRejection } from './db/queries/admission.ts'
 import { normalizeSubmit, type Execution, type Job, type NormalizedSubmit, type SubmitJobInput } from './core/job.ts'
 import { newJob } from './core/new-job.ts'
 import { TENANT_RULE, isTenantName } from './core/names.ts'
@@ -421,7 +421,14 @@ function makeClient(
    * withSyncStandby, which gives `fn` whether the tenant has quotas.
    */
   async function runSubmit<T>(options: CallOptions | undefined, fn: (ex: Kysely<DB>, hasQuota?: boolean) => Promise<T>, transactional = false): Promise<T> {
-    if (!requireSyncStandby || options?.trx !== undefined) return run(options, fn, transactional)
+    if (options?.trx !== undefined) return run(options, fn, transactional)
+    if (!requireSyncStandby) {
+      if (!transactional) return fn(db)
+      // looked up before the transaction holds a connection: the lookup would want a second one of
+      // the pool, and a pool of one would wait for itself
+      const hasQuota = await tenantHasQuota(db, tenant)
+      return db.transaction().execute((trx) => fn(trx, hasQuota))
+    }
     return withSyncStandby(db, tenant, (conn, hasQuota) => (transactional ? conn.transaction().execute((trx) => fn(trx, hasQuota)) : fn(conn, hasQuota)))
   }
 

@@ -200,6 +200,39 @@ describe("an application's own Kysely", () => {
   })
 })
 
+describe('a client on a pool of one connection', () => {
+  it('submits (one, several at once, a batch, a schedule), with and without admission quotas, and reads, none waiting for a second connection', async () => {
+    await sql`insert into pgsched.tenants (name, max_pending) values ('one-conn-quota', 1000)`.execute(t.db)
+    for (const tenant of ['one-conn', 'one-conn-quota']) {
+      for (const batchSubmits of [true, false]) {
+        const own = createClient({ databaseUrl: t.url, tenant, poolSize: 1, batchSubmits })
+        try {
+          // a call that waited for a second connection would hold its transaction open until the
+          // server's idle-in-transaction timeout ended it (10 s): each must end well before
+          const quick = async <T>(what: string, call: Promise<T>): Promise<T> => {
+            const started = performance.now()
+            const result = await call
+            expect(performance.now() - started, what).toBeLessThan(5_000)
+            return result
+          }
+          // first: nothing read yet (whether the tenant has quotas is kept for a second)
+          const batch = await quick('submitJobs', own.submitJobs([{ type: 'batch' }, { type: 'batch', idempotencyKey: `k-${tenant}-${batchSubmits}` }]))
+          expect(batch).toHaveLength(2)
+          const { job } = await quick('submitJob', own.submitJob({ type: 'one' }))
+          await quick('submitJob ×5', Promise.all(Array.from({ length: 5 }, () => own.submitJob({ type: 'five' }))))
+          await quick('a schedule', own.submitJob({ type: 'cron', schedule: { cron: '*/5 * * * *' } }))
+          expect((await quick('viewJob', own.viewJob(job.id))).id).toBe(job.id)
+          await quick('cancelJob', own.cancelJob(job.id))
+        } finally {
+          await own.close()
+        }
+      }
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.jobs where tenant = ${tenant}`.execute(t.db)
+      expect(rows[0]?.n).toBe(2 * 9)
+    }
+  })
+})
+
 describe('client.close', () => {
   it('lets the calls in flight end before it closes its pool, and refuses submits made after', async () => {
     for (const batchSubmits of [true, false]) {
