@@ -3,7 +3,7 @@ import pg from 'pg'
 import { CamelCasePlugin, type CompiledQuery, Kysely, PostgresDialect, sql, type Transaction } from 'kysely'
 import { waitFor } from './wait-for.ts'
 import { createClient } from '../src/client.ts'
-import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from '../src/errors.ts'
+import { BusyError, ConflictError, InvalidStateError, NotFoundError, ValidationError } from '../src/errors.ts'
 import { useTestDb } from './db.ts'
 import { executionClaimBatch, executionClaimBatchQuery } from '../src/db/queries/claim.ts'
 
@@ -348,6 +348,53 @@ describe('client.submitJob group commit', () => {
     // Each row's xmin names the transaction that inserted it.
     const { rows: tx } = await sql<{ n: number }>`select count(distinct xmin::text)::int as n from pgsched.jobs where type = 'batched'`.execute(t.db)
     expect(tx[0]?.n).toBeLessThan(30)
+  })
+
+  it('holds submits made while an insert is in flight for the next one, rather than starting a second beside it', async () => {
+    const c = client()
+    const results = await Promise.all(Array.from({ length: 31 }, (_, i) => c.submitJob({ type: 'grouped', payload: { i } })))
+    expect(new Set(results.map((r) => r.job.id)).size).toBe(31)
+    // the first alone (nothing was in flight), the other 30 together after it: two transactions
+    // (a second insert beside the first would have taken the second submit alone, and made three)
+    const { rows } = await sql<{ n: number }>`select count(distinct xmin::text)::int as n from pgsched.jobs where type = 'grouped'`.execute(t.db)
+    expect(rows[0]?.n).toBe(2)
+  })
+
+  it("starts a second insert beside one held up, so that one tenant's submit waiting for a lock does not hold up another's", async () => {
+    await sql`insert into pgsched.tenants (name, max_pending) values ('held-up', 1000)`.execute(t.db)
+    const holder = await t.pool.connect()
+    let own: ReturnType<typeof createClient> | undefined
+    try {
+      // a long transaction holds the tenant's admission row: its submits wait for it
+      await holder.query('begin')
+      await holder.query(`select 1 from pgsched.tenants where name = 'held-up' for update`)
+      // its own pool: it reads afresh which tenants have quotas
+      own = createClient({ databaseUrl: t.url, tenant: 'acme', poolSize: 4 })
+      const c = own
+      const waiting = c
+        .withTenant('held-up')
+        .submitJob({ type: 'waits' })
+        .catch((err: unknown) => err)
+      await waitFor(
+        async () =>
+          (
+            await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`.execute(
+              t.db,
+            )
+          ).rows[0]?.n === 1,
+        { what: 'the held-up submit to wait for the lock' },
+      )
+      const started = performance.now()
+      const { job } = await c.submitJob({ type: 'goes-on' })
+      // well before the held-up one gives up (ADMISSION_LOCK_WAIT_MS, 2 s)
+      expect(performance.now() - started).toBeLessThan(1_000)
+      expect(job.status).toBe('SCHEDULED')
+      expect(await waiting).toBeInstanceOf(BusyError)
+    } finally {
+      await holder.query('rollback')
+      holder.release()
+      await own?.close()
+    }
   })
 
   it('keeps a submit the database refuses from failing the others written with it', async () => {
