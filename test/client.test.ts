@@ -4,7 +4,7 @@ import { CamelCasePlugin, type CompiledQuery, Kysely, PostgresDialect, sql, type
 import { waitFor } from './wait-for.ts'
 import { createClient } from '../src/client.ts'
 import { BusyError, ConflictError, InvalidStateError, NotFoundError, ValidationError } from '../src/errors.ts'
-import { useTestDb } from './db.ts'
+import { lockWaiters, useTestDb } from './db.ts'
 import { executionClaimBatch, executionClaimBatchQuery } from '../src/db/queries/claim.ts'
 
 const CLAIMER = '01900000-0000-7000-8000-00000000c1a1'
@@ -375,15 +375,7 @@ describe('client.submitJob group commit', () => {
         .withTenant('held-up')
         .submitJob({ type: 'waits' })
         .catch((err: unknown) => err)
-      await waitFor(
-        async () =>
-          (
-            await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`.execute(
-              t.db,
-            )
-          ).rows[0]?.n === 1,
-        { what: 'the held-up submit to wait for the lock' },
-      )
+      await waitFor(async () => (await lockWaiters(t.db)) === 1, { what: 'the held-up submit to wait for the lock' })
       const started = performance.now()
       const { job } = await c.submitJob({ type: 'goes-on' })
       // well before the held-up one gives up (ADMISSION_LOCK_WAIT_MS, 2 s)
@@ -795,14 +787,7 @@ describe('client.cancelJob / pauseJob', () => {
       [job.id],
     )
     const cancelling = client().cancelJob(job.id)
-    await waitFor(
-      async () => {
-        const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
-        where datname = current_database() and wait_event_type = 'Lock'`.execute(t.db)
-        return rows[0]?.n === 1
-      },
-      { what: 'cancel to wait for the dispatcher' },
-    )
+    await waitFor(async () => (await lockWaiters(t.db)) === 1, { what: 'cancel to wait for the dispatcher' })
     await dispatcher.query('commit')
     dispatcher.release()
     expect((await cancelling).status).toBe('CANCELLED')
@@ -817,14 +802,7 @@ describe('client.cancelJob / pauseJob', () => {
     const claim = executionClaimBatchQuery({ workerId: CLAIMER, queues: ['default'], types: ['x'], limit: 10, leaseMs: 60_000 }).compile(t.db)
     expect((await claimer.query(claim.sql, [...claim.parameters])).rows).toHaveLength(1)
     const cancelling = client().cancelJob(job.id)
-    await waitFor(
-      async () => {
-        const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
-        where datname = current_database() and wait_event_type = 'Lock'`.execute(t.db)
-        return rows[0]?.n === 1
-      },
-      { what: 'cancel to wait for the claim' },
-    )
+    await waitFor(async () => (await lockWaiters(t.db)) === 1, { what: 'cancel to wait for the claim' })
     await claimer.query('commit')
     claimer.release()
     expect((await cancelling).status).toBe('CANCELLED')

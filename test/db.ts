@@ -130,3 +130,10 @@ export async function jobReads(db: Kysely<DB>): Promise<{ rows: number; indexSca
      where schemaname = 'pgsched' and relname like 'jobs_p%'`.execute(db)
   return { rows: Number(rows[0]?.n), indexScans: Number(rows[0]?.scans) }
 }
+
+/** Sessions of `db`'s database waiting for a lock now (a statement held up by another's row or table lock). */
+export async function lockWaiters(db: Kysely<DB>): Promise<number> {
+  const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+     where datname = current_database() and wait_event_type = 'Lock'`.execute(db)
+  return rows[0]?.n ?? 0
+}

@@ -1,14 +1,8 @@
-/**
- * The completer keeps a worker's hand-backs apart from its outcome writes: run together they lock
- * the same rows in different orders and deadlock. (The heartbeat runs beside both: it never waits
- * for a row lock; test/worker/lease-keeper.test.ts.)
- */
-import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { executionClaimBatch } from '../../src/db/queries/claim.ts'
 import { Completer } from '../../src/worker/completer.ts'
-import { useTestDb } from '../db.ts'
+import { lockWaiters, useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
 
 const t = useTestDb()
@@ -32,14 +26,7 @@ describe('Completer.exclusive', () => {
     await blocker.query('begin')
     await blocker.query('select 1 from pgsched.runs where execution_id = $1 for update', [a.id])
     const writeA = completer.complete(done(a))
-    await waitFor(
-      async () =>
-        (
-          await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
-      where wait_event_type = 'Lock' and datname = current_database()`.execute(t.db)
-        ).rows[0]?.n === 1,
-      { what: 'the write to wait on the lock' },
-    )
+    await waitFor(async () => (await lockWaiters(t.db)) === 1, { what: 'the write to wait on the lock' })
 
     // Each step is recorded as it happens; the order shows who waited for whom.
     const order: string[] = []

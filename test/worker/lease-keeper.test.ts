@@ -4,7 +4,7 @@
  * because heartbeats fail) and the hand-back on shutdown.
  */
 import pg from 'pg'
-import { Kysely, PostgresDialect, sql } from 'kysely'
+import { Kysely, PostgresDialect } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { executionClaimBatch } from '../../src/db/queries/claim.ts'
@@ -13,7 +13,7 @@ import { LeaseLostError } from '../../src/worker/abort-reasons.ts'
 import { Completer } from '../../src/worker/completer.ts'
 import { LeaseKeeper } from '../../src/worker/lease-keeper.ts'
 import { createRun, type Run } from '../../src/worker/run.ts'
-import { useTestDb } from '../db.ts'
+import { lockWaiters, useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
 
 const t = useTestDb()
@@ -94,15 +94,7 @@ describe('LeaseKeeper', () => {
       const done = (r: Run) => ({ ...r.ref, resultJson: 'null', outputUri: null })
       for (const r of [blocked, written]) r.state = 'finishing'
       const writes = [completer.complete(done(blocked)), completer.complete(done(written))]
-      await waitFor(
-        async () =>
-          (
-            await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`.execute(
-              t.db,
-            )
-          ).rows[0]?.n === 1,
-        { what: 'the outcome write to wait on the lock' },
-      )
+      await waitFor(async () => (await lockWaiters(t.db)) === 1, { what: 'the outcome write to wait on the lock' })
       const before = await row(running.ref.id)
       const sureBefore = [blocked, written, running].map((r) => r.leaseSureUntilMs)
       // the heartbeat answers while the write still waits, and renews the lease of the run no one holds
@@ -113,13 +105,7 @@ describe('LeaseKeeper', () => {
           deadline = setTimeout(() => reject(new Error('the heartbeat waited for the outcome write')), 10_000)
         }),
       ]).finally(() => clearTimeout(deadline))
-      expect(
-        (
-          await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`.execute(
-            t.db,
-          )
-        ).rows[0]?.n,
-      ).toBe(1)
+      expect(await lockWaiters(t.db)).toBe(1)
       expect((await row(running.ref.id)).lease_expires_at?.getTime()).toBeGreaterThan(before.lease_expires_at?.getTime() ?? Infinity)
       expect(running.leaseSureUntilMs).toBeGreaterThan(sureBefore[2] as number)
       // the row another transaction holds is passed over: neither renewed nor lost (the write's other
