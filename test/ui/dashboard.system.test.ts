@@ -65,8 +65,8 @@ async function shot(page: Page, name: string): Promise<void> {
 }
 
 /** A new signed-in page at `width` px. */
-async function signedIn(key: string, width = 1280): Promise<Page> {
-  const { page } = await openPage(browser, width)
+async function signedIn(key: string, width = 1280, options: { timezoneId?: string; locale?: string } = {}): Promise<Page> {
+  const { page } = await openPage(browser, width, options)
   await signIn(page, api.url, key)
   return page
 }
@@ -595,13 +595,23 @@ describe('the dashboard in Chromium', () => {
       schedule: { cron: '0 3 * * *', timezone: 'Europe/Berlin' },
       payload: { failWhile: join(flags, 'never') },
     })
-    const page = await signedIn(acmeKey)
+    const page = await signedIn(acmeKey, 1280, { timezoneId: 'America/New_York', locale: 'en-GB' })
     await page.goto(`${api.url}/ui/#/schedules`)
     const row = page.locator('tr', { has: page.locator(`a[href="#/jobs/${job.id}"]`) })
     await row.waitFor()
-    // the zone its fire times are reckoned in, beside the expression (the times below are in the browser's)
+    // the zone its fire times are reckoned in, beside the expression
     await expect(row.locator('td').nth(3).textContent()).resolves.toContain('cron 0 3 * * * (Europe/Berlin)')
-    expect(await row.locator('td').nth(4).locator('li').count()).toBe(5)
+    const fires = row.locator('td').nth(4).locator('li')
+    expect(await fires.count()).toBe(5)
+    // each fire time in the schedule's zone (03:00 in Berlin), then in the browser's (New York)
+    for (const text of await fires.allTextContents()) expect(text).toMatch(/^\d\d\/\d\d\/\d{4}, 03:00:00 CES?T \(\d\d\/\d\d\/\d{4}, \d\d:00:00 GMT-[45]\)$/)
+    // on the job's page too
+    await page.goto(`${api.url}/ui/#/jobs/${job.id}`)
+    const jobFires = page.locator('dt:text-is("Next fire times") + dd li')
+    await waitFor(async () => (await jobFires.count()) === 5, { what: "the job page's five next fire times" })
+    expect(await jobFires.first().textContent()).toMatch(/, 03:00:00 CES?T \(/)
+    await page.goto(`${api.url}/ui/#/schedules`)
+    await row.waitFor()
     await shot(page, 'schedules')
     await row.getByRole('button', { name: `Pause schedule ${job.id}` }).click()
     await waitFor(async () => (await rest<{ state: string }>(acmeKey, 'GET', `/v1/jobs/${job.id}`)).state === 'paused', { what: 'the schedule to pause' })
@@ -631,6 +641,8 @@ describe('the dashboard in Chromium', () => {
     await page.goto(`${api.url}/ui/#/jobs/${last}`)
     const fires = page.locator('dt:text-is("Next fire times") + dd li')
     await waitFor(async () => (await fires.count()) === 5, { what: 'the five next fire times of the 501st schedule' })
+    // an interval has no zone of its own: its fire times are in the browser's alone
+    expect(await fires.first().textContent()).not.toContain('(')
     await page.context().close()
   })
 

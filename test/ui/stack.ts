@@ -86,7 +86,7 @@ export const cspViolations: string[] = []
 export async function openPage(
   browser: Browser,
   width: number,
-  options: { timezoneId?: string } = {},
+  options: { timezoneId?: string; locale?: string } = {},
 ): Promise<{ context: BrowserContext; page: Page; transferredBytes(): Promise<number> }> {
   const context = await browser.newContext({ viewport: { width, height: 900 }, deviceScaleFactor: 1, ...options })
   const page = await context.newPage()

@@ -6,6 +6,24 @@ export function when(iso: string | null | undefined): string {
   return Number.isNaN(d.getTime()) ? iso : d.toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'long' })
 }
 
+/**
+ * A schedule's fire time: in the schedule's own zone when it has one the browser does not share
+ * ("09:00 Berlin" reads 09:00 CET), then in the browser's zone in brackets; as `when` otherwise, and
+ * when the browser does not know the zone's name.
+ */
+export function fireTime(iso: string, zone: string | null | undefined): string {
+  const d = new Date(iso)
+  if (!zone || Number.isNaN(d.getTime())) return when(iso)
+  let own: string
+  try {
+    if (new Intl.DateTimeFormat(undefined, { timeZone: zone }).resolvedOptions().timeZone === Intl.DateTimeFormat().resolvedOptions().timeZone) return when(iso)
+    own = d.toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'long', timeZone: zone })
+  } catch {
+    return when(iso)
+  }
+  return `${own} (${when(iso)})`
+}
+
 /** A minute (of a chart's figures) as `when` writes a time, to the minute: in the browser's zone, named ("14:05 CET"). */
 export function minuteOf(date: Date): string {
   return Number.isNaN(date.getTime()) ? '—' : date.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', timeZoneName: 'short' })

@@ -9,7 +9,7 @@ import { useState } from 'preact/hooks'
 import { call, withQuery } from '../api.ts'
 import { ActionButton, ErrorNotice, JsonBlock, LongText, StatusBadge, TableWrap } from '../components/common.tsx'
 import { Output } from '../components/output.tsx'
-import { duration, errorText, when } from '../format.ts'
+import { duration, errorText, fireTime, when } from '../format.ts'
 import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
 import { href, navigate } from '../router.ts'
 import type { Attempt, Execution, Job, Page, ScheduleInfo } from '../types.ts'
@@ -282,7 +282,7 @@ export function JobDetailPage({ id }: { id: string }) {
                   <dd>
                     <ul class="plain">
                       {fires.data?.map((t) => (
-                        <li key={t}>{when(t)}</li>
+                        <li key={t}>{fireTime(t, j.schedule?.kind === 'cron' ? j.schedule.timezone : null)}</li>
                       ))}
                     </ul>
                   </dd>

@@ -2,7 +2,7 @@
 import { useContext, useState } from 'preact/hooks'
 import { call, withQuery } from '../api.ts'
 import { ActionButton, ErrorNotice, StatusBadge, TableWrap } from '../components/common.tsx'
-import { shortId, when } from '../format.ts'
+import { fireTime, shortId, when } from '../format.ts'
 import { useLiveRefresh, useLoad } from '../hooks.ts'
 import { IdentityContext } from '../identity.ts'
 import { href } from '../router.ts'
@@ -74,7 +74,7 @@ export function SchedulesPage() {
                   <td>
                     <ul class="plain">
                       {s.nextFireTimes.slice(0, 5).map((t) => (
-                        <li key={t}>{when(t)}</li>
+                        <li key={t}>{fireTime(t, s.kind === 'cron' ? s.timezone : null)}</li>
                       ))}
                     </ul>
                   </td>
