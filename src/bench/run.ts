@@ -11,7 +11,8 @@
  * with another variant of the set (variants.ts): flow, with a concurrency limit, fair share or a rate limit on but not binding
  * (flow.ts); sandbox, with every handler in a thread or process sandbox (sandboxes.ts); events, with
  * events written for nobody or read by one SSE client (events.ts). Also opt-in: list, the reads of
- * the jobs page over HTTP with the history rows in place (list.ts).
+ * the jobs page over HTTP with the history rows in place (list.ts); steady-rates and cold-start, the
+ * steady state at several rates and on a new database from its first request (steady.ts).
  */
 import { performance } from 'node:perf_hooks'
 import { sql } from 'kysely'
@@ -37,7 +38,7 @@ import { loadAutocannon, spawnWorker, type BenchProcess } from './processes.ts'
 import { change, format, type BenchReport, type Row } from './report.ts'
 import { addSandboxStartRows, SANDBOX_CONCURRENCY, SANDBOX_REFERENCE, SANDBOX_VARIANTS, sandboxVariants } from './sandboxes.ts'
 import { createScratch, insertJobs, type Scratch } from './scratch.ts'
-import { addRecurringRows, addSteadyRows } from './steady.ts'
+import { addColdStartRows, addRecurringRows, addSteadyRateRows, addSteadyRows } from './steady.ts'
 import { addSubmitRows } from './submit.ts'
 import { figure, quantile } from './stats.ts'
 import { addVariantRows, runOrder, type BurnDownRun, type BurnDownVariant, type Submit } from './variants.ts'
@@ -65,15 +66,32 @@ const INSUFFICIENT_PRIVILEGE = '42501'
 
 /** Scenarios of a run without `--only`. */
 export const DEFAULT_SCENARIOS = ['ceiling', 'burn-down', 'submit', 'latency', 'priority', 'scale', 'memory', 'recurring', 'steady'] as const
-/** Every scenario `--only` accepts: the default ones, the flow-control ones (flow: all five), the sandbox ones (sandbox: both), the event ones (events: both), list. */
-export const SCENARIOS = [...DEFAULT_SCENARIOS, 'flow', ...FLOW_VARIANTS, 'sandbox', ...SANDBOX_VARIANTS, 'events', ...EVENTS_VARIANTS, 'list'] as const
+/** Every scenario `--only` accepts: the default ones, the flow-control ones (flow: all five), the sandbox ones (sandbox: both), the event ones (events: both), steady-rates, cold-start, list. */
+export const SCENARIOS = [
+  ...DEFAULT_SCENARIOS,
+  'flow',
+  ...FLOW_VARIANTS,
+  'sandbox',
+  ...SANDBOX_VARIANTS,
+  'events',
+  ...EVENTS_VARIANTS,
+  'steady-rates',
+  'cold-start',
+  'list',
+] as const
 export type Scenario = (typeof SCENARIOS)[number]
 
 const WORKER_ID = '00000000-0000-7000-8000-00000000be00'
 
 export async function runBench(o: BenchOptions): Promise<BenchReport> {
   const started = performance.now()
-  const wantRest = !o.only || o.only.includes('submit') || o.only.includes('memory') || o.only.includes('steady')
+  const wantRest =
+    !o.only ||
+    o.only.includes('submit') ||
+    o.only.includes('memory') ||
+    o.only.includes('steady') ||
+    o.only.includes('steady-rates') ||
+    o.only.includes('cold-start')
   // Before any work: a run that cannot finish should say so at once, not after minutes.
   const loadTest = wantRest ? await loadAutocannon() : undefined
   const rows: Row[] = []
@@ -401,6 +419,9 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     // 8–9. steady states: recurring jobs alone, and REST submits beside recurring jobs (CPU per execution)
     if (want('recurring')) await addRecurringRows(s, o, track, add)
     if (want('steady')) await addSteadyRows(s, o, track, add)
+    // (only when named) the steady state at several rates, and on a new database from its first request
+    if (o.only?.includes('steady-rates')) await addSteadyRateRows(s, o, track, add)
+    if (o.only?.includes('cold-start')) await addColdStartRows(o.databaseUrl, o.partitions, o, track, add)
     // 10. list (only when named): the jobs page's reads with the history in place
     if (o.only?.includes('list')) {
       await addListRows({ ...o, keep: o.keepHistory, add, track })

@@ -5,6 +5,10 @@
  * - recurring: `jobs` recurring jobs, each every 1–10 s (a random interval, phases spread over it),
  *   nothing else.
  * - steady: one-time jobs submitted over REST at a fixed rate (open loop) beside 200 recurring jobs.
+ * - steady-rates (only when named): the steady scenario at 150, 300, 600 and 1,200 jobs/s, to show
+ *   how the CPU per execution moves with the rate.
+ * - cold-start (only when named): the steady scenario on a database just migrated, never analyzed,
+ *   measured from the first request with no warm-up.
  * Lag is the time from when an execution became due (run_at: the fire time, or the submit) to its
  * claim (started_at), both on the database clock.
  */
@@ -16,8 +20,8 @@ import { cpuMeter } from './cpu.ts'
 import { freePort } from './probes.ts'
 import { loadAutocannon, spawnApi, spawnBareHttp, spawnWorker, type BenchProcess } from './processes.ts'
 import type { Row } from './report.ts'
-import type { Scratch } from './scratch.ts'
-import { figure } from './stats.ts'
+import { createScratch, type Scratch } from './scratch.ts'
+import { figure, quantile } from './stats.ts'
 import { seededRandom } from '../lib/seeded-random.ts'
 
 export interface SteadyOptions {
@@ -26,6 +30,8 @@ export interface SteadyOptions {
   restRate: number
   warmupMs: number
   windowMs: number
+  /** Measure the reference server after the run (default true; needs restRate > 0). */
+  bareHttp?: boolean
   /** Called with each process started, so the caller can stop it on failure. */
   spawned: (p: BenchProcess) => void
 }
@@ -45,6 +51,8 @@ export interface SteadyResult {
   lagP99Ms: number
   /** Executions due and not claimed at the end of the window minus those at its start. */
   backlogGrowth: number
+  /** p99 latency of `POST /v1/jobs` as the load generator saw it, over warm-up and window (NaN without REST). */
+  submitP99Ms: number
   /** CPU per request, µs, of the reference server (bare-http.ts) under the same REST load (NaN without one). */
   bareHttpUs: number
 }
@@ -96,6 +104,48 @@ async function dueBacklog(s: Scratch): Promise<number> {
   return Number(rows[0]?.n)
 }
 
+/** How often the lags are read during the window: well inside the shortest retention (60 s). */
+const LAG_POLL_MS = 10_000
+/** Outcomes are read once this old: a completing transaction may commit after the time it recorded. */
+const LAG_SETTLE_MS = 5_000
+
+/**
+ * The lag (ms) of every execution due from `t0`, read while the window runs: an execution that
+ * finished is read from the history within seconds, before retention can prune it (a soak with a
+ * retention shorter than its window would otherwise count only the executions still kept at its end).
+ * `end(t1)` reads the rest and returns the lags of those due before `t1`; one not claimed by then
+ * counts with the time until `t1`.
+ */
+function lagCollector(s: Scratch, t0: Date) {
+  const seen: Array<{ runAt: number; lag: number }> = []
+  let from = t0
+  const read = async (upTo: Date | null): Promise<void> => {
+    const { rows } = await sql<{ run_at_ms: number; lag_ms: number }>`
+      select extract(epoch from run_at) * 1000 as run_at_ms, extract(epoch from started_at - run_at) * 1000 as lag_ms
+        from pgsched.execution_history
+       where finished_at >= ${from}::timestamptz and (${upTo}::timestamptz is null or finished_at < ${upTo}::timestamptz)
+         and run_at >= ${t0}::timestamptz`.execute(s.db)
+    for (const r of rows) seen.push({ runAt: Number(r.run_at_ms), lag: Number(r.lag_ms) })
+    if (upTo) from = upTo
+  }
+  return {
+    async poll(): Promise<void> {
+      await read(new Date((await dbNow(s)).getTime() - LAG_SETTLE_MS))
+    },
+    async end(t1: Date): Promise<number[]> {
+      await read(null)
+      const { rows } = await sql<{ run_at_ms: number; lag_ms: number }>`
+        select extract(epoch from run_at) * 1000 as run_at_ms,
+               extract(epoch from coalesce(started_at, ${t1}::timestamptz) - run_at) * 1000 as lag_ms
+          from pgsched.executions
+         where finished_at is null and run_at >= ${t0}::timestamptz and run_at < ${t1}::timestamptz`.execute(s.db)
+      for (const r of rows) seen.push({ runAt: Number(r.run_at_ms), lag: Number(r.lag_ms) })
+      const end = t1.getTime()
+      return seen.filter((x) => x.runAt < end).map((x) => x.lag)
+    },
+  }
+}
+
 async function dbNow(s: Scratch): Promise<Date> {
   const { rows } = await sql<{ now: Date }>`select now()`.execute(s.db)
   return (rows[0] as { now: Date }).now
@@ -114,7 +164,7 @@ export async function measureSteady(s: Scratch, o: SteadyOptions): Promise<Stead
   const workers = [spawnWorker({ databaseUrl: s.url, concurrency: 50 }), spawnWorker({ databaseUrl: s.url, concurrency: 50 })]
   for (const w of workers) o.spawned(w)
   let api: BenchProcess | undefined
-  let load: Promise<{ non2xx: number; errors: number }> | undefined
+  let load: Promise<{ non2xx: number; errors: number; latency: { p99: number } }> | undefined
   if (loadTest) {
     const key = await createApiKey(s.db, { tenant: 'bench', name: `steady-${Date.now()}` })
     const port = await freePort()
@@ -138,7 +188,12 @@ export async function measureSteady(s: Scratch, o: SteadyOptions): Promise<Stead
   const meter = cpuMeter({ w1: workers[0]?.child.pid, w2: workers[1]?.child.pid, api: api?.child.pid })
   const t0 = await dbNow(s)
   const backlogBefore = await dueBacklog(s)
-  await sleep(o.windowMs)
+  const lags = lagCollector(s, t0)
+  const windowEnd = Date.now() + o.windowMs
+  while (Date.now() < windowEnd) {
+    await sleep(Math.min(LAG_POLL_MS, windowEnd - Date.now()))
+    if (Date.now() < windowEnd) await lags.poll()
+  }
   const cpu = meter.read()
   const t1 = await dbNow(s)
   const backlogGrowth = (await dueBacklog(s)) - backlogBefore
@@ -146,18 +201,10 @@ export async function measureSteady(s: Scratch, o: SteadyOptions): Promise<Stead
   if (result && (result.non2xx > 0 || result.errors > 0)) {
     throw new Error(`steady REST load: ${result.non2xx} non-2xx answers and ${result.errors} errors`)
   }
-  // Executions due in the window, with their lag; those not claimed yet count with the time until t1.
-  const { rows } = await sql<{ n: string; p50: number | null; p99: number | null }>`
-    select count(*)::text as n,
-           percentile_cont(0.5) within group (order by lag) as p50,
-           percentile_cont(0.99) within group (order by lag) as p99
-      from (select extract(epoch from coalesce(started_at, ${t1}::timestamptz) - run_at) * 1000 as lag
-              from pgsched.executions
-             where run_at >= ${t0}::timestamptz and run_at < ${t1}::timestamptz) x`.execute(s.db)
+  const window = await lags.end(t1)
   await Promise.all([...workers, ...(api ? [api] : [])].map((p) => p.stop()))
-  const bareHttpUs = loadTest ? await measureBareHttp(s, loadTest, o) : Number.NaN
-  const r = rows[0] as { n: string; p50: number | null; p99: number | null }
-  const n = Number(r.n)
+  const bareHttpUs = loadTest && o.bareHttp !== false ? await measureBareHttp(s, loadTest, o) : Number.NaN
+  const n = window.length
   const workerS = (cpu.processes.w1 ?? Number.NaN) + (cpu.processes.w2 ?? Number.NaN)
   const apiS = api ? (cpu.processes.api ?? Number.NaN) : 0
   const pct = (seconds: number) => (100 * seconds) / cpu.elapsedS
@@ -170,9 +217,10 @@ export async function measureSteady(s: Scratch, o: SteadyOptions): Promise<Stead
     workersUs: us(workerS),
     apiUs: us(apiS),
     postgresUs: us(cpu.postgres),
-    lagP50Ms: r.p50 ?? Number.NaN,
-    lagP99Ms: r.p99 ?? Number.NaN,
+    lagP50Ms: quantile(window, 0.5),
+    lagP99Ms: quantile(window, 0.99),
     backlogGrowth,
+    submitP99Ms: result ? result.latency.p99 : Number.NaN,
     bareHttpUs,
   }
 }
@@ -259,5 +307,73 @@ export async function addSteadyRows(
   add({ scenario: 'steady', metric: 'CPU in total, share of one core', unit: '%', figure: of((r) => r.apiPct + r.workersPct + r.postgresPct) })
   add({ scenario: 'steady', metric: 'due → claim p50', unit: 'ms', figure: of((r) => r.lagP50Ms) })
   add({ scenario: 'steady', metric: 'due → claim p99', unit: 'ms', figure: of((r) => r.lagP99Ms) })
+  add({ scenario: 'steady', metric: 'POST /v1/jobs p99 (load generator)', unit: 'ms', figure: of((r) => r.submitP99Ms) })
   add({ scenario: 'steady', metric: 'backlog growth over the window (due, not claimed)', unit: 'executions', figure: of((r) => r.backlogGrowth) })
+}
+
+/** REST rates of the steady-rates scenario, jobs/s (the --quick run: the first two). */
+export const STEADY_RATES = [150, 300, 600, 1_200] as const
+
+/**
+ * The steady scenario at several rates, the lowest first: the CPU per execution of each part, so a
+ * cost that does not scale with the work (polling, timers, statements that find nothing) shows as a
+ * figure that rises as the rate falls.
+ */
+export async function addSteadyRateRows(
+  s: Scratch,
+  o: { quick: boolean; reps: number; steadySeconds: number; progress: (line: string) => void },
+  spawned: (p: BenchProcess) => void,
+  add: (row: Row) => void,
+): Promise<void> {
+  const rates = o.quick ? STEADY_RATES.slice(0, 2) : STEADY_RATES
+  for (const rate of rates) {
+    const of = await runs(s, o, `steady-rates: POST /v1/jobs at ${rate}/s + 200 recurring jobs`, {
+      recurringJobs: 200,
+      restRate: rate,
+      warmupMs: o.quick ? 3_000 : 10_000,
+      windowMs: o.steadySeconds * 1000,
+      bareHttp: false,
+      spawned,
+    })
+    const at = `${rate}/s + 200 recurring jobs`
+    add({ scenario: 'steady-rates', metric: `executions per second, ${at}`, unit: 'executions/s', figure: of((r) => r.executionsPerS) })
+    add({ scenario: 'steady-rates', metric: `${at}: CPU per execution, API`, unit: 'µs', figure: of((r) => r.apiUs) })
+    add({ scenario: 'steady-rates', metric: `${at}: CPU per execution, the 2 workers`, unit: 'µs', figure: of((r) => r.workersUs) })
+    add({ scenario: 'steady-rates', metric: `${at}: CPU per execution, PostgreSQL`, unit: 'µs', figure: of((r) => r.postgresUs) })
+    add({ scenario: 'steady-rates', metric: `${at}: CPU per execution, total`, unit: 'µs', figure: of((r) => r.apiUs + r.workersUs + r.postgresUs) })
+    add({ scenario: 'steady-rates', metric: `${at}: due → claim p99`, unit: 'ms', figure: of((r) => r.lagP99Ms) })
+  }
+}
+
+/**
+ * The steady scenario on a database just migrated and never analyzed (a new install), measured from
+ * the first request with no warm-up: the plans each process makes on empty tables must hold once
+ * they fill. Each repetition gets a database of its own.
+ */
+export async function addColdStartRows(
+  databaseUrl: string,
+  partitions: number,
+  o: { quick: boolean; reps: number; steadyRate: number; steadySeconds: number; progress: (line: string) => void },
+  spawned: (p: BenchProcess) => void,
+  add: (row: Row) => void,
+): Promise<void> {
+  const results: SteadyResult[] = []
+  const window = o.quick ? 5 : Math.max(o.steadySeconds, 60)
+  const what = `POST /v1/jobs at ${o.steadyRate}/s + 200 recurring jobs on a new database, the first ${window} s`
+  for (let i = 1; i <= o.reps; i++) {
+    o.progress(`  cold-start: ${what} ${i}/${o.reps}`)
+    const fresh = await createScratch(databaseUrl, partitions)
+    try {
+      results.push(await measureSteady(fresh, { recurringJobs: 200, restRate: o.steadyRate, warmupMs: 0, windowMs: window * 1000, bareHttp: false, spawned }))
+    } finally {
+      await fresh.drop()
+    }
+  }
+  const of = (pick: (r: SteadyResult) => number) => figure(results.map(pick))
+  add({ scenario: 'cold-start', metric: `executions per second, ${what}`, unit: 'executions/s', figure: of((r) => r.executionsPerS) })
+  add({ scenario: 'cold-start', metric: 'CPU per execution: total', unit: 'µs', figure: of((r) => r.apiUs + r.workersUs + r.postgresUs) })
+  add({ scenario: 'cold-start', metric: 'CPU per execution: PostgreSQL', unit: 'µs', figure: of((r) => r.postgresUs) })
+  add({ scenario: 'cold-start', metric: 'due → claim p99', unit: 'ms', figure: of((r) => r.lagP99Ms), target: o.quick ? undefined : '< 1000' })
+  add({ scenario: 'cold-start', metric: 'POST /v1/jobs p99 (load generator)', unit: 'ms', figure: of((r) => r.submitP99Ms) })
+  add({ scenario: 'cold-start', metric: 'backlog growth over the window (due, not claimed)', unit: 'executions', figure: of((r) => r.backlogGrowth) })
 }

@@ -143,6 +143,32 @@ describe('scheduler bench --quick', () => {
     for (const row of client) expect(row.figure.median).toBeGreaterThan(0)
   })
 
+  it('runs the steady state at several rates and on a new database from its first request only when named', { timeout: 180_000 }, async () => {
+    const out = join(mkdtempSync(join(tmpdir(), 'pgsched-bench-')), 'report.json')
+    await run('node', ['bin/scheduler', 'bench', '--quick', '--only', 'steady-rates,cold-start', '--json', out], {
+      env: { ...process.env, DATABASE_URL: adminUrl() },
+      maxBuffer: 10 * 1024 * 1024,
+    })
+    const report = JSON.parse(readFileSync(out, 'utf8')) as {
+      rows: Array<{ scenario: string; metric: string; unit: string; figure: { median: number } }>
+    }
+    expect([...new Set(report.rows.map((r) => r.scenario))].sort()).toEqual(['cold-start', 'steady-rates'])
+    // --quick: the two lowest rates, each with its CPU per execution split and in total
+    const totals = report.rows.filter((r) => r.scenario === 'steady-rates' && r.metric.endsWith('CPU per execution, total'))
+    expect(totals.map((r) => r.metric)).toEqual([
+      '150/s + 200 recurring jobs: CPU per execution, total',
+      '300/s + 200 recurring jobs: CPU per execution, total',
+    ])
+    for (const row of totals) expect(row.figure.median).toBeGreaterThan(0)
+    // the cold start measured the submits the load generator saw and the lag of what they made due
+    const cold = (metric: string) => report.rows.find((r) => r.scenario === 'cold-start' && r.metric.startsWith(metric))?.figure.median
+    expect(cold('executions per second')).toBeGreaterThan(0)
+    expect(cold('due → claim p99')).toBeGreaterThan(0)
+    expect(cold('POST /v1/jobs p99')).toBeGreaterThan(0)
+    const { stdout: dbs } = await run('psql', [adminUrl(), '-Atc', "select count(*) from pg_database where datname like 'pgsched_bench_%'"])
+    expect(dbs.trim()).toBe('0')
+  })
+
   it('times the reads of the jobs page over HTTP with history in place, only when named, and drops its database', { timeout: 300_000 }, async () => {
     const out = join(mkdtempSync(join(tmpdir(), 'pgsched-bench-')), 'report.json')
     const { stderr } = await run('node', ['bin/scheduler', 'bench', '--only', 'list', '--history-rows', '10000', '--json', out], {

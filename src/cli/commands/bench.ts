@@ -133,11 +133,15 @@ export function registerBench(program: Command): void {
         "fair share's goal is against burn-down-tenants, the same tenants' submits with it off, which runs whenever burn-down-fair does) and sandbox (burn-down-thread, " +
         `burn-down-process: every handler in a thread or process sandbox, each paired with the in-process burn-down, at concurrency ${SANDBOX_CONCURRENCY}) ` +
         'events (burn-down-events-kept: events written with nobody reading; burn-down-events-sse: one SSE client reading GET /v1/events; ' +
-        'each paired with the plain burn-down) and list (the API reads of the jobs page, timed over HTTP with --history-rows executions in history) run only when named',
+        'each paired with the plain burn-down), steady-rates (the steady scenario at 150, 300, 600 and 1200 jobs/s), cold-start (the steady scenario on a new, ' +
+        'never-analyzed database from its first request, at least 60 s) and list (the API reads of the jobs page, timed over HTTP with --history-rows executions in history) run only when named',
     )
     .option('--partitions <n>', `hash partitions of the scratch schema (default: SCHEDULER_PARTITIONS or ${PARTITION_COUNT_DEFAULT})`)
-    .option('--steady-rate <n>', 'jobs per second the steady scenario submits over REST (default 600; 100 with --quick)')
-    .option('--steady-seconds <n>', 'measured window of the steady scenario, after a warm-up of 10 s (3 s with --quick) (default 30; 5 with --quick)')
+    .option('--steady-rate <n>', 'jobs per second the steady and cold-start scenarios submit over REST (default 600; 100 with --quick)')
+    .option(
+      '--steady-seconds <n>',
+      'measured window of the steady and steady-rates scenarios, after a warm-up of 10 s (3 s with --quick) (default 30; 5 with --quick)',
+    )
     .option(
       '--write-docs [file]',
       "after a full run, write the figures as markdown to file (default: the package's docs/benchmarks.md); with --only list alone, write or replace its section there",
