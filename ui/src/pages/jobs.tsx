@@ -1,7 +1,8 @@
 /**
  * The jobs list: filters (status, type, queue, tenant for operator keys), a search by job id or
- * idempotency key, keyset paging (the API's cursors; "previous" goes back along the cursors
- * already seen), export of the filtered list, and live refresh of the first page.
+ * idempotency key, keyset paging (the API's cursors; the page's cursor and number are in the address,
+ * so a reload, a bookmark or the browser's Back keeps the page; "Previous" goes back along the cursors
+ * this tab has seen), export of the filtered list, and live refresh of the first page.
  */
 import { useContext, useState } from 'preact/hooks'
 import { call, request, withQuery } from '../api.ts'
@@ -97,17 +98,50 @@ function FilterForm({ filters }: { filters: Filters }) {
   )
 }
 
+/** Where "Previous" leads from each page reached with "Next", in this tab (kept across a reload). */
+const PREVIOUS = 'pgsched.jobs.previous'
+
+function previousPages(): Record<string, { cursor: string | null; page: number }> {
+  try {
+    return JSON.parse(sessionStorage.getItem(PREVIOUS) ?? '{}') as Record<string, { cursor: string | null; page: number }>
+  } catch {
+    return {}
+  }
+}
+
+function rememberPrevious(at: string, previous: { cursor: string | null; page: number }): void {
+  const all = previousPages()
+  all[at] = previous
+  // a long session's trail, not an archive: the latest 200 pages
+  const keys = Object.keys(all)
+  for (const k of keys.slice(0, Math.max(0, keys.length - 200))) delete all[k]
+  try {
+    sessionStorage.setItem(PREVIOUS, JSON.stringify(all))
+  } catch {
+    // storage full or refused: "Previous" then leads to the first page
+  }
+}
+
 export function JobsPage({ query }: { query: URLSearchParams }) {
   const filters = filtersOf(query)
   const key = JSON.stringify(filters)
-  // The cursors of the pages before this one (keyset paging has no offsets to go back to).
-  const [cursors, setCursors] = useState<{ key: string; stack: Array<string | undefined> }>({ key, stack: [undefined] })
-  const stack = cursors.key === key ? cursors.stack : [undefined]
-  const cursor = stack[stack.length - 1]
+  // keyset paging has no offsets: the address holds the page's cursor (none on the first page)
+  const cursor = query.get('cursor') ?? undefined
+  const pageNumber = cursor ? Math.max(2, Number.parseInt(query.get('page') ?? '', 10) || 2) : 1
+  const goTo = (to: string | null, number: number) =>
+    navigate('/jobs', { ...filters, cursor: to ?? undefined, page: to && number > 1 ? String(number) : undefined })
+  const next = (to: string) => {
+    rememberPrevious(`${key} ${to}`, { cursor: cursor ?? null, page: pageNumber })
+    goTo(to, pageNumber + 1)
+  }
+  const previous = () => {
+    const before = cursor ? previousPages()[`${key} ${cursor}`] : undefined
+    goTo(before?.cursor ?? null, before?.page ?? 1)
+  }
   const page = useLoad((signal) => call<Page<Job>>(withQuery('/v1/jobs', { ...filters, limit: PAGE_SIZE, cursor }), { signal }), [key, cursor])
   // Live: the first page follows new jobs and state changes; later pages stay put.
   useLiveRefresh(
-    (e) => stack.length === 1 && (!filters.queue || e.queue === filters.queue) && (!filters.type || e.jobType === filters.type),
+    (e) => !cursor && (!filters.queue || e.queue === filters.queue) && (!filters.type || e.jobType === filters.type),
     () => page.reload(),
   )
   const items = page.data?.items ?? []
@@ -127,7 +161,7 @@ export function JobsPage({ query }: { query: URLSearchParams }) {
       <ErrorNotice error={page.error} what="This job list" />
       <TableWrap label="Jobs">
         <table class="jobs" aria-busy={page.loading}>
-          <caption class="visually-hidden">Jobs, newest first{stack.length > 1 ? `, page ${stack.length}` : ''}</caption>
+          <caption class="visually-hidden">Jobs, newest first{pageNumber > 1 ? `, page ${pageNumber}` : ''}</caption>
           <thead>
             <tr>
               <th scope="col">Job</th>
@@ -166,15 +200,11 @@ export function JobsPage({ query }: { query: URLSearchParams }) {
         {items.length === 0 && !page.loading && <p class="empty">No jobs match.</p>}
       </TableWrap>
       <nav class="pager" aria-label="Pages">
-        <button type="button" disabled={stack.length <= 1} onClick={() => setCursors({ key, stack: stack.slice(0, -1) })}>
+        <button type="button" disabled={!cursor} onClick={previous}>
           Previous
         </button>
-        <span>Page {stack.length}</span>
-        <button
-          type="button"
-          disabled={!page.data?.nextCursor}
-          onClick={() => page.data?.nextCursor && setCursors({ key, stack: [...stack, page.data.nextCursor] })}
-        >
+        <span>Page {pageNumber}</span>
+        <button type="button" disabled={!page.data?.nextCursor} onClick={() => page.data?.nextCursor && next(page.data.nextCursor)}>
           Next
         </button>
       </nav>
