@@ -16,7 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { sql } from 'kysely'
 import { createApiKey } from '../api/auth.ts'
 import { createClient } from '../client.ts'
-import { cpuMeter } from './cpu.ts'
+import { cpuMeter, type CpuReading } from './cpu.ts'
 import { freePort } from './probes.ts'
 import { loadAutocannon, spawnApi, spawnBareHttp, spawnWorker, type BenchProcess } from './processes.ts'
 import type { Row } from './report.ts'
@@ -119,27 +119,30 @@ const LAG_SETTLE_MS = 5_000
 function lagCollector(s: Scratch, t0: Date) {
   const seen: Array<{ runAt: number; lag: number }> = []
   let from = t0
-  const read = async (upTo: Date | null): Promise<void> => {
-    const { rows } = await sql<{ run_at_ms: number; lag_ms: number }>`
-      select extract(epoch from run_at) * 1000 as run_at_ms, extract(epoch from started_at - run_at) * 1000 as lag_ms
-        from pgsched.execution_history
-       where finished_at >= ${from}::timestamptz and (${upTo}::timestamptz is null or finished_at < ${upTo}::timestamptz)
-         and run_at >= ${t0}::timestamptz`.execute(s.db)
+  const keep = (rows: ReadonlyArray<{ run_at_ms: number; lag_ms: number }>) => {
     for (const r of rows) seen.push({ runAt: Number(r.run_at_ms), lag: Number(r.lag_ms) })
-    if (upTo) from = upTo
   }
+  // (an execution cancelled before it started has no lag: left out)
+  const finished = (upTo: Date | null) => sql`
+    select extract(epoch from run_at) * 1000 as run_at_ms, extract(epoch from started_at - run_at) * 1000 as lag_ms
+      from pgsched.execution_history
+     where finished_at >= ${from}::timestamptz and (${upTo}::timestamptz is null or finished_at < ${upTo}::timestamptz)
+       and run_at >= ${t0}::timestamptz and started_at is not null`
   return {
     async poll(): Promise<void> {
-      await read(new Date((await dbNow(s)).getTime() - LAG_SETTLE_MS))
+      const upTo = new Date((await dbNow(s)).getTime() - LAG_SETTLE_MS)
+      keep((await sql<{ run_at_ms: number; lag_ms: number }>`${finished(upTo)}`.execute(s.db)).rows)
+      from = upTo
     },
     async end(t1: Date): Promise<number[]> {
-      await read(null)
+      // one statement, one snapshot: an execution that finishes meanwhile is read once, as finished or not
       const { rows } = await sql<{ run_at_ms: number; lag_ms: number }>`
-        select extract(epoch from run_at) * 1000 as run_at_ms,
-               extract(epoch from coalesce(started_at, ${t1}::timestamptz) - run_at) * 1000 as lag_ms
+        ${finished(null)}
+        union all
+        select extract(epoch from run_at) * 1000, extract(epoch from coalesce(started_at, ${t1}::timestamptz) - run_at) * 1000
           from pgsched.executions
          where finished_at is null and run_at >= ${t0}::timestamptz and run_at < ${t1}::timestamptz`.execute(s.db)
-      for (const r of rows) seen.push({ runAt: Number(r.run_at_ms), lag: Number(r.lag_ms) })
+      keep(rows)
       const end = t1.getTime()
       return seen.filter((x) => x.runAt < end).map((x) => x.lag)
     },
@@ -165,44 +168,51 @@ export async function measureSteady(s: Scratch, o: SteadyOptions): Promise<Stead
   for (const w of workers) o.spawned(w)
   let api: BenchProcess | undefined
   let load: Promise<{ non2xx: number; errors: number; latency: { p99: number } }> | undefined
-  if (loadTest) {
-    const key = await createApiKey(s.db, { tenant: 'bench', name: `steady-${Date.now()}` })
-    const port = await freePort()
-    api = spawnApi({ databaseUrl: s.url, port })
-    o.spawned(api)
-    await api.ready
-    await Promise.all(workers.map((w) => w.ready))
-    load = loadTest({
-      url: `http://127.0.0.1:${port}/v1/jobs`,
-      method: 'POST',
-      connections: 16,
-      overallRate: o.restRate,
-      duration: Math.ceil((o.warmupMs + o.windowMs) / 1000) + 1,
-      headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' },
-      body: SUBMIT_BODY,
-    })
-  } else {
-    await Promise.all(workers.map((w) => w.ready))
+  let measured: { cpu: CpuReading; t0: Date; t1: Date; backlogGrowth: number; p99: number; window: number[] }
+  try {
+    if (loadTest) {
+      const key = await createApiKey(s.db, { tenant: 'bench', name: `steady-${Date.now()}` })
+      const port = await freePort()
+      api = spawnApi({ databaseUrl: s.url, port })
+      o.spawned(api)
+      await api.ready
+      await Promise.all(workers.map((w) => w.ready))
+      load = loadTest({
+        url: `http://127.0.0.1:${port}/v1/jobs`,
+        method: 'POST',
+        connections: 16,
+        overallRate: o.restRate,
+        duration: Math.ceil((o.warmupMs + o.windowMs) / 1000) + 1,
+        headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' },
+        body: SUBMIT_BODY,
+      })
+    } else {
+      await Promise.all(workers.map((w) => w.ready))
+    }
+    await sleep(o.warmupMs)
+    const meter = cpuMeter({ w1: workers[0]?.child.pid, w2: workers[1]?.child.pid, api: api?.child.pid })
+    const t0 = await dbNow(s)
+    const backlogBefore = await dueBacklog(s)
+    const lags = lagCollector(s, t0)
+    const windowEnd = Date.now() + o.windowMs
+    while (Date.now() < windowEnd) {
+      await sleep(Math.min(LAG_POLL_MS, windowEnd - Date.now()))
+      if (Date.now() < windowEnd) await lags.poll()
+    }
+    const cpu = meter.read()
+    const t1 = await dbNow(s)
+    const backlogGrowth = (await dueBacklog(s)) - backlogBefore
+    const result = await load
+    if (result && (result.non2xx > 0 || result.errors > 0)) {
+      throw new Error(`steady REST load: ${result.non2xx} non-2xx answers and ${result.errors} errors`)
+    }
+    const window = await lags.end(t1)
+    measured = { cpu, t0, t1, backlogGrowth, p99: result ? result.latency.p99 : Number.NaN, window }
+  } finally {
+    // stopped whatever happened, before the caller may drop the database under them
+    await Promise.all([...workers, ...(api ? [api] : [])].map((p) => p.stop()))
   }
-  await sleep(o.warmupMs)
-  const meter = cpuMeter({ w1: workers[0]?.child.pid, w2: workers[1]?.child.pid, api: api?.child.pid })
-  const t0 = await dbNow(s)
-  const backlogBefore = await dueBacklog(s)
-  const lags = lagCollector(s, t0)
-  const windowEnd = Date.now() + o.windowMs
-  while (Date.now() < windowEnd) {
-    await sleep(Math.min(LAG_POLL_MS, windowEnd - Date.now()))
-    if (Date.now() < windowEnd) await lags.poll()
-  }
-  const cpu = meter.read()
-  const t1 = await dbNow(s)
-  const backlogGrowth = (await dueBacklog(s)) - backlogBefore
-  const result = await load
-  if (result && (result.non2xx > 0 || result.errors > 0)) {
-    throw new Error(`steady REST load: ${result.non2xx} non-2xx answers and ${result.errors} errors`)
-  }
-  const window = await lags.end(t1)
-  await Promise.all([...workers, ...(api ? [api] : [])].map((p) => p.stop()))
+  const { cpu, t0, t1, backlogGrowth, window } = measured
   const bareHttpUs = loadTest && o.bareHttp !== false ? await measureBareHttp(s, loadTest, o) : Number.NaN
   const n = window.length
   const workerS = (cpu.processes.w1 ?? Number.NaN) + (cpu.processes.w2 ?? Number.NaN)
@@ -220,7 +230,7 @@ export async function measureSteady(s: Scratch, o: SteadyOptions): Promise<Stead
     lagP50Ms: quantile(window, 0.5),
     lagP99Ms: quantile(window, 0.99),
     backlogGrowth,
-    submitP99Ms: result ? result.latency.p99 : Number.NaN,
+    submitP99Ms: measured.p99,
     bareHttpUs,
   }
 }
@@ -366,7 +376,7 @@ export async function addColdStartRows(
     try {
       results.push(await measureSteady(fresh, { recurringJobs: 200, restRate: o.steadyRate, warmupMs: 0, windowMs: window * 1000, bareHttp: false, spawned }))
     } finally {
-      await fresh.drop()
+      await fresh.drop().catch((err: unknown) => o.progress(`  could not drop ${fresh.name}: ${String(err)}`))
     }
   }
   const of = (pick: (r: SteadyResult) => number) => figure(results.map(pick))

@@ -737,6 +737,13 @@ describe('the dashboard in Chromium', () => {
     await waitFor(async () => (await page.locator('tbody tr').first().getAttribute('data-job-id')) === second, { what: 'the second page by Back' })
     await page.getByRole('button', { name: 'Previous' }).click()
     await waitFor(async () => (await page.locator('tbody tr').first().getAttribute('data-job-id')) === first, { what: 'the first page by Previous' })
+    // an address whose cursor names no page says so, and leads to the list's first page
+    await page.goto(`${api.url}/ui/#/jobs?queue=ui-bulk&cursor=not-a-cursor&page=3`)
+    await page.locator('[data-bad-page]').waitFor()
+    expect(await page.getByText('No jobs match.').count()).toBe(0)
+    await page.locator('[data-bad-page] a').click()
+    await waitFor(async () => (await page.locator('tbody tr').first().getAttribute('data-job-id')) === first, { what: 'the first page from a bad address' })
+    expect(new URLSearchParams(page.url().split('?')[1]).get('queue')).toBe('ui-bulk')
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'CSV' }).click()])
     const csv = readFileSync(await download.path(), 'utf8')
       .trim()

@@ -21,7 +21,9 @@ export function fireTime(iso: string, zone: string | null | undefined): string {
   } catch {
     return when(iso)
   }
-  return `${own} (${when(iso)})`
+  // two names of one zone (an alias, a link) read the same: once is enough
+  const local = when(iso)
+  return own === local ? local : `${own} (${local})`
 }
 
 /** A minute (of a chart's figures) as `when` writes a time, to the minute: in the browser's zone, named ("14:05 CET"). */

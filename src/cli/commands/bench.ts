@@ -134,13 +134,13 @@ export function registerBench(program: Command): void {
         `burn-down-process: every handler in a thread or process sandbox, each paired with the in-process burn-down, at concurrency ${SANDBOX_CONCURRENCY}) ` +
         'events (burn-down-events-kept: events written with nobody reading; burn-down-events-sse: one SSE client reading GET /v1/events; ' +
         'each paired with the plain burn-down), steady-rates (the steady scenario at 150, 300, 600 and 1200 jobs/s), cold-start (the steady scenario on a new, ' +
-        'never-analyzed database from its first request, at least 60 s) and list (the API reads of the jobs page, timed over HTTP with --history-rows executions in history) run only when named',
+        'never-analyzed database from its first request, for 60 s or --steady-seconds if longer; 5 s with --quick) and list (the API reads of the jobs page, timed over HTTP with --history-rows executions in history) run only when named',
     )
     .option('--partitions <n>', `hash partitions of the scratch schema (default: SCHEDULER_PARTITIONS or ${PARTITION_COUNT_DEFAULT})`)
     .option('--steady-rate <n>', 'jobs per second the steady and cold-start scenarios submit over REST (default 600; 100 with --quick)')
     .option(
       '--steady-seconds <n>',
-      'measured window of the steady and steady-rates scenarios, after a warm-up of 10 s (3 s with --quick) (default 30; 5 with --quick)',
+      'measured window of the steady and steady-rates scenarios, after a warm-up of 10 s (3 s with --quick), and of cold-start when over 60 (default 30; 5 with --quick)',
     )
     .option(
       '--write-docs [file]',

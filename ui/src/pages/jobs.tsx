@@ -5,7 +5,7 @@
  * this tab has seen), export of the filtered list, and live refresh of the first page.
  */
 import { useContext, useState } from 'preact/hooks'
-import { call, request, withQuery } from '../api.ts'
+import { ApiError, call, request, withQuery } from '../api.ts'
 import { announce, ErrorNotice, StatusBadge, TableWrap } from '../components/common.tsx'
 import { isUuid, shortId, when } from '../format.ts'
 import { useLiveRefresh, useLoad } from '../hooks.ts'
@@ -111,6 +111,7 @@ function previousPages(): Record<string, { cursor: string | null; page: number }
 
 function rememberPrevious(at: string, previous: { cursor: string | null; page: number }): void {
   const all = previousPages()
+  delete all[at] // set anew: the newest last, for the trim below
   all[at] = previous
   // a long session's trail, not an archive: the latest 200 pages
   const keys = Object.keys(all)
@@ -131,6 +132,8 @@ export function JobsPage({ query }: { query: URLSearchParams }) {
   const goTo = (to: string | null, number: number) =>
     navigate('/jobs', { ...filters, cursor: to ?? undefined, page: to && number > 1 ? String(number) : undefined })
   const next = (to: string) => {
+    // the page shown while the next one loads (or failed to) names the one already in the address
+    if (to === cursor) return
     rememberPrevious(`${key} ${to}`, { cursor: cursor ?? null, page: pageNumber })
     goTo(to, pageNumber + 1)
   }
@@ -159,6 +162,11 @@ export function JobsPage({ query }: { query: URLSearchParams }) {
         </button>
       </div>
       <ErrorNotice error={page.error} what="This job list" />
+      {cursor && page.error instanceof ApiError && page.error.status === 400 && (
+        <p class="notice" data-bad-page>
+          This page's address does not name a page of this list. <a href={href('/jobs', filters)}>Go to its first page</a>.
+        </p>
+      )}
       <TableWrap label="Jobs">
         <table class="jobs" aria-busy={page.loading}>
           <caption class="visually-hidden">Jobs, newest first{pageNumber > 1 ? `, page ${pageNumber}` : ''}</caption>
@@ -197,14 +205,14 @@ export function JobsPage({ query }: { query: URLSearchParams }) {
             ))}
           </tbody>
         </table>
-        {items.length === 0 && !page.loading && <p class="empty">No jobs match.</p>}
+        {items.length === 0 && !page.loading && !page.error && <p class="empty">No jobs match.</p>}
       </TableWrap>
       <nav class="pager" aria-label="Pages">
         <button type="button" disabled={!cursor} onClick={previous}>
           Previous
         </button>
         <span>Page {pageNumber}</span>
-        <button type="button" disabled={!page.data?.nextCursor} onClick={() => page.data?.nextCursor && next(page.data.nextCursor)}>
+        <button type="button" disabled={Boolean(page.error) || !page.data?.nextCursor} onClick={() => page.data?.nextCursor && next(page.data.nextCursor)}>
           Next
         </button>
       </nav>
