@@ -205,7 +205,18 @@ export function JobsPage({ query }: { query: URLSearchParams }) {
             ))}
           </tbody>
         </table>
-        {items.length === 0 && !page.loading && !page.error && <p class="empty">No jobs match.</p>}
+        {items.length === 0 && !page.loading && !page.error && (
+          <p class="empty">
+            No jobs match.
+            {filters.idempotencyKey && /^[0-9a-f]{12}$/i.test(filters.idempotencyKey) && (
+              <span data-short-id-hint>
+                {' '}
+                The list shows the last 12 characters of each job's id, and a search by id needs the whole id (a job link's tooltip holds it): "
+                {filters.idempotencyKey}" was looked for as an idempotency key.
+              </span>
+            )}
+          </p>
+        )}
       </TableWrap>
       <nav class="pager" aria-label="Pages">
         <button type="button" disabled={!cursor} onClick={previous}>
