@@ -9,17 +9,34 @@ import { adminUrl } from '../db.ts'
 
 const run = promisify(execFile)
 
+interface ReportRow {
+  scenario: string
+  metric: string
+  unit: string
+  figure: { median: number; runs: number[] }
+  ofCeiling?: number
+  target?: string
+}
+
+/** Runs `scheduler bench` with `args` and `--json`, on a scratch database beside the test database. */
+async function bench(args: string[]): Promise<{ stdout: string; stderr: string; report: { rows: ReportRow[]; explain: string } }> {
+  const out = join(mkdtempSync(join(tmpdir(), 'pgsched-bench-')), 'report.json')
+  const { stdout, stderr } = await run('node', ['bin/scheduler', 'bench', ...args, '--json', out], {
+    env: { ...process.env, DATABASE_URL: adminUrl() },
+    maxBuffer: 10 * 1024 * 1024,
+  })
+  return { stdout, stderr, report: JSON.parse(readFileSync(out, 'utf8')) as { rows: ReportRow[]; explain: string } }
+}
+
+/** How many databases named like `pattern` are left. */
+async function databasesLike(pattern: string): Promise<string> {
+  const { stdout } = await run('psql', [adminUrl(), '-Atc', `select count(*) from pg_database where datname like '${pattern}'`])
+  return stdout.trim()
+}
+
 describe('scheduler bench --quick', () => {
   it('runs every scenario on a scratch database and reports finite figures', { timeout: 180_000 }, async () => {
-    const out = join(mkdtempSync(join(tmpdir(), 'pgsched-bench-')), 'report.json')
-    const { stdout } = await run('node', ['bin/scheduler', 'bench', '--quick', '--json', out], {
-      env: { ...process.env, DATABASE_URL: adminUrl() },
-      maxBuffer: 10 * 1024 * 1024,
-    })
-    const report = JSON.parse(readFileSync(out, 'utf8')) as {
-      rows: Array<{ scenario: string; metric: string; figure: { median: number }; ofCeiling?: number }>
-      explain: string
-    }
+    const { stdout, report } = await bench(['--quick'])
     const scenarios = new Set(report.rows.map((r) => r.scenario))
     expect([...scenarios].sort()).toEqual(['burn-down', 'ceiling', 'latency', 'memory', 'priority', 'recurring', 'scale', 'steady', 'submit'])
     for (const row of report.rows.filter((r) => r.scenario !== 'memory')) expect(Number.isFinite(row.figure.median)).toBe(true)
@@ -41,21 +58,13 @@ describe('scheduler bench --quick', () => {
     ).toBeGreaterThan(0)
     expect(report.explain).toContain('Index Scan using due_claim_idx on due') // the claim index returns rows in priority order
     expect(stdout).toContain('| scenario | measure | median |')
-    const { stdout: dbs } = await run('psql', [adminUrl(), '-Atc', "select count(*) from pg_database where datname like 'pgsched_bench_%'"])
-    expect(dbs.trim()).toBe('0')
+    expect(await databasesLike('pgsched_bench_%')).toBe('0')
   })
 
   it('runs the flow-control variants only when named, each paired with the plain burn-down, fair share also with the same submits without it', {
     timeout: 180_000,
   }, async () => {
-    const out = join(mkdtempSync(join(tmpdir(), 'pgsched-bench-')), 'report.json')
-    const { stdout } = await run('node', ['bin/scheduler', 'bench', '--quick', '--only', 'flow', '--json', out], {
-      env: { ...process.env, DATABASE_URL: adminUrl() },
-      maxBuffer: 10 * 1024 * 1024,
-    })
-    const report = JSON.parse(readFileSync(out, 'utf8')) as {
-      rows: Array<{ scenario: string; metric: string; unit: string; figure: { median: number }; target?: string }>
-    }
+    const { stdout, report } = await bench(['--quick', '--only', 'flow'])
     expect([...new Set(report.rows.map((r) => r.scenario))].sort()).toEqual([
       'burn-down',
       'burn-down-fair',
@@ -92,19 +101,11 @@ describe('scheduler bench --quick', () => {
     for (const row of fairShares) expect(row.figure.median).toBeGreaterThan(0)
     expect(report.rows.filter((r) => r.scenario.startsWith('burn-down-') && r.unit === 'jobs/s')).toHaveLength(10)
     expect(stdout).toContain('| burn-down-fair |')
-    const { stdout: dbs } = await run('psql', [adminUrl(), '-Atc', "select count(*) from pg_database where datname like 'pgsched_bench_%'"])
-    expect(dbs.trim()).toBe('0')
+    expect(await databasesLike('pgsched_bench_%')).toBe('0')
   })
 
   it('runs the sandbox variants only when named, each paired with the in-process burn-down', { timeout: 180_000 }, async () => {
-    const out = join(mkdtempSync(join(tmpdir(), 'pgsched-bench-')), 'report.json')
-    await run('node', ['bin/scheduler', 'bench', '--quick', '--only', 'sandbox', '--json', out], {
-      env: { ...process.env, DATABASE_URL: adminUrl() },
-      maxBuffer: 10 * 1024 * 1024,
-    })
-    const report = JSON.parse(readFileSync(out, 'utf8')) as {
-      rows: Array<{ scenario: string; metric: string; unit: string; figure: { median: number } }>
-    }
+    const { report } = await bench(['--quick', '--only', 'sandbox'])
     expect([...new Set(report.rows.map((r) => r.scenario))].sort()).toEqual(['burn-down-in-process', 'burn-down-process', 'burn-down-thread'])
     for (const row of report.rows) expect(row.figure.median).toBeGreaterThan(0)
     // per mode and process count (1, 2): jobs/s, the share of the paired in-process run, CPU per job (workers, PostgreSQL)
@@ -116,21 +117,13 @@ describe('scheduler bench --quick', () => {
       report.rows.find((r) => r.scenario === scenario && r.metric.startsWith('CPU per job, 1 worker process'))?.figure.median ?? 0
     expect(workerCpu('burn-down-process')).toBeGreaterThan(workerCpu('burn-down-in-process'))
     expect(report.rows.filter((r) => r.unit === 'ms')).toHaveLength(4) // each mode's start, apart: wall time and CPU
-    const { stdout: dbs } = await run('psql', [adminUrl(), '-Atc', "select count(*) from pg_database where datname like 'pgsched_bench_%'"])
-    expect(dbs.trim()).toBe('0')
+    expect(await databasesLike('pgsched_bench_%')).toBe('0')
   })
 
   it('runs the event variants only when named, each paired with the plain burn-down, the SSE client getting every event once', {
     timeout: 180_000,
   }, async () => {
-    const out = join(mkdtempSync(join(tmpdir(), 'pgsched-bench-')), 'report.json')
-    await run('node', ['bin/scheduler', 'bench', '--quick', '--only', 'events', '--json', out], {
-      env: { ...process.env, DATABASE_URL: adminUrl() },
-      maxBuffer: 10 * 1024 * 1024,
-    })
-    const report = JSON.parse(readFileSync(out, 'utf8')) as {
-      rows: Array<{ scenario: string; metric: string; unit: string; figure: { median: number } }>
-    }
+    const { report } = await bench(['--quick', '--only', 'events'])
     expect([...new Set(report.rows.map((r) => r.scenario))].sort()).toEqual(['burn-down', 'burn-down-events-kept', 'burn-down-events-sse'])
     const ratios = report.rows.filter((r) => r.unit === '% of burn-down')
     expect(ratios.map((r) => r.scenario).sort()).toEqual(['burn-down-events-kept', 'burn-down-events-kept', 'burn-down-events-sse', 'burn-down-events-sse'])
@@ -144,14 +137,7 @@ describe('scheduler bench --quick', () => {
   })
 
   it('runs the steady state at several rates and on a new database from its first request only when named', { timeout: 180_000 }, async () => {
-    const out = join(mkdtempSync(join(tmpdir(), 'pgsched-bench-')), 'report.json')
-    await run('node', ['bin/scheduler', 'bench', '--quick', '--only', 'steady-rates,cold-start', '--json', out], {
-      env: { ...process.env, DATABASE_URL: adminUrl() },
-      maxBuffer: 10 * 1024 * 1024,
-    })
-    const report = JSON.parse(readFileSync(out, 'utf8')) as {
-      rows: Array<{ scenario: string; metric: string; unit: string; figure: { median: number } }>
-    }
+    const { report } = await bench(['--quick', '--only', 'steady-rates,cold-start'])
     expect([...new Set(report.rows.map((r) => r.scenario))].sort()).toEqual(['cold-start', 'steady-rates'])
     // --quick: the two lowest rates, each with its CPU per execution split and in total
     const totals = report.rows.filter((r) => r.scenario === 'steady-rates' && r.metric.endsWith('CPU per execution, total'))
@@ -165,20 +151,12 @@ describe('scheduler bench --quick', () => {
     expect(cold('executions per second')).toBeGreaterThan(0)
     expect(cold('due → claim p99')).toBeGreaterThan(0)
     expect(cold('POST /v1/jobs p99')).toBeGreaterThan(0)
-    const { stdout: dbs } = await run('psql', [adminUrl(), '-Atc', "select count(*) from pg_database where datname like 'pgsched_bench_%'"])
-    expect(dbs.trim()).toBe('0')
+    expect(await databasesLike('pgsched_bench_%')).toBe('0')
   })
 
   it('times the reads of the jobs page over HTTP with history in place, only when named, and drops its database', { timeout: 300_000 }, async () => {
-    const out = join(mkdtempSync(join(tmpdir(), 'pgsched-bench-')), 'report.json')
-    const { stderr } = await run('node', ['bin/scheduler', 'bench', '--only', 'list', '--history-rows', '10000', '--json', out], {
-      env: { ...process.env, DATABASE_URL: adminUrl() },
-      maxBuffer: 10 * 1024 * 1024,
-    })
+    const { stderr, report } = await bench(['--only', 'list', '--history-rows', '10000'])
     expect(stderr).toContain('list: writing 10,000 executions of history')
-    const report = JSON.parse(readFileSync(out, 'utf8')) as {
-      rows: Array<{ scenario: string; metric: string; unit: string; figure: { median: number; runs: number[] }; target?: string }>
-    }
     expect([...new Set(report.rows.map((r) => r.scenario))]).toEqual(['list'])
     // each request of the table: its median and p95 over 20 requests, in ms
     const medians = report.rows.filter((r) => r.metric.endsWith('median of 20'))
@@ -190,7 +168,6 @@ describe('scheduler bench --quick', () => {
       expect(row.unit).toBe('ms')
     }
     expect(medians.find((r) => r.metric.startsWith('GET /v1/jobs (first page, 50)'))?.target).toBe('< 100')
-    const { stdout: dbs } = await run('psql', [adminUrl(), '-Atc', "select count(*) from pg_database where datname like 'pgsched_bench_list_10000_p%'"])
-    expect(dbs.trim()).toBe('0')
+    expect(await databasesLike('pgsched_bench_list_10000_p%')).toBe('0')
   })
 })
