@@ -327,7 +327,9 @@ export const STEADY_RATES = [150, 300, 600, 1_200] as const
 /**
  * The steady scenario at several rates, the lowest first: the CPU per execution of each part, so a
  * cost that does not scale with the work (polling, timers, statements that find nothing) shows as a
- * figure that rises as the rate falls.
+ * figure that rises as the rate falls. Beside each rate, the reference server's CPU per request at
+ * that rate: what a request costs an HTTP server that does nearly nothing, which rises as the rate
+ * falls too (each request wakes the process and pays its system calls alone).
  */
 export async function addSteadyRateRows(
   s: Scratch,
@@ -342,7 +344,6 @@ export async function addSteadyRateRows(
       restRate: rate,
       warmupMs: o.quick ? 3_000 : 10_000,
       windowMs: o.steadySeconds * 1000,
-      bareHttp: false,
       spawned,
     })
     const at = `${rate}/s + 200 recurring jobs`
@@ -352,6 +353,12 @@ export async function addSteadyRateRows(
     add({ scenario: 'steady-rates', metric: `${at}: CPU per execution, PostgreSQL`, unit: 'µs', figure: of((r) => r.postgresUs) })
     add({ scenario: 'steady-rates', metric: `${at}: CPU per execution, total`, unit: 'µs', figure: of((r) => r.apiUs + r.workersUs + r.postgresUs) })
     add({ scenario: 'steady-rates', metric: `${at}: due → claim p99`, unit: 'ms', figure: of((r) => r.lagP99Ms) })
+    add({
+      scenario: 'steady-rates',
+      metric: `${at}: for reference, CPU per request of a bare Fastify server at ${rate}/s`,
+      unit: 'µs',
+      figure: of((r) => r.bareHttpUs),
+    })
   }
 }
 

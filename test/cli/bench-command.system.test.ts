@@ -146,6 +146,13 @@ describe('scheduler bench --quick', () => {
       '300/s + 200 recurring jobs: CPU per execution, total',
     ])
     for (const row of totals) expect(row.figure.median).toBeGreaterThan(0)
+    // beside each rate, the reference server's CPU per request under the same load
+    const bare = report.rows.filter((r) => r.scenario === 'steady-rates' && r.metric.includes('bare Fastify server'))
+    expect(bare.map((r) => r.metric)).toEqual([
+      '150/s + 200 recurring jobs: for reference, CPU per request of a bare Fastify server at 150/s',
+      '300/s + 200 recurring jobs: for reference, CPU per request of a bare Fastify server at 300/s',
+    ])
+    for (const row of bare) expect(row.figure.median).toBeGreaterThan(0)
     // the cold start measured the submits the load generator saw and the lag of what they made due
     const cold = (metric: string) => report.rows.find((r) => r.scenario === 'cold-start' && r.metric.startsWith(metric))?.figure.median
     expect(cold('executions per second')).toBeGreaterThan(0)
