@@ -489,6 +489,65 @@ describe('the dashboard in Chromium', () => {
     await page.context().close()
   })
 
+  it("sets a tenant's weight and quotas from the tenants page, marks one at its pending quota, and tells a tenant key the page is not its own", async () => {
+    await createApiKey(t.db, { tenant: 'umbrella' })
+    const page = await signedIn(operatorKey)
+    await page.goto(`${api.url}/ui/#/tenants`)
+    // a tenant without settings is not listed: it is picked by name
+    const other = page.getByRole('form', { name: 'Settings of another tenant' })
+    await other.getByLabel('Another tenant').fill('umbrella')
+    await other.getByRole('button', { name: 'Edit settings' }).click()
+    const form = page.getByRole('form', { name: 'Settings of tenant umbrella' })
+    const weight = form.getByLabel('Weight (turns per round in fair-share queues)')
+    await expect(weight.inputValue()).resolves.toBe('1')
+    expect(await form.getByLabel('Max pending executions').inputValue()).toBe('')
+    // a value the API refuses: its message beside the form, and nothing saved
+    await weight.fill('0')
+    await form.getByRole('button', { name: 'Save settings' }).click()
+    const alerted = (text: string) =>
+      waitFor(async () => (await form.getByRole('alert').allTextContents()).join('').includes(text), { what: `an alert naming ${text}` })
+    await alerted('weight')
+    expect((await rest<{ items: { name: string }[] }>(operatorKey, 'GET', '/v1/tenants')).items.map((x) => x.name)).not.toContain('umbrella')
+    // text that is no number is refused by name, not taken for an empty field (which removes a quota)
+    await weight.fill('1')
+    await form.getByLabel('Max submits per second').fill('fifty')
+    await form.getByRole('button', { name: 'Save settings' }).click()
+    await alerted('maxSubmitsPerSecond')
+    await weight.fill('2')
+    await form.getByLabel('Max pending executions').fill('0')
+    await form.getByLabel('Max submits per second').fill('50')
+    await form.getByRole('button', { name: 'Save settings' }).click()
+    const row = page.locator('tr[data-tenant="umbrella"]')
+    await row.waitFor()
+    expect(await rest(operatorKey, 'GET', '/v1/tenants/umbrella')).toMatchObject({ weight: 2, maxPending: 0, maxSubmitsPerSecond: 50, pending: 0 })
+    expect(await row.locator('td').allTextContents()).toEqual(['2', '0', '50', '0 at quota', '0', 'Edit settings'])
+    // max pending 0 refuses every submit: the row says the tenant is at its quota
+    expect(await row.getAttribute('data-at-quota')).toBe('true')
+    await shot(page, 'tenants')
+    // an emptied quota field removes the quota
+    await row.getByRole('button', { name: 'Edit settings of umbrella' }).click()
+    await form.getByLabel('Max pending executions').fill('')
+    await form.getByRole('button', { name: 'Save settings' }).click()
+    await waitFor(async () => (await row.getAttribute('data-at-quota')) === 'false', { what: 'the row to drop its at-quota mark' })
+    expect(await row.locator('td').nth(1).textContent()).toBe('no quota')
+    expect(await rest(operatorKey, 'GET', '/v1/tenants/umbrella')).toMatchObject({ weight: 2, maxPending: null, maxSubmitsPerSecond: 50 })
+    await page.context().close()
+    // a tenant key: no link to the page, which says it is for operator keys and asks the API nothing it may not
+    const { page: tenantPage } = await openPage(browser, 1280)
+    const refused: string[] = []
+    tenantPage.on('response', (response) => {
+      if (response.status() >= 400) refused.push(`${response.status()} ${response.url()}`)
+    })
+    await signIn(tenantPage, api.url, globexKey)
+    await tenantPage.goto(`${api.url}/ui/#/overview`)
+    await tenantPage.locator('h1').waitFor()
+    expect(await tenantPage.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents()).not.toContain('Tenants')
+    await tenantPage.goto(`${api.url}/ui/#/tenants`)
+    await expect(tenantPage.locator('[data-note="operator-only"]').textContent()).resolves.toContain('operator keys')
+    expect(refused).toEqual([])
+    await tenantPage.context().close()
+  })
+
   it("shows a tenant key only its own tenant's jobs", async () => {
     const mine = await submit(globexKey, { type: 'switch.fail', payload: { failWhile: join(flags, 'never') } })
     const theirs = await submit(acmeKey, { type: 'switch.fail', payload: { failWhile: join(flags, 'never') } })
@@ -822,7 +881,7 @@ describe('the dashboard in Chromium', () => {
 
   it('shows every page readably at 390 px', async () => {
     const page = await signedIn(acmeKey, 390)
-    for (const path of ['overview', 'jobs', 'failures', 'schedules', 'queues', 'workers', 'webhooks']) {
+    for (const path of ['overview', 'jobs', 'failures', 'schedules', 'queues', 'workers', 'webhooks', 'tenants']) {
       await page.goto(`${api.url}/ui/#/${path}`)
       await page.locator('h1').waitFor()
       // Nothing wider than the screen: wide tables scroll inside their own region.

@@ -17,6 +17,7 @@ import { OverviewPage } from './pages/overview.tsx'
 import { QueuesPage } from './pages/queues.tsx'
 import { SchedulesPage } from './pages/schedules.tsx'
 import { SignIn } from './pages/sign-in.tsx'
+import { TenantsPage } from './pages/tenants.tsx'
 import { WebhookDetailPage, WebhooksPage } from './pages/webhooks.tsx'
 import { WorkersPage } from './pages/workers.tsx'
 import { type Route, useRoute } from './router.ts'
@@ -30,6 +31,7 @@ const NAV = [
   { path: 'queues', label: 'Queues' },
   { path: 'workers', label: 'Workers' },
   { path: 'webhooks', label: 'Webhooks' },
+  { path: 'tenants', label: 'Tenants', operatorOnly: true },
 ]
 
 function Page({ route }: { route: Route }) {
@@ -49,6 +51,8 @@ function Page({ route }: { route: Route }) {
       return <WorkersPage />
     case 'webhooks':
       return <WebhooksPage />
+    case 'tenants':
+      return <TenantsPage />
     default:
       return <OverviewPage />
   }
@@ -85,7 +89,7 @@ function Shell({ identity }: { identity: Identity }) {
         <span class="brand">pgsched</span>
         <nav aria-label="Main">
           <ul>
-            {NAV.map((n) => (
+            {NAV.filter((n) => identity.operator || !('operatorOnly' in n)).map((n) => (
               <li key={n.path}>
                 <a href={`#/${n.path}`} aria-current={current === n.path ? 'page' : undefined}>
                   {n.label}

@@ -74,6 +74,16 @@ export interface Page<T> {
   nextCursor: string | null
 }
 
+/** A tenant's fair-share weight and admission quotas, with its live figures (GET /v1/tenants). */
+export interface Tenant {
+  name: string
+  weight: number
+  maxPending: number | null
+  maxSubmitsPerSecond: number | null
+  pending: number
+  running: number
+}
+
 export interface Queue {
   name: string
   paused: boolean

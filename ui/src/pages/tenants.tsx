@@ -1,0 +1,212 @@
+/**
+ * Tenants: each tenant's fair-share weight and admission quotas with its pending and running
+ * executions (GET /v1/tenants), for operator keys, which edit them (PATCH /v1/tenants/{name}; an
+ * empty quota field removes the quota). A tenant without settings (weight 1, no quota) is not
+ * listed: it is picked by name to be given some. Tenant keys are told the page is not theirs.
+ */
+import { useContext, useState } from 'preact/hooks'
+import { call, messageOf } from '../api.ts'
+import { announce, ErrorNotice, TableWrap } from '../components/common.tsx'
+import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
+import { IdentityContext } from '../identity.ts'
+import type { Tenant } from '../types.ts'
+
+const path = (name: string) => `/v1/tenants/${encodeURIComponent(name)}`
+
+/** Whether the tenant's pending executions have reached its quota: its submits are refused (429) until some start. */
+const atQuota = (t: Tenant) => t.maxPending !== null && t.pending >= t.maxPending
+
+const number = (n: number | null) => (n === null ? '' : String(n))
+
+function SettingsForm({ tenant, saved }: { tenant: Tenant; saved: () => void }) {
+  const [weight, setWeight] = useState(String(tenant.weight))
+  const [maxPending, setMaxPending] = useState(number(tenant.maxPending))
+  const [maxRate, setMaxRate] = useState(number(tenant.maxSubmitsPerSecond))
+  const [error, setError] = useState('')
+  const save = async (e: Event) => {
+    e.preventDefault()
+    setError('')
+    // A quota left empty is removed; the weight always has a value (1 when never set). What is not a
+    // number is sent as typed, for the API's refusal to name the field (JSON has no NaN: it would
+    // become null, which removes a quota).
+    const value = (text: string) => (Number.isFinite(Number(text)) ? Number(text) : text)
+    const quota = (text: string) => (text.trim() === '' ? null : value(text.trim()))
+    const body: Record<string, number | string | null> = { maxPending: quota(maxPending), maxSubmitsPerSecond: quota(maxRate) }
+    if (weight.trim() !== '') body.weight = value(weight.trim())
+    try {
+      await call(path(tenant.name), { method: 'PATCH', body })
+      announce(`Settings of tenant ${tenant.name} saved`)
+      saved()
+    } catch (err: unknown) {
+      setError(messageOf(err))
+    }
+  }
+  const id = (f: string) => `t-${tenant.name}-${f}`
+  return (
+    <form class="limits" onSubmit={(e) => void save(e)} aria-label={`Settings of tenant ${tenant.name}`}>
+      <div class="field">
+        <label for={id('weight')}>Weight (turns per round in fair-share queues)</label>
+        <input id={id('weight')} inputMode="decimal" value={weight} onInput={(e) => setWeight(e.currentTarget.value)} />
+      </div>
+      <div class="field">
+        <label for={id('max-pending')}>Max pending executions</label>
+        <input
+          id={id('max-pending')}
+          inputMode="numeric"
+          pattern="[0-9]*"
+          placeholder="no quota"
+          value={maxPending}
+          onInput={(e) => setMaxPending(e.currentTarget.value)}
+        />
+      </div>
+      <div class="field">
+        <label for={id('max-rate')}>Max submits per second</label>
+        <input id={id('max-rate')} inputMode="decimal" placeholder="no quota" value={maxRate} onInput={(e) => setMaxRate(e.currentTarget.value)} />
+      </div>
+      <div class="field buttons">
+        <button type="submit" class="primary">
+          Save settings
+        </button>
+      </div>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+    </form>
+  )
+}
+
+/** Picks a tenant without settings by name (those the key knows of: with jobs, settings or an API key) to give it some. */
+function OtherTenant({ names, pick }: { names: string[]; pick: (name: string) => void }) {
+  const [name, setName] = useState('')
+  return (
+    <form
+      class="filters"
+      aria-label="Settings of another tenant"
+      onSubmit={(e) => {
+        e.preventDefault()
+        if (!name.trim()) return
+        pick(name.trim())
+        setName('')
+      }}
+    >
+      <div class="field">
+        <label for="t-other">Another tenant</label>
+        <input id="t-other" list="t-names" placeholder="tenant name" value={name} onInput={(e) => setName(e.currentTarget.value)} />
+        <datalist id="t-names">
+          {names.map((n) => (
+            <option key={n} value={n} />
+          ))}
+        </datalist>
+      </div>
+      <div class="field buttons">
+        <button type="submit">Edit settings</button>
+      </div>
+    </form>
+  )
+}
+
+function OperatorTenants() {
+  const identity = useContext(IdentityContext)
+  const tenants = useLoad((signal) => call<{ items: Tenant[] }>('/v1/tenants', { signal }), [])
+  const [editing, setEditing] = useState<string | null>(null)
+  // the one being edited, as the list has it, or read alone (a tenant without settings is not listed)
+  const edited = useLoad((signal) => (editing === null ? Promise.resolve(null) : call<Tenant>(path(editing), { signal })), [editing])
+  useLiveRefresh(() => true, tenants.reload, 2000)
+  useInterval(tenants.reload, 15_000)
+  const listed = new Set(tenants.data?.items.map((t) => t.name) ?? [])
+  return (
+    <>
+      <ErrorNotice error={tenants.error} what="The tenant list" />
+      {tenants.data && tenants.data.items.length === 0 && <p>No tenant has a weight or a quota set: each has weight 1 and no quota.</p>}
+      {tenants.data && tenants.data.items.length > 0 && (
+        <TableWrap label="Tenants">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Tenant</th>
+                <th scope="col">Weight</th>
+                <th scope="col">Max pending</th>
+                <th scope="col">Max submits/s</th>
+                <th scope="col">Pending</th>
+                <th scope="col">Running</th>
+                <th scope="col">Actions</th>
+              </tr>
+            </thead>
+            <tbody>
+              {tenants.data.items.map((t) => (
+                <tr key={t.name} data-tenant={t.name} data-at-quota={String(atQuota(t))}>
+                  <th scope="row" class="name">
+                    {t.name}
+                  </th>
+                  <td>{t.weight}</td>
+                  <td>{t.maxPending ?? 'no quota'}</td>
+                  <td>{t.maxSubmitsPerSecond ?? 'no quota'}</td>
+                  <td>
+                    {t.pending}
+                    {atQuota(t) && (
+                      <>
+                        {' '}
+                        <span class="badge badge-paused" title="Its submits get 429 until some of its pending executions start">
+                          at quota
+                        </span>
+                      </>
+                    )}
+                  </td>
+                  <td>{t.running}</td>
+                  <td>
+                    <button
+                      type="button"
+                      aria-label={`Edit settings of ${t.name}`}
+                      aria-expanded={editing === t.name}
+                      onClick={() => setEditing(editing === t.name ? null : t.name)}
+                    >
+                      Edit settings
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </TableWrap>
+      )}
+      <OtherTenant names={identity.tenants.filter((n) => !listed.has(n))} pick={setEditing} />
+      <p class="help">
+        A submit over a quota gets 429 with Retry-After and writes nothing. Max pending counts the tenant's own pending executions in every queue (its webhook
+        deliveries are left out); 0 refuses every submit. A change applies to the next submit in the API process that made it and within a second everywhere
+        else.
+      </p>
+      {editing && (
+        <section class="card" aria-label={`Edit tenant ${editing}`}>
+          <h2>Settings of {editing}</h2>
+          <ErrorNotice error={edited.error} what={`Tenant ${editing}`} />
+          {edited.data && edited.data.name === editing && (
+            <SettingsForm
+              key={editing}
+              tenant={edited.data}
+              saved={() => {
+                setEditing(null)
+                tenants.reload()
+              }}
+            />
+          )}
+        </section>
+      )}
+    </>
+  )
+}
+
+export function TenantsPage() {
+  const identity = useContext(IdentityContext)
+  return (
+    <>
+      <h1 tabIndex={-1}>Tenants</h1>
+      {identity.operator ? (
+        <OperatorTenants />
+      ) : (
+        <p data-note="operator-only">Tenant weights and quotas are shown and set with operator keys: they bound what every tenant may do.</p>
+      )}
+    </>
+  )
+}
