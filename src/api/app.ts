@@ -23,7 +23,8 @@ import { SchedulerError } from '../errors.ts'
 import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
 import { buildNullableSerializer } from './serializer.ts'
-import { createAuthenticator } from './auth.ts'
+import { createApiKey, createAuthenticator } from './auth.ts'
+import { apiKeyList, apiKeyRevoke } from '../db/queries/api-keys.ts'
 import { KEY_USE_WRITE_INTERVAL_MS, createKeyUseRecorder } from './key-use-recorder.ts'
 import { TenantClients } from './tenant-clients.ts'
 import { frameworkErrorHandler, registerErrorHandling } from './error-handler.ts'
@@ -39,11 +40,13 @@ import { dashboardDirDefault, registerDashboard } from './dashboard.ts'
 import { jobRoutes } from './routes/jobs.ts'
 import { queueRoutes } from './routes/queues.ts'
 import { tenantRoutes } from './routes/tenants.ts'
+import { keyRoutes } from './routes/keys.ts'
 import { QueueListSchema, QueuePatchBody, QueueSchema } from './schemas/queue.ts'
 import { OPERATIONS_SCHEMAS } from './schemas/operations.ts'
 import { jobOperationRoutes } from './routes/job-operations.ts'
 import { viewRoutes } from './routes/views.ts'
 import { TenantListSchema, TenantPatchBody, TenantSchema } from './schemas/tenant.ts'
+import { ApiKeyListSchema, ApiKeySchema, CreateApiKeyBody, CreatedApiKeySchema } from './schemas/key.ts'
 import { eventRoutes } from './routes/events.ts'
 import { streamEventMessages } from '../events/event-stream.ts'
 import { webhookRoutes } from './routes/webhooks.ts'
@@ -109,6 +112,10 @@ const SHARED_SCHEMAS = [
   TenantSchema,
   TenantListSchema,
   TenantPatchBody,
+  ApiKeySchema,
+  ApiKeyListSchema,
+  CreatedApiKeySchema,
+  CreateApiKeyBody,
   UpdateWebhookBody,
   ...OPERATIONS_SCHEMAS,
 ]
@@ -280,6 +287,15 @@ export function buildApp(deps: AppDeps) {
             (err: unknown) => !(err instanceof SchedulerError && err.code === 'unauthorized'),
           ),
         keyRecheckMs: Math.max(KEY_RECHECK_MIN_MS, deps.apiKeyCacheMs ?? 5000),
+        keys: {
+          list: (params) => apiKeyList(deps.db, params),
+          create: (params) => createApiKey(deps.db, { ...params, operator: false }),
+          revoke: async (id) => {
+            const revoked = await apiKeyRevoke(deps.db, { id })
+            authenticator.forget(id)
+            return revoked
+          },
+        },
         clientFor(request: FastifyRequest) {
           const identity = request.identity
           if (!identity) throw new SchedulerError('unauthorized', 'missing API key; send Authorization: Bearer <api key>')
@@ -292,6 +308,7 @@ export function buildApp(deps: AppDeps) {
       await v1.register(viewRoutes, routeDeps)
       await v1.register(queueRoutes, routeDeps)
       await v1.register(tenantRoutes, routeDeps)
+      await v1.register(keyRoutes, routeDeps)
       await v1.register(eventRoutes, routeDeps)
       await v1.register(webhookRoutes, routeDeps)
     },

@@ -92,6 +92,8 @@ export interface Authenticator {
    * @throws SchedulerError `unauthorized` (401) when missing, malformed, unknown or revoked.
    */
   authenticate(authorization: string | undefined, options?: { fresh?: boolean }): Promise<ApiIdentity>
+  /** Drops the key `keyId` from the cache: its next request is looked up (after a revocation). */
+  forget(keyId: string): void
 }
 
 /**
@@ -134,6 +136,9 @@ export function createAuthenticator(db: Kysely<DB>, options: { cacheMs: number; 
       }
       options.keyUses?.record(identity.keyId)
       return identity
+    },
+    forget(keyId) {
+      for (const [k, v] of cache) if (v.identity.keyId === keyId) cache.delete(k)
     },
   }
 }

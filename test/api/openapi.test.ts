@@ -42,6 +42,8 @@ const CONTRACT: Record<string, Record<string, string>> = {
   '/v1/queues/{name}': { get: 'viewQueue', patch: 'updateQueue' },
   '/v1/queues/{name}/pause': { post: 'pauseQueue' },
   '/v1/queues/{name}/resume': { post: 'resumeQueue' },
+  '/v1/keys': { get: 'listApiKeys', post: 'createApiKey' },
+  '/v1/keys/{id}/revoke': { post: 'revokeApiKey' },
   '/v1/tenants': { get: 'listTenants' },
   '/v1/tenants/{name}': { get: 'viewTenant', patch: 'updateTenant' },
   '/v1/events': { get: 'streamEvents' },

@@ -1,6 +1,8 @@
 /** What the /v1 route plugins are given by app.ts. */
 import type { FastifyRequest } from 'fastify'
 import type { Client } from '../../client.ts'
+import type { ApiKey } from '../../db/queries/api-keys.ts'
+import type { CreatedApiKey } from '../auth.ts'
 import type { StreamEventsParams } from '../../events/event-stream.ts'
 import { ForbiddenError } from '../../errors.ts'
 import type { ApiMetrics } from '../metrics.ts'
@@ -24,6 +26,14 @@ export interface RouteDeps {
   keyStillValid(request: FastifyRequest): Promise<boolean>
   /** How often long-lived streams check their key (keyStillValid). */
   keyRecheckMs: number
+  /** API keys of every tenant (the /keys routes, which check for an operator key first). */
+  keys: {
+    list(params: { tenant?: string }): Promise<ApiKey[]>
+    /** A tenant key (never an operator key), with its secret. */
+    create(params: { tenant: string; name: string | null }): Promise<CreatedApiKey>
+    /** Revokes the key and forgets it in this process's key cache; undefined: no such key. */
+    revoke(id: string): Promise<ApiKey | undefined>
+  }
 }
 
 /** Refuses a request without an operator key; `what` says why these routes are for operators. */
