@@ -541,11 +541,63 @@ describe('the dashboard in Chromium', () => {
     await signIn(tenantPage, api.url, globexKey)
     await tenantPage.goto(`${api.url}/ui/#/overview`)
     await tenantPage.locator('h1').waitFor()
-    expect(await tenantPage.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents()).not.toContain('Tenants')
-    await tenantPage.goto(`${api.url}/ui/#/tenants`)
-    await expect(tenantPage.locator('[data-note="operator-only"]').textContent()).resolves.toContain('operator keys')
+    const links = await tenantPage.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents()
+    expect(links).toContain('Webhooks')
+    expect(links).not.toContain('Tenants')
+    expect(links).not.toContain('Keys')
+    for (const path of ['tenants', 'keys']) {
+      await tenantPage.goto(`${api.url}/ui/#/${path}`)
+      await expect(tenantPage.locator('[data-note="operator-only"]').textContent()).resolves.toContain('operator keys')
+    }
     expect(refused).toEqual([])
     await tenantPage.context().close()
+  })
+
+  it('lists API keys without their secrets, creates a tenant key shown once that works at once, and revokes a key only once the confirmation is accepted', async () => {
+    const page = await signedIn(operatorKey)
+    await page.goto(`${api.url}/ui/#/keys`)
+    const form = page.getByRole('form', { name: 'New tenant key' })
+    await form.getByLabel('Tenant').fill('hooli')
+    await form.getByLabel('Name (optional)').fill('ui-test')
+    await form.getByRole('button', { name: 'Create key' }).click()
+    const shown = page.locator('[data-new-key] code.secret')
+    await shown.waitFor()
+    const key = (await shown.textContent()) ?? ''
+    expect(key).toMatch(/^psk_[A-Za-z0-9_-]{43}$/)
+    // the key works at once, for its tenant
+    expect(await rest<{ tenant: string; operator: boolean }>(key, 'GET', '/v1/identity')).toMatchObject({ tenant: 'hooli', operator: false })
+    const listed = await rest<{ items: { id: string; name: string | null; keyPrefix: string }[] }>(operatorKey, 'GET', '/v1/keys?tenant=hooli')
+    expect(listed.items.map((k) => k.name)).toEqual(['ui-test'])
+    const { id, keyPrefix } = listed.items[0] as { id: string; keyPrefix: string }
+    const row = page.locator(`tr[data-key-id="${id}"]`)
+    await row.waitFor()
+    // the table shows its prefix, never the key; the key is shown once, until Done
+    expect(await row.locator('td').allTextContents()).toEqual(['ui-test', `${keyPrefix}…`, 'tenant', expect.any(String), 'never', 'active', 'Revoke'])
+    expect(await page.locator('table').textContent()).not.toContain(key)
+    // the key the page is signed in with says so
+    const me = await rest<{ keyId: string }>(operatorKey, 'GET', '/v1/identity')
+    await expect(page.locator(`tr[data-key-id="${me.keyId}"] td`).first().textContent()).resolves.toBe("– (this page's key)")
+    await shot(page, 'keys')
+    await page.getByRole('button', { name: 'Done' }).click()
+    expect(await page.locator('main').textContent()).not.toContain(key)
+    // a dismissed confirmation revokes nothing
+    const revoke = row.getByRole('button', { name: `Revoke key ${keyPrefix}… of hooli` })
+    page.once('dialog', (dialog) => void dialog.dismiss())
+    await revoke.click()
+    await expect(revoke.isEnabled()).resolves.toBe(true)
+    expect((await rest<{ tenant: string }>(key, 'GET', '/v1/identity')).tenant).toBe('hooli')
+    // an accepted one revokes the key, at once
+    let asked = ''
+    page.once('dialog', (dialog) => {
+      asked = dialog.message()
+      void dialog.accept()
+    })
+    await revoke.click()
+    await waitFor(async () => (await row.getAttribute('data-revoked')) === 'true', { what: 'the row to show the key revoked' })
+    expect(asked).toContain('tenant hooli (ui-test)')
+    expect((await fetch(`${api.url}/v1/jobs`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(401)
+    expect(await row.getByRole('button').count()).toBe(0)
+    await page.context().close()
   })
 
   it("shows a tenant key only its own tenant's jobs", async () => {
@@ -881,7 +933,7 @@ describe('the dashboard in Chromium', () => {
 
   it('shows every page readably at 390 px', async () => {
     const page = await signedIn(acmeKey, 390)
-    for (const path of ['overview', 'jobs', 'failures', 'schedules', 'queues', 'workers', 'webhooks', 'tenants']) {
+    for (const path of ['overview', 'jobs', 'failures', 'schedules', 'queues', 'workers', 'webhooks', 'tenants', 'keys']) {
       await page.goto(`${api.url}/ui/#/${path}`)
       await page.locator('h1').waitFor()
       // Nothing wider than the screen: wide tables scroll inside their own region.

@@ -9,12 +9,14 @@ export interface Identity {
   operator: boolean
   /** The tenants whose jobs the key may see (an operator key: those with jobs, settings or a key), for the tenant filter. */
   tenants: string[]
+  /** The id of the key itself (GET /v1/identity's keyId). */
+  keyId?: string
 }
 
 export const IdentityContext = createContext<Identity>({ operator: false, tenants: [] })
 
 /** Checks the key (401 throws) and finds out whether it is an operator key. */
 export async function loadIdentity(): Promise<Identity> {
-  const { operator, tenants } = await call<{ operator: boolean; tenants: string[] }>('/v1/identity')
-  return { operator, tenants }
+  const { operator, tenants, keyId } = await call<{ operator: boolean; tenants: string[]; keyId: string }>('/v1/identity')
+  return { operator, tenants, keyId }
 }

@@ -13,6 +13,7 @@ import { onLiveState, startLive, stopLive } from './live.ts'
 import { FailuresPage } from './pages/failures.tsx'
 import { JobDetailPage } from './pages/job-detail.tsx'
 import { JobsPage } from './pages/jobs.tsx'
+import { KeysPage } from './pages/keys.tsx'
 import { OverviewPage } from './pages/overview.tsx'
 import { QueuesPage } from './pages/queues.tsx'
 import { SchedulesPage } from './pages/schedules.tsx'
@@ -32,6 +33,7 @@ const NAV = [
   { path: 'workers', label: 'Workers' },
   { path: 'webhooks', label: 'Webhooks' },
   { path: 'tenants', label: 'Tenants', operatorOnly: true },
+  { path: 'keys', label: 'Keys', operatorOnly: true },
 ]
 
 function Page({ route }: { route: Route }) {
@@ -53,6 +55,8 @@ function Page({ route }: { route: Route }) {
       return <WebhooksPage />
     case 'tenants':
       return <TenantsPage />
+    case 'keys':
+      return <KeysPage />
     default:
       return <OverviewPage />
   }

@@ -84,6 +84,18 @@ export interface Tenant {
   running: number
 }
 
+/** An API key as GET /v1/keys lists it: never its secret. */
+export interface ApiKey {
+  id: string
+  tenant: string
+  name: string | null
+  keyPrefix: string
+  operator: boolean
+  createdAt: string
+  lastUsedAt: string | null
+  revokedAt: string | null
+}
+
 export interface Queue {
   name: string
   paused: boolean

@@ -1,0 +1,165 @@
+/**
+ * Keys: every API key (never its secret: GET /v1/keys) with its tenant, name, prefix, kind, when it
+ * was created, last used and revoked, for operator keys, which create tenant keys (the new key is
+ * shown once, here) and revoke keys, after a confirmation. Operator keys are made with the CLI only.
+ * Tenant keys are told the page is not theirs.
+ */
+import { useContext, useState } from 'preact/hooks'
+import { call, messageOf } from '../api.ts'
+import { ActionButton, ErrorNotice, TableWrap, announce } from '../components/common.tsx'
+import { when } from '../format.ts'
+import { useLoad } from '../hooks.ts'
+import { IdentityContext } from '../identity.ts'
+import type { ApiKey } from '../types.ts'
+
+function CreateKey({ names, created }: { names: string[]; created: (key: ApiKey & { key: string }) => void }) {
+  const [tenant, setTenant] = useState('')
+  const [name, setName] = useState('')
+  const [error, setError] = useState('')
+  const create = async (e: Event) => {
+    e.preventDefault()
+    setError('')
+    try {
+      const body: Record<string, string> = { tenant: tenant.trim() }
+      if (name.trim()) body.name = name.trim()
+      const key = await call<ApiKey & { key: string }>('/v1/keys', { method: 'POST', body })
+      setTenant('')
+      setName('')
+      announce(`Key for tenant ${key.tenant} created`)
+      created(key)
+    } catch (err: unknown) {
+      setError(messageOf(err))
+    }
+  }
+  return (
+    <form class="filters" aria-label="New tenant key" onSubmit={(e) => void create(e)}>
+      <div class="field">
+        <label for="k-tenant">Tenant</label>
+        <input id="k-tenant" list="k-tenants" required value={tenant} onInput={(e) => setTenant(e.currentTarget.value)} />
+        <datalist id="k-tenants">
+          {names.map((n) => (
+            <option key={n} value={n} />
+          ))}
+        </datalist>
+      </div>
+      <div class="field">
+        <label for="k-name">Name (optional)</label>
+        <input id="k-name" value={name} onInput={(e) => setName(e.currentTarget.value)} />
+      </div>
+      <div class="field buttons">
+        <button type="submit" class="primary">
+          Create key
+        </button>
+      </div>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+    </form>
+  )
+}
+
+function OperatorKeys() {
+  const identity = useContext(IdentityContext)
+  const keys = useLoad((signal) => call<{ items: ApiKey[] }>('/v1/keys', { signal }), [])
+  const [fresh, setFresh] = useState<(ApiKey & { key: string }) | null>(null)
+  return (
+    <>
+      <ErrorNotice error={keys.error} what="The key list" />
+      <section class="card" aria-label="Create a tenant key">
+        <h2>New tenant key</h2>
+        <CreateKey
+          names={identity.tenants}
+          created={(key) => {
+            setFresh(key)
+            keys.reload()
+          }}
+        />
+        <p class="help">
+          Operator keys are created with <code>scheduler keys create --tenant NAME --operator</code>, which needs the database.
+        </p>
+        {fresh && (
+          <div class="notice" role="status" data-new-key>
+            <p>
+              The key for tenant <strong>{fresh.tenant}</strong>. Store it now: it is not shown again.
+            </p>
+            <code class="secret">{fresh.key}</code>
+            <div>
+              <button type="button" onClick={() => setFresh(null)}>
+                Done
+              </button>
+            </div>
+          </div>
+        )}
+      </section>
+      {keys.data && (
+        <TableWrap label="API keys">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Tenant</th>
+                <th scope="col">Name</th>
+                <th scope="col">Key</th>
+                <th scope="col">Kind</th>
+                <th scope="col">Created</th>
+                <th scope="col">Last used</th>
+                <th scope="col">Status</th>
+                <th scope="col">Actions</th>
+              </tr>
+            </thead>
+            <tbody>
+              {keys.data.items.map((k) => (
+                <tr key={k.id} data-key-id={k.id} data-revoked={String(k.revokedAt !== null)}>
+                  <th scope="row" class="name">
+                    {k.tenant}
+                  </th>
+                  <td>
+                    {k.name ?? '–'}
+                    {k.id === identity.keyId && <span class="muted"> (this page's key)</span>}
+                  </td>
+                  <td>
+                    <code>{k.keyPrefix}…</code>
+                  </td>
+                  <td>{k.operator ? 'operator' : 'tenant'}</td>
+                  <td>{when(k.createdAt)}</td>
+                  <td>{k.lastUsedAt ? when(k.lastUsedAt) : 'never'}</td>
+                  <td>{k.revokedAt ? <span class="badge badge-cancelled">revoked {when(k.revokedAt)}</span> : 'active'}</td>
+                  <td>
+                    {k.revokedAt === null && (
+                      <ActionButton
+                        label="Revoke"
+                        name={`Revoke key ${k.keyPrefix}… of ${k.tenant}`}
+                        kind="danger"
+                        confirm={`Revoke the key ${k.keyPrefix}… of tenant ${k.tenant}${k.name ? ` (${k.name})` : ''}? Its clients get 401 from now on${k.id === identity.keyId ? ', and this page signs out' : ''}.`}
+                        run={async () => {
+                          await call(`/v1/keys/${k.id}/revoke`, { method: 'POST' })
+                          keys.reload()
+                        }}
+                        done={`Key ${k.keyPrefix}… revoked`}
+                      />
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </TableWrap>
+      )}
+    </>
+  )
+}
+
+export function KeysPage() {
+  const identity = useContext(IdentityContext)
+  return (
+    <>
+      <h1 tabIndex={-1}>Keys</h1>
+      {identity.operator ? (
+        <OperatorKeys />
+      ) : (
+        <p data-note="operator-only">API keys are listed, created and revoked with operator keys: they give access to tenants.</p>
+      )}
+    </>
+  )
+}
