@@ -103,6 +103,13 @@ export interface Authenticator {
  */
 export function createAuthenticator(db: Kysely<DB>, options: { cacheMs: number; keyUses?: KeyUseRecorder }): Authenticator {
   const cache = new Map<string, { identity: ApiIdentity; expiresAtMs: number }>()
+  /**
+   * Keys revoked through this process (forget), by id, with when (performance.now()): a lookup that
+   * began before then may have read the key still valid, and is not cached (it would make the key
+   * work again for the cache period). Kept for a minute: longer than any lookup.
+   */
+  const forgotten = new Map<string, number>()
+  const FORGOTTEN_KEEP_MS = 60_000
   return {
     async authenticate(authorization, authOptions) {
       if (authorization === undefined || authorization === '') {
@@ -120,6 +127,7 @@ export function createAuthenticator(db: Kysely<DB>, options: { cacheMs: number; 
         options.keyUses?.record(cached.identity.keyId)
         return cached.identity
       }
+      const lookedUpAt = performance.now()
       const found = await apiKeyFindByHash(db, { keyHash: hash })
       if (!found) {
         cache.delete(cacheKey)
@@ -130,7 +138,8 @@ export function createAuthenticator(db: Kysely<DB>, options: { cacheMs: number; 
         throw unauthorized('API key has been revoked')
       }
       const identity = { tenant: found.tenant, keyId: found.id, operator: found.operator }
-      if (options.cacheMs > 0) {
+      const revokedAt = forgotten.get(found.id)
+      if (options.cacheMs > 0 && (revokedAt === undefined || revokedAt < lookedUpAt)) {
         if (cache.size >= CACHE_MAX_ENTRIES) cache.clear()
         cache.set(cacheKey, { identity, expiresAtMs: Date.now() + options.cacheMs })
       }
@@ -138,6 +147,9 @@ export function createAuthenticator(db: Kysely<DB>, options: { cacheMs: number; 
       return identity
     },
     forget(keyId) {
+      const now = performance.now()
+      for (const [id, at] of forgotten) if (now - at > FORGOTTEN_KEEP_MS) forgotten.delete(id)
+      forgotten.set(keyId, now)
       for (const [k, v] of cache) if (v.identity.keyId === keyId) cache.delete(k)
     },
   }

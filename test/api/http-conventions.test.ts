@@ -191,7 +191,7 @@ describe('inputs the database could refuse', () => {
         .filter(([method, op]) => ['post', 'put', 'patch', 'delete'].includes(method) && op.requestBody === undefined)
         .map(([method]) => [method.toUpperCase() as 'POST' | 'DELETE', path] as const),
     )
-    // the job and queue actions, and the deletes
+    // the job, queue and key actions, and the deletes
     expect(bodyless.map(([m, p]) => `${m} ${p}`).sort()).toEqual([
       'DELETE /v1/jobs/{id}',
       'DELETE /v1/webhooks/{id}',
@@ -200,6 +200,7 @@ describe('inputs the database could refuse', () => {
       'POST /v1/jobs/{id}/rerun',
       'POST /v1/jobs/{id}/resume',
       'POST /v1/jobs/{id}/retry',
+      'POST /v1/keys/{id}/revoke',
       'POST /v1/queues/{name}/pause',
       'POST /v1/queues/{name}/resume',
     ])

@@ -49,8 +49,9 @@ describe('/v1/keys', () => {
     expect(JSON.stringify(all)).not.toContain(body.key)
     const acme = (await call(ops, 'GET', '/v1/keys?tenant=acme')).json<{ items: { id: string }[] }>()
     expect(acme.items.map((k) => k.id)).toEqual([body.id])
-    // the secret is in no log line
-    expect(logged.lines.length).toBeGreaterThan(0)
+    // the creation is logged with the key that asked, and the secret is in no log line
+    const me = (await call(ops, 'GET', '/v1/identity')).json<{ keyId: string }>().keyId
+    expect(logged.lines.filter((l) => l.msg === 'API key created')).toEqual([expect.objectContaining({ keyId: body.id, tenant: 'acme', byKeyId: me })])
     expect(JSON.stringify(logged.lines)).not.toContain(body.key)
   })
 
@@ -65,6 +66,7 @@ describe('/v1/keys', () => {
     const refused = await call(victim.key, 'GET', '/v1/jobs')
     expect(refused.statusCode).toBe(401)
     expect(refused.json<{ message: string }>().message).toBe('API key has been revoked')
+    expect(logged.lines.filter((l) => l.msg === 'API key revoked').map((l) => l.keyId)).toEqual([victim.id])
     const again = await call(ops, 'POST', `/v1/keys/${victim.id}/revoke`)
     expect(again.json<{ revokedAt: string }>().revokedAt).toBe(first)
     const missing = await call(ops, 'POST', '/v1/keys/00000000-0000-7000-8000-000000000001/revoke')

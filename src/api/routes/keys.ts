@@ -3,6 +3,7 @@
  * tenant key (its secret in the answer, once) and revoke one. A revoked key stops working at once in
  * this API process and within the key cache's time (SCHEDULER_API_KEY_CACHE_MS) in the others.
  * Operator keys are made only with `scheduler keys create --operator`, which needs the database.
+ * Each creation and revocation is logged (info) with the key it concerns and the key that asked.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { NotFoundError } from '../../errors.ts'
@@ -56,6 +57,8 @@ export const keyRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
     async (request, reply) => {
       assertOperator(request, WHY)
       const created = await deps.keys.create({ tenant: request.body.tenant, name: request.body.name ?? null })
+      // who made which key, for the audit trail (the key itself is never logged)
+      request.log.info({ keyId: created.id, tenant: created.tenant, byKeyId: request.identity?.keyId }, 'API key created')
       reply.code(201)
       return { ...apiKeyToJson(created), key: created.key }
     },
@@ -80,6 +83,7 @@ export const keyRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
       assertOperator(request, WHY)
       const revoked = await deps.keys.revoke(request.params.id)
       if (!revoked) throw new NotFoundError(`API key ${request.params.id} not found`)
+      request.log.info({ keyId: revoked.id, tenant: revoked.tenant, operator: revoked.operator, byKeyId: request.identity?.keyId }, 'API key revoked')
       return apiKeyToJson(revoked)
     },
   )

@@ -4,11 +4,11 @@
  * shown once, here) and revoke keys, after a confirmation. Operator keys are made with the CLI only.
  * Tenant keys are told the page is not theirs.
  */
-import { useContext, useState } from 'preact/hooks'
+import { useContext, useEffect, useRef, useState } from 'preact/hooks'
 import { call, messageOf } from '../api.ts'
 import { ActionButton, ErrorNotice, TableWrap, announce } from '../components/common.tsx'
 import { when } from '../format.ts'
-import { useLoad } from '../hooks.ts'
+import { useInterval, useLoad } from '../hooks.ts'
 import { IdentityContext } from '../identity.ts'
 import type { ApiKey } from '../types.ts'
 
@@ -60,15 +60,39 @@ function CreateKey({ names, created }: { names: string[]; created: (key: ApiKey 
   )
 }
 
+/**
+ * A key just created, shown once. Not a live region (a screen reader would read the secret aloud,
+ * and announce() already says the key was made): its text takes the focus instead.
+ */
+function NewKey({ created, done }: { created: ApiKey & { key: string }; done: () => void }) {
+  const text = useRef<HTMLParagraphElement>(null)
+  useEffect(() => text.current?.focus(), [created.id])
+  return (
+    <div class="notice" data-new-key>
+      <p tabIndex={-1} ref={text}>
+        The key for tenant <strong>{created.tenant}</strong>. Store it now: it is not shown again.
+      </p>
+      <code class="secret">{created.key}</code>
+      <div>
+        <button type="button" onClick={done}>
+          Done
+        </button>
+      </div>
+    </div>
+  )
+}
+
 function OperatorKeys() {
   const identity = useContext(IdentityContext)
   const keys = useLoad((signal) => call<{ items: ApiKey[] }>('/v1/keys', { signal }), [])
   const [fresh, setFresh] = useState<(ApiKey & { key: string }) | null>(null)
+  // last use and revocations made elsewhere (another page, the CLI) show without a reload
+  useInterval(keys.reload, 15_000)
   return (
     <>
       <ErrorNotice error={keys.error} what="The key list" />
-      <section class="card" aria-label="Create a tenant key">
-        <h2>New tenant key</h2>
+      <section class="card" aria-labelledby="k-new-heading">
+        <h2 id="k-new-heading">New tenant key</h2>
         <CreateKey
           names={identity.tenants}
           created={(key) => {
@@ -79,19 +103,7 @@ function OperatorKeys() {
         <p class="help">
           Operator keys are created with <code>scheduler keys create --tenant NAME --operator</code>, which needs the database.
         </p>
-        {fresh && (
-          <div class="notice" role="status" data-new-key>
-            <p>
-              The key for tenant <strong>{fresh.tenant}</strong>. Store it now: it is not shown again.
-            </p>
-            <code class="secret">{fresh.key}</code>
-            <div>
-              <button type="button" onClick={() => setFresh(null)}>
-                Done
-              </button>
-            </div>
-          </div>
-        )}
+        {fresh && <NewKey created={fresh} done={() => setFresh(null)} />}
       </section>
       {keys.data && (
         <TableWrap label="API keys">

@@ -4,7 +4,7 @@
  * empty quota field removes the quota). A tenant without settings (weight 1, no quota) is not
  * listed: it is picked by name to be given some. Tenant keys are told the page is not theirs.
  */
-import { useContext, useState } from 'preact/hooks'
+import { useContext, useEffect, useRef, useState } from 'preact/hooks'
 import { call, messageOf } from '../api.ts'
 import { announce, ErrorNotice, TableWrap } from '../components/common.tsx'
 import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
@@ -77,6 +77,25 @@ function SettingsForm({ tenant, saved }: { tenant: Tenant; saved: () => void }) 
   )
 }
 
+/**
+ * The settings of one tenant, read alone (a tenant without settings is not listed), in a section
+ * whose heading takes the focus when it opens, so keyboard and screen-reader users land on it.
+ */
+function EditTenant({ name, saved }: { name: string; saved: () => void }) {
+  const tenant = useLoad((signal) => call<Tenant>(path(name), { signal }), [name])
+  const heading = useRef<HTMLHeadingElement>(null)
+  useEffect(() => heading.current?.focus(), [])
+  return (
+    <section class="card" aria-labelledby="t-edit-heading">
+      <h2 id="t-edit-heading" tabIndex={-1} ref={heading}>
+        Settings of {name}
+      </h2>
+      <ErrorNotice error={tenant.error} what={`Tenant ${name}`} />
+      {tenant.data && <SettingsForm tenant={tenant.data} saved={saved} />}
+    </section>
+  )
+}
+
 /** Picks a tenant without settings by name (those the key knows of: with jobs, settings or an API key) to give it some. */
 function OtherTenant({ names, pick }: { names: string[]; pick: (name: string) => void }) {
   const [name, setName] = useState('')
@@ -111,8 +130,6 @@ function OperatorTenants() {
   const identity = useContext(IdentityContext)
   const tenants = useLoad((signal) => call<{ items: Tenant[] }>('/v1/tenants', { signal }), [])
   const [editing, setEditing] = useState<string | null>(null)
-  // the one being edited, as the list has it, or read alone (a tenant without settings is not listed)
-  const edited = useLoad((signal) => (editing === null ? Promise.resolve(null) : call<Tenant>(path(editing), { signal })), [editing])
   useLiveRefresh(() => true, tenants.reload, 2000)
   useInterval(tenants.reload, 15_000)
   const listed = new Set(tenants.data?.items.map((t) => t.name) ?? [])
@@ -149,7 +166,7 @@ function OperatorTenants() {
                       <>
                         {' '}
                         <span class="badge badge-paused" title="Its submits get 429 until some of its pending executions start">
-                          at quota
+                          at quota<span class="visually-hidden">: its submits get 429 until some of its pending executions start</span>
                         </span>
                       </>
                     )}
@@ -173,25 +190,19 @@ function OperatorTenants() {
       )}
       <OtherTenant names={identity.tenants.filter((n) => !listed.has(n))} pick={setEditing} />
       <p class="help">
-        A submit over a quota gets 429 with Retry-After and writes nothing. Max pending counts the tenant's own pending executions in every queue (its webhook
-        deliveries are left out); 0 refuses every submit. A change applies to the next submit in the API process that made it and within a second everywhere
-        else.
+        A submit over a quota gets 429 with Retry-After and writes nothing; a tenant marked at quota has as many pending executions as its max pending, so its
+        submits are refused until some of them start. Max pending counts the tenant's own pending executions in every queue (its webhook deliveries are left
+        out); 0 refuses every submit. A change applies to the next submit in the API process that made it and within a second everywhere else.
       </p>
       {editing && (
-        <section class="card" aria-label={`Edit tenant ${editing}`}>
-          <h2>Settings of {editing}</h2>
-          <ErrorNotice error={edited.error} what={`Tenant ${editing}`} />
-          {edited.data && edited.data.name === editing && (
-            <SettingsForm
-              key={editing}
-              tenant={edited.data}
-              saved={() => {
-                setEditing(null)
-                tenants.reload()
-              }}
-            />
-          )}
-        </section>
+        <EditTenant
+          key={editing}
+          name={editing}
+          saved={() => {
+            setEditing(null)
+            tenants.reload()
+          }}
+        />
       )}
     </>
   )
