@@ -36,7 +36,7 @@ interface LockWaitRow {
   holders: Array<{ pid: number; applicationName: string | null; state: string | null; xactStartedAt: string | null; queryStartedAt: string | null }>
 }
 
-/** The lock session `pid` waits for now, with the sessions blocking it; undefined when it waits for none. */
+/** The lock session `pid` waits for now, with the sessions blocking it; undefined when it waits for none (or its wait ended while this read it). */
 export async function lockWaitGet(db: Kysely<unknown>, p: LockWaitGetParams): Promise<LockWait | undefined> {
   const { rows } = await sql<LockWaitRow>`
     select l.locktype as lock_type, l.relation::regclass::text as relation, l.mode,
@@ -45,11 +45,15 @@ export async function lockWaitGet(db: Kysely<unknown>, p: LockWaitGetParams): Pr
                       'pid', a.pid, 'applicationName', a.application_name, 'state', a.state,
                       'xactStartedAt', a.xact_start, 'queryStartedAt', a.query_start) order by a.pid)
              from pg_stat_activity a
-             where a.pid = any(pg_blocking_pids(l.pid))  -- holders, and waiters ahead of it in the queue
+             where a.pid = any(b.pids)  -- holders, and waiters ahead of it in the queue
            ), '[]') as holders
     from pg_locks l
+    -- Read once: a wait that ends between reading pg_locks and this (its lock timeout fired, or
+    -- it was granted) has no blockers left, and is no wait to report.
+    cross join lateral (select pg_blocking_pids(l.pid) as pids) b
     where l.pid = ${p.pid}::int
       and not l.granted
+      and cardinality(b.pids) > 0
     limit 1`.execute(db)
   const row = rows[0]
   if (!row) return undefined
