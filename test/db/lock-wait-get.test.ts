@@ -3,7 +3,7 @@
  * reading pg_locks and reading its blockers (its lock timeout fired) is no wait, not a wait behind
  * nobody. Read that way, `migrate` once logged a retry with an empty list of blockers.
  */
-import { sql } from 'kysely'
+import { type Kysely, sql } from 'kysely'
 import pg from 'pg'
 import { afterEach, describe, expect, it } from 'vitest'
 import { lockWaitGet } from '../../src/db/queries/lock-waits.ts'
@@ -44,7 +44,7 @@ describe('lockWaitGet', () => {
     const holderSets: number[][] = []
     const until = Date.now() + 3_000
     while (Date.now() < until) {
-      const wait = await lockWaitGet(t.db, { pid })
+      const wait = await lockWaitGet(t.db as unknown as Kysely<unknown>, { pid })
       if (wait) holderSets.push(wait.holders.map((h) => h.pid))
     }
     stop = true
