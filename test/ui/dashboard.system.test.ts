@@ -519,6 +519,10 @@ describe('the dashboard in Chromium', () => {
     await form.getByRole('button', { name: 'Save settings' }).click()
     const row = page.locator('tr[data-tenant="soylent"]')
     await row.waitFor()
+    // the editor closes, and the focus goes to the tenant's row, now listed
+    await waitFor(async () => (await page.locator(':focus').getAttribute('aria-label')) === 'Edit settings of soylent', {
+      what: "the focus on soylent's row",
+    })
     expect(await rest(operatorKey, 'GET', '/v1/tenants/soylent')).toMatchObject({ weight: 2, maxPending: 0, maxSubmitsPerSecond: 50, pending: 0 })
     expect(await row.locator('td').allTextContents()).toEqual([
       '2',
@@ -526,7 +530,7 @@ describe('the dashboard in Chromium', () => {
       '50',
       '0 at quota: its submits get 429 until some of its pending executions start',
       '0',
-      'Edit settings',
+      'Edit settings Keys',
     ])
     // max pending 0 refuses every submit: the row says the tenant is at its quota
     expect(await row.getAttribute('data-at-quota')).toBe('true')
@@ -538,6 +542,12 @@ describe('the dashboard in Chromium', () => {
     await waitFor(async () => (await row.getAttribute('data-at-quota')) === 'false', { what: 'the row to drop its at-quota mark' })
     expect(await row.locator('td').nth(1).textContent()).toBe('no quota')
     expect(await rest(operatorKey, 'GET', '/v1/tenants/soylent')).toMatchObject({ weight: 2, maxPending: null, maxSubmitsPerSecond: 50 })
+    // the row's Keys link lists that tenant's keys alone
+    await row.getByRole('link', { name: 'API keys of soylent' }).click()
+    await waitFor(async () => page.url().endsWith('#/keys?tenant=soylent'), { what: 'the keys page of soylent' })
+    const soylentKeys = page.getByRole('region', { name: 'API keys of tenant soylent' })
+    await soylentKeys.locator('tbody tr').first().waitFor()
+    expect(await soylentKeys.locator('tbody th').allTextContents()).toEqual(['soylent'])
     await page.context().close()
     // a tenant key: no link to the page, which says it is for operator keys and asks the API nothing it may not
     const { page: tenantPage } = await openPage(browser, 1280)
@@ -595,6 +605,15 @@ describe('the dashboard in Chromium', () => {
     const me = await rest<{ keyId: string }>(operatorKey, 'GET', '/v1/identity')
     await expect(page.locator(`tr[data-key-id="${me.keyId}"] td`).first().textContent()).resolves.toBe("– (this page's key)")
     await shot(page, 'keys')
+    // Copy puts the key on the clipboard; without a clipboard, it selects the key for the keyboard's copy
+    await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: api.url })
+    await page.getByRole('button', { name: 'Copy key' }).click()
+    await page.locator('[data-new-key]').getByText('Copied.').waitFor()
+    expect(await page.evaluate('navigator.clipboard.readText()')).toBe(key)
+    await page.evaluate(`getSelection().removeAllRanges(); Object.defineProperty(navigator, 'clipboard', { value: undefined, configurable: true })`)
+    await page.getByRole('button', { name: 'Copy key' }).click()
+    await page.locator('[data-new-key]').getByText('Selected: copy it with Ctrl+C').waitFor()
+    expect(await page.evaluate('getSelection().toString()')).toBe(key)
     await page.getByRole('button', { name: 'Done' }).click()
     await page.locator('[data-new-key]').waitFor({ state: 'detached' })
     expect(await page.locator('main').textContent()).not.toContain(key)
@@ -625,6 +644,17 @@ describe('the dashboard in Chromium', () => {
     expect(revokes).toEqual([`${api.url}/v1/keys/${id}/revoke`])
     expect((await fetch(`${api.url}/v1/jobs`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(401)
     expect(await row.getByRole('button').count()).toBe(0)
+    // the list narrowed to one tenant, in the address: a tenant with none says so
+    await page.getByRole('form', { name: 'Key filter' }).getByLabel('Keys of tenant').fill('hooli')
+    await page.getByRole('form', { name: 'Key filter' }).getByRole('button', { name: 'Show' }).click()
+    await waitFor(async () => page.url().endsWith('#/keys?tenant=hooli'), { what: 'the filter in the address' })
+    const hooli = page.getByRole('region', { name: 'API keys of tenant hooli' })
+    await hooli.waitFor()
+    expect(await hooli.locator('tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-key-id')))).toEqual([id])
+    await page.goto(`${api.url}/ui/#/keys?tenant=nobody-here`)
+    await expect(page.locator('[data-empty]').textContent()).resolves.toBe('Tenant nobody-here has no API key.')
+    await page.getByRole('link', { name: "Every tenant's keys" }).click()
+    await page.getByRole('region', { name: 'API keys', exact: true }).waitFor()
     await page.context().close()
   })
 

@@ -56,7 +56,7 @@ function Page({ route }: { route: Route }) {
     case 'tenants':
       return <TenantsPage />
     case 'keys':
-      return <KeysPage />
+      return <KeysPage query={route.query} />
     default:
       return <OverviewPage />
   }

@@ -1,15 +1,18 @@
 /**
  * Keys: every API key (never its secret: GET /v1/keys) with its tenant, name, prefix, kind, when it
  * was created, last used and revoked, for operator keys, which create tenant keys (the new key is
- * shown once, here) and revoke keys, after a confirmation. Operator keys are made with the CLI only.
- * Tenant keys are told the page is not theirs.
+ * shown once, here, with a button that copies it) and revoke keys, after a confirmation. The list
+ * can be narrowed to one tenant's keys, a filter kept in the address (`#/keys?tenant=NAME`, where the
+ * tenants page links). Operator keys are made with the CLI only. Tenant keys are told the page is
+ * not theirs.
  */
 import { useContext, useEffect, useRef, useState } from 'preact/hooks'
-import { call, messageOf } from '../api.ts'
+import { call, messageOf, withQuery } from '../api.ts'
 import { ActionButton, ErrorNotice, TableWrap, announce } from '../components/common.tsx'
 import { when } from '../format.ts'
 import { useInterval, useLoad } from '../hooks.ts'
 import { IdentityContext } from '../identity.ts'
+import { href, navigate } from '../router.ts'
 import type { ApiKey } from '../types.ts'
 
 function CreateKey({ names, created }: { names: string[]; created: (key: ApiKey & { key: string }) => void }) {
@@ -62,29 +65,83 @@ function CreateKey({ names, created }: { names: string[]; created: (key: ApiKey 
 
 /**
  * A key just created, shown once. Not a live region (a screen reader would read the secret aloud,
- * and announce() already says the key was made): its text takes the focus instead.
+ * and announce() already says the key was made): its text takes the focus instead. Copy puts it on
+ * the clipboard; where the browser allows no clipboard (a page not served over HTTPS or from this
+ * host, or the permission refused) it selects the key instead, for the keyboard's copy.
  */
 function NewKey({ created, done }: { created: ApiKey & { key: string }; done: () => void }) {
   const text = useRef<HTMLParagraphElement>(null)
-  useEffect(() => text.current?.focus(), [created.id])
+  const secret = useRef<HTMLElement>(null)
+  const [copied, setCopied] = useState<'copied' | 'selected' | null>(null)
+  useEffect(() => {
+    setCopied(null)
+    text.current?.focus()
+  }, [created.id])
+  const copy = async () => {
+    try {
+      if (!navigator.clipboard) throw new Error('no clipboard')
+      await navigator.clipboard.writeText(created.key)
+      setCopied('copied')
+      announce('Key copied')
+    } catch {
+      const range = document.createRange()
+      if (secret.current) range.selectNodeContents(secret.current)
+      const selection = getSelection()
+      selection?.removeAllRanges()
+      selection?.addRange(range)
+      setCopied('selected')
+      announce('The browser allows no copying here: the key is selected, copy it with the keyboard')
+    }
+  }
   return (
     <div class="notice" data-new-key>
       <p tabIndex={-1} ref={text}>
         The key for tenant <strong>{created.tenant}</strong>. Store it now: it is not shown again.
       </p>
-      <code class="secret">{created.key}</code>
+      <code class="secret" ref={secret}>
+        {created.key}
+      </code>
       <div>
+        <button type="button" onClick={() => void copy()}>
+          Copy key
+        </button>{' '}
         <button type="button" onClick={done}>
           Done
         </button>
+        {copied && <span class="muted"> {copied === 'copied' ? 'Copied.' : 'Selected: copy it with Ctrl+C (⌘C).'}</span>}
       </div>
     </div>
   )
 }
 
-function OperatorKeys() {
+/** Narrows the list to one tenant's keys, in the address. */
+function TenantFilter({ tenant }: { tenant: string | undefined }) {
+  const [draft, setDraft] = useState(tenant ?? '')
+  useEffect(() => setDraft(tenant ?? ''), [tenant])
+  return (
+    <form
+      class="filters"
+      aria-label="Key filter"
+      onSubmit={(e) => {
+        e.preventDefault()
+        navigate('/keys', { tenant: draft.trim() || undefined })
+      }}
+    >
+      <div class="field">
+        <label for="k-filter-tenant">Keys of tenant</label>
+        <input id="k-filter-tenant" list="k-tenants" value={draft} placeholder="every tenant" onInput={(e) => setDraft(e.currentTarget.value)} />
+      </div>
+      <div class="field buttons">
+        <button type="submit">Show</button>
+        {tenant !== undefined && <a href={href('/keys')}>Every tenant's keys</a>}
+      </div>
+    </form>
+  )
+}
+
+function OperatorKeys({ tenant }: { tenant: string | undefined }) {
   const identity = useContext(IdentityContext)
-  const keys = useLoad((signal) => call<{ items: ApiKey[] }>('/v1/keys', { signal }), [])
+  const keys = useLoad((signal) => call<{ items: ApiKey[] }>(withQuery('/v1/keys', { tenant }), { signal }), [tenant])
   const [fresh, setFresh] = useState<(ApiKey & { key: string }) | null>(null)
   // last use and revocations made elsewhere (another page, the CLI) show without a reload
   useInterval(keys.reload, 15_000)
@@ -105,8 +162,10 @@ function OperatorKeys() {
         </p>
         {fresh && <NewKey created={fresh} done={() => setFresh(null)} />}
       </section>
-      {keys.data && (
-        <TableWrap label="API keys">
+      <TenantFilter tenant={tenant} />
+      {keys.data && keys.data.items.length === 0 && tenant !== undefined && <p data-empty>Tenant {tenant} has no API key.</p>}
+      {keys.data && keys.data.items.length > 0 && (
+        <TableWrap label={tenant === undefined ? 'API keys' : `API keys of tenant ${tenant}`}>
           <table>
             <thead>
               <tr>
@@ -162,13 +221,14 @@ function OperatorKeys() {
   )
 }
 
-export function KeysPage() {
+export function KeysPage({ query }: { query: URLSearchParams }) {
   const identity = useContext(IdentityContext)
+  const tenant = query.get('tenant')?.trim() || undefined
   return (
     <>
       <h1 tabIndex={-1}>Keys</h1>
       {identity.operator ? (
-        <OperatorKeys />
+        <OperatorKeys tenant={tenant} />
       ) : (
         <p data-note="operator-only">API keys are listed, created and revoked with operator keys: they give access to tenants.</p>
       )}

@@ -9,6 +9,7 @@ import { call, messageOf } from '../api.ts'
 import { announce, ErrorNotice, TableWrap } from '../components/common.tsx'
 import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
 import { IdentityContext } from '../identity.ts'
+import { href } from '../router.ts'
 import type { Tenant } from '../types.ts'
 
 const path = (name: string) => `/v1/tenants/${encodeURIComponent(name)}`
@@ -130,6 +131,16 @@ function OperatorTenants() {
   const identity = useContext(IdentityContext)
   const tenants = useLoad((signal) => call<{ items: Tenant[] }>('/v1/tenants', { signal }), [])
   const [editing, setEditing] = useState<string | null>(null)
+  // After a save the editor closes: the focus goes back to the tenant's row (listed once the list
+  // has been read again, a tenant given its first settings too), or to the other-tenant field
+  const returnTo = useRef<{ name: string; before: unknown } | null>(null)
+  useEffect(() => {
+    const target = returnTo.current
+    if (target === null || tenants.loading || tenants.data === target.before) return
+    returnTo.current = null
+    const row = document.querySelector<HTMLButtonElement>(`tr[data-tenant="${CSS.escape(target.name)}"] button`)
+    ;(row ?? document.querySelector<HTMLInputElement>('#t-other'))?.focus()
+  }, [tenants.data, tenants.loading])
   useLiveRefresh(() => true, tenants.reload, 2000)
   useInterval(tenants.reload, 15_000)
   const listed = new Set(tenants.data?.items.map((t) => t.name) ?? [])
@@ -180,7 +191,10 @@ function OperatorTenants() {
                       onClick={() => setEditing(editing === t.name ? null : t.name)}
                     >
                       Edit settings
-                    </button>
+                    </button>{' '}
+                    <a href={href('/keys', { tenant: t.name })} aria-label={`API keys of ${t.name}`}>
+                      Keys
+                    </a>
                   </td>
                 </tr>
               ))}
@@ -199,6 +213,7 @@ function OperatorTenants() {
           key={editing}
           name={editing}
           saved={() => {
+            returnTo.current = { name: editing, before: tenants.data }
             setEditing(null)
             tenants.reload()
           }}
