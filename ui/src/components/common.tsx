@@ -142,3 +142,43 @@ export function ActionButton(props: {
     </button>
   )
 }
+
+/** The end of a settings form: its submit button, and the API's refusal of the last submit, if any. */
+export function FormEnd({ submit, error }: { submit: string; error: string }) {
+  return (
+    <>
+      <div class="field buttons">
+        <button type="submit" class="primary">
+          {submit}
+        </button>
+      </div>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+    </>
+  )
+}
+
+/** A tenant's name, typed or picked from those the key knows of (`names`, a datalist). */
+export function TenantNameInput(props: { id: string; value: string; set: (value: string) => void; names: string[]; required?: boolean; placeholder?: string }) {
+  const listId = `${props.id}-names`
+  return (
+    <>
+      <input
+        id={props.id}
+        list={listId}
+        required={props.required}
+        placeholder={props.placeholder}
+        value={props.value}
+        onInput={(e) => props.set(e.currentTarget.value)}
+      />
+      <datalist id={listId}>
+        {props.names.map((n) => (
+          <option key={n} value={n} />
+        ))}
+      </datalist>
+    </>
+  )
+}

@@ -8,7 +8,7 @@
  */
 import { useContext, useEffect, useRef, useState } from 'preact/hooks'
 import { call, messageOf, withQuery } from '../api.ts'
-import { ActionButton, ErrorNotice, TableWrap, announce } from '../components/common.tsx'
+import { ActionButton, ErrorNotice, TableWrap, announce, FormEnd, TenantNameInput } from '../components/common.tsx'
 import { when } from '../format.ts'
 import { useInterval, useLoad } from '../hooks.ts'
 import { IdentityContext } from '../identity.ts'
@@ -38,27 +38,13 @@ function CreateKey({ names, created }: { names: string[]; created: (key: ApiKey 
     <form class="filters" aria-label="New tenant key" onSubmit={(e) => void create(e)}>
       <div class="field">
         <label for="k-tenant">Tenant</label>
-        <input id="k-tenant" list="k-tenants" required value={tenant} onInput={(e) => setTenant(e.currentTarget.value)} />
-        <datalist id="k-tenants">
-          {names.map((n) => (
-            <option key={n} value={n} />
-          ))}
-        </datalist>
+        <TenantNameInput id="k-tenant" required value={tenant} set={setTenant} names={names} />
       </div>
       <div class="field">
         <label for="k-name">Name (optional)</label>
         <input id="k-name" value={name} onInput={(e) => setName(e.currentTarget.value)} />
       </div>
-      <div class="field buttons">
-        <button type="submit" class="primary">
-          Create key
-        </button>
-      </div>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <FormEnd submit="Create key" error={error} />
     </form>
   )
 }
@@ -115,7 +101,7 @@ function NewKey({ created, done }: { created: ApiKey & { key: string }; done: ()
 }
 
 /** Narrows the list to one tenant's keys, in the address. */
-function TenantFilter({ tenant }: { tenant: string | undefined }) {
+function TenantFilter({ tenant, names }: { tenant: string | undefined; names: string[] }) {
   const [draft, setDraft] = useState(tenant ?? '')
   useEffect(() => setDraft(tenant ?? ''), [tenant])
   return (
@@ -129,7 +115,7 @@ function TenantFilter({ tenant }: { tenant: string | undefined }) {
     >
       <div class="field">
         <label for="k-filter-tenant">Keys of tenant</label>
-        <input id="k-filter-tenant" list="k-tenants" value={draft} placeholder="every tenant" onInput={(e) => setDraft(e.currentTarget.value)} />
+        <TenantNameInput id="k-filter-tenant" placeholder="every tenant" value={draft} set={setDraft} names={names} />
       </div>
       <div class="field buttons">
         <button type="submit">Show</button>
@@ -141,7 +127,9 @@ function TenantFilter({ tenant }: { tenant: string | undefined }) {
 
 function OperatorKeys({ tenant }: { tenant: string | undefined }) {
   const identity = useContext(IdentityContext)
-  const keys = useLoad((signal) => call<{ items: ApiKey[] }>(withQuery('/v1/keys', { tenant }), { signal }), [tenant])
+  // the list names the tenant it was read for: while another tenant's is read, the last one stays
+  // on screen under its own name, never under the new filter's
+  const keys = useLoad(async (signal) => ({ tenant, ...(await call<{ items: ApiKey[] }>(withQuery('/v1/keys', { tenant }), { signal })) }), [tenant])
   const [fresh, setFresh] = useState<(ApiKey & { key: string }) | null>(null)
   // last use and revocations made elsewhere (another page, the CLI) show without a reload
   useInterval(keys.reload, 15_000)
@@ -162,10 +150,10 @@ function OperatorKeys({ tenant }: { tenant: string | undefined }) {
         </p>
         {fresh && <NewKey created={fresh} done={() => setFresh(null)} />}
       </section>
-      <TenantFilter tenant={tenant} />
-      {keys.data && keys.data.items.length === 0 && tenant !== undefined && <p data-empty>Tenant {tenant} has no API key.</p>}
+      <TenantFilter tenant={tenant} names={identity.tenants} />
+      {keys.data && keys.data.items.length === 0 && keys.data.tenant !== undefined && <p data-empty>Tenant {keys.data.tenant} has no API key.</p>}
       {keys.data && keys.data.items.length > 0 && (
-        <TableWrap label={tenant === undefined ? 'API keys' : `API keys of tenant ${tenant}`}>
+        <TableWrap label={keys.data.tenant === undefined ? 'API keys' : `API keys of tenant ${keys.data.tenant}`}>
           <table>
             <thead>
               <tr>

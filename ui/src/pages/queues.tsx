@@ -4,7 +4,7 @@
  */
 import { useContext, useState } from 'preact/hooks'
 import { call, messageOf } from '../api.ts'
-import { ActionButton, announce, ErrorNotice, TableWrap } from '../components/common.tsx'
+import { ActionButton, announce, ErrorNotice, TableWrap, FormEnd } from '../components/common.tsx'
 import { QUEUE_CLAIMED_NOTE } from '../figures.ts'
 import { duration } from '../format.ts'
 import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
@@ -68,16 +68,7 @@ function LimitsForm({ queue, saved }: { queue: Queue; saved: () => void }) {
           <input type="checkbox" checked={fairShare} onChange={(e) => setFairShare(e.currentTarget.checked)} /> Fair share between tenants
         </label>
       </div>
-      <div class="field buttons">
-        <button type="submit" class="primary">
-          Save limits
-        </button>
-      </div>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <FormEnd submit="Save limits" error={error} />
     </form>
   )
 }

@@ -6,7 +6,7 @@
  */
 import { useContext, useEffect, useRef, useState } from 'preact/hooks'
 import { call, messageOf } from '../api.ts'
-import { announce, ErrorNotice, TableWrap } from '../components/common.tsx'
+import { announce, ErrorNotice, TableWrap, FormEnd, TenantNameInput } from '../components/common.tsx'
 import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
 import { IdentityContext } from '../identity.ts'
 import { href } from '../router.ts'
@@ -64,16 +64,7 @@ function SettingsForm({ tenant, saved }: { tenant: Tenant; saved: () => void }) 
         <label for={id('max-rate')}>Max submits per second</label>
         <input id={id('max-rate')} inputMode="decimal" placeholder="no quota" value={maxRate} onInput={(e) => setMaxRate(e.currentTarget.value)} />
       </div>
-      <div class="field buttons">
-        <button type="submit" class="primary">
-          Save settings
-        </button>
-      </div>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <FormEnd submit="Save settings" error={error} />
     </form>
   )
 }
@@ -113,12 +104,7 @@ function OtherTenant({ names, pick }: { names: string[]; pick: (name: string) =>
     >
       <div class="field">
         <label for="t-other">Another tenant</label>
-        <input id="t-other" list="t-names" placeholder="tenant name" value={name} onInput={(e) => setName(e.currentTarget.value)} />
-        <datalist id="t-names">
-          {names.map((n) => (
-            <option key={n} value={n} />
-          ))}
-        </datalist>
+        <TenantNameInput id="t-other" placeholder="tenant name" value={name} set={setName} names={names} />
       </div>
       <div class="field buttons">
         <button type="submit">Edit settings</button>
