@@ -210,6 +210,7 @@ function describeWait(wait: LockWait | undefined): string {
   const what = `${wait.mode} on ${wait.relation ?? `a ${wait.lockType} lock`}`
   if (wait.holders.length === 0) return what
   const holders = wait.holders.map((h) => {
+    if (h.pid === 0) return 'a prepared transaction (pg_prepared_xacts; COMMIT PREPARED or ROLLBACK PREPARED ends it)'
     const facts = [
       h.applicationName ? `application "${h.applicationName}"` : undefined,
       h.state ?? undefined,

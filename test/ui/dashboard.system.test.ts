@@ -520,7 +520,7 @@ describe('the dashboard in Chromium', () => {
     const row = page.locator('tr[data-tenant="soylent"]')
     await row.waitFor()
     // the editor closes, and the focus goes to the tenant's row, now listed
-    await waitFor(async () => (await page.locator(':focus').getAttribute('aria-label')) === 'Edit settings of soylent', {
+    await waitFor(async () => (await page.evaluate('document.activeElement?.getAttribute("aria-label")')) === 'Edit settings of soylent', {
       what: "the focus on soylent's row",
     })
     expect(await rest(operatorKey, 'GET', '/v1/tenants/soylent')).toMatchObject({ weight: 2, maxPending: 0, maxSubmitsPerSecond: 50, pending: 0 })
@@ -926,7 +926,7 @@ describe('the dashboard in Chromium', () => {
     await operatorPage.goto(`${api.url}/ui/#/jobs`)
     await operatorPage.locator('tbody tr').first().waitFor()
     // the tenant filter offers the tenants that have jobs or keys
-    const tenantNames = await operatorPage.locator('#tenant-names option').evaluateAll((options) => options.map((o) => o.getAttribute('value') ?? ''))
+    const tenantNames = await operatorPage.locator('#f-tenant-names option').evaluateAll((options) => options.map((o) => o.getAttribute('value') ?? ''))
     expect(tenantNames).toEqual(expect.arrayContaining(['acme', 'globex', 'ops']))
     await shot(operatorPage, 'jobs')
     await operatorPage.context().close()

@@ -37,17 +37,19 @@ describe('handing back a surplus', () => {
         },
       },
     })
-    // short runs first: worker a's prefetch allowance grows to its cap
-    await client.submitJobs(Array.from({ length: 20 }, () => ({ type: 'work', payload: { ms: 0 } })))
-    await waitFor(() => ranBy.a?.length === 20, { what: 'the short jobs to run on worker a' })
+    // short runs first: worker a's prefetch allowance (2 slots × 100 ms / the mean run time) grows;
+    // 60 of them, so that a slow first run (a cold start) hardly weighs in the mean any more
+    await client.submitJobs(Array.from({ length: 60 }, () => ({ type: 'work', payload: { ms: 0 } })))
+    await waitFor(() => ranBy.a?.length === 60, { what: 'the short jobs to run on worker a' })
     ranBy.a = []
     claimedByA = 0
-    // worker a, alone, claims a backlog ahead: at 400 ms a run on 2 slots, 10 or more claimed wait
-    // over a second, so a hands back all but its allowance. Worker b starts only then, so which of
-    // two waiting workers claims first plays no part, and a loaded machine's slower short runs (a
-    // smaller allowance) still leave a surplus.
+    // worker a, alone, claims a backlog ahead. Its mean run time moves 1/16 of the way to each
+    // 400 ms run, so it holds more than a second's worth of waiting runs, and hands back all but
+    // its allowance, only if it claimed about 23 or more (an allowance from short runs under about
+    // 9 ms); it claims no more after. Worker b starts only then, so which of two waiting workers
+    // claims first plays no part.
     const slow = await client.submitJobs(Array.from({ length: 30 }, () => ({ type: 'work', payload: { ms: 400 } })))
-    await waitFor(() => claimedByA >= 10, { what: 'worker a to claim ahead' })
+    await waitFor(() => claimedByA >= 24, { what: 'worker a to claim 24 or more ahead' })
     const b = await startWorker([handler('b')], { concurrency: 2, prefetch: 1000 })
     const ids = new Set(slow.map((s) => s.id))
     await waitFor(

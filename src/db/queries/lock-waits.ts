@@ -3,6 +3,7 @@ import { sql, type Kysely } from 'kysely'
 
 /** A session holding a lock another waits for. */
 export interface LockHolder {
+  /** 0 for a prepared transaction (pg_prepared_xacts), which holds its locks with no session. */
   pid: number
   applicationName: string | null
   /** `active`, `idle in transaction`…; null where the role may not read other roles' sessions. */
@@ -41,11 +42,15 @@ export async function lockWaitGet(db: Kysely<unknown>, p: LockWaitGetParams): Pr
   const { rows } = await sql<LockWaitRow>`
     select l.locktype as lock_type, l.relation::regclass::text as relation, l.mode,
            coalesce((
-             select json_agg(json_build_object(
-                      'pid', a.pid, 'applicationName', a.application_name, 'state', a.state,
-                      'xactStartedAt', a.xact_start, 'queryStartedAt', a.query_start) order by a.pid)
-             from pg_stat_activity a
-             where a.pid = any(b.pids)  -- holders, and waiters ahead of it in the queue
+             select json_agg(h order by h.pid)
+               from (select a.pid, a.application_name as "applicationName", a.state,
+                            a.xact_start as "xactStartedAt", a.query_start as "queryStartedAt"
+                       from pg_stat_activity a
+                      where a.pid = any(b.pids)  -- holders, and waiters ahead of it in the queue
+                      union all
+                     -- a prepared transaction holds its locks with no session: pid 0
+                     select 0, null, 'prepared transaction', null, null
+                      where 0 = any(b.pids)) h
            ), '[]') as holders
     from pg_locks l
     -- Read once: a wait that ends between reading pg_locks and this (its lock timeout fired, or
@@ -56,7 +61,8 @@ export async function lockWaitGet(db: Kysely<unknown>, p: LockWaitGetParams): Pr
       and cardinality(b.pids) > 0
     limit 1`.execute(db)
   const row = rows[0]
-  if (!row) return undefined
+  // a blocker that ended between pg_blocking_pids and pg_stat_activity: the wait is ending too
+  if (!row || row.holders.length === 0) return undefined
   return {
     lockType: row.lock_type,
     relation: row.relation,

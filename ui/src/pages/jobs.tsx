@@ -6,7 +6,7 @@
  */
 import { useContext, useState } from 'preact/hooks'
 import { ApiError, call, request, withQuery } from '../api.ts'
-import { announce, ErrorNotice, StatusBadge, TableWrap } from '../components/common.tsx'
+import { announce, ErrorNotice, StatusBadge, TableWrap, TenantNameInput } from '../components/common.tsx'
 import { isUuid, shortId, when } from '../format.ts'
 import { useLiveRefresh, useLoad } from '../hooks.ts'
 import { IdentityContext } from '../identity.ts'
@@ -74,12 +74,7 @@ function FilterForm({ filters }: { filters: Filters }) {
       {identity.operator && (
         <div class="field">
           <label for="f-tenant">Tenant</label>
-          <input id="f-tenant" list="tenant-names" value={draft.tenant ?? ''} onInput={set('tenant')} />
-          <datalist id="tenant-names">
-            {identity.tenants.map((t) => (
-              <option key={t} value={t} />
-            ))}
-          </datalist>
+          <TenantNameInput id="f-tenant" value={draft.tenant ?? ''} set={(tenant) => setDraft({ ...draft, tenant })} names={identity.tenants} />
         </div>
       )}
       <div class="field grow">

@@ -129,7 +129,7 @@ function OperatorKeys({ tenant }: { tenant: string | undefined }) {
   const identity = useContext(IdentityContext)
   // the list names the tenant it was read for: while another tenant's is read, the last one stays
   // on screen under its own name, never under the new filter's
-  const keys = useLoad(async (signal) => ({ tenant, ...(await call<{ items: ApiKey[] }>(withQuery('/v1/keys', { tenant }), { signal })) }), [tenant])
+  const keys = useLoad(async (signal) => ({ ...(await call<{ items: ApiKey[] }>(withQuery('/v1/keys', { tenant }), { signal })), tenant }), [tenant])
   const [fresh, setFresh] = useState<(ApiKey & { key: string }) | null>(null)
   // last use and revocations made elsewhere (another page, the CLI) show without a reload
   useInterval(keys.reload, 15_000)

@@ -118,15 +118,21 @@ function OperatorTenants() {
   const tenants = useLoad((signal) => call<{ items: Tenant[] }>('/v1/tenants', { signal }), [])
   const [editing, setEditing] = useState<string | null>(null)
   // After a save the editor closes: the focus goes back to the tenant's row (listed once the list
-  // has been read again, a tenant given its first settings too), or to the other-tenant field
+  // has been read again, a tenant given its first settings too), or, for one not listed, to the other-tenant
+  // field. Only when the focus is still lost (nowhere else since the save), and only after that
+  // reload: one that failed gives up the return, rather than a later one taking the focus.
   const returnTo = useRef<{ name: string; before: unknown } | null>(null)
   useEffect(() => {
     const target = returnTo.current
-    if (target === null || tenants.loading || tenants.data === target.before) return
+    if (target === null || tenants.loading) return
+    if (tenants.error !== undefined) returnTo.current = null
+    if (tenants.data === target.before) return
     returnTo.current = null
+    const active = document.activeElement
+    if (active !== null && active !== document.body) return
     const row = document.querySelector<HTMLButtonElement>(`tr[data-tenant="${CSS.escape(target.name)}"] button`)
     ;(row ?? document.querySelector<HTMLInputElement>('#t-other'))?.focus()
-  }, [tenants.data, tenants.loading])
+  }, [tenants.data, tenants.loading, tenants.error])
   useLiveRefresh(() => true, tenants.reload, 2000)
   useInterval(tenants.reload, 15_000)
   const listed = new Set(tenants.data?.items.map((t) => t.name) ?? [])
