@@ -136,8 +136,27 @@ export class FatalError extends Error {
   }
 }
 
-/** Normalises anything thrown into an Error. */
+/**
+ * Normalises anything thrown into an Error: a string is its message; any other value its JSON, or,
+ * when it has none (undefined, a symbol, a function, a BigInt, a structure that refers to itself, a
+ * `toJSON` that throws), its `String()` form, or its tag (`[object Object]`) when even that throws.
+ * Never throws itself: what a handler throws must always become an attempt's error.
+ */
 export function toError(err: unknown): Error {
   if (err instanceof Error) return err
-  return new Error(typeof err === 'string' ? err : JSON.stringify(err))
+  return new Error(typeof err === 'string' ? err : thrownText(err))
+}
+
+function thrownText(err: unknown): string {
+  try {
+    const json = JSON.stringify(err)
+    if (json !== undefined) return json
+  } catch {
+    // no JSON form: its String() form below
+  }
+  try {
+    return String(err)
+  } catch {
+    return Object.prototype.toString.call(err)
+  }
 }

@@ -186,7 +186,13 @@ export class Executor {
         this.p.outcomes.record(run, ctx, { kind: 'fail', error, fatal: error instanceof FatalError, timedOut: false })
       }
     } catch (err: unknown) {
+      // Nothing handed to the writer: fail the attempt rather than hold its lease, renewed by the
+      // heartbeat, for as long as this worker lives
       ctx.log.error({ err }, 'execution not concluded')
+      if (run.state === 'running' && !(run.abortReason instanceof ShutdownError)) {
+        const error = new Error(`the outcome could not be recorded: ${toError(err).message}`)
+        this.p.outcomes.record(run, ctx, { kind: 'fail', error, fatal: false, timedOut: false })
+      }
     }
   }
 

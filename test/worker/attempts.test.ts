@@ -57,6 +57,47 @@ describe('the attempts of an execution', () => {
     expect(rows[0]?.n).toBe(2)
   })
 
+  it('fails the attempt of a handler that throws a value without a JSON form (a BigInt, a structure that refers to itself, undefined)', async () => {
+    const circular: Record<string, unknown> = { status: 502 }
+    circular.self = circular
+    const thrown: Record<string, unknown> = { bigint: 10n, circular, nothing: undefined, symbol: Symbol('gone') }
+    const calls = new Map<string, number>()
+    await startWorker(
+      Object.keys(thrown).map((type) =>
+        defineHandler(type, (ctx) => {
+          calls.set(ctx.jobId, (calls.get(ctx.jobId) ?? 0) + 1)
+          throw thrown[type]
+        }),
+      ),
+      { leaseMs: 2_000, heartbeatMs: 200 },
+    )
+    const client = createClient({ db: t.db, tenant: 'acme' })
+    const ids = new Map<string, string>()
+    for (const type of Object.keys(thrown)) ids.set(type, (await client.submitJob({ type, maxAttempts: 2, backoffBaseMs: 0, backoffMaxMs: 0 })).job.id)
+    // each attempt fails, is counted, and the second ends the job: no lease kept renewed, no attempt run again uncounted
+    for (const [type, id] of ids) {
+      await waitFor(async () => (await client.viewJob(id)).status === 'FAILED', { what: `the ${type} job to fail` })
+      expect(calls.get(id), type).toBe(2)
+    }
+    const messages = async (id: string) => (await client.listExecutions(id)).items[0]?.attempts.map((a) => [a.attempt, a.outcome, a.error?.message])
+    expect(await messages(ids.get('bigint') ?? '')).toEqual([
+      [1, 'failed', '10'],
+      [2, 'failed', '10'],
+    ])
+    expect(await messages(ids.get('circular') ?? '')).toEqual([
+      [1, 'failed', '[object Object]'],
+      [2, 'failed', '[object Object]'],
+    ])
+    expect(await messages(ids.get('nothing') ?? '')).toEqual([
+      [1, 'failed', 'undefined'],
+      [2, 'failed', 'undefined'],
+    ])
+    expect(await messages(ids.get('symbol') ?? '')).toEqual([
+      [1, 'failed', 'Symbol(gone)'],
+      [2, 'failed', 'Symbol(gone)'],
+    ])
+  })
+
   it('ends a run whose result or error holds text jsonb cannot store (NUL, a lone surrogate), beside runs that succeed', async () => {
     await startWorker([
       defineHandler('nul.result', () => ({ text: 'a\u0000b' })),
