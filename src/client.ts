@@ -612,7 +612,10 @@ function makeClient(
       if (finished || (!job.schedule && job.lastExecution && ['succeeded', 'failed', 'cancelled'].includes(job.lastExecution.state))) {
         throw new InvalidStateError(`job ${id} has already finished (${job.status}); nothing to cancel`)
       }
-      await run(options, (ex) => jobCancel(ex, { tenant, id }), true)
+      // checked again under the job's locks: a run may have ended since the read above
+      const cancelled = await run(options, (ex) => jobCancel(ex, { tenant, id }), true)
+      if (cancelled === undefined) throw new NotFoundError(`job ${id} not found`)
+      if (cancelled.outcome === 'finished') throw new InvalidStateError(`job ${id} has already finished (${cancelled.status}); nothing to cancel`)
       // once committed; in the caller's transaction, a statement of its own sweeps what the cancel waited
       // for (an outcome write's retry), and the reaper what claims in flight at its commit take
       if (options?.trx === undefined) await jobCancelSweep(db, [id])

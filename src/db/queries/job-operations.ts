@@ -75,10 +75,16 @@ export async function jobCountForAction(db: Executor, params: { filter: JobFilte
   return Number(rows[0]?.n ?? 0)
 }
 
-/** Locks the jobs' triggers, then the jobs, in id order (run inside a transaction). */
+/**
+ * Locks the jobs' triggers, then the jobs, in id order, then their runs (run inside a transaction).
+ * A worker's outcome write in flight holds its run's row: the statement after this one sees the run
+ * it ended (a job whose only run just succeeded is COMPLETED, not cancelled), and no run of these
+ * jobs ends until the transaction does.
+ */
 async function lockJobs(trx: Executor, ids: readonly string[]): Promise<void> {
   await sql`select job_id from pgsched.triggers where job_id = any(${[...ids]}::uuid[]) order by job_id for update`.execute(trx)
   await sql`select id from pgsched.jobs where id = any(${[...ids]}::uuid[]) order by id for update`.execute(trx)
+  await sql`select execution_id from pgsched.runs where job_id = any(${[...ids]}::uuid[]) order by execution_id for update`.execute(trx)
 }
 
 export interface JobActParams {

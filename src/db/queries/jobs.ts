@@ -347,16 +347,42 @@ export async function jobCancelLeftovers(db: Executor): Promise<number> {
   return rows[0]?.cancelled ?? 0
 }
 
+/** What jobCancel did: cancelled the job (naming the executions that were running), or nothing, and why. */
+export type JobCancelOutcome =
+  | { outcome: 'cancelled'; runningExecutionIds: string[] }
+  | { outcome: 'already cancelled' }
+  | { outcome: 'finished'; status: string }
+
 /**
  * Cancels a job: the job and its trigger stop, pending and running executions
  * become cancelled (a running one's worker loses its lease and aborts the
- * handler; a notification on `pgsched_cancel` makes that immediate).
- * Returns the ids of executions that were running, or undefined if no such job.
+ * handler; a notification on `pgsched_cancel` makes that immediate). A job
+ * that has finished (a one-time job whose execution ended, a schedule with
+ * nothing to come) or is cancelled already is left as it is. Undefined if no
+ * such job. Run in a transaction: its locks then hold until the cancel commits.
  */
-export async function jobCancel(db: Executor, params: JobCancelParams): Promise<{ runningExecutionIds: string[] } | undefined> {
+export async function jobCancel(db: Executor, params: JobCancelParams): Promise<JobCancelOutcome | undefined> {
   // Wait for a dispatcher that holds this job's trigger: the statement below then starts with
   // a snapshot that includes the execution it may just have created, and cancels that too.
+  // Then the job, and its runs: a worker's outcome write in flight holds its run's row, so the
+  // status read next (a statement of its own, a snapshot of its own) sees the run that just ended,
+  // and no run of the job can end until this transaction does (pgsched.cancel_job_unless_ended
+  // locks the same, in the same order).
   await sql`select job_id from pgsched.triggers where job_id = ${params.id}::uuid for update`.execute(db)
+  const locked = await sql`select id from pgsched.jobs where id = ${params.id}::uuid and tenant = ${params.tenant}::text for update`.execute(db)
+  if (locked.rows.length === 0) return undefined
+  await sql`select execution_id from pgsched.runs where job_id = ${params.id}::uuid order by execution_id for update`.execute(db)
+  const { rows: states } = await sql<{ status: string; cancelled: boolean; one_time_ended: boolean }>`
+    select pgsched.job_status(j.id) as status, j.state = 'cancelled' as cancelled,
+           -- finished: a one-time job's execution ended (as pgsched.cancel_job_unless_ended reads it)
+           not exists (select 1 from pgsched.triggers t where t.job_id = j.id)
+           and coalesce((select x.state from pgsched.executions x where x.job_id = j.id
+                          order by x.scheduled_for desc limit 1) in ('succeeded', 'failed', 'cancelled'), false) as one_time_ended
+      from pgsched.jobs j where j.id = ${params.id}::uuid`.execute(db)
+  const state = states[0]
+  if (!state) return undefined
+  if (state.cancelled) return { outcome: 'already cancelled' }
+  if (['COMPLETED', 'FAILED', 'EXPIRED'].includes(state.status) || state.one_time_ended) return { outcome: 'finished', status: state.status }
   const result = await sql<{ found: boolean; running_ids: string[] | null }>`
     with job as (
       update pgsched.jobs
@@ -372,7 +398,7 @@ export async function jobCancel(db: Executor, params: JobCancelParams): Promise<
   `.execute(db)
   const row = result.rows[0]
   if (!row?.found) return undefined
-  return { runningExecutionIds: row.running_ids ?? [] }
+  return { outcome: 'cancelled', runningExecutionIds: row.running_ids ?? [] }
 }
 
 export interface JobSetPausedParams {
