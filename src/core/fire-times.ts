@@ -30,6 +30,11 @@ export interface TriggerSchedule {
   endAt: Date | null
   misfirePolicy: MisfirePolicy
   misfireMaxRuns: number
+  /**
+   * When the schedule was last resumed after a pause (null or absent: never): its fire times before
+   * then passed while it was paused, and are missed fire times whatever the misfire threshold.
+   */
+  resumedAt?: Date | null
 }
 
 export interface FirePlan {
@@ -127,7 +132,10 @@ export function firstFireSinceSubmitOrNull(s: TriggerSchedule, submittedAt: Date
  */
 export function planFires(s: TriggerSchedule, nextFireAt: Date, now: Date, misfireThresholdMs: number, horizon: Date = now): FirePlan {
   const f0 = nextFireAt
-  const cutoff = new Date(now.getTime() - misfireThresholdMs)
+  // late by more than the threshold, or passed while the schedule was paused (before its resume,
+  // and not after `now`: a resume the database dated later than a pinned clock)
+  const resumedMs = s.resumedAt ? Math.min(s.resumedAt.getTime(), now.getTime()) : Number.NEGATIVE_INFINITY
+  const cutoff = new Date(Math.max(now.getTime() - misfireThresholdMs, resumedMs))
   const missed = f0 < cutoff
   const until = missed || horizon < now ? now : horizon
 

@@ -60,6 +60,8 @@ export interface TriggersTable {
   misfire_max_runs: Generated<number>
   overlap_policy: Generated<OverlapPolicy>
   paused: Generated<boolean>
+  /** When the schedule was last resumed after a pause (migration 0075). */
+  resumed_at: Generated<Timestamp | null>
   /** Why the dispatcher stopped the schedule (migration 0009). */
   error: Generated<string | null>
   created_at: DefaultTimestamp

@@ -440,6 +440,37 @@ describe('TriggerScheduler', () => {
       if (catchUp > 0) expect(runs[runs.length - 1]).toBe(iso(plus(T0, 300)))
       expect((await client().viewJob(job.id)).nextRunAt).toEqual(plus(T0, 360))
     })
+
+    // The fire times of a pause's last seconds are within the misfire threshold (5 s here) of the pass
+    // after the resume, and still passed while paused: missed ones, as the older ones are. The clock is
+    // pinned in the past, so the resume, dated by the database, comes after every pass of the test.
+    it.each([
+      ['skip', 20, 0],
+      ['fire_once', 4, 1],
+      ['fire_once', 20, 1],
+    ] as const)('count the fire times of the last seconds of a pause as missed too (%s, paused %i s)', async (misfirePolicy, pauseSeconds, catchUp) => {
+      const start = new Date(Math.floor((Date.now() - 3_600_000) / 1000) * 1000)
+      const clock = manualClock(start)
+      const job = await submit({ type: 'every-second', schedule: { cron: '* * * * * *' }, misfirePolicy }, start)
+      const dispatcher = scheduler({ clock })
+      for (let ms = 500; ms <= 10_500; ms += 1000) {
+        clock.set(new Date(start.getTime() + ms))
+        await dispatcher.runOnce()
+      }
+      expect(await fireTimes(job.id)).toHaveLength(11) // 0 … 10 s, each on time
+      await client().pauseJob(job.id)
+      for (let ms = 11_500; ms <= 10_500 + pauseSeconds * 1000; ms += 1000) {
+        clock.set(new Date(start.getTime() + ms))
+        await dispatcher.runOnce()
+      }
+      await client().resumeJob(job.id)
+      clock.set(new Date(start.getTime() + 10_600 + pauseSeconds * 1000))
+      await dispatcher.runOnce()
+      const whilePaused = (await fireTimes(job.id)).slice(11)
+      expect(whilePaused).toHaveLength(catchUp)
+      // fire_once: the latest of them
+      if (catchUp > 0) expect(whilePaused[0]).toBe(iso(new Date(start.getTime() + (10 + pauseSeconds) * 1000)))
+    })
   })
 
   it('stops a schedule at its endAt', async () => {

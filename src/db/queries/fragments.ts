@@ -30,7 +30,7 @@ export const claimedTriggerColumns = sql`t.job_id, t.kind, t.cron_expression, t.
            t.next_fire_at::text as next_fire_at_key,
            t.queued_fire_at, t.queued_fire_at::text as queued_fire_at_key,
            t.misfire_policy, t.misfire_max_runs, t.overlap_policy,
-           case when t.next_fire_at = '-infinity' then t.created_at end as submitted_at`
+           case when t.next_fire_at = '-infinity' then t.created_at end as submitted_at, t.resumed_at`
 
 /**
  * Whether due execution `d` was created by the dispatcher ahead of its fire time

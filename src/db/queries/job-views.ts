@@ -126,10 +126,10 @@ function toSchedule(t: Record<string, unknown>): Schedule {
  * it passed while no dispatcher ran, when the misfire policy decides (fireTimesAsOf: `skip` runs none
  * of the missed ones). Null when none comes.
  */
-function nextOwed(schedule: Schedule | null, stored: Date, now: Date): Date | null {
+function nextOwed(schedule: Schedule | null, stored: Date, now: Date, resumedAt: Date | null): Date | null {
   // (an instant JavaScript cannot read stays as it is, and fails where it is written out)
   if (schedule === null || (schedule.kind !== 'cron' && schedule.kind !== 'interval') || !(stored <= now)) return stored
-  const s = { ...schedule, cronExpression: schedule.cron }
+  const s = { ...schedule, cronExpression: schedule.cron, resumedAt }
   return fireTimesAsOf(s, stored, now, 1)[0] ?? null
 }
 
@@ -152,7 +152,7 @@ function toJob(r: JobViewRow): Job {
   let nextRunAt: Date | null = null
   if (r.state === 'active') {
     if (r.trigger) {
-      nextRunAt = next ? nextOwed(schedule, next, r.db_now) : null
+      nextRunAt = next ? nextOwed(schedule, next, r.db_now, r.trigger?.resumed_at ? new Date(r.trigger.resumed_at as string) : null) : null
       if (last?.state === 'pending' && schedule?.overlapPolicy !== 'allow') {
         // an execution waiting for a worker or a retry runs next: under the overlap policies queue and
         // skip it holds back the fire times after it (they wait in the slot, or are passed over). Under

@@ -442,6 +442,9 @@ export async function jobSetPaused(db: Executor, params: JobSetPausedParams): Pr
     changed as (
       update pgsched.triggers
          set paused = ${params.paused}::boolean, updated_at = now(),
+             -- the resume of a paused schedule: the fire times before it passed while paused, and are
+             -- missed ones (planFires); resuming one that was not paused changes nothing
+             resumed_at = case when paused and not ${params.paused}::boolean then now() else resumed_at end,
              -- least() ignores a null: a schedule whose last fire times were created ahead gets them back
              next_fire_at = least(next_fire_at, (select min(scheduled_for) from ahead))
        where job_id in (select id from job)

@@ -24,6 +24,8 @@ export interface ScheduleRow {
   paused: boolean
   misfirePolicy: MisfirePolicy
   misfireMaxRuns: number
+  /** When it was last resumed after a pause (the fire times before then are missed); null: never. */
+  resumedAt: Date | null
   /** The stored next fire time (it may have passed, while no dispatcher ran); null once the schedule stopped (cancelled, past its end, or failed). */
   nextFireAt: Date | null
   /** The database's clock as it read the row. */
@@ -59,6 +61,7 @@ export async function scheduleList(db: Kysely<DB>, params: ScheduleListParams): 
     paused: boolean
     misfire_policy: MisfirePolicy
     misfire_max_runs: number
+    resumed_at: Date | null
     db_now: Date
     next_fire_at: Date | null
     submitted_at: Date | null
@@ -66,7 +69,7 @@ export async function scheduleList(db: Kysely<DB>, params: ScheduleListParams): 
     last_execution: Record<string, unknown> | null
   }>`
     select t.job_id, j.tenant, j.type, j.queue, j.state, t.kind, t.cron_expression, t.interval_ms::text as interval_ms, t.timezone,
-           t.start_at, t.end_at, t.paused or j.state = 'paused' as paused, t.misfire_policy, t.misfire_max_runs, now() as db_now, t.error,
+           t.start_at, t.end_at, t.paused or j.state = 'paused' as paused, t.misfire_policy, t.misfire_max_runs, t.resumed_at, now() as db_now, t.error,
            -- the next fire time: the first of those the dispatcher created ahead (due at it), else the trigger's
            -- (an execution created ahead is one whose fire time is still to come, before the trigger's: so
            -- when the trigger's has passed, there is none, and the views read the trigger's under its misfire policy)
@@ -100,6 +103,7 @@ export async function scheduleList(db: Kysely<DB>, params: ScheduleListParams): 
       paused: r.paused,
       misfirePolicy: r.misfire_policy,
       misfireMaxRuns: r.misfire_max_runs,
+      resumedAt: r.resumed_at,
       dbNow: r.db_now,
       error: r.error,
       lastExecution: r.last_execution ? toExecution(r.last_execution) : null,

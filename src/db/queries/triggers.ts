@@ -60,6 +60,7 @@ interface ClaimedTriggerRow {
   misfire_max_runs: number
   overlap_policy: OverlapPolicy
   submitted_at: Date | null
+  resumed_at: Date | null
   now: Date
 }
 
@@ -81,6 +82,7 @@ function toClaimedTrigger(r: ClaimedTriggerRow): ClaimedTrigger {
     misfirePolicy: r.misfire_policy,
     misfireMaxRuns: r.misfire_max_runs,
     overlapPolicy: r.overlap_policy,
+    resumedAt: r.resumed_at,
   }
 }
 
