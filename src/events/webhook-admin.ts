@@ -133,6 +133,14 @@ function checkUrl(text: string, policy: AddressPolicy): void {
   // now, rather than a failed delivery job per event
   const refused = refusedUrlHost(url, policy)
   if (refused) throw invalid('url', `url: ${refused}, to which deliveries are refused unless SCHEDULER_HTTP_ALLOW admits it ${WHERE_ALLOWED}`)
+  // written otherwise than as it is sent, one receiver would be two URLs to the one-per-queue check
+  // (pgsched.webhook_url_key) and get every event twice: a backslash is read as a slash, and a host
+  // is sent lower-cased, percent-decoded and in its ASCII (punycode) form
+  if (text.includes('\\')) throw invalid('url', 'url must not contain a backslash (a URL parser reads it as a slash): write / instead')
+  const typedHost = /^https?:\/\/(?:[^/?#@]*@)?(\[[^\]]*\]|[^/?#:]*)/i.exec(text)?.[1] ?? ''
+  if (typedHost.toLowerCase() !== url.hostname) {
+    throw invalid('url', `url must name its host as it is sent, ${JSON.stringify(url.hostname)}, not ${JSON.stringify(typedHost)}`)
+  }
 }
 
 /** The event types to send, each once; empty (or absent): all. */

@@ -696,6 +696,29 @@ describe('webhooks', () => {
     expect((await api.call(key, 'POST', '/v1/webhooks', { url })).statusCode).toBe(201)
   })
 
+  it('refuses a URL written otherwise than as it is sent (a backslash, a percent-encoded or non-ASCII host), which would be a second subscription of one receiver', async () => {
+    const key = await api.keyFor('spelt')
+    expect((await api.call(key, 'POST', '/v1/webhooks', { url: 'https://example.org/hook' })).statusCode).toBe(201)
+    const refusals: Array<[string, string]> = [
+      ['https://example.org\\hook', 'url must not contain a backslash (a URL parser reads it as a slash): write / instead'],
+      ['https://example.org/a\\b', 'url must not contain a backslash (a URL parser reads it as a slash): write / instead'],
+      ['https://ex%61mple.org/hook', 'url must name its host as it is sent, "example.org", not "ex%61mple.org"'],
+      ['https://例え.jp/hook', 'url must name its host as it is sent, "xn--r8jz45g.jp", not "例え.jp"'],
+    ]
+    for (const [spelt, message] of refusals) {
+      expect(new URL(spelt).href).not.toBe(spelt) // what would be stored is not what is called
+      const res = await api.call(key, 'POST', '/v1/webhooks', { url: spelt })
+      expect(res.statusCode, spelt).toBe(400)
+      expect(res.json<{ message: string }>().message).toBe(message)
+    }
+    // as it is sent, each is taken (an upper-case host and its port as the key reads them: the same receiver)
+    expect((await api.call(key, 'POST', '/v1/webhooks', { url: 'https://xn--r8jz45g.jp/hook' })).statusCode).toBe(201)
+    expect((await api.call(key, 'POST', '/v1/webhooks', { url: 'https://EXAMPLE.org:443/hook' })).statusCode).toBe(409)
+    expect((await api.call(key, 'POST', '/v1/webhooks', { url: 'https://user@example.org:8443/hook' })).statusCode).toBe(201)
+    const client = createClient({ db: t.db, tenant: 'spelt' })
+    await expect(client.webhooks.create({ url: 'https://ex%61mple.org/hook' })).rejects.toBeInstanceOf(ValidationError)
+  })
+
   it('refuses to move a subscription onto the URL another sends to in its queue, with 409 naming that one, and changes nothing', async () => {
     const key = await api.keyFor('move')
     const a = (await api.call(key, 'POST', '/v1/webhooks', { url, events: ['failed'] })).json<{ id: string }>()
