@@ -148,6 +148,35 @@ describe('POST /v1/jobs/bulk', () => {
     expect(retried.json()).toEqual({ action: 'retry', matched: 3, changed: 3, remaining: 0, lastId: expect.any(String) })
   })
 
+  it('lists and acts on the failures groups of an empty message (throw new Error()) and of a long error name, as GET /v1/failures gives them', async () => {
+    const key = await api.keyFor('groups')
+    const name = `${'Very'.repeat(75)}Error` // 305 characters
+    const empty = await insertExecutions(t.db, 2, { state: 'failed', error: { message: '', name: 'Error', attempt: 1 }, job: { tenant: 'groups' } })
+    await insertExecution(t.db, { state: 'failed', error: { message: 'other', name: 'Error', attempt: 1 }, job: { tenant: 'groups' } })
+    const long = await insertExecution(t.db, { state: 'failed', error: { message: 'x', name, attempt: 1 }, job: { tenant: 'groups' } })
+    const groups = (await api.call(key, 'GET', '/v1/failures')).json().items as Array<{ errorType: string; message: string; count: number }>
+    expect(groups).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ errorType: 'Error', message: '', count: 2 }),
+        expect.objectContaining({ errorType: name, message: 'x', count: 1 }),
+      ]),
+    )
+    const listed = await api.call(key, 'GET', '/v1/jobs?errorType=Error&errorMessage=')
+    expect(listed.statusCode, listed.body).toBe(200)
+    expect(
+      listed
+        .json()
+        .items.map((j: { id: string }) => j.id)
+        .sort(),
+    ).toEqual(empty.map((e) => e.jobId).sort())
+    const retried = await api.call(key, 'POST', '/v1/jobs/bulk', { action: 'retry', filter: { errorType: 'Error', errorMessage: '' } })
+    expect(retried.statusCode, retried.body).toBe(200)
+    expect(retried.json()).toMatchObject({ matched: 2, changed: 2 })
+    const byName = await api.call(key, 'POST', '/v1/jobs/bulk', { action: 'retry', filter: { errorType: name, errorMessage: 'x' } })
+    expect(byName.statusCode, byName.body).toBe(200)
+    expect(byName.json()).toMatchObject({ matched: 1, changed: 1, lastId: long.jobId })
+  })
+
   it('refuses an empty filter, a bad action, a limit over 1000 and more than 1000 ids, naming the field', async () => {
     const key = await api.keyFor('acme')
     const cases: Array<[unknown, string]> = [

@@ -29,10 +29,10 @@ export function authHeaders(): Record<string, string> {
   return { authorization: `Bearer ${currentKey() ?? ''}` }
 }
 
-/** Builds `path?query` from the set (non-empty) values of `query`. */
-export function withQuery(path: string, query: Record<string, string | number | undefined | null>): string {
+/** Builds `path?query` from the set (non-empty, or empty where `keepEmpty` names the key) values of `query`. */
+export function withQuery(path: string, query: Record<string, string | number | undefined | null>, keepEmpty: readonly string[] = []): string {
   const q = new URLSearchParams()
-  for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null && v !== '') q.set(k, String(v))
+  for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null && (v !== '' || keepEmpty.includes(k))) q.set(k, String(v))
   const s = q.toString()
   return s ? `${path}?${s}` : path
 }

@@ -74,9 +74,11 @@ const int = ({ min, max }: IntRange, description: string) =>
 /** The longest error message a filter takes: about the API's default body limit (1 MiB). */
 const ERROR_MESSAGE_FILTER_MAX_LENGTH = 1_048_576
 
-/** A string of 1 to `max` characters (code points) without NUL, worded for error messages. */
-const text = (max: number, options: { description?: string } = {}) =>
-  Type.String({ minLength: 1, maxLength: max, pattern: NO_NUL_PATTERN, 'x-expected': `a string of 1 to ${max} characters`, ...options })
+/** A string of 1 (or `min`) to `max` characters (code points) without NUL, worded for error messages. */
+const text = (max: number, options: { description?: string; min?: number } = {}) => {
+  const { min = 1, ...rest } = options
+  return Type.String({ minLength: min, maxLength: max, pattern: NO_NUL_PATTERN, 'x-expected': `a string of ${min} to ${max} characters`, ...rest })
+}
 
 /** A job type (handler name). */
 const TypeName = (description: string) =>
@@ -211,11 +213,18 @@ export const JobFilterProperties = {
   queue: Type.Optional(QueueName('Only jobs of this queue.')),
   tenant: Type.Optional(TenantFilter('jobs')),
   idempotencyKey: Type.Optional(text(IDEMPOTENCY_KEY_MAX_LENGTH, { description: 'Only the job submitted with this idempotency key.' })),
-  errorType: Type.Optional(text(200, { description: "Only jobs whose latest execution's error has this `name` (exact)." })),
-  // as long as a stored message can be (a handler's message is kept whole): a group of GET /v1/failures
-  // must be usable here whatever its length (a long one fits a bulk body, not a URL)
+  // as long as a stored name or message can be (a handler's are kept whole), and empty (`throw new
+  // Error()`): a group of GET /v1/failures must be usable here whatever it holds (a long one fits a bulk
+  // body, not a URL)
+  errorType: Type.Optional(
+    text(ERROR_MESSAGE_FILTER_MAX_LENGTH, {
+      min: 0,
+      description: "Only jobs whose latest execution's error has this `name` (exact, as `GET /v1/failures` groups it).",
+    }),
+  ),
   errorMessage: Type.Optional(
     text(ERROR_MESSAGE_FILTER_MAX_LENGTH, {
+      min: 0,
       description:
         "Only jobs whose latest execution's error has this `message` (exact, as `GET /v1/failures` groups it). A message too long for a URL can be given in the body of `POST /v1/jobs/bulk`.",
     }),

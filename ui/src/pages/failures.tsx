@@ -80,7 +80,10 @@ function BulkButtons({
 function GroupJobs({ group, queue }: { group: FailureGroup; queue: string }) {
   // the page's queue filter too: the group's count and its bulk buttons have it
   const jobs = useLoad(
-    (signal) => call<Page<Job>>(withQuery('/v1/jobs', { errorType: group.errorType, errorMessage: group.message, queue, limit: 20 }), { signal }),
+    (signal) =>
+      call<Page<Job>>(withQuery('/v1/jobs', { errorType: group.errorType, errorMessage: group.message, queue, limit: 20 }, ['errorType', 'errorMessage']), {
+        signal,
+      }),
     [group.errorType, group.message, queue],
   )
   const act = (id: string, action: 'retry') => async () => {
