@@ -30,6 +30,7 @@ import { TenantClients } from './tenant-clients.ts'
 import { frameworkErrorHandler, registerErrorHandling } from './error-handler.ts'
 import { continueWithinLimit, indexRouteMethods, refuseContentEncodings } from './http-conventions.ts'
 import { parseJsonBody, refuseBody } from './json-body.ts'
+import { parseQueryString, refuseUndecodable } from './query-string.ts'
 import { OutageLog } from './outage.ts'
 import { createApiMetrics } from './metrics.ts'
 import { executionRoutes, FOLLOW_POLL_MS } from './routes/executions.ts'
@@ -151,6 +152,8 @@ export function buildApp(deps: AppDeps) {
       return typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID()
     },
     bodyLimit: bodyLimitBytes,
+    // undecodable percent-encoding named, not read as raw text (refuseUndecodable below)
+    routerOptions: { querystringParser: parseQueryString },
     frameworkErrors: frameworkErrorHandler(bodyLimitBytes),
     // nullable values written without validating them (api/serializer.ts)
     schemaController: { compilersFactory: { buildSerializer: buildNullableSerializer } },
@@ -171,6 +174,7 @@ export function buildApp(deps: AppDeps) {
     end: 'submits acknowledged again (the database has a synchronous standby)',
   })
   registerErrorHandling(app, { bodyLimitBytes, outages, refusals, routeMethods })
+  refuseUndecodable(app)
 
   const metrics = createApiMetrics({ db: deps.db, log: deps.log, queueDepthCacheMs: deps.queueDepthCacheMs })
   const client = deps.client ?? createClient({ db: deps.db, httpAllow: deps.httpAllow, webhookMaxPerTenant: deps.webhookMaxPerTenant })

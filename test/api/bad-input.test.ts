@@ -566,6 +566,31 @@ describe('text that is not UTF-8', () => {
     expect(latin1.json().message).toBe('Idempotency-Key header is not valid UTF-8')
   })
 
+  it('refuses a query parameter whose percent-encoding cannot be decoded, naming it, rather than reading its raw text', async () => {
+    const key = await api.keyFor('bytes')
+    const literal = await api.call(key, 'POST', '/v1/jobs', { type: 'x', idempotencyKey: '%FF' })
+    expect(literal.statusCode).toBe(202)
+    const rule = (name: string) =>
+      `query parameter ${name} is not valid percent-encoded UTF-8 (a % must begin %XX, and the bytes must be UTF-8 without a lone surrogate)`
+    for (const [query, name] of [
+      ['idempotencyKey=%FF', 'idempotencyKey'], // not UTF-8
+      ['idempotencyKey=%', 'idempotencyKey'], // a % without its two digits
+      ['errorMessage=%ED%A0%80', 'errorMessage'], // an encoded lone surrogate
+      ['type=x&errorType=ab%G1', 'errorType'],
+    ]) {
+      for (const path of ['/v1/jobs', '/v1/jobs/export']) {
+        const res = await api.call(key, 'GET', `${path}?${query}`)
+        expect(res.statusCode, `${path}?${query}`).toBe(400)
+        expect(res.json()).toMatchObject({ message: rule(name as string), details: [{ path: name }] })
+      }
+    }
+    // the key written as it is, %25FF, is found; + is a space, and a repeated or empty parameter reads as before
+    const found = await api.call(key, 'GET', '/v1/jobs?idempotencyKey=%25FF')
+    expect(found.json().items.map((j: { id: string }) => j.id)).toEqual([literal.json().id])
+    expect((await api.call(key, 'GET', '/v1/jobs?errorMessage=a+b&limit=5')).statusCode).toBe(200)
+    expect((await api.call(key, 'GET', '/v1/jobs?limit=5&limit=6')).statusCode).toBe(400)
+  })
+
   it('refuses a body said to be in another charset with 415', async () => {
     const key = await api.keyFor('bytes')
     const res = await api.call(key, 'POST', '/v1/jobs', '{"type":"x"}', { 'content-type': 'application/json; charset=utf-16' })
