@@ -550,6 +550,23 @@ describe('instants at the ends of the years 0001 to 9999', () => {
   })
 })
 
+describe('a cron expression with white space around it', () => {
+  it('is held to 1024 characters without it over REST, as the client and SQL hold it', async () => {
+    const key = await api.keyFor('cron-length')
+    const body = `0 0 ${Array(508).fill('1').join(',')} * *` // 1,023 characters
+    const padded = `  ${body}        ` // 1,033 as sent
+    const res = await api.call(key, 'POST', '/v1/jobs', { type: 'x', schedule: { cron: padded } })
+    expect(res.statusCode, res.body).toBe(202)
+    expect(res.json().schedule.cron).toBe(body)
+    await createClient({ db: t.db, tenant: 'cron-length' }).submitJob({ type: 'x', schedule: { cron: padded } })
+    await sql`select pgsched.submit_job('x', cron => ${padded})`.execute(t.db)
+    // past 1024 without it: refused, naming the length
+    const long = await api.call(key, 'POST', '/v1/jobs', { type: 'x', schedule: { cron: ` ${body},1,1 ` } })
+    expect(long.statusCode).toBe(400)
+    expect(long.json().message).toContain('cron expression is 1027 characters long; at most 1024 are accepted')
+  })
+})
+
 describe('text that is not UTF-8', () => {
   it('reads an Idempotency-Key header as UTF-8, so that it is the same key as in a body, and refuses one that is not', async () => {
     const key = await api.keyFor('bytes')

@@ -101,13 +101,13 @@ export const ScheduleInputSchema = Type.Union(
     ),
     Type.Object(
       {
+        // at most CRON_MAX_LENGTH characters without the white space around it, which the format
+        // check (cronProblem) counts, as the client and SQL do: not a maxLength of the text as sent
         cron: Type.String({
           minLength: 1,
-          maxLength: CRON_MAX_LENGTH,
           pattern: CRON_PATTERN,
           format: 'cron',
-          description:
-            'Cron expression: 5 fields (minute hour day-of-month month day-of-week), 6 with seconds first, or an @alias (@hourly, @daily, …). Refused when it never fires.',
+          description: `Cron expression: 5 fields (minute hour day-of-month month day-of-week), 6 with seconds first, or an @alias (@hourly, @daily, …), at most ${CRON_MAX_LENGTH} characters without the white space around it. Refused when it never fires.`,
           examples: ['0 9 * * 1-5'],
         }),
         timezone: Type.Optional(
