@@ -9,8 +9,9 @@
  * `__proto__` key or `constructor.prototype`, which could poison objects built
  * from the body, no number beyond what a double holds (1e400) and no integer
  * beyond ±(2^53 − 1), whose digits JSON.parse may have changed; and the bytes
- * must be UTF-8 (not replaced by U+FFFD). Each refusal is a 400 whose details
- * name the field.
+ * must be UTF-8 (not replaced by U+FFFD); and no key given twice in one object
+ * (JSON.parse keeps the last value, silently dropping what the client sent first). Each refusal is
+ * a 400 whose details name the field.
  *
  * A route that takes no body (no body schema: the job and queue actions, the deletes) refuses one
  * with a 400 (`refuseBody`), as other routes refuse fields they do not know, rather than ignoring
@@ -35,6 +36,63 @@ function bodyProblem(body: unknown): ValidationError | undefined {
   }
   const message = `${found.path === '' || found.kind === 'poison' ? 'request body' : found.path} ${found.problem}`
   return new ValidationError(message, [{ path: found.path, message }])
+}
+
+const join = (path: string, key: string) => (path ? `${path}.${key}` : key)
+
+/**
+ * The dotted path of the first key given twice in one object of `text`, JSON that JSON.parse took
+ * (which keeps the last value of a repeated key, dropping the others without a word), or undefined.
+ * One pass over the text: each string is found by its closing quote, and is a key when a colon
+ * follows it; keys are compared as JSON reads them (an escaped `"\u0061"` is `"a"`).
+ */
+export function repeatedKey(text: string): string | undefined {
+  // each open object or array: its path, and an object's keys so far (an array's: null, with its index)
+  const frames: Array<{ path: string; keys: Set<string> | null; index: number; key: string }> = []
+  const n = text.length
+  let i = 0
+  const childPath = (): string => {
+    const top = frames[frames.length - 1]
+    if (top === undefined) return ''
+    return join(top.path, top.keys === null ? String(top.index) : top.key)
+  }
+  while (i < n) {
+    const c = text.charCodeAt(i)
+    if (c === 0x22) {
+      // a string: up to the quote not escaped by an odd run of backslashes
+      let end = text.indexOf('"', i + 1)
+      for (;;) {
+        let slashes = 0
+        while (text.charCodeAt(end - 1 - slashes) === 0x5c) slashes++
+        if (slashes % 2 === 0) break
+        end = text.indexOf('"', end + 1)
+      }
+      let j = end + 1
+      while (j < n && (text.charCodeAt(j) === 0x20 || text.charCodeAt(j) === 0x0a || text.charCodeAt(j) === 0x0d || text.charCodeAt(j) === 0x09)) j++
+      const top = frames[frames.length - 1]
+      if (text.charCodeAt(j) === 0x3a && top?.keys) {
+        const raw = text.slice(i + 1, end)
+        const key = raw.includes('\\') ? (JSON.parse(`"${raw}"`) as string) : raw
+        if (top.keys.has(key)) return join(top.path, key)
+        top.keys.add(key)
+        top.key = key
+      }
+      i = end + 1
+    } else if (c === 0x7b || c === 0x5b) {
+      frames.push({ path: childPath(), keys: c === 0x7b ? new Set() : null, index: 0, key: '' })
+      i++
+    } else if (c === 0x7d || c === 0x5d) {
+      frames.pop()
+      i++
+    } else {
+      if (c === 0x2c) {
+        const top = frames[frames.length - 1]
+        if (top && top.keys === null) top.index++
+      }
+      i++
+    }
+  }
+  return undefined
 }
 
 /** Decodes UTF-8 strictly: a byte sequence that is not UTF-8 throws, rather than becoming U+FFFD. */
@@ -72,7 +130,19 @@ export function parseJsonBody(request: FastifyRequest, body: string | Buffer, do
     done(new ValidationError(`request body is not valid JSON: ${err instanceof Error ? err.message : String(err)}`))
     return
   }
-  done(bodyProblem(value) ?? null, value)
+  const problem = bodyProblem(value)
+  if (problem) {
+    done(problem)
+    return
+  }
+  // only an object can repeat a key: a body without one is not scanned
+  const repeated = text.includes(':') ? repeatedKey(text) : undefined
+  if (repeated !== undefined) {
+    const message = `request body gives the key ${repeated} twice; give each key of an object once (JSON keeps only the last)`
+    done(new ValidationError(message, [{ path: repeated, message }]))
+    return
+  }
+  done(null, value)
 }
 
 /** Whether `body` is `{}`: taken as no body. */
