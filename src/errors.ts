@@ -137,6 +137,19 @@ export class FatalError extends Error {
 }
 
 /**
+ * Whether `err` is a FatalError: of the class, or of a subclass with a name of its own
+ * (`class InvalidRecipient extends FatalError`), also when the handler's module loaded another copy
+ * of the package (the class is then another object, found by its name in the prototype chain).
+ */
+export function isFatal(err: Error): boolean {
+  if (err instanceof FatalError || err.name === 'FatalError') return true
+  for (let p: unknown = Object.getPrototypeOf(err); p !== null && p !== Error.prototype && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
+    if ((p as { constructor?: { name?: unknown } }).constructor?.name === 'FatalError') return true
+  }
+  return false
+}
+
+/**
  * Normalises anything thrown into an Error: a string is its message; any other value its JSON, or,
  * when it has none (undefined, a symbol, a function, a BigInt, a structure that refers to itself, a
  * `toJSON` that throws), its `String()` form, or its tag (`[object Object]`) when even that throws.

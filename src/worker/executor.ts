@@ -9,7 +9,7 @@
  */
 import { loudLogger } from '../db/outage.ts'
 import { jsonValueProblem } from '../core/json-value.ts'
-import { FatalError, toError } from '../errors.ts'
+import { FatalError, isFatal, toError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { LeaseLostError, ShutdownError, TimeoutError, type AbortReason } from './abort-reasons.ts'
 import type { HandlerRegistry } from './handlers.ts'
@@ -183,7 +183,7 @@ export class Executor {
         this.recordResult(run, ctx, value)
       } else {
         const error = toError(value)
-        this.p.outcomes.record(run, ctx, { kind: 'fail', error, fatal: error instanceof FatalError, timedOut: false })
+        this.p.outcomes.record(run, ctx, { kind: 'fail', error, fatal: isFatal(error), timedOut: false })
       }
     } catch (err: unknown) {
       // Nothing handed to the writer: fail the attempt rather than hold its lease, renewed by the

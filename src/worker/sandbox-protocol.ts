@@ -6,6 +6,7 @@
  */
 
 import type { HandlerContext } from './handlers.ts'
+import { isFatal, toError } from '../errors.ts'
 
 /** Where a sandboxed handler runs: `none` is in the worker's own thread. */
 export type SandboxMode = 'none' | 'thread' | 'process'
@@ -47,10 +48,10 @@ export type FromSandbox =
   | { t: 'done'; id: number; ok: false; error: SandboxErrorData }
   | { t: 'crash'; error: SandboxErrorData }
 
-/** An error's data for the boundary. */
+/** An error's data for the boundary; anything else thrown as it is recorded in-process (toError). */
 export function errorData(err: unknown): SandboxErrorData {
   if (err instanceof Error) {
-    return { name: err.name, message: err.message, stack: err.stack, fatal: err.name === 'FatalError' }
+    return { name: err.name, message: err.message, stack: err.stack, fatal: isFatal(err) }
   }
-  return { name: 'Error', message: String(err), fatal: false }
+  return { name: 'Error', message: toError(err).message, fatal: false }
 }

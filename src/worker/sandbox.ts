@@ -67,10 +67,10 @@ interface Current {
   output: () => Writable
 }
 
-/** Rebuilds an error from inside: FatalError stays fatal, others keep their name and stack. */
+/** Rebuilds an error from inside: a FatalError (or a subclass) stays fatal; each keeps its name and stack. */
 function toLocalError(e: SandboxErrorData): Error {
   const error = e.fatal ? new FatalError(e.message) : new Error(e.message)
-  if (!e.fatal) error.name = e.name
+  error.name = e.name
   if (e.stack) error.stack = e.stack
   return error
 }

@@ -146,6 +146,17 @@ describe('sandboxed handlers', () => {
     ])
   })
 
+  it('keeps a subclass of FatalError fatal with its own name, and a thrown non-Error as in-process, in each sandbox', async () => {
+    await startWorker(sandboxed)
+    const c = client()
+    for (const type of ['echo.thread', 'echo.process', 'echo.inline']) {
+      const subclass = await c.submitJob({ type, payload: { fatalSubclass: true }, maxAttempts: 3, backoffBaseMs: 0, backoffMaxMs: 0 })
+      expect(attemptsOf(await settled(subclass.job.id)), type).toEqual([{ outcome: 'failed', name: 'InvalidRecipient', message: 'no such recipient' }])
+      const thrown = await c.submitJob({ type, payload: { thrownObject: true }, maxAttempts: 1 })
+      expect(attemptsOf(await settled(thrown.job.id)), type).toEqual([{ outcome: 'failed', name: 'Error', message: '{"code":"E42","detail":"an object"}' }])
+    }
+  })
+
   it('fails the attempt of a sandbox that says it is done with a result that is not JSON text', async () => {
     await startWorker(sandboxed)
     const { job } = await client().submitJob({ type: 'forge.process', maxAttempts: 1 })
