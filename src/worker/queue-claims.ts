@@ -151,9 +151,13 @@ export class QueueClaims {
     const steps = [
       ...(open.length > 0 ? [async () => void claimed.push(...(await executionClaimBatch(db, { ...base(), queues: open, limit: room })))] : []),
       ...limited.map((queue) => async () => {
-        const left = room - claimed.length
-        if (left <= 0) return
         const s = this.settings.get(queue)
+        // A paced queue's runs start at their slots, counted from the claim: none is claimed ahead
+        // into the worker's buffer, where it would wait for a free slot and then start late, together
+        // with others (more starts in a period than the rate), so such a claim takes the free slots only
+        const paced = s?.rateLimit != null || s?.keyRateLimit != null
+        const left = (paced ? Math.min(room, startsNow) : room) - claimed.length
+        if (left <= 0) return
         const fair = s?.fairShare === true
         // A fair queue's executions that came due without their place in the fair order (a retry, a
         // fire time, a hand-back) get it first: when the last claim there said some wait, or took nothing.
