@@ -2,7 +2,9 @@
  * A rate-limited queue beside busy slots: a worker that prefetches (the default) claimed a paced
  * queue's executions ahead into its buffer, where they waited for a free slot and then started at
  * "slot free + their delay", several together: 17 starts in a second under a limit of 10 a second.
- * A paced queue's claim now takes the free slots only, each run starting at its slot.
+ * A paced queue's claim now takes the free slots only, each run starting at its slot. And a raised
+ * limit applies to the next claim: the start slots taken under the old one (a minute apart) held the
+ * queue's next starts back until the old next slot.
  */
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
@@ -46,4 +48,23 @@ describe('a rate-limited queue on a worker that prefetches', () => {
     // twelfth one later by 177 ms. Claimed ahead, they started in bunches: 17 and 18 in a second.
     expect(mostInAnyPeriod(starts, 1_000)).toBeLessThanOrEqual(12)
   })
+})
+
+describe('a raised rate limit', () => {
+  for (const [what, set, job] of [
+    ['of the queue', 'setRateLimit', {}],
+    ['per key', 'setKeyRateLimit', { concurrencyKey: 'customer-7' }],
+  ] as const) {
+    it(`${what} applies to the next claim, not after the old limit's next slot`, { timeout: 60_000 }, async () => {
+      const client = createClient({ db: t.db, tenant: 'acme' })
+      await client.queues[set]('paced', 1, 60_000)
+      const starts: number[] = []
+      await startWorker([defineHandler('tick', () => void starts.push(Date.now()))], { queues: ['paced'] })
+      await client.submitJobs(Array.from({ length: 5 }, () => ({ type: 'tick', queue: 'paced', ...job })))
+      await waitFor(() => starts.length >= 1, { what: 'the first start' })
+      // the next slot is a minute away under the old limit
+      await client.queues[set]('paced', 100, 1_000)
+      await waitFor(() => starts.length >= 5, { what: 'the other four starts at the new pace', timeoutMs: 10_000 })
+    })
+  }
 })
