@@ -42,6 +42,11 @@ export const QUEUE_SETTINGS_TTL_MS = 1_000
  */
 export const QUEUE_SETTINGS_HEARD_TTL_MS = 10_000
 
+/** Whether a rate of `limit` per `periodMs` spreads the start slots of `room` runs over more than a tenth of the horizon. */
+function pacesStarts(limit: number | null, periodMs: number | null, room: number): boolean {
+  return limit != null && periodMs != null && (room * periodMs * RATE_SPACING) / limit > RATE_HORIZON_MS / 10
+}
+
 /**
  * A run of a rate-limited queue whose start slot is less than this many ms away starts at once
  * rather than wait for a timer (which waits a whole millisecond at least): at most 1 ms, and at
@@ -102,7 +107,7 @@ export class QueueClaims {
     }
     // A rate that paces the starts (their slots spread over more than a tenth of the horizon) keeps
     // the claim under the lock, whose slots are read from the clock just before the commit.
-    if (s.rateLimit != null && s.ratePeriodMs != null && (room * s.ratePeriodMs * RATE_SPACING) / s.rateLimit > RATE_HORIZON_MS / 10) return false
+    if (pacesStarts(s.rateLimit, s.ratePeriodMs, room)) return false
     return true
   }
 
@@ -152,10 +157,13 @@ export class QueueClaims {
       ...(open.length > 0 ? [async () => void claimed.push(...(await executionClaimBatch(db, { ...base(), queues: open, limit: room })))] : []),
       ...limited.map((queue) => async () => {
         const s = this.settings.get(queue)
-        // A paced queue's runs start at their slots, counted from the claim: none is claimed ahead
-        // into the worker's buffer, where it would wait for a free slot and then start late, together
-        // with others (more starts in a period than the rate), so such a claim takes the free slots only
-        const paced = s?.rateLimit != null || s?.keyRateLimit != null
+        // A queue whose rate paces the starts (its slots for this claim spread over more than a tenth
+        // of the horizon, as in admittable) has its runs start at their slots, counted from the claim:
+        // none is claimed ahead into the worker's buffer, where it would wait for a free slot and then
+        // start late, together with others (more starts in a period than the rate), so such a claim
+        // takes the free slots only. A rate that does not pace them (1,000,000 a second) leaves
+        // prefetch as it is: its runs start at once.
+        const paced = s !== undefined && (pacesStarts(s.rateLimit, s.ratePeriodMs, room) || pacesStarts(s.keyRateLimit, s.keyRatePeriodMs, room))
         const left = (paced ? Math.min(room, startsNow) : room) - claimed.length
         if (left <= 0) return
         const fair = s?.fairShare === true
