@@ -13,7 +13,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { ConfigError, type ErrorDetail } from './errors.ts'
 import { assertKnownFields, unknownFields } from './core/known-fields.ts'
-import { databaseUrlProblem } from './db/database-url.ts'
+import { databaseUrlProblem, redactDatabaseUrl } from './db/database-url.ts'
 import { PARTITION_COUNT, PARTITION_COUNT_DEFAULT, QUEUE_PATTERN } from './core/names.ts'
 import { MISFIRE_THRESHOLD_DEFAULT_MS } from './core/fire-times.ts'
 import { WEBHOOK_DISABLE_DEFAULT, WEBHOOK_MAX_PER_TENANT_DEFAULT } from './core/events.ts'
@@ -389,7 +389,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, fl
       .replaceAll('/', '.')
     if (details.some((d) => d.path === path)) continue
     const source = sourceOf[path] ?? PATH_TO_ENV[path] ?? path
-    const got = JSON.stringify(error.value)
+    // a database URL is shown with its password masked: the message goes to the process's log
+    const got = JSON.stringify(path === 'databaseUrl' && typeof error.value === 'string' ? redactDatabaseUrl(error.value) : error.value)
     details.push({ path, message: `${source} must be ${describeAccepted(schemaAt(path))} (got ${got})` })
   }
   const urlProblem = typeof (value as Config).databaseUrl === 'string' ? databaseUrlProblem((value as Config).databaseUrl as string) : undefined

@@ -187,6 +187,25 @@ describe('loadConfig', () => {
     expect(invalid.details?.map((d) => d.path)).toEqual(['worker.heartbeatMs'])
   })
 
+  it('never shows the password of a database URL it refuses, and says when a password is not percent-encoded', () => {
+    for (const [url, shown] of [
+      [
+        'postgresql+psycopg://app:Sup3rS3cret@db.example.com/app',
+        'DATABASE_URL must be a postgres:// or postgresql:// URL (got "postgresql+psycopg://app:***@db.example.com/app")',
+      ],
+      [
+        ' postgres://postgres:Sup3rS3cret@127.0.0.1:5432/app',
+        'DATABASE_URL must be a postgres:// or postgresql:// URL (got " postgres://postgres:***@127.0.0.1:5432/app")',
+      ],
+      ['postgres://app:Sup3r#S3cret@db.example.com/app', 'DATABASE_URL has a user name or password that is not percent-encoded'],
+      ['postgres://app:Sup3r/S3cret@db.example.com/app', 'DATABASE_URL has a user name or password that is not percent-encoded'],
+    ]) {
+      const err = errorOf(() => loadConfig({ DATABASE_URL: url as string }))
+      expect(err.message).toContain(shown)
+      expect(err.message).not.toContain('S3cret')
+    }
+  })
+
   it('accepts a database URL with several hosts, and rejects one that does not parse or cannot write', () => {
     expect(loadConfig({ DATABASE_URL: 'postgres://u:p,w@h1,h2:6432/db' }).databaseUrl).toBe('postgres://u:p,w@h1,h2:6432/db')
     expect(errorOf(() => loadConfig({ DATABASE_URL: 'postgres://h1:5432,:6432/db' })).message).toContain(

@@ -30,6 +30,21 @@ export interface ParsedDatabaseUrl {
 const URL_SHAPE = /^(postgres(?:ql)?:\/\/)([^@/?#]*@)?([^/?#]*)(.*)$/s
 const SUPPORTED_ATTRS = new Set(['any', 'read-write', 'primary'])
 
+const UNENCODED_USER_INFO = 'has a user name or password that is not percent-encoded: write a "#", "/", "?" or "@" in it as %23, %2F, %3F or %40'
+
+/**
+ * `text` (a database URL, or what was given as one) with its password masked, for messages: the
+ * user information ends at the last @, as a password may hold characters a URL does not allow there.
+ */
+export function redactDatabaseUrl(text: string): string {
+  const scheme = text.indexOf('://')
+  const at = text.lastIndexOf('@')
+  if (scheme < 0 || at < scheme) return text
+  const userInfo = text.slice(scheme + 3, at)
+  const colon = userInfo.indexOf(':')
+  return colon < 0 ? text : `${text.slice(0, scheme + 3)}${userInfo.slice(0, colon)}:***${text.slice(at)}`
+}
+
 /** A database URL that cannot be used; the message completes "database URL …". */
 export class DatabaseUrlError extends Error {}
 
@@ -42,7 +57,15 @@ export function parseDatabaseUrl(url: string): ParsedDatabaseUrl {
     return { hosts: [], readWrite: false, urlFor: () => url }
   }
   const [, scheme, userInfo = '', authority = '', rest = ''] = shape
-  const hosts = authority === '' ? [] : authority.split(',').map((h) => parseHost(h, authority))
+  let hosts: DatabaseHost[]
+  try {
+    hosts = authority === '' ? [] : authority.split(',').map((h) => parseHost(h, authority))
+  } catch (err: unknown) {
+    // an @ after what was read as the hosts: a user name or password holding # / or ?, which end
+    // the user information unless percent-encoded (and what was read as hosts is part of it: never shown)
+    if (err instanceof DatabaseUrlError && rest.includes('@')) throw new DatabaseUrlError(UNENCODED_USER_INFO)
+    throw err
+  }
   const queryStart = rest.indexOf('?')
   const fragmentStart = rest.indexOf('#')
   const path = queryStart === -1 ? rest : rest.slice(0, queryStart)
