@@ -62,9 +62,10 @@ interface DevRun {
 }
 
 /** `scheduler dev` with `args`; on the embedded Postgres unless `databaseUrl` names a database. */
-function startDev(ports: { api: number; pg: number }, options: { args?: string[]; databaseUrl?: string } = {}): DevRun {
+function startDev(ports: { api: number; pg: number }, options: { args?: string[]; databaseUrl?: string; env?: NodeJS.ProcessEnv } = {}): DevRun {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
+    ...options.env,
     LOG_LEVEL: 'info',
     SCHEDULER_DEV_DATA_DIR: dataDir,
     SCHEDULER_DEV_PG_PORT: String(ports.pg),
@@ -178,5 +179,22 @@ describe('scheduler dev --handlers', () => {
     const { id } = (await res.json()) as { id: string }
     await waitFor(async () => (await executions(t.url, id)).join() === 'succeeded/1', { timeoutMs: 30_000, what: 'the job of the named module to succeed' })
     expect(await dev.interrupt()).toBe(0)
+  })
+
+  it('says so on a schema newer than this version, and takes an empty SCHEDULER_WORKER_METRICS_HOST as none', { timeout: 120_000 }, async () => {
+    const later = '9999_from_a_later_version'
+    const client = new pg.Client({ connectionString: t.url })
+    await client.connect()
+    try {
+      await client.query('insert into pgsched.kysely_migration (name, timestamp) values ($1, now())', [later])
+      const dev = startDev({ api: await freePort(), pg: await freePort() }, { databaseUrl: t.url, env: { SCHEDULER_WORKER_METRICS_HOST: '' } })
+      await dev.ready
+      expect(dev.output()).toContain(`schema: newer than this version (it has ${later}, which this version does not know); nothing applied`)
+      expect(dev.output()).not.toContain('schema: up to date')
+      expect(await dev.interrupt()).toBe(0)
+    } finally {
+      await client.query('delete from pgsched.kysely_migration where name = $1', [later])
+      await client.end()
+    }
   })
 })

@@ -1,7 +1,7 @@
 /**
  * /v1/keys: API keys for operator keys (other keys get 403): list them (never their secret), create a
  * tenant key (its secret in the answer, once) and revoke one. A revoked key stops working at once in
- * this API process and within the key cache's time (SCHEDULER_API_KEY_CACHE_MS) in the others.
+ * this API process and within the key cache's time (5 s) in the others.
  * Operator keys are made only with `scheduler keys create --operator`, which needs the database.
  * Each creation and revocation is logged (info) with the key it concerns and the key that asked.
  */
@@ -72,7 +72,7 @@ export const keyRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
         tags: ['keys'],
         summary: 'Revoke an API key',
         description:
-          'The key stops working: at once in the API process that answers, within the key cache’s time (SCHEDULER_API_KEY_CACHE_MS, 5 s by default) in the others. ' +
+          'The key stops working: at once in the API process that answers, within the key cache’s time (5 s) in the others. ' +
           'Revoking a revoked key keeps its first revocation time. The calling key may revoke itself.',
         security,
         params: KeyParams,

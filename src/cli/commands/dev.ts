@@ -33,7 +33,8 @@ export function registerDev(program: Command): void {
     .option('--handlers <module>', 'module exporting your handlers (or SCHEDULER_HANDLERS)')
     .action(async (opts: { port?: string; host?: string; handlers?: string }) => {
       // The worker's metrics port too listens on this machine only, unless its own setting says otherwise.
-      const metricsHost = process.env.SCHEDULER_WORKER_METRICS_HOST ?? DEV_HOST_DEFAULT
+      // (an empty variable is none, as for every setting)
+      const metricsHost = process.env.SCHEDULER_WORKER_METRICS_HOST || DEV_HOST_DEFAULT
       const config = loadConfig(process.env, {
         'api.port': opts.port,
         'worker.handlers': opts.handlers,
@@ -77,8 +78,14 @@ export function registerDev(program: Command): void {
         if (stopping !== undefined) return
         // The default count is not checked against an installed schema; a count asked for is.
         const partitions = (process.env.SCHEDULER_PARTITIONS ?? '') !== '' ? config.db.partitions : undefined
-        const { applied } = await migrate({ databaseUrl, partitions })
-        say(applied.length === 0 ? 'schema: up to date' : `schema: applied ${applied.length} migration(s)`)
+        const { applied, newer } = await migrate({ databaseUrl, partitions })
+        say(
+          newer
+            ? `schema: newer than this version (it has ${newer.join(', ')}, which this version does not know); nothing applied`
+            : applied.length === 0
+              ? 'schema: up to date'
+              : `schema: applied ${applied.length} migration(s)`,
+        )
         if (stopping !== undefined) return
         const handlers = withDevHandlers(config.worker.handlers ? await loadHandlerModule(config.worker.handlers) : [])
         worker = createWorkerSystem({ config: { ...config, databaseUrl }, log, handlers })

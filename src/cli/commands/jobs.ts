@@ -238,7 +238,9 @@ export function registerJobs(program: Command): void {
     .option(...json)
     .action((o: FilterOpts & { limit: string; cursor?: string; json?: boolean }) =>
       withClient(undefined, async (client) => {
-        const page = await client.allTenants().listJobs({ ...filterOf(o), limit: number(o.limit, 'limit'), cursor: o.cursor })
+        const page = await inCliWords({ limit: '--limit', cursor: '--cursor' }, () =>
+          client.allTenants().listJobs({ ...filterOf(o), limit: number(o.limit, '--limit'), cursor: o.cursor }),
+        )
         if (o.json) return print({ items: page.items.map(jobToJson), nextCursor: page.nextCursor })
         process.stdout.write(page.items.length === 0 ? 'no jobs\n' : `${jobTable(page.items)}\n`)
         if (page.nextCursor) process.stdout.write(`more: --cursor ${page.nextCursor}\n`)
