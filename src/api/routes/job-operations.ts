@@ -64,6 +64,8 @@ export const jobOperationRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (a
             404: ErrorResponses[404],
             409: documented(ErrorRef, "The job's status does not allow this; the message names it."),
             415: ErrorResponses[415],
+            // the new execution is a submit to the tenant's quotas
+            429: ErrorResponses[429],
           },
         },
       },
@@ -125,7 +127,14 @@ export const jobOperationRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (a
           'Repeat until `remaining` is 0. An empty filter is refused unless `filter.all` is true. A tenant key covers its own jobs only.',
         security,
         body: BulkJobsBodyRef,
-        response: { 200: documented(BulkJobsResultRef, 'The counts of this call.'), ...CommonErrors, 403: ErrorResponses[403], 415: ErrorResponses[415] },
+        response: {
+          200: documented(BulkJobsResultRef, 'The counts of this call.'),
+          ...CommonErrors,
+          403: ErrorResponses[403],
+          415: ErrorResponses[415],
+          // a retry or rerun that a tenant's quotas cannot take (nothing is changed)
+          429: ErrorResponses[429],
+        },
       },
     },
     async (request) => ops(request).bulkJobs(request.body),

@@ -13,6 +13,8 @@ import type { JobStatus } from '../../core/job-status.ts'
 import { eventsCaptured } from './event-capture.ts'
 import { fairKeyWaiting } from './fragments.ts'
 import { jobCancelEffects } from './jobs.ts'
+import { admitSubmits } from './admission.ts'
+import { QuotaExceededError } from '../../errors.ts'
 import { candidateJobIds, isCandidateStatus } from './job-candidates.ts'
 import { jobFilterSql, jobJoins, statusCondition, type JobFilter } from './job-filter.ts'
 
@@ -105,12 +107,20 @@ const targets = (action: JobAction, p: JobActParams) =>
 /**
  * Retry or rerun: each qualifying job gets a new pending execution due now, attempts counted from
  * 0, after (by its time) every earlier one, which stays as history; a cancelled job becomes active
- * again (a recurring one's schedule stays stopped: this is one run). Returns the ids changed.
- * Run inside a transaction.
+ * again (a recurring one's schedule stays stopped: this is one run). Each new execution is a submit
+ * to its tenant's admission quotas (maxPending, maxSubmitsPerSecond), all of a tenant's or none:
+ * QuotaExceededError, changing nothing, when one of the tenants cannot take them. Returns the ids
+ * changed. Run inside a transaction.
  */
 export async function jobRunAgainMany(trx: Executor, params: JobActParams & { action: 'retry' | 'rerun' }): Promise<string[]> {
   if (params.ids.length === 0) return []
   await lockJobs(trx, params.ids)
+  const { rows: byTenant } = await sql<{ tenant: string; n: number }>`
+    select tenant, count(*)::int as n from (${targets(params.action, params)}) t group by tenant order by tenant`.execute(trx)
+  for (const { tenant, n } of byTenant) {
+    const { rejection } = await admitSubmits(trx, tenant, n, false)
+    if (rejection) throw new QuotaExceededError(rejection.message, rejection.quota, rejection.limit, rejection.retryAfterMs)
+  }
   const { rows } = await sql<{ id: string }>`
     with target as (${targets(params.action, params)}),
     reactivated as (
