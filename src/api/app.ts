@@ -199,24 +199,26 @@ export function buildApp(deps: AppDeps) {
     reply.header('x-request-id', request.id)
   })
   refuseContentEncodings(app)
-  app.addHook('onResponse', async (request, reply) => {
+  // A request answered: counted, logged, and a 2xx from a route that needs the database says it is back.
+  // From onResponse, and from a stream's route once it ends (a hijacked reply runs no onResponse).
+  const requestDone = (request: FastifyRequest, statusCode: number, durationMs: number): void => {
     const route = request.routeOptions.url ?? 'unmatched'
-    const durationMs = reply.elapsedTime
-    metrics.observeRequest({ method: request.method, route, statusCode: reply.statusCode }, durationMs)
+    metrics.observeRequest({ method: request.method, route, statusCode }, durationMs)
     const fields = {
       tenant: request.identity?.tenant,
       method: request.method,
       route,
-      statusCode: reply.statusCode,
+      statusCode,
       durationMs: Math.round(durationMs * 10) / 10,
     }
     if (QUIET_ROUTES.has(route)) request.log.debug(fields, 'request completed')
     else request.log.info(fields, 'request completed')
     // A 2xx from a route that needs the database: the database is back, if it was gone.
     const startedAt = performance.now() - durationMs
-    if (reply.statusCode >= 200 && reply.statusCode < 300 && (route.startsWith('/v1/') || route === '/readyz')) outages.succeeded(startedAt)
-    if (reply.statusCode >= 200 && reply.statusCode < 300 && request.method === 'POST' && route === '/v1/jobs') refusals.succeeded(startedAt)
-  })
+    if (statusCode >= 200 && statusCode < 300 && (route.startsWith('/v1/') || route === '/readyz')) outages.succeeded(startedAt)
+    if (statusCode >= 200 && statusCode < 300 && request.method === 'POST' && route === '/v1/jobs') refusals.succeeded(startedAt)
+  }
+  app.addHook('onResponse', async (request, reply) => requestDone(request, reply.statusCode, reply.elapsedTime))
 
   // Shared response schemas: referenced by $id from routes, components in the OpenAPI document.
   for (const schema of [...SHARED_SCHEMAS, EventSchema, WebhookSchema]) app.addSchema(schema)
@@ -282,6 +284,7 @@ export function buildApp(deps: AppDeps) {
       })
       const routeDeps: RouteDeps = {
         metrics,
+        streamEnded: (request, reply) => requestDone(request, 200, reply.elapsedTime),
         output,
         eventsRetentionMs: deps.eventsRetentionMs,
         eventMessages: (tenant, params) => streamEventMessages(deps.db, tenant, params),

@@ -15,6 +15,7 @@ import { QUEUE_RULE, TYPE_RULE, isQueueName, isTypeName } from '../core/names.ts
 import { assertUuid } from '../paging.ts'
 import {
   eventLatestSeq,
+  eventSeqGiven,
   eventPositionOf,
   eventMessagePageAfter,
   eventPageAfter,
@@ -148,11 +149,13 @@ async function openPages<P>(
   if (params.after === undefined) await sequenceEvents(db)
   const latest = await eventLatestSeq(db)
   if (params.after !== undefined) {
-    // ... and one after the newest batch, which no page would ever pass (an id from before a restore
-    // of the database, or from another one), the same
+    // ... and one after the newest batch the stream has numbered, kept or pruned, which no page would
+    // ever pass (an id from before a restore of the database, or from another one), the same; one
+    // whose batches the retention pruned since (a reconnect after a quiet spell) resumes
     const at = eventPositionOf(params.after)
-    if (BigInt(at.batch) > BigInt(latest)) {
-      throw new ValidationError(`after: event ${params.after} comes after the newest event (batch ${latest}); it is not an id of this database's stream`)
+    const given = await eventSeqGiven(db)
+    if (BigInt(at.batch) > BigInt(given)) {
+      throw new ValidationError(`after: event ${params.after} comes after the newest event (batch ${given}); it is not an id of this database's stream`)
     }
   }
   const cursor = params.after ?? latest

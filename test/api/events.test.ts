@@ -194,7 +194,8 @@ describe('GET /v1/events', () => {
 
   it('refuses an id after the newest event with 400 (a stream from it would never catch up)', async () => {
     const key = (await createApiKey(t.db, { tenant: 'f' })).key
-    const { rows } = await sql<{ seq: string }>`select coalesce(max(seq), 0)::text as seq from pgsched.event_batches`.execute(t.db)
+    // after the last number the stream gave (the batches of it may be gone)
+    const { rows } = await sql<{ seq: string }>`select coalesce(pg_sequence_last_value('pgsched.event_seq'), 0)::text as seq`.execute(t.db)
     const beyond = `${BigInt(rows[0]?.seq ?? '0') + 1000n}-0`
     const res = await fetch(`${base}/v1/events`, { headers: { authorization: `Bearer ${key}`, 'last-event-id': beyond } })
     expect(res.status).toBe(400)
@@ -203,6 +204,42 @@ describe('GET /v1/events', () => {
     const byQuery = await fetch(`${base}/v1/events?after=${beyond}`, { headers: { authorization: `Bearer ${key}` } })
     expect(byQuery.status).toBe(400)
     expect(((await byQuery.json()) as { message: string }).message).toMatch(new RegExp(`^after: event ${beyond} comes after the newest event`))
+  })
+
+  it('resumes from a Last-Event-ID whose batch, and every later one, the retention pruned (a reconnect after a quiet spell)', async () => {
+    const key = (await createApiKey(t.db, { tenant: 'quiet' })).key
+    const client = createClient({ db: t.db, tenant: 'quiet' })
+    const ac = new AbortController()
+    const stream = await client.events({ signal: ac.signal })
+    await client.submitJob({ type: 'work' })
+    const first = await stream.next()
+    ac.abort()
+    await stream.return()
+    const lastId = (first.value as { id: string }).id
+    // the pruner, an idle hour later: no batch left
+    await sql`delete from pgsched.event_batches`.execute(t.db)
+    const ctl = new AbortController()
+    const res = await fetch(`${base}/v1/events`, { headers: { authorization: `Bearer ${key}`, 'last-event-id': lastId }, signal: ctl.signal })
+    expect(res.status).toBe(200)
+    ctl.abort()
+  })
+
+  it('counts a stream answered 200 in pgsched_http_requests_total once it ends, as any request', async () => {
+    const key = (await createApiKey(t.db, { tenant: 'counted' })).key
+    const counted = async (status: number) => {
+      const text = await (await fetch(`${base}/metrics`)).text()
+      const line = text.split('\n').find((l) => l.startsWith(`pgsched_http_requests_total{method="GET",route="/v1/events",status_code="${status}"}`))
+      return line === undefined ? 0 : Number(line.split(' ').pop())
+    }
+    const before = await counted(200)
+    for (let i = 0; i < 3; i++) {
+      const ctl = new AbortController()
+      const res = await fetch(`${base}/v1/events`, { headers: { authorization: `Bearer ${key}` }, signal: ctl.signal })
+      expect(res.status).toBe(200)
+      await (res.body as ReadableStream<Uint8Array>).getReader().read() // ": open"
+      ctl.abort()
+    }
+    await waitFor(async () => (await counted(200)) === before + 3, { what: 'the three streams counted' })
   })
 
   it('ends an open stream once its API key is revoked, and its reconnect is refused', async () => {

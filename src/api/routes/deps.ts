@@ -1,5 +1,5 @@
 /** What the /v1 route plugins are given by app.ts. */
-import type { FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Client } from '../../client.ts'
 import type { ApiKey } from '../../db/queries/api-keys.ts'
 import type { CreatedApiKey } from '../auth.ts'
@@ -12,6 +12,8 @@ export interface RouteDeps {
   /** The client acting for the request's tenant (the request must be authenticated). */
   clientFor(request: FastifyRequest): Client
   metrics: ApiMetrics
+  /** A stream answered 200 has ended: counted and logged as onResponse does any other request (a hijacked reply runs no onResponse). */
+  streamEnded(request: FastifyRequest, reply: FastifyReply): void
   /** For the execution output route. */
   output: OutputRouteDeps
   /** How long a stream's events are captured after it leaves (a reconnect within it misses nothing). */

@@ -154,6 +154,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         controller.abort()
         res.end()
         request.log.debug('event stream ended')
+        deps.streamEnded(request, reply)
       }
     },
   )

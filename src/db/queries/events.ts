@@ -73,6 +73,15 @@ export async function eventSequence(db: Kysely<DB>, params: { limit: number }): 
   return rows[0]?.n ?? 0
 }
 
+/**
+ * The highest batch number the stream has given (0 when none), kept or pruned: a position after it
+ * is not one of this database's stream.
+ */
+export async function eventSeqGiven(db: Kysely<DB>): Promise<string> {
+  const { rows } = await sql<{ seq: string }>`select coalesce(pg_sequence_last_value('pgsched.event_seq'), 0)::text as seq`.execute(db)
+  return rows[0]?.seq ?? '0'
+}
+
 /** The number of the latest batch (0 when none): a stream without Last-Event-ID starts after it. */
 export async function eventLatestSeq(db: Kysely<DB>): Promise<string> {
   const { rows } = await sql<{ seq: string }>`
