@@ -29,7 +29,7 @@ import { KEY_USE_WRITE_INTERVAL_MS, createKeyUseRecorder } from './key-use-recor
 import { TenantClients } from './tenant-clients.ts'
 import { frameworkErrorHandler, registerErrorHandling } from './error-handler.ts'
 import { continueWithinLimit, indexRouteMethods, refuseContentEncodings } from './http-conventions.ts'
-import { parseJsonBody, refuseBody } from './json-body.ts'
+import { parseJsonBody, refuseBody, refuseInexact } from './json-body.ts'
 import { parseQueryString, refuseUndecodable } from './query-string.ts'
 import { OutageLog } from './outage.ts'
 import { createApiMetrics } from './metrics.ts'
@@ -54,7 +54,7 @@ import { webhookRoutes } from './routes/webhooks.ts'
 import { EventSchema } from './schemas/event.ts'
 import { UpdateWebhookBody, WebhookSchema } from './schemas/webhook.ts'
 import type { RouteDeps } from './routes/deps.ts'
-import { ErrorDetailSchema, ErrorSchema } from './schemas/error.ts'
+import { ErrorDetailSchema, ErrorResponses, ErrorSchema } from './schemas/error.ts'
 import { ExecutionPageSchema, ExecutionSchema } from './schemas/execution.ts'
 import { JobPageSchema, JobSchema, SubmitJobBody } from './schemas/job.ts'
 import { createValidatorCompiler } from './validation.ts'
@@ -128,6 +128,8 @@ const QUIET_ROUTES = new Set(['/healthz', '/readyz', '/metrics'])
 
 /** The query string of a route that takes no query parameter. */
 const NO_QUERY = { type: 'object', properties: {}, additionalProperties: false } as const
+/** Methods whose requests are read for a body (a GET's or HEAD's is not). */
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 
 /** Long-lived streams look their key up again at most this often, whatever the key cache's time. */
 const KEY_RECHECK_MIN_MS = 1_000
@@ -167,6 +169,8 @@ export function buildApp(deps: AppDeps) {
   // JSON only: text/plain would otherwise reach the schemas as a string instead of a 415.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody)
+  // an integer beyond ±(2^53 − 1) is refused once the route's schema has had its say (json-body.ts)
+  app.addHook('preHandler', refuseInexact)
   const outages = new OutageLog(deps.log.child({ component: 'api' }))
   // submits refused for want of a synchronous standby (SCHEDULER_REQUIRE_SYNC_STANDBY): until one is accepted
   const refusals = new OutageLog(deps.log.child({ component: 'api' }), {
@@ -277,6 +281,10 @@ export function buildApp(deps: AppDeps) {
       // A route that takes no body refuses one too (json-body.ts: none, an empty one and {} are none).
       v1.addHook('onRoute', (route) => {
         if (route.schema && route.schema.querystring === undefined) route.schema.querystring = NO_QUERY
+        // a body of another type, or compressed, is a 415 and one over the limit a 413, on every route that reads one
+        if (route.schema?.response && BODY_METHODS.has(String(route.method))) {
+          route.schema.response = { ...(route.schema.response as object), 413: ErrorResponses[413], 415: ErrorResponses[415] }
+        }
         if (route.schema && route.schema.body === undefined) {
           const own = route.preValidation
           route.preValidation = [...(own === undefined ? [] : Array.isArray(own) ? own : [own]), refuseBody]

@@ -228,6 +228,35 @@ describe('inputs the database could refuse', () => {
     }
   })
 
+  it('documents on every route that reads a body the 413 and 415 it answers', async () => {
+    const doc = (await api.app.inject({ method: 'GET', url: '/openapi.json' })).json<{
+      paths: Record<string, Record<string, { responses: Record<string, unknown> }>>
+    }>()
+    const opKey = (await createApiKey(t.db, { tenant: 'ops', operator: true })).key
+    const id = '01900000-0000-7000-8000-000000000002'
+    const writes = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.keys(ops)
+        .filter((method) => ['post', 'put', 'patch', 'delete'].includes(method))
+        .map((method) => [method.toUpperCase() as 'POST' | 'PATCH' | 'DELETE', path] as const),
+    )
+    expect(writes.length).toBeGreaterThan(15)
+    const undocumented: string[] = []
+    for (const [method, path] of writes) {
+      const url = path.replace('{id}', id).replace('{name}', 'documented')
+      const sent = [
+        await api.call(opKey, method, url, 'type=x', { 'content-type': 'text/plain' }),
+        await api.call(opKey, method, url, '{}', { ...JSON_TYPE, 'content-encoding': 'gzip' }),
+        await api.call(opKey, method, url, JSON.stringify({ pad: 'x'.repeat(1_100_000) }), JSON_TYPE),
+      ]
+      for (const res of sent) {
+        expect([413, 415], `${method} ${path}: ${res.body}`).toContain(res.statusCode)
+        const documented = doc.paths[path]?.[method.toLowerCase()]?.responses[String(res.statusCode)]
+        if (documented === undefined) undocumented.push(`${method} ${path} ${res.statusCode}`)
+      }
+    }
+    expect(undocumented).toEqual([])
+  })
+
   it('counts lengths in characters as the database does: 255 emoji are a valid idempotency key, 256 are not', async () => {
     const key = await api.keyFor('acme')
     const ok = await api.call(key, 'POST', '/v1/jobs', { type: 'x', idempotencyKey: '😀'.repeat(128) })
