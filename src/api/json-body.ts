@@ -8,7 +8,8 @@
  * string or key (the database could not store them), and, like Fastify's, no
  * `__proto__` key or `constructor.prototype`, which could poison objects built
  * from the body, no number beyond what a double holds (1e400) and no integer
- * beyond ±(2^53 − 1), whose digits JSON.parse may have changed; and the bytes
+ * beyond ±(2^53 − 1), whose digits JSON.parse may have changed (refused once the route's schema has
+ * accepted the body, so a field with a range of its own is refused for that range); and the bytes
  * must be UTF-8 (not replaced by U+FFFD); and no key given twice in one object
  * (JSON.parse keeps the last value, silently dropping what the client sent first). Each refusal is
  * a 400 whose details name the field.
@@ -25,17 +26,40 @@ import { ValidationError } from '../errors.ts'
 /** Nesting depth of a request body: the body object, then a payload of MAX_PAYLOAD_DEPTH levels. */
 export const MAX_BODY_DEPTH = MAX_PAYLOAD_DEPTH + 1
 
-/** Why `body` is refused, or undefined. */
-function bodyProblem(body: unknown): ValidationError | undefined {
-  const found = jsonValueProblem(body, { root: '', maxDepth: MAX_BODY_DEPTH, refusePoisonKeys: true, exactIntegers: true })
-  if (!found) return undefined
+/** The refusal of an integer beyond ±(2^53 − 1), kept until the route's schema has looked at the body. */
+const inexactOf = new WeakMap<FastifyRequest, ValidationError>()
+
+/**
+ * Why `body` is refused, or undefined; `deferred` for an integer beyond ±(2^53 − 1) and nothing
+ * else wrong, whose refusal waits for the route's schema (refuseInexact): a field with a range of
+ * its own (`maxSubmitsPerSecond: 1e300`) is refused for that range, not told to send a string.
+ */
+function bodyProblem(body: unknown): { now?: ValidationError; deferred?: ValidationError } {
+  let found = jsonValueProblem(body, { root: '', maxDepth: MAX_BODY_DEPTH, refusePoisonKeys: true, exactIntegers: true })
+  if (!found) return {}
+  let deferred: ValidationError | undefined
+  if (found.kind === 'inexact') {
+    const message = `${found.path === '' ? 'request body' : found.path} ${found.problem}`
+    deferred = new ValidationError(message, [{ path: found.path, message }])
+    found = jsonValueProblem(body, { root: '', maxDepth: MAX_BODY_DEPTH, refusePoisonKeys: true })
+    if (!found) return { deferred }
+  }
   const field = found.path.split('.')[0] ?? ''
   if (found.kind === 'depth') {
     const message = `request body must nest at most ${MAX_BODY_DEPTH} levels deep (a payload at most ${MAX_PAYLOAD_DEPTH})`
-    return new ValidationError(message, [{ path: field, message }])
+    return { now: new ValidationError(message, [{ path: field, message }]) }
   }
   const message = `${found.path === '' || found.kind === 'poison' ? 'request body' : found.path} ${found.problem}`
-  return new ValidationError(message, [{ path: found.path, message }])
+  return { now: new ValidationError(message, [{ path: found.path, message }]) }
+}
+
+/**
+ * A preHandler hook: refuses a body that held an integer beyond ±(2^53 − 1) (whose digits JSON.parse
+ * may have changed) once the route's schema has accepted it, as it does a payload's.
+ */
+export async function refuseInexact(request: FastifyRequest): Promise<void> {
+  const refusal = inexactOf.get(request)
+  if (refusal !== undefined) throw refusal
 }
 
 const join = (path: string, key: string) => (path ? `${path}.${key}` : key)
@@ -131,8 +155,8 @@ export function parseJsonBody(request: FastifyRequest, body: string | Buffer, do
     return
   }
   const problem = bodyProblem(value)
-  if (problem) {
-    done(problem)
+  if (problem.now) {
+    done(problem.now)
     return
   }
   // only an object can repeat a key: a body without one is not scanned
@@ -142,6 +166,7 @@ export function parseJsonBody(request: FastifyRequest, body: string | Buffer, do
     done(new ValidationError(message, [{ path: repeated, message }]))
     return
   }
+  if (problem.deferred) inexactOf.set(request, problem.deferred)
   done(null, value)
 }
 

@@ -19,10 +19,11 @@ export interface JsonValueProblem {
   problem: string
   /**
    * depth: nested too deep; text: a string or key the database cannot store; poison: a `__proto__`
-   * key or `constructor.prototype`; number: a number that would not be kept as given; type: a value
-   * of the caller's with no JSON form (a BigInt, a function, a symbol, a Map or a Set).
+   * key or `constructor.prototype`; number: a number JSON cannot write (NaN, Infinity); inexact: an
+   * integer read from JSON text beyond ±(2^53 − 1) (`exactIntegers`); type: a value of the caller's
+   * with no JSON form (a BigInt, a function, a symbol, a Map or a Set).
    */
-  kind: 'depth' | 'text' | 'poison' | 'number' | 'type'
+  kind: 'depth' | 'text' | 'poison' | 'number' | 'inexact' | 'type'
 }
 
 export interface JsonValueCheck {
@@ -44,6 +45,17 @@ const NO_BIGINT = 'must be a JSON value, not a BigInt (give it as a number withi
 
 const join = (path: string, key: string) => (path ? `${path}.${key}` : key)
 
+/** What a toJSON threw, in a few words (its message, cut at 200 characters). */
+function describeThrown(err: unknown): string {
+  let text: string
+  try {
+    text = err instanceof Error ? err.message : String(err)
+  } catch {
+    text = 'a value with no text form'
+  }
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text
+}
+
 /** The first problem of `value`, or undefined when it is fine. */
 export function jsonValueProblem(value: unknown, check: JsonValueCheck): JsonValueProblem | undefined {
   // [value, path, depth, its key (for toJSON), whether toJSON was applied, whether an object holds it]
@@ -57,7 +69,14 @@ export function jsonValueProblem(value: unknown, check: JsonValueCheck): JsonVal
     if (!converted && (typeof v === 'object' || typeof v === 'bigint') && v !== null) {
       const toJSON = (v as { toJSON?: unknown }).toJSON
       if (typeof toJSON === 'function') {
-        stack.push([toJSON.call(v, key), path, depth, key, true, inObject])
+        let converted: unknown
+        try {
+          converted = toJSON.call(v, key)
+        } catch (err: unknown) {
+          // JSON.stringify would throw it too: named as this value's problem, not thrown from deep inside a submit
+          return { path, problem: `has a toJSON that threw (${describeThrown(err)}): it has no JSON form`, kind: 'type' }
+        }
+        stack.push([converted, path, depth, key, true, inObject])
         continue
       }
     }
@@ -68,7 +87,7 @@ export function jsonValueProblem(value: unknown, check: JsonValueCheck): JsonVal
     }
     if (typeof v === 'number') {
       if (!Number.isFinite(v)) return { path, problem: NOT_FINITE, kind: 'number' }
-      if (check.exactIntegers && Math.abs(v) > Number.MAX_SAFE_INTEGER) return { path, problem: INEXACT_INTEGER, kind: 'number' }
+      if (check.exactIntegers && Math.abs(v) > Number.MAX_SAFE_INTEGER) return { path, problem: INEXACT_INTEGER, kind: 'inexact' }
       continue
     }
     // values JSON has no form for: JSON.stringify throws on a BigInt, and writes a function or symbol

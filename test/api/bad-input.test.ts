@@ -201,6 +201,22 @@ const cases: Case[] = [
     path: 'payload.id.1',
   },
   {
+    name: 'an integer beyond 2^53 in a field with a range: refused for the range, not told to send a string',
+    body: '{"type":"x","priority":1e300}',
+    headers: { 'content-type': 'application/json' },
+    status: 400,
+    message: 'priority must be an integer from -1000 to 1000',
+    path: 'priority',
+  },
+  {
+    name: 'an integer beyond 2^53 and a NUL character: the NUL is named',
+    body: '{"type":"x\\u0000","payload":{"id":9007199254740993}}',
+    headers: { 'content-type': 'application/json' },
+    status: 400,
+    message: 'type must not contain NUL characters (\\u0000)',
+    path: 'type',
+  },
+  {
     name: 'instant before the year 0001',
     body: { type: 'x', schedule: { at: '0000-01-01T00:00:00Z' } },
     status: 400,
@@ -716,5 +732,19 @@ describe('text that is not UTF-8', () => {
     await expect(client.submitJob({ type: 'x', payload: { ratio: Number.NaN } })).rejects.toMatchObject({
       details: [{ path: 'payload.ratio', message: 'payload.ratio must be a finite number within ±1.7976931348623157e308 (not NaN or Infinity)' }],
     })
+  })
+
+  it('refuses a payload whose toJSON throws with a ValidationError naming the field, and writes nothing', async () => {
+    const client = createClient({ db: t.db, tenant: 'tojson' })
+    const broken = {
+      toJSON() {
+        throw new Error('no form today')
+      },
+    }
+    const message = 'payload.when has a toJSON that threw (no form today): it has no JSON form'
+    const err = await client.submitJob({ type: 'x', payload: { when: broken } }).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(ValidationError)
+    expect(err).toMatchObject({ message, details: [{ path: 'payload.when', message }] })
+    expect((await client.listJobs({})).items).toEqual([])
   })
 })

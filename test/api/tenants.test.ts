@@ -38,6 +38,21 @@ describe('admission quotas', () => {
     expect(refused.json()).toEqual({ statusCode: 429, error: 'Too Many Requests', message: 'tenant closed accepts no new jobs: its quota maxPending is 0' })
   })
 
+  it('refuses a quota beyond its range for that range, however large the number, and changes nothing', async () => {
+    const ops = await operatorKey()
+    const JSON_TYPE = { 'content-type': 'application/json' }
+    for (const [body, message] of [
+      ['{"maxSubmitsPerSecond":1e300}', 'maxSubmitsPerSecond must be a number from 0.001 to 1000000, or null for no quota'],
+      ['{"maxSubmitsPerSecond":9007199254740993}', 'maxSubmitsPerSecond must be a number from 0.001 to 1000000, or null for no quota'],
+      ['{"maxPending":1e300}', 'maxPending must be an integer from 0 to 1000000000, or null for no quota'],
+    ] as const) {
+      const res = await api.call(ops, 'PATCH', '/v1/tenants/ranged', body, JSON_TYPE)
+      expect(res.statusCode, body).toBe(400)
+      expect(res.json().message, body).toBe(message)
+    }
+    expect((await api.call(ops, 'GET', '/v1/tenants')).json().items.map((x: { name: string }) => x.name)).not.toContain('ranged')
+  })
+
   it('refuses the submit over maxPending with 429, Retry-After and the quota named, writes nothing, and accepts again once work drains', async () => {
     const ops = await operatorKey()
     const set = await api.call(ops, 'PATCH', '/v1/tenants/acme', { maxPending: 3 })
