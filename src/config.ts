@@ -344,16 +344,43 @@ function settingPaths(schema: TSchema, path: string): string[] {
 const SETTING_PATHS: Readonly<Record<string, true>> = Object.fromEntries(settingPaths(ConfigSchema, '').map((path) => [path, true]))
 
 /**
+ * The addresses a process listens on, by the command that listens: the settings whose variables a
+ * Kubernetes Service can set by its name alone (`scheduler` sets SCHEDULER_PORT to
+ * `tcp://10.0.0.1:8080`, `scheduler-worker-metrics` SCHEDULER_WORKER_METRICS_PORT). A command that
+ * does not listen there does not read them (`loadConfig`'s `unread`), so such a link stops only the
+ * process it concerns, with a message saying what it is.
+ */
+export const LISTEN_SETTINGS = {
+  api: ['api.port', 'api.host'],
+  worker: ['worker.metricsPort', 'worker.metricsHost'],
+  dev: ['dev.pgPort'],
+} as const satisfies Record<string, readonly string[]>
+
+/** The listen settings of every command but `reading`'s: what a command passes as `unread`. */
+export function listenSettingsBut(...reading: Array<keyof typeof LISTEN_SETTINGS>): string[] {
+  return Object.entries(LISTEN_SETTINGS).flatMap(([command, paths]) => (reading.includes(command as keyof typeof LISTEN_SETTINGS) ? [] : [...paths]))
+}
+
+export interface LoadConfigOptions {
+  /**
+   * Settings the command does not read (dotted paths): their variables are neither checked nor
+   * used, and the settings keep their defaults. Flags are checked whatever this says.
+   */
+  unread?: readonly string[]
+}
+
+/**
  * Builds the configuration from environment variables and flags.
  * @throws ConfigError listing every invalid variable/flag with what it accepts, and every flag that
  *   names no setting (a misspelt path would otherwise leave the setting at its default).
  */
-export function loadConfig(env: Readonly<Record<string, string | undefined>>, flags: ConfigFlags = {}): Config {
+export function loadConfig(env: Readonly<Record<string, string | undefined>>, flags: ConfigFlags = {}, options: LoadConfigOptions = {}): Config {
   const raw: Record<string, unknown> = {}
   const sourceOf: Record<string, string> = {}
+  const unread = new Set(options.unread ?? [])
   for (const [name, path] of Object.entries(ENV_MAP)) {
     const value = env[name]
-    if (value === undefined || value === '') continue
+    if (value === undefined || value === '' || unread.has(path)) continue
     setPath(raw, path, path === 'worker.queues' ? value.split(',').map((q) => q.trim()) : path === 'worker.metricsPort' ? offAsZero(value) : value)
     sourceOf[path] = name
   }

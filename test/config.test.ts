@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { ENV_MAP, loadConfig, unknownVariables } from '../src/config.ts'
+import { ENV_MAP, listenSettingsBut, loadConfig, unknownVariables } from '../src/config.ts'
 import { ConfigError } from '../src/errors.ts'
 import { parseOutputStoreSetting } from '../src/core/output-uri.ts'
 
@@ -305,5 +305,20 @@ describe('a Kubernetes service link in a port setting', () => {
     expect(errorOf(() => loadConfig({ SCHEDULER_PORT: 'http://x' })).message).not.toContain('Kubernetes')
     // set explicitly, it is read
     expect(loadConfig({ ...SERVICE_LINKS, SCHEDULER_PORT: '8080' }).api.port).toBe(8080)
+  })
+
+  it('is not read by a command that does not listen there: the setting keeps its default', () => {
+    const links = { ...SERVICE_LINKS, SCHEDULER_PORT: 'tcp://10.0.0.1:8080', PORT: 'x', HOST: '', SCHEDULER_WORKER_METRICS_PORT: 'tcp://10.0.0.3:9464' }
+    const worker = loadConfig({ ...links, SCHEDULER_WORKER_METRICS_PORT: '9500' }, {}, { unread: listenSettingsBut('worker') })
+    expect([worker.api.port, worker.worker.metricsPort]).toEqual([8080, 9500])
+    const api = loadConfig({ ...links, SCHEDULER_PORT: '9000' }, {}, { unread: listenSettingsBut('api') })
+    expect([api.api.port, api.worker.metricsPort]).toEqual([9000, 9464])
+    const admin = loadConfig(links, {}, { unread: listenSettingsBut() })
+    expect([admin.api.port, admin.worker.metricsPort]).toEqual([8080, 9464])
+    // each still refuses the link in its own port
+    expect(errorOf(() => loadConfig(links, {}, { unread: listenSettingsBut('worker') })).message).toContain('SCHEDULER_WORKER_METRICS_PORT must be')
+    expect(errorOf(() => loadConfig(links, {}, { unread: listenSettingsBut('api') })).message).toContain('SCHEDULER_PORT must be')
+    // a flag is checked whatever the command reads
+    expect(errorOf(() => loadConfig({}, { 'api.port': 'x' }, { unread: listenSettingsBut() })).message).toContain('--port must be')
   })
 })

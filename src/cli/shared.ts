@@ -3,7 +3,7 @@
  * setting (every command that reads the environment), a short-lived database pool and table output
  * (keys, queues).
  */
-import { loadConfig, unknownVariables, type Config, type ConfigFlags } from '../config.ts'
+import { listenSettingsBut, loadConfig, unknownVariables, type Config, type ConfigFlags } from '../config.ts'
 import { createDb, type Database } from '../db/pool.ts'
 import { ConfigError, ValidationError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
@@ -28,7 +28,8 @@ export function warnOfUnknownVariables(log?: Logger): void {
  * setting. Throws ConfigError as loadConfig does (its message names those variables too).
  */
 export function commandConfig(flags: ConfigFlags = {}): Config {
-  const config = loadConfig(process.env, flags)
+  // no admin command listens: a port a Kubernetes Service link set for the API or a worker is not read
+  const config = loadConfig(process.env, flags, { unread: listenSettingsBut() })
   warnOfUnknownVariables()
   return config
 }

@@ -83,17 +83,45 @@ describe('a SCHEDULER_ variable that names no setting', () => {
     },
   )
 
-  it.each(['worker', 'api'])('scheduler %s refuses a Kubernetes service link as SCHEDULER_PORT, saying what it is and how to set the port', async (command) => {
+  it.each([
+    ['api', 'SCHEDULER_PORT', 'tcp://10.0.0.1:8080', 'an integer from 0 to 65535'],
+    ['worker', 'SCHEDULER_WORKER_METRICS_PORT', 'tcp://10.0.0.3:9464', 'an integer from 0 to 65535'],
+  ])('scheduler %s refuses a Kubernetes service link as %s, its own port, saying what it is and how to set the port', async (command, name, link, accepted) => {
     const err = await run('node', ['bin/scheduler', command], {
-      env: environment({ ...SERVICE_LINKS, SCHEDULER_PORT: 'tcp://10.0.0.1:8080' }),
+      env: environment({ ...SERVICE_LINKS, [name]: link }),
       timeout: 30_000,
       killSignal: 'SIGKILL',
     }).catch((e: unknown) => e)
     expect(err).toMatchObject({ code: 2 })
     const stderr = (err as { stderr: string }).stderr
-    expect(stderr).toContain('SCHEDULER_PORT must be an integer from 0 to 65535 (got "tcp://10.0.0.1:8080"); this looks like a Kubernetes service link')
+    expect(stderr).toContain(`${name} must be ${accepted} (got "${link}"); this looks like a Kubernetes service link`)
     expect(stderr).toContain('enableServiceLinks: false')
     expect(stderr).not.toContain('SCHEDULER_SERVICE_HOST')
+  })
+
+  // the links of Services named scheduler (the API) and scheduler-worker-metrics, in every pod of the namespace
+  const OTHERS_PORTS = { ...SERVICE_LINKS, SCHEDULER_PORT: 'tcp://10.0.0.1:8080', SCHEDULER_WORKER_METRICS_PORT: 'tcp://10.0.0.3:9464' }
+
+  it.each([
+    ['worker', { ...OTHERS_PORTS, SCHEDULER_WORKER_METRICS_PORT: 'off' }],
+    ['api', { ...OTHERS_PORTS, SCHEDULER_PORT: '0' }],
+  ])("scheduler %s does not read another process's port: a service link there leaves it running", async (command, env) => {
+    const child = spawn('node', ['bin/scheduler', command], { env: environment(env), stdio: ['ignore', 'pipe', 'pipe'] })
+    children.push(child)
+    let text = ''
+    for (const stream of [child.stdout, child.stderr]) stream.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')))
+    // it got past its configuration: it waits for the database, which does not answer
+    await waitFor(() => text.includes('database unreachable at start-up; retrying'), { timeoutMs: 30_000, what: `a wait:\n${text}` })
+    expect(child.exitCode).toBeNull()
+    expect(text).not.toContain('invalid configuration')
+  })
+
+  it('scheduler migrate and the admin commands, which listen nowhere, read neither port', async () => {
+    const env = environment({ ...OTHERS_PORTS, DATABASE_URL: t.url })
+    await run('node', ['bin/scheduler', 'migrate'], { env, timeout: 60_000 })
+    const { stdout, stderr } = await run('node', ['bin/scheduler', 'keys', 'list', '--json'], { env, timeout: 30_000 })
+    expect(JSON.parse(stdout)).toEqual([])
+    expect(stderr).toBe('')
   })
 })
 

@@ -8,7 +8,7 @@
 import { networkInterfaces } from 'node:os'
 import type { Command } from 'commander'
 import type { Kysely } from 'kysely'
-import { loadConfig, type Config } from '../../config.ts'
+import { listenSettingsBut, loadConfig, type Config } from '../../config.ts'
 import { ConfigError } from '../../errors.ts'
 import { createLogger, type Logger } from '../../logger.ts'
 import { createDb } from '../../db/pool.ts'
@@ -157,7 +157,7 @@ export function registerApi(program: Command): void {
     .option('--port <n>', 'port to listen on (default 8080, or SCHEDULER_PORT, or PORT)')
     .option('--host <address>', 'address to listen on (default 0.0.0.0, or SCHEDULER_HOST, or HOST)')
     .action(async (opts: { port?: string; host?: string }) => {
-      const config = loadConfig(process.env, { 'api.port': opts.port, 'api.host': opts.host })
+      const config = loadConfig(process.env, { 'api.port': opts.port, 'api.host': opts.host }, { unread: listenSettingsBut('api') })
       if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
       const log = createLogger({ level: config.logLevel })
       warnOfUnknownVariables(log)

@@ -7,7 +7,7 @@
  * of them (`schema migrated` or `schema is up to date`), so that a log collector reads all of it.
  */
 import type { Command } from 'commander'
-import { loadConfig } from '../../config.ts'
+import { listenSettingsBut, loadConfig } from '../../config.ts'
 import { warnOfUnknownVariables } from '../shared.ts'
 import { ConfigError } from '../../errors.ts'
 import { createLogger } from '../../logger.ts'
@@ -26,11 +26,15 @@ export function registerMigrate(program: Command): void {
     )
     .option('--attempts <n>', `tries of a migration that timed out waiting for a lock (default ${MIGRATE_ATTEMPTS_DEFAULT}, or SCHEDULER_MIGRATE_ATTEMPTS)`)
     .action(async (opts: { partitions?: string; lockTimeoutMs?: string; attempts?: string }) => {
-      const config = loadConfig(process.env, {
-        'db.partitions': opts.partitions,
-        'migrate.lockTimeoutMs': opts.lockTimeoutMs,
-        'migrate.attempts': opts.attempts,
-      })
+      const config = loadConfig(
+        process.env,
+        {
+          'db.partitions': opts.partitions,
+          'migrate.lockTimeoutMs': opts.lockTimeoutMs,
+          'migrate.attempts': opts.attempts,
+        },
+        { unread: listenSettingsBut() },
+      )
       if (!config.databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
       const log = createLogger({ level: config.logLevel })
       warnOfUnknownVariables(log)

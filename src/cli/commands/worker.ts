@@ -4,7 +4,7 @@
  * SIGTERM/SIGINT: graceful stop (finish or hand back); a second signal exits at once.
  */
 import type { Command } from 'commander'
-import { loadConfig } from '../../config.ts'
+import { listenSettingsBut, loadConfig } from '../../config.ts'
 import { warnOfUnknownVariables } from '../shared.ts'
 import { ConfigError } from '../../errors.ts'
 import { createLogger } from '../../logger.ts'
@@ -49,19 +49,23 @@ export function registerWorker(program: Command): void {
       'port serving Prometheus /metrics; "off" or 0: none; one per process, so several workers on a host need distinct ports (env SCHEDULER_WORKER_METRICS_PORT, default 9464)',
     )
     .action(async (flags: WorkerFlags) => {
-      const config = loadConfig(process.env, {
-        'worker.handlers': flags.handlers,
-        'worker.queues': flags.queues?.split(',').map((q) => q.trim()),
-        'worker.concurrency': flags.concurrency,
-        'worker.prefetch': flags.prefetch,
-        'worker.leaseMs': flags.leaseMs,
-        'worker.heartbeatMs': flags.heartbeatMs,
-        'worker.pollIntervalMs': flags.pollIntervalMs,
-        'worker.shutdownGraceMs': flags.shutdownGraceMs,
-        'worker.sandbox': flags.sandbox,
-        'worker.sandboxMemoryMb': flags.sandboxMemoryMb,
-        'worker.metricsPort': flags.metricsPort,
-      })
+      const config = loadConfig(
+        process.env,
+        {
+          'worker.handlers': flags.handlers,
+          'worker.queues': flags.queues?.split(',').map((q) => q.trim()),
+          'worker.concurrency': flags.concurrency,
+          'worker.prefetch': flags.prefetch,
+          'worker.leaseMs': flags.leaseMs,
+          'worker.heartbeatMs': flags.heartbeatMs,
+          'worker.pollIntervalMs': flags.pollIntervalMs,
+          'worker.shutdownGraceMs': flags.shutdownGraceMs,
+          'worker.sandbox': flags.sandbox,
+          'worker.sandboxMemoryMb': flags.sandboxMemoryMb,
+          'worker.metricsPort': flags.metricsPort,
+        },
+        { unread: listenSettingsBut('worker') },
+      )
       const databaseUrl = config.databaseUrl
       if (!databaseUrl) throw new ConfigError('DATABASE_URL must be set (a postgres:// URL)')
       const log = createLogger({ level: config.logLevel })
