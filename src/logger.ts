@@ -32,7 +32,8 @@ export function createLogger(options: CreateLoggerOptions): Logger {
     name: options.name ?? 'pgsched',
     level: options.level,
     redact: {
-      paths: ['databaseUrl', '*.databaseUrl', '*.password', 'apiKey', '*.apiKey', 'req.headers.authorization'],
+      // rawPacket: the bytes of a request Node's HTTP parser refused, headers (and so a key) included
+      paths: ['databaseUrl', '*.databaseUrl', '*.password', 'apiKey', '*.apiKey', 'req.headers.authorization', 'err.rawPacket', '*.rawPacket'],
       censor: '[redacted]',
     },
   }

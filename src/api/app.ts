@@ -28,7 +28,7 @@ import { apiKeyList, apiKeyRevoke } from '../db/queries/api-keys.ts'
 import { KEY_USE_WRITE_INTERVAL_MS, createKeyUseRecorder } from './key-use-recorder.ts'
 import { TenantClients } from './tenant-clients.ts'
 import { frameworkErrorHandler, registerErrorHandling } from './error-handler.ts'
-import { continueWithinLimit, indexRouteMethods, refuseContentEncodings } from './http-conventions.ts'
+import { answerClientError, continueWithinLimit, indexRouteMethods, refuseContentEncodings } from './http-conventions.ts'
 import { parseJsonBody, refuseBody, refuseInexact } from './json-body.ts'
 import { parseQueryString, refuseUndecodable } from './query-string.ts'
 import { OutageLog } from './outage.ts'
@@ -157,6 +157,8 @@ export function buildApp(deps: AppDeps) {
     // undecodable percent-encoding named, not read as raw text (refuseUndecodable below)
     routerOptions: { querystringParser: parseQueryString },
     frameworkErrors: frameworkErrorHandler(bodyLimitBytes),
+    // a request the HTTP parser refused: answered without logging its raw bytes (its key)
+    clientErrorHandler: answerClientError,
     // nullable values written without validating them (api/serializer.ts)
     schemaController: { compilersFactory: { buildSerializer: buildNullableSerializer } },
   }).withTypeProvider<TypeBoxTypeProvider>()

@@ -6,8 +6,12 @@
  *   `Accept-Encoding: identity` (RFC 9110 §15.5.16) before it is read;
  * - `Expect: 100-continue` with a Content-Length over the body limit gets its
  *   413 without `100 Continue` first (Node answers 100 to every such request
- *   unless the server handles `checkContinue`), so the client never sends it.
+ *   unless the server handles `checkContinue`), so the client never sends it;
+ * - a request Node's HTTP parser refuses is answered in the API's error form,
+ *   and logged without its raw bytes.
  */
+import { STATUS_CODES } from 'node:http'
+import type { Duplex } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 import { sendError } from './error-handler.ts'
 
@@ -50,4 +54,29 @@ export function continueWithinLimit(app: FastifyInstance, bodyLimitBytes: number
     if (!(length > bodyLimitBytes)) res.writeContinue()
     app.server.emit('request', req, res)
   })
+}
+
+/**
+ * Answers a request Node's HTTP parser refused (a bad header, headers over its size limit, a request
+ * that took too long to arrive) as Fastify's own handler does, in this API's error form, and logs only
+ * the parser's code and reason: the error carries the request's raw bytes (`rawPacket`), which hold
+ * its Authorization header and so an API key.
+ */
+export function answerClientError(this: FastifyInstance, err: Error & { code?: string; reason?: string }, socket: Duplex): void {
+  // a connection reset: nothing to answer
+  if (err.code === 'ECONNRESET' || socket.destroyed) return
+  const [statusCode, message] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'the request did not arrive in time']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'the request headers are larger than the server accepts (16 KB)']
+        : [400, 'the request is not valid HTTP/1.1']
+  this.log.debug({ code: err.code, reason: err.reason }, 'client error')
+  if (socket.writable) {
+    const body = JSON.stringify({ statusCode, error: STATUS_CODES[statusCode], message })
+    socket.write(
+      `HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`,
+    )
+  }
+  socket.destroy()
 }

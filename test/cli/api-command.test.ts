@@ -3,10 +3,11 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { once } from 'node:events'
-import { createServer, type AddressInfo } from 'node:net'
+import { connect, createServer, type AddressInfo } from 'node:net'
 import { promisify } from 'node:util'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { useTestDb } from '../db.ts'
+import { waitFor } from '../wait-for.ts'
 
 const run = promisify(execFile)
 const t = useTestDb()
@@ -114,6 +115,66 @@ describe('scheduler api', () => {
     const log = output
     expect(log).not.toContain(key)
     expect(log).not.toContain('do-not-log')
+  })
+
+  it("answers requests the HTTP parser refuses in the API's error form and logs no byte of them, even at trace", async () => {
+    const key = (await scheduler(['keys', 'create', '--tenant', 'acme'])).stdout.trim()
+    const child = spawn('node', ['bin/scheduler', 'api', '--port', '0', '--host', '127.0.0.1'], {
+      env: { ...process.env, LOG_LEVEL: 'trace', DATABASE_URL: t.url },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    const exited = once(child, 'exit')
+    let output = ''
+    const listening = new Promise<string>((resolve) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        output += chunk.toString('utf8')
+        const match = /"url":"(http:\/\/[^"]+)","msg":"api listening"/.exec(output)
+        if (match) resolve(match[1] as string)
+      })
+    })
+    const raw = (port: number, request: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1', () => socket.end(request))
+        let got = ''
+        socket.on('data', (d: Buffer) => {
+          got += d.toString('utf8')
+        })
+        socket.on('close', () => resolve(got))
+        socket.on('error', reject)
+      })
+    const clientErrors = () => output.split('\n').filter((line) => line.includes('"msg":"client error"'))
+    try {
+      const url = new URL(await Promise.race([listening, exited.then(() => Promise.reject(new Error(`api exited early:\n${output}`)))]))
+      const port = Number(url.port)
+      const auth = `Authorization: Bearer ${key}\r\n`
+      const answers = [
+        // a header name with a space in it, after the key
+        await raw(port, `POST /v1/jobs HTTP/1.1\r\nHost: x\r\n${auth}Bad Header: x\r\nContent-Length: 28\r\n\r\n{"payload":"do-not-log-raw"}`),
+        // headers over the parser's limit
+        await raw(port, `GET /v1/jobs HTTP/1.1\r\nHost: x\r\n${auth}X-Big: ${'b'.repeat(20_000)}\r\n\r\n`),
+      ]
+      const [bad, big] = answers.map((a) => ({ status: a.split('\r\n')[0], body: JSON.parse(a.slice(a.indexOf('\r\n\r\n') + 4)) as unknown }))
+      expect(bad).toEqual({ status: 'HTTP/1.1 400 Bad Request', body: { statusCode: 400, error: 'Bad Request', message: 'the request is not valid HTTP/1.1' } })
+      expect(big).toEqual({
+        status: 'HTTP/1.1 431 Request Header Fields Too Large',
+        body: { statusCode: 431, error: 'Request Header Fields Too Large', message: 'the request headers are larger than the server accepts (16 KB)' },
+      })
+      await waitFor(() => clientErrors().length >= 2, { what: `two client errors logged:\n${output.slice(-2000)}` })
+    } finally {
+      child.kill('SIGTERM')
+    }
+    await exited
+    expect(clientErrors().map((line) => JSON.parse(line) as Record<string, unknown>)).toEqual([
+      expect.objectContaining({ level: 20, code: 'HPE_INVALID_HEADER_TOKEN', reason: expect.any(String) }),
+      expect.objectContaining({ level: 20, code: 'HPE_HEADER_OVERFLOW' }),
+    ])
+    // the log as text, with any Buffer written as {"type":"Buffer","data":[…]} read back as its bytes
+    const decoded = output.replace(/\{"type":"Buffer","data":\[([0-9,]*)\]\}/g, (_m, bytes: string) =>
+      Buffer.from(bytes === '' ? [] : bytes.split(',').map(Number)).toString('latin1'),
+    )
+    expect(decoded).not.toContain(key)
+    expect(decoded).not.toContain('do-not-log-raw')
+    expect(output).not.toContain('rawPacket')
   })
 
   it('logs once that it listens, on a wildcard host with every address of the machine', async () => {
