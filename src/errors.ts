@@ -157,10 +157,12 @@ export function isFatal(err: Error): boolean {
  */
 export function toError(err: unknown): Error {
   if (err instanceof Error) return err
-  return new Error(typeof err === 'string' ? err : thrownText(err))
+  return new Error(thrownText(err))
 }
 
-function thrownText(err: unknown): string {
+/** The text of a thrown value: a string as it is, else its JSON, else its `String()` form. Never throws. */
+export function thrownText(err: unknown): string {
+  if (typeof err === 'string') return err
   try {
     const json = JSON.stringify(err)
     if (json !== undefined) return json

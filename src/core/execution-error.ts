@@ -7,6 +7,7 @@
  */
 
 import { storableText } from './names.ts'
+import { thrownText } from '../errors.ts'
 
 /** One attempt's failure, as stored and as the API returns it. */
 export interface ExecutionError {
@@ -31,13 +32,14 @@ export const EXECUTION_ERROR_FIELDS = ['message', 'name', 'fatal', 'timedOut', '
 
 /**
  * The stored JSON text of an error; `timedOut` is left out when false. The message and name are made
- * storable (an error's message may hold any text; jsonb refuses NUL and lone surrogates, and the
- * failure's statement would fail at every retry).
+ * storable (an error's message may hold any text, or be no text at all; jsonb refuses NUL and lone
+ * surrogates, and the failure's statement would fail at every retry).
  */
 export function executionErrorJson(error: ExecutionError): string {
   const e: ExecutionError = {
-    message: storableText(error.message),
-    name: storableText(error.name),
+    // a handler's error may carry a message or name that is not text (an object some libraries set): its JSON
+    message: storableText(thrownText(error.message)),
+    name: storableText(thrownText(error.name)),
     fatal: error.fatal,
     timedOut: error.timedOut || undefined,
     attempt: error.attempt,

@@ -98,6 +98,33 @@ describe('the attempts of an execution', () => {
     ])
   })
 
+  it('records at once the failure of an Error whose message or name is not text, as its JSON', async () => {
+    await startWorker(
+      [
+        defineHandler('odd.message', () => {
+          const err = new Error('x')
+          ;(err as unknown as { message: unknown }).message = { code: 'E_ODD', detail: 'not a string' }
+          throw err
+        }),
+        defineHandler('odd.name', () => {
+          const err = new Error('plain')
+          ;(err as unknown as { name: unknown }).name = 42
+          throw err
+        }),
+      ],
+      // a lease far longer than the wait: only a failure written by the worker can end these jobs in time
+      { leaseMs: 60_000, heartbeatMs: 1_000 },
+    )
+    const client = createClient({ db: t.db, tenant: 'acme' })
+    const message = (await client.submitJob({ type: 'odd.message', maxAttempts: 1 })).job.id
+    const name = (await client.submitJob({ type: 'odd.name', maxAttempts: 1 })).job.id
+    for (const id of [message, name]) await waitFor(async () => (await client.viewJob(id)).status === 'FAILED', { timeoutMs: 10_000, what: `${id} to fail` })
+    const errorOf = async (id: string) =>
+      (await client.listExecutions(id)).items[0]?.attempts.map((a) => [a.attempt, a.outcome, a.error?.name, a.error?.message])
+    expect(await errorOf(message)).toEqual([[1, 'failed', 'Error', '{"code":"E_ODD","detail":"not a string"}']])
+    expect(await errorOf(name)).toEqual([[1, 'failed', '42', 'plain']])
+  })
+
   it('ends a run whose result or error holds text jsonb cannot store (NUL, a lone surrogate), beside runs that succeed', async () => {
     await startWorker([
       defineHandler('nul.result', () => ({ text: 'a\u0000b' })),
