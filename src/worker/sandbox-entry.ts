@@ -8,7 +8,7 @@
  * A result crosses as JSON text, so it is stored exactly as in-process.
  */
 import { Writable } from 'node:stream'
-import { parentPort, workerData } from 'node:worker_threads'
+import { parentPort, Worker, workerData } from 'node:worker_threads'
 import { createLogger, type Logger } from '../logger.ts'
 import { handlersIn, type Handler, type HandlerContext } from './handlers.ts'
 import { errorData, type FromSandbox, type SandboxInit, type SandboxRunContext, type ToSandbox } from './sandbox-protocol.ts'
@@ -21,12 +21,30 @@ function send(message: FromSandbox): void {
   else process.send?.(message)
 }
 
+/**
+ * A child process's guard against outliving its worker: a thread of its own that ends the process
+ * (SIGKILL) once its parent is gone (it has another parent then). 'disconnect' is not enough: it is
+ * heard only when the handler yields, and a CPU-bound handler, the kind a process sandbox is for,
+ * would run on after its worker was killed, beside the attempt another worker starts once the lease
+ * expires.
+ */
+const ORPHAN_WATCH = `
+const { workerData } = require('node:worker_threads')
+setInterval(() => {
+  if (process.ppid !== workerData.parent) process.kill(workerData.self, 'SIGKILL')
+}, workerData.everyMs)
+`
+
+/** How often the guard looks at the parent (ms): well within any lease. */
+const ORPHAN_WATCH_MS = 100
+
 if (!port) {
   // A child process: report an uncaught error before dying, and die with the worker.
   process.on('uncaughtException', (err: unknown) => {
     process.send?.({ t: 'crash', error: errorData(err) } satisfies FromSandbox, () => process.exit(70))
   })
   process.on('disconnect', () => process.exit(0))
+  new Worker(ORPHAN_WATCH, { eval: true, workerData: { parent: process.ppid, self: process.pid, everyMs: ORPHAN_WATCH_MS } }).unref()
 }
 
 const root = createLogger({ level: init.logLevel }).child({ sandbox: init.mode })
