@@ -23,8 +23,9 @@ export const TYPE_PATTERN = `^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,${TYPE_MAX_LENGTH - 
 /** A queue name: as a type, shorter (jobs_queue_check). */
 export const QUEUE_PATTERN = `^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,${QUEUE_MAX_LENGTH - 1}}$`
 /**
- * A tenant name given to `keys create`: `@` allowed (e-mail-like names), `/` not. The database only
- * bounds its length (jobs_tenant_check, api_keys_tenant_check), so SQL callers may use any 1-128 characters.
+ * A tenant name given to `keys create`: `@` allowed (e-mail-like names), `/` not. The jobs and API keys
+ * tables only bound its length (jobs_tenant_check, api_keys_tenant_check); pgsched.submit_job and the
+ * rows of pgsched.tenants (trigger tenants_name_check, migration 0080) are held to this pattern.
  */
 export const TENANT_PATTERN = `^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,${TENANT_MAX_LENGTH - 1}}$`
 

@@ -236,10 +236,18 @@ export interface JobCancelParams {
 }
 
 /**
+ * Most execution ids one `pgsched_cancel` notification names (a JSON array of about 40 bytes an id):
+ * PostgreSQL refuses a payload of 8000 bytes or more, so a cancel of more running executions sends
+ * several (migration 0080 does the same in pgsched.job_cancel_effects).
+ */
+const CANCEL_NOTIFY_IDS = 100
+
+/**
  * What cancelling the jobs of a `job` CTE (updated to cancelled, returning id, tenant, queue, type)
  * also does, as further CTEs: their triggers stop, their pending and running executions leave
  * pgsched.due and pgsched.runs and are cancelled in the history (`cancelled`; `running` names those that ran), an event per execution cancelled or
- * one per job when none was, and a notification on `pgsched_cancel` for the running ones.
+ * one per job when none was, and notifications on `pgsched_cancel` for the running ones (up to
+ * CANCEL_NOTIFY_IDS each).
  */
 export const jobCancelEffects = cancelEffects(true)
 
@@ -280,7 +288,9 @@ function cancelEffects(first: boolean): RawBuilder<unknown> {
                          select 'cancelled', tenant, id, null::uuid, queue, type, null::int from job
                           where ${first}::boolean and id not in (select job_id from cancelled)`)},
     notified as (
-      select pg_notify('pgsched_cancel', json_agg(id)::text) from running having count(*) > 0
+      select pg_notify('pgsched_cancel', json_agg(c.id order by c.id)::text)
+        from (select id, (row_number() over (order by id) - 1) / ${CANCEL_NOTIFY_IDS}::int as part from running) c
+       group by c.part
     )`
 }
 
