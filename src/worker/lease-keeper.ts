@@ -210,7 +210,7 @@ export class LeaseKeeper {
    */
   async handBack(runs: readonly Run[]): Promise<number> {
     if (runs.length === 0) return 0
-    const released = await this.p.completer.exclusive(() => this.releaseInDatabase(runs))
+    const released = await this.p.completer.exclusive(() => this.releaseInDatabase(runs, true))
     for (const run of runs) this.release(run)
     return released
   }
@@ -226,12 +226,12 @@ export class LeaseKeeper {
     if (runs.length === 0) return 0
     for (const run of runs) this.release(run)
     await this.p.completer.exclusive(async () => {})
-    return this.releaseInDatabase(runs)
+    return this.releaseInDatabase(runs, false)
   }
 
   /** The release statement of a hand-back: how many the database took back; 0, logged, when it failed. */
-  private releaseInDatabase(runs: readonly Run[]): Promise<number> {
-    return executionReleaseMany(this.p.db, { workerId: this.p.workerId, leases: runs.map((h) => h.ref) }).catch((err: unknown) => {
+  private releaseInDatabase(runs: readonly Run[], started: boolean): Promise<number> {
+    return executionReleaseMany(this.p.db, { workerId: this.p.workerId, leases: runs.map((h) => h.ref), started }).catch((err: unknown) => {
       this.p.log.warn({ err }, 'could not hand back executions; the reaper will requeue them when their lease expires')
       return 0
     })

@@ -219,7 +219,7 @@ describe('fair share between tenants', () => {
     expect(await claimFair(2)).toEqual({ client: 1, sql: 1 })
     const { claimed } = await queueClaimLimited(t.db, { workerId: W, queues: ['shared'], types: ['k'], limit: 1, leaseMs: 60_000 })
     expect(claimed).toHaveLength(1)
-    await executionReleaseMany(t.db, { workerId: W, leases: claimed.map((c) => ({ id: c.id, jobId: c.jobId, attempt: c.attempt })) })
+    await executionReleaseMany(t.db, { workerId: W, leases: claimed.map((c) => ({ id: c.id, jobId: c.jobId, attempt: c.attempt })), started: false })
     const { rows: back } = await sql<{ fair_key: number }>`select fair_key from pgsched.due where execution_id = ${claimed[0]?.id}::uuid`.execute(t.db)
     expect(back).toEqual([{ fair_key: Number.POSITIVE_INFINITY }])
     // handed back, it takes the turn after its tenant's latest (3)

@@ -175,7 +175,7 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
         workerId: WORKER,
         failures: leases().map((l) => ({ ...l, errorJson: '{"message":"x"}', fatal: false, outputUri: null })),
       }),
-    release: () => executionReleaseManyQuery({ workerId: WORKER, leases: leases() }),
+    release: () => executionReleaseManyQuery({ workerId: WORKER, leases: leases(), started: false }),
   }
 
   /** How each statement changes the runs rows of its input (each write returns the rows it changed). */
@@ -217,7 +217,7 @@ describe.each([1, 4])('lease statements with statistics taken while nothing ran,
   })
 
   /** Hands back what beforeEach claimed, so that N executions are pending and due again. */
-  const handBack = () => executionReleaseMany(t.db, { workerId: WORKER, leases: leases() })
+  const handBack = () => executionReleaseMany(t.db, { workerId: WORKER, leases: leases(), started: false })
 
   it('claim: takes due executions through the claim index in priority order, reading about `limit` rows, never the history', async () => {
     await handBack()

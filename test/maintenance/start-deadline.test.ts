@@ -62,10 +62,25 @@ describe('start deadlines', () => {
     const { job } = await client.submitJob({ type: 'k', startDeadlineMs: 1_000 })
     const [c] = await claim()
     if (!c) throw new Error('nothing claimed')
-    await executionReleaseMany(t.db, { workerId: W, leases: [c] }) // attempt back to 0, as if never claimed
+    await executionReleaseMany(t.db, { workerId: W, leases: [c], started: true }) // attempt back to 0, as if never claimed
     await sql`update pgsched.due set run_at = now() + interval '1 hour' where job_id = ${job.id}::uuid`.execute(t.db)
     expect(await new Reaper({ db: t.db, log: t.log, intervalMs: 1_000, batchSize: 100 }).runOnce()).toMatchObject({ expired: 0 })
     expect((await client.viewJob(job.id)).status).toBe('SCHEDULED')
+  })
+
+  it('keeps the deadline of an execution claimed ahead and handed back before it started, and expires it once the deadline passes', async () => {
+    const client = createClient({ db: t.db, tenant: 'acme' })
+    const { job } = await client.submitJob({ type: 'k', startDeadlineMs: 1_000 })
+    const [c] = await claim()
+    if (!c) throw new Error('nothing claimed')
+    // a worker stopping (or with a surplus of runs waiting) hands back what it had not started
+    await executionReleaseMany(t.db, { workerId: W, leases: [c], started: false })
+    const { rows } = await sql<{ kept: boolean }>`select start_deadline is not null as kept from pgsched.due where job_id = ${job.id}::uuid`.execute(t.db)
+    expect(rows).toEqual([{ kept: true }])
+    await sql`update pgsched.due set start_deadline = now() - interval '1 second' where job_id = ${job.id}::uuid`.execute(t.db)
+    expect(await new Reaper({ db: t.db, log: t.log, intervalMs: 1_000, batchSize: 100 }).runOnce()).toMatchObject({ expired: 1 })
+    expect((await client.viewJob(job.id)).status).toBe('EXPIRED')
+    expect(await claim()).toEqual([])
   })
 
   it('refuses a deadline out of range, naming the field', async () => {

@@ -249,6 +249,11 @@ export async function executionFailMany(db: Kysely<DB>, params: ExecutionFailMan
 export interface ExecutionReleaseManyParams {
   workerId: string
   leases: readonly LeaseRef[]
+  /**
+   * Whether their handlers had started: a started execution met its start deadline and goes back
+   * without one; one claimed ahead and never started keeps it (and expires if it passes while due).
+   */
+  started: boolean
 }
 
 /** The release statement, unexecuted. */
@@ -267,7 +272,7 @@ export function executionReleaseManyQuery(params: ExecutionReleaseManyParams) {
       insert into pgsched.due (${DUE_COLUMNS})
       select execution_id, job_id, queue, type, priority, now(), scheduled_for, attempt - 1, max_attempts, timeout_ms,
              tenant, concurrency_key,
-             null,   -- it started: its start deadline was met
+             case when ${params.started}::boolean then null else start_deadline end,
              created_at, ${fairKeyWaiting(sql`queue`)}, unstarted_requeues
         from ended
       returning 1   -- the due insert's trigger (due_notify) wakes idle workers for them
