@@ -14,7 +14,7 @@
  */
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.ts'
-import { executionHeartbeatMany, executionReleaseMany } from '../db/queries/lease.ts'
+import { executionHeartbeatMany, executionReleaseMany, executionReleaseUnheld } from '../db/queries/lease.ts'
 import type { Logger } from '../logger.ts'
 import { abortableSleep } from '../lib/service.ts'
 import { LeaseLostError } from './abort-reasons.ts'
@@ -227,6 +227,15 @@ export class LeaseKeeper {
     for (const run of runs) this.release(run)
     await this.p.completer.exclusive(async () => {})
     return this.releaseInDatabase(runs, false)
+  }
+
+  /**
+   * Hands back the leases the database gives this worker beyond those it holds: what a claim took
+   * whose answer was lost. Call with no claim in flight (the claim loop, after a claim failed). Throws
+   * when the statement fails: the caller tries again before its next claim.
+   */
+  async handBackUnheld(): Promise<number> {
+    return this.p.completer.exclusive(() => executionReleaseUnheld(this.p.db, { workerId: this.p.workerId, held: [...this.leases.keys()] }))
   }
 
   /** The release statement of a hand-back: how many the database took back; 0, logged, when it failed. */

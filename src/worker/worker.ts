@@ -203,9 +203,16 @@ export class Worker {
   private async claimLoop(): Promise<void> {
     let errorDelayMs = CLAIM_RETRY_MIN_MS
     let backlog = false
+    // a claim failed: it may have committed with its answer lost, its leases this worker's and unknown to it
+    let unsure = false
     while (!this.stopping) {
       const room = this.queue.room()
       try {
+        if (unsure) {
+          const lost = await this.leases.handBackUnheld()
+          unsure = false
+          if (lost > 0) this.log.warn({ count: lost }, 'handed back executions a claim took whose answer was lost')
+        }
         if (!this.queue.wantsClaim(backlog)) {
           await this.wakeUp.whileFull(this.queue.bestWaitingPriority())
           continue
@@ -217,6 +224,7 @@ export class Worker {
         if (backlog && idle) await this.passWakeOn()
         await this.wakeUp.afterClaim(backlog, this.queue.bestWaitingPriority(), this.queue.slotsFull)
       } catch (err: unknown) {
+        unsure = true
         this.log.warn({ err }, 'claim failed; retrying')
         await this.wakeUp.sleep(errorDelayMs)
         errorDelayMs = Math.min(errorDelayMs * 2, CLAIM_RETRY_MAX_MS)

@@ -281,6 +281,43 @@ export function executionReleaseManyQuery(params: ExecutionReleaseManyParams) {
   `
 }
 
+export interface ExecutionReleaseUnheldParams {
+  workerId: string
+  /** The executions the worker holds: every other lease of its goes back. */
+  held: readonly string[]
+}
+
+/**
+ * Hands back, uncounted and with their start deadlines, the leases the database gives `workerId` but
+ * the worker does not hold: those of a claim that committed while its answer was lost (the
+ * connection cut in between). Only between claims, with none in flight: a claim's rows are the
+ * worker's before its answer arrives.
+ */
+export function executionReleaseUnheldQuery(params: ExecutionReleaseUnheldParams) {
+  return sql<{ n: string }>`${sql.raw(PREPARE)}
+    with ended as (
+      delete from pgsched.runs r
+       where r.worker_id = ${params.workerId}::uuid
+         and r.execution_id <> all(${[...params.held]}::uuid[])
+      returning r.*
+    ),
+    moved as (
+      insert into pgsched.due (${DUE_COLUMNS})
+      select execution_id, job_id, queue, type, priority, now(), scheduled_for, attempt - 1, max_attempts, timeout_ms,
+             tenant, concurrency_key, start_deadline, created_at, ${fairKeyWaiting(sql`queue`)}, unstarted_requeues
+        from ended
+      returning 1
+    )
+    select count(*)::text as n from moved
+  `
+}
+
+/** See executionReleaseUnheldQuery: how many leases went back. */
+export async function executionReleaseUnheld(db: Kysely<DB>, params: ExecutionReleaseUnheldParams): Promise<number> {
+  const { rows } = await executionReleaseUnheldQuery(params).execute(db)
+  return Number(rows[0]?.n ?? 0)
+}
+
 /** Hands executions back (pending, due now, attempt not counted); the due insert wakes idle workers. */
 export async function executionReleaseMany(db: Kysely<DB>, params: ExecutionReleaseManyParams): Promise<number> {
   const { rows } = await executionReleaseManyQuery(params).execute(db)
