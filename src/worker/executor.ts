@@ -128,6 +128,10 @@ export class Executor {
   private readonly aborted = (run: Run): void => {
     if (run.concluded) return
     run.abortedAtMs = performance.now()
+    // A sandboxed handler that timed out still runs until its sandbox has let it go (it returned, or
+    // its sandbox was ended, within the grace): the timeout is recorded then, so that the retry it
+    // makes due does not start beside it. Its lease is held, and renewed, meanwhile.
+    if (run.sandboxed && run.abortReason instanceof TimeoutError) return
     this.conclude(run, false, false, undefined)
   }
 
@@ -239,6 +243,7 @@ export class Executor {
     if (!handler) throw new FatalError(`no handler for type "${run.claimed.type}"`)
     const ctx = run.ctx as RunContext
     const placement = this.p.sandboxed?.placements.get(handler.type)
+    run.sandboxed = placement !== undefined
     // A traced run's handler runs in its span's context (spans it makes are the run's children).
     if (run.span) return inRunSpan(run, () => (placement ? this.p.sandboxed?.pool.run({ ...placement, handler, ctx }) : handler.run(ctx)))
     return placement ? this.p.sandboxed?.pool.run({ ...placement, handler, ctx }) : handler.run(ctx)

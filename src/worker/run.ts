@@ -44,6 +44,8 @@ export interface Run extends AbortState {
   /** When an abort concluded it before its handler returned (monotonic ms); 0 otherwise. */
   abortedAtMs: number
   closing: Promise<unknown> | null
+  /** Whether its handler runs in a sandbox, which ends it for real within its grace after an abort. */
+  sandboxed: boolean
   /** The handler's context, once started. */
   ctx: RunContext | undefined
   /**
@@ -72,6 +74,7 @@ export function createRun(claimed: ClaimedExecution, leaseSureUntilMs: number): 
     concluded: false,
     abortedAtMs: 0,
     closing: null,
+    sandboxed: false,
     ctx: undefined,
     leaseSureUntilMs,
     span: undefined,

@@ -5,6 +5,9 @@
  * Real threads and processes, loaded from test/fixtures/sandbox-handlers.js
  * (compiled sources: npm test builds first).
  */
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { threadId } from 'node:worker_threads'
 import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
@@ -132,6 +135,29 @@ describe('sandboxed handlers', () => {
     }
     // The second job ran in the same sandbox.
     expect([results[1]?.threadId, results[1]?.pid]).toEqual([results[0]?.threadId, results[0]?.pid])
+  })
+
+  it('records a sandboxed handler’s timeout once its sandbox has ended it, so that the retry does not start beside it', async () => {
+    await startWorker(sandboxed, { concurrency: 2 })
+    const dir = mkdtempSync(join(tmpdir(), 'pgsched-timeout-'))
+    // two sandboxes started and idle (as on any busy worker): a retry starts in one at once
+    const warm = join(dir, 'warm')
+    await client().submitJobs([1, 2].map(() => ({ type: 'ledger-spin.process', payload: { file: warm, ms: 1_000 }, timeoutMs: 60_000 })))
+    await waitFor(() => existsSync(warm) && (readFileSync(warm, 'utf8').match(/^end /gm) ?? []).length === 2, { what: 'the warm-up', timeoutMs: 30_000 })
+    const file = join(dir, 'ledger')
+    const { job } = await client().submitJob({
+      type: 'ledger-spin.process',
+      payload: { file, ms: 8_000 },
+      timeoutMs: 1_000,
+      maxAttempts: 2,
+      backoffBaseMs: 0,
+      backoffMaxMs: 0,
+    })
+    await waitFor(() => existsSync(file) && readFileSync(file, 'utf8').includes('start 2 '), { what: 'attempt 2 to start', timeoutMs: 30_000 })
+    // attempt 1's sandbox was gone when attempt 2 started
+    expect(readFileSync(file, 'utf8')).not.toMatch(/^alive /m)
+    const [execution] = (await client().listExecutions(job.id)).items
+    expect(execution?.attempts[0]).toMatchObject({ attempt: 1, outcome: 'failed', error: expect.objectContaining({ name: 'TimeoutError', timedOut: true }) })
   })
 
   it('keeps a FatalError thrown in a sandbox fatal, and an ordinary error retriable with its name', async () => {
