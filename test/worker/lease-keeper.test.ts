@@ -160,8 +160,9 @@ describe('LeaseKeeper', () => {
   })
 
   it('reports no lease when heartbeats fail: the leases are still valid (the guard acts before they expire)', async () => {
-    // A pool of one connection, taken: every heartbeat fails.
-    const pool = new pg.Pool({ connectionString: t.url, max: 1, connectionTimeoutMillis: 100 })
+    // A pool of one connection, taken: every heartbeat fails, after waiting 100 ms for it. The one
+    // connection is made with time to spare (a busy machine can take over 100 ms to open one).
+    const pool = new pg.Pool({ connectionString: t.url, max: 1, connectionTimeoutMillis: 30_000 })
     const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })
     try {
       const { k, lost } = keeper({ db })
@@ -169,6 +170,7 @@ describe('LeaseKeeper', () => {
       if (!a || !b) throw new Error('nothing claimed')
       b.state = 'finishing'
       const taken = await pool.connect()
+      pool.options.connectionTimeoutMillis = 100
       for (let i = 0; i < 5; i++) await k.runOnce()
       k.guard()
       taken.release()
