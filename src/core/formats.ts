@@ -40,14 +40,18 @@ export function instantInRange(date: Date): boolean {
 }
 
 /**
- * The instant `value` names, or undefined when it is not an ISO-8601 instant with a time zone,
+ * The instant `value` names, to the millisecond (`rounding` a finer fraction down, or up), or
+ * undefined when it is not an ISO-8601 instant with a time zone,
  * names a day or time that does not exist (2031-02-29, 2030-04-31, 24:00, 12:60), which Date.parse
  * would move to another day, or lies outside INSTANT_RANGE (0000-01-01, or 9999-12-31T23:00-12:00).
  */
-export function parseInstant(value: string): Date | undefined {
+export function parseInstant(value: string, rounding: 'down' | 'up' = 'down'): Date | undefined {
   const m = ISO_INSTANT.exec(value)
   if (!m || !fieldsExist(m)) return undefined
-  const date = new Date(Date.parse(value))
+  // Date keeps milliseconds: a finer fraction is cut off, or, rounding up, taken to the next millisecond
+  // (a start that must not come early: startAt, an `at`)
+  const finer = rounding === 'up' && /\.\d{3}\d*[1-9]\d*(?:Z|[+-])/i.test(value) ? 1 : 0
+  const date = new Date(Date.parse(value) + finer)
   return instantInRange(date) ? date : undefined
 }
 

@@ -299,14 +299,15 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { int
     }
     return value
   }
-  const instant = (path: string, value: unknown): Date | null => {
+  // rounding: a fraction finer than a millisecond goes up for a start (no run before it), down for an end
+  const instant = (path: string, value: unknown, rounding: 'down' | 'up' = 'down'): Date | null => {
     if (value === undefined || value === null) return null
     if (value instanceof Date && !Number.isNaN(value.getTime())) {
       if (instantInRange(value)) return value
       bad(path, `${path} ${JSON.stringify(value.toISOString())} must be ${INSTANT_RANGE_RULE}`)
       return null
     }
-    const parsed = typeof value === 'string' ? parseInstant(value) : undefined
+    const parsed = typeof value === 'string' ? parseInstant(value, rounding) : undefined
     if (parsed) return parsed
     bad(path, instantProblem(typeof value === 'string' ? value : '', path) as string)
     return null
@@ -357,7 +358,7 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { int
   if (!MISFIRE.includes(misfirePolicy)) bad('misfirePolicy', `misfirePolicy must be one of ${MISFIRE.join(', ')}`)
   const overlapPolicy = input.overlapPolicy ?? 'allow'
   if (!OVERLAP.includes(overlapPolicy)) bad('overlapPolicy', `overlapPolicy must be one of ${OVERLAP.join(', ')}`)
-  const startAt = instant('startAt', input.startAt)
+  const startAt = instant('startAt', input.startAt, 'up')
   const endAt = instant('endAt', input.endAt)
   if (startAt && endAt && endAt <= startAt) bad('endAt', 'endAt must be after startAt')
 
@@ -384,7 +385,7 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { int
         )
       } else if (shape === 'at') {
         kind = 'at'
-        runAt = instant('schedule.at', schedule.at)
+        runAt = instant('schedule.at', schedule.at, 'up')
       } else if (shape === 'cron') {
         kind = 'cron'
         if (typeof schedule.cron !== 'string') bad('schedule.cron', 'schedule.cron must be a string')

@@ -21,16 +21,25 @@ export const retryRunAt = sql<Date>`now() + floor(random() * least(j.backoff_max
                                         * interval '1 millisecond'`
 
 /**
- * The columns of a claimed trigger (ClaimedTriggerRow without `now`). Expects `t` = pgsched.triggers.
- * next_fire_at and queued_fire_at also come as text: exact (microseconds, '-infinity') for the guard
- * of triggerFireAndAdvance.
+ * Instant `x` taken up to a whole millisecond: what a JavaScript Date holds of a time nothing may come
+ * before (a start, the next fire time, the submit a first fire time is counted from), which cutting
+ * the microseconds off would move up to 999 µs earlier.
  */
-export const claimedTriggerColumns = sql`t.job_id, t.kind, t.cron_expression, t.timezone, t.interval_ms::text as interval_ms, t.start_at, t.end_at,
-           case when t.next_fire_at = '-infinity' then null else t.next_fire_at end as next_fire_at,
+const ceilMs = (x: RawBuilder<unknown>) => sql`date_trunc('milliseconds', ${x} + interval '999 microseconds')`
+
+/**
+ * The columns of a claimed trigger (ClaimedTriggerRow without `now`). Expects `t` = pgsched.triggers.
+ * start_at, next_fire_at and submitted_at come up to the millisecond (ceilMs); next_fire_at and
+ * queued_fire_at also come as text: exact (microseconds, '-infinity') for the guard of
+ * triggerFireAndAdvance.
+ */
+export const claimedTriggerColumns = sql`t.job_id, t.kind, t.cron_expression, t.timezone, t.interval_ms::text as interval_ms,
+           ${ceilMs(sql`t.start_at`)} as start_at, t.end_at,
+           case when t.next_fire_at = '-infinity' then null else ${ceilMs(sql`t.next_fire_at`)} end as next_fire_at,
            t.next_fire_at::text as next_fire_at_key,
            t.queued_fire_at, t.queued_fire_at::text as queued_fire_at_key,
            t.misfire_policy, t.misfire_max_runs, t.overlap_policy,
-           case when t.next_fire_at = '-infinity' then t.created_at end as submitted_at, t.resumed_at`
+           case when t.next_fire_at = '-infinity' then ${ceilMs(sql`t.created_at`)} end as submitted_at, t.resumed_at`
 
 /**
  * Whether due execution `d` was created by the dispatcher ahead of its fire time

@@ -1,0 +1,77 @@
+/**
+ * No fire time before startAt, to the microsecond: pgsched.submit_job stores start_at as given
+ * (microseconds), and the dispatcher, which counts in whole milliseconds, takes it (and an interval's
+ * first fire time, and the submit a cron's first fire time is counted from) up to the next
+ * millisecond rather than cutting the microseconds off. Over REST and from TypeScript a finer
+ * fraction of startAt or schedule.at goes up to the millisecond too, one of endAt down.
+ */
+import { sql } from 'kysely'
+import { afterEach, describe, expect, it } from 'vitest'
+import type { Clock } from '../../src/clock.ts'
+import { createClient } from '../../src/client.ts'
+import { TriggerScheduler } from '../../src/maintenance/trigger-scheduler.ts'
+import { useTestDb } from '../db.ts'
+
+const t = useTestDb()
+const started: TriggerScheduler[] = []
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((s) => s.stop()))
+})
+
+function pinned(at: Date): Clock & { set(d: Date): void } {
+  let current = at
+  return { now: () => current, set: (d) => (current = d) }
+}
+
+/** The first execution's fire time and the trigger's start, as the database holds them (microseconds). */
+async function firstFire(jobId: string): Promise<{ scheduledFor: string; startAt: string }> {
+  const { rows } = await sql<{ scheduled_for: string; start_at: string }>`
+    select to_char(e.scheduled_for at time zone 'UTC', 'HH24:MI:SS.US') as scheduled_for,
+           to_char(tr.start_at at time zone 'UTC', 'HH24:MI:SS.US') as start_at
+      from pgsched.executions e join pgsched.triggers tr on tr.job_id = e.job_id
+     where e.job_id = ${jobId}::uuid order by e.scheduled_for limit 1`.execute(t.db)
+  const row = rows[0]
+  if (!row) throw new Error(`job ${jobId} has no execution`)
+  return { scheduledFor: row.scheduled_for, startAt: row.start_at }
+}
+
+/** Runs the dispatcher before the start (a cron's first fire time is computed then), then just after its first fire time. */
+async function dispatchAround(): Promise<void> {
+  const clock = pinned(new Date('2029-12-31T23:59:59Z'))
+  const dispatcher = new TriggerScheduler({ db: t.db, log: t.log, intervalMs: 1000, batchSize: 500, misfireThresholdMs: 5000, aheadMs: 0, clock })
+  started.push(dispatcher)
+  await dispatcher.runOnce()
+  clock.set(new Date('2030-01-01T00:00:01.500Z'))
+  await dispatcher.runOnce()
+}
+
+describe('a start given to the microsecond', () => {
+  it.each([
+    ['cron', `cron => '* * * * * *'`, '00:00:01.000000'],
+    ['every', `every => '1 second'`, '00:00:00.001000'],
+  ])('from SQL, a %s schedule fires first at or after start_at, not in the millisecond before it', async (_kind, schedule, first) => {
+    const { rows } = await sql<{ id: string }>`
+      select pgsched.submit_job('tick', ${sql.raw(schedule)}, start_at => '2030-01-01 00:00:00.0005+00') as id`.execute(t.db)
+    const id = rows[0]?.id as string
+    await dispatchAround()
+    expect(await firstFire(id)).toEqual({ scheduledFor: first, startAt: '00:00:00.000500' })
+  })
+
+  it('from TypeScript (as over REST), startAt and schedule.at go up to the millisecond and endAt down', async () => {
+    const client = createClient({ db: t.db, tenant: 'acme' })
+    const { job } = await client.submitJob({
+      type: 'tick',
+      schedule: { every: '1s' },
+      startAt: '2030-01-01T00:00:00.0005Z',
+      endAt: '2030-01-01T00:00:09.9999Z',
+    })
+    expect([job.schedule?.startAt?.toISOString(), job.schedule?.endAt?.toISOString()]).toEqual(['2030-01-01T00:00:00.001Z', '2030-01-01T00:00:09.999Z'])
+    await dispatchAround()
+    expect(await firstFire(job.id)).toEqual({ scheduledFor: '00:00:00.001000', startAt: '00:00:00.001000' })
+    const once = await client.submitJob({ type: 'tick', schedule: { at: '2030-01-01T00:00:00.000001Z' } })
+    expect(once.job.nextRunAt?.toISOString()).toBe('2030-01-01T00:00:00.001Z')
+    // a millisecond given exactly stays as it is
+    const exact = await client.submitJob({ type: 'tick', schedule: { at: '2030-01-01T00:00:00.250000Z' } })
+    expect(exact.job.nextRunAt?.toISOString()).toBe('2030-01-01T00:00:00.250Z')
+  })
+})
