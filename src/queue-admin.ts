@@ -30,6 +30,8 @@ export const CONCURRENCY_LIMIT_MAX = 100_000
 /** The highest rate limit (starts per period) and the longest period (ms, a day). */
 export const RATE_LIMIT_MAX = 1_000_000
 export const RATE_PERIOD_MS_MAX = 86_400_000
+/** The period of a rate limit given without one (ms). */
+const RATE_PERIOD_MS_DEFAULT = 1000
 
 export interface QueueAdmin {
   /** Every queue with settings or with pending or running executions, by name. */
@@ -77,6 +79,16 @@ function assertRange(path: string, value: number | null, max: number, orNull?: s
   }
 }
 
+/**
+ * A period given with a null limit (which removes the rate limit) is refused, naming both: it would be
+ * dropped without a word (pgsched.set_queue_rate_limit refuses it too).
+ */
+function noPeriodWithout(limitPath: string, periodPath: string, limit: number | null, periodMs: unknown): void {
+  if (limit !== null || periodMs === undefined) return
+  const message = `${periodPath} goes with a ${limitPath}: a null ${limitPath} removes the limit and takes no period`
+  throw new ValidationError(message, [{ path: periodPath, message }])
+}
+
 export function queueAdmin(db: Kysely<DB>): QueueAdmin {
   const view = (name: string) => {
     assertQueueName(name)
@@ -119,19 +131,21 @@ export function queueAdmin(db: Kysely<DB>): QueueAdmin {
       assertRange('keyConcurrencyLimit', limit, CONCURRENCY_LIMIT_MAX, 'no limit')
       return change(name, () => queueSetKeyConcurrencyLimit(db, name, limit))
     },
-    async setRateLimit(name, limit, periodMs = 1000, ...extra: unknown[]) {
+    async setRateLimit(name, limit, periodMs?: number, ...extra: unknown[]) {
       takesOnly('setRateLimit', ['name', 'limit', 'periodMs'], extra)
       assertQueueName(name)
       assertRange('rateLimit', limit, RATE_LIMIT_MAX, 'no rate limit')
-      assertRange('ratePeriodMs', periodMs, RATE_PERIOD_MS_MAX)
-      return change(name, () => queueSetRateLimit(db, name, limit, limit === null ? null : periodMs))
+      noPeriodWithout('rateLimit', 'ratePeriodMs', limit, periodMs)
+      assertRange('ratePeriodMs', periodMs === undefined ? RATE_PERIOD_MS_DEFAULT : periodMs, RATE_PERIOD_MS_MAX)
+      return change(name, () => queueSetRateLimit(db, name, limit, limit === null ? null : periodMs === undefined ? RATE_PERIOD_MS_DEFAULT : periodMs))
     },
-    async setKeyRateLimit(name, limit, periodMs = 1000, ...extra: unknown[]) {
+    async setKeyRateLimit(name, limit, periodMs?: number, ...extra: unknown[]) {
       takesOnly('setKeyRateLimit', ['name', 'limit', 'periodMs'], extra)
       assertQueueName(name)
       assertRange('keyRateLimit', limit, RATE_LIMIT_MAX, 'no rate limit per key')
-      assertRange('keyRatePeriodMs', periodMs, RATE_PERIOD_MS_MAX)
-      return change(name, () => queueSetKeyRateLimit(db, name, limit, limit === null ? null : periodMs))
+      noPeriodWithout('keyRateLimit', 'keyRatePeriodMs', limit, periodMs)
+      assertRange('keyRatePeriodMs', periodMs === undefined ? RATE_PERIOD_MS_DEFAULT : periodMs, RATE_PERIOD_MS_MAX)
+      return change(name, () => queueSetKeyRateLimit(db, name, limit, limit === null ? null : periodMs === undefined ? RATE_PERIOD_MS_DEFAULT : periodMs))
     },
     async setFairShare(name, on, ...extra: unknown[]) {
       takesOnly('setFairShare', ['name', 'on'], extra)

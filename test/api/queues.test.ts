@@ -96,6 +96,23 @@ describe('/v1/queues', () => {
     const keyPeriodAlone = await api.call(key, 'PATCH', '/v1/queues/mail', { keyRatePeriodMs: 1000 })
     expect(keyPeriodAlone.statusCode).toBe(400)
     expect(keyPeriodAlone.json().details).toEqual([{ path: 'keyRatePeriodMs', message: 'keyRatePeriodMs goes with keyRateLimit' }])
+    // a period with a null limit (which removes it) is refused, changing nothing: not dropped without a word
+    expect((await api.call(key, 'PATCH', '/v1/queues/mail', { rateLimit: 7 })).statusCode).toBe(200)
+    for (const [body, path, limit] of [
+      [{ concurrencyLimit: 3, rateLimit: null, ratePeriodMs: 500 }, 'ratePeriodMs', 'rateLimit'],
+      [{ concurrencyLimit: 3, keyRateLimit: null, keyRatePeriodMs: 500 }, 'keyRatePeriodMs', 'keyRateLimit'],
+    ] as const) {
+      const res = await api.call(key, 'PATCH', '/v1/queues/mail', body)
+      expect(res.statusCode).toBe(400)
+      const message = `${path} goes with a ${limit}: a null ${limit} removes the limit and takes no period`
+      expect(res.json().details).toEqual([{ path, message }])
+    }
+    const unchanged = (await api.call(key, 'GET', '/v1/queues/mail')).json()
+    expect([unchanged.concurrencyLimit, unchanged.rateLimit]).toEqual([null, 7])
+    const client = createClient({ db: t.db })
+    await expect(client.queues.setRateLimit('mail', null, 500)).rejects.toThrow('ratePeriodMs goes with a rateLimit')
+    await expect(client.queues.setKeyRateLimit('mail', null, 500)).rejects.toThrow('keyRatePeriodMs goes with a keyRateLimit')
+    expect((await client.queues.setRateLimit('mail', null)).rateLimit).toBeNull()
     const keyRateZero = await api.call(key, 'PATCH', '/v1/queues/mail', { keyRateLimit: 0 })
     expect(keyRateZero.statusCode).toBe(400)
     expect(keyRateZero.json().details?.[0]?.path).toBe('keyRateLimit')

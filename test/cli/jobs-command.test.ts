@@ -203,6 +203,8 @@ describe('scheduler jobs', () => {
       [['jobs', 'list', '--cursor', 'zzz'], '--cursor is invalid; pass nextCursor from the previous page'],
       [['queues', 'limit', 'cli-q', '0'], '<limit> must be an integer from 1 to 100000, or "none" for no limit (got 0)'],
       [['queues', 'rate-limit', 'cli-q', '5', '--per-ms', '0'], '--per-ms must be an integer from 1 to 86400000 (got 0)'],
+      [['queues', 'rate-limit', 'cli-q', 'none', '--per-ms', '500'], '--per-ms goes with a limit: "none" removes the rate limit and takes no period'],
+      [['queues', 'key-rate-limit', 'cli-q', 'none', '--per-ms', '500'], '--per-ms goes with a limit: "none" removes the rate limit and takes no period'],
       [['tenants', 'set', 'cli-t', '--weight', 'none'], '--weight must be a number, got "none"'],
       [['tenants', 'set', 'cli-t', '--max-pending', '-5'], '--max-pending must be an integer from 0 to 1000000000, or "none" for no quota (got -5)'],
       [['tenants', 'set', 'cli-t'], 'nothing to change: give at least one of --weight, --max-pending and --max-submits-per-second'],

@@ -111,6 +111,16 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
       if (ratePeriodMs !== undefined && rateLimit === undefined) {
         throw new ValidationError('ratePeriodMs goes with rateLimit', [{ path: 'ratePeriodMs', message: 'ratePeriodMs goes with rateLimit' }])
       }
+      // a null limit removes it and takes no period (refused before anything changes)
+      for (const [limit, period, limitPath, periodPath] of [
+        [rateLimit, ratePeriodMs, 'rateLimit', 'ratePeriodMs'],
+        [keyRateLimit, keyRatePeriodMs, 'keyRateLimit', 'keyRatePeriodMs'],
+      ] as const) {
+        if (limit === null && period !== undefined) {
+          const message = `${periodPath} goes with a ${limitPath}: a null ${limitPath} removes the limit and takes no period`
+          throw new ValidationError(message, [{ path: periodPath, message }])
+        }
+      }
       if (keyRatePeriodMs !== undefined && keyRateLimit === undefined) {
         const message = 'keyRatePeriodMs goes with keyRateLimit'
         throw new ValidationError(message, [{ path: 'keyRatePeriodMs', message }])

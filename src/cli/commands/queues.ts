@@ -76,6 +76,16 @@ function parseLimit(text: string): number | null {
   return n
 }
 
+/** --per-ms of a rate limit: none when not given; refused with "none", which removes the limit (and would drop it). */
+function periodFor(limit: string, perMs: string | undefined): number | undefined {
+  if (perMs === undefined) return undefined
+  if (limit === 'none') {
+    const message = '--per-ms goes with a limit: "none" removes the rate limit and takes no period'
+    throw new ValidationError(message, [{ path: 'perMs', message }])
+  }
+  return parsePerMs(perMs)
+}
+
 /** --per-ms: a whole number of milliseconds (the queue settings check its range). */
 function parsePerMs(text: string): number {
   if (!/^\d+$/.test(text))
@@ -122,20 +132,20 @@ export function registerQueues(program: Command): void {
     .description('at most <limit> starts of the queue per period across all workers ("none": no rate limit)')
     .argument('<queue>')
     .argument('<limit>', 'a positive integer, or none')
-    .option('--per-ms <ms>', 'the period in milliseconds', '1000')
+    .option('--per-ms <ms>', 'the period in milliseconds (default 1000; not with none)')
     .option(...json)
-    .action((name: string, limit: string, opts: { json?: boolean; perMs: string }) =>
-      show(opts.json, (q) => q.setRateLimit(name, parseLimit(limit), parsePerMs(opts.perMs)), 'set'),
+    .action((name: string, limit: string, opts: { json?: boolean; perMs?: string }) =>
+      show(opts.json, (q) => q.setRateLimit(name, parseLimit(limit), periodFor(limit, opts.perMs)), 'set'),
     )
   queues
     .command('key-rate-limit')
     .description('at most <limit> starts of one concurrency key of the queue per period across all workers ("none": no rate limit per key)')
     .argument('<queue>')
     .argument('<limit>', 'a positive integer, or none')
-    .option('--per-ms <ms>', 'the period in milliseconds', '1000')
+    .option('--per-ms <ms>', 'the period in milliseconds (default 1000; not with none)')
     .option(...json)
-    .action((name: string, limit: string, opts: { json?: boolean; perMs: string }) =>
-      show(opts.json, (q) => q.setKeyRateLimit(name, parseLimit(limit), parsePerMs(opts.perMs)), 'set'),
+    .action((name: string, limit: string, opts: { json?: boolean; perMs?: string }) =>
+      show(opts.json, (q) => q.setKeyRateLimit(name, parseLimit(limit), periodFor(limit, opts.perMs)), 'set'),
     )
   queues
     .command('key-limit')
