@@ -88,7 +88,7 @@ describe('scheduler bench --quick', () => {
       'burn-down-tenants',
       'burn-down-tenants',
     ])
-    for (const row of ratios) expect(row.figure.median).toBeGreaterThan(0)
+    for (const row of ratios) expect(row.figure.median, `${row.scenario}: ${row.metric}`).toBeGreaterThan(0)
     // the goal is shown for the mechanisms on but not binding against the same run without them: the
     // plain burn-down for the limits, the same tenants' submits with fair share off for fair share;
     // none for the fair order reordering backlogs, nor for the tenants' submits themselves
@@ -98,7 +98,7 @@ describe('scheduler bench --quick', () => {
       ['burn-down-fair', '≥ 90'],
       ['burn-down-fair', '≥ 90'],
     ])
-    for (const row of fairShares) expect(row.figure.median).toBeGreaterThan(0)
+    for (const row of fairShares) expect(row.figure.median, `${row.scenario}: ${row.metric}`).toBeGreaterThan(0)
     expect(report.rows.filter((r) => r.scenario.startsWith('burn-down-') && r.unit === 'jobs/s')).toHaveLength(10)
     expect(stdout).toContain('| burn-down-fair |')
     expect(await databasesLike('pgsched_bench_%')).toBe('0')
@@ -107,7 +107,7 @@ describe('scheduler bench --quick', () => {
   it('runs the sandbox variants only when named, each paired with the in-process burn-down', { timeout: 180_000 }, async () => {
     const { report } = await bench(['--quick', '--only', 'sandbox'])
     expect([...new Set(report.rows.map((r) => r.scenario))].sort()).toEqual(['burn-down-in-process', 'burn-down-process', 'burn-down-thread'])
-    for (const row of report.rows) expect(row.figure.median).toBeGreaterThan(0)
+    for (const row of report.rows) expect(row.figure.median, `${row.scenario}: ${row.metric}`).toBeGreaterThan(0)
     // per mode and process count (1, 2): jobs/s, the share of the paired in-process run, CPU per job (workers, PostgreSQL)
     const ratios = report.rows.filter((r) => r.unit === '% of burn-down')
     expect(ratios.map((r) => r.scenario).sort()).toEqual(['burn-down-process', 'burn-down-process', 'burn-down-thread', 'burn-down-thread'])
@@ -127,7 +127,7 @@ describe('scheduler bench --quick', () => {
     expect([...new Set(report.rows.map((r) => r.scenario))].sort()).toEqual(['burn-down', 'burn-down-events-kept', 'burn-down-events-sse'])
     const ratios = report.rows.filter((r) => r.unit === '% of burn-down')
     expect(ratios.map((r) => r.scenario).sort()).toEqual(['burn-down-events-kept', 'burn-down-events-kept', 'burn-down-events-sse', 'burn-down-events-sse'])
-    for (const row of ratios) expect(row.figure.median).toBeGreaterThan(0)
+    for (const row of ratios) expect(row.figure.median, `${row.scenario}: ${row.metric}`).toBeGreaterThan(0)
     // the SSE variant's CPU counts its API process with the workers
     expect(report.rows.some((r) => r.scenario === 'burn-down-events-sse' && r.metric.includes('API process'))).toBe(true)
     // the client's own CPU over the burn-down (its started and succeeded events), reported apart, at 1 and 2 worker processes
