@@ -37,9 +37,17 @@ async function startServer(): Promise<{ url: string; stop: () => Promise<void> }
     const { startEmbeddedPostgres } = await import('../src/db/embedded.ts')
     const dataDir = await mkdtemp(join(tmpdir(), 'pgsched-test-db-'))
     await chmod(dataDir, 0o755) // as root, Postgres runs as the postgres user and must reach its data
-    const port = 20000 + Math.floor(Math.random() * 20000)
-    const server = await startEmbeddedPostgres({ dataDir, port, database: 'postgres' })
-    return { url: server.databaseUrl, stop: server.stop }
+    // A random port below Linux's ephemeral range (32768 and up, which outgoing connections take);
+    // another one when something listens on it already.
+    for (let attempt = 1; ; attempt++) {
+      const port = 20000 + Math.floor(Math.random() * 12000)
+      try {
+        const server = await startEmbeddedPostgres({ dataDir, port, database: 'postgres' })
+        return { url: server.databaseUrl, stop: server.stop }
+      } catch (err: unknown) {
+        if (attempt >= 5 || !/Address already in use/.test(String(err))) throw err
+      }
+    }
   }
 }
 
