@@ -83,7 +83,7 @@ function assertRange(path: string, value: number | null, max: number, orNull?: s
  * A period given with a null limit (which removes the rate limit) is refused, naming both: it would be
  * dropped without a word (pgsched.set_queue_rate_limit refuses it too).
  */
-function noPeriodWithout(limitPath: string, periodPath: string, limit: number | null, periodMs: unknown): void {
+export function noPeriodWithout(limitPath: string, periodPath: string, limit: unknown, periodMs: unknown): void {
   if (limit !== null || periodMs === undefined) return
   const message = `${periodPath} goes with a ${limitPath}: a null ${limitPath} removes the limit and takes no period`
   throw new ValidationError(message, [{ path: periodPath, message }])

@@ -10,6 +10,7 @@ import { ValidationError } from '../../errors.ts'
 import { CommonErrors, ErrorResponses, documented } from '../schemas/error.ts'
 import { QueueListRef, QueueParams, QueuePatchBodyRef, QueueRef, queueToJson } from '../schemas/queue.ts'
 import { assertOperator, type RouteDeps } from './deps.ts'
+import { noPeriodWithout } from '../../queue-admin.ts'
 
 const security = [{ apiKey: [] }]
 const errors = { ...CommonErrors, 403: ErrorResponses[403] }
@@ -116,10 +117,7 @@ export const queueRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         [rateLimit, ratePeriodMs, 'rateLimit', 'ratePeriodMs'],
         [keyRateLimit, keyRatePeriodMs, 'keyRateLimit', 'keyRatePeriodMs'],
       ] as const) {
-        if (limit === null && period !== undefined) {
-          const message = `${periodPath} goes with a ${limitPath}: a null ${limitPath} removes the limit and takes no period`
-          throw new ValidationError(message, [{ path: periodPath, message }])
-        }
+        noPeriodWithout(limitPath, periodPath, limit, period)
       }
       if (keyRatePeriodMs !== undefined && keyRateLimit === undefined) {
         const message = 'keyRatePeriodMs goes with keyRateLimit'
