@@ -158,6 +158,7 @@ export class Executor {
   /** The run's slot is free: tells the worker how long it ran. */
   private freeSlot(run: Run): void {
     clearTimeout(run.timer)
+    run.slotFreed = true
     this.p.ended(run, performance.now() - run.startedAtMs)
   }
 

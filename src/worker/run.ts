@@ -46,6 +46,8 @@ export interface Run extends AbortState {
   closing: Promise<unknown> | null
   /** Whether its handler runs in a sandbox, which ends it for real within its grace after an abort. */
   sandboxed: boolean
+  /** Whether its handler has given its slot back (returned, or its sandbox ended). */
+  slotFreed: boolean
   /** The handler's context, once started. */
   ctx: RunContext | undefined
   /**
@@ -75,6 +77,7 @@ export function createRun(claimed: ClaimedExecution, leaseSureUntilMs: number): 
     abortedAtMs: 0,
     closing: null,
     sandboxed: false,
+    slotFreed: false,
     ctx: undefined,
     leaseSureUntilMs,
     span: undefined,

@@ -42,6 +42,8 @@ const CLAIM_RETRY_MIN_MS = 100
 const CLAIM_RETRY_MAX_MS = 5_000
 /** How long an aborted sandboxed handler gets to end by itself, by default. */
 const SANDBOX_GRACE_MS_DEFAULT = 500
+/** How long a stop waits, after the sandbox grace, for an ended sandbox to exit. */
+const SANDBOX_END_WAIT_MS = 2_000
 /** How long an idle sandbox is kept for the next run. */
 const SANDBOX_IDLE_MS = 60_000
 /** How soon a worker claims again from a queue its concurrency limit held back. */
@@ -73,10 +75,14 @@ export class Worker {
   private started = false
   private claimLoopDone: Promise<void> | undefined
   private readonly idleWaiters: Array<() => void> = []
+  /** Runs whose freed slot a stop waits for, each with what to call then. */
+  private readonly slotWaiters = new Map<Run, () => void>()
+  private readonly sandboxGraceMs: number
 
   constructor(o: WorkerOptions) {
     this.o = o
     this.id = o.id ?? uuidV7()
+    this.sandboxGraceMs = o.sandboxGraceMs ?? SANDBOX_GRACE_MS_DEFAULT
     this.log = o.log.child({ component: 'worker', workerId: this.id })
     const log = this.log
     this.events = o.events && guardedEvents(o.events, log)
@@ -100,7 +106,7 @@ export class Worker {
     const { handlers, outputStore } = o
     const placements = sandboxPlacements(handlers, { mode: o.sandbox, memoryLimitMb: o.sandboxMemoryMb }, log)
     if (placements.size > 0) {
-      const graceMs = o.sandboxGraceMs ?? SANDBOX_GRACE_MS_DEFAULT
+      const graceMs = this.sandboxGraceMs
       this.sandboxes = new SandboxPool({ log, logLevel: log.level, graceMs, idleMs: SANDBOX_IDLE_MS, maxIdle: o.concurrency })
     }
     const sandboxed = this.sandboxes && { placements, pool: this.sandboxes }
@@ -273,11 +279,27 @@ export class Worker {
   /** A run's slot is free (the executor's `ended`; shared by every run). */
   private readonly runEnded = (run: Run, ranMs: number): void => {
     this.queue.ended(ranMs)
+    if (this.slotWaiters.size > 0) this.slotWaiters.get(run)?.()
     if (this.queue.waiting > 0 && !this.stopping) this.handBackSurplus()
     this.pump()
     this.wakeUp.roomFreed()
     if (this.queue.running === 0) for (const w of this.idleWaiters.splice(0)) w()
     this.events?.runEnded?.(run.claimed, ranMs)
+  }
+
+  /** Resolves once each of `runs` has freed its slot (its handler returned, or its sandbox ended). */
+  private slotsFreed(runs: readonly Run[]): Promise<void> {
+    return Promise.all(
+      runs.map(
+        (run) =>
+          new Promise<void>((resolve) =>
+            this.slotWaiters.set(run, () => {
+              this.slotWaiters.delete(run)
+              resolve()
+            }),
+          ),
+      ),
+    ).then(() => undefined)
   }
 
   /**
@@ -372,6 +394,10 @@ export class Worker {
     const unfinished = this.leases.held().filter((run) => run.state !== 'finishing')
     for (const run of unfinished) this.abort(run, new ShutdownError('worker shutting down'))
     if (unfinished.length > 0) {
+      // A sandboxed handler goes on until its sandbox lets it go (it returned, or was ended after the
+      // sandbox grace): handed back before, its execution could start on another worker beside it.
+      const sandboxed = unfinished.filter((run) => run.sandboxed && !run.slotFreed)
+      if (sandboxed.length > 0) await settlesWithin(this.slotsFreed(sandboxed), this.sandboxGraceMs + SANDBOX_END_WAIT_MS)
       // Their output is stored (and later writes discarded) while the lease is still ours: a rerun
       // of the same attempt number must not find chunks of this run arriving after its own.
       await Promise.all(unfinished.map((run) => run.ctx?.closeOutput()))

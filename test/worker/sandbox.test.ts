@@ -160,6 +160,39 @@ describe('sandboxed handlers', () => {
     expect(execution?.attempts[0]).toMatchObject({ attempt: 1, outcome: 'failed', error: expect.objectContaining({ name: 'TimeoutError', timedOut: true }) })
   })
 
+  it('hands back a sandboxed run at shutdown only once its sandbox has ended it, so that no other worker can start it beside it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pgsched-stop-'))
+    // the handler ignores its abort: its sandbox ends it after the sandbox grace
+    const worker = await startWorker(sandboxed, { concurrency: 1, shutdownGraceMs: 100, sandboxGraceMs: 1_000 })
+    const file = join(dir, 'ledger')
+    const { job } = await client().submitJob({ type: 'ledger-spin.process', payload: { file, ms: 60_000 }, timeoutMs: 120_000 })
+    const pid = await waitFor(() => existsSync(file) && readFileSync(file, 'utf8').match(/^start 1 (\d+)$/m)?.[1], {
+      what: 'the run to start',
+      timeoutMs: 30_000,
+    })
+    const sandboxRuns = () => {
+      try {
+        return !/^\d+ \(.*\) [ZX] /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+      } catch {
+        return false
+      }
+    }
+    // Is the sandbox that ran it still running when the worker hands the execution back (pending
+    // again, for any worker to claim)?
+    const leases = (worker as unknown as { leases: { handBack: (runs: unknown[]) => Promise<number> } }).leases
+    const handBack = leases.handBack.bind(leases)
+    let aliveAtHandBack: boolean | undefined
+    leases.handBack = (runs) => {
+      aliveAtHandBack = sandboxRuns()
+      return handBack(runs)
+    }
+    await worker.stop()
+    expect(aliveAtHandBack).toBe(false)
+    // not counted as an attempt
+    const [execution] = (await client().listExecutions(job.id)).items
+    expect(execution).toMatchObject({ state: 'pending', attempt: 0 })
+  })
+
   it('keeps a FatalError thrown in a sandbox fatal, and an ordinary error retriable with its name', async () => {
     await startWorker(sandboxed)
     const c = client()
