@@ -15,6 +15,8 @@
  *   an admitted claim (queueClaimAdmitted: one statement, checked at its end under the settings
  *   row lock); otherwise, or when the check refuses it, a claim under the settings row lock
  *   (queueClaimLimited), and only that for the next QUEUE_SETTINGS_TTL_MS.
+ * Each claim begins with the next of these steps in turn, the others following in their order: the
+ * first may fill the whole room (a backlog, claimed ahead), which would leave the later ones nothing.
  * `full` says that a limit held work back: nothing announces the end of another worker's run, so
  * the caller should claim again soon rather than wait for a wake-up.
  * Each claim commits on its own: when a later one fails, what the earlier ones took is still
@@ -75,6 +77,8 @@ export class QueueClaims {
   private readAtMs = Number.NEGATIVE_INFINITY
   /** Settings changes told (settingsChanged). */
   private changes = 0
+  /** Which claim step goes first next time (claim). */
+  private turn = 0
   /** Changes of the settings are heard of (see hearing). */
   private heard = false
   /** Per limited queue: its running executions as the last claim of it saw them (null: unknown). */
@@ -221,7 +225,11 @@ export class QueueClaims {
         full ||= got.full
       }),
     ]
-    for (const step of steps) {
+    // Each claim starts with the next step in turn: the first one may fill the whole room (an
+    // unlimited queue with a backlog, claimed ahead), and the queues after it would get nothing
+    // until that backlog is gone, however high their priority.
+    const first = steps.length > 1 ? this.turn++ % steps.length : 0
+    for (const step of [...steps.slice(first), ...steps.slice(0, first)]) {
       try {
         await step()
       } catch (err: unknown) {
