@@ -18,6 +18,7 @@ import { PARTITION_COUNT, PARTITION_COUNT_DEFAULT, QUEUE_PATTERN } from './core/
 import { MISFIRE_THRESHOLD_DEFAULT_MS } from './core/fire-times.ts'
 import { WEBHOOK_DISABLE_DEFAULT, WEBHOOK_MAX_PER_TENANT_DEFAULT } from './core/events.ts'
 import { MIGRATE_ATTEMPTS_DEFAULT, MIGRATE_LOCK_TIMEOUT_MS_DEFAULT } from './core/migrate-retry.ts'
+import { STREAMS_PER_TENANT_DEFAULT } from './api/stream-slots.ts'
 
 const Ms = (def: number, min: number, max: number) => Type.Integer({ default: def, minimum: min, maximum: max })
 
@@ -130,6 +131,8 @@ export const ConfigSchema = Type.Object({
       requireSyncStandby: Type.Union([Type.Literal('on'), Type.Literal('off')], { default: 'off' }),
       /** Most webhook subscriptions one tenant may have; a creation beyond is refused (409). Read by the API and the CLI. */
       webhookMaxPerTenant: Type.Integer({ default: WEBHOOK_MAX_PER_TENANT_DEFAULT, minimum: 1, maximum: 100_000 }),
+      /** Event streams and output follows one tenant may hold open on one API process; a request beyond gets 429. */
+      maxStreamsPerTenant: Type.Integer({ default: STREAMS_PER_TENANT_DEFAULT, minimum: 1, maximum: 100_000 }),
     },
     { default: {} },
   ),
@@ -193,6 +196,7 @@ export const ENV_MAP: Readonly<Record<string, string>> = {
   SCHEDULER_HOST: 'api.host',
   SCHEDULER_BODY_LIMIT_BYTES: 'api.bodyLimitBytes',
   SCHEDULER_WEBHOOK_MAX_PER_TENANT: 'api.webhookMaxPerTenant',
+  SCHEDULER_MAX_STREAMS_PER_TENANT: 'api.maxStreamsPerTenant',
   SCHEDULER_REQUIRE_SYNC_STANDBY: 'api.requireSyncStandby',
   SCHEDULER_DEV_DATA_DIR: 'dev.dataDir',
   SCHEDULER_DEV_PG_PORT: 'dev.pgPort',

@@ -83,8 +83,11 @@ export class ForbiddenError extends SchedulerError {
   }
 }
 
-/** The admission quotas of a tenant (pgsched.tenants). */
-export type QuotaName = 'maxPending' | 'maxSubmitsPerSecond'
+/**
+ * The admission quotas of a tenant (pgsched.tenants), and `maxStreams`: the event streams and output
+ * follows one tenant may hold open on one API process (SCHEDULER_MAX_STREAMS_PER_TENANT).
+ */
+export type QuotaName = 'maxPending' | 'maxSubmitsPerSecond' | 'maxStreams'
 
 /**
  * A submit refused by one of its tenant's admission quotas; nothing was written. Retry after

@@ -58,6 +58,7 @@ import { ErrorDetailSchema, ErrorResponses, ErrorSchema } from './schemas/error.
 import { ExecutionPageSchema, ExecutionSchema } from './schemas/execution.ts'
 import { JobPageSchema, JobSchema, SubmitJobBody } from './schemas/job.ts'
 import { createValidatorCompiler } from './validation.ts'
+import { StreamSlots, STREAMS_PER_TENANT_DEFAULT } from './stream-slots.ts'
 import { trackHandlers, type HandlersInFlight } from './handlers-in-flight.ts'
 
 export interface AppDeps {
@@ -91,6 +92,8 @@ export interface AppDeps {
   outputFollowPollMs?: number
   /** Event retention (SCHEDULER_EVENTS_RETENTION_MS): how long a stream's events are captured after it leaves. */
   eventsRetentionMs?: number
+  /** Event streams and output follows one tenant may hold open (SCHEDULER_MAX_STREAMS_PER_TENANT); default 20. */
+  maxStreamsPerTenant?: number
   /** The built dashboard served at /ui; default: the package's dist/ui. */
   dashboardDir?: string
 }
@@ -304,6 +307,7 @@ export function buildApp(deps: AppDeps) {
             (err: unknown) => !(err instanceof SchedulerError && err.code === 'unauthorized'),
           ),
         keyRecheckMs: Math.max(KEY_RECHECK_MIN_MS, deps.apiKeyCacheMs ?? 5000),
+        streams: new StreamSlots(deps.maxStreamsPerTenant ?? STREAMS_PER_TENANT_DEFAULT),
         keys: {
           list: (params) => apiKeyList(deps.db, params),
           create: (params) => createApiKey(deps.db, { ...params, operator: false }),

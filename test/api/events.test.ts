@@ -306,4 +306,48 @@ describe('GET /v1/events', () => {
       await app2.close()
     }
   })
+
+  it('holds each tenant to SCHEDULER_MAX_STREAMS_PER_TENANT open streams and output follows (429 with Retry-After), other tenants and operators apart', async () => {
+    const app3 = buildApp({ db: t.db, log: t.log, maxStreamsPerTenant: 2 })
+    await app3.listen({ host: '127.0.0.1', port: 0 })
+    const address = app3.server.address()
+    const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`
+    const keyA = (await createApiKey(t.db, { tenant: 'capped' })).key
+    const keyB = (await createApiKey(t.db, { tenant: 'uncapped' })).key
+    const operator = (await createApiKey(t.db, { tenant: 'ops', operator: true })).key
+    const open: AbortController[] = []
+    const request = async (key: string, path = '/v1/events') => {
+      const controller = new AbortController()
+      const res = await fetch(`${url}${path}`, { headers: { authorization: `Bearer ${key}` }, signal: controller.signal })
+      // a stream stays open until the test ends it; a refusal's body is read, or dropped at the end
+      open.push(controller)
+      return res
+    }
+    try {
+      expect((await request(keyA)).status).toBe(200)
+      expect((await request(keyA)).status).toBe(200)
+      const refused = await request(keyA)
+      expect(refused.status).toBe(429)
+      expect(refused.headers.get('retry-after')).toBe('5')
+      expect(await refused.json()).toMatchObject({
+        statusCode: 429,
+        message: expect.stringContaining(
+          'tenant capped already has 2 event streams and output follows open on this API process, the most it may (SCHEDULER_MAX_STREAMS_PER_TENANT=2)',
+        ),
+      })
+      // an output follow counts too (a pending execution: the follow would wait for it to start)
+      const { job } = await createClient({ db: t.db, tenant: 'capped' }).submitJob({ type: 'never-run' })
+      const [execution] = (await createClient({ db: t.db, tenant: 'capped' }).listExecutions(job.id)).items
+      expect((await request(keyA, `/v1/executions/${execution?.id}/output?follow=true`)).status).toBe(429)
+      // another tenant, and an operator key, are not held back by it
+      expect((await request(keyB)).status).toBe(200)
+      for (let i = 0; i < 3; i++) expect((await request(operator)).status).toBe(200)
+      // a stream that ends gives its slot back
+      open[0]?.abort()
+      await waitFor(async () => (await request(keyA)).status === 200, { what: 'a slot given back' })
+    } finally {
+      for (const c of open) c.abort()
+      await app3.close()
+    }
+  })
 })

@@ -158,8 +158,9 @@ describe('GET /v1/executions/{id}/output', () => {
       // Within a few polls of the hang-up the follow has ended; then nothing reads the execution any more.
       await waitFor(
         async () => {
+          // 15 poll intervals: a poll's statement may take a while on a busy machine
           const before = reads
-          await sleep(100)
+          await sleep(300)
           return reads === before
         },
         { what: 'the follow to stop polling' },

@@ -6,6 +6,7 @@ import type { CreatedApiKey } from '../auth.ts'
 import type { StreamEventsParams } from '../../events/event-stream.ts'
 import { ForbiddenError } from '../../errors.ts'
 import type { ApiMetrics } from '../metrics.ts'
+import type { StreamSlots } from '../stream-slots.ts'
 import type { OutputRouteDeps } from './executions.ts'
 
 export interface RouteDeps {
@@ -28,6 +29,8 @@ export interface RouteDeps {
   keyStillValid(request: FastifyRequest): Promise<boolean>
   /** How often long-lived streams check their key (keyStillValid). */
   keyRecheckMs: number
+  /** The event streams and output follows each tenant holds open on this process (api/stream-slots.ts). */
+  streams: StreamSlots
   /** API keys of every tenant (the /keys routes, which check for an operator key first). */
   keys: {
     list(params: { tenant?: string }): Promise<ApiKey[]>

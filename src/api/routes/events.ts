@@ -9,7 +9,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { EventType } from '../../core/events.ts'
 import { EVENT_ID_PATTERN } from '../../core/events.ts'
 import { ValidationError } from '../../errors.ts'
-import { CommonErrors } from '../schemas/error.ts'
+import { CommonErrors, StreamLimitResponse } from '../schemas/error.ts'
 import { EventStreamQuery } from '../schemas/event.ts'
 import { watchApiKey, type RouteDeps } from './deps.ts'
 
@@ -40,6 +40,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         response: {
           200: { description: 'An endless text/event-stream; each `data:` is an Event.', content: { 'text/event-stream': { schema: { $ref: 'Event#' } } } },
           ...CommonErrors,
+          429: StreamLimitResponse,
         },
       },
     },
@@ -60,10 +61,13 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         }
         after = header.trim()
       }
+      // a slot of the tenant's, given back when the stream ends (or fails to open)
+      const release = deps.streams.take(tenant, 'GET /v1/events')
       const controller = new AbortController()
       const res = reply.raw
       // before any await: a client that leaves while the stream opens ends it too
       res.on('close', () => controller.abort())
+      res.once('close', release)
       open.add(controller)
       let pages: AsyncGenerator<string[], void, undefined>
       try {
@@ -78,6 +82,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         })
       } catch (err: unknown) {
         open.delete(controller)
+        release()
         // a position refused is named as the client sent it
         if (fromHeader && err instanceof ValidationError && err.message.startsWith('after: ')) {
           throw new ValidationError(`Last-Event-ID: ${err.message.slice('after: '.length)}`)
@@ -151,6 +156,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         clearInterval(ping)
         stopKeyCheck?.()
         open.delete(controller)
+        release()
         controller.abort()
         res.end()
         request.log.debug('event stream ended')

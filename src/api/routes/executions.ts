@@ -19,7 +19,7 @@ import { NotFoundError } from '../../errors.ts'
 import { abortableSleep } from '../../lib/service.ts'
 import { OutputGoneError, type OutputReader, type OutputReaders } from '../output-readers.ts'
 import { IdParams } from '../schemas/common.ts'
-import { CommonErrors, ErrorResponses } from '../schemas/error.ts'
+import { CommonErrors, ErrorResponses, StreamLimitResponse } from '../schemas/error.ts'
 import { watchApiKey, type RouteDeps } from './deps.ts'
 import { clientForExecution } from './job-operations.ts'
 
@@ -156,6 +156,7 @@ export const executionRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app,
           },
           ...CommonErrors,
           404: ErrorResponses[404],
+          429: StreamLimitResponse,
         },
       },
     },
@@ -175,10 +176,13 @@ export const executionRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app,
       if (request.query.follow === true && !earlier && live(execution)) {
         // The status and headers go out at once, not with the first output (which may be a while).
         // A client that hangs up ends the follow (a generator between yields is not ended by the stream).
+        const identity = request.identity
+        const release = deps.streams.take(identity && !identity.operator ? identity.tenant : null, `GET /v1/executions/${id}/output?follow=true`)
         const hangUp = new AbortController()
         // a key revoked while it follows ends the follow too (within the key cache period)
         const stopKeyCheck = watchApiKey(deps, request, () => hangUp.abort())
         reply.raw.once('close', () => {
+          release()
           stopKeyCheck()
           hangUp.abort()
         })

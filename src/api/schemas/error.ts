@@ -75,6 +75,13 @@ export const ErrorResponses = {
   ),
 }
 
+/** The 429 of a long-lived response (an event stream, an output follow). */
+export const StreamLimitResponse = documented(
+  ErrorRef,
+  'The tenant already holds as many event streams and output follows open on this API process as SCHEDULER_MAX_STREAMS_PER_TENANT allows (default 20; operator keys are not counted).',
+  retryAfter('Seconds until a retry may find a stream ended.'),
+)
+
 /** Error responses every authenticated route can return. Routes that address a resource add 404. */
 export const CommonErrors = {
   400: ErrorResponses[400],

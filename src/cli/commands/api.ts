@@ -101,6 +101,7 @@ export async function startApiServer(params: StartApiServerParams): Promise<ApiS
     bodyLimitBytes: config.api.bodyLimitBytes,
     outputS3: { endpoint: config.output.s3Endpoint, region: config.output.s3Region },
     eventsRetentionMs: config.events.retentionMs,
+    maxStreamsPerTenant: config.api.maxStreamsPerTenant,
     httpAllow: config.worker.httpAllow,
   })
   try {
