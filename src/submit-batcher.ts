@@ -6,7 +6,8 @@
  * first has taken SECOND_WRITE_AFTER_MS (a statement held up, say by a tenant's
  * admission lock, does not hold up everyone's submits); before that, the submits
  * wait for it and go together. A group that fails is retried one submit at a
- * time, so one submit's error never becomes another's.
+ * time, so one submit's error never becomes another's; one whose answer was lost (the
+ * connection dropped) first looks up which of its submits were written after all.
  */
 import { sql, type Kysely } from 'kysely'
 import { BusyError, UnreplicatedError } from './errors.ts'
@@ -245,14 +246,56 @@ export class SubmitBatcher {
       const { outcomes, now } = inserted
       for (const [i, e] of group.entries()) e.resolve({ outcome: outcomes[i] as JobInsertOutcome, now })
     } catch (err: unknown) {
-      if (group.length === 1) return first.reject(err)
       // the same for every submit of the group (one tenant, or the server's replication): retrying them one by one would wait again
       if (err instanceof BusyError) {
         for (const e of group) e.reject(err)
         return
       }
+      // A statement whose answer was lost (the connection dropped) may have committed: the submits it
+      // wrote are done, and written again with the same ids they would fail (a duplicate key), or, with
+      // new ones, run twice. Their ids say which they are.
+      const left = await this.unwritten(group, err)
+      if (left.length === 0) return
+      if (left.length === 1) return (left[0] as Entry).reject(err)
       // Alone, each submit gets its own outcome or its own error.
-      await Promise.all(group.map((e) => this.writeGroup([e])))
+      await Promise.all(left.map((e) => this.writeGroup([e])))
     }
   }
+
+  /**
+   * After `err`: resolves the submits of `group` that are in the database after all (their statement
+   * committed, its answer lost) and returns the others. When that cannot be told, returns them all.
+   * A group written for requireSyncStandby is not confirmed so: its replication is not known.
+   */
+  private async unwritten(group: Entry[], err: unknown): Promise<Entry[]> {
+    // an error the server sent for the statement: it wrote nothing, but a duplicate of its own ids
+    // (the statement of an earlier attempt, still running when its answer was lost, committed since)
+    const code = (err as { code?: unknown } | null)?.code
+    if (typeof code === 'string' && SQLSTATE.test(code) && code !== UNIQUE_VIOLATION) return group
+    let written: Map<string, Date>
+    try {
+      const { rows } = await sql<{ id: string; created_at: Date }>`
+        select id, created_at from pgsched.jobs where id = any(${group.map((e) => e.row.id)}::uuid[])`.execute(this.db)
+      written = new Map(rows.map((r) => [r.id, r.created_at]))
+    } catch {
+      return group
+    }
+    if (written.size === 0) return group
+    const left: Entry[] = []
+    for (const e of group) {
+      const at = written.get(e.row.id)
+      if (at === undefined) left.push(e)
+      else if (this.requireSyncStandby) e.reject(new UnreplicatedError(UNREPLICATED_MESSAGE))
+      else {
+        const outcome: JobInsertOutcome = { id: e.row.id, created: true, existingJobId: null, existingRequestHash: null }
+        if (e.row.kind === 'cron' || e.row.kind === 'interval') outcome.submittedAt = at
+        e.resolve({ outcome, now: at })
+      }
+    }
+    return left
+  }
 }
+
+/** An SQLSTATE: an error the server reported (the connection's own errors have none). */
+const SQLSTATE = /^[0-9A-Z]{5}$/
+const UNIQUE_VIOLATION = '23505'
