@@ -13,6 +13,7 @@ import { Kysely, PostgresDialect, type Transaction } from 'kysely'
 import { callerKysely, isCallerKysely, kyselyOnClient, type CallerKysely } from './db/kysely-on-client.ts'
 import { markCallerConnection } from './db/queries/plain-forms.ts'
 import { uuidV7 } from './lib/uuid-v7.ts'
+import { settlesWithin } from './lib/service.ts'
 import { systemClock, type Clock } from './clock.ts'
 import { ConflictError, InvalidStateError, NotFoundError, QuotaExceededError, ValidationError } from './errors.ts'
 import { tenantHasQuota, type QuotaRejection } from './db/queries/admission.ts'
@@ -369,9 +370,12 @@ export function createClient(options: CreateClientOptions): Client {
     gate.closing = true
     closing.abort()
     batcher?.close()
+    const deadline = performance.now() + CLOSE_WAIT_MS
+    const left = () => Math.max(0, deadline - performance.now())
     await gate.settled(CLOSE_WAIT_MS)
-    await batcher?.drained()
-    await owned.db.destroy()
+    if (batcher) await settlesWithin(batcher.drained(), left())
+    // then the connections still out are ended: their calls fail (a server that stopped answering)
+    await owned.end(left())
   })
   return gated(client, owned ? gate : undefined)
 }

@@ -15,6 +15,7 @@ import { ConfigError } from '../errors.ts'
 import { databaseUrlProblem } from './database-url.ts'
 import { pgConnection } from './hosts.ts'
 import { type AnswerWatch, isDatabaseUnavailable } from './outage.ts'
+import { settlesWithin } from '../lib/service.ts'
 
 export interface CreateDbParams {
   databaseUrl: string
@@ -56,6 +57,12 @@ export const IDLE_TRANSACTION_TIMEOUT_MS = 10_000
 export interface Database {
   db: Kysely<DB>
   pool: pg.Pool
+  /**
+   * Closes the pool once its connections are back, waiting at most `withinMs`; then ends those still
+   * out at once (a statement waiting for a server that no longer answers would hold them for as
+   * long as TCP takes to give up, up to a quarter of an hour).
+   */
+  end(withinMs: number): Promise<void>
 }
 
 export function createDb(params: CreateDbParams): Database {
@@ -69,6 +76,9 @@ export function createDb(params: CreateDbParams): Database {
     Client,
     max: params.poolSize,
     idleTimeoutMillis: 30_000,
+    // a server that stops answering (a host gone, a network partition) is noticed by the socket
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
     // Runs before the pool hands a new connection out.
     onConnect: async (client) => {
       const mark = params.answers?.mark()
@@ -91,8 +101,18 @@ export function createDb(params: CreateDbParams): Database {
     },
   })
   pool.on('error', connectionLost)
+  const clients = new Set<pg.Client>()
+  pool.on('connect', (client) => clients.add(client))
+  pool.on('remove', (client) => clients.delete(client))
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparingPool(pool, params.answers) }) })
-  return { db, pool }
+  const end = async (withinMs: number) => {
+    const ending = db.destroy()
+    if (await settlesWithin(ending, withinMs)) return
+    // (pg has no public call that ends a client whose socket the server does not answer on)
+    for (const client of clients) (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy()
+    await ending
+  }
+  return { db, pool, end }
 }
 
 /** How long (ms) after a lost connection is logged at warn the others lost are only counted (logged at debug). */
