@@ -334,13 +334,22 @@ export function createClient(options: CreateClientOptions): Client {
   assertKnownFields(options, CREATE_CLIENT_FIELDS, 'createClient options')
   let owned: Database | undefined
   let db: Kysely<DB>
+  const poolSize = options.poolSize ?? 10
+  if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 1000) {
+    const message = `poolSize must be an integer from 1 to 1000 (got ${typeof poolSize === 'number' ? String(poolSize) : JSON.stringify(poolSize)})`
+    throw new ValidationError(message, [{ path: 'poolSize', message }])
+  }
+  if (options.poolSize !== undefined && !options.databaseUrl) {
+    const message = 'poolSize applies to the pool the client opens from databaseUrl; size your own pool or Kysely instance yourself'
+    throw new ValidationError(message, [{ path: 'poolSize', message }])
+  }
   if (options.db) {
     if (!isCallerKysely(options.db)) throw new ValidationError('createClient: db must be a Kysely instance (or give databaseUrl)')
     db = callerKysely(options.db, { callerConnection: false })
   } else if (options.pool) {
     db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: options.pool }) })
   } else if (options.databaseUrl) {
-    owned = createDb({ databaseUrl: options.databaseUrl, poolSize: options.poolSize ?? 10, applicationName: 'pgsched-client' })
+    owned = createDb({ databaseUrl: options.databaseUrl, poolSize, applicationName: 'pgsched-client' })
     db = owned.db
   } else throw new ValidationError('createClient needs databaseUrl, db or pool')
   let webhookPolicy: AddressPolicy

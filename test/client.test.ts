@@ -92,6 +92,22 @@ describe('client.submitJob', () => {
     }
   })
 
+  it('refuses a pool size that is not an integer from 1 to 1000, or one given with a pool of the caller’s, naming it', () => {
+    for (const poolSize of [0, -1, 1.5, '3', 1001, Number.NaN]) {
+      let err: unknown
+      try {
+        createClient({ databaseUrl: t.url, poolSize: poolSize as number })
+      } catch (e: unknown) {
+        err = e
+      }
+      expect(err, String(poolSize)).toBeInstanceOf(ValidationError)
+      expect((err as Error).message).toBe(
+        `poolSize must be an integer from 1 to 1000 (got ${typeof poolSize === 'number' ? String(poolSize) : JSON.stringify(poolSize)})`,
+      )
+    }
+    expect(() => createClient({ db: t.db, poolSize: 4 })).toThrow(ValidationError)
+  })
+
   it('takes a payload holding one object in several places, which is not circular', async () => {
     const shared = { n: 1 }
     const { job } = await client().submitJob({ type: 'json', payload: { twice: [shared, shared], again: { shared } } })
