@@ -125,9 +125,11 @@ function checkUrl(text: string, policy: AddressPolicy): void {
   // a URL parser would also read `HTTP://…` or ` http://…` (refused by the table's check, the
   // database's error rather than a 400), and drop a tab or line break (the subscription would show
   // one URL and call another)
-  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || !/^https?:\/\//.test(text) || text.length > 2048) {
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || text.length > 2048) {
     throw invalid('url', 'url must be an http or https URL of at most 2048 characters')
   }
+  if (!/^https?:\/\//.test(text))
+    throw invalid('url', `url must begin with http:// or https://, in lower case (it begins ${JSON.stringify(text.slice(0, url.protocol.length + 2))})`)
   if ([...text].some((c) => c <= ' ' || c === '\u007f')) throw invalid('url', 'url must not contain white space or control characters')
   // a target every delivery would be refused (a loopback or private address literal): refused
   // now, rather than a failed delivery job per event

@@ -481,9 +481,10 @@ describe('webhooks', () => {
       path: 'url',
     })
     expect(await refused({ url: url.replace('http://', 'HTTP://') })).toEqual({
-      message: 'url must be an http or https URL of at most 2048 characters',
+      message: 'url must begin with http:// or https://, in lower case (it begins "HTTP://")',
       path: 'url',
     })
+    expect(await refused({ url: 'ftp://example.com/hook' })).toEqual({ message: 'url must be an http or https URL of at most 2048 characters', path: 'url' })
     expect(await refused({ events: 'failed' })).toEqual({
       message:
         'events must be an array of event types (submitted, started, retrying, succeeded, failed, cancelled, expired, paused, resumed); absent or empty: all',

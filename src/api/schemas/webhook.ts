@@ -46,8 +46,8 @@ const urlField = Type.String({
   minLength: 1,
   maxLength: 2048,
   pattern: '^https?://',
-  'x-expected': 'an http or https URL of at most 2048 characters',
-  description: 'An http or https URL of at most 2048 characters.',
+  'x-expected': 'an http or https URL of at most 2048 characters (the scheme in lower case)',
+  description: 'An http or https URL of at most 2048 characters, its scheme in lower case.',
 })
 const secretField = (description: string) => Type.String({ minLength: 16, maxLength: 256, 'x-expected': '16-256 characters', description })
 
