@@ -145,6 +145,8 @@ export interface Client extends Omit<JobOperations, 'listJobs'>, OperationsViews
 }
 
 const MAX_BATCH = 50_000
+/** The JSON text (UTF-16 units) of a batch's payloads together: one statement's parameter. */
+const MAX_BATCH_PAYLOAD_CHARS = 64 * 1_048_576
 
 /** The fields of the client's own list calls; any other is refused (core/known-fields.ts), as REST refuses it. */
 const PAGE_FIELDS: FieldSet<{ limit?: number; cursor?: string }> = { limit: true, cursor: true }
@@ -576,6 +578,13 @@ function makeClient(
         }
       })
       if (normalized.length === 0) return []
+      // Sent as one statement: its payloads' text past a few hundred MB is more than a string holds
+      let payloadChars = 0
+      for (const n of normalized) payloadChars += n.payloadJson.length
+      if (payloadChars > MAX_BATCH_PAYLOAD_CHARS) {
+        const message = `the payloads of a batch are at most ${MAX_BATCH_PAYLOAD_CHARS / 1_048_576} MiB of JSON together; these ${normalized.length} jobs have ${Math.ceil(payloadChars / 1_048_576)} MiB: submit them in smaller batches`
+        throw new ValidationError(message, [{ path: '', message }])
+      }
       // One span for the batch, named after its first job's queue.
       const queue = (normalized[0] as NormalizedSubmit).queue
       return tracedSubmit(queue, normalized.length, options?.traceContext, (traceparent) => submitMany(normalized, traceparent, options))

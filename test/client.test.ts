@@ -108,6 +108,18 @@ describe('client.submitJob', () => {
     expect(() => createClient({ db: t.db, poolSize: 4 })).toThrow(ValidationError)
   })
 
+  it('refuses a batch whose payloads together are over 64 MiB of JSON, before building its statement', async () => {
+    const big = 'x'.repeat(1_000_000)
+    const err = await client()
+      .submitJobs(Array.from({ length: 70 }, (_, i) => ({ type: 'big', payload: { i, big } })))
+      .catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(ValidationError)
+    expect((err as Error).message).toBe(
+      'the payloads of a batch are at most 64 MiB of JSON together; these 70 jobs have 67 MiB: submit them in smaller batches',
+    )
+    expect(await t.db.selectFrom('pgsched.jobs').select('id').where('type', '=', 'big').execute()).toEqual([])
+  })
+
   it('takes a payload holding one object in several places, which is not circular', async () => {
     const shared = { n: 1 }
     const { job } = await client().submitJob({ type: 'json', payload: { twice: [shared, shared], again: { shared } } })
