@@ -295,11 +295,19 @@ describe('Worker', () => {
   it('keeps a handler running while heartbeats fail, and aborts it only when its lease is about to expire', async () => {
     // The worker gets its own small pool; taking all its connections makes every heartbeat fail
     // (10 a second here). The lease (1.5 s) is still valid: the handler runs on until the guard
-    // gives the lease up at leaseMs − heartbeatMs without a renewal.
-    const pool = new pg.Pool({ connectionString: t.url, max: 2, connectionTimeoutMillis: 100 })
+    // gives the lease up at leaseMs − heartbeatMs without a renewal. The test takes them with time
+    // to spare (a busy machine can take over 100 ms to open one), then the wait is cut to 100 ms.
+    const pool = new pg.Pool({ connectionString: t.url, max: 2, connectionTimeoutMillis: 30_000 })
     const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })
     let aborted: unknown
     let abortedAtMs = 0
+    // when the last heartbeat that renewed the lease was sent
+    let renewedAtMs = 0
+    const events = {
+      heartbeat: (tookMs: number, renewed: number) => {
+        if (renewed > 0) renewedAtMs = performance.now() - tookMs
+      },
+    }
     const worker = await startWorker(
       [
         defineHandler('wait', async (ctx) => {
@@ -308,19 +316,23 @@ describe('Worker', () => {
           abortedAtMs = performance.now()
         }),
       ],
-      { db, heartbeatMs: 100, leaseMs: 1_500, pollIntervalMs: 60_000 },
+      { db, heartbeatMs: 100, leaseMs: 1_500, pollIntervalMs: 60_000, events },
     )
     const { job } = await client().submitJob({ type: 'wait' })
     await waitFor(async () => (await execution(job.id)).state === 'running')
+    await waitFor(() => renewedAtMs > 0, { what: 'a heartbeat to renew the lease' })
     const held = [await pool.connect(), await pool.connect()]
+    pool.options.connectionTimeoutMillis = 100
     const takenAtMs = performance.now()
     await waitFor(() => aborted !== undefined, { what: 'handler to be aborted' })
     for (const c of held) c.release()
     expect(aborted).toBeInstanceOf(LeaseLostError)
     expect((aborted as Error).message).toContain('lease not confirmed in time')
-    // At least ~12 failed heartbeats went by first: the last renewal was at most 100 ms before the
-    // connections were taken, and the guard acts 1,400 ms after it.
-    expect(abortedAtMs - takenAtMs).toBeGreaterThan(1_200)
+    // Failed heartbeats went by first: the guard acts leaseMs − heartbeatMs (1,400 ms) after the last
+    // renewal was sent, not before (the renewals went on while the connections were being taken)
+    expect(renewedAtMs).toBeGreaterThan(0)
+    expect(renewedAtMs).toBeLessThan(takenAtMs)
+    expect(abortedAtMs - renewedAtMs).toBeGreaterThanOrEqual(1_390)
     await worker.stop()
     await db.destroy()
   })
@@ -328,8 +340,9 @@ describe('Worker', () => {
   it("retries a timed-out run's failure write while the database is unreachable, and records it once it answers", async () => {
     // At the timeout, before the failure is written, the handler takes every connection of the
     // worker's pool for a second: the failure cannot be written and the lease cannot be renewed.
-    // The lease (200 s) is valid throughout: the write waits for the database and then lands.
-    const pool = new pg.Pool({ connectionString: t.url, max: 2, connectionTimeoutMillis: 100 })
+    // The lease (200 s) is valid throughout: the write waits for the database and then lands. The
+    // connections are taken with time to spare, then the pool's wait is cut to 100 ms.
+    const pool = new pg.Pool({ connectionString: t.url, max: 2, connectionTimeoutMillis: 30_000 })
     const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })
     const lines: string[] = []
     const log = pino({ level: 'warn' }, { write: (line: string) => lines.push(line) })
@@ -340,7 +353,10 @@ describe('Worker', () => {
           await new Promise<void>((resolve) => {
             const onAbort = () => {
               reason = ctx.signal.reason
-              void Promise.all([pool.connect(), pool.connect()]).then(async (held) => {
+              const taking = Promise.all([pool.connect(), pool.connect()])
+              // (each asked-for connection keeps the wait it was asked with: the failure write's is 100 ms)
+              pool.options.connectionTimeoutMillis = 100
+              void taking.then(async (held) => {
                 await new Promise((r) => setTimeout(r, 1_000)) // the outage
                 for (const c of held) c.release()
               })
