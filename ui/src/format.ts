@@ -36,13 +36,20 @@ export function zoneOf(date: Date): string {
   return new Intl.DateTimeFormat(undefined, { timeZoneName: 'short' }).formatToParts(date).find((p) => p.type === 'timeZoneName')?.value ?? ''
 }
 
+/**
+ * A duration in its largest unit: milliseconds, seconds to a tenth, minutes and seconds, hours to a
+ * tenth. Rounded before the unit is chosen, so a value that rounds up to the next unit is written in
+ * it: 59,960 ms is "1 min" (not "60.0 s"), 119,600 ms "2 min" (not "1 min 60 s").
+ */
 export function duration(ms: number | null | undefined): string {
   if (ms === null || ms === undefined) return '—'
-  if (ms < 1000) return `${Math.round(ms)} ms`
-  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`
-  if (ms < 3_600_000) {
-    const seconds = Math.round((ms % 60_000) / 1000)
-    return seconds === 0 ? `${Math.floor(ms / 60_000)} min` : `${Math.floor(ms / 60_000)} min ${seconds} s`
+  if (Math.round(ms) < 1000) return `${Math.round(ms)} ms`
+  const tenths = Math.round(ms / 100)
+  if (tenths < 600) return `${(tenths / 10).toFixed(1)} s`
+  const seconds = Math.round(ms / 1000)
+  if (seconds < 3600) {
+    const minutes = Math.floor(seconds / 60)
+    return seconds % 60 === 0 ? `${minutes} min` : `${minutes} min ${seconds % 60} s`
   }
   return `${(ms / 3_600_000).toFixed(1)} h`
 }
