@@ -678,6 +678,11 @@ describe('the dashboard in Chromium', () => {
     expect(new Set(await page.locator('tbody tr td:nth-child(5)').allTextContents())).toEqual(new Set(['globex']))
     await page.goto(`${api.url}/ui/#/jobs/${theirs.id}`)
     await expect(page.getByRole('alert').first().textContent()).resolves.toMatch(/not found/i)
+    // a malformed escape in the address (decodeURIComponent throws on it) names no job: the page says so, it does not go blank
+    await page.goto(`${api.url}/ui/#/jobs/100%`)
+    await page.getByRole('heading', { name: 'Job 100%' }).waitFor()
+    await page.getByRole('alert').first().waitFor()
+    expect(await page.getByRole('button', { name: 'Sign out' }).count()).toBe(1)
     await page.context().close()
   })
 

@@ -9,10 +9,19 @@ export interface Route {
   query: URLSearchParams
 }
 
+/** A path segment decoded; kept as written when it is no valid escape (`100%`), which would make decodeURIComponent throw. */
+function segment(text: string): string {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return text
+  }
+}
+
 export function parseRoute(hash: string): Route {
   const text = hash.replace(/^#/, '') || '/'
   const [path = '/', query = ''] = text.split('?', 2)
-  return { path: path.split('/').filter(Boolean).map(decodeURIComponent), query: new URLSearchParams(query) }
+  return { path: path.split('/').filter(Boolean).map(segment), query: new URLSearchParams(query) }
 }
 
 export function useRoute(): Route {

@@ -225,12 +225,12 @@ function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
 const EXECUTIONS_PAGE = 50
 
 export function JobDetailPage({ id }: { id: string }) {
-  const job = useLoad((signal) => call<Job>(`/v1/jobs/${id}`, { signal }), [id])
+  const job = useLoad((signal) => call<Job>(`/v1/jobs/${encodeURIComponent(id)}`, { signal }), [id])
   // the cursors of the pages of executions shown so far: the last is the page on screen (undefined: the newest)
   const [stack, setStack] = useState<Array<string | undefined>>([undefined])
   const cursor = stack[stack.length - 1]
   const executions = useLoad(
-    (signal) => call<Page<Execution>>(withQuery(`/v1/jobs/${id}/executions`, { limit: EXECUTIONS_PAGE, cursor }), { signal }),
+    (signal) => call<Page<Execution>>(withQuery(`/v1/jobs/${encodeURIComponent(id)}/executions`, { limit: EXECUTIONS_PAGE, cursor }), { signal }),
     [id, cursor],
   )
   const fires = useLoad((signal) => (job.data?.schedule ? nextFireTimes(id, signal) : Promise.resolve([])), [id, Boolean(job.data?.schedule)])

@@ -263,7 +263,7 @@ function Deliveries({ id }: { id: string }) {
   const [stack, setStack] = useState<Array<string | undefined>>([undefined])
   const cursor = stack[stack.length - 1]
   const page = useLoad(
-    (signal) => call<Page<WebhookDelivery>>(withQuery(`/v1/webhooks/${id}/deliveries`, { limit: DELIVERIES_PAGE, cursor }), { signal }),
+    (signal) => call<Page<WebhookDelivery>>(withQuery(`/v1/webhooks/${encodeURIComponent(id)}/deliveries`, { limit: DELIVERIES_PAGE, cursor }), { signal }),
     [id, cursor],
   )
   // a delivery follows an event of the tenant within moments; retries come with no event: read now and then
@@ -333,7 +333,7 @@ function Deliveries({ id }: { id: string }) {
 }
 
 export function WebhookDetailPage({ id }: { id: string }) {
-  const hook = useLoad((signal) => call<Webhook>(`/v1/webhooks/${id}`, { signal }), [id])
+  const hook = useLoad((signal) => call<Webhook>(`/v1/webhooks/${encodeURIComponent(id)}`, { signal }), [id])
   useInterval(hook.reload, 15_000)
   const w = hook.data
   return (
