@@ -92,6 +92,19 @@ describe('the dashboard in Chromium', () => {
   it('refuses an unknown key, signs in with a valid one, and a first visit transfers under 300 KB', async () => {
     const { page, context, transferredBytes } = await openPage(browser, 1280)
     await page.goto(`${api.url}/ui/`)
+    // what has no key's shape is refused before it is sent: a key's prefix as the Keys page lists it
+    // (its "…" cannot go in a header) and text that is no key at all
+    const sent: string[] = []
+    page.on('request', (request) => {
+      if (request.url().includes('/v1/')) sent.push(request.url())
+    })
+    await page.getByLabel('API key').fill('psk_AbCdEfGh…')
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await expect(page.getByRole('alert').textContent()).resolves.toContain('only the start of a key')
+    await page.getByLabel('API key').fill('not-a-key')
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await waitFor(async () => (await page.getByRole('alert').textContent())?.includes('not a valid API key'), { what: 'the key refused as no key' })
+    expect(sent).toEqual([])
     await page.getByLabel('API key').fill(`psk_${'A'.repeat(43)}`)
     await page.getByRole('button', { name: 'Sign in' }).click()
     await expect(page.getByRole('alert').textContent()).resolves.toContain('API key is not valid')

@@ -22,7 +22,7 @@ import { TenantsPage } from './pages/tenants.tsx'
 import { WebhookDetailPage, WebhooksPage } from './pages/webhooks.tsx'
 import { WorkersPage } from './pages/workers.tsx'
 import { type Route, useRoute } from './router.ts'
-import { currentKey, onSessionChange, signOut } from './session.ts'
+import { currentKey, keyProblem, onSessionChange, signOut } from './session.ts'
 
 const NAV = [
   { path: 'overview', label: 'Overview' },
@@ -132,6 +132,9 @@ function App() {
   )
   useEffect(() => {
     if (!key) return
+    // a kept key of no key's shape (remembered by an older page) is not sent: the sign-in form says why
+    const problem = keyProblem(key)
+    if (problem) return signOut(problem)
     setError(null)
     loadIdentity().then(setIdentity, (err: unknown) => setError(messageOf(err)))
   }, [key])

@@ -1,21 +1,32 @@
 /** The sign-in form: an API key (`scheduler keys create`), kept for this tab or remembered on this device. */
 import { useState } from 'preact/hooks'
-import { signIn } from '../session.ts'
+import { keyProblem, signIn } from '../session.ts'
 
 export function SignIn({ reason }: { reason: string | null }) {
   const [key, setKey] = useState('')
   const [remember, setRemember] = useState(false)
+  const [problem, setProblem] = useState<string | null>(null)
   const submit = (e: Event) => {
     e.preventDefault()
-    if (key.trim()) signIn(key.trim(), remember)
+    if (!key.trim()) return
+    // not a key's shape: said here, and nothing is sent (the API would refuse it; a character past Latin-1 could not even go in the header)
+    const wrong = keyProblem(key.trim())
+    setProblem(wrong)
+    if (!wrong) signIn(key.trim(), remember)
   }
   return (
     <main id="main" class="sign-in">
       <h1>pgsched dashboard</h1>
-      {reason && (
-        <p class="error" role="alert">
-          Signed out: {reason}
+      {problem ? (
+        <p class="error" role="alert" data-key-problem>
+          {problem}
         </p>
+      ) : (
+        reason && (
+          <p class="error" role="alert">
+            Signed out: {reason}
+          </p>
+        )
       )}
       <form onSubmit={submit}>
         <label for="api-key">API key</label>
