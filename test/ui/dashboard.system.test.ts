@@ -716,15 +716,20 @@ describe('the dashboard in Chromium', () => {
   it('marks paused and limited queues on the overview', async () => {
     await rest(operatorKey, 'POST', '/v1/queues/ui-overview-paused/pause')
     await rest(operatorKey, 'PATCH', '/v1/queues/ui-overview-limited', { concurrencyLimit: 3 })
+    // a per-key rate limit alone limits the queue too
+    await rest(operatorKey, 'PATCH', '/v1/queues/ui-overview-key-rate', { keyRateLimit: 2, keyRatePeriodMs: 1000 })
     const page = await signedIn(operatorKey)
     await page.goto(`${api.url}/ui/#/overview`)
     const paused = page.locator('[data-queue="ui-overview-paused"]')
     const limited = page.locator('[data-queue="ui-overview-limited"]')
+    const keyRate = page.locator('[data-queue="ui-overview-key-rate"]')
     // the queue cards come with the overview's data, after the page itself
     await paused.locator('.badge').first().waitFor()
     await limited.locator('.badge').first().waitFor()
+    await keyRate.locator('h3').waitFor()
     await expect(paused.locator('.badge').allTextContents()).resolves.toEqual(['paused'])
     await expect(limited.locator('.badge').allTextContents()).resolves.toEqual(['limited'])
+    await expect(keyRate.locator('.badge').allTextContents()).resolves.toEqual(['limited'])
     await page.context().close()
   })
 

@@ -48,7 +48,7 @@ function QueueCards({ queues }: { queues: Queue[] }) {
     <>
       <ul class="cards" aria-label="Queues">
         {queues.map((q) => {
-          const limited = q.concurrencyLimit !== null || q.rateLimit !== null || q.keyConcurrencyLimit !== null
+          const limited = q.concurrencyLimit !== null || q.keyConcurrencyLimit !== null || q.rateLimit !== null || q.keyRateLimit !== null
           return (
             <li key={q.name} class={`card queue-card${q.paused ? ' paused' : ''}`} data-queue={q.name}>
               <h3>
