@@ -668,6 +668,14 @@ describe('the dashboard in Chromium', () => {
     await expect(page.locator('[data-empty]').textContent()).resolves.toBe('Tenant nobody-here has no API key.')
     await page.getByRole('link', { name: "Every tenant's keys" }).click()
     await page.getByRole('region', { name: 'API keys', exact: true }).waitFor()
+    // a long name with no break (150 characters) wraps in its cell: every column, the row's Revoke button among them, stays on screen
+    const long = await createApiKey(t.db, { tenant: 'ui-long-key-name', name: 'n'.repeat(150) })
+    await page.goto(`${api.url}/ui/#/keys?tenant=ui-long-key-name`)
+    const longRow = page.locator(`tr[data-key-id="${long.id}"]`)
+    await longRow.waitFor()
+    expect(await page.locator('main .table-wrap').evaluate((e) => e.scrollWidth <= e.clientWidth)).toBe(true)
+    const revokeBox = await longRow.getByRole('button', { name: /^Revoke/ }).boundingBox()
+    expect((revokeBox?.x ?? Number.POSITIVE_INFINITY) + (revokeBox?.width ?? 0)).toBeLessThanOrEqual(1280)
     await page.context().close()
   })
 

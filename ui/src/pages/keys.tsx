@@ -173,7 +173,7 @@ function OperatorKeys({ tenant }: { tenant: string | undefined }) {
                   <th scope="row" class="name">
                     {k.tenant}
                   </th>
-                  <td>
+                  <td class="name">
                     {k.name ?? '–'}
                     {k.id === identity.keyId && <span class="muted"> (this page's key)</span>}
                   </td>
