@@ -12,6 +12,7 @@ import { createServer, type IncomingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { sql } from 'kysely'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createApiKey } from '../../src/api/auth.ts'
@@ -1005,7 +1006,18 @@ describe('the dashboard in Chromium', () => {
       await insertExecution(t.db, { jobId: job.id, state: 'succeeded', scheduledFor: new Date(base + i * 3_600_000) })
     }
     const retrying = await insertExecution(t.db, { jobId: job.id, state: 'pending', attempt: 1, scheduledFor: new Date('2098-01-01T00:00:00Z') })
+    // the history's executions stored output: each shows in a closed section, read only once opened
+    await t.db
+      .updateTable('pgsched.execution_history')
+      .set({ output_uri: sql<string>`'pgsched:output/' || id || '/1'` })
+      .where('job_id', '=', job.id)
+      .where('state', '=', 'succeeded')
+      .execute()
     const page = await signedIn(acmeKey)
+    const outputRequests: string[] = []
+    page.on('request', (request) => {
+      if (request.url().includes('/output')) outputRequests.push(request.url())
+    })
     await page.goto(`${api.url}/ui/#/jobs/${job.id}`)
     await page.waitForSelector('nav[aria-label="Execution pages"]')
     await expect(page.locator('.execution').count()).resolves.toBe(50)
@@ -1017,6 +1029,14 @@ describe('the dashboard in Chromium', () => {
     await expect(page.getByRole('button', { name: 'Older' }).isDisabled()).resolves.toBe(true)
     await page.getByRole('button', { name: 'Newer' }).click()
     await waitFor(async () => (await page.locator('.execution').count()) === 50, { what: 'the first page again' })
+    // 56 closed output sections on the two pages: none read
+    expect(await page.locator('.execution details').count()).toBe(48)
+    expect(outputRequests).toEqual([])
+    const first = page.locator('.execution:has(details)').first()
+    const opened = (await first.getAttribute('data-execution-id')) ?? ''
+    await first.locator('details summary').click()
+    await waitFor(() => outputRequests.length === 1, { what: 'the opened output to be read' })
+    expect(outputRequests[0]).toContain(`/v1/executions/${opened}/output`)
     await page.context().close()
   })
 

@@ -137,6 +137,26 @@ function OutputOfEarlierAttempt({ e }: { e: Execution }) {
   )
 }
 
+/**
+ * An earlier execution's stored output in a closed section, read only once the section is first
+ * opened (and kept when it closes again): a page of 50 executions would otherwise download every
+ * one's output, unseen.
+ */
+function StoredOutput({ e }: { e: Execution }) {
+  const [opened, setOpened] = useState(false)
+  return (
+    <details onToggle={(ev) => ev.currentTarget.open && setOpened(true)}>
+      <summary>Output</summary>
+      {opened && (
+        <>
+          <OutputOfEarlierAttempt e={e} />
+          <Output executionId={e.id} live={false} />
+        </>
+      )}
+    </details>
+  )
+}
+
 function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
   // only a running execution's output is followed: a pending one's has not begun (in a paused queue
   // it may wait for days), and a finished one's is read once, when it stored any
@@ -209,13 +229,7 @@ function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
           )}
         </>
       ) : (
-        e.outputUrl && (
-          <details>
-            <summary>Output</summary>
-            <OutputOfEarlierAttempt e={e} />
-            <Output executionId={e.id} live={false} />
-          </details>
-        )
+        e.outputUrl && <StoredOutput e={e} />
       )}
     </article>
   )
