@@ -8,6 +8,7 @@
  * PNG of each page.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { randomUUID } from 'node:crypto'
 import { createServer, type IncomingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -895,9 +896,24 @@ describe('the dashboard in Chromium', () => {
 
   it('filters the job list, finds a job by idempotency key, pages through it and exports it', async () => {
     const keyed = await submit(acmeKey, { type: 'switch.fail', idempotencyKey: 'order-4711', payload: { failWhile: join(flags, 'never') } })
+    const uuidKey = randomUUID()
+    const uuidKeyed = await submit(acmeKey, { type: 'switch.fail', idempotencyKey: uuidKey, payload: { failWhile: join(flags, 'never') } })
     const page = await signedIn(acmeKey)
     await page.goto(`${api.url}/ui/#/jobs`)
     // the first page first: filled before it arrives, the form could be drawn again empty
+    await page.waitForSelector(`tr[data-job-id="${keyed.id}"]`)
+    // an idempotency key shaped like a UUID is no job's id: the search finds the job by its key
+    await page.getByLabel('Job id or idempotency key').fill(uuidKey)
+    await page.getByRole('button', { name: 'Apply' }).click()
+    await waitFor(async () => (await page.locator('tbody tr').count()) === 1 && (await page.locator(`tr[data-job-id="${uuidKeyed.id}"]`).count()) === 1, {
+      what: 'the list filtered by a UUID idempotency key',
+    })
+    expect(new URLSearchParams(page.url().split('?')[1]).get('idempotencyKey')).toBe(uuidKey)
+    // a job's whole id leads to its page
+    await page.getByLabel('Job id or idempotency key').fill(keyed.id)
+    await page.getByRole('button', { name: 'Apply' }).click()
+    await page.waitForSelector(`section[data-job-id="${keyed.id}"]`)
+    await page.goto(`${api.url}/ui/#/jobs`)
     await page.waitForSelector(`tr[data-job-id="${keyed.id}"]`)
     await page.getByLabel('Job id or idempotency key').fill('order-4711')
     await page.getByRole('button', { name: 'Apply' }).click()

@@ -39,19 +39,30 @@ async function download(format: 'csv' | 'json', filters: Filters): Promise<void>
   setTimeout(() => URL.revokeObjectURL(url), 10_000)
 }
 
+/** Whether the key reads a job of this id: false on a 404 alone (any other failure leads to the job's page, which shows it). */
+async function jobExists(id: string): Promise<boolean> {
+  try {
+    await call<Job>(`/v1/jobs/${id}`)
+    return true
+  } catch (err: unknown) {
+    return !(err instanceof ApiError && err.status === 404)
+  }
+}
+
 function FilterForm({ filters }: { filters: Filters }) {
   const identity = useContext(IdentityContext)
   const [draft, setDraft] = useState<Filters>(filters)
   const [search, setSearch] = useState(filters.idempotencyKey ?? '')
   const set = (k: keyof Filters) => (e: Event) => setDraft({ ...draft, [k]: (e.currentTarget as HTMLInputElement).value })
-  const apply = (e: Event) => {
+  const apply = async (e: Event) => {
     e.preventDefault()
     const text = search.trim()
-    if (isUuid(text)) return navigate(`/jobs/${text.toLowerCase()}`)
+    // a UUID is a job's id or an idempotency key of that shape: the job of that id when there is one, else the key is looked for
+    if (isUuid(text) && (await jobExists(text.toLowerCase()))) return navigate(`/jobs/${text.toLowerCase()}`)
     navigate('/jobs', { ...draft, idempotencyKey: text || undefined })
   }
   return (
-    <form class="filters" onSubmit={apply} aria-label="Job filters">
+    <form class="filters" onSubmit={(e) => void apply(e)} aria-label="Job filters">
       <div class="field">
         <label for="f-status">Status</label>
         <select id="f-status" value={draft.status ?? ''} onChange={set('status')}>
