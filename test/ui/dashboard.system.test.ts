@@ -492,6 +492,9 @@ describe('the dashboard in Chromium', () => {
     expect(names.filter((n, i) => names.indexOf(n) !== i)).toEqual([])
     await row.getByRole('button', { name: 'Edit limits of ui-limits' }).click()
     const form = page.getByRole('form', { name: 'Limits of queue ui-limits' })
+    await form.getByLabel('Per-key rate limit (starts of one key per period)').waitFor()
+    // another operator sets a rate limit while the form is open: the form sends only what it changed, so that limit stays
+    await rest(operatorKey, 'PATCH', '/v1/queues/ui-limits', { rateLimit: 7, ratePeriodMs: 1000 })
     await form.getByLabel('Per-key rate limit (starts of one key per period)').fill('10')
     await form.getByLabel('Per-key rate period (ms)').fill('60000')
     await form.getByLabel('Concurrency limit', { exact: true }).fill('')
@@ -499,8 +502,23 @@ describe('the dashboard in Chromium', () => {
     await form.getByRole('button', { name: 'Save limits' }).click()
     await waitFor(async () => (await row.locator('td').nth(6).textContent())?.includes('10 per key per'), { what: 'the row to show the per-key rate limit' })
     const queue = await rest<Record<string, unknown>>(operatorKey, 'GET', '/v1/queues/ui-limits')
-    expect(queue).toMatchObject({ concurrencyLimit: null, keyRateLimit: 10, keyRatePeriodMs: 60_000, fairShare: true, rateLimit: null })
+    expect(queue).toMatchObject({ concurrencyLimit: null, keyRateLimit: 10, keyRatePeriodMs: 60_000, fairShare: true, rateLimit: 7, ratePeriodMs: 1000 })
     expect(await row.locator('td').nth(6).textContent()).toContain('fair share')
+    // an emptied rate limit is removed, its period (still shown) left out; a concurrency limit set meanwhile stays
+    await waitFor(async () => (await row.locator('td').nth(6).textContent())?.includes('7 per'), { what: 'the row to show the rate limit' })
+    await row.getByRole('button', { name: 'Edit limits of ui-limits' }).click()
+    await expect(form.getByLabel('Rate period (ms)', { exact: true }).inputValue()).resolves.toBe('1000')
+    await rest(operatorKey, 'PATCH', '/v1/queues/ui-limits', { concurrencyLimit: 4 })
+    await form.getByLabel('Rate limit (starts per period)').fill('')
+    await form.getByRole('button', { name: 'Save limits' }).click()
+    await form.waitFor({ state: 'detached' })
+    expect(await rest<Record<string, unknown>>(operatorKey, 'GET', '/v1/queues/ui-limits')).toMatchObject({
+      concurrencyLimit: 4,
+      rateLimit: null,
+      keyRateLimit: 10,
+      keyRatePeriodMs: 60_000,
+      fairShare: true,
+    })
     await page.context().close()
   })
 
@@ -550,13 +568,15 @@ describe('the dashboard in Chromium', () => {
     // max pending 0 refuses every submit: the row says the tenant is at its quota
     expect(await row.getAttribute('data-at-quota')).toBe('true')
     await shot(page, 'tenants')
-    // an emptied quota field removes the quota
+    // an emptied quota field removes the quota; only that is sent, so a quota another operator set meanwhile stays
     await row.getByRole('button', { name: 'Edit settings of soylent' }).click()
+    await expect(form.getByLabel('Max pending executions').inputValue()).resolves.toBe('0')
+    await rest(operatorKey, 'PATCH', '/v1/tenants/soylent', { maxSubmitsPerSecond: 40 })
     await form.getByLabel('Max pending executions').fill('')
     await form.getByRole('button', { name: 'Save settings' }).click()
     await waitFor(async () => (await row.getAttribute('data-at-quota')) === 'false', { what: 'the row to drop its at-quota mark' })
     expect(await row.locator('td').nth(1).textContent()).toBe('no quota')
-    expect(await rest(operatorKey, 'GET', '/v1/tenants/soylent')).toMatchObject({ weight: 2, maxPending: null, maxSubmitsPerSecond: 50 })
+    expect(await rest(operatorKey, 'GET', '/v1/tenants/soylent')).toMatchObject({ weight: 2, maxPending: null, maxSubmitsPerSecond: 40 })
     // the row's Keys link lists that tenant's keys alone
     await row.getByRole('link', { name: 'API keys of soylent' }).click()
     await waitFor(async () => page.url().endsWith('#/keys?tenant=soylent'), { what: 'the keys page of soylent' })

@@ -1,6 +1,7 @@
 /**
  * Queues: settings and live figures; operator keys pause and resume a queue and edit its limits
- * and fair share (PATCH /v1/queues/{name}; an empty field removes a limit).
+ * and fair share (PATCH /v1/queues/{name}; an empty field removes a limit). Only the settings the
+ * form changed are sent: a limit another operator set since the form opened stays as they set it.
  */
 import { useContext, useState } from 'preact/hooks'
 import { call, messageOf } from '../api.ts'
@@ -20,24 +21,38 @@ const LIMITS = [
   { field: 'keyRatePeriodMs', label: 'Per-key rate period (ms)' },
 ] as const
 
-/** A period field and the limit it belongs to: the period is sent only with a value, and alone it keeps the limit as it is not. */
-const PERIODS: Record<string, string> = { ratePeriodMs: 'rateLimit', keyRatePeriodMs: 'keyRateLimit' }
+/** Each rate limit's period: the two are sent together when either changed (the API refuses a period without its limit). */
+const PERIOD_OF: Record<string, string> = { rateLimit: 'ratePeriodMs', keyRateLimit: 'keyRatePeriodMs' }
+const PERIODS = new Set(Object.values(PERIOD_OF))
 
 function LimitsForm({ queue, saved }: { queue: Queue; saved: () => void }) {
-  const [values, setValues] = useState(() => Object.fromEntries(LIMITS.map((l) => [l.field, String(queue[l.field] ?? '')])) as Record<string, string>)
-  const [fairShare, setFairShare] = useState(queue.fairShare)
+  // the queue as the form opened on it (the list, and so `queue`, is read again while the form is open)
+  const [initial] = useState(() => Object.fromEntries(LIMITS.map((l) => [l.field, String(queue[l.field] ?? '')])) as Record<string, string>)
+  const [initialFairShare] = useState(queue.fairShare)
+  const [values, setValues] = useState(initial)
+  const [fairShare, setFairShare] = useState(initialFairShare)
   const [error, setError] = useState('')
   const save = async (e: Event) => {
     e.preventDefault()
     setError('')
-    const body: Record<string, number | boolean | null> = { fairShare }
+    // Only what the form changed is sent (PATCH leaves out the rest as it is): the form shows the
+    // queue as it was when it opened, and another operator may have changed it since.
+    const text = (field: string) => (values[field] ?? '').trim()
+    const changed = (field: string) => text(field) !== (initial[field] ?? '').trim()
+    const body: Record<string, number | boolean | null> = {}
+    if (fairShare !== initialFairShare) body.fairShare = fairShare
     for (const { field } of LIMITS) {
-      const text = (values[field] ?? '').trim()
-      if (field in PERIODS) {
-        if (text) body[field] = Number(text)
-        continue
-      }
-      body[field] = text ? Number(text) : null
+      if (PERIODS.has(field)) continue // sent with its limit
+      const period = PERIOD_OF[field]
+      if (!changed(field) && !(period !== undefined && changed(period))) continue
+      body[field] = text(field) ? Number(text(field)) : null
+      // a limit removed takes no period: the one still shown is left out, unless it was typed (the API then says why it is refused)
+      if (period !== undefined && text(period) && (body[field] !== null || changed(period))) body[period] = Number(text(period))
+    }
+    if (Object.keys(body).length === 0) {
+      announce(`Limits of queue ${queue.name} unchanged`)
+      saved()
+      return
     }
     try {
       await call(`/v1/queues/${encodeURIComponent(queue.name)}`, { method: 'PATCH', body })

@@ -1,7 +1,8 @@
 /**
  * Tenants: each tenant's fair-share weight and admission quotas with its pending and running
  * executions (GET /v1/tenants), for operator keys, which edit them (PATCH /v1/tenants/{name}; an
- * empty quota field removes the quota). A tenant without settings (weight 1, no quota) is not
+ * empty quota field removes the quota; only the settings the form changed are sent, so one another
+ * operator set since the form opened stays as they set it). A tenant without settings (weight 1, no quota) is not
  * listed: it is picked by name to be given some. Tenant keys are told the page is not theirs.
  */
 import { useContext, useEffect, useRef, useState } from 'preact/hooks'
@@ -27,13 +28,22 @@ function SettingsForm({ tenant, saved }: { tenant: Tenant; saved: () => void }) 
   const save = async (e: Event) => {
     e.preventDefault()
     setError('')
-    // A quota left empty is removed; the weight always has a value (1 when never set). What is not a
-    // number is sent as typed, for the API's refusal to name the field (JSON has no NaN: it would
-    // become null, which removes a quota).
+    // Only what the form changed is sent (PATCH leaves out the rest as it is): the form shows the
+    // tenant as it was when it opened, and another operator may have changed it since. A quota
+    // emptied is removed; the weight always has a value (1 when never set). What is not a number is
+    // sent as typed, for the API's refusal to name the field (JSON has no NaN: it would become null,
+    // which removes a quota).
     const value = (text: string) => (Number.isFinite(Number(text)) ? Number(text) : text)
     const quota = (text: string) => (text.trim() === '' ? null : value(text.trim()))
-    const body: Record<string, number | string | null> = { maxPending: quota(maxPending), maxSubmitsPerSecond: quota(maxRate) }
-    if (weight.trim() !== '') body.weight = value(weight.trim())
+    const body: Record<string, number | string | null> = {}
+    if (maxPending.trim() !== number(tenant.maxPending)) body.maxPending = quota(maxPending)
+    if (maxRate.trim() !== number(tenant.maxSubmitsPerSecond)) body.maxSubmitsPerSecond = quota(maxRate)
+    if (weight.trim() !== '' && weight.trim() !== String(tenant.weight)) body.weight = value(weight.trim())
+    if (Object.keys(body).length === 0) {
+      announce(`Settings of tenant ${tenant.name} unchanged`)
+      saved()
+      return
+    }
     try {
       await call(path(tenant.name), { method: 'PATCH', body })
       announce(`Settings of tenant ${tenant.name} saved`)
