@@ -431,6 +431,15 @@ describe('the dashboard in Chromium', () => {
     await waitFor(() => asked.length === 1, { what: 'the confirmation' })
     expect(asked[0]).toMatch(/^Retry all \d+ failed job\(s\)\? Each runs again\.$/)
     expect(await failedCount()).toBe(100)
+    // a queue filter the API refuses: its error shows, without the groups listed before, nor buttons that would act on the new filter
+    await page.getByLabel('Queue').fill('not a queue!')
+    await page.getByRole('button', { name: 'Apply' }).click()
+    await page.getByRole('alert').first().waitFor()
+    expect(await page.getByText('bulk switch on').count()).toBe(0)
+    expect(await page.getByRole('button', { name: /^(Retry|Delete) / }).count()).toBe(0)
+    await page.getByLabel('Queue').fill('')
+    await page.getByRole('button', { name: 'Apply' }).click()
+    await group.waitFor()
     rmSync(flag)
     await group.getByRole('button', { name: 'Retry this group' }).click()
     await waitFor(async () => (await page.locator('.bulk-progress').textContent())?.includes('retry: 100 job(s) done'), {
@@ -935,9 +944,16 @@ describe('the dashboard in Chromium', () => {
     await page.waitForSelector(`section[data-job-id="${keyed.id}"]`)
     await page.goto(`${api.url}/ui/#/jobs`)
     await page.waitForSelector(`tr[data-job-id="${keyed.id}"]`)
+    // a filter the API refuses (no queue has that name): its error shows, without the rows listed before under no filter
+    await page.getByLabel('Queue').fill('not a queue!')
+    await page.getByRole('button', { name: 'Apply' }).click()
+    await page.getByRole('alert').first().waitFor()
+    expect(await page.locator('tbody tr').count()).toBe(0)
+    await page.goto(`${api.url}/ui/#/jobs`)
+    await page.waitForSelector(`tr[data-job-id="${keyed.id}"]`)
     await page.getByLabel('Job id or idempotency key').fill('order-4711')
     await page.getByRole('button', { name: 'Apply' }).click()
-    // the unfiltered page stays on screen until the filtered one arrives (it also shows the new job)
+    // the unfiltered page leaves once the filter changes; the filtered one takes its place
     await waitFor(async () => (await page.locator('tbody tr').count()) === 1, { what: 'the list filtered by idempotency key' })
     expect(await page.locator(`tr[data-job-id="${keyed.id}"]`).count()).toBe(1)
     // the short id the list shows is not an idempotency key: the empty list says how to find a job by id

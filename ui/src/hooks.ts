@@ -10,21 +10,35 @@ export interface Loaded<T> {
   reload(): void
 }
 
-/** Runs `load` when `deps` change; `reload()` runs it again, keeping the old data on screen meanwhile. */
+const sameDeps = (a: readonly unknown[] | undefined, b: readonly unknown[]) => a !== undefined && a.length === b.length && a.every((v, i) => Object.is(v, b[i]))
+
+/**
+ * Runs `load` when `deps` change; `reload()` runs it again, keeping the old data on screen meanwhile
+ * (after a failed reload too, beside its error). Data and errors belong to the `deps` they were read
+ * with: once `deps` change (another filter) they are gone at once, in the very render that has the new
+ * `deps`, so a list never shows under a filter it was not read with, nor, when the new read fails, beside its error.
+ */
 export function useLoad<T>(load: (signal: AbortSignal) => Promise<T>, deps: unknown[]): Loaded<T> {
-  const [state, setState] = useState<{ data?: T; error?: ApiError | Error; loading: boolean }>({ loading: true })
+  const [state, setState] = useState<{ deps?: unknown[]; data?: T; error?: ApiError | Error; loading: boolean }>({ loading: true })
   const [tick, setTick] = useState(0)
   useEffect(() => {
     const controller = new AbortController()
-    setState((s) => ({ ...s, loading: true }))
+    setState((s) => (sameDeps(s.deps, deps) ? { ...s, loading: true } : { deps, loading: true }))
     load(controller.signal).then(
-      (data) => !controller.signal.aborted && setState({ data, loading: false }),
+      (data) => !controller.signal.aborted && setState({ deps, data, loading: false }),
       (error: unknown) =>
-        !controller.signal.aborted && setState((s) => ({ data: s.data, error: error instanceof Error ? error : new Error(String(error)), loading: false })),
+        !controller.signal.aborted &&
+        setState((s) => ({
+          deps,
+          data: sameDeps(s.deps, deps) ? s.data : undefined,
+          error: error instanceof Error ? error : new Error(String(error)),
+          loading: false,
+        })),
     )
     return () => controller.abort()
   }, [...deps, tick])
   const reload = useCallback(() => setTick((t) => t + 1), [])
+  if (!sameDeps(state.deps, deps)) return { data: undefined, error: undefined, loading: true, reload }
   return { data: state.data, error: state.error, loading: state.loading, reload }
 }
 
