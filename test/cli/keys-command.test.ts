@@ -22,7 +22,9 @@ describe('scheduler keys list', () => {
     const usedAt = new Date('2030-01-02T03:04:05.000Z')
     expect(await apiKeyMarkUsed(t.db, { id: old.id, now: usedAt })).toBe(true)
 
-    const listed = JSON.parse(await scheduler('keys', 'list', '--tenant', 'acme', '--json')) as Array<{ id: string; lastUsedAt: string | null }>
+    const { items: listed } = JSON.parse(await scheduler('keys', 'list', '--tenant', 'acme', '--json')) as {
+      items: Array<{ id: string; lastUsedAt: string | null }>
+    }
     expect(listed.map((k) => [k.id, k.lastUsedAt])).toEqual([
       [old.id, usedAt.toISOString()],
       [fresh.id, null],
@@ -33,5 +35,15 @@ describe('scheduler keys list', () => {
     expect(column).toBeGreaterThan(0)
     const lastUsed = (row: string | undefined) => (row ?? '').slice(column).split(/ {2,}/)[0]
     expect(rows.map(lastUsed)).toEqual([usedAt.toISOString(), '-'])
+  })
+
+  it('refuses a --tenant no tenant can have, rather than listing no keys', async () => {
+    const failed = await exec('node', ['bin/scheduler', 'keys', 'list', '--tenant', 'bad t'], { env: { ...process.env, DATABASE_URL: t.url } }).then(
+      () => undefined,
+      (err: { code?: number; stderr?: string; stdout?: string }) => err,
+    )
+    expect(failed?.code).toBe(2)
+    expect(failed?.stderr).toContain('--tenant: not a tenant name: "bad t"')
+    expect(failed?.stdout).toBe('')
   })
 })

@@ -11,6 +11,7 @@ import { NotFoundError, ValidationError } from '../../errors.ts'
 import { formatTable, withDatabase } from '../shared.ts'
 import { apiKeyList, apiKeyRevoke, type ApiKey } from '../../db/queries/api-keys.ts'
 import { createApiKey } from '../../api/auth.ts'
+import { isTenantName, TENANT_RULE } from '../../core/names.ts'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
@@ -52,10 +53,14 @@ export function registerKeys(program: Command): void {
     .command('list')
     .description('list API keys (never their secret) and when each was last used, to within a minute')
     .option('--tenant <name>', "only this tenant's keys")
-    .option('--json', 'print JSON')
+    .option('--json', 'print JSON: {"items": [...]}, as GET /v1/keys answers')
     .action(async (opts: { tenant?: string; json?: boolean }) => {
+      // a name no tenant can have matches no key: refused, rather than "no API keys"
+      if (opts.tenant !== undefined && !isTenantName(opts.tenant)) {
+        throw new ValidationError(`--tenant: not a tenant name: ${JSON.stringify(opts.tenant)} (${TENANT_RULE})`)
+      }
       const list = await withDatabase('pgsched-keys', ({ db }) => apiKeyList(db, { tenant: opts.tenant }))
-      if (opts.json) process.stdout.write(`${JSON.stringify(list, null, 2)}\n`)
+      if (opts.json) process.stdout.write(`${JSON.stringify({ items: list }, null, 2)}\n`)
       else process.stdout.write(list.length === 0 ? 'no API keys\n' : `${keyTable(list)}\n`)
     })
 
