@@ -134,7 +134,7 @@ describe('a SCHEDULER_ variable that names no setting, set for a command without
 
   const none = { items: [] }
   it.each([
-    { command: 'keys list --json', json: [] },
+    { command: 'keys list --json', json: none },
     { command: 'queues list --json', json: none },
     { command: 'tenants list --json', json: none },
     { command: 'workers list --json', json: none },
