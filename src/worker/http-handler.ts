@@ -1,6 +1,7 @@
 /**
  * Built-in handler `http`: calls a URL. Payload: {url, method?, headers?, body?, timeoutMs?}. 2xx
- * succeeds with a summary of the response (status, content type, the first 4 KiB of the body);
+ * succeeds with a summary of the response (status, content type, the first 4 KiB of the body: as
+ * text, or as `bodyBase64` when it is no UTF-8 text);
  * 4xx is fatal except 408 and 429; 5xx, timeouts and network errors are retried. A payload with
  * another key or a value it cannot send as given (core/http-payload.ts) is refused with a FatalError
  * naming it, before any request; normalizeSubmit refuses it at submit already.
@@ -8,7 +9,7 @@
  * It connects only to addresses the policy allows (lib/address-policy.ts): every address a name
  * resolves to is checked at connection time, by the connection's own look-up (so a name cannot
  * resolve to a public address when checked and a private one when used), and so is every hop of a
- * redirect (at most 5; credential headers are dropped when one leads to another origin). Ports on
+ * redirect (at most 5; only standard headers that carry no credential go on to another origin). Ports on
  * the Fetch standard's bad-port list (25, 22, 6667, …) are refused unless the host is allowed by name
  * or address. A refusal is a FatalError naming the rule. SCHEDULER_HTTP_ALLOW admits
  * internal hosts and ranges; SCHEDULER_HTTP_HANDLER=off leaves the handler out of the worker.
@@ -28,8 +29,34 @@ import { defineHandler, type Handler } from './handlers.ts'
 export const SUMMARY_BYTES = 4096
 const MAX_REDIRECTS = 5
 const REDIRECTS = new Set([301, 302, 303, 307, 308])
-/** Headers not sent on to another origin by a redirect. */
-const CREDENTIAL_HEADER = /^(authorization|proxy-authorization|cookie|x-api-key|api-key|x-auth-token)$/i
+/**
+ * The headers a redirect sends on to another origin: standard ones that carry no credential. Any
+ * other (Authorization, Cookie, and the many X-…-Token, Private-Token, X-Goog-Api-Key a service may
+ * use) stays with the origin it was meant for.
+ */
+const CROSS_ORIGIN_HEADER =
+  /^(accept|accept-language|content-language|content-type|user-agent|cache-control|pragma|if-match|if-none-match|if-modified-since|if-unmodified-since|if-range|range)$/i
+
+/** The body of an answer as text when it is UTF-8 text without NUL (a truncated one may end mid-character); else undefined. */
+function bodyText(body: Buffer, truncated: boolean): string | undefined {
+  if (body.includes(0)) return undefined
+  try {
+    // streaming: an incomplete character at the end of a truncated body is left out, not refused
+    return new TextDecoder('utf-8', { fatal: true }).decode(body, { stream: truncated })
+  } catch {
+    return undefined
+  }
+}
+
+/** The URL a redirect's Location names; an error saying so (not the Location, which may hold secrets) when it names none. */
+function locationOf(answer: Answer, url: URL, method: string): URL {
+  try {
+    return new URL(answer.location as string, url)
+  } catch {
+    const message = `${method} ${shownUrl(url)} answered ${answer.status} with a Location that is not a URL`
+    throw Object.assign(new Error(message), { answerStatus: answer.status })
+  }
+}
 
 /** The payload, refused (fatal: no attempt could send it as meant) when httpPayloadProblems finds any problem. */
 function parsePayload(payload: unknown): HttpPayload & { parsed: URL } {
@@ -182,27 +209,29 @@ export function createHttpHandler(options: HttpHandlerOptions = {}): Handler {
       }
       if (!REDIRECTS.has(answer.status) || answer.location === undefined) break
       if (options.redirects === 'refuse') {
-        const message = `${method} ${shownUrl(url)} answered ${answer.status} to ${shownUrl(new URL(answer.location, url))}: redirects are not followed`
+        const message = `${method} ${shownUrl(url)} answered ${answer.status} to ${shownUrl(locationOf(answer, url, method))}: redirects are not followed`
         throw Object.assign(new Error(message), { answerStatus: answer.status })
       }
       if (hop >= MAX_REDIRECTS) throw new Error(`${shownUrl(p.parsed)}: more than ${MAX_REDIRECTS} redirects`)
-      const next = new URL(answer.location, url)
+      const next = locationOf(answer, url, method)
       if (next.protocol !== 'http:' && next.protocol !== 'https:')
         throw new FatalError(`${shownUrl(url)} redirected to ${next.protocol} URL, which is not http or https`)
       if (answer.status === 303 || ((answer.status === 301 || answer.status === 302) && method === 'POST')) {
         method = 'GET'
         body = undefined
-        const { 'content-type': _type, ...rest } = headers
-        headers = rest
+        headers = Object.fromEntries(Object.entries(headers).filter(([k]) => k.toLowerCase() !== 'content-type'))
       }
       // credentials go to the origin they were meant for only (not to another host, nor in clear text)
-      if (next.origin !== url.origin) headers = Object.fromEntries(Object.entries(headers).filter(([k]) => !CREDENTIAL_HEADER.test(k)))
+      if (next.origin !== url.origin) headers = Object.fromEntries(Object.entries(headers).filter(([k]) => CROSS_ORIGIN_HEADER.test(k)))
       url = next
     }
+    // a body that is no UTF-8 text (an image, a zip: or text holding NUL, which JSON in PostgreSQL cannot) as base64
+    const text = bodyText(answer.body, answer.truncated)
     const summary = {
       status: answer.status,
       contentType: answer.contentType,
-      body: answer.body.toString('utf8'),
+      body: text ?? null,
+      ...(text === undefined ? { bodyBase64: answer.body.toString('base64') } : {}),
       truncated: answer.truncated,
     }
     if (answer.status >= 200 && answer.status < 300) return summary

@@ -8,6 +8,7 @@ import { ValidationError } from '../../src/errors.ts'
 import { createWorkerSystem } from '../../src/system.ts'
 import { createHttpHandler, type HttpResolve } from '../../src/worker/http-handler.ts'
 import { useTestDb } from '../db.ts'
+import { capturingLogger } from '../log-capture.ts'
 import { waitFor } from '../wait-for.ts'
 import { useWorkers } from './harness.ts'
 
@@ -30,6 +31,12 @@ beforeAll(async () => {
     else if (req.url === '/unavailable') res.writeHead(503).end('try later')
     else if (req.url?.startsWith('/redirect?to=')) res.writeHead(302, { location: decodeURIComponent(req.url.slice('/redirect?to='.length)) }).end()
     else if (req.url === '/big') res.writeHead(200, { 'content-type': 'text/plain' }).end('x'.repeat(100_000))
+    else if (req.url === '/binary') res.writeHead(200, { 'content-type': 'application/zip' }).end(Buffer.from([0x50, 0x4b, 3, 4, 0, 0, 0xff]))
+    else if (req.url === '/accents') res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(`x${'é'.repeat(3_000)}`)
+    else if (req.url === '/see-other') res.writeHead(303, { location: '/headers' }).end()
+    else if (req.url?.startsWith('/bad-location')) res.writeHead(302, { location: 'http://[::1/elsewhere?token=LOCATION-SECRET' }).end()
+    else if (req.url === '/headers')
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ method: req.method, headers: req.headers }))
     else if (req.url === '/slow') setTimeout(() => res.writeHead(200).end('late'), 2_000)
     else res.writeHead(500).end()
   })
@@ -175,6 +182,58 @@ describe('http handler', () => {
     await startWorker([local])
     const job = await runToEnd({ url: `${base}/big` })
     expect(job.lastExecution?.result).toMatchObject({ status: 200, body: 'x'.repeat(4096), truncated: true })
+  })
+
+  it('keeps a body that is no UTF-8 text, or holds a NUL, as base64, and a UTF-8 body cut within a character as text', async () => {
+    await startWorker([local])
+    const [binary, accents] = await runAllToEnd([{ url: `${base}/binary` }, { url: `${base}/accents` }])
+    expect(binary).toMatchObject({ status: 'COMPLETED', lastExecution: { result: { status: 200, body: null, bodyBase64: 'UEsDBAAA/w==', truncated: false } } })
+    expect(accents?.status).toBe('COMPLETED')
+    expect(accents?.lastExecution?.result).toEqual({
+      status: 200,
+      contentType: 'text/plain; charset=utf-8',
+      body: `x${'é'.repeat(2_047)}`,
+      truncated: true,
+    })
+  })
+
+  it('fails on a redirect whose Location is not a URL without storing or logging what it or the URL called held', async () => {
+    const { log, lines } = capturingLogger<Record<string, unknown>>('debug')
+    await startWorker([local], { log })
+    const job = await runToEnd({ url: `${base}/bad-location?api_key=QUERY-SECRET` }, 1)
+    expect(job).toMatchObject({
+      status: 'FAILED',
+      lastExecution: { error: { message: `GET ${base}/bad-location?… answered 302 with a Location that is not a URL` } },
+    })
+    expect(JSON.stringify(lines)).not.toMatch(/QUERY-SECRET|LOCATION-SECRET/)
+  })
+
+  it('sends on to another origin only standard headers that carry no credential, and every header within one origin', async () => {
+    await startWorker([local])
+    const headers = { Authorization: 'Bearer a', 'Private-Token': 'b', 'X-Goog-Api-Key': 'c', Cookie: 'd', 'X-Note': 'e', Accept: 'application/json' }
+    const port = new URL(base).port
+    const [across, within] = await runAllToEnd([
+      { url: `${base}/redirect?to=${encodeURIComponent(`http://localhost:${port}/headers`)}`, headers },
+      { url: `${base}/redirect?to=${encodeURIComponent('/headers')}`, headers },
+    ])
+    const received = (job: typeof across) => JSON.parse((job?.lastExecution?.result as { body: string }).body).headers as Record<string, string>
+    const acrossHeaders = received(across)
+    expect(acrossHeaders.accept).toBe('application/json')
+    for (const name of ['authorization', 'private-token', 'x-goog-api-key', 'cookie', 'x-note']) expect(acrossHeaders[name], name).toBeUndefined()
+    expect(received(within)).toMatchObject({ authorization: 'Bearer a', 'private-token': 'b', 'x-goog-api-key': 'c', cookie: 'd', 'x-note': 'e' })
+  })
+
+  it('sends no Content-Type, in whatever case given, on the GET a 303 leads to', async () => {
+    await startWorker([local])
+    const job = await runToEnd({
+      url: `${base}/see-other`,
+      method: 'POST',
+      headers: { 'Content-Type': 'text/csv' },
+      body: 'a,b',
+    })
+    const answer = JSON.parse((job.lastExecution?.result as { body: string }).body) as { method: string; headers: Record<string, string> }
+    expect(answer.method).toBe('GET')
+    expect(answer.headers['content-type']).toBeUndefined()
   })
 
   it('refuses an option it does not know, naming it and the known ones, rather than following redirects', () => {
