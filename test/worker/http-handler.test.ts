@@ -73,6 +73,10 @@ async function runAllToEnd(payloads: Array<Record<string, unknown>>, maxAttempts
   )
 }
 
+/** The body the http handler kept in a job's result. */
+const resultBody = (job: { lastExecution?: { result?: unknown } | null } | undefined): string =>
+  String((job?.lastExecution?.result as { body?: unknown } | undefined)?.body)
+
 describe('http handler', () => {
   it('succeeds on 200 with a summary of the response', async () => {
     await startWorker([local])
@@ -216,7 +220,7 @@ describe('http handler', () => {
       { url: `${base}/redirect?to=${encodeURIComponent(`http://localhost:${port}/headers`)}`, headers },
       { url: `${base}/redirect?to=${encodeURIComponent('/headers')}`, headers },
     ])
-    const received = (job: typeof across) => JSON.parse((job?.lastExecution?.result as { body: string }).body).headers as Record<string, string>
+    const received = (job: typeof across) => JSON.parse(resultBody(job)).headers as Record<string, string>
     const acrossHeaders = received(across)
     expect(acrossHeaders.accept).toBe('application/json')
     for (const name of ['authorization', 'private-token', 'x-goog-api-key', 'cookie', 'x-note']) expect(acrossHeaders[name], name).toBeUndefined()
@@ -231,7 +235,7 @@ describe('http handler', () => {
       headers: { 'Content-Type': 'text/csv' },
       body: 'a,b',
     })
-    const answer = JSON.parse((job.lastExecution?.result as { body: string }).body) as { method: string; headers: Record<string, string> }
+    const answer = JSON.parse(resultBody(job)) as { method: string; headers: Record<string, string> }
     expect(answer.method).toBe('GET')
     expect(answer.headers['content-type']).toBeUndefined()
   })
