@@ -82,6 +82,8 @@ function contextFor(id: number, c: SandboxRunContext, controller: AbortControlle
           callback()
         },
       })
+      // as in-process (output-sink.ts): a write after end() is dropped, not an uncaught error that ends the sandbox
+      output.on('error', () => {})
       return output
     },
     ended(): void {

@@ -193,6 +193,17 @@ describe('sandboxed handlers', () => {
     expect(execution).toMatchObject({ state: 'pending', attempt: 0 })
   })
 
+  it('drops a write after the output was ended, as in-process, rather than ending the sandbox', async () => {
+    await startWorker(sandboxed)
+    for (const type of ['end-write.thread', 'end-write.process']) {
+      const { job } = await client().submitJob({ type, maxAttempts: 1 })
+      const e = await settled(job.id)
+      expect(e, type).toMatchObject({ state: 'succeeded', result: 'done' })
+      const { rows } = await sql<{ data: Buffer }>`select data from pgsched.execution_output where execution_id = ${e.id}::uuid order by seq`.execute(t.db)
+      expect(Buffer.concat(rows.map((r) => r.data)).toString(), type).toBe('before end\n')
+    }
+  })
+
   it('keeps a FatalError thrown in a sandbox fatal, and an ordinary error retriable with its name', async () => {
     await startWorker(sandboxed)
     const c = client()
