@@ -206,6 +206,20 @@ export const BOUNDED_READ = '/* bounded read */'
 export const BOUNDED_READ_STATEMENT_TIMEOUT_MS = 5_000
 
 /**
+ * A statement whose text contains this marker answers one row with a `writable` column: a connection
+ * it finds not writable is not given back to the pool (see READ_ONLY below).
+ */
+export const WRITABLE_CHECK = '/* writable check */'
+
+/**
+ * A read-only transaction refused the statement. A session stays as it began: one opened while the
+ * database was read-only (`default_transaction_read_only`, a server that was a standby or not yet
+ * promoted) would refuse every write, and fail the readiness check, until the pool dropped it as idle.
+ * Such a connection is closed, and the next statement gets a new one.
+ */
+const READ_ONLY = '25006'
+
+/**
  * The client-side bound of a bounded read, for all three of its statements (set, read, reset): the
  * statement_timeout plus time for the server's cancel to arrive, so the server's bound acts first
  * whenever the server can still answer.
@@ -238,7 +252,18 @@ function statementName(text: string): string {
 function preparingPool(pool: pg.Pool, answers?: AnswerWatch) {
   /** Connections that must not go back to the pool, with why: a bounded read failed on them. */
   const broken = new WeakMap<pg.PoolClient, Error>()
-  const run = (client: pg.PoolClient, text: unknown, values?: unknown[]): Promise<unknown> => {
+  const readOnly = (client: pg.PoolClient) => (err: unknown) => {
+    if ((err as { code?: unknown } | null)?.code === READ_ONLY) broken.set(client, err as Error)
+    throw err
+  }
+  const run = (client: pg.PoolClient, text: unknown, values?: unknown[]): Promise<unknown> => send(client, text, values).catch(readOnly(client))
+  const send = (client: pg.PoolClient, text: unknown, values?: unknown[]): Promise<unknown> => {
+    if (typeof text === 'string' && text.includes(WRITABLE_CHECK)) {
+      return (client.query as (t: unknown, v?: unknown[]) => Promise<pg.QueryResult>)(text, values).then((r) => {
+        if (r.rows[0]?.writable === false) broken.set(client, new Error('the connection is read-only'))
+        return r
+      })
+    }
     if (typeof text === 'string' && text.includes(PREPARE)) return client.query({ name: statementName(text), text, values })
     if (typeof text === 'string' && text.includes(BOUNDED_READ)) {
       return boundedRead(client, text, values).catch((err: unknown) => {

@@ -5,7 +5,7 @@
  * `pgsched.due` and `pgsched.runs` hold (the view never reads the history for them).
  */
 import { sql, type Kysely } from 'kysely'
-import { BOUNDED_READ } from '../pool.ts'
+import { BOUNDED_READ, WRITABLE_CHECK } from '../pool.ts'
 import type { DB } from '../schema.ts'
 import { servedSql } from './queues.ts'
 
@@ -16,7 +16,7 @@ import { servedSql } from './queues.ts'
  */
 export async function databaseWritable(db: Kysely<DB>): Promise<boolean> {
   const { rows } = await sql<{ writable: boolean }>`
-    select not pg_is_in_recovery() and current_setting('transaction_read_only') = 'off' as writable`.execute(db)
+    select not pg_is_in_recovery() and current_setting('transaction_read_only') = 'off' as writable ${sql.raw(WRITABLE_CHECK)}`.execute(db)
   return rows[0]?.writable ?? false
 }
 
