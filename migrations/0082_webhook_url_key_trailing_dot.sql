@@ -3,9 +3,10 @@
 -- `https://example.com./hook` and `https://example.com/hook` name the same host (a fully qualified
 -- name's trailing dot; the allow-list already reads them as one), but pgsched.webhook_url_key kept the
 -- dot, so a tenant could subscribe the receiver twice in one queue and get every event twice. The key
--- now drops it. As migrations 0068 and 0071 did, subscriptions that become repeats of an earlier one
--- under this comparison are kept as they were and marked duplicate_of (left out of the unique index);
--- the index is built again on the new key.
+-- now drops it. Subscriptions that become repeats of an earlier one under this comparison are kept as
+-- they were and marked duplicate_of (left out of the unique index), as migrations 0068 and 0071 did,
+-- but only among those that repeated none: the repeats migration 0073 pointed at a receiver's
+-- subscription stay so. The index is built again on the new key.
 
 create or replace function pgsched.webhook_url_key(url text) returns text
 language plpgsql immutable strict parallel safe as $$
@@ -77,11 +78,20 @@ comment on function pgsched.webhook_url_key(text) is 'A webhook URL as compared 
 
 drop index pgsched.webhook_subscriptions_target_key;
 
+-- Among the subscriptions that repeat no other (duplicate_of null), those that now share a key: the
+-- earliest stays, the others become its repeats, and so do the repeats they had. Repeats already
+-- marked, and whom they repeat, stay as they are.
+with demoted as (
+  select id, first_id
+    from (select id, first_value(id) over (partition by tenant, queue, md5(pgsched.webhook_url_key(url)) order by created_at, id) as first_id
+            from pgsched.webhook_subscriptions
+           where duplicate_of is null) g
+   where g.first_id <> g.id
+)
 update pgsched.webhook_subscriptions s
-   set duplicate_of = g.first_id
-  from (select id, first_value(id) over (partition by tenant, queue, md5(pgsched.webhook_url_key(url)) order by created_at, id) as first_id
-          from pgsched.webhook_subscriptions) g
- where g.id = s.id and g.first_id <> s.id and s.duplicate_of is distinct from g.first_id;
+   set duplicate_of = d.first_id
+  from demoted d
+ where s.id = d.id or s.duplicate_of = d.id;
 
 create unique index webhook_subscriptions_target_key on pgsched.webhook_subscriptions (tenant, queue, md5(pgsched.webhook_url_key(url))) where duplicate_of is null;
 comment on index pgsched.webhook_subscriptions_target_key is 'A tenant subscribes a receiver once per queue (migrations 0064, 0068, 0071, 0082: URLs compared by pgsched.webhook_url_key); subscriptions kept from before that repeat another (duplicate_of) are left out.';

@@ -23,7 +23,8 @@ describe('scheduler keys', () => {
     expect(key).toMatch(/^psk_[A-Za-z0-9_-]{43}$/)
     expect(created.stderr).toContain('for tenant "acme" created. It is shown only this once')
     const listed = await scheduler(['keys', 'list', '--json'])
-    const keys = JSON.parse(listed.stdout) as Array<{ id: string; tenant: string; name: string; keyPrefix: string; revokedAt: string | null }>
+    const keys = (JSON.parse(listed.stdout) as { items: Array<{ id: string; tenant: string; name: string; keyPrefix: string; revokedAt: string | null }> })
+      .items
     expect(keys).toEqual([expect.objectContaining({ tenant: 'acme', name: 'ci', keyPrefix: key.slice(0, 12), revokedAt: null })])
     expect(listed.stdout).not.toContain(key)
     const table = await scheduler(['keys', 'list'])

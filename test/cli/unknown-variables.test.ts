@@ -120,7 +120,7 @@ describe('a SCHEDULER_ variable that names no setting', () => {
     const env = environment({ ...OTHERS_PORTS, DATABASE_URL: t.url })
     await run('node', ['bin/scheduler', 'migrate'], { env, timeout: 60_000 })
     const { stdout, stderr } = await run('node', ['bin/scheduler', 'keys', 'list', '--json'], { env, timeout: 30_000 })
-    expect(JSON.parse(stdout)).toEqual([])
+    expect(JSON.parse(stdout)).toEqual({ items: [] })
     expect(stderr).toBe('')
   })
 })

@@ -33,6 +33,11 @@ describe('migration 0082 (a host’s trailing dot in webhook URLs)', () => {
       const first = await subscribe('a', 'https://example.com/hook')
       const dotted = await subscribe('a', 'https://Example.COM./hook')
       const otherHost = await subscribe('a', 'https://example.co/hook')
+      // a repeat of the dotted one, as an earlier migration kept it
+      const { rows: repeat } = await sql<{ id: string }>`
+        insert into pgsched.webhook_subscriptions (tenant, url, events, queue, secret, duplicate_of)
+        values ('a', 'https://example.com.:443/hook', '{}', 'default', 'sixteen-chars-ok!', ${dotted}::uuid) returning id`.execute(db)
+      const repeatOfDotted = repeat[0]?.id as string
       await migrate({ databaseUrl: before.url })
       const { rows } = await sql<{ id: string; url: string; duplicate_of: string | null }>`
         select id, url, duplicate_of from pgsched.webhook_subscriptions order by id`.execute(db)
@@ -40,7 +45,9 @@ describe('migration 0082 (a host’s trailing dot in webhook URLs)', () => {
         { id: first, url: 'https://example.com/hook', duplicate_of: null },
         { id: dotted, url: 'https://Example.COM./hook', duplicate_of: first },
         { id: otherHost, url: 'https://example.co/hook', duplicate_of: null },
+        { id: repeatOfDotted, url: 'https://example.com.:443/hook', duplicate_of: first },
       ])
+      // (and the repeats migration 0073 pointed at their receiver's subscription stay so: its test)
       const a = createClient({ db, tenant: 'a' }).webhooks
       await expect(a.create({ url: 'https://example.com.:443/hook' })).rejects.toMatchObject({ name: 'WebhookExistsError', existingId: first })
     } finally {

@@ -43,7 +43,7 @@ describe('API keys over real processes', () => {
     const acme = (await schedulerCli(t.url, ['keys', 'create', '--tenant', 'acme'])).trim()
     const globex = (await schedulerCli(t.url, ['keys', 'create', '--tenant', 'globex'])).trim()
     const revoked = (await schedulerCli(t.url, ['keys', 'create', '--tenant', 'acme', '--name', 'to revoke'])).trim()
-    const listed = JSON.parse(await schedulerCli(t.url, ['keys', 'list', '--json'])) as Array<{ id: string; name: string | null }>
+    const listed = (JSON.parse(await schedulerCli(t.url, ['keys', 'list', '--json'])) as { items: Array<{ id: string; name: string | null }> }).items
     await schedulerCli(t.url, ['keys', 'revoke', listed.find((k) => k.name === 'to revoke')?.id as string])
     const wrong = `psk_${'Z'.repeat(43)}`
     const keys = { acme, globex, revoked, wrong }
