@@ -97,7 +97,7 @@ export function truncationMarker(maxBytes: number): string {
 
 /** Written where output was discarded because the store did not take it in time (unavailable, or too slow). */
 export function droppedMarker(bytes: number): string {
-  return `\n[pgsched: ${bytes} bytes of output dropped: the output store was unavailable]\n`
+  return `\n[pgsched: ${bytes} bytes of output dropped: the output store did not keep up]\n`
 }
 
 /** Which store workers write output to (SCHEDULER_OUTPUT_STORE, parsed). */
