@@ -144,7 +144,18 @@ export async function migrate(params: MigrateParams): Promise<MigrateResult> {
   const watchPool = new pg.Pool({ ...config, Client, max: 1, application_name: 'pgsched-migrate-watch' })
   const watchDb = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: watchPool }) })
   try {
-    await sql`select pg_advisory_lock(${MIGRATE_LOCK_KEY}::bigint)`.execute(db)
+    const { rows: got } = await sql<{ locked: boolean }>`select pg_try_advisory_lock(${MIGRATE_LOCK_KEY}::bigint) as locked`.execute(db)
+    if (got[0]?.locked !== true) {
+      // another migrate runs (or its session has not ended): said, then waited for as long as it takes
+      const { rows: holders } = await sql<{ pid: number; application_name: string; client_addr: string | null; since: Date | null }>`
+        select a.pid, a.application_name, a.client_addr::text as client_addr, a.xact_start as since
+          from pg_locks l join pg_stat_activity a on a.pid = l.pid
+         where l.locktype = 'advisory' and l.granted and l.objsubid = 1
+           and l.classid = (${MIGRATE_LOCK_KEY}::bigint >> 32)::oid and l.objid = (${MIGRATE_LOCK_KEY}::bigint & 4294967295)::oid
+           and l.database = (select oid from pg_database where datname = current_database())`.execute(db)
+      params.log?.info({ holders }, 'waiting for another scheduler migrate to finish (it holds the migration lock)')
+      await sql`select pg_advisory_lock(${MIGRATE_LOCK_KEY}::bigint)`.execute(db)
+    }
     if (params.partitions !== undefined) await assertPartitionCount(db, params.partitions)
     // Always set: 0001_init.sql (frozen) falls back to 16 when the setting is unset, a default
     // that disagrees with ours; setting it here means that fallback is never reached through migrate().
