@@ -29,17 +29,27 @@ export interface WaitForDatabaseParams {
   maxDelayMs?: number
   /** Default STARTUP_CONNECT_TIMEOUT_MS. */
   connectTimeoutMs?: number
+  /** Wait, too, while the database does not accept writes (a standby not yet promoted, a read-only database): a worker's. */
+  writable?: boolean
 }
 
-/** One connection and `select 1`. */
-async function ping(databaseUrl: string, connectTimeoutMs: number): Promise<void> {
+/** One connection and `select 1`; with `writable`, an unreachable-class error while the database takes no writes. */
+async function ping(databaseUrl: string, connectTimeoutMs: number, writable: boolean): Promise<void> {
   const { Client, config } = pgConnection(databaseUrl, { application_name: 'pgsched-startup', connectionTimeoutMillis: connectTimeoutMs })
   const client = new Client(config)
   // An error event after connect failed (a reset mid-handshake) must not crash the process.
   client.on('error', () => undefined)
   try {
     await client.connect()
-    await client.query('select 1')
+    const { rows } = await client.query<{ writable: boolean }>(
+      "select not pg_is_in_recovery() and current_setting('transaction_read_only') = 'off' as writable",
+    )
+    if (writable && rows[0]?.writable !== true) {
+      // (08001: retried as a database that cannot be reached now, as a multi-host URL's search finding no writable host is)
+      throw Object.assign(new Error('the database accepts no writes (a standby not yet promoted, or default_transaction_read_only set)'), {
+        code: '08001',
+      })
+    }
   } finally {
     await client.end().catch(() => undefined)
   }
@@ -55,7 +65,7 @@ export async function waitForDatabase(params: WaitForDatabaseParams): Promise<bo
   const startedAt = Date.now()
   for (let attempt = 1; !params.signal.aborted; attempt++) {
     try {
-      await ping(params.databaseUrl, params.connectTimeoutMs ?? STARTUP_CONNECT_TIMEOUT_MS)
+      await ping(params.databaseUrl, params.connectTimeoutMs ?? STARTUP_CONNECT_TIMEOUT_MS, params.writable === true)
       if (attempt > 1) params.log.info({ attempt, waitedMs: Date.now() - startedAt }, 'database reachable')
       return true
     } catch (err: unknown) {

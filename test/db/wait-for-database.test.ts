@@ -1,3 +1,4 @@
+import { sql } from 'kysely'
 import { afterEach, describe, expect, it } from 'vitest'
 import { waitForDatabase } from '../../src/db/wait-for-database.ts'
 import { useTestDb } from '../db.ts'
@@ -56,6 +57,22 @@ describe('waitForDatabase', () => {
     expect(waits.length).toBeGreaterThanOrEqual(2)
     expect(waits[0]).toMatchObject({ level: 40, err: expect.objectContaining({ message: 'timeout expired' }) })
     expect(lines.at(-1)).toMatchObject({ msg: 'database reachable' })
+  })
+
+  it('waits, for a worker, while the database takes no writes, and returns once it does; answers at once without `writable`', async () => {
+    const name = new URL(t.url).pathname.slice(1)
+    await sql.raw(`alter database ${name} set default_transaction_read_only = on`).execute(t.db)
+    try {
+      expect(await waitForDatabase({ databaseUrl: t.url, log: capturingLogger().log, signal: new AbortController().signal })).toBe(true)
+      const { log, lines } = capturingLogger()
+      const waiting = waitForDatabase({ databaseUrl: t.url, log, signal: new AbortController().signal, writable: true, firstDelayMs: 20, maxDelayMs: 50 })
+      await waitFor(() => lines.length >= 2, { what: 'two waits logged' })
+      expect(JSON.stringify(lines[0])).toContain('the database accepts no writes')
+      await sql.raw(`alter database ${name} reset default_transaction_read_only`).execute(t.db)
+      expect(await waiting).toBe(true)
+    } finally {
+      await sql.raw(`alter database ${name} reset default_transaction_read_only`).execute(t.db)
+    }
   })
 
   it('returns false when the signal aborts the wait', async () => {

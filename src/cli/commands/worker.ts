@@ -78,7 +78,7 @@ export function registerWorker(program: Command): void {
         waiting.abort()
         await system?.stop()
       })
-      if (!(await waitForDatabase({ databaseUrl, log, signal: waiting.signal }))) return
+      if (!(await waitForDatabase({ databaseUrl, log, signal: waiting.signal, writable: true }))) return
       system = createWorkerSystem({ config: { ...config, databaseUrl }, log, handlers })
       // a failed start releases what it had started, so that the failure ends the process (exit code 1)
       await system.start()
