@@ -95,6 +95,14 @@ export function truncationMarker(maxBytes: number): string {
   return `\n[pgsched: output truncated at ${maxBytes} bytes]\n`
 }
 
+/**
+ * Written after the output of a run its stopping worker handed back (its attempt not counted): the next
+ * run of the execution, under the same attempt number, appends its own output after it.
+ */
+export function handedBackMarker(): string {
+  return '\n[pgsched: this run was handed back when its worker stopped (its attempt not counted); the output of the next run follows]\n'
+}
+
 /** Written where output was discarded because the store did not take it in time (unavailable, or too slow). */
 export function droppedMarker(bytes: number): string {
   return `\n[pgsched: ${bytes} bytes of output dropped: the output store did not keep up]\n`

@@ -69,6 +69,11 @@ export class OutputSink {
     this.writable.on('error', ignore)
   }
 
+  /** Adds a line of pgsched's own (a marker), whatever the cap, unless closed. */
+  note(text: string): void {
+    if (!this.closed) this.owner.enqueue(this, Buffer.from(text))
+  }
+
   /** Keeps what fits under the cap; copies buffers (the handler may reuse them once write returns). */
   private accept(chunk: Buffer | string, encoding: BufferEncoding): void {
     if (this.closed) return

@@ -29,8 +29,11 @@ export type { OutputTarget } from './output-sink.ts'
 export interface OutputHandle {
   /** ctx.output. */
   readonly writable: Writable
-  /** Stores what is buffered; resolves with the output URI, or null if nothing was stored. Never rejects. */
-  close(): Promise<string | null>
+  /**
+   * Stores what is buffered, after `note` when given (a line of pgsched's own, past the cap too);
+   * resolves with the output URI, or null if nothing was stored. Never rejects.
+   */
+  close(note?: string): Promise<string | null>
 }
 
 /** Where a worker keeps handler output; see the file header. Implement it to plug in another store. */
@@ -121,7 +124,13 @@ export class BufferedOutputStore implements OutputStore, OutputSinkOwner {
 
   open(target: OutputTarget): OutputHandle {
     const sink = new OutputSink(target, this.p.maxBytes, this)
-    return { writable: sink.writable, close: () => this.close(sink) }
+    return {
+      writable: sink.writable,
+      close: (note?: string) => {
+        if (note !== undefined) sink.note(note)
+        return this.close(sink)
+      },
+    }
   }
 
   async stop(): Promise<void> {

@@ -77,8 +77,11 @@ export class RunContext implements HandlerContext {
     return `HandlerContext ${inspect(this.toJSON(), { ...options, depth: options?.depth == null ? null : depth })}`
   }
 
-  /** Stores what the handler wrote, if it touched its output (resolves with the output URI, or null if nothing was stored); null, synchronously, if not. */
-  closeOutput(): Promise<string | null> | null {
-    return this.outputHandle ? this.outputHandle.close() : null
+  /**
+   * Stores what the handler wrote, if it touched its output, after `note` when given (resolves with the
+   * output URI, or null if nothing was stored); null, synchronously, if not.
+   */
+  closeOutput(note?: string): Promise<string | null> | null {
+    return this.outputHandle ? this.outputHandle.close(note) : null
   }
 }

@@ -14,6 +14,7 @@
  * a cancel aborts the run; stop() gives handlers shutdownGraceMs, then aborts
  * the rest and hands their executions back. Abort reasons: abort-reasons.ts.
  */
+import { handedBackMarker } from '../core/output-uri.ts'
 import { hostname } from 'node:os'
 import { settlesWithin } from '../lib/service.ts'
 import { uuidV7 } from '../lib/uuid-v7.ts'
@@ -400,7 +401,8 @@ export class Worker {
       if (sandboxed.length > 0) await settlesWithin(this.slotsFreed(sandboxed), this.sandboxGraceMs + SANDBOX_END_WAIT_MS)
       // Their output is stored (and later writes discarded) while the lease is still ours: a rerun
       // of the same attempt number must not find chunks of this run arriving after its own.
-      await Promise.all(unfinished.map((run) => run.ctx?.closeOutput()))
+      // (marked as ended here: the rerun, whose attempt number is the same, appends its own after it)
+      await Promise.all(unfinished.map((run) => run.ctx?.closeOutput(handedBackMarker())))
       let released = 0
       const handedBack = this.leases.handBack(unfinished).then((n) => {
         released = n

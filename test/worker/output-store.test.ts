@@ -10,7 +10,7 @@ import { createClient } from '../../src/client.ts'
 import { loadConfig } from '../../src/config.ts'
 import { ValidationError } from '../../src/errors.ts'
 import { createWorkerSystem } from '../../src/system.ts'
-import { droppedMarker, truncationMarker } from '../../src/core/output-uri.ts'
+import { droppedMarker, handedBackMarker, truncationMarker } from '../../src/core/output-uri.ts'
 import { executionOutputAppendMany, executionOutputRead } from '../../src/db/queries/output.ts'
 import { executionPruneFinished } from '../../src/db/queries/prune.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
@@ -195,7 +195,7 @@ describe('a run handed back at shutdown', () => {
     await finished.opened
     // stores whatever the store still holds: a write accepted after the hand-back would land now
     await store.stop()
-    expect(await output(handedBack.id)).toBe('before\n')
+    expect(await output(handedBack.id)).toBe(`before\n${handedBackMarker()}`)
     const rows = await t.db.selectFrom('pgsched.execution_output').select(['created_at']).where('execution_id', '=', handedBack.id).execute()
     expect(rows.length).toBeGreaterThan(0)
     for (const row of rows) expect(row.created_at.getTime()).toBeLessThanOrEqual(handedBack.run_at.getTime())
