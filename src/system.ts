@@ -215,7 +215,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     metricsPort: () => metricsPort,
     webhookDispatcher,
     async start() {
-      if (started) throw new Error('this worker system was started already (a stopped one is not started again: create another)')
+      if (started) throw new InvalidStateError('this worker system was started already (a stopped one is not started again: create another)')
       started = true
       starting = (async () => {
         await outputStore.start()

@@ -6,6 +6,7 @@
  * order within a batch; per execution, in the order they happened. A bare `<batch>` (an id given
  * before migration 0024, or where a stream may resume) stands for "after every event of that batch".
  */
+import { ValidationError } from '../errors.ts'
 
 export const EVENT_TYPES = ['submitted', 'started', 'retrying', 'succeeded', 'failed', 'cancelled', 'expired', 'paused', 'resumed'] as const
 
@@ -132,7 +133,7 @@ export function parseEventPosition(id: string): EventPosition | null {
 /** Orders event ids (or batch numbers, which come after every event of their batch) as the stream does: negative when `a` comes first. */
 export function compareEventIds(a: string, b: string): number {
   const [x, y] = [parseEventPosition(a), parseEventPosition(b)]
-  if (!x || !y) throw new Error(`not an event id: ${JSON.stringify(x ? b : a)}`)
+  if (!x || !y) throw new ValidationError(`not an event id: ${JSON.stringify(x ? b : a)} (ids look like 42-0: <batch>-<index>)`)
   const [bx, by] = [BigInt(x.batch), BigInt(y.batch)]
   if (bx !== by) return bx < by ? -1 : 1
   return (x.index ?? Number.MAX_SAFE_INTEGER) - (y.index ?? Number.MAX_SAFE_INTEGER)

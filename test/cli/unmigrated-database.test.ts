@@ -67,6 +67,7 @@ describe('a database without the pgsched schema', () => {
     expect(refused).toBe('ECONNREFUSED')
     await expect(system.database.db.selectFrom('pgsched.jobs').selectAll().execute()).rejects.toThrow()
     await expect(system.start()).rejects.toThrow('this worker system was started already')
+    await expect(system.start()).rejects.toMatchObject({ name: 'InvalidStateError', code: 'invalid_state' })
     expect(() => createWorkerSystem({ config: loadConfig({}), log: createLogger({ level: 'silent' }), handlers: [] })).toThrow(
       'createWorkerSystem: config.databaseUrl must be set',
     )
