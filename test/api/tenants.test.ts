@@ -134,6 +134,39 @@ describe('admission quotas', () => {
     )
   })
 
+  it('says a batch larger than maxPending itself is never admitted at once, and asks for a retry in a minute, not a second', async () => {
+    const admin = createClient({ db: t.db })
+    await admin.tenants.update('acme', { maxPending: 2 })
+    const acme = createClient({ db: t.db, tenant: 'acme' })
+    const err = await acme.submitJobs(Array.from({ length: 3 }, () => ({ type: 'k' }))).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(QuotaExceededError)
+    expect(err).toMatchObject({ quota: 'maxPending', limit: 2, retryAfterMs: 60_000 })
+    expect((err as Error).message).toBe(
+      'tenant acme has the quota maxPending 2, and 3 submits asked for together are more than it: they are never admitted at once; send at most 2 at a time',
+    )
+    expect((await written()).executions).toBe(0)
+    // a bulk retry over REST the same way: 429 with Retry-After 60, and one of at most the quota passes
+    await admin.tenants.update('acme', { maxPending: null })
+    const ids = (await acme.submitJobs(Array.from({ length: 3 }, () => ({ type: 'k', schedule: { at: '2031-01-01T00:00:00Z' } })))).map((j) => j.id)
+    for (const id of ids) await acme.cancelJob(id)
+    await admin.tenants.update('acme', { maxPending: 2 })
+    const key = await api.keyFor('acme')
+    const bulk = (limit: number) => api.call(key, 'POST', '/v1/jobs/bulk', { action: 'retry', filter: { status: 'CANCELLED' }, limit })
+    const refused = await bulk(1000)
+    expect(refused.statusCode).toBe(429)
+    expect(refused.headers['retry-after']).toBe('60')
+    expect(refused.json().message).toBe(
+      'tenant acme has the quota maxPending 2, and 3 submits asked for together are more than it: they are never admitted at once; send at most 2 at a time',
+    )
+    const passed = await bulk(2)
+    expect(passed.statusCode).toBe(200)
+    expect(passed.json()).toMatchObject({ action: 'retry', changed: 2, remaining: 1 })
+    // at the quota now: the last one waits for work to drain, a retry in a second
+    const full = await bulk(1)
+    expect(full.statusCode).toBe(429)
+    expect(full.headers['retry-after']).toBe('1')
+  })
+
   it("leaves the tenant's pending webhook deliveries out of maxPending: it still submits up to its quota of its own jobs, which still count", async () => {
     const ops = await operatorKey()
     expect((await api.call(ops, 'PATCH', '/v1/tenants/acme', { maxPending: 3 })).statusCode).toBe(200)
