@@ -537,10 +537,7 @@ function makeClient(
       const signal = params.signal ? AbortSignal.any([params.signal, streams.closing]) : streams.closing
       return counted(await streamEvents(db, params.allTenants === true ? null : tenant, { ...params, signal }), streams.gate)
     },
-    webhooks: webhookAdmin(db, tenant, { policy: webhookPolicy, maxPerTenant: webhookMaxPerTenant }, async (ids) => {
-      for (const id of ids) await jobCancel(db, { tenant, id })
-      await jobCancelSweep(db, ids)
-    }),
+    webhooks: webhookAdmin(db, tenant, { policy: webhookPolicy, maxPerTenant: webhookMaxPerTenant }),
 
     async submitJob(input, options, ...extra: unknown[]) {
       assertNoMoreArguments('submitJob', ['input', 'options'], extra)

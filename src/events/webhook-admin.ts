@@ -25,6 +25,8 @@ import {
   type WebhookDeliveryRow,
   type WebhookSubscriptionRow,
 } from '../db/queries/webhooks.ts'
+import { jobCancelMany } from '../db/queries/job-operations.ts'
+import { jobCancelSweep } from '../db/queries/jobs.ts'
 
 export type WebhookSubscription = Omit<WebhookSubscriptionRow, 'secret'>
 export type WebhookDelivery = WebhookDeliveryRow
@@ -166,14 +168,8 @@ function checkSecret(secret: unknown): asserts secret is string {
 /**
  * `policy`: the workers' address rules (SCHEDULER_HTTP_ALLOW), to refuse a URL no delivery could reach;
  * `maxPerTenant`: the most subscriptions the tenant may have (SCHEDULER_WEBHOOK_MAX_PER_TENANT);
- * `cancelJobs`: cancels jobs of the tenant (the client's cancel), for the deliveries of a deleted subscription.
  */
-export function webhookAdmin(
-  db: Kysely<DB>,
-  tenant: string,
-  limits: { policy: AddressPolicy; maxPerTenant: number },
-  cancelJobs: (ids: readonly string[]) => Promise<void>,
-): WebhookAdmin {
+export function webhookAdmin(db: Kysely<DB>, tenant: string, limits: { policy: AddressPolicy; maxPerTenant: number }): WebhookAdmin {
   const { policy, maxPerTenant } = limits
   // an id that is not a UUID is named as such, as for jobs (not "not found")
   const own = async (id: string): Promise<void> => {
@@ -245,11 +241,20 @@ export function webhookAdmin(
     async delete(id, ...extra: unknown[]) {
       takesOnly('delete', ['id'], extra)
       assertUuid(id, 'id')
-      const deleted = await webhookSubscriptionDelete(db, { tenant, id })
+      // its deliveries still to come would only fail (their subscription is gone): cancelled instead, in
+      // the same transaction, so that no attempt starts between the two and finds the subscription gone
+      // with its job still active (a failure of the tenant's)
+      const deleteAndCancel = async (trx: Kysely<DB>) => {
+        const row = await webhookSubscriptionDelete(trx, { tenant, id })
+        if (!row) return undefined
+        const cancelled = (await jobCancelMany(trx, { tenant, ids: await webhookDeliveryJobsLeft(trx, { tenant, subscriptionId: id }) })).jobIds
+        return { row, cancelled }
+      }
+      const deleted = await (db.isTransaction ? deleteAndCancel(db) : db.transaction().execute(deleteAndCancel))
       if (!deleted) throw new NotFoundError(`webhook ${id} not found`)
-      // its deliveries still to come would only fail (their subscription is gone): cancelled instead
-      await cancelJobs(await webhookDeliveryJobsLeft(db, { tenant, subscriptionId: id }))
-      return withoutSecret(deleted)
+      // once committed: what claims and retries in flight moved where the cancel could not see
+      await jobCancelSweep(db, deleted.cancelled)
+      return withoutSecret(deleted.row)
     },
     async deliveries(id, params = {}, ...extra: unknown[]) {
       takesOnly('deliveries', ['id', 'params'], extra)

@@ -5,6 +5,9 @@
  */
 import { createServer, type Server } from 'node:http'
 import { sql } from 'kysely'
+import pg from 'pg'
+import { executionClaimBatch } from '../../src/db/queries/claim.ts'
+import { executionCompleteMany } from '../../src/db/queries/lease.ts'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { signWebhook, verifyWebhookSignature } from '../../src/index.ts'
 import { createClient } from '../../src/client.ts'
@@ -20,11 +23,12 @@ import { createWebhookHandler } from '../../src/worker/webhook-handler.ts'
 import { webhookDeliveryInsert } from '../../src/db/queries/webhooks.ts'
 import { createApiKey } from '../../src/api/auth.ts'
 import { useTestApi } from '../api/helpers.ts'
-import { useTestDb } from '../db.ts'
+import { lockWaiters, useTestDb } from '../db.ts'
 import { useWorkers } from '../worker/harness.ts'
 import { waitFor } from '../wait-for.ts'
 
 const t = useTestDb()
+const W = '00000000-0000-7000-8000-00000000c0de'
 // the receiver is on 127.0.0.1: admitted as the workers' SCHEDULER_HTTP_ALLOW admits it
 const api = useTestApi(t, { httpAllow: '127.0.0.1' })
 const startWorker = useWorkers(t)
@@ -253,6 +257,38 @@ describe('webhooks', () => {
     // nothing shows as a failure of the tenant's
     expect((await api.call(key, 'GET', '/v1/failures')).json()).toEqual({ items: [] })
   }, 60_000)
+
+  it('deletes a subscription and cancels its deliveries in one transaction: none can start in between and find it gone', async () => {
+    const key = await api.keyFor('g')
+    const sub = (await api.call(key, 'POST', '/v1/webhooks', { url, events: ['succeeded'] })).json<{ id: string }>()
+    // a job of the tenant ends; the dispatcher submits its delivery, which waits in pgsched.due (no worker runs it)
+    const g = createClient({ db: t.db, tenant: 'g' })
+    await g.submitJob({ type: 'work' })
+    const [claimed] = await executionClaimBatch(t.db, { workerId: W, queues: ['default'], types: ['work'], limit: 1, leaseMs: 60_000 })
+    if (!claimed) throw new Error('nothing claimed')
+    await executionCompleteMany(t.db, { workerId: W, completions: [{ ...claimed, resultJson: 'null', outputUri: null }] })
+    dispatcher = new WebhookDispatcher({ db: t.db, log: t.log, intervalMs: 100 })
+    dispatcher.start()
+    const delivery = await waitFor(async () => (await g.listJobs({ type: 'pgsched.webhook' })).items[0], { what: 'the delivery job' })
+    // another transaction holds the delivery's job row: the cancel waits for it
+    const holder = new pg.Client({ connectionString: t.url })
+    await holder.connect()
+    try {
+      await holder.query('begin')
+      await holder.query('select id from pgsched.jobs where id = $1 for update', [delivery.id])
+      const deleting = api.call(key, 'DELETE', `/v1/webhooks/${sub.id}`)
+      await waitFor(async () => (await lockWaiters(t.db)) > 0, { what: 'the delete waiting for the delivery job' })
+      // meanwhile the subscription is still there for a delivery attempt that reads it
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pgsched.webhook_subscriptions where id = ${sub.id}::uuid`.execute(t.db)
+      expect(rows[0]?.n).toBe(1)
+      await holder.query('rollback')
+      expect((await deleting).statusCode).toBe(200)
+    } finally {
+      await holder.end()
+    }
+    expect((await g.viewJob(delivery.id)).status).toBe('CANCELLED')
+    expect((await api.call(key, 'GET', `/v1/webhooks/${sub.id}`)).statusCode).toBe(404)
+  })
 
   it('logs a delivery refused for good (a 404) as the end of it: no attempt follows', async () => {
     const key = await api.keyFor('f')
