@@ -15,7 +15,7 @@ import { normalizeSubmit } from '../core/job.ts'
 import { uuidV7 } from '../lib/uuid-v7.ts'
 import { startLoop, type LoopHandle } from '../lib/service.ts'
 import { jobInsertMany } from '../db/queries/jobs.ts'
-import { webhookCursorAdvance, webhookDueAfterCursor, webhookSubscriptionAny, type WebhookDue } from '../db/queries/webhooks.ts'
+import { webhookCursorAdvance, webhookDueAfterCursor, webhookSubscriptionAny, webhookSubscriptionsHeld, type WebhookDue } from '../db/queries/webhooks.ts'
 import { sequenceEvents } from '../events/event-stream.ts'
 
 /** How often a worker looks for events to deliver: the added latency of a webhook. */
@@ -68,9 +68,12 @@ export class WebhookDispatcher {
       const { more, jobs } = await this.o.db.transaction().execute(async (trx) => {
         const { upTo, read, more, due } = await webhookDueAfterCursor(trx, { limit: EVENTS_PER_PASS })
         if (upTo === null) return { more: false, jobs: 0 }
-        await submitDeliveries(trx, due)
+        // only to subscriptions not deleted since the read (nor while this transaction lasts)
+        const held = await webhookSubscriptionsHeld(trx, [...new Set(due.map((d) => d.subscriptionId))])
+        const kept = due.filter((d) => held.has(d.subscriptionId))
+        await submitDeliveries(trx, kept)
         if (read > 0) await webhookCursorAdvance(trx, { to: upTo })
-        return { more, jobs: due.length }
+        return { more, jobs: kept.length }
       })
       total += jobs
       if (!more) break

@@ -290,6 +290,36 @@ describe('webhooks', () => {
     expect((await api.call(key, 'GET', `/v1/webhooks/${sub.id}`)).statusCode).toBe(404)
   })
 
+  it('submits no delivery for a subscription deleted while the dispatcher reads the events: it waits for the delete and leaves it out', async () => {
+    const key = await api.keyFor('h')
+    const sub = (await api.call(key, 'POST', '/v1/webhooks', { url, events: ['succeeded'] })).json<{ id: string }>()
+    const h = createClient({ db: t.db, tenant: 'h' })
+    await h.submitJob({ type: 'work' })
+    const [claimed] = await executionClaimBatch(t.db, { workerId: W, queues: ['default'], types: ['work'], limit: 1, leaseMs: 60_000 })
+    if (!claimed) throw new Error('nothing claimed')
+    await executionCompleteMany(t.db, { workerId: W, completions: [{ ...claimed, resultJson: 'null', outputUri: null }] })
+    // a delete of the subscription in progress: the dispatcher's read sees the subscription still there
+    const holder = new pg.Client({ connectionString: t.url })
+    await holder.connect()
+    let submitted: number
+    try {
+      await holder.query('begin')
+      await holder.query('delete from pgsched.webhook_subscriptions where id = $1', [sub.id])
+      const pass = new WebhookDispatcher({ db: t.db, log: t.log }).runOnce()
+      let settled = false
+      void pass.finally(() => {
+        settled = true
+      })
+      await waitFor(async () => settled || (await lockWaiters(t.db)) > 0, { what: 'the pass ending or waiting for the delete' })
+      await holder.query('commit')
+      submitted = await pass
+    } finally {
+      await holder.end()
+    }
+    expect(submitted).toBe(0)
+    expect((await h.listJobs({ type: 'pgsched.webhook' })).items).toEqual([])
+  })
+
   it('logs a delivery refused for good (a 404) as the end of it: no attempt follows', async () => {
     const key = await api.keyFor('f')
     const sub = (await api.call(key, 'POST', '/v1/webhooks', { url, events: ['succeeded'] })).json<{ id: string }>()

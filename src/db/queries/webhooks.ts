@@ -479,6 +479,20 @@ export async function webhookDueAfterCursor(
   return { upTo: head?.last ?? from, read: head?.read ?? 0, more: head?.more ?? false, due }
 }
 
+/**
+ * Of the subscriptions `ids`, those that still exist, each locked against deletion (FOR KEY SHARE)
+ * until the transaction ends: the dispatcher's read of the events saw them in its snapshot, and a
+ * delete that committed since (or was in progress: this waits for it) would otherwise leave deliveries
+ * of a subscription that is gone, each failing unsent. A delete that comes after waits for this
+ * transaction, then cancels the deliveries it submitted.
+ */
+export async function webhookSubscriptionsHeld(trx: Kysely<DB>, ids: readonly string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set()
+  const { rows } = await sql<{ id: string }>`
+    select id from pgsched.webhook_subscriptions where id = any(${[...ids]}::uuid[]) order by id for key share`.execute(trx)
+  return new Set(rows.map((r) => r.id))
+}
+
 /** Moves the webhooks cursor to batch number `to` (in the transaction that holds it). */
 export async function webhookCursorAdvance(trx: Kysely<DB>, p: { to: string }): Promise<void> {
   await sql`update pgsched.event_cursors set seq = greatest(seq, ${p.to}::bigint) where name = 'webhooks'`.execute(trx)
