@@ -55,12 +55,19 @@ export function parseInstant(value: string, rounding: 'down' | 'up' = 'down'): D
   return instantInRange(date) ? date : undefined
 }
 
-/** Why `value` is not an instant parseInstant takes, for a field named `label` (undefined: it is one). */
-export function instantProblem(value: string, label: string): string | undefined {
-  if (parseInstant(value)) return undefined
+/**
+ * Why `value` is not an instant parseInstant takes with `rounding`, for a field named `label`
+ * (undefined: it is one).
+ */
+export function instantProblem(value: string, label: string, rounding: 'down' | 'up' = 'down'): string | undefined {
+  if (parseInstant(value, rounding)) return undefined
   const m = ISO_INSTANT.exec(value)
   if (!m) return `${label} must be an ISO-8601 instant with a time zone, such as 2030-01-31T09:00:00Z`
   if (!fieldsExist(m)) return `${label} ${JSON.stringify(value)} names a day or time that does not exist`
+  if (rounding === 'up' && parseInstant(value, 'down')) {
+    // within the range to the millisecond, but a start is taken up to the next one, which is past it
+    return `${label} ${JSON.stringify(value)} rounds up to the next millisecond, past the last instant taken (${new Date(INSTANT_RANGE.max).toISOString()})`
+  }
   return `${label} ${JSON.stringify(value)} must be ${INSTANT_RANGE_RULE}`
 }
 

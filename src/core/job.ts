@@ -309,7 +309,7 @@ export function normalizeSubmit(input: SubmitJobInput, now: Date, options: { int
     }
     const parsed = typeof value === 'string' ? parseInstant(value, rounding) : undefined
     if (parsed) return parsed
-    bad(path, instantProblem(typeof value === 'string' ? value : '', path) as string)
+    bad(path, instantProblem(typeof value === 'string' ? value : '', path, rounding) as string)
     return null
   }
 

@@ -231,6 +231,20 @@ const cases: Case[] = [
     path: 'endAt',
   },
   {
+    name: 'a start within the year 9999 to the microsecond, which rounds up past it',
+    body: { type: 'x', schedule: { at: '9999-12-31T23:59:59.9999Z' } },
+    status: 400,
+    message: 'schedule.at "9999-12-31T23:59:59.9999Z" rounds up to the next millisecond, past the last instant taken (9999-12-31T23:59:59.999Z)',
+    path: 'schedule.at',
+  },
+  {
+    name: 'a recurring start that rounds up past the year 9999',
+    body: { type: 'x', schedule: { every: '1h' }, startAt: '9999-12-31T23:59:59.9991Z' },
+    status: 400,
+    message: 'startAt "9999-12-31T23:59:59.9991Z" rounds up to the next millisecond, past the last instant taken (9999-12-31T23:59:59.999Z)',
+    path: 'startAt',
+  },
+  {
     name: 'instant as a number',
     body: { type: 'x', schedule: { at: 1893488400000 } },
     status: 400,
@@ -556,6 +570,15 @@ describe('instants at the ends of the years 0001 to 9999', () => {
     expect(view.statusCode).toBe(200)
     expect(view.json()).toMatchObject({ status: 'COMPLETED', nextRunAt: null, schedule: { startAt: '9999-06-01T00:00:00.000Z' } })
     expect((await api.call(key, 'GET', '/v1/jobs')).statusCode).toBe(200)
+  })
+
+  it('refuses from TypeScript a start that rounds up past them, naming the field and saying why', async () => {
+    const client = createClient({ db: t.db, tenant: 'far' })
+    const message = 'schedule.at "9999-12-31T23:59:59.9999Z" rounds up to the next millisecond, past the last instant taken (9999-12-31T23:59:59.999Z)'
+    await expect(client.submitJob({ type: 'x', schedule: { at: '9999-12-31T23:59:59.9999Z' } })).rejects.toMatchObject({
+      message,
+      details: [{ path: 'schedule.at', message }],
+    })
   })
 
   it('refuses a Date outside them from TypeScript, naming the field', async () => {
