@@ -492,7 +492,7 @@ function makeClient(
     }
     if (outcome.created) {
       const [served, queuePause] = await Promise.all([workerServes(db, n.queue, n.type), queuePauseOf(db, n.queue)])
-      return { job: newJob(n, row.id, row.executionId, tenant, createdBy, now, served, queuePause, outcome.submittedAt), created: true }
+      return { job: newJob(n, row.id, row.executionId, tenant, createdBy, now, served, queuePause, outcome.submittedAt, outcome.fireTimesFrom), created: true }
     }
     if (outcome.rejected) throw refused(outcome.rejected)
     if (outcome.existingRequestHash !== n.requestHash || !outcome.existingJobId) throw conflict(n.idempotencyKey)

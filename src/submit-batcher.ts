@@ -15,6 +15,7 @@ import type { NormalizedSubmit } from './core/job.ts'
 import type { DB } from './db/schema.ts'
 import { admitSubmits, tenantHasQuota } from './db/queries/admission.ts'
 import { jobInsertMany, type JobInsertOutcome } from './db/queries/jobs.ts'
+import { ceilMs } from './db/queries/fragments.ts'
 
 /** A normalised submit given its ids (client.ts withIds). */
 export type SubmitRow = NormalizedSubmit
@@ -272,24 +273,29 @@ export class SubmitBatcher {
     // (the statement of an earlier attempt, still running when its answer was lost, committed since)
     const code = (err as { code?: unknown } | null)?.code
     if (typeof code === 'string' && SQLSTATE.test(code) && code !== UNIQUE_VIOLATION) return group
-    let written: Map<string, Date>
+    let written: Map<string, { at: Date; fireTimesFrom: Date }>
     try {
-      const { rows } = await sql<{ id: string; created_at: Date }>`
-        select id, created_at from pgsched.jobs where id = any(${group.map((e) => e.row.id)}::uuid[])`.execute(this.db)
-      written = new Map(rows.map((r) => [r.id, r.created_at]))
+      const { rows } = await sql<{ id: string; created_at: Date; fire_times_from: Date }>`
+        select id, created_at, ${ceilMs(sql`created_at`)} as fire_times_from from pgsched.jobs where id = any(${group.map((e) => e.row.id)}::uuid[])`.execute(
+        this.db,
+      )
+      written = new Map(rows.map((r) => [r.id, { at: r.created_at, fireTimesFrom: r.fire_times_from }]))
     } catch {
       return group
     }
     if (written.size === 0) return group
     const left: Entry[] = []
     for (const e of group) {
-      const at = written.get(e.row.id)
-      if (at === undefined) left.push(e)
+      const found = written.get(e.row.id)
+      if (found === undefined) left.push(e)
       else if (this.requireSyncStandby) e.reject(new UnreplicatedError(UNREPLICATED_MESSAGE))
       else {
         const outcome: JobInsertOutcome = { id: e.row.id, created: true, existingJobId: null, existingRequestHash: null }
-        if (e.row.kind === 'cron' || e.row.kind === 'interval') outcome.submittedAt = at
-        e.resolve({ outcome, now: at })
+        if (e.row.kind === 'cron' || e.row.kind === 'interval') {
+          outcome.submittedAt = found.at
+          outcome.fireTimesFrom = found.fireTimesFrom
+        }
+        e.resolve({ outcome, now: found.at })
       }
     }
     return left

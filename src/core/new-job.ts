@@ -9,6 +9,8 @@ import { type Job, type NormalizedSubmit, unservedMessage } from './job.ts'
  * @param now the database's time of the insert's transaction (a one-time job's)
  * @param served whether a live worker serves its type in its queue; `queuePause` whether its queue is paused (both as read lately)
  * @param submittedAt a recurring job's submit time by the database's clock (JobInsertOutcome.submittedAt)
+ * @param fireTimesFrom the same up to the whole millisecond, as the dispatcher reckons the first fire time from it
+ *   (JobInsertOutcome.fireTimesFrom)
  */
 export function newJob(
   n: NormalizedSubmit,
@@ -20,6 +22,7 @@ export function newJob(
   served: boolean,
   queuePause: { paused: boolean; pausedAt: Date | null },
   submittedAt: Date = now,
+  fireTimesFrom: Date = submittedAt,
 ): Job {
   const recurring = n.kind === 'cron' || n.kind === 'interval'
   const runAt = n.runAt ?? now
@@ -30,11 +33,11 @@ export function newJob(
   // to come); until that pass the job reads SCHEDULED, as its view does.
   const firstFire =
     n.kind === 'cron'
-      ? n.firstFireAt && firstFireAt({ ...n, kind: 'cron', cronExpression: n.cron }, submittedAt)
+      ? n.firstFireAt && firstFireAt({ ...n, kind: 'cron', cronExpression: n.cron }, fireTimesFrom)
       : n.kind === 'interval'
-        ? n.startAt && n.startAt > submittedAt
+        ? n.startAt && n.startAt > fireTimesFrom
           ? n.startAt
-          : submittedAt
+          : fireTimesFrom
         : null
   const fires = n.kind === 'cron' ? n.firstFireAt !== null : firstFire !== null && (n.endAt === null || firstFire <= n.endAt)
   return {

@@ -177,11 +177,12 @@ describe('recurring jobs after an outage (no dispatcher ran since their next fir
     // the stored next fire time an hour and 5 minutes ago, as after an outage (nothing dispatched since)
     const { rows } = await sql<{ stored: Date; now: Date }>`
       update pgsched.triggers set next_fire_at = now() - interval '65 minutes' where job_id in (${skip.id}, ${once.id}, ${all.id})
-      returning next_fire_at as stored, now() as now`.execute(t.db)
+      returning date_trunc('milliseconds', next_fire_at + interval '999 microseconds') as stored, now() as now`.execute(t.db)
     const stored = (rows[0] as { stored: Date }).stored.getTime()
     const now = (rows[0] as { now: Date }).now.getTime()
     const step = 600_000
-    // the fire times of the schedule: stored + k·10 min; the missed ones are those before now
+    // the fire times of the schedule: stored (up to the millisecond, as the dispatcher takes it) + k·10 min;
+    // the missed ones are those before now
     const lastMissed = stored + 6 * step
     const nextToCome = stored + 7 * step
 

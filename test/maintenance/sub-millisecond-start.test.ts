@@ -75,3 +75,32 @@ describe('a start given to the microsecond', () => {
     expect(exact.job.nextRunAt?.toISOString()).toBe('2030-01-01T00:00:00.250Z')
   })
 })
+
+describe('the next fire times the views report, where the stored one has microseconds', () => {
+  it("name an interval schedule's fire times as the dispatcher then creates them, not a millisecond before", async () => {
+    const client = createClient({ db: t.db, tenant: 'acme' })
+    // a submit whose first fire time (its created_at) has a fraction of a millisecond (all but one in a thousand)
+    let job: Awaited<ReturnType<typeof client.submitJob>>['job']
+    for (;;) {
+      job = (await client.submitJob({ type: 'tick', schedule: { every: '10s' } })).job
+      const { rows } = await sql<{ frac: number }>`
+        select (extract(microseconds from next_fire_at)::bigint % 1000)::int as frac from pgsched.triggers where job_id = ${job.id}::uuid`.execute(t.db)
+      if (rows[0]?.frac !== 0) break
+    }
+    const reply = job.nextRunAt?.toISOString()
+    const viewed = (await client.viewJob(job.id)).nextRunAt?.toISOString()
+    const listed = (await client.listSchedules({ jobId: job.id })).items[0]?.nextFireTimes.map((d) => new Date(d).toISOString())
+    const dispatcher = new TriggerScheduler({ db: t.db, log: t.log, intervalMs: 1000, batchSize: 500, misfireThresholdMs: 5000, aheadMs: 0 })
+    await dispatcher.runOnce()
+    const ran = await t.db.selectFrom('pgsched.executions').select('scheduled_for').where('job_id', '=', job.id).execute()
+    expect(ran).toHaveLength(1)
+    const first = ran[0]?.scheduled_for.toISOString()
+    const after = (await client.viewJob(job.id)).nextRunAt?.toISOString()
+    expect({ reply, viewed, listedFirst: listed?.[0], listedSecond: listed?.[1] }).toEqual({
+      reply: first,
+      viewed: first,
+      listedFirst: first,
+      listedSecond: after,
+    })
+  })
+})

@@ -25,7 +25,7 @@ export const retryRunAt = sql<Date>`now() + floor(random() * least(j.backoff_max
  * before (a start, the next fire time, the submit a first fire time is counted from), which cutting
  * the microseconds off would move up to 999 µs earlier.
  */
-const ceilMs = (x: RawBuilder<unknown>) => sql`date_trunc('milliseconds', ${x} + interval '999 microseconds')`
+export const ceilMs = (x: RawBuilder<unknown>) => sql`date_trunc('milliseconds', ${x} + interval '999 microseconds')`
 
 /**
  * The columns of a claimed trigger (ClaimedTriggerRow without `now`). Expects `t` = pgsched.triggers.

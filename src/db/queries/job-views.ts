@@ -49,6 +49,14 @@ export const latestHost = (e: RawBuilder<unknown>) =>
   sql<string | null>`(select w.host from pgsched.workers w where w.id = coalesce(${e}.worker_id, ${e}.last_worker_id))`
 
 const date = (v: unknown): Date | null => (v === null || v === undefined ? null : new Date(v as string))
+/**
+ * A timestamp's JSON text (microseconds) taken up to the whole millisecond, as the dispatcher takes a
+ * stored fire time or submit time (fragments.ts ceilMs): Date would cut the microseconds off.
+ */
+const dateUpToMs = (text: string): Date => {
+  const d = new Date(text)
+  return /\.\d{3}\d*[1-9]/.test(text) ? new Date(d.getTime() + 1) : d
+}
 
 /** Maps an executions row (or its to_jsonb form) to the domain type. */
 export function toExecution(r: Record<string, unknown>): Execution {
@@ -141,10 +149,10 @@ function toJob(r: JobViewRow): Job {
   const stored = (r.trigger?.next_fire_at as string | null | undefined) ?? null
   const next =
     stored === '-infinity' && schedule
-      ? firstFireSinceSubmitOrNull({ ...schedule, cronExpression: schedule.cron }, new Date(r.trigger?.created_at as string), r.db_now)
+      ? firstFireSinceSubmitOrNull({ ...schedule, cronExpression: schedule.cron }, dateUpToMs(r.trigger?.created_at as string), r.db_now)
       : stored === null
         ? null
-        : new Date(stored)
+        : dateUpToMs(stored)
   // still firing: a next or queued fire time, or an execution created ahead of its fire time (the last one's, when the trigger has no
   // more). One not computed yet counts, as the status filters in SQL count it, until the first pass computes it (or finds none).
   const firing = r.trigger ? stored !== null || r.trigger.queued_fire_at !== null || r.ahead_fire_at !== null : false

@@ -8,7 +8,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { DB } from '../schema.ts'
 import { PREPARE } from '../pool.ts'
 import { keyArray } from './array-literal.ts'
-import { createdAhead, executionErrorSql, executionsFromSubmitted, executionsFromSubmittedPlain, fairShareUnused, historyUpsert } from './fragments.ts'
+import { ceilMs, createdAhead, executionErrorSql, executionsFromSubmitted, executionsFromSubmittedPlain, fairShareUnused, historyUpsert } from './fragments.ts'
 import { withPlainForm, type PlainForm } from './plain-forms.ts'
 import { eventsCaptured, eventsUnheard } from './event-capture.ts'
 import type { NormalizedSubmit } from '../../core/job.ts'
@@ -37,6 +37,11 @@ export interface JobInsertOutcome {
    * which its first fire time is reckoned. Unset for a one-time job, dated by the transaction (now()).
    */
   submittedAt?: Date
+  /**
+   * The same up to the whole millisecond (fragments.ts ceilMs): what the dispatcher reckons the first
+   * fire time from (submittedAt cuts the microseconds off).
+   */
+  fireTimesFrom?: Date
 }
 
 /**
@@ -99,6 +104,7 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
     existing_request_hash: string | null
     now: Date
     submitted_at: Date | null
+    fire_times_from: Date | null
   }>`${sql.raw(PREPARE)}
     with input as (
       select *
@@ -160,7 +166,8 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
            k.job_id as existing_job_id,
            k.request_hash as existing_request_hash,
            now() as now,
-           case when i.kind in ('cron', 'interval') then ${SUBMITTED_AT} end as submitted_at
+           case when i.kind in ('cron', 'interval') then ${SUBMITTED_AT} end as submitted_at,
+           case when i.kind in ('cron', 'interval') then ${ceilMs(SUBMITTED_AT)} end as fire_times_from
       from input i
       left join pgsched.job_idempotency_keys k
         on i.idempotency_key is not null
@@ -176,6 +183,7 @@ export async function jobInsertMany(db: Executor, params: JobInsertManyParams): 
       existingJobId: r.created ? null : r.existing_job_id,
       existingRequestHash: r.created ? null : r.existing_request_hash,
       ...(r.submitted_at === null ? {} : { submittedAt: r.submitted_at }),
+      ...(r.fire_times_from === null ? {} : { fireTimesFrom: r.fire_times_from }),
     })),
   }
 }

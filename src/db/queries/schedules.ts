@@ -5,7 +5,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
 import type { Execution, JobState, MisfirePolicy } from '../../core/job.ts'
-import { aheadFireTime, notAheadOfRecurring } from './fragments.ts'
+import { aheadFireTime, ceilMs, notAheadOfRecurring } from './fragments.ts'
 import { toExecution } from './job-views.ts'
 import { firstFireSinceSubmitOrNull } from '../../core/fire-times.ts'
 
@@ -74,9 +74,10 @@ export async function scheduleList(db: Kysely<DB>, params: ScheduleListParams): 
            -- (an execution created ahead is one whose fire time is still to come, before the trigger's: so
            -- when the trigger's has passed, there is none, and the views read the trigger's under its misfire policy)
            case when t.next_fire_at = '-infinity' or j.state = 'cancelled' then null
-                else least(t.next_fire_at, ${aheadFireTime(sql`j.id`)}) end as next_fire_at,
+                else least(${ceilMs(sql`t.next_fire_at`)}, ${aheadFireTime(sql`j.id`)}) end as next_fire_at,
            -- not computed yet: reckoned from the submit, as the dispatcher's first pass will
-           case when t.next_fire_at = '-infinity' and j.state <> 'cancelled' then t.created_at end as submitted_at,
+           -- (both up to the millisecond, as the dispatcher takes them: claimedTriggerColumns)
+           case when t.next_fire_at = '-infinity' and j.state <> 'cancelled' then ${ceilMs(sql`t.created_at`)} end as submitted_at,
            (select to_jsonb(le) from pgsched.executions le where le.job_id = j.id and ${notAheadOfRecurring(sql`le`, sql`t`)}
              order by le.scheduled_for desc limit 1) as last_execution
       from pgsched.triggers t
