@@ -19,6 +19,7 @@ import { hostname } from 'node:os'
 import { settlesWithin } from '../lib/service.ts'
 import { uuidV7 } from '../lib/uuid-v7.ts'
 import type { ClaimedExecution } from '../db/queries/claim.ts'
+import { executionsLeasedTo } from '../db/queries/lease.ts'
 import { AUTOVACUUM_OFF_WARNING, serverAutovacuumOn } from '../db/queries/ops.ts'
 import { workerChannel, workerMarkStopped, workerRegister } from '../db/queries/workers.ts'
 import type { Logger } from '../logger.ts'
@@ -129,9 +130,7 @@ export class Worker {
         onSettings: (queues) => {
           if (queues.some((q) => o.queues.includes(q))) this.claims.settingsChanged()
         },
-        onCancel: (ids) => {
-          for (const run of ids.map((id) => this.leases.get(id))) if (run) this.abort(run, new CancelledError('execution cancelled'))
-        },
+        onCancel: (ids) => void this.cancelNotified(ids),
         // Not listed while deaf (no submit names it), listed again once it hears.
         onLost: () => {
           this.claims.hearing(false)
@@ -323,6 +322,33 @@ export class Worker {
       )
       this.events?.handedBack?.(surplus.map((r) => r.claimed))
     })
+  }
+
+  /**
+   * A notification on `pgsched_cancel` named executions: those this worker holds are aborted once the
+   * database shows their runs gone (a cancel deletes them before its notification is delivered). One
+   * still leased to this worker was cancelled by nobody: the notification is ignored, and logged. When
+   * the database cannot be asked, nothing is aborted here: a run really cancelled stops when its next
+   * heartbeat finds its lease gone.
+   */
+  private async cancelNotified(ids: readonly string[]): Promise<void> {
+    const held = ids.filter((id) => this.leases.get(id) !== undefined)
+    if (held.length === 0) return
+    let leased: Set<string>
+    try {
+      leased = await executionsLeasedTo(this.o.db, { workerId: this.id, ids: held })
+    } catch (err: unknown) {
+      this.log.warn({ err, executionIds: held }, 'a cancel notification could not be checked: the runs it names stop at their next heartbeat if cancelled')
+      return
+    }
+    const ignored = held.filter((id) => leased.has(id))
+    if (ignored.length > 0) {
+      this.log.warn({ executionIds: ignored }, 'a cancel notification named runs still leased to this worker: no cancel sent it, so they go on')
+    }
+    for (const id of held) {
+      const run = this.leases.get(id)
+      if (run && !leased.has(id)) this.abort(run, new CancelledError('execution cancelled'))
+    }
   }
 
   /**

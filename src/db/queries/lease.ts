@@ -323,3 +323,16 @@ export async function executionReleaseMany(db: Kysely<DB>, params: ExecutionRele
   const { rows } = await executionReleaseManyQuery(params).execute(db)
   return Number(rows[0]?.n ?? 0)
 }
+
+/**
+ * Of `ids`, the executions pgsched.runs still leases to `workerId`. A cancel deletes a run before its
+ * notification on `pgsched_cancel` is delivered (pg_notify takes effect at commit), so a notification
+ * naming a run still leased was sent by no cancel: any role that can connect may send one.
+ */
+export async function executionsLeasedTo(db: Kysely<DB>, params: { workerId: string; ids: readonly string[] }): Promise<Set<string>> {
+  if (params.ids.length === 0) return new Set()
+  const { rows } = await sql<{ id: string }>`${sql.raw(PREPARE)}
+    select execution_id as id from pgsched.runs
+     where execution_id = any(${[...params.ids]}::uuid[]) and worker_id = ${params.workerId}::uuid`.execute(db)
+  return new Set(rows.map((r) => r.id))
+}
