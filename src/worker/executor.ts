@@ -114,8 +114,18 @@ export class Executor {
       this.handlerSettled(run, false, err)
       return
     }
-    if (isThenable(value)) {
-      value.then(
+    // a promise to wait for; any other thenable as `await` takes it (Promise.resolve): what its `then`
+    // throws, or its getter, fails the attempt, and its callbacks count once. Reading it may throw
+    // (a proxy's trap): that fails the attempt too, never the worker.
+    let promise: PromiseLike<unknown> | undefined
+    try {
+      promise = isThenable(value) ? (value instanceof Promise ? value : Promise.resolve(value)) : undefined
+    } catch (err: unknown) {
+      this.handlerSettled(run, false, err)
+      return
+    }
+    if (promise) {
+      promise.then(
         (v) => this.handlerSettled(run, true, v),
         (err: unknown) => this.handlerSettled(run, false, err),
       )
