@@ -124,7 +124,7 @@ export class Executor {
       this.handlerSettled(run, false, err)
       return
     }
-    if (promise) {
+    if (promise !== undefined) {
       promise.then(
         (v) => this.handlerSettled(run, true, v),
         (err: unknown) => this.handlerSettled(run, false, err),

@@ -19,6 +19,7 @@ describe('a handler that returns a thenable whose then throws', () => {
     [
       'then.method',
       () => ({
+        // biome-ignore lint/suspicious/noThenProperty: what the handler returns is exactly this
         then: () => {
           throw new Error('then method failed')
         },
