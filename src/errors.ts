@@ -163,6 +163,47 @@ export function toError(err: unknown): Error {
   return new Error(thrownText(err))
 }
 
+/**
+ * Most characters of a handler error's message that are kept: stored with the attempt (its `error`
+ * and attempt log), logged and served. A longer one (an upstream answer's body put in the message)
+ * is cut, saying how much was left out.
+ */
+export const ERROR_MESSAGE_MAX_CHARS = 16_384
+
+/**
+ * What a handler threw (or its promise rejected with), as the Error its attempt fails with: toError's,
+ * whose message and name can be read and stored. One whose message or name cannot be read (a getter
+ * that throws, a proxy) becomes an Error saying so; a message longer than ERROR_MESSAGE_MAX_CHARS is
+ * cut, in an Error of the same name (a FatalError stays fatal) and the same stack frames. Never throws.
+ */
+export function handlerError(thrown: unknown): Error {
+  let err: Error
+  let message: string
+  let name: string
+  let fatal: boolean
+  try {
+    err = toError(thrown)
+    message = thrownText(err.message)
+    name = thrownText(err.name)
+    fatal = isFatal(err)
+  } catch (readErr: unknown) {
+    return new Error(`the handler threw an error whose message or name cannot be read: ${thrownText(readErr instanceof Error ? readErr.message : readErr)}`)
+  }
+  if (message.length <= ERROR_MESSAGE_MAX_CHARS) return err
+  const cut = `${message.slice(0, ERROR_MESSAGE_MAX_CHARS)}… (${message.length - ERROR_MESSAGE_MAX_CHARS} more characters cut)`
+  const short = fatal ? new FatalError(cut) : new Error(cut)
+  short.name = name
+  try {
+    // V8's stack: the name and message, then the frames
+    const stack = String(err.stack)
+    const head = `${name}: ${message}`
+    if (stack.startsWith(head)) short.stack = `${name}: ${cut}${stack.slice(head.length)}`
+  } catch {
+    // the new error's own stack
+  }
+  return short
+}
+
 /** The text of a thrown value: a string as it is, else its JSON, else its `String()` form. Never throws. */
 export function thrownText(err: unknown): string {
   if (typeof err === 'string') return err

@@ -9,7 +9,7 @@
  */
 import { loudLogger } from '../db/outage.ts'
 import { jsonValueProblem } from '../core/json-value.ts'
-import { FatalError, isFatal, toError } from '../errors.ts'
+import { FatalError, handlerError, isFatal, toError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { LeaseLostError, ShutdownError, TimeoutError, type AbortReason } from './abort-reasons.ts'
 import type { HandlerRegistry } from './handlers.ts'
@@ -197,7 +197,7 @@ export class Executor {
       } else if (ok) {
         this.recordResult(run, ctx, value)
       } else {
-        const error = toError(value)
+        const error = handlerError(value)
         this.p.outcomes.record(run, ctx, { kind: 'fail', error, fatal: isFatal(error), timedOut: false })
       }
     } catch (err: unknown) {
