@@ -169,19 +169,29 @@ async function liveWorkersOf(db: Kysely<DB>, queue: string): Promise<number> {
 /** Longest a pause, or the sweep after a cancel, waits for the claims that were in flight when it committed. */
 const IN_FLIGHT_WAIT_MS = 10_000
 
+/** A write transaction's lock on pgsched.runs (a claim, an outcome write), of pg_locks `l`. */
+const RUNS_WRITE_LOCK = sql`l.locktype = 'relation' and l.mode = 'RowExclusiveLock' and l.granted and l.relation = 'pgsched.runs'::regclass`
+
 /**
  * Waits, blocking no one, until the write transactions on pgsched.runs (claims, outcome writes) that
  * started before now have ended, or IN_FLIGHT_WAIT_MS passed: what a change just committed (a pause,
  * a cancel) could not see of the work in flight.
  */
 export async function claimsInFlightEnded(db: Kysely<DB>): Promise<void> {
-  // As text: microseconds, which a Date would round off.
-  const { rows } = await sql<{ at: string }>`select clock_timestamp()::text as at`.execute(db)
-  const committedBefore = rows[0]?.at as string
+  // The write transactions on pgsched.runs open now, by their virtual transaction ids: pg_locks shows
+  // them to every role, where pg_stat_activity hides another role's transaction start (the workers
+  // may run as a role of their own). Those that began after the change are waited for too: each is
+  // a short statement.
+  const { rows } = await sql<{ open: string[] | null }>`
+    select array_agg(distinct l.virtualtransaction) as open from pg_locks l
+     where ${RUNS_WRITE_LOCK} and l.pid <> pg_backend_pid()`.execute(db)
+  const open = rows[0]?.open ?? []
+  if (open.length === 0) return
   const deadline = Date.now() + IN_FLIGHT_WAIT_MS
   for (;;) {
-    const { rows: open } = await sql<{ n: number }>`select pgsched.claims_in_flight_since(${committedBefore}::timestamptz) as n`.execute(db)
-    if ((open[0]?.n ?? 0) === 0 || Date.now() > deadline) return
+    const { rows: left } = await sql<{ n: number }>`
+      select count(*)::int as n from pg_locks l where ${RUNS_WRITE_LOCK} and l.virtualtransaction = any(${open}::text[])`.execute(db)
+    if ((left[0]?.n ?? 0) === 0 || Date.now() > deadline) return
     await new Promise((r) => setTimeout(r, 5))
   }
 }
