@@ -110,6 +110,22 @@ describe('the roles of docs/roles.md', () => {
     expect((await as(roles.reader, `select pgsched.job_status('${id}') as status`)).rows).toEqual([{ status: expect.any(String) }])
   })
 
+  it("keeps the webhook subscriptions' signing secrets from the read-only role, and every other column readable", async () => {
+    await sql`insert into pgsched.webhook_subscriptions (tenant, url, secret) values ('acme', 'https://example.com/hook', 'a-secret-of-enough-length')`.execute(
+      t.db,
+    )
+    expect((await as(roles.reader, 'select secret from pgsched.webhook_subscriptions')).error).toMatch(/permission denied for table webhook_subscriptions/)
+    expect((await as(roles.reader, 'select * from pgsched.webhook_subscriptions')).error).toMatch(/permission denied/)
+    // the grant names every column but the secret (a column a later migration adds must join it)
+    const { rows: columns } = await sql<{ name: string }>`
+      select column_name as name from information_schema.columns
+       where table_schema = 'pgsched' and table_name = 'webhook_subscriptions' and column_name <> 'secret' order by column_name`.execute(t.db)
+    const list = columns.map((c) => c.name).join(', ')
+    const read = await as(roles.reader, `select ${list} from pgsched.webhook_subscriptions where tenant = 'acme'`)
+    expect(read.error).toBeUndefined()
+    expect(read.rows).toEqual([expect.objectContaining({ tenant: 'acme', url: 'https://example.com/hook' })])
+  })
+
   it("lets the application role submit only through its function, for the function's tenant", async () => {
     const submitted = await as(roles.app, `select billing.submit_invoice('{"invoice": 7}') as id`)
     expect(submitted.error).toBeUndefined()
