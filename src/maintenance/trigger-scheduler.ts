@@ -99,6 +99,8 @@ export interface DispatchOutcome {
   standby?: boolean
   /** Milliseconds from the pass until the earliest next fire time it knows of (null: none known). */
   nextFireInMs?: number | null
+  /** A standby's pass for work the working dispatcher was late with (runOnce's `late`). */
+  late?: boolean
   /** When nextFireInMs was measured (performance.now(): as the answer it comes from arrived). */
   measuredAt?: number
 }
@@ -161,7 +163,10 @@ export class TriggerScheduler {
       total.nextFireInMs = 0 // more are due: the next batch runs at once
     }
     if (total.triggers > 0) this.log.info(total, 'dispatched recurring jobs')
-    this.standingBy = total.standby === true
+    // a late pass is a standby's: it looks again as one (and takes the lock from the oldest worker's
+    // dispatcher only while that one is late)
+    this.standingBy = total.standby === true || late
+    if (late) total.late = true
     return total
   }
 
@@ -302,6 +307,15 @@ export class TriggerScheduler {
     // after the database's clock was read; the slack keeps a loop that wakes on time from finding the
     // fire time not yet due by a rounding (it would then meet it MIN_SLEEP_MS late).
     const untilDue = (outcome.nextFireInMs ?? Number.POSITIVE_INFINITY) + WAKE_SLACK_MS
+    // A standby that just passed for late work (the working dispatcher's worker stopped, and is not yet
+    // seen as gone): it looks again a little after the next pass time, when the working dispatcher would
+    // have handled it, rather than after the interval, so that it keeps the fire times on time (each
+    // late look finds one due, not two: overlap policy skip would drop the second) until its own worker
+    // is the oldest live one. A working dispatcher that is back has handled it by then: nothing is late.
+    if (outcome.late && outcome.triggers > 0) {
+      const lateAt = untilDue + Math.max(MIN_SLEEP_MS, (this.o.aheadMs ?? 0) / 4)
+      return { ms: Math.max(MIN_SLEEP_MS, Math.min(this.o.intervalMs, lateAt)), planned: false }
+    }
     return { ms: Math.max(MIN_SLEEP_MS, Math.min(this.o.intervalMs, untilDue)), planned: untilDue < this.o.intervalMs }
   }
 

@@ -802,6 +802,31 @@ describe('TriggerScheduler', () => {
     for (const r of taken) expect(r.created_at.getTime()).toBeLessThan(r.scheduled_for.getTime())
   })
 
+  it('taking over from a dispatcher that stopped while its worker still looks live, runs every fire time of a skip schedule, none dropped', {
+    timeout: 30_000,
+  }, async () => {
+    const [older, newer] = await twoLiveWorkers()
+    // the job's runs end at once, each well before the next fire time
+    await startWorker([defineHandler('tick', () => 'done')])
+    const { job } = await client().submitJob({ type: 'tick', schedule: { every: 1000 }, overlapPolicy: 'skip' })
+    // the product's defaults: an interval as long as the schedule's, executions of allow schedules 1 s ahead
+    const working = scheduler({ workerId: older, aheadMs: 1000 })
+    const standby = scheduler({ workerId: newer, aheadMs: 1000 })
+    started.push(working, standby)
+    working.start()
+    standby.start()
+    await waitFor(async () => (await fireTimes(job.id)).length >= 2, { timeoutMs: 10_000, what: 'two fire times run' })
+    await working.stop()
+    const stoppedAt = Date.now()
+    await waitFor(async () => (await fireTimes(job.id)).some((x) => Date.parse(x) > stoppedAt + 6_000), {
+      timeoutMs: 15_000,
+      what: 'six seconds of fire times after the stop',
+    })
+    const after = (await fireTimes(job.id)).map((x) => Date.parse(x)).filter((x) => x > stoppedAt - 1_000)
+    // every fire time has its execution: one a second, no gap (a late pass that found two due dropped the second)
+    expect(after.slice(1).map((x, i) => x - (after[i] as number))).toEqual(Array(after.length - 1).fill(1000))
+  })
+
   it("of several workers' dispatchers, the oldest live worker's passes and the others stand by; a standby passes once it is late", async () => {
     // Two worker rows, seen now: the older id's dispatcher works, the other's stands by from its first pass.
     const [older, newer] = await twoLiveWorkers()
