@@ -18,23 +18,40 @@ import { sendError } from './error-handler.ts'
 /** The methods served at a concrete path; empty when no route matches it. */
 export type RouteMethods = (path: string) => string[]
 
-/** Indexes the routes of `app` (call before any route is added). */
+/**
+ * Indexes the routes of `app` (call before any route is added). A path that a static route names
+ * (`/v1/jobs/bulk`) is that route's, as Fastify routes it, not also a parametric route's that would
+ * match it (`/v1/jobs/:id`): its Allow lists the static route's methods only, and a request with
+ * another method, which Fastify would hand to the parametric route (answering for a job id "bulk"),
+ * gets its 405.
+ */
 export function indexRouteMethods(app: FastifyInstance): RouteMethods {
-  const routes: Array<{ pattern: RegExp; methods: string[] }> = []
+  const routes: Array<{ pattern: RegExp; methods: string[]; parametric: boolean }> = []
   app.addHook('onRoute', (route) => {
-    const source = route.url
-      .split('/')
-      .map((part) => (part.startsWith(':') ? '[^/]+' : part === '*' ? '.*' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
-      .join('/')
+    const parts = route.url.split('/')
+    const source = parts.map((part) => (part.startsWith(':') ? '[^/]+' : part === '*' ? '.*' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('/')
     const methods = Array.isArray(route.method) ? route.method : [route.method]
-    routes.push({ pattern: new RegExp(`^${source}$`), methods })
+    routes.push({ pattern: new RegExp(`^${source}$`), methods, parametric: parts.some((p) => p.startsWith(':') || p === '*') })
   })
-  return (path) => {
+  const methodsAt = (path: string): string[] => {
+    const matching = routes.filter((r) => r.pattern.test(path))
+    const named = matching.some((r) => !r.parametric) ? matching.filter((r) => !r.parametric) : matching
     const allowed = new Set<string>()
-    for (const r of routes) if (r.pattern.test(path)) for (const m of r.methods) allowed.add(m)
+    for (const r of named) for (const m of r.methods) allowed.add(m)
     if (allowed.has('GET')) allowed.add('HEAD')
     return [...allowed].sort()
   }
+  app.addHook('onRequest', async (request, reply) => {
+    const url = request.routeOptions.url
+    if (url === undefined || !url.includes(':')) return
+    const path = request.url.split('?')[0] ?? request.url
+    if (!routes.some((r) => !r.parametric && r.pattern.test(path))) return
+    const allowed = methodsAt(path)
+    if (allowed.includes(request.method)) return
+    reply.header('allow', allowed.join(', '))
+    return sendError(reply, 405, `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`)
+  })
+  return methodsAt
 }
 
 /** Refuses request bodies with a Content-Encoding other than identity (415), before they are read. */

@@ -49,6 +49,24 @@ describe('HTTP conventions', () => {
     expect(unknown.headers.allow).toBeUndefined()
   })
 
+  it("answers a method a static path does not serve (/v1/jobs/bulk, /v1/jobs/export) 405 with that path's Allow, not as a job id", async () => {
+    const key = await api.keyFor('acme')
+    const cases: Array<[string, string, string]> = [
+      ['GET', '/v1/jobs/bulk', 'POST'],
+      ['DELETE', '/v1/jobs/bulk', 'POST'],
+      ['DELETE', '/v1/jobs/export?format=csv', 'GET, HEAD'],
+      ['POST', '/v1/jobs/export', 'GET, HEAD'],
+    ]
+    for (const [method, url, allow] of cases) {
+      const res = await api.app.inject({ method: method as 'GET', url, headers: { authorization: `Bearer ${key}` } })
+      expect(res.statusCode, `${method} ${url}`).toBe(405)
+      expect(res.headers.allow, `${method} ${url}`).toBe(allow)
+      expect(res.json().message, `${method} ${url}`).toBe(`${method} is not allowed on ${url.split('?')[0]}; allowed: ${allow}`)
+    }
+    // a job id there is still a job id
+    expect((await api.call(key, 'GET', '/v1/jobs/00000000-0000-7000-8000-000000000001')).statusCode).toBe(404)
+  })
+
   it('answers a body with a Content-Encoding other than identity 415, and accepts identity', async () => {
     const key = await api.keyFor('acme')
     const body = JSON.stringify({ type: 'x' })
