@@ -139,6 +139,27 @@ describe('GET /openapi.json', () => {
     })
   })
 
+  it('documents X-Request-Id on every response, and Location on the 201 of a created job or webhook', async () => {
+    const doc = (await api.app.inject({ method: 'GET', url: '/openapi.json' })).json() as Doc
+    const withoutId: string[] = []
+    for (const [path, methods] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(methods)) {
+        for (const [status, response] of Object.entries(op.responses)) {
+          if (!(response as { headers?: Record<string, unknown> }).headers?.['X-Request-Id']) withoutId.push(`${method.toUpperCase()} ${path} ${status}`)
+        }
+      }
+    }
+    expect(withoutId).toEqual([])
+    const created = (path: string) => Object.keys((doc.paths[path]?.post?.responses['201'] as { headers?: Record<string, unknown> }).headers ?? {}).sort()
+    expect(created('/v1/webhooks')).toEqual(['Location', 'X-Request-Id'])
+    // and the reply carries them
+    const key = await api.keyFor('acme')
+    const res = await api.call(key, 'POST', '/v1/webhooks', { url: 'https://hooks.example.com/a' })
+    expect(res.statusCode).toBe(201)
+    expect(res.headers.location).toBe(`/v1/webhooks/${res.json().id}`)
+    expect(res.headers['x-request-id']).toEqual(expect.any(String))
+  })
+
   it('serves the documentation UI at /docs', async () => {
     const res = await api.app.inject({ method: 'GET', url: '/docs/' })
     expect(res.statusCode).toBe(200)

@@ -9,7 +9,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { EventType } from '../../core/events.ts'
 import { EVENT_ID_PATTERN } from '../../core/events.ts'
 import { ValidationError } from '../../errors.ts'
-import { CommonErrors, StreamLimitResponse } from '../schemas/error.ts'
+import { CommonErrors, REQUEST_ID_HEADER, StreamLimitResponse } from '../schemas/error.ts'
 import { EventStreamQuery } from '../schemas/event.ts'
 import { watchApiKey, type RouteDeps } from './deps.ts'
 
@@ -38,7 +38,11 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         security: [{ apiKey: [] }],
         querystring: EventStreamQuery,
         response: {
-          200: { description: 'An endless text/event-stream; each `data:` is an Event.', content: { 'text/event-stream': { schema: { $ref: 'Event#' } } } },
+          200: {
+            description: 'An endless text/event-stream; each `data:` is an Event.',
+            headers: REQUEST_ID_HEADER,
+            content: { 'text/event-stream': { schema: { $ref: 'Event#' } } },
+          },
           ...CommonErrors,
           429: StreamLimitResponse,
         },

@@ -19,7 +19,7 @@ import { NotFoundError } from '../../errors.ts'
 import { abortableSleep } from '../../lib/service.ts'
 import { OutputGoneError, type OutputReader, type OutputReaders } from '../output-readers.ts'
 import { IdParams } from '../schemas/common.ts'
-import { CommonErrors, ErrorResponses, StreamLimitResponse } from '../schemas/error.ts'
+import { CommonErrors, ErrorResponses, REQUEST_ID_HEADER, StreamLimitResponse } from '../schemas/error.ts'
 import { watchApiKey, type RouteDeps } from './deps.ts'
 import { clientForExecution } from './job-operations.ts'
 
@@ -149,6 +149,7 @@ export const executionRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app,
         response: {
           200: {
             description: 'The stored output (with `follow=true`, sent as it is stored).',
+            headers: REQUEST_ID_HEADER,
             content: {
               'text/plain': { schema: { type: 'string' } },
               'application/octet-stream': { schema: { type: 'string', format: 'binary' } },

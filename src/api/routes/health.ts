@@ -11,7 +11,7 @@ import type { Kysely } from 'kysely'
 import type { DB } from '../../db/schema.ts'
 import { pendingMigrations } from '../../db/migrate.ts'
 import { databaseWritable } from '../../db/queries/ops.ts'
-import { ErrorRef, documented } from '../schemas/error.ts'
+import { ErrorRef, REQUEST_ID_HEADER, documented } from '../schemas/error.ts'
 import { READ_ONLY_MESSAGE, sendError } from '../error-handler.ts'
 import type { ApiMetrics } from '../metrics.ts'
 
@@ -90,7 +90,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesDeps> = async (
         operationId: 'metrics',
         tags: ['ops'],
         summary: 'Prometheus metrics',
-        response: { 200: { description: 'Prometheus text format.', content: { 'text/plain': { schema: { type: 'string' } } } } },
+        response: { 200: { description: 'Prometheus text format.', headers: REQUEST_ID_HEADER, content: { 'text/plain': { schema: { type: 'string' } } } } },
       },
     },
     async (_request, reply) => {

@@ -11,7 +11,7 @@ import type { Client } from '../../client.ts'
 import type { Job } from '../../core/job.ts'
 import type { JobOperations } from '../../job-operations.ts'
 import { IdParams } from '../schemas/common.ts'
-import { CommonErrors, ErrorRef, ErrorResponses, documented } from '../schemas/error.ts'
+import { CommonErrors, ErrorRef, ErrorResponses, REQUEST_ID_HEADER, documented } from '../schemas/error.ts'
 import { JobRef, jobToJson } from '../schemas/job.ts'
 import { BulkJobsBodyRef, BulkJobsResultRef, ExportJobsQuery } from '../schemas/operations.ts'
 import { jobsCsv, jobsJsonArray } from '../jobs-csv.ts'
@@ -101,7 +101,7 @@ export const jobOperationRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (a
         security,
         params: IdParams,
         response: {
-          204: { description: 'Deleted.', type: 'null' },
+          204: { description: 'Deleted.', type: 'null', headers: REQUEST_ID_HEADER },
           ...CommonErrors,
           404: ErrorResponses[404],
           409: documented(ErrorRef, 'The job is not finished; the message names its status.'),
@@ -156,6 +156,10 @@ export const jobOperationRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (a
         response: {
           200: {
             description: 'The jobs.',
+            headers: {
+              ...REQUEST_ID_HEADER,
+              'Content-Disposition': { type: 'string', description: 'attachment, with a file name ending in .json or .csv.' },
+            },
             content: {
               'application/json': { schema: { type: 'array', items: { $ref: 'Job#' } } },
               'text/csv': { schema: { type: 'string' } },

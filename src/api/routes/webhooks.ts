@@ -56,7 +56,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
           'each with whether it is enabled: a subscription whose delivery attempts have failed, none succeeding, for SCHEDULER_WEBHOOK_DISABLE_AFTER_MS (1 hour), at least SCHEDULER_WEBHOOK_DISABLE_AFTER_FAILURES (20) of them, is disabled until an update enables it (`failingSince`, `disabledAt`, `disabledReason`).',
         security,
         querystring: WebhookListQuery,
-        response: { 200: WebhookListSchema, ...CommonErrors, 403: ErrorResponses[403] },
+        response: { 200: documented(WebhookListSchema, 'The subscriptions, without their secrets.'), ...CommonErrors, 403: ErrorResponses[403] },
       },
     },
     async (request) => ({ items: (await operationsFor(deps, request).listWebhooks(request.query)).map(webhookToJson) }),
@@ -78,7 +78,9 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         security,
         body: CreateWebhookBody,
         response: {
-          201: CreatedWebhookSchema,
+          201: documented(CreatedWebhookSchema, 'The subscription, with its secret (shown only here).', {
+            Location: { type: 'string', description: 'The subscription: `/v1/webhooks/{id}`.' },
+          }),
           ...CommonErrors,
           409: subscribedAlready(
             'nothing was written (each event would be delivered twice); change the event types of that one instead. ' +
@@ -105,7 +107,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         description: 'The subscription, without its secret (shown only when it was created).',
         security,
         params: WebhookParams,
-        response: { 200: WebhookRef, ...CommonErrors, 404: ErrorResponses[404] },
+        response: { 200: documented(WebhookRef, 'The subscription, without its secret.'), ...CommonErrors, 404: ErrorResponses[404] },
       },
     },
     async (request) => webhookToJson(await (await clientForWebhook(deps, request, request.params.id)).webhooks.view(request.params.id)),
@@ -127,7 +129,12 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         security,
         params: WebhookParams,
         body: UpdateWebhookBodyRef,
-        response: { 200: WebhookRef, ...CommonErrors, 404: ErrorResponses[404], 409: subscribedAlready('nothing was changed') },
+        response: {
+          200: documented(WebhookRef, 'The subscription as changed, without its secret.'),
+          ...CommonErrors,
+          404: ErrorResponses[404],
+          409: subscribedAlready('nothing was changed'),
+        },
       },
       // no body, or an empty one, is none (json-body.ts): an empty patch, refused naming the fields it takes
       preValidation: async (request) => {
@@ -148,7 +155,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
           'No further deliveries start: its delivery jobs with work left are cancelled (a delivery running is told to stop). The delivery log goes with it.',
         security,
         params: WebhookParams,
-        response: { 200: WebhookRef, ...CommonErrors, 404: ErrorResponses[404] },
+        response: { 200: documented(WebhookRef, 'The subscription deleted, without its secret.'), ...CommonErrors, 404: ErrorResponses[404] },
       },
     },
     async (request) => webhookToJson(await (await clientForWebhook(deps, request, request.params.id)).webhooks.delete(request.params.id)),
@@ -166,7 +173,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         security,
         params: WebhookParams,
         querystring: DeliveryQuery,
-        response: { 200: DeliveryListSchema, ...CommonErrors, 404: ErrorResponses[404] },
+        response: { 200: documented(DeliveryListSchema, 'A page of delivery attempts, newest first.'), ...CommonErrors, 404: ErrorResponses[404] },
       },
     },
     async (request) => {
