@@ -150,7 +150,8 @@ describe('GET /openapi.json', () => {
       }
     }
     expect(withoutId).toEqual([])
-    const created = (path: string) => Object.keys((doc.paths[path]?.post?.responses['201'] as { headers?: Record<string, unknown> }).headers ?? {}).sort()
+    const created = (path: string) =>
+      Object.keys((doc.paths[path]?.post?.responses['201'] as { headers?: Record<string, unknown> } | undefined)?.headers ?? {}).sort()
     expect(created('/v1/webhooks')).toEqual(['Location', 'X-Request-Id'])
     // and the reply carries them
     const key = await api.keyFor('acme')
