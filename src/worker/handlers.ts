@@ -169,8 +169,17 @@ export class HandlerRegistry {
 export async function loadHandlerModule(path: string): Promise<Handler[]> {
   const href = moduleUrl(path)
   let mod: Record<string, unknown>
+  // A module whose top-level await never settles, with nothing else left to run, would end the
+  // process with code 13 and nothing said: the loop's emptying (beforeExit) is taken as its error.
+  let unsettled: (() => void) | undefined
   try {
-    mod = (await import(href)) as Record<string, unknown>
+    mod = (await Promise.race([
+      import(href),
+      new Promise<never>((_resolve, reject) => {
+        unsettled = () => reject(new Error('its top-level await never settles (nothing it waits for is left to happen)'))
+        process.once('beforeExit', unsettled)
+      }),
+    ])) as Record<string, unknown>
   } catch (err: unknown) {
     // the module's own error (a syntax error, a throw while it loads) says neither which module nor where
     const message = err instanceof Error ? err.message : String(err)
@@ -181,6 +190,8 @@ export async function loadHandlerModule(path: string): Promise<Handler[]> {
     const file = href.startsWith('file:') ? fileURLToPath(href) : href
     const line = (err instanceof SyntaxError ? syntaxErrorLine(href) : undefined) ?? lineIn(stack, href) ?? lineIn(stack, file)
     throw new Error(`could not load the handlers module ${path}${line === undefined ? '' : ` (line ${line})`}: ${message}`, { cause: err })
+  } finally {
+    if (unsettled) process.off('beforeExit', unsettled)
   }
   // Each knows its module, so a sandbox can load it.
   const found = handlersIn(mod).map((h) => (h.module ? h : { ...h, module: href }))

@@ -59,4 +59,12 @@ describe('scheduler worker --handlers with a module that cannot be loaded', () =
     expect(r.code).toBe(1)
     expect(r.stderr).toContain(`scheduler: could not load the handlers module ${join(dir, 'missing.mjs')}: Cannot find module`)
   })
+
+  it('names a module whose top-level await never settles, rather than exiting with nothing said', async () => {
+    const r = await workerWith('forever.mjs', 'await new Promise(() => {})\nexport const x = 1\n')
+    expect(r.code).toBe(1)
+    expect(r.stderr).toContain(
+      `scheduler: could not load the handlers module ${join(dir, 'forever.mjs')}: its top-level await never settles (nothing it waits for is left to happen)`,
+    )
+  })
 })
