@@ -250,3 +250,26 @@ describe('pgsched.submit_job', () => {
     expect(rows).toEqual([{ next_fire_at: null }])
   })
 })
+
+describe('pgsched.submit_job of a one-time job', () => {
+  it.each([
+    [`misfire_policy => 'skip'`, { misfirePolicy: 'skip' as const }, "misfire_policy applies only to recurring schedules (cron or every), got 'skip'"],
+    [
+      `misfire_policy => 'fire_all'`,
+      { misfirePolicy: 'fire_all' as const },
+      "misfire_policy applies only to recurring schedules (cron or every), got 'fire_all'",
+    ],
+    [`overlap_policy => 'queue'`, { overlapPolicy: 'queue' as const }, "overlap_policy applies only to recurring schedules (cron or every), got 'queue'"],
+  ])('refuses %s as the client refuses it, naming the argument', async (arg, field, message) => {
+    await expect(createClient({ db: t.db }).submitJob({ type: 'x', ...field })).rejects.toThrow('applies only to recurring schedules')
+    const err = await sql`select pgsched.submit_job('x', ${sql.raw(arg)})`.execute(t.db).catch((e: unknown) => e)
+    expect(err).toMatchObject({ code: '22023', message })
+    expect(await t.db.selectFrom('pgsched.jobs').selectAll().execute()).toEqual([])
+  })
+
+  it('takes the policies of a recurring job, and a one-time job with their defaults named', async () => {
+    await sql`select pgsched.submit_job('x', every => interval '1 hour', misfire_policy => 'skip', overlap_policy => 'queue')`.execute(t.db)
+    await sql`select pgsched.submit_job('x', misfire_policy => 'fire_once', overlap_policy => 'allow')`.execute(t.db)
+    expect(await t.db.selectFrom('pgsched.jobs').select('id').execute()).toHaveLength(2)
+  })
+})
