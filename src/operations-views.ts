@@ -68,6 +68,10 @@ export interface ListQueuesParams {
 
 export interface ListWebhooksParams {
   tenant?: string
+  /** Most subscriptions listed (1-1000; default every one). */
+  limit?: number
+  /** Only those after this subscription id (the last one of the previous page). */
+  afterId?: string
 }
 
 export interface OperationsViews {
@@ -90,7 +94,7 @@ const FAILURES_FIELDS: FieldSet<ListFailuresParams> = { queue: true, type: true,
 const SCHEDULES_FIELDS: FieldSet<ListSchedulesParams> = { limit: true, cursor: true, tenant: true, jobId: true }
 const STATS_FIELDS: FieldSet<StatsParams> = { minutes: true, queue: true, tenant: true }
 const QUEUES_FIELDS: FieldSet<ListQueuesParams> = { tenant: true }
-const WEBHOOKS_FIELDS: FieldSet<ListWebhooksParams> = { tenant: true }
+const WEBHOOKS_FIELDS: FieldSet<ListWebhooksParams> = { tenant: true, limit: true, afterId: true }
 
 /** Most failure groups listed; most workers listed. */
 const FAILURE_GROUPS_MAX = 500
@@ -184,7 +188,10 @@ export function operationsViews(db: Kysely<DB>, own: string | null): OperationsV
     async listWebhooks(params = {}, ...extra: unknown[]) {
       assertNoMoreArguments('listWebhooks', ['params'], extra, RUNS_ON_CLIENT)
       assertKnownFields(params, WEBHOOKS_FIELDS, 'listWebhooks params')
-      return (await webhookSubscriptionList(db, { tenant: tenantOf(params.tenant) })).map(({ secret: _secret, ...rest }) => rest)
+      const { limit, afterId } = params
+      if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 1000)) throw fail('limit', 'limit must be an integer from 1 to 1000')
+      if (afterId !== undefined) assertUuid(afterId, 'afterId')
+      return (await webhookSubscriptionList(db, { tenant: tenantOf(params.tenant), limit, afterId })).map(({ secret: _secret, ...rest }) => rest)
     },
 
     async tenantOfWebhook(id, ...extra: unknown[]) {

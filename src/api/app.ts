@@ -24,7 +24,7 @@ import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
 import { buildNullableSerializer } from './serializer.ts'
 import { createApiKey, createAuthenticator } from './auth.ts'
-import { apiKeyList, apiKeyRevoke } from '../db/queries/api-keys.ts'
+import { apiKeyPage, apiKeyRevoke } from '../db/queries/api-keys.ts'
 import { KEY_USE_WRITE_INTERVAL_MS, createKeyUseRecorder } from './key-use-recorder.ts'
 import { TenantClients } from './tenant-clients.ts'
 import { frameworkErrorHandler, registerErrorHandling } from './error-handler.ts'
@@ -309,7 +309,7 @@ export function buildApp(deps: AppDeps) {
         keyRecheckMs: Math.max(KEY_RECHECK_MIN_MS, deps.apiKeyCacheMs ?? 5000),
         streams: new StreamSlots(deps.maxStreamsPerTenant ?? STREAMS_PER_TENANT_DEFAULT),
         keys: {
-          list: (params) => apiKeyList(deps.db, params),
+          list: (params) => apiKeyPage(deps.db, params),
           create: (params) => createApiKey(deps.db, { ...params, operator: false }),
           revoke: async (id) => {
             const revoked = await apiKeyRevoke(deps.db, { id })

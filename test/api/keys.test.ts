@@ -3,6 +3,7 @@
  * keys (the secret once, in the answer) and revoke keys, which stop working at once in the answering
  * process even while cached; every other key gets 403, and no operator key is made over HTTP.
  */
+import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildApp, type App } from '../../src/api/app.ts'
 import { createApiKey } from '../../src/api/auth.ts'
@@ -53,6 +54,34 @@ describe('/v1/keys', () => {
     const me = (await call(ops, 'GET', '/v1/identity')).json<{ keyId: string }>().keyId
     expect(logged.lines.filter((l) => l.msg === 'API key created')).toEqual([expect.objectContaining({ keyId: body.id, tenant: 'acme', byKeyId: me })])
     expect(JSON.stringify(logged.lines)).not.toContain(body.key)
+  })
+
+  it('lists the keys a page at a time, oldest first, each once, however many share a creation time', async () => {
+    const ops = (await createApiKey(t.db, { tenant: 'ops', operator: true })).key
+    // 120 keys, in groups made in one statement each (one creation time per group)
+    for (let g = 0; g < 4; g++) {
+      await sql`insert into pgsched.api_keys (tenant, name, key_prefix, key_hash)
+                select 'many', 'k' || i, 'psk_x', sha256(convert_to(gen_random_uuid()::text, 'UTF8')) from generate_series(1, 30) i`.execute(t.db)
+    }
+    const seen: string[] = []
+    let cursor: string | null = null
+    let pages = 0
+    do {
+      const res = await call(ops, 'GET', `/v1/keys?tenant=many&limit=50${cursor ? `&cursor=${cursor}` : ''}`)
+      expect(res.statusCode).toBe(200)
+      const page = res.json<{ items: Array<{ id: string; tenant: string }>; nextCursor: string | null }>()
+      seen.push(...page.items.map((k) => k.id))
+      cursor = page.nextCursor
+      pages++
+    } while (cursor !== null && pages < 10)
+    expect(pages).toBe(3)
+    const { rows } = await sql<{ id: string }>`select id from pgsched.api_keys where tenant = 'many' order by created_at, id`.execute(t.db)
+    expect(seen).toEqual(rows.map((r) => r.id))
+    // the default page is 50; a cursor that is not one is refused
+    expect((await call(ops, 'GET', '/v1/keys')).json<{ items: unknown[] }>().items).toHaveLength(50)
+    const bad = await call(ops, 'GET', '/v1/keys?cursor=bm90LWEtY3Vyc29y')
+    expect(bad.statusCode).toBe(400)
+    expect(bad.json().message).toBe('cursor is invalid; pass nextCursor from the previous page')
   })
 
   it('revokes a key, which fails at once though it was just accepted, and keeps its first revocation time', async () => {

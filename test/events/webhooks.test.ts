@@ -93,7 +93,10 @@ describe('webhooks', () => {
     expect(created.statusCode).toBe(201)
     const sub = created.json<{ id: string; secret: string; events: string[] }>()
     expect(sub.secret).toMatch(/^[0-9a-f]{64}$/)
-    expect((await api.call(key, 'GET', '/v1/webhooks')).json()).toEqual({ items: [expect.not.objectContaining({ secret: expect.anything() })] })
+    expect((await api.call(key, 'GET', '/v1/webhooks')).json()).toEqual({
+      items: [expect.not.objectContaining({ secret: expect.anything() })],
+      nextCursor: null,
+    })
 
     answers = [500, 500, 500]
     dispatcher = new WebhookDispatcher({ db: t.db, log: t.log, intervalMs: 100 })
@@ -130,7 +133,7 @@ describe('webhooks', () => {
     // another tenant sees neither the subscription nor its log
     const other = await api.keyFor('b')
     expect((await api.call(other, 'GET', `/v1/webhooks/${sub.id}/deliveries`)).statusCode).toBe(404)
-    expect((await api.call(other, 'GET', '/v1/webhooks')).json()).toEqual({ items: [] })
+    expect((await api.call(other, 'GET', '/v1/webhooks')).json()).toEqual({ items: [], nextCursor: null })
   }, 90_000)
 
   it("tells the receiver why an attempt failed: the retrying and failed events carry the handler's error", async () => {
@@ -604,6 +607,16 @@ describe('webhooks', () => {
       ['hooks-b', ofB.id],
     ])
     expect(ids(await api.call(operator, 'GET', '/v1/webhooks?tenant=hooks-b'))).toEqual([['hooks-b', ofB.id]])
+    // a page at a time: every one once, in order
+    const paged: string[][] = []
+    let cursor: string | null = null
+    do {
+      const page: { json<T>(): T } = await api.call(operator, 'GET', `/v1/webhooks?limit=1${cursor ? `&cursor=${cursor}` : ''}`)
+      paged.push(...ids(page))
+      cursor = page.json<{ nextCursor: string | null }>().nextCursor
+    } while (cursor !== null && paged.length <= all.length)
+    expect(paged).toEqual(all)
+    expect((await api.call(operator, 'GET', '/v1/webhooks?limit=0')).statusCode).toBe(400)
     // a tenant key: its own only, naming another is refused
     expect(ids(await api.call(a, 'GET', '/v1/webhooks'))).toEqual([['hooks-a', ofA.id]])
     expect(ids(await api.call(a, 'GET', '/v1/webhooks?tenant=hooks-a'))).toEqual([['hooks-a', ofA.id]])

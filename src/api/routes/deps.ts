@@ -33,7 +33,8 @@ export interface RouteDeps {
   streams: StreamSlots
   /** API keys of every tenant (the /keys routes, which check for an operator key first). */
   keys: {
-    list(params: { tenant?: string }): Promise<ApiKey[]>
+    /** A page, oldest first (`after`: the previous page's `next`). */
+    list(params: { tenant?: string; limit: number; after?: string }): Promise<{ items: ApiKey[]; next: string | null }>
     /** A tenant key (never an operator key), with its secret. */
     create(params: { tenant: string; name: string | null }): Promise<CreatedApiKey>
     /** Revokes the key and forgets it in this process's key cache; undefined: no such key. */

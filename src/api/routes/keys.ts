@@ -7,6 +7,8 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { NotFoundError } from '../../errors.ts'
+import { API_KEY_POSITION } from '../../db/queries/api-keys.ts'
+import { decodeCursor, encodeCursor } from '../../paging.ts'
 import { CommonErrors, ErrorResponses, documented } from '../schemas/error.ts'
 import { ApiKeyListRef, ApiKeyRef, CreateApiKeyBodyRef, CreatedApiKeyRef, KeysQuery, apiKeyToJson } from '../schemas/key.ts'
 import { Type } from '@fastify/type-provider-typebox'
@@ -27,7 +29,8 @@ export const keyRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
         operationId: 'listApiKeys',
         tags: ['keys'],
         summary: 'List API keys',
-        description: 'Every API key (or one tenant’s), oldest first, revoked ones included, with when each was last used. Never a secret.',
+        description:
+          'The API keys (or one tenant’s), oldest first, a page at a time (`limit`, default 50; pass `nextCursor` as `cursor` for the next), revoked ones included, with when each was last used. Never a secret.',
         security,
         querystring: KeysQuery,
         response: { 200: documented(ApiKeyListRef, 'The keys.'), ...errors },
@@ -35,7 +38,10 @@ export const keyRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps)
     },
     async (request) => {
       assertOperator(request, WHY)
-      return { items: (await deps.keys.list({ tenant: request.query.tenant })).map(apiKeyToJson) }
+      const { tenant, limit = 50, cursor } = request.query
+      const after = cursor === undefined ? undefined : decodeCursor(cursor, API_KEY_POSITION)
+      const page = await deps.keys.list({ tenant, limit, after })
+      return { items: page.items.map(apiKeyToJson), nextCursor: page.next === null ? null : encodeCursor(page.next) }
     },
   )
 

@@ -23,6 +23,7 @@ import type { FastifyRequest } from 'fastify'
 import type { Client } from '../../client.ts'
 import type { RouteDeps } from './deps.ts'
 import { operationsFor } from './job-operations.ts'
+import { decodeCursor, encodeCursor, UUID } from '../../paging.ts'
 
 const security = [{ apiKey: [] }]
 
@@ -52,14 +53,21 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, d
         tags: ['webhooks'],
         summary: 'List webhook subscriptions',
         description:
-          "The tenant's subscriptions, oldest first (an operator key: every tenant's, or one named by `tenant`), " +
+          "The tenant's subscriptions, oldest first, a page at a time (`limit`, default 100; pass `nextCursor` as `cursor` for the next) (an operator key: every tenant's, or one named by `tenant`), " +
           'each with whether it is enabled: a subscription whose delivery attempts have failed, none succeeding, for SCHEDULER_WEBHOOK_DISABLE_AFTER_MS (1 hour), at least SCHEDULER_WEBHOOK_DISABLE_AFTER_FAILURES (20) of them, is disabled until an update enables it (`failingSince`, `disabledAt`, `disabledReason`).',
         security,
         querystring: WebhookListQuery,
         response: { 200: documented(WebhookListSchema, 'The subscriptions, without their secrets.'), ...CommonErrors, 403: ErrorResponses[403] },
       },
     },
-    async (request) => ({ items: (await operationsFor(deps, request).listWebhooks(request.query)).map(webhookToJson) }),
+    async (request) => {
+      const { tenant, limit = 100, cursor } = request.query
+      const afterId = cursor === undefined ? undefined : decodeCursor(cursor, UUID)
+      const rows = await operationsFor(deps, request).listWebhooks({ tenant, limit: limit + 1, afterId })
+      const items = rows.slice(0, limit)
+      const last = items[items.length - 1]
+      return { items: items.map(webhookToJson), nextCursor: rows.length > limit && last ? encodeCursor(last.id) : null }
+    },
   )
 
   app.post(

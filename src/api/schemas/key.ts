@@ -2,7 +2,7 @@
 import { Type, type Static } from '@fastify/type-provider-typebox'
 import { TENANT_PATTERN, TENANT_RULE } from '../../core/names.ts'
 import type { ApiKey } from '../../db/queries/api-keys.ts'
-import { DateTime, Nullable, Uuid } from './common.ts'
+import { Cursor, DateTime, Limit, Nullable, Uuid } from './common.ts'
 
 const tenantName = (description: string) =>
   Type.String({ minLength: 1, maxLength: 128, pattern: TENANT_PATTERN, 'x-expected': `a tenant name: ${TENANT_RULE}`, description })
@@ -23,8 +23,11 @@ export type ApiKeyJson = Static<typeof ApiKeySchema>
 export const ApiKeyRef = Type.Unsafe<ApiKeyJson>(Type.Ref('ApiKey'))
 
 export const ApiKeyListSchema = Type.Object(
-  { items: Type.Array(ApiKeyRef) },
-  { $id: 'ApiKeyList', description: 'API keys, oldest first, revoked ones included.' },
+  {
+    items: Type.Array(ApiKeyRef),
+    nextCursor: Nullable(Type.String({ description: 'Pass as `cursor` for the next page; null on the last page.' })),
+  },
+  { $id: 'ApiKeyList', description: 'A page of API keys, oldest first, revoked ones included.' },
 )
 export const ApiKeyListRef = Type.Unsafe<Static<typeof ApiKeyListSchema>>(Type.Ref('ApiKeyList'))
 
@@ -50,7 +53,10 @@ export const CreateApiKeyBody = Type.Object(
 )
 export const CreateApiKeyBodyRef = Type.Unsafe<Static<typeof CreateApiKeyBody>>(Type.Ref('CreateApiKeyRequest'))
 
-export const KeysQuery = Type.Object({ tenant: Type.Optional(tenantName("Only this tenant's keys.")) }, { additionalProperties: false })
+export const KeysQuery = Type.Object(
+  { tenant: Type.Optional(tenantName("Only this tenant's keys.")), limit: Type.Optional(Limit), cursor: Type.Optional(Cursor) },
+  { additionalProperties: false },
+)
 
 export function apiKeyToJson(k: ApiKey): ApiKeyJson {
   return {

@@ -2,7 +2,7 @@
 import { type Static, Type } from '@fastify/type-provider-typebox'
 import { EVENT_TYPES, type EventType as EventTypeName } from '../../core/events.ts'
 import { QUEUE_PATTERN } from '../../core/names.ts'
-import { DateTime, Nullable, TenantFilter, Uuid } from './common.ts'
+import { Cursor, DateTime, Nullable, TenantFilter, Uuid } from './common.ts'
 
 const EventType = Type.Unsafe<EventTypeName>({ type: 'string', enum: [...EVENT_TYPES] })
 
@@ -32,12 +32,19 @@ export const CreatedWebhookSchema = Type.Object(
   { description: 'The new subscription, with its secret.' },
 )
 
-export const WebhookListSchema = Type.Object({ items: Type.Array(WebhookRef) })
+export const WebhookListSchema = Type.Object({
+  items: Type.Array(WebhookRef),
+  nextCursor: Nullable(Type.String({ description: 'Pass as `cursor` for the next page; null on the last page.' })),
+})
 
 /** Query string of GET /v1/webhooks. */
 export const WebhookListQuery = Type.Object(
   {
     tenant: Type.Optional(TenantFilter('subscriptions')),
+    limit: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: 500, default: 100, 'x-expected': 'an integer from 1 to 500', description: 'Page size, 1-500 (default 100).' }),
+    ),
+    cursor: Type.Optional(Cursor),
   },
   { additionalProperties: false },
 )

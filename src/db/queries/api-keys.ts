@@ -88,6 +88,34 @@ export async function apiKeyList(db: Kysely<DB>, params: ApiKeyListParams = {}):
   return rows.map(toApiKey)
 }
 
+export interface ApiKeyPageParams {
+  /** Only this tenant's keys. */
+  tenant?: string
+  limit: number
+  /** The position after which the page starts: `<created_at in µs since 1970>_<id>` (a page's `next`). */
+  after?: string
+}
+
+/** The position of keys after which a page starts, as apiKeyPage reads it: `<µs>_<uuid>`. */
+export const API_KEY_POSITION = /^\d{1,19}_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/** A page of keys, oldest first (by creation, then id), revoked ones included; `next`: the position after it, null on the last. */
+export async function apiKeyPage(db: Kysely<DB>, params: ApiKeyPageParams): Promise<{ items: ApiKey[]; next: string | null }> {
+  const [us, id] = params.after === undefined ? [null, null] : params.after.split('_')
+  const { rows } = await sql<Selectable<ApiKeysTable> & { created_us: string }>`
+    select id, tenant, name, key_prefix, created_at, revoked_at, operator, last_used_at,
+           (extract(epoch from created_at) * 1000000)::bigint::text as created_us
+      from pgsched.api_keys
+     where (${params.tenant ?? null}::text is null or tenant = ${params.tenant ?? null}::text)
+       and (${us ?? null}::bigint is null
+            or (created_at, id) > (timestamptz 'epoch' + ${us ?? null}::bigint * interval '1 microsecond', ${id ?? null}::uuid))
+     order by created_at, id
+     limit ${params.limit + 1}::int`.execute(db)
+  const items = rows.slice(0, params.limit)
+  const last = items[items.length - 1]
+  return { items: items.map(toApiKey), next: rows.length > params.limit && last ? `${last.created_us}_${last.id}` : null }
+}
+
 export interface ApiKeyRevokeParams {
   id: string
 }

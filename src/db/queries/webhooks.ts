@@ -127,12 +127,17 @@ function toWrite(r: WriteRow | undefined): WebhookSubscriptionWrite {
 }
 
 /** The tenant's subscriptions, oldest first (tenant null: any tenant's, by id). */
-export async function webhookSubscriptionList(db: Kysely<DB>, p: { tenant: string | null; id?: string }): Promise<WebhookSubscriptionRow[]> {
+export async function webhookSubscriptionList(
+  db: Kysely<DB>,
+  p: { tenant: string | null; id?: string; limit?: number; afterId?: string },
+): Promise<WebhookSubscriptionRow[]> {
   const { rows } = await sql<WebhookSubscriptionRow>`
     select ${columns} from pgsched.webhook_subscriptions
      where (${p.tenant}::text is null or tenant = ${p.tenant}::text)
        and (${p.id ?? null}::uuid is null or id = ${p.id ?? null}::uuid)
-     order by id`.execute(db)
+       and (${p.afterId ?? null}::uuid is null or id > ${p.afterId ?? null}::uuid)
+     order by id
+     limit ${p.limit ?? null}::int`.execute(db)
   return rows
 }
 

@@ -125,11 +125,25 @@ function TenantFilter({ tenant, names }: { tenant: string | undefined; names: st
   )
 }
 
+/** Keys per page of the list. */
+const KEYS_PAGE = 100
+
 function OperatorKeys({ tenant }: { tenant: string | undefined }) {
   const identity = useContext(IdentityContext)
   // the list names the tenant it was read for: while another tenant's is read, the last one stays
   // on screen under its own name, never under the new filter's
-  const keys = useLoad(async (signal) => ({ ...(await call<{ items: ApiKey[] }>(withQuery('/v1/keys', { tenant }), { signal })), tenant }), [tenant])
+  // the cursors of the pages shown so far, for this tenant filter: the last is the page on screen
+  // (undefined: the first, the oldest keys)
+  const [pages, setPages] = useState<{ tenant: string | undefined; stack: Array<string | undefined> }>({ tenant, stack: [undefined] })
+  const stack = pages.tenant === tenant ? pages.stack : [undefined]
+  const cursor = stack[stack.length - 1]
+  const keys = useLoad(
+    async (signal) => ({
+      ...(await call<{ items: ApiKey[]; nextCursor: string | null }>(withQuery('/v1/keys', { tenant, limit: KEYS_PAGE, cursor }), { signal })),
+      tenant,
+    }),
+    [tenant, cursor],
+  )
   const [fresh, setFresh] = useState<(ApiKey & { key: string }) | null>(null)
   // last use and revocations made elsewhere (another page, the CLI) show without a reload
   useInterval(keys.reload, 15_000)
@@ -204,6 +218,21 @@ function OperatorKeys({ tenant }: { tenant: string | undefined }) {
             </tbody>
           </table>
         </TableWrap>
+      )}
+      {(stack.length > 1 || keys.data?.nextCursor) && (
+        <nav class="pager" aria-label="Key pages">
+          <button type="button" disabled={stack.length <= 1} onClick={() => setPages({ tenant, stack: stack.slice(0, -1) })}>
+            Earlier
+          </button>
+          <span>Page {stack.length}</span>
+          <button
+            type="button"
+            disabled={!keys.data?.nextCursor}
+            onClick={() => keys.data?.nextCursor && setPages({ tenant, stack: [...stack, keys.data.nextCursor] })}
+          >
+            Later
+          </button>
+        </nav>
       )}
     </>
   )

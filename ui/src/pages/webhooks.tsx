@@ -45,10 +45,19 @@ function Status({ hook }: { hook: Webhook }) {
   return <span class="badge badge-succeeded">enabled</span>
 }
 
+/** Subscriptions per page of the list (a tenant has at most 100 by default). */
+const WEBHOOKS_PAGE = 100
+
 export function WebhooksPage() {
   // an operator key sees every tenant's subscriptions: whose each is
   const { operator } = useContext(IdentityContext)
-  const hooks = useLoad((signal) => call<{ items: Webhook[] }>('/v1/webhooks', { signal }), [])
+  // the cursors of the pages shown so far: the last is the page on screen (undefined: the first)
+  const [stack, setStack] = useState<Array<string | undefined>>([undefined])
+  const cursor = stack[stack.length - 1]
+  const hooks = useLoad(
+    (signal) => call<{ items: Webhook[]; nextCursor: string | null }>(withQuery('/v1/webhooks', { limit: WEBHOOKS_PAGE, cursor }), { signal }),
+    [cursor],
+  )
   useInterval(hooks.reload, 15_000)
   return (
     <>
@@ -87,12 +96,23 @@ export function WebhooksPage() {
               ))}
             </tbody>
           </table>
-          {hooks.data.items.length === 0 && (
+          {hooks.data.items.length === 0 && stack.length === 1 && (
             <p class="empty">
               No webhook subscriptions. Create one with <code>POST /v1/webhooks</code> or <code>scheduler webhooks create</code>.
             </p>
           )}
         </TableWrap>
+      )}
+      {(stack.length > 1 || hooks.data?.nextCursor) && (
+        <nav class="pager" aria-label="Webhook pages">
+          <button type="button" disabled={stack.length <= 1} onClick={() => setStack(stack.slice(0, -1))}>
+            Earlier
+          </button>
+          <span>Page {stack.length}</span>
+          <button type="button" disabled={!hooks.data?.nextCursor} onClick={() => hooks.data?.nextCursor && setStack([...stack, hooks.data.nextCursor])}>
+            Later
+          </button>
+        </nav>
       )}
     </>
   )
