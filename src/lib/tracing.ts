@@ -8,6 +8,7 @@
  */
 import {
   context,
+  isSpanContextValid,
   ProxyTracerProvider,
   SpanKind,
   SpanStatusCode,
@@ -107,7 +108,8 @@ export function spanFailed(span: Span, error: Error): void {
 /**
  * Runs a submit of `count` jobs to `queue` in a PRODUCER span ("submit {queue}", a child of `parent`,
  * default the active context) and hands `submit` the span's traceparent to store with the jobs.
- * With no SDK, or a span not sampled, `submit` gets null and no span is built. The span ends when
+ * With no SDK `submit` gets null and no span is built; with a span not sampled, its traceparent
+ * (flags 00), so the job's runs are not sampled either. The span ends when
  * the insert has committed or failed; `messageId` names the job of a single submit.
  */
 export async function tracedSubmit<T>(
@@ -120,8 +122,11 @@ export async function tracedSubmit<T>(
   if (!tracingOn()) return submit(null)
   const span = tracer().startSpan(messagingSpanName('submit', queue), { kind: SpanKind.PRODUCER }, parent ?? context.active())
   if (!span.isRecording()) {
+    // not sampled: the job keeps its trace, unsampled, so that its runs follow that decision (a
+    // parent-based sampler drops them too) instead of each starting a trace of its own
+    const unsampled = span.spanContext()
     span.end()
-    return submit(null)
+    return submit(isSpanContextValid(unsampled) ? traceparentOf(unsampled) : null)
   }
   span.setAttributes(messagingAttributes(queue, 'submit'))
   if (count !== 1) span.setAttribute('messaging.batch.message_count', count)

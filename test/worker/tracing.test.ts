@@ -132,6 +132,31 @@ describe('traces', () => {
     expect(run?.attributes['error.type']).toBe('FatalError')
   })
 
+  it("follows a REST caller's decision not to sample: the job keeps the caller's trace, unsampled, and its run exports no span", async () => {
+    trace.setGlobalTracerProvider(provider) // the SDK's default sampler: ParentBased(AlwaysOn)
+    const key = await api.keyFor('acme')
+    const caller = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00'
+    const res = await api.call(key, 'POST', '/v1/jobs', { type: 'trace.job' }, { traceparent: caller })
+    expect(res.statusCode).toBe(202)
+    const jobId = (res.json() as { id: string }).id
+    expect(await traceparentOf(jobId)).toMatch(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-00$/)
+    await startWorker(handlers)
+    await waitFor(
+      async () => {
+        const { rows } = await sql<{ state: string }>`select state from pgsched.executions where job_id = ${jobId}::uuid`.execute(t.db)
+        return rows[0]?.state === 'succeeded'
+      },
+      { what: 'the job to run' },
+    )
+    // the run's span ends before its outcome is written: none was made
+    expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual([])
+    // and a sampled caller's submit still makes its run's span, in its trace
+    const sampled = '00-1af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'
+    await api.call(key, 'POST', '/v1/jobs', { type: 'trace.job' }, { traceparent: sampled })
+    await waitFor(() => named(exporter.getFinishedSpans(), 'run default').length === 1, { what: 'the sampled run span' })
+    expect(named(exporter.getFinishedSpans(), 'run default')[0]?.spanContext().traceId).toBe('1af7651916cd43dd8448eb211c80319c')
+  })
+
   it('stores no traceparent and makes no span while no SDK is registered', async () => {
     const key = await api.keyFor('acme')
     const res = await api.call(key, 'POST', '/v1/jobs', { type: 'trace.job' })
