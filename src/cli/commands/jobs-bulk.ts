@@ -69,8 +69,9 @@ export function registerJobsBulk(jobs: Command): void {
         let remaining = 0
         let calls = 0
         // the walk's position: each call takes the jobs after the last one the previous call looked
-        // at, so a retried job that fails again (and matches again) is not retried once per call
-        let after: string | undefined
+        // at, so a retried job that fails again (and matches again) is not retried once per call, nor
+        // counted as left; the first call starts before every id
+        let after = '00000000-0000-0000-0000-000000000000'
         for (;;) {
           const r = await ops.bulkJobs({ action: action as BulkAction, filter, limit, after })
           calls++

@@ -18,15 +18,18 @@ type BulkFilter = Record<string, string | boolean>
 
 /** Most bulk calls one click makes (1000 jobs each): a runaway loop stops here. */
 const BULK_CALLS_MAX = 1000
+/** The position before every job id: where a walk of bulk calls starts. */
+const WALK_START = '00000000-0000-0000-0000-000000000000'
 
 /** Repeats a bulk action until nothing remains; reports progress after each call. */
 async function runBulk(action: BulkAction, filter: BulkFilter, progress: (text: string) => void): Promise<number> {
   let changed = 0
   // the walk's position: each call takes the jobs after the previous call's last, so a retried job
-  // that fails again (and matches again) is not retried once per call
-  let after: string | null = null
+  // that fails again (and matches again) is not retried once per call, nor counted as remaining; the
+  // first call starts before every id
+  let after = WALK_START
   for (let i = 0; i < BULK_CALLS_MAX; i++) {
-    const r: BulkResult = await call<BulkResult>('/v1/jobs/bulk', { method: 'POST', body: { action, filter, limit: 1000, ...(after ? { after } : {}) } })
+    const r: BulkResult = await call<BulkResult>('/v1/jobs/bulk', { method: 'POST', body: { action, filter, limit: 1000, after } })
     changed += r.changed
     after = r.lastId ?? after
     progress(`${action}: ${changed} done, ${r.remaining} remaining`)
