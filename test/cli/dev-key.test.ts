@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Kysely } from 'kysely'
 import { afterAll, describe, expect, inject, it } from 'vitest'
-import { DEV_KEY_FILE, devApiKey, devKeyFileName } from '../../src/cli/commands/dev-key.ts'
+import { DEV_KEY_FILE, devApiKey, devKeyFileName, keepOutOfGit } from '../../src/cli/commands/dev-key.ts'
 import { apiKeyFindByHash, apiKeyList } from '../../src/db/queries/api-keys.ts'
 import { hashApiKey } from '../../src/api/auth.ts'
 import { createDb } from '../../src/db/pool.ts'
@@ -46,6 +46,31 @@ describe('devApiKey', () => {
     expect(third.created).toBe(true)
     expect(statSync(join(dir, DEV_KEY_FILE)).mode & 0o777).toBe(0o600)
     expect((await apiKeyList(t.db, { tenant: 'dev', includeRevoked: false })).map((k) => k.keyPrefix)).toEqual([third.key.slice(0, 12)])
+  })
+
+  it('keeps its data folder out of git with a .gitignore of its own, and leaves one already there alone', async () => {
+    const dir = dataDir()
+    await keepOutOfGit(dir)
+    expect(readFileSync(join(dir, '.gitignore'), 'utf8')).toMatch(/\n\*\n$/)
+    writeFileSync(join(dir, '.gitignore'), 'pg/\n')
+    await keepOutOfGit(dir)
+    expect(readFileSync(join(dir, '.gitignore'), 'utf8')).toBe('pg/\n')
+  })
+
+  it('leaves the key another folder holds, and the key of the same database spelt another way, working', async () => {
+    const first = await devApiKey(t.db, { dataDir: dataDir(), databaseUrl: t.url })
+    // another project folder on the same database: its own key, the first one's untouched
+    const second = await devApiKey(t.db, { dataDir: dataDir(), databaseUrl: t.url })
+    expect(second.created).toBe(true)
+    expect((await apiKeyFindByHash(t.db, { keyHash: hashApiKey(first.key) }))?.revokedAt).toBeNull()
+    // the same folder, the database named by localhost instead of 127.0.0.1: another file, another key
+    const dir = dataDir()
+    const byAddress = await devApiKey(t.db, { dataDir: dir, databaseUrl: t.url })
+    await devApiKey(t.db, { dataDir: dir, databaseUrl: t.url.replace('127.0.0.1', 'localhost') })
+    expect((await apiKeyFindByHash(t.db, { keyHash: hashApiKey(byAddress.key) }))?.revokedAt).toBeNull()
+    // each key is named after its file
+    const named = (await apiKeyList(t.db, { tenant: 'dev' })).find((k) => k.keyPrefix === second.key.slice(0, 12))
+    expect(named?.name).toBe(`scheduler dev ${second.file}`)
   })
 
   it("keeps a user's database's key in a file of its own, so that neither run replaces the other's key", async () => {

@@ -3,14 +3,16 @@
  * (file mode 0600) and used again at every start while the database still holds it, so a
  * `KEY` exported in a shell keeps working across restarts. The database stores only the key's
  * hash, as for every key. A key file whose key the database does not know (a new database, a
- * revoked key) is replaced by a fresh key, and earlier dev keys, whose secret is lost, are revoked.
+ * revoked key) is replaced by a fresh key, and the earlier keys of that file, whose secret is lost,
+ * are revoked: each key is named after its file (`scheduler dev <path>`), so a start in another
+ * folder, or on the same database spelt another way (another file), leaves the keys it holds alone.
  * With a database of the user's (DATABASE_URL) the file is that database's own,
  * `dev-api-key.<12 hex digits>` (a hash of its URL without the password), so that a run on it does not
  * replace the embedded database's key, nor the other way round.
  */
 import { createHash } from 'node:crypto'
 import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import type { Kysely } from 'kysely'
 import type { DB } from '../../db/schema.ts'
 import { apiKeyFindByHash, apiKeyList, apiKeyRevoke } from '../../db/queries/api-keys.ts'
@@ -19,7 +21,15 @@ import { API_KEY_PATTERN, createApiKey, hashApiKey } from '../../api/auth.ts'
 /** The key file's name in the dev data folder. */
 export const DEV_KEY_FILE = 'dev-api-key'
 const DEV_TENANT = 'dev'
-const DEV_KEY_NAME = 'scheduler dev'
+/** Most characters of a key's name (as POST /v1/keys holds them). */
+const KEY_NAME_MAX = 200
+
+/** The name of the dev keys kept in `file`: `scheduler dev <file>`, the path cut from its start to fit. */
+export function devKeyName(file: string): string {
+  const prefix = 'scheduler dev '
+  const room = KEY_NAME_MAX - prefix.length
+  return prefix + (file.length <= room ? file : `…${file.slice(file.length - room + 1)}`)
+}
 
 export interface DevApiKey {
   key: string
@@ -53,7 +63,7 @@ export function devKeyFileName(databaseUrl?: string): string {
  * the embedded one.
  */
 export async function devApiKey(db: Kysely<DB>, params: { dataDir: string; databaseUrl?: string }): Promise<DevApiKey> {
-  const file = join(params.dataDir, devKeyFileName(params.databaseUrl))
+  const file = resolve(join(params.dataDir, devKeyFileName(params.databaseUrl)))
   const saved = (await readFile(file, 'utf8').catch(() => '')).trim()
   if (API_KEY_PATTERN.test(saved)) {
     const stored = await apiKeyFindByHash(db, { keyHash: hashApiKey(saved) })
@@ -62,10 +72,11 @@ export async function devApiKey(db: Kysely<DB>, params: { dataDir: string; datab
       return { key: saved, created: false, file }
     }
   }
+  const name = devKeyName(file)
   for (const old of await apiKeyList(db, { tenant: DEV_TENANT, includeRevoked: false })) {
-    if (old.name === DEV_KEY_NAME) await apiKeyRevoke(db, { id: old.id })
+    if (old.name === name) await apiKeyRevoke(db, { id: old.id })
   }
-  const { key } = await createApiKey(db, { tenant: DEV_TENANT, name: DEV_KEY_NAME })
+  const { key } = await createApiKey(db, { tenant: DEV_TENANT, name })
   await mkdir(params.dataDir, { recursive: true })
   // Written whole, then renamed: a reader never sees half a key, and the secret is never world-readable.
   const partial = `${file}.${process.pid}.partial`
@@ -73,6 +84,19 @@ export async function devApiKey(db: Kysely<DB>, params: { dataDir: string; datab
   await chmod(partial, 0o600)
   await rename(partial, file)
   return { key, created: true, file }
+}
+
+/**
+ * Makes `dataDir` (if missing) with a `.gitignore` of `*` in it, so that nothing of it (the dev
+ * key, the embedded database) is added to the project's repository, whatever the project's own
+ * .gitignore says. A `.gitignore` already there is left as it is.
+ */
+export async function keepOutOfGit(dataDir: string): Promise<void> {
+  await mkdir(dataDir, { recursive: true })
+  const text = '# made by scheduler dev: the dev API key and the embedded database stay out of git\n*\n'
+  await writeFile(join(dataDir, '.gitignore'), text, { flag: 'wx' }).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EEXIST') throw err
+  })
 }
 
 /** The request body of the printed example: a job of the built-in `echo` type, which needs no network. */

