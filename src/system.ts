@@ -10,7 +10,7 @@ import { pendingMigrations } from './db/migrate.ts'
 import { assertKnownFields, type FieldSet } from './core/known-fields.ts'
 import type { Logger } from './logger.ts'
 import { quietDuringOutages } from './db/outage.ts'
-import { createDb, type Database } from './db/pool.ts'
+import { ANSWERED_WITHIN_MS, createDb, type Database } from './db/pool.ts'
 import { builtInHandler, HandlerRegistry, type Handler } from './worker/handlers.ts'
 import { createHttpHandler } from './worker/http-handler.ts'
 import { STOP_DATABASE_WAIT_MS, Worker } from './worker/worker.ts'
@@ -94,6 +94,9 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
   const { log } = quiet
   // The worker's statements (the hot path: claim, heartbeat, outcome writes) on one pool, the reaper,
   // dispatcher and pruner on a small one; both plan each prepared statement once per connection.
+  // Every statement of both is given up, and its connection replaced, when no answer came within
+  // ANSWERED_WITHIN_MS: a host that vanished without closing its connections would otherwise hold
+  // the claims, the dispatcher and the reaper until TCP gave up (pool.ts).
   const hot = createDb({
     databaseUrl: config.databaseUrl,
     poolSize: config.db.poolSize,
@@ -102,6 +105,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     answers: quiet,
     genericPlans: true,
     indexPlans: true,
+    statementBoundMs: ANSWERED_WITHIN_MS,
   })
   const database = createDb({
     databaseUrl: config.databaseUrl,
@@ -111,6 +115,7 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
     answers: quiet,
     genericPlans: true,
     indexPlans: true,
+    statementBoundMs: ANSWERED_WITHIN_MS,
     // A dispatcher pass holds the dispatch lock for its transaction: if its process freezes or its
     // host vanishes mid-pass, the server ends the session (IDLE_TRANSACTION_TIMEOUT_MS, as on every
     // pool), and a standby takes over.

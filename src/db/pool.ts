@@ -41,6 +41,12 @@ export interface CreateDbParams {
    * IDLE_TRANSACTION_TIMEOUT_MS, 0 for none.
    */
   idleInTransactionTimeoutMs?: number
+  /**
+   * Every statement of the pool not answered within this (ms) is given up and its connection
+   * destroyed (the next statement opens a new one, searching the URL's hosts again); none when
+   * absent, except for statements that carry ANSWERED_WITHIN. See ANSWERED_WITHIN_MS.
+   */
+  statementBoundMs?: number
 }
 
 /**
@@ -104,7 +110,7 @@ export function createDb(params: CreateDbParams): Database {
   const clients = new Set<pg.Client>()
   pool.on('connect', (client) => clients.add(client))
   pool.on('remove', (client) => clients.delete(client))
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparingPool(pool, params.answers) }) })
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparingPool(pool, params.answers, params.statementBoundMs) }) })
   const end = async (withinMs: number) => {
     const ending = db.destroy()
     if (await settlesWithin(ending, withinMs)) return
@@ -206,6 +212,29 @@ export const BOUNDED_READ = '/* bounded read */'
 export const BOUNDED_READ_STATEMENT_TIMEOUT_MS = 5_000
 
 /**
+ * Statements whose text contains this marker, and every statement of a pool made with
+ * `statementBoundMs`, are given up when no answer came within ANSWERED_WITHIN_MS (or the pool's
+ * bound), and their connection destroyed rather than returned to the pool: the next statement opens
+ * a new one, and a multi-host URL's search finds the host that takes writes now. Without it, a
+ * statement sent to a host that vanished without closing its connections (a host lost, a network
+ * partition, a failover that left the old primary's sockets open) waits for its answer until TCP
+ * gives up, about 15 minutes on Linux: a worker's claims, its dispatcher and its reaper, or an event
+ * stream's reads, stopped meanwhile. Only the client gives up: a server that still runs the statement
+ * ends it when it finds its connection gone.
+ */
+export const ANSWERED_WITHIN = '/* answered within bound */'
+
+/**
+ * The bound of ANSWERED_WITHIN statements and of the workers' pools (system.ts): far above what any of
+ * their statements takes (milliseconds; a bounded batch of the pruner or the reaper, seconds on a
+ * struggling server), so it ends only a wait for a server that no longer answers.
+ */
+export const ANSWERED_WITHIN_MS = 30_000
+
+/** pg's error for a statement given up by its `query_timeout`. */
+const QUERY_READ_TIMEOUT = 'Query read timeout'
+
+/**
  * A statement whose text contains this marker answers one row with a `writable` column: a connection
  * it finds not writable is not given back to the pool (see READ_ONLY below).
  */
@@ -248,29 +277,38 @@ function statementName(text: string): string {
   return name
 }
 
-/** A pool for Kysely whose clients prepare PREPARE statements and bound BOUNDED_READ ones. */
-function preparingPool(pool: pg.Pool, answers?: AnswerWatch) {
+/**
+ * A pool for Kysely whose clients prepare PREPARE statements, bound BOUNDED_READ ones, and give up
+ * ANSWERED_WITHIN ones (every one with `boundMs`) that no answer came for.
+ */
+function preparingPool(pool: pg.Pool, answers?: AnswerWatch, boundMs?: number) {
   /** Connections that must not go back to the pool, with why: a bounded read failed on them. */
   const broken = new WeakMap<pg.PoolClient, Error>()
   const readOnly = (client: pg.PoolClient) => (err: unknown) => {
-    if ((err as { code?: unknown } | null)?.code === READ_ONLY) broken.set(client, err as Error)
+    const e = err as { code?: unknown; message?: unknown } | null
+    if (e?.code === READ_ONLY || e?.message === QUERY_READ_TIMEOUT) broken.set(client, err as Error)
     throw err
   }
   const run = (client: pg.PoolClient, text: unknown, values?: unknown[]): Promise<unknown> => send(client, text, values).catch(readOnly(client))
   const send = (client: pg.PoolClient, text: unknown, values?: unknown[]): Promise<unknown> => {
-    if (typeof text === 'string' && text.includes(WRITABLE_CHECK)) {
-      return (client.query as (t: unknown, v?: unknown[]) => Promise<pg.QueryResult>)(text, values).then((r) => {
-        if (r.rows[0]?.writable === false) broken.set(client, new Error('the connection is read-only'))
-        return r
-      })
-    }
-    if (typeof text === 'string' && text.includes(PREPARE)) return client.query({ name: statementName(text), text, values })
-    if (typeof text === 'string' && text.includes(BOUNDED_READ)) {
+    if (typeof text !== 'string') return (client.query as (t: unknown, v?: unknown[]) => Promise<unknown>)(text, values)
+    if (text.includes(BOUNDED_READ)) {
       return boundedRead(client, text, values).catch((err: unknown) => {
         broken.set(client, err instanceof Error ? err : new Error(String(err)))
         throw err
       })
     }
+    // pg's per-statement client-side bound (Query read timeout), which its types do not declare
+    const bound = boundMs ?? (text.includes(ANSWERED_WITHIN) ? ANSWERED_WITHIN_MS : undefined)
+    const timeout = bound === undefined ? {} : { query_timeout: bound }
+    if (text.includes(WRITABLE_CHECK)) {
+      return client.query({ text, values, ...timeout } as pg.QueryConfig<unknown[]>).then((r) => {
+        if (r.rows[0]?.writable === false) broken.set(client, new Error('the connection is read-only'))
+        return r
+      })
+    }
+    if (text.includes(PREPARE)) return client.query({ name: statementName(text), text, values, ...timeout } as pg.QueryConfig<unknown[]>)
+    if (bound !== undefined) return client.query({ text, values, ...timeout } as pg.QueryConfig<unknown[]>)
     return (client.query as (t: unknown, v?: unknown[]) => Promise<unknown>)(text, values)
   }
   return {

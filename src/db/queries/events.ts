@@ -7,7 +7,7 @@
  */
 import { sql, type Kysely } from 'kysely'
 import type { DB } from '../schema.ts'
-import { PREPARE } from '../pool.ts'
+import { ANSWERED_WITHIN, PREPARE } from '../pool.ts'
 import { eventErrorOf, parseEventPosition, type EventFilter, type EventPosition, type EventType, type JobEvent } from '../../core/events.ts'
 import { ValidationError } from '../../errors.ts'
 
@@ -51,7 +51,7 @@ export async function eventListenerRenewMany(db: Kysely<DB>, params: { ids: read
  * the lock was taken). One update per batch (a statement's changes), not per event.
  */
 export async function eventSequence(db: Kysely<DB>, params: { limit: number }): Promise<number> {
-  const { rows } = await sql<{ n: number }>`${sql.raw(PREPARE)}
+  const { rows } = await sql<{ n: number }>`${sql.raw(PREPARE)}${sql.raw(ANSWERED_WITHIN)}
     with turn as (
       select pg_try_advisory_xact_lock(${SEQUENCER_LOCK_KEY.toString()}::bigint) as mine
     ),
@@ -178,7 +178,7 @@ async function batchesAfter(db: Kysely<DB>, params: EventListAfterParams, at: Ev
   const afterIndex = at.index ?? AFTER_ALL
   // where the batch of the position is read from (1-based; a bare number's batch is not chosen)
   const firstFrom = at.index === null ? 1 : at.index + 2
-  const { rows } = await sql<RawBatchRow>`${sql.raw(PREPARE)}
+  const { rows } = await sql<RawBatchRow>`${sql.raw(PREPARE)}${sql.raw(ANSWERED_WITHIN)}
     with top as materialized (
       -- in the same snapshot as the page (one statement), through event_batches_seq_idx
       select coalesce(max(seq), 0) as seq from pgsched.event_batches where seq is not null
