@@ -39,7 +39,7 @@ export async function eventListenerOpen(db: Kysely<DB>, params: EventListenerOpe
 /** Keeps streams' capture going for another `keepMs` (while they are connected). */
 export async function eventListenerRenewMany(db: Kysely<DB>, params: { ids: readonly string[]; keepMs: number }): Promise<void> {
   if (params.ids.length === 0) return
-  await sql`
+  await sql`${sql.raw(ANSWERED_WITHIN)}
     update pgsched.event_listeners
        set until = greatest(until, now() + ${params.keepMs}::bigint * interval '1 millisecond')
      where id = any(${params.ids}::uuid[]) and kind = 'stream'`.execute(db)
