@@ -50,6 +50,8 @@ export interface LeaseKeeperParams {
 export class LeaseKeeper {
   private readonly p: LeaseKeeperParams
   private readonly leases = new Map<string, Run>()
+  /** Runs given up with their lease after their handler started (giveUp), until when (monotonic ms) they are remembered. */
+  private readonly givenUp = new Map<string, number>()
   private readonly stopping = new AbortController()
   private loopDone: Promise<void> | undefined
   private guardTimer: NodeJS.Timeout | undefined
@@ -94,6 +96,17 @@ export class LeaseKeeper {
   release(run: Run): void {
     if (this.leases.get(run.ref.id) === run) this.leases.delete(run.ref.id)
     if (this.leases.size === 0) this.stopGuard()
+  }
+
+  /**
+   * Stops holding a run whose handler had started and was aborted with its lease (lost, not
+   * confirmed in time): its lease, if the database still gives it to this worker, is the reaper's to
+   * take back once it expires, counting the attempt, never handBackUnheld's (which would requeue it
+   * uncounted, to run again at the same attempt number). Remembered for twice the lease length.
+   */
+  giveUp(run: Run): void {
+    this.release(run)
+    this.givenUp.set(run.ref.id, performance.now() + 2 * this.p.leaseMs)
   }
 
   private stopGuard(): void {
@@ -235,7 +248,11 @@ export class LeaseKeeper {
    * when the statement fails: the caller tries again before its next claim.
    */
   async handBackUnheld(): Promise<number> {
-    return this.p.completer.exclusive(() => executionReleaseUnheld(this.p.db, { workerId: this.p.workerId, held: [...this.leases.keys()] }))
+    const now = performance.now()
+    for (const [id, until] of this.givenUp) if (until < now) this.givenUp.delete(id)
+    // the runs given up are left to the reaper (giveUp)
+    const kept = [...this.leases.keys(), ...this.givenUp.keys()]
+    return this.p.completer.exclusive(() => executionReleaseUnheld(this.p.db, { workerId: this.p.workerId, held: kept }))
   }
 
   /** The release statement of a hand-back: how many the database took back; 0, logged, when it failed. */

@@ -362,7 +362,9 @@ export class Worker {
     run.abortReason = reason
     if (endsLease(reason)) {
       run.state = 'lost'
-      this.leases.release(run)
+      // a run whose handler started is the reaper's to requeue, counting its attempt
+      if (buffered) this.leases.release(run)
+      else this.leases.giveUp(run)
       if (reason instanceof LeaseLostError) this.events?.leaseLost?.(run.claimed)
       endRunSpan(run, reason instanceof LeaseLostError ? 'lease lost' : 'cancelled', reason)
     }
