@@ -94,9 +94,10 @@ export function createWorkerSystem(params: CreateWorkerSystemParams): WorkerSyst
   const { log } = quiet
   // The worker's statements (the hot path: claim, heartbeat, outcome writes) on one pool, the reaper,
   // dispatcher and pruner on a small one; both plan each prepared statement once per connection.
-  // Every statement of both is given up, and its connection replaced, when no answer came within
-  // ANSWERED_WITHIN_MS: a host that vanished without closing its connections would otherwise hold
-  // the claims, the dispatcher and the reaper until TCP gave up (pool.ts).
+  // Every statement of both runs with a statement_timeout of ANSWERED_WITHIN_MS, and is given up, its
+  // connection replaced, when no answer came a little after it: a host that vanished without closing
+  // its connections would otherwise hold the claims, the dispatcher and the reaper until TCP gave up
+  // (pool.ts).
   const hot = createDb({
     databaseUrl: config.databaseUrl,
     poolSize: config.db.poolSize,

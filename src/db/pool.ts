@@ -42,9 +42,11 @@ export interface CreateDbParams {
    */
   idleInTransactionTimeoutMs?: number
   /**
-   * Every statement of the pool not answered within this (ms) is given up and its connection
-   * destroyed (the next statement opens a new one, searching the URL's hosts again); none when
-   * absent, except for statements that carry ANSWERED_WITHIN. See ANSWERED_WITHIN_MS.
+   * Every statement of the pool runs with this `statement_timeout` (ms): the server cancels one still
+   * running then (a lock wait included), and it takes no effect. The client gives one up that no
+   * answer came for within it and STATEMENT_BOUND_SLACK_MS more (a server that no longer answers),
+   * and destroys its connection (the next statement opens a new one, searching the URL's hosts
+   * again). None when absent, except for statements that carry ANSWERED_WITHIN. See ANSWERED_WITHIN.
    */
   statementBoundMs?: number
 }
@@ -165,6 +167,7 @@ function sessionSettings(params: CreateDbParams): string[] {
   // statements that run in milliseconds to a second.
   const sets: string[] = ['set jit = off']
   sets.push(`set idle_in_transaction_session_timeout = ${Math.floor(params.idleInTransactionTimeoutMs ?? IDLE_TRANSACTION_TIMEOUT_MS)}`)
+  if (params.statementBoundMs !== undefined) sets.push(`set statement_timeout = ${Math.floor(params.statementBoundMs)}`)
   if (params.genericPlans) {
     // A generic plan is made once per connection, often when the tables are still empty (a new
     // database, a worker started before the first jobs). With `indexPlans`, no seq scan is on
@@ -213,23 +216,30 @@ export const BOUNDED_READ_STATEMENT_TIMEOUT_MS = 5_000
 
 /**
  * Statements whose text contains this marker, and every statement of a pool made with
- * `statementBoundMs`, are given up when no answer came within ANSWERED_WITHIN_MS (or the pool's
- * bound), and their connection destroyed rather than returned to the pool: the next statement opens
- * a new one, and a multi-host URL's search finds the host that takes writes now. Without it, a
- * statement sent to a host that vanished without closing its connections (a host lost, a network
- * partition, a failover that left the old primary's sockets open) waits for its answer until TCP
- * gives up, about 15 minutes on Linux: a worker's claims, its dispatcher and its reaper, or an event
- * stream's reads, stopped meanwhile. Only the client gives up: a server that still runs the statement
- * ends it when it finds its connection gone.
+ * `statementBoundMs`, are given up when no answer came within ANSWERED_WITHIN_MS (the pool's bound
+ * and STATEMENT_BOUND_SLACK_MS more), and their connection destroyed at once rather than returned to
+ * the pool: the next statement opens a new one, and a multi-host URL's search finds the host that
+ * takes writes now. Without it, a statement sent to a host that vanished without closing its
+ * connections (a host lost, a network partition, a failover that left the old primary's sockets
+ * open) waits for its answer until TCP gives up, about 15 minutes on Linux: a worker's claims, its
+ * dispatcher and its reaper, or an event stream's reads, stopped meanwhile. Giving up is the
+ * client's: a server that is alive but cut off may still finish such a statement (as one whose
+ * answer was lost), unless its own bound ends it first; a pool's statements have that bound
+ * (`statement_timeout`), so on a server that answers, one that runs too long is cancelled there and
+ * takes no effect. The marked statements (an event stream's) have none: each may take effect again.
  */
 export const ANSWERED_WITHIN = '/* answered within bound */'
 
 /**
  * The bound of ANSWERED_WITHIN statements and of the workers' pools (system.ts): far above what any of
  * their statements takes (milliseconds; a bounded batch of the pruner or the reaper, seconds on a
- * struggling server), so it ends only a wait for a server that no longer answers.
+ * struggling server), so it ends only a wait for a server that no longer answers, or one stuck
+ * behind another transaction's lock for that long.
  */
 export const ANSWERED_WITHIN_MS = 30_000
+
+/** How much longer than a pool's `statement_timeout` the client waits, so that the server's cancel acts first whenever it can. */
+export const STATEMENT_BOUND_SLACK_MS = 5_000
 
 /** pg's error for a statement given up by its `query_timeout`. */
 const QUERY_READ_TIMEOUT = 'Query read timeout'
@@ -286,7 +296,13 @@ function preparingPool(pool: pg.Pool, answers?: AnswerWatch, boundMs?: number) {
   const broken = new WeakMap<pg.PoolClient, Error>()
   const readOnly = (client: pg.PoolClient) => (err: unknown) => {
     const e = err as { code?: unknown; message?: unknown } | null
-    if (e?.code === READ_ONLY || e?.message === QUERY_READ_TIMEOUT) broken.set(client, err as Error)
+    if (e?.code === READ_ONLY) broken.set(client, err as Error)
+    if (e?.message === QUERY_READ_TIMEOUT) {
+      broken.set(client, err as Error)
+      // at once: a statement queued behind the one given up (a transaction's rollback) fails now
+      // rather than waiting for its own bound ("pg has no public call that ends such a client")
+      ;(client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy()
+    }
     throw err
   }
   const run = (client: pg.PoolClient, text: unknown, values?: unknown[]): Promise<unknown> => send(client, text, values).catch(readOnly(client))
@@ -299,7 +315,7 @@ function preparingPool(pool: pg.Pool, answers?: AnswerWatch, boundMs?: number) {
       })
     }
     // pg's per-statement client-side bound (Query read timeout), which its types do not declare
-    const bound = boundMs ?? (text.includes(ANSWERED_WITHIN) ? ANSWERED_WITHIN_MS : undefined)
+    const bound = boundMs !== undefined ? boundMs + STATEMENT_BOUND_SLACK_MS : text.includes(ANSWERED_WITHIN) ? ANSWERED_WITHIN_MS : undefined
     const timeout = bound === undefined ? {} : { query_timeout: bound }
     if (text.includes(WRITABLE_CHECK)) {
       return client.query({ text, values, ...timeout } as pg.QueryConfig<unknown[]>).then((r) => {

@@ -27,6 +27,34 @@ describe('createDb', () => {
   }
   const planCacheMode = async (genericPlans: boolean | undefined) => (await settings(genericPlans))?.mode
 
+  it("runs a bounded pool's statements with that statement_timeout: one held up longer is cancelled by the server and takes no effect", async () => {
+    const table = `pool_bound_${process.pid}`
+    const admin = new pg.Client({ connectionString: adminUrl() })
+    await admin.connect()
+    const d = createDb({ databaseUrl: adminUrl(), poolSize: 1, statementBoundMs: 500 })
+    opened.push(d)
+    try {
+      await admin.query(`create table ${table} (id int primary key, v text)`)
+      await admin.query(`insert into ${table} values (1, 'before')`)
+      expect((await settings(undefined))?.timeout).toBe('0') // an unbounded pool keeps the server's
+      const { rows } = await sql<{ timeout: string }>`select current_setting('statement_timeout') as timeout`.execute(d.db)
+      expect(rows[0]?.timeout).toBe('500ms')
+      await admin.query('begin')
+      await admin.query(`select 1 from ${table} where id = 1 for update`)
+      const err = await sql`update ${sql.table(table)} set v = 'given up' where id = 1`.execute(d.db).catch((e: unknown) => e)
+      expect(err).toMatchObject({ code: '57014' }) // canceling statement due to statement timeout
+      await admin.query('commit')
+      const after = await admin.query(`select v from ${table} where id = 1`)
+      expect(after.rows[0]?.v).toBe('before')
+      // the pool goes on with its connection
+      expect((await sql<{ one: number }>`select 1 as one`.execute(d.db)).rows[0]?.one).toBe(1)
+    } finally {
+      await admin.query('rollback').catch(() => {})
+      await admin.query(`drop table if exists ${table}`)
+      await admin.end()
+    }
+  })
+
   it('logs the connections of a pool lost at once (a restart) in one warn line, not one or two per connection', async () => {
     const { log, lines } = capturingLogger<{ level: number; msg: string; reason?: string; err?: unknown }>('debug')
     const app = `lost-${process.pid}`
