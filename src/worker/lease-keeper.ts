@@ -106,7 +106,14 @@ export class LeaseKeeper {
    */
   giveUp(run: Run): void {
     this.release(run)
-    this.givenUp.set(run.ref.id, performance.now() + 2 * this.p.leaseMs)
+    const now = performance.now()
+    this.forgetGivenUp(now)
+    this.givenUp.set(run.ref.id, now + 2 * this.p.leaseMs)
+  }
+
+  /** Forgets the runs given up long enough ago that the reaper has taken their leases back. */
+  private forgetGivenUp(now: number): void {
+    for (const [id, until] of this.givenUp) if (until < now) this.givenUp.delete(id)
   }
 
   private stopGuard(): void {
@@ -248,8 +255,7 @@ export class LeaseKeeper {
    * when the statement fails: the caller tries again before its next claim.
    */
   async handBackUnheld(): Promise<number> {
-    const now = performance.now()
-    for (const [id, until] of this.givenUp) if (until < now) this.givenUp.delete(id)
+    this.forgetGivenUp(performance.now())
     // the runs given up are left to the reaper (giveUp)
     const kept = [...this.leases.keys(), ...this.givenUp.keys()]
     return this.p.completer.exclusive(() => executionReleaseUnheld(this.p.db, { workerId: this.p.workerId, held: kept }))

@@ -53,6 +53,27 @@ const row = (id: string) =>
   t.db.selectFrom('pgsched.executions').select(['state', 'attempt', 'lease_expires_at']).where('id', '=', id).executeTakeFirstOrThrow()
 
 describe('LeaseKeeper', () => {
+  it('forgets the runs it gave up once twice their lease has passed, without waiting for a hand-back', async () => {
+    const leaseMs = 300
+    const k = new LeaseKeeper({
+      db: t.db,
+      completer: new Completer({ db: t.db, workerId: WORKER, log: t.log }),
+      workerId: WORKER,
+      log: t.log,
+      leaseMs,
+      heartbeatMs: 100,
+      onLost: () => {},
+    })
+    const remembered = () => (k as unknown as { givenUp: Map<string, number> }).givenUp.size
+    const runs = await held(k, 4)
+    for (const run of runs.slice(0, 3)) k.giveUp(run)
+    expect(remembered()).toBe(3)
+    await new Promise((r) => setTimeout(r, 2 * leaseMs + 50))
+    // the next give-up forgets those: a worker that never fails a claim keeps no more than a lease's worth
+    k.giveUp(runs[3] as Run)
+    expect(remembered()).toBe(1)
+  })
+
   it('renews every lease held and moves its sure-until time forward', async () => {
     const { k, lost } = keeper()
     const [run] = await held(k, 1)
