@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Kysely } from 'kysely'
@@ -48,13 +48,24 @@ describe('devApiKey', () => {
     expect((await apiKeyList(t.db, { tenant: 'dev', includeRevoked: false })).map((k) => k.keyPrefix)).toEqual([third.key.slice(0, 12)])
   })
 
-  it('keeps its data folder out of git with a .gitignore of its own, and leaves one already there alone', async () => {
+  it('keeps what it writes out of git with a .gitignore in a data folder it made, or in .pgsched, and in no folder of the project', async () => {
     const dir = dataDir()
     await keepOutOfGit(dir)
-    expect(readFileSync(join(dir, '.gitignore'), 'utf8')).toMatch(/\n\*\n$/)
+    expect(readFileSync(join(dir, '.gitignore'), 'utf8')).toMatch(/\n\/dev-api-key\*\n\/pg\/\n$/)
+    // one already there stays as it is
     writeFileSync(join(dir, '.gitignore'), 'pg/\n')
     await keepOutOfGit(dir)
     expect(readFileSync(join(dir, '.gitignore'), 'utf8')).toBe('pg/\n')
+    // an existing .pgsched (made by an earlier version) gets one
+    const pgsched = join(dataDir(), '.pgsched')
+    mkdirSync(pgsched, { recursive: true })
+    await keepOutOfGit(pgsched)
+    expect(existsSync(join(pgsched, '.gitignore'))).toBe(true)
+    // a folder of the project's own set as the data folder: nothing written there
+    const project = mkdtempSync(join(tmpdir(), 'pgsched-project-'))
+    dirs.push(project)
+    await keepOutOfGit(project)
+    expect(existsSync(join(project, '.gitignore'))).toBe(false)
   })
 
   it('leaves the key another folder holds, and the key of the same database spelt another way, working', async () => {

@@ -12,7 +12,7 @@
  */
 import { createHash } from 'node:crypto'
 import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises'
-import { join, resolve } from 'node:path'
+import { basename, join, resolve } from 'node:path'
 import type { Kysely } from 'kysely'
 import type { DB } from '../../db/schema.ts'
 import { apiKeyFindByHash, apiKeyList, apiKeyRevoke } from '../../db/queries/api-keys.ts'
@@ -87,13 +87,16 @@ export async function devApiKey(db: Kysely<DB>, params: { dataDir: string; datab
 }
 
 /**
- * Makes `dataDir` (if missing) with a `.gitignore` of `*` in it, so that nothing of it (the dev
- * key, the embedded database) is added to the project's repository, whatever the project's own
- * .gitignore says. A `.gitignore` already there is left as it is.
+ * Makes `dataDir` (if missing) with a `.gitignore` in it naming what `scheduler dev` writes there
+ * (the key files and the embedded database), so that they are not added to the project's
+ * repository, whatever the project's own .gitignore says. Only in a folder this call made, or one
+ * named `.pgsched` (the default's name): a data folder set to a folder of the project's own is left
+ * as it is. A `.gitignore` already there is left as it is.
  */
 export async function keepOutOfGit(dataDir: string): Promise<void> {
-  await mkdir(dataDir, { recursive: true })
-  const text = '# made by scheduler dev: the dev API key and the embedded database stay out of git\n*\n'
+  const made = (await mkdir(dataDir, { recursive: true })) !== undefined
+  if (!made && basename(resolve(dataDir)) !== '.pgsched') return
+  const text = `# made by scheduler dev: its API key files and embedded database stay out of git\n/${DEV_KEY_FILE}*\n/pg/\n`
   await writeFile(join(dataDir, '.gitignore'), text, { flag: 'wx' }).catch((err: NodeJS.ErrnoException) => {
     if (err.code !== 'EEXIST') throw err
   })
