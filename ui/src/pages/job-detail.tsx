@@ -9,7 +9,7 @@ import { useState } from 'preact/hooks'
 import { call, withQuery } from '../api.ts'
 import { ActionButton, ErrorNotice, JsonBlock, LongText, StatusBadge, TableWrap } from '../components/common.tsx'
 import { Output } from '../components/output.tsx'
-import { duration, errorText, fireTime, when } from '../format.ts'
+import { duration, errorText, fireTime, isUuid, when } from '../format.ts'
 import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
 import { href, navigate } from '../router.ts'
 import type { Attempt, Execution, Job, Page, ScheduleInfo } from '../types.ts'
@@ -238,7 +238,25 @@ function ExecutionView({ e, latest }: { e: Execution; latest: boolean }) {
 /** Executions a page of the job's page shows (newest first; Older and Newer move between pages). */
 const EXECUTIONS_PAGE = 50
 
+/**
+ * A job's page; an address whose id is no job id (a UUID) says so, asking the API nothing: an id
+ * such as `export` or `bulk` would name another route (GET /v1/jobs/export is the whole export).
+ */
 export function JobDetailPage({ id }: { id: string }) {
+  if (!isUuid(id)) {
+    return (
+      <>
+        <h1 tabIndex={-1}>Job {id}</h1>
+        <p class="error" role="alert" data-not-a-job-id>
+          “{id}” is not a job id: a job id is a UUID, such as 0193c7a0-0000-7000-8000-000000000000.
+        </p>
+      </>
+    )
+  }
+  return <JobDetail id={id} />
+}
+
+function JobDetail({ id }: { id: string }) {
   const job = useLoad((signal) => call<Job>(`/v1/jobs/${encodeURIComponent(id)}`, { signal }), [id])
   // the cursors of the pages of executions shown so far: the last is the page on screen (undefined: the newest)
   const [stack, setStack] = useState<Array<string | undefined>>([undefined])

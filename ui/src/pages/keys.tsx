@@ -135,6 +135,10 @@ function OperatorKeys({ tenant }: { tenant: string | undefined }) {
   // the cursors of the pages shown so far, for this tenant filter: the last is the page on screen
   // (undefined: the first, the oldest keys)
   const [pages, setPages] = useState<{ tenant: string | undefined; stack: Array<string | undefined> }>({ tenant, stack: [undefined] })
+  // a new filter starts at its first page (kept, so that a filter in between and back starts over too)
+  useEffect(() => {
+    if (pages.tenant !== tenant) setPages({ tenant, stack: [undefined] })
+  }, [tenant, pages.tenant])
   const stack = pages.tenant === tenant ? pages.stack : [undefined]
   const cursor = stack[stack.length - 1]
   const keys = useLoad(
