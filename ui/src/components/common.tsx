@@ -64,6 +64,37 @@ export function LongText({ text, what = 'message' }: { text: string; what?: stri
 }
 
 /** A wide table that scrolls on its own on a narrow screen, focusable so a keyboard can scroll it. */
+/**
+ * The buttons of a list read a page at a time by cursor: `stack` holds the cursors of the pages shown
+ * so far (the last is the page on screen, undefined the first page), `go` sets it; `nextCursor` is the
+ * page's own (null on the last page); `detail` follows the page number.
+ */
+export function CursorPager(props: {
+  label: string
+  stack: Array<string | undefined>
+  go: (stack: Array<string | undefined>) => void
+  nextCursor: string | null | undefined
+  back: string
+  forward: string
+  detail?: string
+}) {
+  const { stack, go, nextCursor } = props
+  return (
+    <nav class="pager" aria-label={props.label}>
+      <button type="button" disabled={stack.length <= 1} onClick={() => go(stack.slice(0, -1))}>
+        {props.back}
+      </button>
+      <span>
+        Page {stack.length}
+        {props.detail ? ` ${props.detail}` : ''}
+      </span>
+      <button type="button" disabled={!nextCursor} onClick={() => nextCursor && go([...stack, nextCursor])}>
+        {props.forward}
+      </button>
+    </nav>
+  )
+}
+
 export function TableWrap({ label, children }: { label: string; children: ComponentChildren }) {
   return (
     // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling region must be reachable by keyboard

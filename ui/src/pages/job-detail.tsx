@@ -7,7 +7,7 @@
  */
 import { useState } from 'preact/hooks'
 import { call, withQuery } from '../api.ts'
-import { ActionButton, ErrorNotice, JsonBlock, LongText, StatusBadge, TableWrap } from '../components/common.tsx'
+import { ActionButton, CursorPager, ErrorNotice, JsonBlock, LongText, StatusBadge, TableWrap } from '../components/common.tsx'
 import { Output } from '../components/output.tsx'
 import { duration, errorText, fireTime, isUuid, when } from '../format.ts'
 import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
@@ -341,21 +341,15 @@ function JobDetail({ id }: { id: string }) {
       ))}
       {executions.data?.items.length === 0 && <p class="empty">{stack.length > 1 ? 'No older executions.' : 'No executions yet.'}</p>}
       {(stack.length > 1 || executions.data?.nextCursor) && (
-        <nav class="pager" aria-label="Execution pages">
-          <button type="button" disabled={stack.length <= 1} onClick={() => setStack(stack.slice(0, -1))}>
-            Newer
-          </button>
-          <span>
-            Page {stack.length} ({EXECUTIONS_PAGE} executions a page, newest first)
-          </span>
-          <button
-            type="button"
-            disabled={!executions.data?.nextCursor}
-            onClick={() => executions.data?.nextCursor && setStack([...stack, executions.data.nextCursor])}
-          >
-            Older
-          </button>
-        </nav>
+        <CursorPager
+          label="Execution pages"
+          stack={stack}
+          go={setStack}
+          nextCursor={executions.data?.nextCursor}
+          back="Newer"
+          forward="Older"
+          detail={`(${EXECUTIONS_PAGE} executions a page, newest first)`}
+        />
       )}
     </>
   )

@@ -8,7 +8,7 @@
  */
 import { useContext, useEffect, useRef, useState } from 'preact/hooks'
 import { call, messageOf, withQuery } from '../api.ts'
-import { ActionButton, ErrorNotice, TableWrap, announce, FormEnd, TenantNameInput } from '../components/common.tsx'
+import { ActionButton, CursorPager, ErrorNotice, TableWrap, announce, FormEnd, TenantNameInput } from '../components/common.tsx'
 import { when } from '../format.ts'
 import { useInterval, useLoad } from '../hooks.ts'
 import { IdentityContext } from '../identity.ts'
@@ -224,19 +224,14 @@ function OperatorKeys({ tenant }: { tenant: string | undefined }) {
         </TableWrap>
       )}
       {(stack.length > 1 || keys.data?.nextCursor) && (
-        <nav class="pager" aria-label="Key pages">
-          <button type="button" disabled={stack.length <= 1} onClick={() => setPages({ tenant, stack: stack.slice(0, -1) })}>
-            Earlier
-          </button>
-          <span>Page {stack.length}</span>
-          <button
-            type="button"
-            disabled={!keys.data?.nextCursor}
-            onClick={() => keys.data?.nextCursor && setPages({ tenant, stack: [...stack, keys.data.nextCursor] })}
-          >
-            Later
-          </button>
-        </nav>
+        <CursorPager
+          label="Key pages"
+          stack={stack}
+          go={(next) => setPages({ tenant, stack: next })}
+          nextCursor={keys.data?.nextCursor}
+          back="Earlier"
+          forward="Later"
+        />
       )}
     </>
   )

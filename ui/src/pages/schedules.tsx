@@ -1,7 +1,7 @@
 /** Recurring schedules: what fires, when it fires next, its last run; pause and resume each. */
 import { useContext, useState } from 'preact/hooks'
 import { call, withQuery } from '../api.ts'
-import { ActionButton, ErrorNotice, StatusBadge, TableWrap } from '../components/common.tsx'
+import { ActionButton, CursorPager, ErrorNotice, StatusBadge, TableWrap } from '../components/common.tsx'
 import { fireTime, shortId, when } from '../format.ts'
 import { useLiveRefresh, useLoad } from '../hooks.ts'
 import { IdentityContext } from '../identity.ts'
@@ -101,15 +101,7 @@ export function SchedulesPage() {
           {page.data.items.length === 0 && <p class="empty">No recurring jobs.</p>}
         </TableWrap>
       )}
-      <nav class="pager" aria-label="Pages">
-        <button type="button" disabled={stack.length <= 1} onClick={() => setStack(stack.slice(0, -1))}>
-          Previous
-        </button>
-        <span>Page {stack.length}</span>
-        <button type="button" disabled={!page.data?.nextCursor} onClick={() => page.data?.nextCursor && setStack([...stack, page.data.nextCursor])}>
-          Next
-        </button>
-      </nav>
+      <CursorPager label="Pages" stack={stack} go={setStack} nextCursor={page.data?.nextCursor} back="Previous" forward="Next" />
     </>
   )
 }

@@ -12,7 +12,7 @@
  */
 import { useContext, useState } from 'preact/hooks'
 import { ApiError, call, messageOf, withQuery } from '../api.ts'
-import { ActionButton, announce, ErrorNotice, LongText, TableWrap } from '../components/common.tsx'
+import { ActionButton, CursorPager, announce, ErrorNotice, LongText, TableWrap } from '../components/common.tsx'
 import { duration, shortId, shownUrl, when } from '../format.ts'
 import { useInterval, useLiveRefresh, useLoad } from '../hooks.ts'
 import { IdentityContext } from '../identity.ts'
@@ -104,15 +104,7 @@ export function WebhooksPage() {
         </TableWrap>
       )}
       {(stack.length > 1 || hooks.data?.nextCursor) && (
-        <nav class="pager" aria-label="Webhook pages">
-          <button type="button" disabled={stack.length <= 1} onClick={() => setStack(stack.slice(0, -1))}>
-            Earlier
-          </button>
-          <span>Page {stack.length}</span>
-          <button type="button" disabled={!hooks.data?.nextCursor} onClick={() => hooks.data?.nextCursor && setStack([...stack, hooks.data.nextCursor])}>
-            Later
-          </button>
-        </nav>
+        <CursorPager label="Webhook pages" stack={stack} go={setStack} nextCursor={hooks.data?.nextCursor} back="Earlier" forward="Later" />
       )}
     </>
   )
@@ -339,15 +331,7 @@ function Deliveries({ id }: { id: string }) {
           {items.length === 0 && <p class="empty">{stack.length > 1 ? 'No older deliveries.' : 'No deliveries yet.'}</p>}
         </TableWrap>
       )}
-      <nav class="pager" aria-label="Delivery pages">
-        <button type="button" disabled={stack.length <= 1} onClick={() => setStack(stack.slice(0, -1))}>
-          Newer
-        </button>
-        <span>Page {stack.length}</span>
-        <button type="button" disabled={!page.data?.nextCursor} onClick={() => page.data?.nextCursor && setStack([...stack, page.data.nextCursor])}>
-          Older
-        </button>
-      </nav>
+      <CursorPager label="Delivery pages" stack={stack} go={setStack} nextCursor={page.data?.nextCursor} back="Newer" forward="Older" />
     </>
   )
 }
