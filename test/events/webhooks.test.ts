@@ -86,6 +86,14 @@ afterEach(async () => {
   beforeAnswer = undefined
 })
 
+/** A `work` job of `client`'s tenant that succeeds, claimed and completed here (no worker runs): one `succeeded` event. */
+async function succeededWithoutWorker(client: ReturnType<typeof createClient>): Promise<void> {
+  await client.submitJob({ type: 'work' })
+  const [claimed] = await executionClaimBatch(t.db, { workerId: W, queues: ['default'], types: ['work'], limit: 1, leaseMs: 60_000 })
+  if (!claimed) throw new Error('nothing claimed')
+  await executionCompleteMany(t.db, { workerId: W, completions: [{ ...claimed, resultJson: 'null', outputUri: null }] })
+}
+
 describe('webhooks', () => {
   it('delivers an event four times to a receiver that answers 500 three times, each validly signed, and logs all four', async () => {
     const key = await api.keyFor('a')
@@ -266,10 +274,7 @@ describe('webhooks', () => {
     const sub = (await api.call(key, 'POST', '/v1/webhooks', { url, events: ['succeeded'] })).json<{ id: string }>()
     // a job of the tenant ends; the dispatcher submits its delivery, which waits in pgsched.due (no worker runs it)
     const g = createClient({ db: t.db, tenant: 'g' })
-    await g.submitJob({ type: 'work' })
-    const [claimed] = await executionClaimBatch(t.db, { workerId: W, queues: ['default'], types: ['work'], limit: 1, leaseMs: 60_000 })
-    if (!claimed) throw new Error('nothing claimed')
-    await executionCompleteMany(t.db, { workerId: W, completions: [{ ...claimed, resultJson: 'null', outputUri: null }] })
+    await succeededWithoutWorker(g)
     dispatcher = new WebhookDispatcher({ db: t.db, log: t.log, intervalMs: 100 })
     dispatcher.start()
     const delivery = await waitFor(async () => (await g.listJobs({ type: 'pgsched.webhook' })).items[0], { what: 'the delivery job' })
@@ -297,10 +302,7 @@ describe('webhooks', () => {
     const key = await api.keyFor('h')
     const sub = (await api.call(key, 'POST', '/v1/webhooks', { url, events: ['succeeded'] })).json<{ id: string }>()
     const h = createClient({ db: t.db, tenant: 'h' })
-    await h.submitJob({ type: 'work' })
-    const [claimed] = await executionClaimBatch(t.db, { workerId: W, queues: ['default'], types: ['work'], limit: 1, leaseMs: 60_000 })
-    if (!claimed) throw new Error('nothing claimed')
-    await executionCompleteMany(t.db, { workerId: W, completions: [{ ...claimed, resultJson: 'null', outputUri: null }] })
+    await succeededWithoutWorker(h)
     // a delete of the subscription in progress: the dispatcher's read sees the subscription still there
     const holder = new pg.Client({ connectionString: t.url })
     await holder.connect()
