@@ -30,8 +30,6 @@ export const CONCURRENCY_LIMIT_MAX = 100_000
 /** The highest rate limit (starts per period) and the longest period (ms, a day). */
 export const RATE_LIMIT_MAX = 1_000_000
 export const RATE_PERIOD_MS_MAX = 86_400_000
-/** The period of a rate limit given without one (ms). */
-const RATE_PERIOD_MS_DEFAULT = 1000
 
 export interface QueueAdmin {
   /** Every queue with settings or with pending or running executions, by name. */
@@ -46,14 +44,16 @@ export interface QueueAdmin {
   /** At most `limit` executions of one concurrency key (SubmitJobInput.concurrencyKey) of the queue running at once; null removes it. */
   setKeyConcurrencyLimit(name: string, limit: number | null): Promise<QueueView>
   /**
-   * At most `limit` starts (claims, reruns included) per `periodMs` (default 1000) across all workers,
-   * evenly spaced at 93 % of the limit; null removes the rate limit.
+   * At most `limit` starts (claims, reruns included) per `periodMs` across all workers, evenly spaced
+   * at 93 % of the limit; null removes the rate limit. Without `periodMs` the queue keeps the period
+   * of its rate limit, or 1000 when it has none.
    */
   setRateLimit(name: string, limit: number | null, periodMs?: number): Promise<QueueView>
   /**
-   * At most `limit` starts of one concurrency key per `periodMs` (default 1000) across all workers,
-   * evenly spaced at 93 % of the limit as the queue's rate limit is; executions without a key are not
-   * limited by it; null removes it.
+   * At most `limit` starts of one concurrency key per `periodMs` across all workers, evenly spaced at
+   * 93 % of the limit as the queue's rate limit is; executions without a key are not limited by it;
+   * null removes it. Without `periodMs` the queue keeps the period of its rate limit per key, or 1000
+   * when it has none.
    */
   setKeyRateLimit(name: string, limit: number | null, periodMs?: number): Promise<QueueView>
   /**
@@ -136,16 +136,16 @@ export function queueAdmin(db: Kysely<DB>): QueueAdmin {
       assertQueueName(name)
       assertRange('rateLimit', limit, RATE_LIMIT_MAX, 'no rate limit')
       noPeriodWithout('rateLimit', 'ratePeriodMs', limit, periodMs)
-      assertRange('ratePeriodMs', periodMs === undefined ? RATE_PERIOD_MS_DEFAULT : periodMs, RATE_PERIOD_MS_MAX)
-      return change(name, () => queueSetRateLimit(db, name, limit, limit === null ? null : periodMs === undefined ? RATE_PERIOD_MS_DEFAULT : periodMs))
+      if (periodMs !== undefined) assertRange('ratePeriodMs', periodMs, RATE_PERIOD_MS_MAX)
+      return change(name, () => queueSetRateLimit(db, name, limit, periodMs ?? null))
     },
     async setKeyRateLimit(name, limit, periodMs?: number, ...extra: unknown[]) {
       takesOnly('setKeyRateLimit', ['name', 'limit', 'periodMs'], extra)
       assertQueueName(name)
       assertRange('keyRateLimit', limit, RATE_LIMIT_MAX, 'no rate limit per key')
       noPeriodWithout('keyRateLimit', 'keyRatePeriodMs', limit, periodMs)
-      assertRange('keyRatePeriodMs', periodMs === undefined ? RATE_PERIOD_MS_DEFAULT : periodMs, RATE_PERIOD_MS_MAX)
-      return change(name, () => queueSetKeyRateLimit(db, name, limit, limit === null ? null : periodMs === undefined ? RATE_PERIOD_MS_DEFAULT : periodMs))
+      if (periodMs !== undefined) assertRange('keyRatePeriodMs', periodMs, RATE_PERIOD_MS_MAX)
+      return change(name, () => queueSetKeyRateLimit(db, name, limit, periodMs ?? null))
     },
     async setFairShare(name, on, ...extra: unknown[]) {
       takesOnly('setFairShare', ['name', 'on'], extra)

@@ -54,6 +54,7 @@ describe('/healthz and /readyz', () => {
       const ready = await app.inject({ method: 'GET', url: '/readyz' })
       expect(ready.statusCode).toBe(503)
       expect(ready.json().message).toBe('the database is not reachable')
+      expect(ready.headers['retry-after']).toBe('5')
       const res = await app.inject({ method: 'GET', url: '/v1/jobs', headers: { authorization: `Bearer psk_${'B'.repeat(43)}` } })
       expect(res.statusCode).toBe(503)
       expect(res.headers['retry-after']).toBe('5')
@@ -77,6 +78,7 @@ describe('a read-only database (a standby, or the window of a failover)', () => 
       const ready = await app.inject({ method: 'GET', url: '/readyz' })
       expect(ready.statusCode).toBe(503)
       expect(ready.json().message).toBe('the database is read-only (a standby, or a failover in progress); retry later')
+      expect(ready.headers['retry-after']).toBe('5')
       const res = await app.inject({
         method: 'POST',
         url: '/v1/jobs',

@@ -83,6 +83,21 @@ describe('/v1/queues', () => {
     expect(fresh.json()).toMatchObject({ name: 'reports', paused: true, due: 0, running: 0 })
   })
 
+  it('keeps the period of a rate limit changed without one, and gives a new limit 1 s', async () => {
+    const key = await operatorKey()
+    const set = await api.call(key, 'PATCH', '/v1/queues/kept', { rateLimit: 20, ratePeriodMs: 60_000, keyRateLimit: 5, keyRatePeriodMs: 10_000 })
+    expect(set.json()).toMatchObject({ rateLimit: 20, ratePeriodMs: 60_000, keyRateLimit: 5, keyRatePeriodMs: 10_000 })
+    const raised = await api.call(key, 'PATCH', '/v1/queues/kept', { rateLimit: 30, keyRateLimit: 6 })
+    expect(raised.json()).toMatchObject({ rateLimit: 30, ratePeriodMs: 60_000, keyRateLimit: 6, keyRatePeriodMs: 10_000 })
+    const client = createClient({ db: t.db })
+    expect(await client.queues.setRateLimit('kept', 40)).toMatchObject({ rateLimit: 40, ratePeriodMs: 60_000 })
+    expect(await client.queues.setKeyRateLimit('kept', 7)).toMatchObject({ keyRateLimit: 7, keyRatePeriodMs: 10_000 })
+    // removed, then set again without a period: the default, not the period it had before
+    await client.queues.setRateLimit('kept', null)
+    expect(await client.queues.setRateLimit('kept', 3)).toMatchObject({ rateLimit: 3, ratePeriodMs: 1000 })
+    expect((await api.call(key, 'PATCH', '/v1/queues/fresh-one', { rateLimit: 9 })).json()).toMatchObject({ rateLimit: 9, ratePeriodMs: 1000 })
+  })
+
   it('names the field of a bad value with 400', async () => {
     const key = await operatorKey()
     const zero = await api.call(key, 'PATCH', '/v1/queues/mail', { concurrencyLimit: 0 })

@@ -11,7 +11,7 @@ import type { Kysely } from 'kysely'
 import type { DB } from '../../db/schema.ts'
 import { pendingMigrations } from '../../db/migrate.ts'
 import { databaseWritable } from '../../db/queries/ops.ts'
-import { ErrorRef, REQUEST_ID_HEADER, documented } from '../schemas/error.ts'
+import { ErrorRef, REQUEST_ID_HEADER, documented, retryAfter } from '../schemas/error.ts'
 import { READ_ONLY_MESSAGE, sendError } from '../error-handler.ts'
 import type { ApiMetrics } from '../metrics.ts'
 
@@ -70,7 +70,10 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesDeps> = async (
         tags: ['ops'],
         summary: 'Readiness',
         description: 'Ready when the database answers, accepts writes (not a standby, not read-only) and every migration is applied.',
-        response: { 200: documented(Status, 'Ready to serve.'), 503: documented(ErrorRef, 'Not ready: `message` says why.') },
+        response: {
+          200: documented(Status, 'Ready to serve.'),
+          503: documented(ErrorRef, 'Not ready: `message` says why.', retryAfter('Seconds to wait before asking again (5).')),
+        },
       },
     },
     async (request, reply) => {
@@ -78,7 +81,8 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesDeps> = async (
         request.log.warn({ err }, 'readiness check failed')
         return 'the readiness check failed'
       })
-      if (reason) return sendError(reply, 503, reason)
+      // as every 503 of this API: when to ask again
+      if (reason) return sendError(reply.header('retry-after', '5'), 503, reason)
       return { status: 'ready' }
     },
   )

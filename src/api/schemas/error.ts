@@ -54,7 +54,7 @@ export function documented<T extends TSchema>(schema: T, description: string, he
   return { ...schema, description, headers: { ...REQUEST_ID_HEADER, ...headers } }
 }
 
-const retryAfter = (description: string): Record<string, HeaderDoc> => ({ 'Retry-After': { type: 'integer', description } })
+export const retryAfter = (description: string): Record<string, HeaderDoc> => ({ 'Retry-After': { type: 'integer', description } })
 
 /** The documented error responses, by status. */
 export const ErrorResponses = {

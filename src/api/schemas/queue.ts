@@ -97,7 +97,7 @@ export const QueuePatchBody = Type.Object(
         minimum: 1,
         maximum: RATE_PERIOD_MS_MAX,
         'x-expected': `an integer from 1 to ${RATE_PERIOD_MS_MAX}`,
-        description: 'The period of rateLimit in ms; default 1000. Used with rateLimit.',
+        description: 'The period of rateLimit in ms. Used with rateLimit; left out, the queue keeps the period it has (1000 when it has none).',
       }),
     ),
     keyRateLimit: Type.Optional(
@@ -117,7 +117,7 @@ export const QueuePatchBody = Type.Object(
         minimum: 1,
         maximum: RATE_PERIOD_MS_MAX,
         'x-expected': `an integer from 1 to ${RATE_PERIOD_MS_MAX}`,
-        description: 'The period of keyRateLimit in ms; default 1000. Used with keyRateLimit.',
+        description: 'The period of keyRateLimit in ms. Used with keyRateLimit; left out, the queue keeps the period it has (1000 when it has none).',
       }),
     ),
     fairShare: Type.Optional(

@@ -132,7 +132,7 @@ export function registerQueues(program: Command): void {
     .description('at most <limit> starts of the queue per period across all workers ("none": no rate limit)')
     .argument('<queue>')
     .argument('<limit>', 'a positive integer, or none')
-    .option('--per-ms <ms>', 'the period in milliseconds (default 1000; not with none)')
+    .option('--per-ms <ms>', 'the period in milliseconds (default: the period the queue has, or 1000; not with none)')
     .option(...json)
     .action((name: string, limit: string, opts: { json?: boolean; perMs?: string }) =>
       show(opts.json, (q) => q.setRateLimit(name, parseLimit(limit), periodFor(limit, opts.perMs)), 'set'),
@@ -142,7 +142,7 @@ export function registerQueues(program: Command): void {
     .description('at most <limit> starts of one concurrency key of the queue per period across all workers ("none": no rate limit per key)')
     .argument('<queue>')
     .argument('<limit>', 'a positive integer, or none')
-    .option('--per-ms <ms>', 'the period in milliseconds (default 1000; not with none)')
+    .option('--per-ms <ms>', 'the period in milliseconds (default: the period the queue has, or 1000; not with none)')
     .option(...json)
     .action((name: string, limit: string, opts: { json?: boolean; perMs?: string }) =>
       show(opts.json, (q) => q.setKeyRateLimit(name, parseLimit(limit), periodFor(limit, opts.perMs)), 'set'),

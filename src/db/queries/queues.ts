@@ -234,15 +234,33 @@ export async function queuePauseOf(db: Kysely<DB>, name: string): Promise<{ paus
  * returns every claim follows the new setting.
  */
 
-/** Sets (or, with nulls, clears) a queue's rate limit: at most `limit` starts per `periodMs`. */
+/** The default period of a rate limit (ms): what a limit set without a period on a queue that has none gets. */
+const RATE_PERIOD_MS_DEFAULT = 1000
+
+/**
+ * The period to set with `limit`: none when the limit is removed; else `periodMs`, or, when null, the
+ * queue's current period in `column` (a new limit keeps the period it had), or the default.
+ */
+function keptPeriod(column: RawBuilder<unknown>, name: string, limit: number | null, periodMs: number | null): RawBuilder<unknown> {
+  if (limit === null) return sql`null::int`
+  if (periodMs !== null) return sql`${periodMs}::int`
+  return sql`coalesce((select q.${column} from pgsched.queues q where q.name = ${name}::text), ${RATE_PERIOD_MS_DEFAULT}::int)`
+}
+
+/**
+ * Sets (or, with nulls, clears) a queue's rate limit: at most `limit` starts per `periodMs` (null with
+ * a limit: the period it has, or 1000 ms).
+ */
 export async function queueSetRateLimit(db: Kysely<DB>, name: string, limit: number | null, periodMs: number | null): Promise<void> {
-  await sql`select pgsched.set_queue_rate_limit(${name}::text, ${limit}::int, ${periodMs}::int)`.execute(db)
+  await sql`select pgsched.set_queue_rate_limit(${name}::text, ${limit}::int,
+                                               ${keptPeriod(sql`rate_period_ms`, name, limit, periodMs)})`.execute(db)
   await claimsInFlightEnded(db)
 }
 
-/** Sets (or, with nulls, clears) a queue's rate limit per concurrency key: at most `limit` starts of one key per `periodMs`. */
+/** Sets (or, with nulls, clears) a queue's rate limit per concurrency key: at most `limit` starts of one key per `periodMs` (as queueSetRateLimit). */
 export async function queueSetKeyRateLimit(db: Kysely<DB>, name: string, limit: number | null, periodMs: number | null): Promise<void> {
-  await sql`select pgsched.set_queue_key_rate_limit(${name}::text, ${limit}::int, ${periodMs}::int)`.execute(db)
+  await sql`select pgsched.set_queue_key_rate_limit(${name}::text, ${limit}::int,
+                                                   ${keptPeriod(sql`key_rate_period_ms`, name, limit, periodMs)})`.execute(db)
   await claimsInFlightEnded(db)
 }
 
