@@ -582,8 +582,10 @@ function makeClient(
         const message = `the payloads of a batch are at most ${MAX_BATCH_PAYLOAD_CHARS / 1_048_576} MiB of JSON together; these ${normalized.length} jobs have ${Math.ceil(payloadChars / 1_048_576)} MiB: submit them in smaller batches`
         throw new ValidationError(message, [{ path: '', message }])
       }
-      // One span for the batch, named after its first job's queue.
-      const queue = (normalized[0] as NormalizedSubmit).queue
+      // One span for the batch, named after its queue; a batch into several queues has no one
+      // destination, so the messaging conventions leave its name and attribute out: `submit`.
+      const first = (normalized[0] as NormalizedSubmit).queue
+      const queue = normalized.every((n) => n.queue === first) ? first : null
       return tracedSubmit(queue, normalized.length, options?.traceContext, (traceparent) => submitMany(normalized, traceparent, options))
     },
 

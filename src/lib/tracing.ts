@@ -78,16 +78,19 @@ export const MESSAGING_OPERATIONS = {
 /** A pgsched messaging operation: `submit`, `claim`, `run`, `complete` or `fail`. */
 export type MessagingOperation = keyof typeof MESSAGING_OPERATIONS
 
-/** The name of a span of `operation` on `queue`: `{messaging.operation.name} {messaging.destination.name}`. */
-export function messagingSpanName(operation: MessagingOperation, queue: string): string {
-  return `${operation} ${queue}`
+/**
+ * The name of a span of `operation` on `queue`: `{messaging.operation.name} {messaging.destination.name}`,
+ * or the operation alone for a batch into several queues (null: no one destination).
+ */
+export function messagingSpanName(operation: MessagingOperation, queue: string | null): string {
+  return queue === null ? operation : `${operation} ${queue}`
 }
 
-/** The messaging attributes every pgsched span carries: system, queue, operation name and type. */
-export function messagingAttributes(queue: string, operation: MessagingOperation): Attributes {
+/** The messaging attributes every pgsched span carries: system, queue (unless null), operation name and type. */
+export function messagingAttributes(queue: string | null, operation: MessagingOperation): Attributes {
   return {
     'messaging.system': MESSAGING_SYSTEM,
-    'messaging.destination.name': queue,
+    ...(queue === null ? {} : { 'messaging.destination.name': queue }),
     'messaging.operation.type': MESSAGING_OPERATIONS[operation],
     'messaging.operation.name': operation,
   }
@@ -106,14 +109,15 @@ export function spanFailed(span: Span, error: Error): void {
 }
 
 /**
- * Runs a submit of `count` jobs to `queue` in a PRODUCER span ("submit {queue}", a child of `parent`,
+ * Runs a submit of `count` jobs to `queue` in a PRODUCER span ("submit {queue}", or "submit" when the
+ * jobs go to several queues, null; a child of `parent`,
  * default the active context) and hands `submit` the span's traceparent to store with the jobs.
  * With no SDK `submit` gets null and no span is built; with a span not sampled, its traceparent
  * (flags 00), so the job's runs are not sampled either. The span ends when
  * the insert has committed or failed; `messageId` names the job of a single submit.
  */
 export async function tracedSubmit<T>(
-  queue: string,
+  queue: string | null,
   count: number,
   parent: Context | undefined,
   submit: (traceparent: string | null) => Promise<T>,

@@ -2,6 +2,7 @@ import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api'
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base'
 import { sql } from 'kysely'
 import { afterAll, beforeEach, describe, expect, it } from 'vitest'
+import { createClient } from '../../src/client.ts'
 import { FatalError } from '../../src/errors.ts'
 import { defineHandler } from '../../src/worker/handlers.ts'
 import { useTestApi } from '../api/helpers.ts'
@@ -111,6 +112,24 @@ describe('traces', () => {
     }
     const [fail] = named(spans, 'fail default')
     expect(fail?.attributes).toMatchObject({ 'messaging.operation.type': 'settle', 'messaging.operation.name': 'fail' })
+  })
+
+  it('names a batch submit after its queue, and one into several queues `submit`, without a destination', async () => {
+    trace.setGlobalTracerProvider(provider)
+    const client = createClient({ db: t.db })
+    await client.submitJobs([
+      { type: 'trace.job', queue: 'mail' },
+      { type: 'trace.job', queue: 'mail' },
+    ])
+    await client.submitJobs([
+      { type: 'trace.job', queue: 'mail' },
+      { type: 'trace.job', queue: 'sms' },
+    ])
+    const submits = exporter.getFinishedSpans().filter((s) => s.attributes['messaging.operation.name'] === 'submit')
+    expect(submits.map((s) => [s.name, s.attributes['messaging.destination.name'], s.attributes['messaging.batch.message_count']])).toEqual([
+      ['submit mail', 'mail', 2],
+      ['submit', undefined, 2],
+    ])
   })
 
   it("continues a REST caller's trace from its traceparent header, and marks a failed run as an error", async () => {
