@@ -244,6 +244,34 @@ describe('pgsched.submit_job', () => {
     expect((await createClient({ db: t.db }).viewJob(id)).schedule).toMatchObject({ kind: 'interval', intervalMs: 1500 })
   })
 
+  it('keeps whole milliseconds as the client does: run_at and start_at up, end_at down, and refuses a start past the last instant', async () => {
+    const at = await submit(`'x', run_at => '2030-01-01 00:00:00.123456+00'`)
+    const every = await submit(`'x', every => interval '1 second', start_at => '2030-01-01 00:00:00.0001+00', end_at => '2030-01-02 00:00:00.9999+00'`)
+    const { rows: due } = await sql<{ run_at: string; scheduled_for: string }>`
+      select to_char(run_at at time zone 'UTC', 'HH24:MI:SS.US') as run_at, to_char(scheduled_for at time zone 'UTC', 'HH24:MI:SS.US') as scheduled_for
+        from pgsched.due where job_id = ${at}::uuid`.execute(t.db)
+    expect(due).toEqual([{ run_at: '00:00:00.124000', scheduled_for: '00:00:00.124000' }])
+    const { rows: window } = await sql<{ start_at: string; end_at: string }>`
+      select to_char(start_at at time zone 'UTC', 'HH24:MI:SS.US') as start_at, to_char(end_at at time zone 'UTC', 'HH24:MI:SS.US') as end_at
+        from pgsched.triggers where job_id = ${every}::uuid`.execute(t.db)
+    expect(window).toEqual([{ start_at: '00:00:00.001000', end_at: '00:00:00.999000' }])
+    const client = createClient({ db: t.db })
+    expect((await client.viewJob(at)).nextRunAt?.toISOString()).toBe('2030-01-01T00:00:00.124Z')
+    for (const [args, name] of [
+      [`'x', run_at => '9999-12-31 23:59:59.9995+00'`, 'run_at'],
+      [`'x', every => interval '1 second', start_at => '9999-12-31 23:59:59.999001+00'`, 'start_at'],
+    ] as const) {
+      await expect(submit(args)).rejects.toMatchObject({
+        code: '22023',
+        message: `${name} rounds up to the next millisecond, past the last instant taken (9999-12-31T23:59:59.999Z)`,
+      })
+    }
+    // an end that rounds down onto its start leaves no window, as the client finds
+    await expect(
+      submit(`'x', every => interval '1 second', start_at => '2030-01-01 00:00:00.0001+00', end_at => '2030-01-01 00:00:00.0009+00'`),
+    ).rejects.toMatchObject({ code: '22023', message: expect.stringContaining('end_at must be after start_at') })
+  })
+
   it('stores an interval schedule whose window ended before its first fire time with nothing to come', async () => {
     const id = await submit(`'x', every => interval '1 hour', end_at => now() - interval '1 day'`)
     const { rows } = await sql<{ next_fire_at: Date | null }>`select next_fire_at from pgsched.triggers where job_id = ${id}::uuid`.execute(t.db)

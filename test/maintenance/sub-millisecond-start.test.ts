@@ -1,9 +1,9 @@
 /**
- * No fire time before startAt, to the microsecond: pgsched.submit_job stores start_at as given
- * (microseconds), and the dispatcher, which counts in whole milliseconds, takes it (and an interval's
- * first fire time, and the submit a cron's first fire time is counted from) up to the next
- * millisecond rather than cutting the microseconds off. Over REST and from TypeScript a finer
- * fraction of startAt or schedule.at goes up to the millisecond too, one of endAt down.
+ * No fire time before startAt, to the microsecond: pgsched.submit_job (from migration 0086), REST and
+ * TypeScript take a finer fraction of startAt or schedule.at up to the millisecond, one of endAt down;
+ * and the dispatcher, which counts in whole milliseconds, takes a start_at stored with microseconds
+ * (by an earlier version's submit_job), an interval's first fire time, and the submit a cron's first
+ * fire time is counted from up to the next millisecond rather than cutting the microseconds off.
  */
 import { sql } from 'kysely'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -53,6 +53,22 @@ describe('a start given to the microsecond', () => {
     const { rows } = await sql<{ id: string }>`
       select pgsched.submit_job('tick', ${sql.raw(schedule)}, start_at => '2030-01-01 00:00:00.0005+00') as id`.execute(t.db)
     const id = rows[0]?.id as string
+    await dispatchAround()
+    expect(await firstFire(id)).toEqual({ scheduledFor: first, startAt: '00:00:00.001000' })
+  })
+
+  it.each([
+    ['cron', `cron => '* * * * * *'`, '00:00:01.000000'],
+    ['every', `every => '1 second'`, '00:00:00.001000'],
+  ])('a %s schedule whose start_at was stored with microseconds (before migration 0086) fires first at or after it', async (_kind, schedule, first) => {
+    const { rows } = await sql<{ id: string }>`select pgsched.submit_job('tick', ${sql.raw(schedule)}, start_at => '2030-01-01 00:00:00+00') as id`.execute(
+      t.db,
+    )
+    const id = rows[0]?.id as string
+    await sql`update pgsched.triggers
+                 set start_at = '2030-01-01 00:00:00.0005+00',
+                     next_fire_at = case when next_fire_at = '-infinity' then next_fire_at else '2030-01-01 00:00:00.0005+00' end
+               where job_id = ${id}::uuid`.execute(t.db)
     await dispatchAround()
     expect(await firstFire(id)).toEqual({ scheduledFor: first, startAt: '00:00:00.000500' })
   })
