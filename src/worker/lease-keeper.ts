@@ -232,7 +232,7 @@ export class LeaseKeeper {
     if (runs.length === 0) return 0
     const released = await this.p.completer.exclusive(() => this.releaseInDatabase(runs, true))
     for (const run of runs) this.release(run)
-    return released
+    return released.length
   }
 
   /**
@@ -240,10 +240,11 @@ export class LeaseKeeper {
    * heartbeat: they stop being held first, so no later heartbeat touches their rows, and the release
    * runs after the heartbeat or outcome write in flight, outside the completer's turn. A release that
    * waits on another transaction then delays only itself, not the renewal of the leases of running
-   * handlers. On failure their leases expire and the reaper requeues them.
+   * handlers. On failure their leases expire and the reaper requeues them. Returns those the
+   * database took back (not one whose lease was lost meanwhile).
    */
-  async handBackUnstarted(runs: readonly Run[]): Promise<number> {
-    if (runs.length === 0) return 0
+  async handBackUnstarted(runs: readonly Run[]): Promise<Run[]> {
+    if (runs.length === 0) return []
     for (const run of runs) this.release(run)
     await this.p.completer.exclusive(async () => {})
     return this.releaseInDatabase(runs, false)
@@ -261,11 +262,17 @@ export class LeaseKeeper {
     return this.p.completer.exclusive(() => executionReleaseUnheld(this.p.db, { workerId: this.p.workerId, held: kept }))
   }
 
-  /** The release statement of a hand-back: how many the database took back; 0, logged, when it failed. */
-  private releaseInDatabase(runs: readonly Run[], started: boolean): Promise<number> {
-    return executionReleaseMany(this.p.db, { workerId: this.p.workerId, leases: runs.map((h) => h.ref), started }).catch((err: unknown) => {
-      this.p.log.warn({ err }, 'could not hand back executions; the reaper will requeue them when their lease expires')
-      return 0
-    })
+  /** The release statement of a hand-back: those of `runs` the database took back; none, logged, when it failed. */
+  private releaseInDatabase(runs: readonly Run[], started: boolean): Promise<Run[]> {
+    return executionReleaseMany(this.p.db, { workerId: this.p.workerId, leases: runs.map((h) => h.ref), started }).then(
+      (ids) => {
+        const released = new Set(ids)
+        return runs.filter((run) => released.has(run.claimed.id))
+      },
+      (err: unknown) => {
+        this.p.log.warn({ err }, 'could not hand back executions; the reaper will requeue them when their lease expires')
+        return []
+      },
+    )
   }
 }

@@ -315,12 +315,13 @@ export class Worker {
     // outside the completer's turn, so that it never holds up the heartbeat of running handlers; on a
     // database error it is logged, and the reaper requeues them once their leases expire
     void this.leases.handBackUnstarted(surplus).then((released) => {
-      if (released === 0) return
+      if (released.length === 0) return
       this.log.info(
-        { count: released, waiting: this.queue.waiting },
+        { count: released.length, waiting: this.queue.waiting },
         'handed back claimed executions its handlers would start only after 1 s, for workers with free slots',
       )
-      this.events?.handedBack?.(surplus.map((r) => r.claimed))
+      // those the database took back (not one whose lease was lost meanwhile)
+      this.events?.handedBack?.(released.map((r) => r.claimed))
     })
   }
 
@@ -401,8 +402,8 @@ export class Worker {
       for (const run of buffered) this.abort(run, new ShutdownError('worker shutting down'))
       for (const run of buffered) endRunSpan(run, 'handed back')
       let released = 0
-      const handedBack = this.leases.handBackUnstarted(buffered).then((n) => {
-        released = n
+      const handedBack = this.leases.handBackUnstarted(buffered).then((runs) => {
+        released = runs.length
       })
       // (not counted as pgsched_worker_executions_handed_back_total, which counts the hand-backs of
       // a running worker whose handlers grew slower)

@@ -259,7 +259,7 @@ export interface ExecutionReleaseManyParams {
 /** The release statement, unexecuted. */
 export function executionReleaseManyQuery(params: ExecutionReleaseManyParams) {
   const l = params.leases
-  return sql<{ n: string }>`${sql.raw(PREPARE)}
+  return sql<{ ids: string[] }>`${sql.raw(PREPARE)}
     with input as (
       select ${leaseMap(l)}::jsonb as m
     ),
@@ -275,9 +275,9 @@ export function executionReleaseManyQuery(params: ExecutionReleaseManyParams) {
              case when ${params.started}::boolean then null else start_deadline end,
              created_at, ${fairKeyWaiting(sql`queue`)}, unstarted_requeues
         from ended
-      returning 1   -- the due insert's trigger (due_notify) wakes idle workers for them
+      returning execution_id   -- the due insert's trigger (due_notify) wakes idle workers for them
     )
-    select count(*)::text as n from moved
+    select coalesce(array_agg(execution_id::text), '{}') as ids from moved
   `
 }
 
@@ -318,10 +318,13 @@ export async function executionReleaseUnheld(db: Kysely<DB>, params: ExecutionRe
   return Number(rows[0]?.n ?? 0)
 }
 
-/** Hands executions back (pending, due now, attempt not counted); the due insert wakes idle workers. */
-export async function executionReleaseMany(db: Kysely<DB>, params: ExecutionReleaseManyParams): Promise<number> {
+/**
+ * Hands executions back (pending, due now, attempt not counted); the due insert wakes idle workers.
+ * Returns the ids of those handed back: the leases the fence still found.
+ */
+export async function executionReleaseMany(db: Kysely<DB>, params: ExecutionReleaseManyParams): Promise<string[]> {
   const { rows } = await executionReleaseManyQuery(params).execute(db)
-  return Number(rows[0]?.n ?? 0)
+  return rows[0]?.ids ?? []
 }
 
 /**
