@@ -674,8 +674,11 @@ function makeClient(
     if (paused && (job.status === 'COMPLETED' || job.status === 'FAILED' || job.status === 'EXPIRED')) {
       throw new InvalidStateError(`job ${id} is ${job.status}: its schedule has no fire time to come, so there is nothing to pause`)
     }
-    await run(options, (ex) => jobSetPaused(ex, { tenant, id, paused }), true)
-    return viewJob(id, options)
+    const changed = await run(options, (ex) => jobSetPaused(ex, { tenant, id, paused }), true)
+    const after = await viewJob(id, options)
+    // cancelled between the look above and the change (which then changed nothing): not a 200
+    if (!changed) throw new InvalidStateError(`job ${id} is ${after.status}: a cancelled job is neither paused nor resumed`)
+    return after
   }
 
   return client

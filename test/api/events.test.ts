@@ -3,7 +3,7 @@
  * the jobs: a client that disconnects for 5 s during a burst and reconnects with Last-Event-ID gets
  * every event once and in order per job; another tenant's client sees none of them.
  */
-import { get } from 'node:http'
+import { get, request } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { sql } from 'kysely'
 import pg from 'pg'
@@ -348,6 +348,47 @@ describe('GET /v1/events', () => {
     } finally {
       for (const c of open) c.abort()
       await app3.close()
+    }
+  })
+
+  it('answers HEAD of a stream at once with its headers, taking no slot: a probe does not hold the tenant back', async () => {
+    const app4 = buildApp({ db: t.db, log: t.log, maxStreamsPerTenant: 1 })
+    await app4.listen({ host: '127.0.0.1', port: 0 })
+    const address = app4.server.address()
+    const port = typeof address === 'object' && address ? address.port : 0
+    const key = (await createApiKey(t.db, { tenant: 'probed' })).key
+    const { job } = await createClient({ db: t.db, tenant: 'probed' }).submitJob({ type: 'never-run' })
+    const [execution] = (await createClient({ db: t.db, tenant: 'probed' }).listExecutions(job.id)).items
+    const head = (path: string) =>
+      new Promise<{ status: number; type: string | undefined } | 'no answer within 3 s'>((resolve) => {
+        const req = request({ host: '127.0.0.1', port, method: 'HEAD', path, headers: { authorization: `Bearer ${key}` } }, (res) => {
+          res.resume()
+          resolve({ status: res.statusCode ?? 0, type: res.headers['content-type'] })
+        })
+        req.setTimeout(3000, () => {
+          req.destroy()
+          resolve('no answer within 3 s')
+        })
+        req.on('error', () => {})
+        req.end()
+      })
+    const streams: AbortController[] = []
+    const stream = async () => {
+      const controller = new AbortController()
+      streams.push(controller)
+      return (await fetch(`http://127.0.0.1:${port}/v1/events`, { headers: { authorization: `Bearer ${key}` }, signal: controller.signal })).status
+    }
+    try {
+      for (let i = 0; i < 3; i++) expect(await head('/v1/events')).toEqual({ status: 200, type: 'text/event-stream; charset=utf-8' })
+      // the tenant's one slot is still free for a stream
+      expect(await stream()).toBe(200)
+      streams.pop()?.abort()
+      // a follow's HEAD takes a slot while it answers, and gives it back once answered
+      for (let i = 0; i < 3; i++) expect(await head(`/v1/executions/${execution?.id}/output?follow=true`)).toMatchObject({ status: 200 })
+      await waitFor(async () => (await stream()) === 200, { what: 'the slot free after the HEADs of a follow' })
+    } finally {
+      for (const c of streams) c.abort()
+      await app4.close()
     }
   })
 })

@@ -157,6 +157,45 @@ describe('event capture', () => {
     expect((await allEvents(null)).find((e) => e.jobId === batched?.id)).toMatchObject({ type: 'submitted', executionId: null, attempt: null })
   })
 
+  it('records a pause or resume only where it changed the schedule: not a repeated one, nor the resume of one not paused', async () => {
+    await eventListenerOpen(t.db, { tenant: null, keepMs: 60_000 })
+    const a = createClient({ db: t.db, tenant: 'a' })
+    const { job } = await a.submitJob({ type: 't', schedule: { cron: '0 0 1 1 *' } })
+    for (const action of ['resume', 'pause', 'pause', 'resume', 'resume'] as const) {
+      const viewed = action === 'pause' ? await a.pauseJob(job.id) : await a.resumeJob(job.id)
+      expect(viewed.status).toBe(action === 'pause' ? 'PAUSED' : 'SCHEDULED')
+    }
+    expect((await allEvents(null)).filter((e) => e.jobId === job.id).map((e) => e.type)).toEqual(['submitted', 'paused', 'resumed'])
+  })
+
+  it('answers a pause or resume that a cancel overtook with InvalidStateError, not the cancelled job', async () => {
+    const a = createClient({ db: t.db, tenant: 'a' })
+    const { job } = await a.submitJob({ type: 't', schedule: { cron: '0 0 1 1 *' } })
+    // the cancel commits after the pause looked at the job, while the pause waits for the schedule's lock
+    const outcome = await t.db.transaction().execute(async (trx) => {
+      await sql`select 1 from pgsched.triggers where job_id = ${job.id}::uuid for update`.execute(trx)
+      const pausing = a.pauseJob(job.id).then(
+        (viewed) => ({ answered: viewed.status }),
+        (err: unknown) => ({ refused: (err as Error).name, message: (err as Error).message }),
+      )
+      await waitFor(
+        async () => {
+          const { rows } = await sql<{ n: number }>`
+            select count(*)::int as n from pg_stat_activity
+             where datname = current_database() and wait_event_type = 'Lock' and query like '%pgsched.triggers%for update%'`.execute(t.db)
+          return (rows[0]?.n ?? 0) > 0
+        },
+        { what: 'the pause to wait for the schedule lock' },
+      )
+      await sql`update pgsched.jobs set state = 'cancelled' where id = ${job.id}::uuid`.execute(trx)
+      return { pausing } // not awaited here: the pause waits for this transaction's commit
+    })
+    expect(await outcome.pausing).toEqual({
+      refused: 'InvalidStateError',
+      message: `job ${job.id} is CANCELLED: a cancelled job is neither paused nor resumed`,
+    })
+  })
+
   it('pages through batches of any size, small pages stopping inside a batch and resuming there, every event once in order', async () => {
     await eventListenerOpen(t.db, { tenant: null, keepMs: 60_000 })
     const a = createClient({ db: t.db, tenant: 'a' })

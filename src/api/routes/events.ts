@@ -16,6 +16,13 @@ import { watchApiKey, type RouteDeps } from './deps.ts'
 /** Idle streams get a comment this often, so proxies and clients do not time them out. */
 const PING_MS = 15_000
 const LAST_EVENT_ID = new RegExp(EVENT_ID_PATTERN)
+/** The headers of a stream (and of its HEAD). */
+const STREAM_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache',
+  connection: 'keep-alive',
+  'x-accel-buffering': 'no',
+}
 
 export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, deps) => {
   const open = new Set<AbortController>()
@@ -65,6 +72,9 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         }
         after = header.trim()
       }
+      // HEAD (which Fastify routes here): the stream's headers and no body, at once and without a slot;
+      // the stream itself would never end the headers of an answer that has no body
+      if (request.method === 'HEAD') return reply.code(200).headers(STREAM_HEADERS).send()
       // a slot of the tenant's, given back when the stream ends (or fails to open)
       const release = deps.streams.take(tenant, 'GET /v1/events')
       const controller = new AbortController()
@@ -101,13 +111,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<RouteDeps> = async (app, dep
         request.log.debug('event stream ended (the client left while it opened)')
         return
       }
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-        'x-request-id': request.id,
-      })
+      res.writeHead(200, { ...STREAM_HEADERS, 'x-request-id': request.id })
       request.raw.on('close', () => controller.abort())
       // The events of one page come without a pause between them: corked until the next turn of the
       // event loop, they leave in one write to the socket instead of one per event.

@@ -443,7 +443,7 @@ export async function jobSetPaused(db: Executor, params: JobSetPausedParams): Pr
     -- the trigger first, then the job: the order of a cancel and of the job operations, so a pause
     -- beside them waits instead of deadlocking
     with locked as (
-      select job_id from pgsched.triggers where job_id = ${params.id}::uuid for update
+      select job_id, paused from pgsched.triggers where job_id = ${params.id}::uuid for update
     ),
     job as (
       update pgsched.jobs
@@ -468,8 +468,11 @@ export async function jobSetPaused(db: Executor, params: JobSetPausedParams): Pr
        where job_id in (select id from job)
       returning job_id
     ),
+    -- an event only where the schedule's pause changed: a repeated pause, or the resume of a schedule
+    -- that was not paused, is no state change for subscribers
     ${eventsCaptured(sql`select case when ${params.paused}::boolean then 'paused' else 'resumed' end, tenant, id, null::uuid, queue, type, null::int
-                           from job where id in (select job_id from changed)`)}
+                           from job where id in (select job_id from changed)
+                            and (select l.paused from locked l) is distinct from ${params.paused}::boolean`)}
     select job_id from changed
   `.execute(db)
   return result.rows.length > 0
