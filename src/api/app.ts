@@ -159,7 +159,12 @@ export function buildApp(deps: AppDeps) {
     bodyLimit: bodyLimitBytes,
     // undecodable percent-encoding named, not read as raw text (refuseUndecodable below)
     routerOptions: { querystringParser: parseQueryString },
-    frameworkErrors: frameworkErrorHandler(bodyLimitBytes),
+    // answered before any hook runs: the request id and the request's log line and count added here
+    frameworkErrors: (err, request, reply) => {
+      reply.header('x-request-id', request.id)
+      reply.raw.once('finish', () => requestDone(request, reply.statusCode, reply.elapsedTime))
+      frameworkErrorHandler(bodyLimitBytes)(err, request, reply)
+    },
     // a request the HTTP parser refused: answered without logging its raw bytes (its key)
     clientErrorHandler: answerClientError,
     // nullable values written without validating them (api/serializer.ts)
@@ -210,7 +215,7 @@ export function buildApp(deps: AppDeps) {
   refuseContentEncodings(app)
   // A request answered: counted, logged, and a 2xx from a route that needs the database says it is back.
   // From onResponse, and from a stream's route once it ends (a hijacked reply runs no onResponse).
-  const requestDone = (request: FastifyRequest, statusCode: number, durationMs: number): void => {
+  function requestDone(request: FastifyRequest, statusCode: number, durationMs: number): void {
     const route = request.routeOptions.url ?? 'unmatched'
     metrics.observeRequest({ method: request.method, route, statusCode }, durationMs)
     const fields = {
