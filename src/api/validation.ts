@@ -11,6 +11,7 @@ import type { FastifySchemaCompiler } from 'fastify'
 import { FORMAT_PROBLEMS, intervalProblem, type FormatName } from '../core/formats.ts'
 import type { ErrorDetail } from '../errors.ts'
 import { misplacedSubmitField } from '../core/job.ts'
+import { NO_NUL_PATTERN, textProblem } from '../core/names.ts'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
@@ -182,6 +183,9 @@ export function validationDetails(errors: readonly ErrorObject[], part: string):
           : undefined
     if (formatMessage) {
       detail = { path, message: formatMessage }
+    } else if (e.keyword === 'pattern' && params.pattern === NO_NUL_PATTERN && typeof e.data === 'string') {
+      // the pattern of a text that takes anything but NUL: worded as the checks of a body word it
+      detail = { path, message: `${label} ${textProblem(e.data) ?? `must be ${String(expected)}`}` }
     } else if (e.keyword === 'required') {
       const field = join(path, String(params.missingProperty))
       detail = { path: field, message: `${words.label(field)} is required` }

@@ -455,6 +455,16 @@ const cases: Case[] = [
   { name: 'malformed id on cancel', method: 'POST', url: '/v1/jobs/not-a-uuid/cancel', status: 400, message: 'id must be a UUID', path: 'id' },
   { name: 'malformed execution id', method: 'GET', url: '/v1/executions/xyz/output', status: 400, message: 'id must be a UUID', path: 'id' },
   { name: 'malformed URL encoding', method: 'GET', url: '/v1/jobs/%zz', status: 400, message: 'URL is malformed: /v1/jobs/%zz' },
+  ...(['errorType', 'errorMessage', 'idempotencyKey'] as const).map(
+    (filter): Case => ({
+      name: `NUL in the ${filter} filter`,
+      method: 'GET',
+      url: `/v1/jobs?${filter}=a%00b`,
+      status: 400,
+      message: `${filter} must not contain NUL characters (\\u0000)`,
+      path: filter,
+    }),
+  ),
   { name: 'limit zero', method: 'GET', url: '/v1/jobs?limit=0', status: 400, message: LIMIT_RULE, path: 'limit' },
   { name: 'limit too large', method: 'GET', url: '/v1/jobs?limit=501', status: 400, message: LIMIT_RULE, path: 'limit' },
   { name: 'limit not a number', method: 'GET', url: '/v1/jobs?limit=ten', status: 400, message: LIMIT_RULE, path: 'limit' },
