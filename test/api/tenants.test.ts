@@ -227,6 +227,17 @@ describe('/v1/tenants', () => {
     expect(await t.db.selectFrom('pgsched.tenants').selectAll().execute()).toEqual([])
   })
 
+  it('no longer lists a tenant whose settings are back to the defaults, and still views it', async () => {
+    const ops = await operatorKey()
+    await api.call(ops, 'PATCH', '/v1/tenants/acme', { maxPending: 5, weight: 2 })
+    await api.call(ops, 'PATCH', '/v1/tenants/beta', { weight: 3 })
+    expect((await api.call(ops, 'GET', '/v1/tenants')).json().items.map((x: { name: string }) => x.name)).toEqual(['acme', 'beta'])
+    const reset = await api.call(ops, 'PATCH', '/v1/tenants/acme', { weight: 1, maxPending: null, maxSubmitsPerSecond: null })
+    expect(reset.json()).toMatchObject({ name: 'acme', weight: 1, maxPending: null, maxSubmitsPerSecond: null })
+    expect((await api.call(ops, 'GET', '/v1/tenants')).json().items.map((x: { name: string }) => x.name)).toEqual(['beta'])
+    expect((await api.call(ops, 'GET', '/v1/tenants/acme')).json()).toMatchObject({ name: 'acme', weight: 1, maxPending: null })
+  })
+
   it('lists and views tenants, and names the field of a bad value', async () => {
     const ops = await operatorKey()
     await api.call(ops, 'PATCH', '/v1/tenants/zeta', { weight: 2.5 })

@@ -35,12 +35,17 @@ interface TenantRow {
   running: number
 }
 
-/** Tenants with settings (or just `only`, with or without), by name. */
+/**
+ * Tenants with settings (or just `only`, with or without), by name. A tenant whose settings are back
+ * to the defaults (weight 1, no quota) keeps its row (its submit bucket) but has no settings to list.
+ */
 export async function tenantList(db: Kysely<DB>, params: { only?: string } = {}): Promise<TenantView[]> {
   const only = params.only ?? null
   const { rows } = await sql<TenantRow>`
     with named as (
-      select name, weight, max_pending, max_submits_per_second from pgsched.tenants where ${only}::text is null or name = ${only}::text
+      select name, weight, max_pending, max_submits_per_second from pgsched.tenants
+       where (${only}::text is null and (weight <> 1 or max_pending is not null or max_submits_per_second is not null))
+          or name = ${only}::text
       union all
       select ${only}::text, 1, null, null where ${only}::text is not null and not exists (select 1 from pgsched.tenants where name = ${only}::text)
     )
