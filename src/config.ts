@@ -14,7 +14,7 @@ import { Value } from '@sinclair/typebox/value'
 import { ConfigError, type ErrorDetail } from './errors.ts'
 import { assertKnownFields, unknownFields } from './core/known-fields.ts'
 import { databaseUrlProblem, redactDatabaseUrl } from './db/database-url.ts'
-import { PARTITION_COUNT, PARTITION_COUNT_DEFAULT, QUEUE_PATTERN } from './core/names.ts'
+import { BODY_LIMIT_BYTES_DEFAULT, PARTITION_COUNT, PARTITION_COUNT_DEFAULT, QUEUE_PATTERN } from './core/names.ts'
 import { MISFIRE_THRESHOLD_DEFAULT_MS } from './core/fire-times.ts'
 import { WEBHOOK_DISABLE_DEFAULT, WEBHOOK_MAX_PER_TENANT_DEFAULT } from './core/events.ts'
 import { MIGRATE_ATTEMPTS_DEFAULT, MIGRATE_LOCK_TIMEOUT_MS_DEFAULT } from './core/migrate-retry.ts'
@@ -123,7 +123,7 @@ export const ConfigSchema = Type.Object({
     {
       port: Type.Integer({ default: 8080, minimum: 0, maximum: 65535 }),
       host: Type.String({ default: '0.0.0.0', minLength: 1 }),
-      bodyLimitBytes: Type.Integer({ default: 1_048_576, minimum: 1024, maximum: 104_857_600 }),
+      bodyLimitBytes: Type.Integer({ default: BODY_LIMIT_BYTES_DEFAULT, minimum: 1024, maximum: 104_857_600 }),
       /**
        * `on`: a submit is acknowledged only by a primary that replicates synchronously (its
        * synchronous_standby_names set): otherwise a 503, even though it may have been written.

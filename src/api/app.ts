@@ -20,6 +20,7 @@ import type { Kysely } from 'kysely'
 import { createClient, type Client } from '../client.ts'
 import type { DB } from '../db/schema.ts'
 import { SchedulerError } from '../errors.ts'
+import { BODY_LIMIT_BYTES_DEFAULT } from '../core/names.ts'
 import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
 import { buildNullableSerializer } from './serializer.ts'
@@ -147,7 +148,7 @@ function packageVersion(): string {
 
 /** The API, ready to `listen()` or `inject()`. Call `close()` when done (the db stays the caller's). */
 export function buildApp(deps: AppDeps) {
-  const bodyLimitBytes = deps.bodyLimitBytes ?? 1_048_576
+  const bodyLimitBytes = deps.bodyLimitBytes ?? BODY_LIMIT_BYTES_DEFAULT
   const app = Fastify({
     loggerInstance: deps.log.child({ component: 'api' }) as FastifyBaseLogger,
     // One line per request, written by the onResponse hook below (no headers, no bodies).

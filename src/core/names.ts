@@ -88,6 +88,11 @@ export const INTERVAL_MS: IntRange = { min: 1000, max: 31_622_400_000 }
 
 /** Largest payload, in bytes of its JSON text (1 MiB). Checked by normalizeSubmit only. */
 export const MAX_PAYLOAD_BYTES = 1_048_576
+/**
+ * The API's default request body limit: a payload at MAX_PAYLOAD_BYTES and the rest of a submit
+ * (1 MiB and 64 KiB), so that the largest payload taken can be sent over REST without a setting.
+ */
+export const BODY_LIMIT_BYTES_DEFAULT = MAX_PAYLOAD_BYTES + 65_536
 
 /** Hash partitions per large table, fixed by the first migrate (0001 checks 1..256). */
 export const PARTITION_COUNT: IntRange = { min: 1, max: 256 }

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net'
 import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { createApiKey } from '../../src/api/auth.ts'
+import { MAX_PAYLOAD_BYTES } from '../../src/core/names.ts'
 import { useTestDb } from '../db.ts'
 import { useTestApi } from './helpers.ts'
 
@@ -76,6 +77,22 @@ describe('HTTP conventions', () => {
     expect(gzip.json<ErrorReply>().message).toBe('Content-Encoding "gzip" is not supported; send the body uncompressed')
     const identity = await api.call(key, 'POST', '/v1/jobs', body, { ...JSON_TYPE, 'content-encoding': 'identity' })
     expect(identity.statusCode).toBe(202)
+  })
+
+  it('takes a payload at its 1 MiB limit over REST with the default body limit, and names the payload one byte over it', async () => {
+    const key = await api.keyFor('acme')
+    // {"blob":"…"} is 11 characters around the blob
+    const body = (n: number) => JSON.stringify({ type: 'x', idempotencyKey: 'k'.repeat(255), payload: { blob: 'x'.repeat(n - 11) } })
+    const at = await api.call(key, 'POST', '/v1/jobs', JSON.parse(body(MAX_PAYLOAD_BYTES)))
+    expect(at.statusCode, at.body.slice(0, 200)).toBe(202)
+    const over = await api.app.inject({
+      method: 'POST',
+      url: '/v1/jobs',
+      headers: { authorization: `Bearer ${key}`, ...JSON_TYPE },
+      payload: body(MAX_PAYLOAD_BYTES + 1).replace('"k', '"j'),
+    })
+    expect(over.statusCode).toBe(400)
+    expect(over.json().message).toBe(`payload must be at most ${MAX_PAYLOAD_BYTES} bytes as JSON`)
   })
 
   it('answers Expect: 100-continue over the body limit with 413 and no 100 Continue, and within it with 100 then 202', async () => {
@@ -264,7 +281,7 @@ describe('inputs the database could refuse', () => {
       const sent = [
         await api.call(opKey, method, url, 'type=x', { 'content-type': 'text/plain' }),
         await api.call(opKey, method, url, '{}', { ...JSON_TYPE, 'content-encoding': 'gzip' }),
-        await api.call(opKey, method, url, JSON.stringify({ pad: 'x'.repeat(1_100_000) }), JSON_TYPE),
+        await api.call(opKey, method, url, JSON.stringify({ pad: 'x'.repeat(1_200_000) }), JSON_TYPE),
       ]
       for (const res of sent) {
         expect([413, 415], `${method} ${path}: ${res.body}`).toContain(res.statusCode)

@@ -65,7 +65,10 @@ export const ErrorResponses = {
   403: documented(ErrorRef, 'The API key may not do this (the queue and tenant routes need an operator key).'),
   404: documented(ErrorRef, "No such resource for this tenant (other tenants' resources answer 404 too)."),
   409: documented(ErrorRef, 'The request conflicts with the state of the resource.'),
-  413: documented(ErrorRef, 'The request body is larger than the limit (1 MiB by default); refused before it is read, without 100 Continue.'),
+  413: documented(
+    ErrorRef,
+    'The request body is larger than the limit (1 MiB and 64 KiB by default: room for a payload at its 1 MiB limit); refused before it is read, without 100 Continue.',
+  ),
   415: documented(ErrorRef, 'The body is not `application/json`, or has a Content-Encoding other than identity.'),
   429: documented(ErrorRef, "Over one of the tenant's admission quotas; nothing was written.", retryAfter('Seconds until a retry can pass the quota.')),
   503: documented(
