@@ -93,8 +93,22 @@ function commandNamed(argv: readonly string[]): string | undefined {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  await runCommand(argv)
+  // A command that failed ends the process here, whatever its modules keep open (a handlers module's
+  // timer or connection would keep a worker whose start failed alive, doing nothing, for ever).
+  // Standard output and error are written synchronously here (files, pipes and terminals on Linux).
+  if (process.exitCode !== undefined && process.exitCode !== 0) process.exit()
+}
+
+async function runCommand(argv: string[]): Promise<void> {
   // (the image runs this as PID 1, where SIGTERM would otherwise be ignored until a command takes it over)
   exitOnSignals()
+  // a reader that closes standard output early (`| head`) ends the command quietly, as a pipe's end
+  // ends any command: not with an unhandled EPIPE and its stack trace
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0)
+    throw err
+  })
   const program = new Command()
     .name('scheduler')
     .description('pgsched: a distributed job scheduler on PostgreSQL')

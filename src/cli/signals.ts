@@ -44,7 +44,9 @@ export function onShutdownSignal(stop: (signal: string) => Promise<void>, signal
     )
   }
   for (const signal of signals) {
-    process.removeListener(signal, exitOnSignal)
+    // the new listener first: with none left for a moment, Node would drop a signal received and not
+    // yet delivered (one that came while the command's modules loaded), and the command run on
     process.on(signal, handler)
+    process.removeListener(signal, exitOnSignal)
   }
 }

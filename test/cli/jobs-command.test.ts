@@ -186,6 +186,20 @@ describe('scheduler jobs', () => {
     expect(code).toBe(0)
   })
 
+  it('ends jobs list quietly, exit code 0, when its reader closes standard output early (| head)', async () => {
+    await insertExecutions(t.db, 500, { state: 'pending', job: { tenant: 'listed', queue: 'listed', payload: { pad: 'x'.repeat(2000) } } })
+    const child = spawn('node', ['bin/scheduler', 'jobs', 'list', '--tenant', 'listed', '--limit', '500', '--json'], {
+      env: { ...process.env, DATABASE_URL: t.url },
+    })
+    let stderr = ''
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    await new Promise<void>((resolve) => child.stdout.once('data', () => resolve()))
+    child.stdout.destroy()
+    const [code] = (await once(child, 'exit')) as [number | null]
+    expect(stderr).not.toMatch(/EPIPE|error/i)
+    expect(code).toBe(0)
+  })
+
   it("prints queues list and tenants list --json in the REST API's shape, {items: [...]}", async () => {
     await scheduler('queues', 'limit', 'cli-q', '3')
     await scheduler('tenants', 'set', 'cli-t', '--weight', '2')

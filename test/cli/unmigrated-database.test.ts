@@ -5,6 +5,10 @@
  */
 import { type ChildProcessByStdio, execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import type { Readable } from 'node:stream'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -44,6 +48,34 @@ describe('a database without the pgsched schema', () => {
     clearTimeout(timer)
     expect({ code, signal }).toEqual({ code: 1, signal: null })
     expect(stderr).toContain('scheduler: the database has no pgsched schema: run "scheduler migrate"')
+  })
+
+  it('ends scheduler worker with exit code 1 even when its handlers module keeps a timer open', { timeout: 30_000 }, async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'pgsched-handlers-'))
+    const module = join(dir, 'handlers.mjs')
+    // a handlers module that opens something at import (a pool, a client, a refresh timer)
+    const index = pathToFileURL(resolve('dist/src/index.js')).href
+    await writeFile(
+      module,
+      `import { defineHandler } from ${JSON.stringify(index)}\nsetInterval(() => {}, 60_000)\nexport const held = defineHandler('held', async () => 1)\n`,
+    )
+    try {
+      const child = spawn('node', ['bin/scheduler', 'worker', '--handlers', module, '--metrics-port', 'off'], {
+        env: { ...process.env, DATABASE_URL: url, LOG_LEVEL: 'warn' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+      let stderr = ''
+      child.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString('utf8')
+      })
+      const timer = setTimeout(() => child.kill('SIGKILL'), 20_000)
+      const [code, signal] = await once(child, 'exit')
+      clearTimeout(timer)
+      expect(stderr).toContain('the database has no pgsched schema')
+      expect({ code, signal }).toEqual({ code: 1, signal: null })
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
   })
 
   it('makes an embedded worker system release what it started when its start fails, and refuse a second start', async () => {
