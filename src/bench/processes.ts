@@ -29,6 +29,14 @@ function spawnScheduler(
   return spawnReady(launcher, join(packageRoot(), 'bin', launcher), args, { LOG_LEVEL: 'info', ...env }, readyText, onProbe)
 }
 
+/** The processes spawned and not exited yet (stopProcesses). */
+const running = new Set<BenchProcess>()
+
+/** Stops every process the bench spawned that is still running (a bench interrupted by a signal). */
+export async function stopProcesses(): Promise<void> {
+  await Promise.all([...running].map((p) => p.stop()))
+}
+
 /** Spawns `command` (its output kept for the error should it exit first); ready once it prints `readyText`. */
 function spawnReady(
   name: string,
@@ -59,7 +67,7 @@ function spawnReady(
     void exit.then(() => reject(new Error(`${name} exited before it was ready:\n${output.slice(-2000)}`)))
   })
   if (onProbe) child.on('message', (m) => onProbe(m as ProbeMessage))
-  return {
+  const spawned: BenchProcess = {
     child,
     ready,
     peakRssMb() {
@@ -78,6 +86,9 @@ function spawnReady(
       clearTimeout(timer)
     },
   }
+  running.add(spawned)
+  void exit.then(() => running.delete(spawned))
+  return spawned
 }
 
 /** A worker process running the bench's handlers; `env` is added to (or overrides) its environment. */

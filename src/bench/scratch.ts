@@ -32,16 +32,31 @@ async function admin(url: string, statement: string): Promise<void> {
   }
 }
 
+/** The scratch databases not dropped yet, by name: the server each is on (dropScratches). */
+const undropped = new Map<string, string>()
+
+/** Drops every scratch database not dropped yet (a bench interrupted by a signal). */
+export async function dropScratches(): Promise<void> {
+  for (const [name, databaseUrl] of undropped) {
+    await admin(databaseUrl, `drop database if exists ${name} with (force)`)
+    undropped.delete(name)
+  }
+}
+
 export async function createScratch(databaseUrl: string, partitions: number): Promise<Scratch> {
   const name = `pgsched_bench_${randomBytes(4).toString('hex')}`
   await admin(databaseUrl, `create database ${name}`)
+  undropped.set(name, databaseUrl)
   const url = new URL(databaseUrl)
   url.pathname = `/${name}`
   const scratchUrl = url.toString()
   try {
     await migrate({ databaseUrl: scratchUrl, partitions })
   } catch (err) {
-    await admin(databaseUrl, `drop database if exists ${name} with (force)`).catch(() => undefined)
+    await admin(databaseUrl, `drop database if exists ${name} with (force)`).then(
+      () => undropped.delete(name),
+      () => undefined,
+    )
     throw err
   }
   const database = createDb({ databaseUrl: scratchUrl, poolSize: 10, applicationName: 'pgsched-bench' })
@@ -61,6 +76,7 @@ export async function createScratch(databaseUrl: string, partitions: number): Pr
       await hot.destroy()
       await database.db.destroy()
       await admin(databaseUrl, `drop database if exists ${name} with (force)`)
+      undropped.delete(name)
     },
   }
 }

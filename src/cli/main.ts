@@ -10,7 +10,7 @@ import { Command, CommanderError, Help } from 'commander'
 import { ConfigError, ValidationError } from '../errors.ts'
 import { isSchemaMissing, SCHEMA_MISSING_MESSAGE } from '../db/outage.ts'
 import { packageRoot } from '../lib/package-root.ts'
-import { exitOnSignals } from './signals.ts'
+import { exitOnSignals, shutdownInProgress } from './signals.ts'
 
 type Register = (program: Command) => void
 
@@ -97,7 +97,8 @@ export async function main(argv: string[]): Promise<void> {
   // A command that failed ends the process here, whatever its modules keep open (a handlers module's
   // timer or connection would keep a worker whose start failed alive, doing nothing, for ever).
   // Standard output and error are written synchronously here (files, pipes and terminals on Linux).
-  if (process.exitCode !== undefined && process.exitCode !== 0) process.exit()
+  // (a signal's graceful stop still running ends the process itself, once done)
+  if (process.exitCode !== undefined && process.exitCode !== 0 && !shutdownInProgress()) process.exit()
 }
 
 async function runCommand(argv: string[]): Promise<void> {

@@ -11,7 +11,7 @@ const ENDING_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT']
 
 /** Exits as a shell reports a process ended by `signal` (128 + its number: 143 for SIGTERM). */
 function exitOnSignal(signal: NodeJS.Signals): void {
-  process.exit(128 + constants.signals[signal])
+  process.exit(signalExitCode(signal))
 }
 
 /**
@@ -23,12 +23,23 @@ export function exitOnSignals(): void {
   for (const signal of ENDING_SIGNALS) process.on(signal, exitOnSignal)
 }
 
+let stopping = false
+
+/** Whether a signal's graceful stop is running (it ends the process when done). */
+export function shutdownInProgress(): boolean {
+  return stopping
+}
+
+/** The exit status a shell reports for a process ended by `signal` (143 for SIGTERM, 130 for SIGINT). */
+export function signalExitCode(signal: NodeJS.Signals): number {
+  return 128 + constants.signals[signal]
+}
+
 /**
  * Shutdown on SIGTERM/SIGINT (or the signals given): the first signal runs `stop`
  * (graceful), a second one exits at once with status 130.
  */
-export function onShutdownSignal(stop: (signal: string) => Promise<void>, signals: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT']): void {
-  let stopping = false
+export function onShutdownSignal(stop: (signal: NodeJS.Signals) => Promise<void>, signals: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT']): void {
   const handler = (signal: NodeJS.Signals) => {
     if (stopping) {
       process.stderr.write(`scheduler: second ${signal}, exiting now\n`)

@@ -1,4 +1,5 @@
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { mkdtempSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -6,6 +7,7 @@ import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
 import { LIST_REQUESTS } from '../../src/bench/list.ts'
 import { adminUrl } from '../db.ts'
+import { waitFor } from '../wait-for.ts'
 
 const run = promisify(execFile)
 
@@ -176,5 +178,43 @@ describe('scheduler bench --quick', () => {
     }
     expect(medians.find((r) => r.metric.startsWith('GET /v1/jobs (first page, 50)'))?.target).toBe('< 100')
     expect(await databasesLike('pgsched_bench_list_10000_p%')).toBe('0')
+  })
+})
+
+describe('scheduler bench interrupted', () => {
+  it('stops the processes it started and drops its scratch databases on SIGTERM, then exits 143', { timeout: 120_000 }, async () => {
+    const before = await databasesLike('pgsched_bench_%')
+    const bench = spawn('node', ['bin/scheduler', 'bench', '--quick', '--only', 'burn-down'], {
+      env: { ...process.env, DATABASE_URL: adminUrl() },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    })
+    let stderr = ''
+    bench.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString()
+    })
+    const exited = once(bench, 'exit')
+    const childrenOf = (pid: number): number[] => readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0)
+        return true
+      } catch {
+        return false
+      }
+    }
+    let children: number[] = []
+    try {
+      // its worker processes running the burn-down
+      await waitFor(() => (children = childrenOf(bench.pid as number)).length > 0, { what: 'the bench to start its workers', timeoutMs: 90_000 })
+      expect(await databasesLike('pgsched_bench_%')).toBe(String(Number(before) + 1))
+      bench.kill('SIGTERM')
+      const [code] = (await exited) as [number | null]
+      expect(code, stderr).toBe(143)
+      expect(stderr).toContain('scheduler bench: interrupted; stopping its processes and dropping its scratch databases')
+      expect(children.filter(alive)).toEqual([])
+      expect(await databasesLike('pgsched_bench_%')).toBe(before)
+    } finally {
+      for (const pid of [bench.pid as number, ...children]) if (alive(pid)) process.kill(pid, 'SIGKILL')
+    }
   })
 })

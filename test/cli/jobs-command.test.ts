@@ -213,6 +213,12 @@ describe('scheduler jobs', () => {
       [['jobs', 'submit', 'ok', '--priority', '0x10'], '--priority must be an integer, got "0x10"'],
       [['jobs', 'submit', 'ok', '--max-attempts', '1e1'], '--max-attempts must be an integer, got "1e1"'],
       [['jobs', 'list', '--limit', 'abc'], '--limit must be an integer, got "abc"'],
+      [['tenants', 'set', 'cli-t', '--max-pending', '0x10'], '--max-pending must be a number or "none", got "0x10"'],
+      [['tenants', 'set', 'cli-t', '--weight', '1e1'], '--weight must be a number, got "1e1"'],
+      [
+        ['webhooks', 'deliveries', '01900000-0000-7000-8000-000000000000', '--tenant', 'cli-t', '--limit', '1e2'],
+        '--limit must be an integer from 1 to 1000, got "1e2"',
+      ],
       [['jobs', 'list', '--limit', '900'], '--limit must be an integer from 1 to 500'],
       [['jobs', 'list', '--cursor', 'zzz'], '--cursor is invalid; pass nextCursor from the previous page'],
       [['queues', 'limit', 'cli-q', '0'], '<limit> must be an integer from 1 to 100000, or "none" for no limit (got 0)'],

@@ -48,4 +48,20 @@ describe('scheduler (the command line)', () => {
       expect(err).toMatchObject({ code: 2, stderr: expect.stringContaining('--write-docs needs a full run') })
     }
   })
+
+  it('refuses an unwritable --json or --write-docs file and a hex or exponent count before measuring anything', async () => {
+    const refused = async (args: string[]) =>
+      run('node', ['bin/scheduler', 'bench', ...args], { env: { ...process.env, DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' } }).catch((e: unknown) => e)
+    expect(await refused(['--quick', '--only', 'ceiling', '--json', '/nonexistent/dir/r.json'])).toMatchObject({
+      code: 2,
+      stderr: 'scheduler: --json /nonexistent/dir/r.json: its folder does not exist\n',
+    })
+    expect(await refused(['--write-docs', '/nonexistent/dir/b.md'])).toMatchObject({
+      code: 2,
+      stderr: 'scheduler: --write-docs /nonexistent/dir/b.md: its folder does not exist\n',
+    })
+    for (const reps of ['0x2', '1e1']) {
+      expect(await refused(['--quick', '--reps', reps])).toMatchObject({ code: 2, stderr: `scheduler: --reps must be a positive integer (got "${reps}")\n` })
+    }
+  })
 })

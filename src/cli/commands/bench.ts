@@ -6,8 +6,9 @@
  */
 import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
-import { writeFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { constants } from 'node:fs'
+import { access, writeFile } from 'node:fs/promises'
+import { dirname, join, resolve } from 'node:path'
 import type { Command } from 'commander'
 import { ConfigError } from '../../errors.ts'
 import { createLogger } from '../../logger.ts'
@@ -17,6 +18,9 @@ import { runBench, SCENARIOS, type Scenario } from '../../bench/run.ts'
 import { reportTable, type BenchReport } from '../../bench/report.ts'
 import { SANDBOX_CONCURRENCY } from '../../bench/sandboxes.ts'
 import { commandConfig } from '../shared.ts'
+import { onShutdownSignal, signalExitCode } from '../signals.ts'
+import { stopProcesses } from '../../bench/processes.ts'
+import { dropScratches } from '../../bench/scratch.ts'
 
 interface BenchFlags {
   quick?: boolean
@@ -34,8 +38,23 @@ interface BenchFlags {
 function positiveInt(value: string | undefined, name: string, fallback: number): number {
   if (value === undefined) return fallback
   const n = Number(value)
-  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`--${name} must be a positive integer (got ${JSON.stringify(value)})`)
+  // decimal digits only: Number() would take "0x10" as 16 and "1e3" as 1000
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1) throw new ConfigError(`--${name} must be a positive integer (got ${JSON.stringify(value)})`)
   return n
+}
+
+/** Refuses, naming `flag`, a file that cannot be written: its folder missing or not writable, or the file not writable. */
+async function assertWritable(file: string, flag: string): Promise<void> {
+  const existing = await access(file, constants.F_OK).then(
+    () => true,
+    () => false,
+  )
+  try {
+    await access(existing ? file : dirname(resolve(file)), constants.W_OK)
+  } catch (err: unknown) {
+    const why = (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'its folder does not exist' : 'it cannot be written'
+    throw new ConfigError(`${flag} ${file}: ${why}`)
+  }
 }
 
 /** docs/peers.md (the peer harness's last table, kept by hand) as a section, or nothing. */
@@ -157,6 +176,18 @@ export function registerBench(program: Command): void {
       const unknown = only?.filter((x) => !(SCENARIOS as readonly string[]).includes(x))
       if (unknown && unknown.length > 0)
         throw new ConfigError(`--only: unknown scenario ${unknown.map((x) => `"${x}"`).join(', ')}; choose from ${SCENARIOS.join(', ')}`)
+      const docsFile =
+        flags.writeDocs === undefined ? undefined : typeof flags.writeDocs === 'string' ? flags.writeDocs : join(packageRoot(), 'docs', 'benchmarks.md')
+      // the files written at the end are checked before the run: not found unwritable after it
+      if (flags.json) await assertWritable(flags.json, '--json')
+      if (docsFile !== undefined) await assertWritable(docsFile, '--write-docs')
+      // interrupted: the worker and API processes it started stop, and its scratch databases go
+      onShutdownSignal(async (signal) => {
+        process.stderr.write('scheduler bench: interrupted; stopping its processes and dropping its scratch databases\n')
+        await stopProcesses()
+        await dropScratches()
+        process.exitCode = signalExitCode(signal)
+      })
       const report = await runBench({
         databaseUrl: config.databaseUrl,
         quick,
@@ -172,9 +203,9 @@ export function registerBench(program: Command): void {
       })
       process.stdout.write(`${reportTable(report)}\n\nclaim plan:\n${report.explain}\n`)
       if (flags.json) await writeFile(flags.json, JSON.stringify(report, null, 2))
-      if (flags.writeDocs !== undefined) {
+      if (docsFile !== undefined) {
         const command = ['scheduler bench', ...process.argv.slice(3)].join(' ')
-        const file = typeof flags.writeDocs === 'string' ? flags.writeDocs : join(packageRoot(), 'docs', 'benchmarks.md')
+        const file = docsFile
         const existing = readOr(file, '# Benchmarks\n')
         const list = listSection(existing)
         const text = listOnly ? withListSection(existing, listMarkdown(report, command)) : `${markdown(report, command)}${list ? `\n${list}\n` : ''}`

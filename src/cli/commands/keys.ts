@@ -53,14 +53,15 @@ export function registerKeys(program: Command): void {
     .command('list')
     .description('list API keys (never their secret) and when each was last used, to within a minute')
     .option('--tenant <name>', "only this tenant's keys")
-    .option('--json', 'print JSON: {"items": [...]}, as GET /v1/keys answers')
+    .option('--json', 'print JSON: every key, as GET /v1/keys answers its last page: {"items": [...], "nextCursor": null}')
     .action(async (opts: { tenant?: string; json?: boolean }) => {
       // a name no tenant can have matches no key: refused, rather than "no API keys"
       if (opts.tenant !== undefined && !isTenantName(opts.tenant)) {
         throw new ValidationError(`--tenant: not a tenant name: ${JSON.stringify(opts.tenant)} (${TENANT_RULE})`)
       }
       const list = await withDatabase('pgsched-keys', ({ db }) => apiKeyList(db, { tenant: opts.tenant }))
-      if (opts.json) process.stdout.write(`${JSON.stringify({ items: list }, null, 2)}\n`)
+      // every key at once: the shape of the API's last page
+      if (opts.json) process.stdout.write(`${JSON.stringify({ items: list, nextCursor: null }, null, 2)}\n`)
       else process.stdout.write(list.length === 0 ? 'no API keys\n' : `${keyTable(list)}\n`)
     })
 

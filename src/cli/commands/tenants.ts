@@ -36,7 +36,8 @@ async function show(json: boolean | undefined, fn: (tenants: TenantAdmin) => Pro
 function numberOrNone(flag: string, text: string, none = true): number | null {
   if (none && text === 'none') return null
   const n = Number(text)
-  if (text.trim() === '' || !Number.isFinite(n)) {
+  // decimal digits only: Number() would take "0x10" as 16 and "1e3" as 1000, a setting no one wrote
+  if (!/^-?\d+(\.\d+)?$/.test(text) || !Number.isFinite(n)) {
     const wanted = none ? 'a number or "none"' : 'a number'
     throw new ValidationError(`${flag} must be ${wanted}, got "${text}"`, [{ path: flag, message: wanted }])
   }

@@ -138,6 +138,11 @@ export function registerWebhooks(program: Command): void {
     .option('--cursor <cursor>', 'the next-page cursor printed by the previous page')
     .option(...json)
     .action(async (id: string, opts: { tenant: string; limit: string; cursor?: string; json?: boolean }) => {
+      // decimal digits only (Number() would take "0x10" and "1e2"); the range is the deliveries' own check
+      if (!/^\d+$/.test(opts.limit)) {
+        const message = `--limit must be an integer from 1 to 1000, got "${opts.limit}"`
+        throw new ValidationError(message, [{ path: 'limit', message }])
+      }
       const page = await run(opts.tenant, (w) => w.deliveries(id, { limit: Number(opts.limit), cursor: opts.cursor }))
       const list = page.items
       if (opts.json) return print({ items: list.map(deliveryToJson), nextCursor: page.nextCursor })
