@@ -277,6 +277,46 @@ function counted<T>(stream: AsyncGenerator<T, void, undefined>, gate: CallGate):
   })()
 }
 
+/**
+ * `reading` (an export's generator) with each step counted by `gate` while it runs, as counted does:
+ * close() waits for the step under way, and a step after close() fails with InvalidStateError (an
+ * export cut short must not look complete), not with the driver's error of a pool already closed.
+ */
+function countedSteps<T>(reading: AsyncGenerator<T, void, undefined>, gate: CallGate, name: string): AsyncGenerator<T, void, undefined> {
+  return (async function* () {
+    let done = false
+    try {
+      for (;;) {
+        if (gate.closing) throw new InvalidStateError(`the pgsched client is closed: ${name} was read after close()`)
+        gate.enter()
+        let next: IteratorResult<T, void>
+        try {
+          next = await reading.next()
+        } finally {
+          gate.leave()
+        }
+        if (next.done) {
+          done = true
+          return
+        }
+        yield next.value
+      }
+    } finally {
+      if (!done && !gate.closing) {
+        gate.enter()
+        try {
+          await reading.return(undefined)
+        } finally {
+          gate.leave()
+        }
+      }
+    }
+  })()
+}
+
+/** The methods that answer at once (not with a promise): refused after close() by a throw, not a rejected promise. */
+const SYNC_METHODS = new Set(['withTenant', 'allTenants', 'exportJobs'])
+
 interface ClientSettings {
   webhookPolicy: AddressPolicy
   webhookMaxPerTenant: number
@@ -314,9 +354,14 @@ function gated<T extends object>(target: T, gate: CallGate | undefined): T {
       if (GATED_OBJECTS.has(key) && typeof value === 'object' && value !== null) return gated(value, gate)
       if (typeof value !== 'function') return value
       return (...args: unknown[]) => {
-        if (gate?.closing) return Promise.reject(new InvalidStateError(`the pgsched client is closed: ${key} was called after close()`))
+        if (gate?.closing) {
+          const closed = new InvalidStateError(`the pgsched client is closed: ${key} was called after close()`)
+          if (SYNC_METHODS.has(key)) throw closed
+          return Promise.reject(closed)
+        }
         const result = (value as (...a: unknown[]) => unknown).apply(obj, args)
         if (GATED_RESULTS.has(key) && typeof result === 'object' && result !== null) return gated(result, gate)
+        if (gate && key === 'exportJobs') return countedSteps(result as AsyncGenerator<unknown, void, undefined>, gate, key)
         if (!(result instanceof Promise)) return result
         gate?.enter()
         const mapped = result.catch((err: unknown) => {

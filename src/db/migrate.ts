@@ -18,6 +18,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { pgConnection } from './hosts.ts'
+import { databaseUrlProblem } from './database-url.ts'
 import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider } from 'kysely'
 import { packageRoot } from '../lib/package-root.ts'
 import type { Logger } from '../logger.ts'
@@ -129,6 +130,9 @@ function assertRetrySettings(params: MigrateParams): void {
 export async function migrate(params: MigrateParams): Promise<MigrateResult> {
   assertKnownFields(params, MIGRATE_FIELDS, 'migrate params')
   assertRetrySettings(params)
+  // a URL that is none is the caller's setting, named as createClient and createDb name it
+  const problem = typeof params.databaseUrl === 'string' ? databaseUrlProblem(params.databaseUrl) : 'must be a string'
+  if (problem) throw new ConfigError(`database URL ${problem}`, [{ path: 'databaseUrl', message: `database URL ${problem}` }])
   // One connection: the advisory lock, the setting and the migrations share a session.
   // A connect timeout, as every pool of the product has: a host that drops packets is an error
   // naming it, not a command that never ends.

@@ -7,6 +7,7 @@
  * Caller: the Executor, for handlers whose effective mode is not `none`.
  */
 import type { Logger } from '../logger.ts'
+import { ConfigError } from '../errors.ts'
 import type { Handler, HandlerContext, HandlerRegistry } from './handlers.ts'
 import type { RunDataField, SandboxInit, SandboxMode } from './sandbox-protocol.ts'
 import { Sandbox, type SandboxResult } from './sandbox.ts'
@@ -51,7 +52,7 @@ export function sandboxPlacements(handlers: HandlerRegistry, settings: { mode?: 
         log.info({ type, sandbox: mode }, 'handler runs in-process: its module is not known to load in a sandbox')
         continue
       }
-      throw new Error(
+      throw new ConfigError(
         `handler "${type}" asks for a ${mode} sandbox but its module is not known: load it with --handlers, or pass { module: import.meta.url } to defineHandler`,
       )
     }

@@ -126,6 +126,14 @@ describe('migrate', () => {
     expect(parts[0]?.n).toBe('4')
   })
 
+  it('refuses a database URL that is none with a ConfigError naming it, as createClient does', async () => {
+    for (const databaseUrl of ['not a url', '']) {
+      const err = await migrate({ databaseUrl }).catch((e: unknown) => e)
+      expect(err).toBeInstanceOf(ConfigError)
+      expect((err as Error).message).toMatch(/^database URL is not a valid URL/)
+    }
+  })
+
   it('refuses a partition count other than the installed one, naming both, and changes nothing', async () => {
     const url = await emptyDatabase()
     await migrate({ databaseUrl: url, partitions: 4 })

@@ -12,7 +12,7 @@ import { threadId } from 'node:worker_threads'
 import { sql } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
-import { ValidationError } from '../../src/errors.ts'
+import { ConfigError, ValidationError } from '../../src/errors.ts'
 import type { Execution } from '../../src/core/job.ts'
 import { PassThrough } from 'node:stream'
 import { defineHandler, loadHandlerModule } from '../../src/worker/handlers.ts'
@@ -271,7 +271,9 @@ describe('sandboxed handlers', () => {
 
   it('refuses a handler that asks for a sandbox when its module is not known', async () => {
     const orphan = defineHandler('orphan', () => 1, { sandbox: 'thread' })
-    await expect(startWorker([orphan])).rejects.toThrow(/handler "orphan" asks for a thread sandbox but its module is not known/)
+    const err = await startWorker([orphan]).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(ConfigError)
+    expect((err as Error).message).toMatch(/handler "orphan" asks for a thread sandbox but its module is not known/)
   })
 
   it('ends a spinning sandboxed handler at shutdown and hands its execution back', async () => {
