@@ -35,7 +35,12 @@ export function kyselyOnClient(client: pg.ClientBase): Kysely<DB> {
 export interface CallerKysely {
   readonly isTransaction: boolean
   withoutPlugins(): CallerKysely
-  executeQuery(query: CompiledQuery): Promise<QueryResult<unknown>>
+  /**
+   * Runs a statement compiled by pgsched's copy of kysely. Typed `never`: any version's
+   * executeQuery takes it (another version's CompiledQuery, 0.27's say, is not assignable to this
+   * copy's, nor this copy's to it, though each runs the other's).
+   */
+  executeQuery(query: never): Promise<{ readonly rows: unknown[] }>
   transaction(): { execute<T>(fn: (trx: CallerKysely) => Promise<T>): Promise<T> }
 }
 
@@ -55,8 +60,8 @@ export function isCallerKysely(value: unknown): value is CallerKysely {
 /**
  * A caller's Kysely as pgsched runs its statements on it: without the caller's plugins (a
  * CamelCasePlugin would rename the columns pgsched reads, and a job would read as finished), and,
- * when another copy of kysely made it, through a driver that hands each compiled statement to it.
- * A transaction cannot be begun on such a copy's instance (the caller's transaction is used).
+ * when another copy of kysely made it, through a driver that hands each compiled statement to it
+ * (and a transaction begun on it to that instance's transaction()).
  * `callerConnection`: it may be a connection in a transaction of the caller's, on which only full
  * statement forms run (a plain form's refusal would abort it).
  */
@@ -82,7 +87,19 @@ export function callerKysely(value: CallerKysely, options: { callerConnection: b
   return db
 }
 
-/** Runs every statement through another copy of kysely's instance (see callerKysely). */
+/** A connection of ForwardingDriver: its statements go to the caller's instance, or to the transaction it began there. */
+interface ForwardedConnection extends DatabaseConnection {
+  transaction?: { on: CallerKysely; end: (how: 'commit' | 'rollback') => Promise<void> }
+}
+
+/** Thrown inside the caller's transaction to roll it back (and caught: the rollback asked for is no error). */
+const ROLL_BACK = Symbol('roll back')
+
+/**
+ * Runs every statement through another copy of kysely's instance (see callerKysely). A transaction
+ * is that instance's own (`transaction().execute`), held open from begin until commit or rollback,
+ * its statements run on it.
+ */
 class ForwardingDriver implements Driver {
   private readonly target: CallerKysely
   constructor(target: CallerKysely) {
@@ -90,18 +107,53 @@ class ForwardingDriver implements Driver {
   }
   async init(): Promise<void> {}
   async acquireConnection(): Promise<DatabaseConnection> {
-    return {
-      executeQuery: <R>(query: CompiledQuery) => this.target.executeQuery(query) as Promise<QueryResult<R>>,
+    const connection: ForwardedConnection = {
+      executeQuery: <R>(query: CompiledQuery) => (connection.transaction?.on ?? this.target).executeQuery(query as never) as Promise<QueryResult<R>>,
       streamQuery: () => {
         throw new Error('pgsched cannot stream a query through a Kysely instance of another kysely copy')
       },
     }
+    return connection
   }
-  async beginTransaction(): Promise<void> {
-    throw new Error('pgsched cannot begin a transaction on a Kysely instance of another kysely copy: pass its transaction as trx')
+  async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    const c = connection as ForwardedConnection
+    let began: (trx: CallerKysely) => void = () => {}
+    let ending: (how: 'commit' | 'rollback') => void = () => {}
+    const on = new Promise<CallerKysely>((resolve) => {
+      began = resolve
+    })
+    const how = new Promise<'commit' | 'rollback'>((resolve) => {
+      ending = resolve
+    })
+    const ended = this.target
+      .transaction()
+      .execute(async (trx) => {
+        began(trx)
+        if ((await how) === 'rollback') throw ROLL_BACK
+      })
+      .catch((err: unknown) => {
+        if (err !== ROLL_BACK) throw err
+      })
+    // a begin that failed ends the transaction before it hands one out
+    const trx = await Promise.race([on, ended.then(() => Promise.reject(new Error('the transaction ended before it began')))])
+    c.transaction = {
+      on: trx,
+      end: async (asked) => {
+        ending(asked)
+        try {
+          await ended
+        } finally {
+          c.transaction = undefined
+        }
+      },
+    }
   }
-  async commitTransaction(): Promise<void> {}
-  async rollbackTransaction(): Promise<void> {}
+  async commitTransaction(connection: DatabaseConnection): Promise<void> {
+    await (connection as ForwardedConnection).transaction?.end('commit')
+  }
+  async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    await (connection as ForwardedConnection).transaction?.end('rollback')
+  }
   async releaseConnection(): Promise<void> {}
   async destroy(): Promise<void> {}
 }

@@ -205,7 +205,13 @@ describe('scheduler bench interrupted', () => {
     let children: number[] = []
     try {
       // its worker processes running the burn-down
-      await waitFor(() => (children = childrenOf(bench.pid as number)).length > 0, { what: 'the bench to start its workers', timeoutMs: 90_000 })
+      await waitFor(
+        () => {
+          children = childrenOf(bench.pid as number)
+          return children.length > 0
+        },
+        { what: 'the bench to start its workers', timeoutMs: 90_000 },
+      )
       expect(await databasesLike('pgsched_bench_%')).toBe(String(Number(before) + 1))
       bench.kill('SIGTERM')
       const [code] = (await exited) as [number | null]
