@@ -244,6 +244,11 @@ const SERVICE_LINKS = {
 }
 
 describe('unknownVariables', () => {
+  it('is exported by the package, for an application that embeds workers and warns itself', async () => {
+    const pkg = await import('../src/index.ts')
+    expect(pkg.unknownVariables({ SCHEDULER_WORKER_CONCURENCY: '50' })[0]?.suggestion).toBe('SCHEDULER_WORKER_CONCURRENCY')
+  })
+
   it('names a SCHEDULER_ variable that is no setting, with the one it was probably meant to be', () => {
     expect(unknownVariables({ SCHEDULER_WORKER_CONCURENCY: '50' })).toEqual([
       {
