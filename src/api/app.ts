@@ -216,7 +216,12 @@ export function buildApp(deps: AppDeps) {
   refuseContentEncodings(app)
   // A request answered: counted, logged, and a 2xx from a route that needs the database says it is back.
   // From onResponse, and from a stream's route once it ends (a hijacked reply runs no onResponse).
+  // once per request: a stream's end is reported by its route, and Fastify may run onResponse for it
+  // too when the server closes under it
+  const done = new WeakSet<FastifyRequest>()
   function requestDone(request: FastifyRequest, statusCode: number, durationMs: number): void {
+    if (done.has(request)) return
+    done.add(request)
     const route = request.routeOptions.url ?? 'unmatched'
     metrics.observeRequest({ method: request.method, route, statusCode }, durationMs)
     const fields = {
