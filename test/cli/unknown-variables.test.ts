@@ -120,7 +120,7 @@ describe('a SCHEDULER_ variable that names no setting', () => {
     const env = environment({ ...OTHERS_PORTS, DATABASE_URL: t.url })
     await run('node', ['bin/scheduler', 'migrate'], { env, timeout: 60_000 })
     const { stdout, stderr } = await run('node', ['bin/scheduler', 'keys', 'list', '--json'], { env, timeout: 30_000 })
-    expect(JSON.parse(stdout)).toEqual({ items: [] })
+    expect(JSON.parse(stdout)).toEqual({ items: [], nextCursor: null })
     expect(stderr).toBe('')
   })
 })
@@ -134,7 +134,7 @@ describe('a SCHEDULER_ variable that names no setting, set for a command without
 
   const none = { items: [] }
   it.each([
-    { command: 'keys list --json', json: none },
+    { command: 'keys list --json', json: { ...none, nextCursor: null } },
     { command: 'queues list --json', json: none },
     { command: 'tenants list --json', json: none },
     { command: 'workers list --json', json: none },
