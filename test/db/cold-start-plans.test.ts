@@ -5,7 +5,10 @@
  * (createDb's indexPlans). Without it, the claim read each job's payload by scanning a `jobs`
  * partition, and a steady load (600 jobs/s over REST) read millions of rows a minute. Since
  * migration 0028 the claim reads each job through a lateral probe and the lease statements find
- * each lease through one (lease.ts), so neither scans a table even without the setting. Hash and
+ * each lease through one (lease.ts), but without the setting the claim planned on a new
+ * database's `due`, which has no pages yet, still scans it (the tables are emptied here by
+ * TRUNCATE, as a new database's are: a table emptied by DELETE keeps its pages, and plans made on
+ * it find rows by index either way). Hash and
  * merge joins are off there too: a plan made after an ANALYZE of small tables hashed the
  * dispatcher's one-row input against every row of `jobs` (always before migration 0038, sometimes
  * since). And JIT is off: with seq scans off, a scan that remains (the insert trigger's look-up of waiting_workers) costs enough to be compiled,
@@ -13,7 +16,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import { sql, type Kysely } from 'kysely'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { createClient } from '../../src/client.ts'
 import { executionClaimBatch } from '../../src/db/queries/claim.ts'
 import { executionCompleteMany } from '../../src/db/queries/lease.ts'
@@ -22,8 +25,15 @@ import { createDb, type Database } from '../../src/db/pool.ts'
 import type { DB } from '../../src/db/schema.ts'
 import { jobRowsRead, useTestDb } from '../db.ts'
 
-const t = useTestDb()
+// Emptied by TRUNCATE, not by useTestDb's DELETEs: a DELETE scans its table, and a session reports
+// that scan to pg_stat_user_tables when it next flushes its statistics, which on a busy machine can
+// be seconds later, inside a measurement of the claim's scans.
+const t = useTestDb({ truncate: false })
 const pools: Database[] = []
+beforeEach(async () => {
+  await sql`truncate pgsched.execution_history, pgsched.due, pgsched.runs, pgsched.triggers, pgsched.job_idempotency_keys, pgsched.jobs,
+                     pgsched.workers, pgsched.waiting_workers, pgsched.queues, pgsched.tenants`.execute(t.db)
+})
 afterEach(async () => {
   await Promise.all(pools.splice(0).map((p) => p.db.destroy()))
 })
@@ -59,7 +69,8 @@ async function claimAndComplete(hot: Kysely<DB>, n: number): Promise<number> {
 describe('generic plans made on empty tables', () => {
   it.each([
     { indexPlans: true, seqScans: 'none' },
-    { indexPlans: false, seqScans: 'none' },
+    // why the hot pool runs with it: the claim planned on a new database's empty `due` scans it
+    { indexPlans: false, seqScans: 'some' },
   ])('indexPlans $indexPlans: claim and complete on a filled table do $seqScans seq scans', async ({ indexPlans, seqScans: expected }) => {
     const hot = createDb({ databaseUrl: t.url, poolSize: 1, genericPlans: true, indexPlans })
     pools.push(hot)
