@@ -11,10 +11,10 @@
 import { randomBytes } from 'node:crypto'
 import pg from 'pg'
 import { sql } from 'kysely'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { createDb } from '../../src/db/pool.ts'
 import { claimsInFlightEnded } from '../../src/db/queries/queues.ts'
-import { useTestDb } from '../db.ts'
+import { adminQuery, createFromTemplate, urlFor, useTestDb } from '../db.ts'
 import { waitFor } from '../wait-for.ts'
 
 const t = useTestDb({ truncate: false })
@@ -73,6 +73,27 @@ describe('pgsched.claims_in_flight_since', () => {
       await worker.query('rollback').catch(() => undefined)
       await worker.end()
       await operator.end()
+    }
+  })
+
+  it("counts no write transaction on another database's pgsched.runs, whose OID is the same (made from one template)", async () => {
+    const other = `t_other_${suffix}`
+    await createFromTemplate(other, inject('templateDb'))
+    const elsewhere = new pg.Client({ connectionString: urlFor(other) })
+    await elsewhere.connect()
+    try {
+      await elsewhere.query('begin')
+      await elsewhere.query('update pgsched.runs set lease_expires_at = lease_expires_at where false')
+      const { rows: same } = await elsewhere.query(`select 'pgsched.runs'::regclass::oid::int as oid`)
+      const { rows: here } = await sql<{ oid: number }>`select 'pgsched.runs'::regclass::oid::int as oid`.execute(t.db)
+      expect(same[0]?.oid).toBe(here[0]?.oid)
+      const { rows } = await sql<{ n: number }>`
+        select pgsched.claims_in_flight_since(clock_timestamp()) as n`.execute(t.db)
+      expect(rows[0]?.n).toBe(0)
+    } finally {
+      await elsewhere.query('rollback').catch(() => undefined)
+      await elsewhere.end()
+      await adminQuery(`drop database if exists ${other} with (force)`)
     }
   })
 
